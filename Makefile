@@ -1,0 +1,60 @@
+# weir — developer entry points. `make test` and `make demo` work on a fresh clone:
+# `install` sets up everything they need (system packages, .venv, the Cython build).
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.weir-installed
+PYX    := $(wildcard cython_ext/*.pyx)
+SOS    := $(patsubst %.pyx,%.stamp,$(PYX))
+PYTEST_ARGS ?=
+SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java
+
+.PHONY: install system-packages compile test test-python test-cython lint demo bench clean
+
+install: system-packages $(STAMP) compile
+
+system-packages:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "need root to install:$$missing" >&2; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  for c in /etc/postgresql/*/main; do [ -d "$$c" ] && pg_dropcluster --stop $$(basename $$(dirname $$c)) main || true; done; \
+	fi
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(VENV)/bin/python pyproject.toml setup.py
+	$(PIP) install -q --upgrade pip setuptools wheel Cython
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+compile: $(STAMP)
+	@if [ -n "$(PYX)" ]; then $(PY) setup.py -q build_ext --inplace; fi
+
+test: install
+	WEIR_IMPL=python $(PY) -m pytest $(PYTEST_ARGS)
+	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
+
+test-python: install
+	WEIR_IMPL=python $(PY) -m pytest $(PYTEST_ARGS)
+
+test-cython: install
+	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check proxy engine cdc cython_ext tests bench
+	$(VENV)/bin/mypy
+
+demo: install
+	$(PY) -m proxy.demo
+
+bench: install
+	$(PY) bench/passthrough.py
+
+clean:
+	rm -rf build $(VENV) cython_ext/*.c cython_ext/*.so

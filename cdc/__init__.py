@@ -1,0 +1,1 @@
+"""Change data capture: pgoutput decoding, the replication stream and the applier."""

@@ -1,0 +1,1 @@
+"""The dataflow engine: pure (no asyncio, sockets or wall clock)."""

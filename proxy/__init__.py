@@ -1,0 +1,1 @@
+"""weir: the deployable proxy (PG server to apps, PG client to upstream, routing, admin, CLI)."""

@@ -1,0 +1,93 @@
+"""Test helpers shared by every suite: the upstream cluster handle and ``eventually``.
+
+``eventually`` is the only way tests wait for something asynchronous: it polls a predicate
+until it holds or a deadline passes (then fails with the last value seen). It is not a sleep
+standing in for synchronisation: the predicate is the condition the test needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+T = TypeVar("T")
+
+
+def eventually(predicate: Callable[[], T], timeout: float = 10.0, interval: float = 0.01) -> T:
+    """Poll ``predicate`` until it returns a truthy value; return it or raise AssertionError."""
+    deadline = time.monotonic() + timeout
+    value = predicate()
+    while not value:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached within {timeout}s (last: {value!r})")
+        time.sleep(interval)
+        value = predicate()
+    return value
+
+
+async def eventually_async(
+    predicate: Callable[[], Awaitable[T]], timeout: float = 10.0, interval: float = 0.01
+) -> T:
+    """Async form of :func:`eventually`."""
+    deadline = time.monotonic() + timeout
+    value = await predicate()
+    while not value:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not reached within {timeout}s (last: {value!r})")
+        await asyncio.sleep(interval)
+        value = await predicate()
+    return value
+
+
+@dataclass
+class ExternalCluster:
+    """A cluster named by ``WEIR_TEST_DSN`` (superuser DSN); same surface as LocalCluster."""
+
+    url: str
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        return urlsplit(self.url).port or 5432
+
+    @property
+    def superuser(self) -> str:
+        return urlsplit(self.url).username or "postgres"
+
+    def dsn(self, user: str | None = None, dbname: str = "postgres", password: str | None = None,
+            **params: str) -> str:
+        parts = urlsplit(self.url)
+        auth = user or self.superuser
+        if password is not None:
+            auth += f":{password}"
+        query = "&".join(["sslmode=disable", *(f"{k}={v}" for k, v in params.items())])
+        return urlunsplit((parts.scheme, f"{auth}@{self.host}:{self.port}", f"/{dbname}", query, ""))
+
+    def psql(self, sql: str, dbname: str = "postgres") -> str:
+        with psycopg.connect(self.dsn(dbname=dbname), autocommit=True) as conn:
+            cur = conn.execute(sql)
+            if cur.description is None:
+                return ""
+            return "".join("|".join("" if v is None else str(v) for v in row) + "\n"
+                           for row in cur.fetchall())
+
+
+def unique_name(prefix: str) -> str:
+    """A fresh identifier (database, role, table) for one test."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+def create_database(cluster: Any, prefix: str = "t") -> str:
+    name = unique_name(prefix)
+    cluster.psql(f"CREATE DATABASE {name}")
+    return name
