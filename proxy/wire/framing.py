@@ -1,0 +1,143 @@
+"""Framing of the PostgreSQL v3 byte stream into messages (sans-I/O).
+
+Owns: finding message boundaries in a growing buffer, the length limits, and the
+``ProtocolViolation`` error that every decoder in ``proxy.wire`` raises for bad input.
+
+Two shapes of message exist on the wire:
+- *typed*: one type byte, an Int32 length that counts itself but not the type byte, payload;
+- *untyped*: the first message a client sends (StartupMessage, SSLRequest, GSSENCRequest,
+  CancelRequest): an Int32 length that counts itself, then payload.
+
+Invariant: any split of the same byte stream into ``feed`` calls yields the same messages
+(property-tested). ``scan_messages`` is the hot kernel (its Cython twin lives in
+``cython_ext/framing.pyx``): the relay forwards whole runs of complete messages with one
+write and looks only at the few types it tracks.
+"""
+
+from __future__ import annotations
+
+import cython_ext
+
+#: PostgreSQL's own limit for the startup packet (MAX_STARTUP_PACKET_LENGTH).
+MAX_STARTUP_LENGTH = 10_000
+#: Default cap for one message from a client (PostgreSQL allows up to 1 GB for some types).
+DEFAULT_MAX_MESSAGE_LENGTH = 64 * 1024 * 1024
+#: Cap used for messages from the upstream server (what PostgreSQL itself may send).
+UPSTREAM_MAX_MESSAGE_LENGTH = 0x3FFFFFFF
+
+
+class ProtocolViolation(Exception):
+    """Malformed or oversized protocol input. ``sqlstate`` is what the peer should be told."""
+
+    def __init__(self, message: str, sqlstate: str = "08P01") -> None:
+        super().__init__(message)
+        self.message = message
+        self.sqlstate = sqlstate
+
+
+def scan_messages(
+    buf: bytes | bytearray, pos: int, max_length: int
+) -> tuple[list[tuple[int, int, int]], int]:
+    """Find the complete typed messages in ``buf[pos:]``.
+
+    Returns ``(messages, end)``: one ``(type_byte, payload_start, payload_end)`` per complete
+    message, in order, and the offset just past the last complete one (``pos`` if none).
+    Raises ProtocolViolation for a length below 4 or above ``max_length``, even when the
+    rest of that message has not arrived yet (so an oversized message is refused early).
+    """
+    out: list[tuple[int, int, int]] = []
+    n = len(buf)
+    while n - pos >= 5:
+        length = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+        if length < 4:
+            raise ProtocolViolation(f"invalid message length {length}")
+        if length > max_length:
+            raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {max_length}")
+        end = pos + 1 + length
+        if end > n:
+            break
+        out.append((buf[pos], pos + 5, end))
+        pos = end
+    return out, pos
+
+
+class Framer:
+    """Incremental splitter: ``feed`` bytes, take messages with ``next`` / ``drain``.
+
+    ``startup=True`` makes the first message untyped (the client side of a fresh
+    connection); after it (or after an SSLRequest answered ``N``, by calling
+    ``expect_startup`` again) messages are typed.
+    """
+
+    __slots__ = ("_buf", "_max", "_pos", "_startup")
+
+    def __init__(self, max_length: int = DEFAULT_MAX_MESSAGE_LENGTH, startup: bool = False) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+        self._max = max_length
+        self._startup = startup
+
+    def expect_startup(self) -> None:
+        """The next message is untyped (after SSLRequest/GSSENCRequest was answered)."""
+        self._startup = True
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as messages."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if self._pos and self._pos >= len(self._buf) // 2:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def next_startup(self) -> bytes | None:
+        """The next untyped message's payload (without its length), or None if incomplete."""
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 4:
+            return None
+        length = int.from_bytes(buf[pos : pos + 4], "big")
+        if length < 8 or length > MAX_STARTUP_LENGTH:
+            raise ProtocolViolation(f"invalid startup packet length {length}")
+        if len(buf) - pos < length:
+            return None
+        self._pos = pos + length
+        self._startup = False
+        return bytes(buf[pos + 4 : pos + length])
+
+    def next(self) -> tuple[int, bytes] | None:
+        """The next message as ``(type, payload)``; type is 0 for an untyped startup message."""
+        if self._startup:
+            payload = self.next_startup()
+            return None if payload is None else (0, payload)
+        buf, pos = self._buf, self._pos
+        if len(buf) - pos < 5:
+            return None
+        found, end = scan_messages(buf, pos, self._max)
+        if not found:
+            return None
+        mtype, start, stop = found[0]
+        self._pos = stop
+        return mtype, bytes(buf[start:stop])
+
+    def drain(self) -> tuple[bytes, list[tuple[int, int, int]]]:
+        """All complete typed messages at once: ``(raw, index)``.
+
+        ``raw`` holds the complete messages' bytes exactly as received (to forward with one
+        write); ``index`` has ``(type, payload_start, payload_end)`` relative to ``raw``.
+        """
+        found, end = scan_messages(self._buf, self._pos, self._max)
+        if not found:
+            return b"", []
+        base = self._pos
+        raw = bytes(self._buf[base:end])
+        self._pos = end
+        if base:
+            found = [(t, s - base, e - base) for t, s, e in found]
+        return raw, found
+
+
+_fast = cython_ext.load("framing")
+if _fast is not None:
+    scan_messages = _fast.scan_messages  # noqa: F811
