@@ -1,0 +1,161 @@
+"""Text codecs of the non-temporal scalar types: bool, integers, floats, numeric, bytea, uuid.
+
+Owns: PostgreSQL text output -> canonical value and back, byte-exact with PostgreSQL's own
+output functions under the default settings (``extra_float_digits`` >= 1, ``bytea_output=hex``).
+
+Canonical values: ``bool``; ``int`` (int2/4/8, oid); ``float`` (float4 is the double nearest
+the float4, as PostgreSQL would widen it); ``Decimal`` for numeric (with scale kept:
+``1.50`` stays ``Decimal('1.50')``); ``bytes``; ``uuid.UUID``. NaN decodes to the singletons
+of :mod:`engine.values.types`.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import uuid
+from decimal import Decimal, InvalidOperation
+
+from engine.values.types import FLOAT_NAN, NUMERIC_NAN
+
+
+def parse_bool(text: str) -> bool:
+    if text == "t":
+        return True
+    if text == "f":
+        return False
+    raise ValueError(f"invalid boolean text {text!r}")
+
+
+def format_bool(value: bool) -> str:
+    return "t" if value else "f"
+
+
+def parse_float(text: str) -> float:
+    if text == "NaN":
+        return FLOAT_NAN
+    return float(text)
+
+
+def parse_float4(text: str) -> float:
+    """The float4 PostgreSQL stores for ``text``, widened to a double (as float4 -> float8 does)."""
+    if text == "NaN":
+        return FLOAT_NAN
+    value: float = struct.unpack("f", struct.pack("f", float(text)))[0]
+    return value
+
+
+def _shortest_float4_digits(value: float) -> str:
+    for precision in range(1, 10):
+        candidate = f"{value:.{precision}e}" if precision > 1 else f"{value:.0e}"
+        if struct.unpack("f", struct.pack("f", float(candidate)))[0] == value:
+            return candidate
+    return f"{value:.8e}"
+
+
+def _pg_float_text(value: float, sci: str, digits_limit: int) -> str:
+    """Lay out shortest digits (given in Python's ``d.ddde±XX`` form) the way PostgreSQL does."""
+    mantissa, exp_text = sci.split("e")
+    exponent = int(exp_text)
+    negative = mantissa.startswith("-")
+    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
+    sign = "-" if negative else ""
+    if exponent < -4 or exponent >= digits_limit:
+        body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{body}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    if exponent < 0:
+        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
+    if len(digits) <= exponent + 1:
+        return sign + digits + "0" * (exponent + 1 - len(digits))
+    return f"{sign}{digits[: exponent + 1]}.{digits[exponent + 1 :]}"
+
+
+def _special_float(value: float) -> str | None:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0.0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    return None
+
+
+def format_float8(value: float) -> str:
+    """PostgreSQL's float8out (shortest exact digits, exponent outside [-4, 15))."""
+    special = _special_float(value)
+    if special is not None:
+        return special
+    return _pg_float_text(value, _repr_as_sci(value), 15)
+
+
+def _repr_as_sci(value: float) -> str:
+    """Python's shortest round-trip digits of ``value`` rewritten as ``d.ddde±X``."""
+    text = repr(value)
+    sign = "-" if text.startswith("-") else ""
+    mantissa, _, exp_text = text.lstrip("-").partition("e")
+    exponent = int(exp_text or "0")
+    whole, _, frac = mantissa.partition(".")
+    digits = (whole + frac).lstrip("0")
+    exponent += len(whole) - 1 - (len(whole + frac) - len(digits))
+    digits = digits.rstrip("0") or "0"
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}e{exponent:+d}"
+
+
+def format_float4(value: float) -> str:
+    """PostgreSQL's float4out (shortest digits that round-trip through float4)."""
+    special = _special_float(value)
+    if special is not None:
+        return special
+    return _pg_float_text(value, _shortest_float4_digits(value), 6)
+
+
+def parse_numeric(text: str) -> Decimal:
+    if text == "NaN":
+        return NUMERIC_NAN
+    try:
+        return Decimal(text)
+    except InvalidOperation as exc:
+        raise ValueError(f"invalid numeric text {text!r}") from exc
+
+
+def format_numeric(value: Decimal) -> str:
+    if value.is_nan():
+        return "NaN"
+    if value.is_infinite():
+        return "Infinity" if value > 0 else "-Infinity"
+    return f"{value:f}"
+
+
+def parse_bytea(text: str) -> bytes:
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])
+    return _parse_bytea_escape(text)
+
+
+def _parse_bytea_escape(text: str) -> bytes:
+    out = bytearray()
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch != "\\":
+            out += ch.encode("utf-8")
+            i += 1
+        elif text.startswith("\\\\", i):
+            out.append(0x5C)
+            i += 2
+        else:
+            out.append(int(text[i + 1 : i + 4], 8))
+            i += 4
+    return bytes(out)
+
+
+def format_bytea(value: bytes) -> str:
+    return "\\x" + value.hex()
+
+
+def parse_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(text)
+
+
+def format_uuid(value: uuid.UUID) -> str:
+    return str(value)
