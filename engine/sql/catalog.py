@@ -1,0 +1,170 @@
+"""The planner's view of the upstream catalog: relations, columns, keys, collations, RLS.
+
+Owns: the frozen dataclasses describing user relations (``Relation``, ``Column``), the SQL text
+that loads them from PostgreSQL (``CATALOG_QUERY``), the constructor from its result rows
+(``Catalog.from_rows``), and name resolution under a search_path (``Catalog.resolve``).
+
+Invariants: everything here is pure data; no driver, no I/O. The proxy (or a test) runs
+``CATALOG_QUERY`` over any driver and hands the rows to ``from_rows``. Rows are plain tuples in
+the column order of the query. A column's ``collation`` is the *effective* collation name
+(``"default"`` is replaced by the database's own collation), or None for non-collatable types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Collations whose ordering is plain byte order (what Python's str comparison gives for UTF-8).
+BYTE_ORDER_COLLATIONS = frozenset({"C", "POSIX", "ucs_basic", "C.UTF-8", "C.utf8"})
+
+#: Loads every user relation (tables, views, matviews, partitioned and foreign tables) with its
+#: columns. One row per column, ordered by relation oid then attribute number.
+CATALOG_QUERY = """\
+SELECT c.oid::int8, n.nspname::text, c.relname::text, c.relkind::text, c.relrowsecurity,
+       a.attnum::int4, a.attname::text, a.atttypid::int8, a.atttypmod::int4,
+       CASE WHEN a.attcollation = 0 THEN NULL
+            WHEN co.collname = 'default' THEN
+                 CASE WHEN d.datlocprovider = 'i' THEN d.daticulocale ELSE d.datcollate END
+            WHEN co.collprovider = 'c' AND co.collcollate IN ('C', 'POSIX') THEN 'C'
+            ELSE co.collname END::text,
+       a.attnotnull,
+       array_position(pk.indkey::int2[], a.attnum)::int4
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_catalog.pg_database d ON d.datname = pg_catalog.current_database()
+LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
+LEFT JOIN pg_catalog.pg_index pk ON pk.indrelid = c.oid AND pk.indisprimary
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname NOT LIKE 'pg\\_toast%'
+ORDER BY c.oid, a.attnum"""
+
+RELKIND_NAMES = {"r": "table", "p": "partitioned table", "v": "view", "m": "materialized view",
+                 "f": "foreign table"}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One attribute of a relation."""
+
+    name: str
+    type_oid: int
+    typmod: int = -1
+    collation: str | None = None
+    not_null: bool = False
+
+    @property
+    def byte_order(self) -> bool:
+        """True when comparisons on this column agree with Python's (code point) order."""
+        return self.collation is None or self.collation in BYTE_ORDER_COLLATIONS
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    """A user relation with its columns in attribute order and its primary key column names."""
+
+    oid: int
+    schema: str
+    name: str
+    columns: tuple[Column, ...]
+    primary_key: tuple[str, ...] = ()
+    kind: str = "r"
+    row_security: bool = False
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    def column(self, name: str) -> Column | None:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """All user relations, indexed by (schema, name)."""
+
+    relations: tuple[Relation, ...] = ()
+    _by_name: dict[tuple[str, str], Relation] = field(default_factory=dict, compare=False,
+                                                      repr=False)
+
+    _temp_names: set[str] = field(default_factory=set, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for rel in self.relations:
+            self._by_name[(rel.schema, rel.name)] = rel
+            if rel.schema.startswith("pg_temp"):
+                self._temp_names.add(rel.name)
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Sequence[Any]]) -> Catalog:
+        """Build from the rows of ``CATALOG_QUERY`` (any driver's tuples)."""
+        grouped: dict[int, list[Sequence[Any]]] = {}
+        for row in rows:
+            grouped.setdefault(int(row[0]), []).append(row)
+        relations = []
+        for oid, cols in grouped.items():
+            cols = sorted(cols, key=lambda r: int(r[5]))
+            head = cols[0]
+            pk = sorted((int(r[11]), str(r[6])) for r in cols if r[11] is not None)
+            relations.append(Relation(
+                oid=oid, schema=str(head[1]), name=str(head[2]),
+                columns=tuple(Column(str(r[6]), int(r[7]), int(r[8]),
+                                     None if r[9] is None else str(r[9]), bool(r[10]))
+                              for r in cols),
+                primary_key=tuple(name for _, name in pk), kind=str(head[3]),
+                row_security=bool(head[4])))
+        return cls(tuple(relations))
+
+    def get(self, schema: str, name: str) -> Relation | None:
+        return self._by_name.get((schema, name))
+
+    def by_oid(self, oid: int) -> Relation | None:
+        for rel in self.relations:
+            if rel.oid == oid:
+                return rel
+        return None
+
+    def resolve(self, name: str, schema: str | None,
+                search_path: Sequence[str] = ("public",)) -> Relation | None:
+        """The relation ``[schema.]name`` denotes; unqualified names search ``search_path``.
+
+        ``search_path`` is the effective list (``$user`` already expanded, missing schemas
+        harmless). Like PostgreSQL, ``pg_catalog`` is searched first unless listed explicitly;
+        system relations are not in this catalog, so such names resolve to None. A name that
+        some temporary table carries resolves to None too (the temp schema is searched first
+        and is per session).
+        """
+        if schema is not None:
+            if schema.startswith("pg_temp"):
+                return None
+            return self._by_name.get((schema, name))
+        if name.startswith("pg_") and "pg_catalog" not in search_path:
+            return None  # pg_catalog is searched first and holds the pg_* system relations
+        if name in self._temp_names:
+            return None  # some session's temporary table may shadow it: cannot tell whose
+        for nsp in search_path:
+            rel = self._by_name.get((nsp, name))
+            if rel is not None:
+                return rel
+        return None
+
+
+def effective_search_path(setting: str, user: str) -> tuple[str, ...]:
+    """Parse a ``search_path`` setting (e.g. ``'"$user", public'``) into schema names."""
+    out: list[str] = []
+    for part in setting.split(","):
+        item = part.strip()
+        if not item:
+            continue
+        if item.startswith('"') and item.endswith('"') and len(item) >= 2:
+            item = item[1:-1].replace('""', '"')
+        else:
+            item = item.lower()
+        out.append(user if item == "$user" else item)
+    return tuple(out)
