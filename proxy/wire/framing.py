@@ -114,12 +114,16 @@ class Framer:
         buf, pos = self._buf, self._pos
         if len(buf) - pos < 5:
             return None
-        found, end = scan_messages(buf, pos, self._max)
-        if not found:
+        length = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+        if length < 4:
+            raise ProtocolViolation(f"invalid message length {length}")
+        if length > self._max:
+            raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {self._max}")
+        stop = pos + 1 + length
+        if stop > len(buf):
             return None
-        mtype, start, stop = found[0]
         self._pos = stop
-        return mtype, bytes(buf[start:stop])
+        return buf[pos], bytes(buf[pos + 5 : stop])
 
     def drain(self) -> tuple[bytes, list[tuple[int, int, int]]]:
         """All complete typed messages at once: ``(raw, index)``.
@@ -140,4 +144,4 @@ class Framer:
 
 _fast = cython_ext.load("framing")
 if _fast is not None:
-    scan_messages = _fast.scan_messages  # noqa: F811
+    scan_messages = _fast.scan_messages
