@@ -1,0 +1,71 @@
+"""ORDER BY in PostgreSQL's order, as Python sort keys.
+
+Owns: ``order_key`` (a key function for ``SortKey`` lists, with DESC and NULLS FIRST/LAST)
+and ``row_key`` (a total order on whole rows, used to break ties deterministically).
+
+Invariants: NULL sorts as larger than every value (so last for ASC, first for DESC, unless
+NULLS FIRST/LAST says otherwise); float NaN sorts above every other float; text compares by
+code point (PostgreSQL's C collation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from engine.plan.ir import SortKey
+
+Row = Sequence[Any]
+
+
+class Desc:
+    """Wraps a key so that it sorts in reverse."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __lt__(self, other: Desc) -> bool:
+        return bool(other.key < self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Desc) and bool(self.key == other.key)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def value_key(value: Any) -> tuple[int, Any]:
+    """Sort key of one non-NULL value: NaN above every float."""
+    if isinstance(value, float) and math.isnan(value):
+        return (1, 0)
+    return (0, value)
+
+
+def row_key(row: Row) -> tuple[tuple[int, Any], ...]:
+    """A total order on rows of one schema (NULLs last in every column)."""
+    return tuple((2, 0) if v is None else value_key(v) for v in row)
+
+
+def order_key(
+    order_by: Sequence[SortKey], tie_break: bool = True
+) -> Callable[[Row], tuple[Any, ...]]:
+    """Key function sorting rows by ``order_by`` (then by the whole row if ``tie_break``)."""
+    specs = [(k.column, k.descending, k.effective_nulls_first) for k in order_by]
+
+    def key(row: Row) -> tuple[Any, ...]:
+        out: list[Any] = []
+        for col, desc, nulls_first in specs:
+            v = row[col]
+            if v is None:
+                out.append((0 if nulls_first else 2, 0))
+            else:
+                vk = value_key(v)
+                out.append((1, Desc(vk) if desc else vk))
+        if tie_break:
+            out.append(row_key(row))
+        return tuple(out)
+
+    return key
