@@ -106,6 +106,13 @@ class Framer:
         self._startup = False
         return bytes(buf[pos + 4 : pos + length])
 
+    def next_byte(self) -> int | None:
+        """One raw byte (the answer to SSLRequest / GSSENCRequest), or None if none yet."""
+        if self._pos >= len(self._buf):
+            return None
+        self._pos += 1
+        return self._buf[self._pos - 1]
+
     def next(self) -> tuple[int, bytes] | None:
         """The next message as ``(type, payload)``; type is 0 for an untyped startup message."""
         if self._startup:
