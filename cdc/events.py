@@ -86,7 +86,12 @@ class TransactionSink(Protocol):
         """A table's (new or first-seen) schema; called before changes that use it."""
 
     def reset_table(self, schema: TableSchema, reason: str) -> None:
-        """The table's columns or types changed: drop every cached state derived from it."""
+        """The table's columns or types changed: drop every state derived from it.
+
+        Called just before ``apply`` of the transaction that carried the new schema; that
+        transaction's changes to this table are not delivered (state for the table is invalid
+        as of that commit and must be refilled, or reloaded for a replica base).
+        """
 
     def reset_all(self, reason: str) -> None:
         """Continuity with the upstream was lost: drop every cached state."""

@@ -15,6 +15,7 @@ from cdc.pgoutput.copyboth import (
 )
 from cdc.pgoutput.decoder import PgoutputError, decode_message
 from cdc.pgoutput.messages import (
+    PG_EPOCH_UNIX,
     REPLICA_IDENTITY_DEFAULT,
     REPLICA_IDENTITY_FULL,
     REPLICA_IDENTITY_INDEX,
@@ -40,6 +41,7 @@ from cdc.pgoutput.messages import (
 )
 
 __all__ = [
+    "PG_EPOCH_UNIX",
     "REPLICA_IDENTITY_DEFAULT",
     "REPLICA_IDENTITY_FULL",
     "REPLICA_IDENTITY_INDEX",

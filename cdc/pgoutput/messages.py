@@ -41,6 +41,8 @@ ColumnValue = str | bytes | None | _UnchangedToast
 TupleData = tuple[ColumnValue, ...]
 
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+#: PostgreSQL's epoch in Unix seconds.
+PG_EPOCH_UNIX = 946_684_800
 
 
 def pg_timestamp(micros: int) -> datetime:

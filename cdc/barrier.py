@@ -1,0 +1,95 @@
+"""Barriers: a transactional logical message emitted upstream, resolved when the applier
+passes it (DESIGN §6), and the replication lag it measures.
+
+Owns: the registry of pending barriers (id -> future), emitting
+``pg_logical_emit_message(true, 'weir', id)`` on a plain upstream connection in the stream's
+database, and the lag figures: bytes (the upstream's WAL position at emission minus what was
+applied then) and seconds (emission to application).
+
+Invariant: a barrier resolves only after every transaction that committed before its message
+was applied (F1: commit order); barriers emitted before a loss of continuity fail with
+:class:`BarrierLost` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdc.connection import ConnectParams, PgConnection
+from cdc.pgoutput import parse_lsn
+
+
+class BarrierLost(Exception):
+    """The stream lost continuity (new slot, new system) before the barrier passed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BarrierResult:
+    id: str
+    message_lsn: int
+    applied_lsn: int
+    lag_bytes: int
+    lag_seconds: float
+
+
+class Barriers:
+    """Pending barriers. The applier calls :meth:`passed`; callers await :meth:`barrier`."""
+
+    def __init__(self, params: ConnectParams, applied_lsn: Callable[[], int]) -> None:
+        self._params = params
+        self._applied_lsn = applied_lsn
+        self._pending: dict[str, asyncio.Future[int]] = {}
+        self._conn: PgConnection | None = None
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._prefix = f"{os.getpid()}-{id(self):x}-"
+
+    def passed(self, barrier_id: str, lsn: int) -> None:
+        future = self._pending.pop(barrier_id, None)
+        if future is not None and not future.done():
+            future.set_result(lsn)
+
+    def lose_all(self, reason: str) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(BarrierLost(reason))
+        self._pending.clear()
+
+    async def _emit(self, barrier_id: str) -> tuple[int, int]:
+        async with self._lock:
+            if self._conn is None:
+                self._conn = await PgConnection.connect(self._params)
+            try:
+                row = (await self._conn.query(
+                    f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}'),"
+                    " pg_current_wal_lsn()"
+                )).rows[0]
+            except (OSError, ConnectionError):
+                await self.close()
+                raise
+        return parse_lsn(row[0] or "0/0"), parse_lsn(row[1] or "0/0")
+
+    async def barrier(self, timeout: float = 30.0) -> BarrierResult:
+        """Emit a fresh marker and wait until the applier has applied it."""
+        barrier_id = self._prefix + str(next(self._ids))
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending[barrier_id] = future
+        applied_before = self._applied_lsn()
+        started = time.monotonic()
+        try:
+            message_lsn, current = await self._emit(barrier_id)
+            applied = await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(barrier_id, None)
+        return BarrierResult(barrier_id, message_lsn, applied,
+                             max(0, current - applied_before), time.monotonic() - started)
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()

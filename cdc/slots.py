@@ -1,0 +1,140 @@
+"""Publications, replication slots and the server settings logical replication needs.
+
+Owns: IDENTIFY_SYSTEM; creating weir's publication when absent (FOR ALL TABLES or a table
+list); creating temporary or persistent pgoutput slots; listing and dropping weir's
+persistent slots (by name prefix); checking ``wal_level``, ``max_replication_slots`` and
+``max_wal_senders`` and saying how to fix them.
+
+All functions take an open :class:`~cdc.connection.PgConnection` (a ``replication=database``
+connection accepts both replication commands and SQL).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cdc.connection import ConnectParams, PgConnection
+from cdc.pgoutput import parse_lsn
+
+SLOT_PREFIX = "weir_"
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInfo:
+    systemid: str
+    timeline: int
+    xlogpos: int
+    dbname: str
+
+
+@dataclass(frozen=True, slots=True)
+class SlotInfo:
+    name: str
+    temporary: bool
+    active: bool
+    confirmed_flush_lsn: int | None
+    wal_status: str | None
+    database: str | None
+
+
+async def identify_system(conn: PgConnection) -> SystemInfo:
+    row = (await conn.query("IDENTIFY_SYSTEM")).rows[0]
+    return SystemInfo(str(row[0]), int(row[1] or 0), parse_lsn(row[2] or "0/0"), row[3] or "")
+
+
+async def check_settings(conn: PgConnection, slots_needed: int = 1) -> list[str]:
+    """Warnings (each with its fix) when the upstream cannot serve weir's stream."""
+    row = (await conn.query(
+        "SELECT current_setting('wal_level'), current_setting('max_replication_slots')::int,"
+        " current_setting('max_wal_senders')::int,"
+        " (SELECT count(*) FROM pg_replication_slots),"
+        " (SELECT count(*) FROM pg_stat_replication)"
+    )).rows[0]
+    wal_level, max_slots, max_senders = row[0], int(row[1] or 0), int(row[2] or 0)
+    used_slots, used_senders = int(row[3] or 0), int(row[4] or 0)
+    warnings = []
+    if wal_level != "logical":
+        warnings.append(
+            f"wal_level is {wal_level!r}; logical replication needs 'logical': run "
+            "ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL")
+    if max_slots - used_slots < slots_needed:
+        warnings.append(
+            f"max_replication_slots is {max_slots} with {used_slots} in use; weir needs "
+            f"{slots_needed} more: ALTER SYSTEM SET max_replication_slots = "
+            f"{used_slots + slots_needed + 4}; and restart PostgreSQL")
+    if max_senders - used_senders < slots_needed:
+        warnings.append(
+            f"max_wal_senders is {max_senders} with {used_senders} in use; weir needs "
+            f"{slots_needed} more: ALTER SYSTEM SET max_wal_senders = "
+            f"{used_senders + slots_needed + 4}; and restart PostgreSQL")
+    return warnings
+
+
+async def ensure_publication(
+    conn: PgConnection, name: str, tables: tuple[str, ...] | None = None
+) -> bool:
+    """Create publication ``name`` unless it exists; True if it was created."""
+    found = await conn.query(f"SELECT 1 FROM pg_publication WHERE pubname = {quote_literal(name)}")
+    if found.rows:
+        return False
+    target = "ALL TABLES" if tables is None else "TABLE " + ", ".join(tables)
+    await conn.query(f"CREATE PUBLICATION {quote_ident(name)} FOR {target}")
+    return True
+
+
+async def create_slot(conn: PgConnection, name: str, temporary: bool) -> int:
+    """Create a pgoutput slot; returns its consistent point (the LSN streaming starts at)."""
+    temp = " TEMPORARY" if temporary else ""
+    result = await conn.query(
+        f"CREATE_REPLICATION_SLOT {quote_ident(name)}{temp} LOGICAL pgoutput NOEXPORT_SNAPSHOT"
+    )
+    return parse_lsn(result.rows[0][1] or "0/0")
+
+
+async def list_slots(conn: PgConnection, prefix: str = SLOT_PREFIX) -> list[SlotInfo]:
+    """weir's slots (by name prefix) in the whole cluster."""
+    result = await conn.query(
+        "SELECT slot_name, temporary, active, confirmed_flush_lsn, wal_status, database"
+        " FROM pg_replication_slots WHERE plugin = 'pgoutput'"
+        f" AND starts_with(slot_name, {quote_literal(prefix)}) ORDER BY slot_name"
+    )
+    return [
+        SlotInfo(str(r[0]), r[1] == "t", r[2] == "t", parse_lsn(r[3]) if r[3] else None,
+                 r[4], r[5])
+        for r in result.rows
+    ]
+
+
+async def slot_exists(conn: PgConnection, name: str) -> SlotInfo | None:
+    for slot in await list_slots(conn, prefix=""):
+        if slot.name == name:
+            return slot
+    return None
+
+
+async def drop_slot(conn: PgConnection, name: str) -> None:
+    await conn.query(f"SELECT pg_drop_replication_slot({quote_literal(name)})")
+
+
+async def drop_weir_slots(params: ConnectParams, prefix: str = SLOT_PREFIX,
+                          include_active: bool = False) -> list[str]:
+    """The admin command: drop weir's persistent slots (inactive ones unless told otherwise)."""
+    conn = await PgConnection.connect(params)
+    try:
+        dropped = []
+        for slot in await list_slots(conn, prefix):
+            if slot.temporary or (slot.active and not include_active):
+                continue
+            await drop_slot(conn, slot.name)
+            dropped.append(slot.name)
+        return dropped
+    finally:
+        await conn.close()

@@ -1,0 +1,236 @@
+"""The replication stream: a logical replication session kept alive, feeding the applier.
+
+Owns: the session lifecycle (connect with ``replication=database``, IDENTIFY_SYSTEM, settings
+warnings, publication, slot, START_REPLICATION ... LOGICAL with proto_version '1',
+publication_names and messages 'true'), the CopyBoth loop (XLogData -> pgoutput ->
+applier; keepalives answered when asked; standby status updates every ``status_interval``),
+reconnect with exponential backoff, and continuity: a new temporary slot, a lost or
+invalidated persistent slot, or a changed system identifier resets every cache.
+
+Invariants: status updates report as flushed/applied only ``Applier.applied_end_lsn`` (and
+never more than ``durable_lsn()`` when given), or, while no transaction is open, the server's
+own keepalive position (nothing unapplied precedes it); with a persistent slot, nothing is
+lost or applied twice across reconnects (the applier skips commit LSN <= applied).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cdc import slots
+from cdc.applier import Applier
+from cdc.barrier import BarrierResult, Barriers
+from cdc.connection import ConnectParams, PgConnection, UpstreamError
+from cdc.events import TransactionSink
+from cdc.pgoutput import (
+    PG_EPOCH_UNIX,
+    PrimaryKeepalive,
+    decode_copy_data,
+    decode_message,
+    format_lsn,
+    standby_status_update,
+)
+
+log = logging.getLogger("weir.cdc")
+
+#: SQLSTATEs of a slot that is gone or unusable (undefined_object,
+#: object_not_in_prerequisite_state).
+_SLOT_GONE = {"42704", "55000"}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamConfig:
+    connect: ConnectParams
+    publication: str = "weir_pub"
+    tables: tuple[str, ...] | None = None
+    create_publication: bool = True
+    slot: str | None = None
+    temporary: bool = True
+    status_interval: float = 1.0
+    backoff_initial: float = 0.05
+    backoff_max: float = 5.0
+
+
+def _now_pg() -> int:
+    return int((time.time() - PG_EPOCH_UNIX) * 1_000_000)
+
+
+class ReplicationStream:
+    """Run with :meth:`start`; stop with :meth:`stop`. ``barrier()`` waits for freshness."""
+
+    def __init__(self, config: StreamConfig, sink: TransactionSink,
+                 durable_lsn: Callable[[], int] | None = None) -> None:
+        self.config = config
+        self.sink = sink
+        self.durable_lsn = durable_lsn
+        self.slot_name = config.slot or f"{slots.SLOT_PREFIX}{uuid.uuid4().hex[:12]}"
+        self.barriers = Barriers(config.connect, lambda: self.applier.applied_end_lsn)
+        self.applier = Applier(sink, on_barrier=self.barriers.passed)
+        self.system: slots.SystemInfo | None = None
+        self.warnings: list[str] = []
+        self.received_lsn = 0
+        self.confirmed_lsn = 0
+        self.sessions = 0
+        self.connected = asyncio.Event()
+        self.last_error: BaseException | None = None
+        self._conn: PgConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Start streaming in the background; return once the first session streams."""
+        self._task = asyncio.create_task(self._run(), name=f"weir-cdc-{self.slot_name}")
+        waiter = asyncio.create_task(self.connected.wait())
+        done, _ = await asyncio.wait({waiter, self._task}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if waiter not in done:
+            waiter.cancel()
+            if self._task in done:
+                self._task.result()
+            raise TimeoutError(f"replication did not start: {self.last_error!r}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._close()
+        await self.barriers.close()
+
+    async def barrier(self, timeout: float = 30.0) -> BarrierResult:
+        return await self.barriers.barrier(timeout)
+
+    def kill_connection(self) -> None:
+        """Drop the current replication connection abruptly (fault tests)."""
+        if self._conn is not None:
+            self._conn._writer.transport.abort()
+
+    async def _run(self) -> None:
+        delay = self.config.backoff_initial
+        while True:
+            before = self.sessions
+            try:
+                await self._session()
+            except asyncio.CancelledError:
+                raise
+            except (OSError, ConnectionError, UpstreamError, TimeoutError, ValueError) as exc:
+                self.last_error = exc
+                log.warning("replication stream interrupted (%s); reconnecting in %.2fs",
+                            exc, delay)
+            finally:
+                self.connected.clear()
+                self.applier.connection_lost()
+                await self._close()
+            if self.sessions > before:
+                delay = self.config.backoff_initial
+            await asyncio.sleep(delay)
+            delay = min(self.config.backoff_max, delay * 2)
+
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    # -- one session --------------------------------------------------------------------------
+
+    async def _session(self) -> None:
+        cfg = self.config
+        conn = self._conn = await PgConnection.connect(cfg.connect, replication=True)
+        system = await slots.identify_system(conn)
+        if self.system is not None and system.systemid != self.system.systemid:
+            self._lose_continuity("the upstream's system identifier changed")
+            self.applier.applied_commit_lsn = 0
+            self.applier.applied_end_lsn = 0
+        self.system = system
+        self.warnings = await slots.check_settings(conn, 0 if self.sessions else 1)
+        for warning in self.warnings:
+            log.warning("%s", warning)
+        if cfg.create_publication:
+            await slots.ensure_publication(conn, cfg.publication, cfg.tables)
+        await self._prepare_slot(conn)
+        await self._start_replication(conn)
+        self.sessions += 1
+        self.last_error = None
+        self.connected.set()
+        feedback = asyncio.create_task(self._feedback_loop(conn))
+        try:
+            await self._stream(conn)
+        finally:
+            feedback.cancel()
+
+    def _lose_continuity(self, reason: str) -> None:
+        log.warning("replication continuity lost: %s; resetting every cache", reason)
+        self.barriers.lose_all(reason)
+        self.sink.reset_all(reason)
+
+    async def _prepare_slot(self, conn: PgConnection) -> None:
+        if self.config.temporary:
+            await slots.create_slot(conn, self.slot_name, temporary=True)
+            if self.sessions:
+                self._lose_continuity("a new temporary slot was created after a reconnect")
+            return
+        existing = await slots.slot_exists(conn, self.slot_name)
+        if existing is not None and existing.wal_status == "lost":
+            await slots.drop_slot(conn, self.slot_name)
+            existing = None
+        if existing is None:
+            await slots.create_slot(conn, self.slot_name, temporary=False)
+            if self.sessions or self.applier.applied_end_lsn:
+                self._lose_continuity(f"replication slot {self.slot_name} was lost")
+
+    async def _start_replication(self, conn: PgConnection) -> None:
+        pub = self.config.publication.replace("'", "''").replace('"', '""')
+        sql = (f"START_REPLICATION SLOT {slots.quote_ident(self.slot_name)} LOGICAL "
+               f"{format_lsn(self.applier.applied_end_lsn)} (proto_version '1', "
+               f"publication_names '\"{pub}\"', messages 'true')")
+        try:
+            await conn.start_copy_both(sql)
+        except UpstreamError as exc:
+            if exc.sqlstate in _SLOT_GONE and not self.config.temporary:
+                await slots.drop_slot(conn, self.slot_name)
+            raise
+
+    async def _stream(self, conn: PgConnection) -> None:
+        applier = self.applier
+        while True:
+            payload = await conn.read_copy_data()
+            if payload is None:
+                raise ConnectionError("the upstream ended the replication stream")
+            msg = decode_copy_data(payload)
+            if isinstance(msg, PrimaryKeepalive):
+                self._keepalive(conn, msg)
+                continue
+            if msg.wal_end > self.received_lsn:
+                self.received_lsn = msg.wal_end
+            applier.feed(decode_message(msg.data))
+
+    def _keepalive(self, conn: PgConnection, msg: PrimaryKeepalive) -> None:
+        self.received_lsn = max(self.received_lsn, msg.wal_end)
+        if not self.applier.in_transaction:
+            self.confirmed_lsn = max(self.confirmed_lsn, msg.wal_end)
+        if msg.reply_requested:
+            self._send_status(conn)
+
+    def flush_lsn(self) -> int:
+        """The position weir may confirm upstream: applied (and durable), never beyond."""
+        lsn = max(self.applier.applied_end_lsn, self.confirmed_lsn)
+        if self.durable_lsn is not None:
+            lsn = min(lsn, self.durable_lsn())
+        return lsn
+
+    def _send_status(self, conn: PgConnection) -> None:
+        flushed = self.flush_lsn()
+        conn.send_copy_data(standby_status_update(
+            max(self.received_lsn, flushed), flushed, flushed, _now_pg()))
+
+    async def _feedback_loop(self, conn: PgConnection) -> None:
+        while True:
+            await asyncio.sleep(self.config.status_interval)
+            self._send_status(conn)

@@ -1,0 +1,129 @@
+"""The replication stream against the real cluster: every change shape, via barriers."""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from typing import Any
+
+from cdc.events import UNCHANGED_TOAST
+from tests.integration.cdc.harness import changes_of, execute, run, streaming
+
+
+def test_change_types_transactions_rollbacks_and_subtransactions(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE acct (id int PRIMARY KEY, owner text, balance numeric)", dbname)
+
+    async def body() -> None:
+        async with streaming(pg, dbname) as (stream, sink):
+            await execute(pg, dbname,
+                          "INSERT INTO acct VALUES (1, 'a', 10.50), (2, 'b', 20)",
+                          "UPDATE acct SET balance = balance + 1 WHERE id = 1",
+                          "DELETE FROM acct WHERE id = 2",
+                          "BEGIN; INSERT INTO acct VALUES (3, 'c', 0);"
+                          " UPDATE acct SET owner = 'cc' WHERE id = 3; COMMIT",
+                          "BEGIN; INSERT INTO acct VALUES (99, 'never', 0); ROLLBACK",
+                          "BEGIN; INSERT INTO acct VALUES (4, 'd', 4); SAVEPOINT s;"
+                          " INSERT INTO acct VALUES (98, 'undone', 0); ROLLBACK TO s;"
+                          " SAVEPOINT t; INSERT INTO acct VALUES (5, 'e', 5); RELEASE t; COMMIT",
+                          "TRUNCATE acct")
+            result = await stream.barrier()
+            assert result.lag_seconds >= 0 and result.applied_lsn >= result.message_lsn
+            changes = changes_of(sink, "acct")
+            assert [(c.kind, c.new) for c in changes[:2]] == [
+                ("insert", (1, "a", Decimal("10.50"))), ("insert", (2, "b", Decimal("20")))]
+            assert (changes[2].kind, changes[2].old, changes[2].new) == (
+                "update", (1, None, None), (1, "a", Decimal("11.50")))
+            assert (changes[3].kind, changes[3].old, changes[3].old_key_only) == (
+                "delete", (2, None, None), True)
+            multi = [t for t in sink.transactions if len(t.changes) == 2
+                     and t.changes[0].new == (3, "c", Decimal("0"))]
+            assert len(multi) == 1 and multi[0].changes[1].new == (3, "cc", Decimal("0"))
+            ids = {c.new[0] for c in changes if c.new is not None}
+            assert ids == {1, 2, 3, 4, 5}
+            sub = next(t for t in sink.transactions if any(c.new and c.new[0] == 4
+                                                           for c in t.changes))
+            assert [c.new[0] for c in sub.changes if c.new] == [4, 5]
+            assert changes[-1].kind == "truncate"
+            assert sink.transactions[-1].barriers == (result.id,)
+            lsns = [t.commit_lsn for t in sink.transactions]
+            assert lsns == sorted(lsns) and len(set(lsns)) == len(lsns)
+
+    run(body)
+
+
+def test_toast_unchanged_and_replica_identity_full(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE doc (id int PRIMARY KEY, title text, body text);"
+            "ALTER TABLE doc ALTER COLUMN body SET STORAGE EXTERNAL;"
+            "CREATE TABLE doc_full (id int PRIMARY KEY, title text, body text);"
+            "ALTER TABLE doc_full ALTER COLUMN body SET STORAGE EXTERNAL;"
+            "ALTER TABLE doc_full REPLICA IDENTITY FULL", dbname)
+    big = os.urandom(60_000).hex()
+
+    async def body() -> None:
+        async with streaming(pg, dbname) as (stream, sink):
+            await execute(pg, dbname,
+                          f"INSERT INTO doc VALUES (1, 't', '{big}')",
+                          f"INSERT INTO doc_full VALUES (1, 't', '{big}')",
+                          "UPDATE doc SET title = 't2' WHERE id = 1",
+                          "UPDATE doc_full SET title = 't2' WHERE id = 1",
+                          "DELETE FROM doc_full WHERE id = 1")
+            await stream.barrier()
+            insert, update = changes_of(sink, "doc")
+            assert insert.new == (1, "t", big)
+            assert update.new == (1, "t2", UNCHANGED_TOAST) and update.old_key_only
+            _ins, upd, dele = changes_of(sink, "doc_full")
+            assert upd.old == (1, "t", big) and upd.new == (1, "t2", big)
+            assert not upd.old_key_only
+            assert dele.old == (1, "t2", big) and not dele.old_key_only
+
+    run(body)
+
+
+def test_tables_without_primary_key(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE log_ (at int, msg text);"
+            "CREATE TABLE bag (a int, b text); ALTER TABLE bag REPLICA IDENTITY FULL", dbname)
+
+    async def body() -> None:
+        async with streaming(pg, dbname) as (stream, sink):
+            await execute(pg, dbname, "INSERT INTO log_ VALUES (1, 'x'), (1, 'x')",
+                          "INSERT INTO bag VALUES (1, 'a'), (1, 'a')",
+                          "UPDATE bag SET b = 'z' WHERE a = 1", "DELETE FROM bag")
+            await stream.barrier()
+            assert [c.new for c in changes_of(sink, "log_")] == [(1, "x"), (1, "x")]
+            kinds = [(c.kind, c.old, c.new) for c in changes_of(sink, "bag")]
+            assert kinds == [("insert", None, (1, "a")), ("insert", None, (1, "a")),
+                             ("update", (1, "a"), (1, "z")), ("update", (1, "a"), (1, "z")),
+                             ("delete", (1, "z"), None), ("delete", (1, "z"), None)]
+
+    run(body)
+
+
+def test_schema_changes_reset_only_that_table(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE a (id int PRIMARY KEY, v int); CREATE TABLE b (id int PRIMARY KEY)",
+            dbname)
+
+    async def body() -> None:
+        async with streaming(pg, dbname) as (stream, sink):
+            await execute(pg, dbname, "INSERT INTO a VALUES (1, 1)", "INSERT INTO b VALUES (1)")
+            await stream.barrier()
+            assert sink.resets == []
+            await execute(pg, dbname, "ALTER TABLE a ADD COLUMN w text",
+                          "BEGIN; INSERT INTO a VALUES (2, 2, 'two'); INSERT INTO b VALUES (2);"
+                          " COMMIT")
+            await stream.barrier()
+            a_oid = next(s.oid for s in sink.schemas if s.name == "a")
+            assert [oid for oid, _ in sink.resets] == [a_oid]
+            assert changes_of(sink, "b")[-1].new == (2,)
+            await execute(pg, dbname, "INSERT INTO a VALUES (3, 3, 'three')",
+                          "ALTER TABLE a DROP COLUMN v", "INSERT INTO a VALUES (4, 'four')",
+                          "ALTER TABLE a ALTER COLUMN w TYPE varchar(10)",
+                          "INSERT INTO a VALUES (5, 'five')")
+            await stream.barrier()
+            assert [oid for oid, _ in sink.resets] == [a_oid, a_oid, a_oid]
+            # changes to a table in the transaction that reset it are not delivered
+            assert [c.new for c in changes_of(sink, "a")] == [(1, 1), (3, 3, "three")]
+            latest = [s for s in sink.schemas if s.name == "a"][-1]
+            assert [(c.name, c.type_oid) for c in latest.columns] == [("id", 23), ("w", 1043)]
+            assert sink.events[-1][0] == "apply"
+
+    run(body)
