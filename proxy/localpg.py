@@ -115,8 +115,13 @@ class LocalCluster:
     def logfile(self) -> Path:
         return self.root / "postgres.log"
 
-    def dsn(self, user: str | None = None, dbname: str = "postgres", password: str | None = None,
-            **params: str) -> str:
+    def dsn(
+        self,
+        user: str | None = None,
+        dbname: str = "postgres",
+        password: str | None = None,
+        **params: str,
+    ) -> str:
         """A libpq URL for this cluster over TCP."""
         auth = user or self.superuser
         if password is not None:
@@ -127,10 +132,28 @@ class LocalCluster:
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         """Run SQL as the superuser over the Unix socket; return stdout (raises on error)."""
         proc = subprocess.run(
-            [str(self.bindir / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
-             "-h", str(self.socket_dir), "-p", str(self.port), "-U", self.superuser,
-             "-d", dbname, "-c", sql],
-            check=False, capture_output=True, text=True,
+            [
+                str(self.bindir / "psql"),
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                str(self.socket_dir),
+                "-p",
+                str(self.port),
+                "-U",
+                self.superuser,
+                "-d",
+                dbname,
+                "-c",
+                sql,
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
         )
         if proc.returncode != 0:
             raise LocalPgError(f"psql failed: {proc.stderr.strip()}")
@@ -141,14 +164,26 @@ class LocalCluster:
         if self._stopped:
             return
         self._stopped = True
-        _run_as_owner([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate",
-                       "-w", "stop"])
+        _run_as_owner(
+            [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"]
+        )
         shutil.rmtree(self.root, ignore_errors=True)
 
     def restart(self) -> None:
         """Restart the server in place (same port and data): for fault tests."""
-        proc = _run_as_owner([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast",
-                              "-w", "-l", str(self.logfile), "restart"])
+        proc = _run_as_owner(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-m",
+                "fast",
+                "-w",
+                "-l",
+                str(self.logfile),
+                "restart",
+            ]
+        )
         if proc.returncode != 0:
             raise LocalPgError(f"pg_ctl restart failed: {proc.stderr.strip()}\n{self._log_tail()}")
 
@@ -167,15 +202,31 @@ class LocalCluster:
 
 def _make_certificate(directory: Path) -> None:
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3",
-         "-subj", "/CN=localhost", "-keyout", str(directory / "server.key"),
-         "-out", str(directory / "server.crt")],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "3",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(directory / "server.key"),
+            "-out",
+            str(directory / "server.crt"),
+        ],
+        check=True,
+        capture_output=True,
     )
     os.chmod(directory / "server.key", 0o600)
 
 
-def start(settings: dict[str, str] | None = None, tls: bool = True, attempts: int = 3) -> LocalCluster:
+def start(
+    settings: dict[str, str] | None = None, tls: bool = True, attempts: int = 3
+) -> LocalCluster:
     """initdb and start a cluster in a new temporary directory; raise LocalPgError on failure."""
     bindir = find_bindir()
     root = Path(tempfile.mkdtemp(prefix="weir-pg-"))
@@ -184,8 +235,20 @@ def start(settings: dict[str, str] | None = None, tls: bool = True, attempts: in
         pw = pwd.getpwnam("postgres")
         os.chown(root, pw.pw_uid, pw.pw_gid)
     datadir = root / "data"
-    proc = _run_as_owner([str(bindir / "initdb"), "-D", str(datadir), "-U", "postgres",
-                          "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync"])
+    proc = _run_as_owner(
+        [
+            str(bindir / "initdb"),
+            "-D",
+            str(datadir),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-locale",
+            "--no-sync",
+        ]
+    )
     if proc.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         raise LocalPgError(f"initdb failed: {proc.stderr.strip()}")
@@ -206,8 +269,19 @@ def start(settings: dict[str, str] | None = None, tls: bool = True, attempts: in
         body = "".join(f"{k} = {v}\n" for k, v in {**conf, "port": str(port)}.items())
         (datadir / "postgresql.auto.conf").write_text(body)
         cluster = LocalCluster(root=root, port=port, bindir=bindir)
-        proc = _run_as_owner([str(bindir / "pg_ctl"), "-D", str(datadir), "-w", "-t", "60",
-                              "-l", str(cluster.logfile), "start"])
+        proc = _run_as_owner(
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(datadir),
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                str(cluster.logfile),
+                "start",
+            ]
+        )
         if proc.returncode == 0 and _accepts(cluster):
             cluster.psql("CREATE ROLE weir_scram NOLOGIN; CREATE ROLE weir_md5 NOLOGIN;")
             return cluster
@@ -220,7 +294,10 @@ def start(settings: dict[str, str] | None = None, tls: bool = True, attempts: in
 def _accepts(cluster: LocalCluster, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection((cluster.host, cluster.port), 1):
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection((cluster.host, cluster.port), 1),
+        ):
             return True
         time.sleep(0.05)
     return False

@@ -1,0 +1,99 @@
+"""The ``weir`` command line: ``weir serve`` (and later admin subcommands).
+
+Owns: argument parsing (every flag also as a ``WEIR_*`` environment variable), logging set-up
+(JSON lines on stderr; parameter values are never logged), choosing the event loop (uvloop
+when installed), and signal handling for a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import MISSING, fields
+
+from proxy.settings import Settings, SettingsError
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per log line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weir", description="A transparent caching proxy for PostgreSQL."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the proxy")
+    for f in fields(Settings):
+        flag = "--" + f.name.replace("_", "-")
+        default = None if f.default is MISSING else f.default
+        help_text = f"{f.metadata.get('help', '')} (env WEIR_{f.name.upper()}"
+        help_text += f"; default {default})" if default is not None else ")"
+        serve.add_argument(flag, dest=f.name, default=None, help=help_text)
+    return parser
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+async def _serve(settings: Settings) -> None:
+    from proxy.server import Server
+
+    server = Server(settings)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(
+        f"weir listening on {settings.listen_address[0]}:{server.port}", file=sys.stderr, flush=True
+    )
+    await stop.wait()
+    await server.close()
+
+
+def _run(coro: object) -> None:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency, asyncio is the fallback
+        asyncio.run(coro)  # type: ignore[arg-type]
+        return
+    uvloop.run(coro)  # type: ignore[arg-type]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings.from_sources(vars(args))
+    except SettingsError as exc:
+        print(f"weir: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_level)
+    if args.command == "serve":
+        _run(_serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,373 @@
+"""One client session relayed to its own upstream connection (asyncio protocols).
+
+Owns: the life of a session — startup (SSLRequest/GSSENCRequest answered, CancelRequest
+forwarded, StartupMessage passed on with the client's own parameters), the relayed
+authentication (the upstream decides; SASL mechanisms ending in ``-PLUS`` are withheld
+because channel binding cannot cross a proxy; the upstream's BackendKeyData is replaced by
+weir's own), then the relay of every message in both directions, byte for byte, while the
+session state (``proxy.session``) observes them.
+
+Invariants:
+- bytes are forwarded in the order received, whole messages at a time, with one write per
+  received chunk;
+- a malformed or oversized message from the client ends the session with a FATAL 08P01
+  ErrorResponse and touches no other session;
+- the upstream going away is reported to the client as a FATAL error, never a hang;
+- backpressure: when one side's write buffer passes its high-water mark, reading from the
+  other side pauses, so a slow client cannot make weir buffer without bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from typing import TYPE_CHECKING, cast
+
+from proxy.session import SessionState
+from proxy.upstream import UpstreamUnavailable, open_stream
+from proxy.wire import backend as be
+from proxy.wire import frontend as fe
+from proxy.wire.authmsg import AuthenticationSASL, decode_authentication
+from proxy.wire.errors import error_response, violation_response
+from proxy.wire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
+
+if TYPE_CHECKING:
+    from proxy.server import Server
+
+log = logging.getLogger("weir.relay")
+
+_T_AUTH = ord("R")
+_T_KEY = ord("K")
+_T_READY = ord("Z")
+_T_ERROR = ord("E")
+_T_COPY_DATA = ord("d")
+_T_TERMINATE = ord("X")
+#: backend messages whose content the session state needs.
+_DECODED_BACKEND = frozenset(map(ord, "ZSE"))
+
+
+class Phase(enum.Enum):
+    STARTUP = "startup"  # waiting for the client's first message
+    CONNECTING = "connecting"  # opening the upstream connection
+    AUTH = "auth"  # relaying the authentication exchange
+    READY = "ready"  # relaying queries
+    CLOSED = "closed"
+
+
+class ClientEndpoint(asyncio.Protocol):
+    """The socket from the application; hands everything to its Session."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.session: Session | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports do not subclass asyncio.Transport; they have its interface.
+        self.session = Session(self.server, cast(asyncio.Transport, transport), self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.session is not None:
+            self.session.client_data(data)
+
+    def eof_received(self) -> bool:
+        return self.session.client_eof() if self.session is not None else False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.session is not None:
+            self.session.client_lost()
+
+    def pause_writing(self) -> None:
+        if self.session is not None and self.session.upstream is not None:
+            self.session.upstream.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.session is not None and self.session.upstream is not None:
+            self.session.upstream.resume_reading()
+
+
+class UpstreamEndpoint(asyncio.Protocol):
+    """The socket to the upstream server for one session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def data_received(self, data: bytes) -> None:
+        self.session.upstream_data(data)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.session.upstream_lost()
+
+    def pause_writing(self) -> None:
+        self.session.client.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.session.client.resume_reading()
+
+
+class Session:
+    """A relayed client session (see the module docstring)."""
+
+    def __init__(
+        self, server: Server, transport: asyncio.Transport, endpoint: ClientEndpoint
+    ) -> None:
+        self.server = server
+        self.client = transport
+        self.endpoint = endpoint
+        self.upstream: asyncio.Transport | None = None
+        self.phase = Phase.STARTUP
+        self.state = SessionState()
+        self.key: tuple[int, int] | None = None
+        self.upstream_key: tuple[int, int] | None = None
+        self.startup: fe.StartupMessage | None = None
+        self._cframer = Framer(server.settings.max_message_bytes, startup=True)
+        self._uframer = Framer(UPSTREAM_MAX_MESSAGE_LENGTH)
+        self._terminated = False  # the client said Terminate (or closed its side)
+        self._fatal_relayed = False  # the upstream already told the client why it is closing
+        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
+        server.sessions.add(self)
+
+    # -- client side ------------------------------------------------------------------------
+
+    def client_data(self, data: bytes) -> None:
+        try:
+            self._cframer.feed(data)
+            if self.phase is Phase.STARTUP:
+                self._startup_messages()
+            elif self.phase is Phase.AUTH:
+                self._forward_auth_from_client()
+            elif self.phase is Phase.READY:
+                self._forward_from_client()
+        except ProtocolViolation as exc:
+            log.warning("protocol violation from client: %s", exc.message)
+            self._fatal(violation_response(exc).encode())
+
+    def _startup_messages(self) -> None:
+        while self.phase is Phase.STARTUP:
+            payload = self._cframer.next_startup()
+            if payload is None:
+                return
+            msg = fe.decode_startup(payload)
+            if isinstance(msg, fe.SSLRequest):
+                self._answer_ssl_request()
+            elif isinstance(msg, fe.GSSENCRequest):
+                self.client.write(b"N")
+                self._cframer.expect_startup()
+            elif isinstance(msg, fe.CancelRequest):
+                self.server.cancel(msg.process_id, msg.secret_key)
+                self._close()
+            else:
+                self._begin(msg)
+
+    def _answer_ssl_request(self) -> None:
+        if self._cframer.buffered:
+            raise ProtocolViolation("unencrypted data after SSL request")
+        self._cframer.expect_startup()
+        if self.server.tls is None:
+            self.client.write(b"N")
+            return
+        self.client.write(b"S")
+        self.phase = Phase.CONNECTING  # nothing may be processed until the handshake is done
+        self.server.spawn(self._start_tls())
+
+    async def _start_tls(self) -> None:
+        assert self.server.tls is not None
+        loop = asyncio.get_running_loop()
+        try:
+            transport = await loop.start_tls(
+                self.client, self.endpoint, self.server.tls, server_side=True
+            )
+        except (OSError, ConnectionError) as exc:
+            log.info("client TLS handshake failed: %s", exc)
+            self._close()
+            return
+        if transport is None or self.phase is Phase.CLOSED:
+            return
+        self.client = transport
+        self.phase = Phase.STARTUP
+        self._startup_messages()
+
+    def _begin(self, msg: fe.StartupMessage) -> None:
+        if msg.protocol_version >> 16 != 3:
+            raise ProtocolViolation(
+                f"unsupported frontend protocol {msg.protocol_version >> 16}."
+                f"{msg.protocol_version & 0xFFFF}: server supports 3.0 to 3.0",
+                "0A000",
+            )
+        if "user" not in msg.parameters:
+            raise ProtocolViolation("no PostgreSQL user name specified in startup packet", "28000")
+        self.startup = msg
+        self.phase = Phase.CONNECTING
+        self.client.pause_reading()
+        self.server.spawn(self._connect(msg))
+
+    async def _connect(self, msg: fe.StartupMessage) -> None:
+        try:
+            reader, writer = await open_stream(
+                self.server.upstream, self.server.settings.connect_timeout
+            )
+        except UpstreamUnavailable as exc:
+            log.warning("%s", exc)
+            self._fatal(error_response("08006", str(exc), severity="FATAL").encode())
+            return
+        transport = cast(asyncio.Transport, writer.transport)
+        if self.phase is Phase.CLOSED:
+            transport.close()
+            return
+        # StreamWriter closes its transport when collected: keep the pair for the session's life.
+        self._streams = (reader, writer)
+        transport.set_protocol(UpstreamEndpoint(self))
+        transport.set_write_buffer_limits(high=self.server.settings.write_buffer_bytes)
+        self.upstream = transport
+        self.phase = Phase.AUTH
+        transport.write(msg.encode())
+        self.client.resume_reading()
+        self._forward_auth_from_client()
+
+    def _forward_auth_from_client(self) -> None:
+        raw, index = self._cframer.drain()
+        if raw and self.upstream is not None:
+            self.upstream.write(raw)
+            if any(t == _T_TERMINATE for t, _, _ in index):
+                self._terminated = True
+
+    def _forward_from_client(self) -> None:
+        raw, index = self._cframer.drain()
+        if not raw:
+            return
+        state = self.state
+        for mtype, start, end in index:
+            if mtype == _T_COPY_DATA:
+                continue
+            msg = fe.decode_frontend(mtype, raw[start:end])
+            state.frontend(msg)
+            if mtype == _T_TERMINATE:
+                self._terminated = True
+        assert self.upstream is not None
+        self.upstream.write(raw)
+
+    def client_eof(self) -> bool:
+        """The client closed its sending side: finish what it sent, then end the session."""
+        self._terminated = True
+        if self.upstream is not None and not self.upstream.is_closing():
+            self.upstream.write(fe.Terminate().encode())
+            return True  # keep our sending side open for the last results
+        self._close()
+        return False
+
+    def client_lost(self) -> None:
+        self._terminated = True
+        if self.upstream is not None and not self.upstream.is_closing():
+            self.upstream.write(fe.Terminate().encode())
+            self.upstream.close()
+        self._release()
+
+    # -- upstream side ----------------------------------------------------------------------
+
+    def upstream_data(self, data: bytes) -> None:
+        try:
+            self._uframer.feed(data)
+            if self.phase is Phase.AUTH:
+                self._relay_auth_from_upstream()
+            if self.phase is Phase.READY:
+                self._relay_from_upstream()
+        except ProtocolViolation as exc:
+            log.error("protocol violation from upstream: %s", exc.message)
+            self._fatal(
+                error_response(
+                    "08P01", f"invalid message from upstream: {exc.message}", severity="FATAL"
+                ).encode()
+            )
+
+    def _relay_auth_from_upstream(self) -> None:
+        """Relay messages one by one until ReadyForQuery, rewriting K and SASL offers."""
+        out: list[bytes] = []
+        while self.phase is Phase.AUTH:
+            item = self._uframer.next()
+            if item is None:
+                break
+            mtype, payload = item
+            out.append(self._rewrite_auth(mtype, payload))
+            if mtype == _T_READY:
+                self.phase = Phase.READY
+                self.state.backend(be.decode_backend(mtype, payload))
+            elif mtype == ord("S"):
+                self.state.backend(be.decode_backend(mtype, payload))
+            elif mtype == _T_ERROR:
+                self._fatal_relayed = True
+        if out:
+            self.client.write(b"".join(out))
+
+    def _rewrite_auth(self, mtype: int, payload: bytes) -> bytes:
+        if mtype == _T_KEY:
+            key = be.decode_backend(mtype, payload)
+            assert isinstance(key, be.BackendKeyData)
+            self.upstream_key = (key.process_id, key.secret_key)
+            self.key = self.server.register_key(self)
+            return be.BackendKeyData(*self.key).encode()
+        if mtype == _T_AUTH:
+            auth = decode_authentication(payload)
+            if isinstance(auth, AuthenticationSASL):
+                offered = tuple(m for m in auth.mechanisms if not m.endswith("-PLUS"))
+                return AuthenticationSASL(offered).encode()
+        return bytes([mtype]) + (len(payload) + 4).to_bytes(4, "big") + payload
+
+    def _relay_from_upstream(self) -> None:
+        raw, index = self._uframer.drain()
+        if not raw:
+            return
+        state = self.state
+        for mtype, start, end in index:
+            if mtype in _DECODED_BACKEND:
+                msg = be.decode_backend(mtype, raw[start:end])
+                state.backend(msg)
+                if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
+                    self._fatal_relayed = True
+            else:
+                state.answer(mtype)
+        self.client.write(raw)
+
+    def upstream_lost(self) -> None:
+        if self.phase is Phase.CLOSED:
+            return
+        if not self._terminated and not self._fatal_relayed:
+            self._fatal(
+                error_response(
+                    "08006",
+                    "the upstream server closed the connection unexpectedly",
+                    severity="FATAL",
+                ).encode()
+            )
+            return
+        self._close()
+
+    # -- ending -----------------------------------------------------------------------------
+
+    def _fatal(self, error: bytes) -> None:
+        """Tell the client why, then end the session."""
+        if self.phase is not Phase.CLOSED and not self.client.is_closing():
+            self.client.write(error)
+        self._close()
+
+    def _close(self) -> None:
+        if self.phase is Phase.CLOSED:
+            return
+        self.phase = Phase.CLOSED
+        if self.upstream is not None and not self.upstream.is_closing():
+            if not self._terminated:
+                self.upstream.write(fe.Terminate().encode())
+            self.upstream.close()
+        if not self.client.is_closing():
+            self.client.close()
+        self._release()
+
+    def _release(self) -> None:
+        self.phase = Phase.CLOSED
+        self.server.sessions.discard(self)
+        if self.key is not None:
+            self.server.release_key(self.key)
+            self.key = None

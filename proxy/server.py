@@ -1,0 +1,120 @@
+"""The listening server: accepts client connections, owns the sessions and the cancel keys.
+
+Owns: the listening socket, the set of live sessions, weir's own BackendKeyData for each
+session and its mapping to the upstream's (so a CancelRequest sent to weir cancels the right
+upstream backend), background tasks spawned by sessions (kept referenced until done), and
+orderly shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import ssl
+from collections.abc import Coroutine
+from typing import Any
+
+from proxy.relay import ClientEndpoint, Session
+from proxy.settings import Settings, UpstreamAddress
+from proxy.tls import server_context
+from proxy.upstream import send_cancel
+
+log = logging.getLogger("weir.server")
+
+
+class Server:
+    """weir's front door. ``await start()``, then ``await serve_forever()`` or ``close()``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.upstream: UpstreamAddress = settings.upstream_address
+        self.tls: ssl.SSLContext | None = (
+            server_context(settings.tls_cert, settings.tls_key)
+            if settings.tls_cert and settings.tls_key
+            else None
+        )
+        self.sessions: set[Session] = set()
+        self._keys: dict[int, tuple[int, Session]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when listening on port 0)."""
+        assert self._server is not None and self._server.sockets
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def start(self) -> None:
+        host, port = self.settings.listen_address
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ClientEndpoint(self), host, port, reuse_address=True, backlog=1024
+        )
+        log.info(
+            "listening on %s:%d, upstream %s:%d",
+            host,
+            self.port,
+            self.upstream.host,
+            self.upstream.port,
+        )
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        """Stop accepting, end every session, wait for background tasks."""
+        if self._server is not None:
+            self._server.close()
+        for session in list(self.sessions):
+            session.client.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a session's background step, keeping a reference until it ends."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("session task failed", exc_info=task.exception())
+
+    # -- cancel keys --------------------------------------------------------------------------
+
+    def register_key(self, session: Session) -> tuple[int, int]:
+        """A fresh (process id, secret) for ``session`` as the client will see it."""
+        while True:
+            pid = secrets.randbelow(0x7FFFFFFF - 1) + 1
+            if pid not in self._keys:
+                break
+        secret = secrets.randbits(32) - (1 << 31)
+        self._keys[pid] = (secret, session)
+        return pid, secret
+
+    def release_key(self, key: tuple[int, int]) -> None:
+        entry = self._keys.get(key[0])
+        if entry is not None and entry[0] == key[1]:
+            del self._keys[key[0]]
+
+    def cancel(self, process_id: int, secret_key: int) -> None:
+        """Forward a client's CancelRequest to the upstream backend it names, if any."""
+        entry = self._keys.get(process_id)
+        if entry is None or not secrets.compare_digest(
+            entry[0].to_bytes(4, "big", signed=True), secret_key.to_bytes(4, "big", signed=True)
+        ):
+            log.info("cancel request with an unknown key ignored")
+            return
+        session = entry[1]
+        if session.upstream_key is None:
+            return
+        pid, secret = session.upstream_key
+        self.spawn(send_cancel(self.upstream, pid, secret, self.settings.connect_timeout))

@@ -1,0 +1,228 @@
+"""What a client session looks like, derived from the messages that pass through it (sans-I/O).
+
+Owns: the transaction status, the server-reported parameters (ParameterStatus), the prepared
+statements and portals the upstream really holds, and the settings the client changed with
+SET. It observes decoded frontend messages as they are forwarded and backend messages as they
+come back, and matches each response to the request it answers with a queue of outstanding
+requests, the way the server processes them:
+
+- a Parse/Bind/Close takes effect only when its ParseComplete/BindComplete/CloseComplete
+  arrives; an ErrorResponse in an extended-protocol batch cancels the failing request and
+  every request up to the next Sync (the server skips them);
+- ReadyForQuery answers a Sync or a simple Query; it carries the transaction status; when the
+  status returns to idle, portals are gone (holdable cursors are not tracked: weir never
+  serves a portal it did not see bound);
+- simple-query ``DEALLOCATE``/``DISCARD`` are honoured on their CommandComplete.
+
+Routing (a later layer) reads this state; it never changes it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from proxy.wire import backend as be
+from proxy.wire import frontend as fe
+from proxy.wire.errors import ErrorResponse
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedStatement:
+    """A statement the upstream holds under ``name`` (``""`` is the unnamed one)."""
+
+    name: str
+    query: str
+    param_types: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Portal:
+    """A bound portal: the statement it came from and its parameters and result formats."""
+
+    name: str
+    statement: str
+    params: tuple[bytes | None, ...]
+    param_formats: tuple[int, ...]
+    result_formats: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """An outstanding request: what it was, and the effect to apply on success."""
+
+    kind: str  # "parse", "bind", "close", "describe", "execute", "sync", "query", "other"
+    apply: Callable[[SessionState], None] | None = None
+
+
+@dataclass
+class SessionState:
+    """Mutable view of one session; fed by :meth:`frontend` and :meth:`backend`."""
+
+    transaction_status: str = "I"
+    parameters: dict[str, str] = field(default_factory=dict)
+    statements: dict[str, PreparedStatement] = field(default_factory=dict)
+    portals: dict[str, Portal] = field(default_factory=dict)
+    set_parameters: dict[str, str] = field(default_factory=dict)
+    _pending: deque[_Pending] = field(default_factory=deque)
+
+    @property
+    def in_transaction(self) -> bool:
+        """True inside an explicit transaction block (including a failed one)."""
+        return self.transaction_status != "I"
+
+    @property
+    def idle(self) -> bool:
+        """No request is outstanding."""
+        return not self._pending
+
+    # -- frontend ---------------------------------------------------------------------------
+
+    def frontend(self, msg: object) -> None:
+        """Observe a message the client sent (before it is forwarded)."""
+        handler = _FRONTEND.get(type(msg))
+        if handler is not None:
+            handler(self, msg)
+
+    def _on_parse(self, msg: fe.Parse) -> None:
+        stmt = PreparedStatement(msg.name, msg.query, msg.param_types)
+        self._pending.append(_Pending("parse", lambda s: s.statements.__setitem__(stmt.name, stmt)))
+
+    def _on_bind(self, msg: fe.Bind) -> None:
+        portal = Portal(
+            msg.portal, msg.statement, msg.params, msg.param_formats, msg.result_formats
+        )
+        self._pending.append(_Pending("bind", lambda s: s.portals.__setitem__(portal.name, portal)))
+
+    def _on_close(self, msg: fe.Close) -> None:
+        table = "statements" if msg.kind == "S" else "portals"
+        name = msg.name
+        self._pending.append(_Pending("close", lambda s: getattr(s, table).pop(name, None)))
+
+    def _on_query(self, msg: fe.Query) -> None:
+        self._pending.append(_Pending("query", _simple_query_effect(msg.query)))
+
+    # -- backend ----------------------------------------------------------------------------
+
+    def backend(self, msg: object) -> None:
+        """Observe a message the upstream sent (before it is relayed)."""
+        handler = _BACKEND.get(type(msg))
+        if handler is not None:
+            handler(self, msg)
+
+    def answer(self, mtype: int) -> None:
+        """Observe a backend message by its type byte alone (content not needed).
+
+        The relay calls this for the completion messages (``1 2 3 n T C I s``) so that it
+        never decodes them on the hot path; other types are ignored.
+        """
+        kind = _ANSWER_BY_TYPE.get(mtype)
+        if kind is not None:
+            self._complete(kind)
+
+    def _complete(self, kind: str) -> None:
+        """Pop the oldest outstanding request of ``kind`` (skipping describe-like ones)."""
+        while self._pending:
+            item = self._pending.popleft()
+            if item.kind == kind:
+                if item.apply is not None:
+                    item.apply(self)
+                return
+            if item.kind in ("sync", "query"):
+                self._pending.appendleft(item)
+                return
+
+    def _on_error(self, msg: ErrorResponse) -> None:
+        if not self._pending:
+            return
+        head = self._pending[0]
+        if head.kind == "query":
+            self._pending[0] = _Pending("query")  # the statement's effect did not happen
+            return
+        while self._pending and self._pending[0].kind not in ("sync", "query"):
+            self._pending.popleft()
+
+    def _on_ready(self, msg: be.ReadyForQuery) -> None:
+        if self._pending and self._pending[0].kind in ("sync", "query"):
+            item = self._pending.popleft()
+            if item.apply is not None:
+                item.apply(self)
+        self.transaction_status = msg.status
+        if msg.status == "I":
+            self.portals.clear()
+
+    def _on_parameter_status(self, msg: be.ParameterStatus) -> None:
+        self.parameters[msg.name] = msg.value
+
+
+def _simple_query_effect(query: str) -> Callable[[SessionState], None] | None:
+    """The statement-cache effect of a simple query, if it is DEALLOCATE or DISCARD."""
+    words = query.strip().rstrip(";").split()
+    if not words:
+        return None
+    head = words[0].upper()
+    if head == "DISCARD" and len(words) == 2 and words[1].upper() == "ALL":
+        return _discard_all
+    if head == "DEALLOCATE":
+        rest = [w for w in words[1:] if w.upper() != "PREPARE"]
+        if len(rest) == 1 and rest[0].upper() == "ALL":
+            return lambda s: s.statements.clear()
+        if len(rest) == 1:
+            name = rest[0].strip('"') if rest[0].startswith('"') else rest[0].lower()
+            return lambda s: _forget_statement(s, name)
+    return None
+
+
+def _discard_all(state: SessionState) -> None:
+    state.statements.clear()
+    state.portals.clear()
+    state.set_parameters.clear()
+
+
+def _forget_statement(state: SessionState, name: str) -> None:
+    state.statements.pop(name, None)
+
+
+def _expect(kind: str) -> Callable[[SessionState, object], None]:
+    return lambda s, _msg: s._pending.append(_Pending(kind))
+
+
+def _answer(kind: str) -> Callable[[SessionState, object], None]:
+    return lambda s, _msg: s._complete(kind)
+
+
+_FRONTEND: dict[type, Callable[[SessionState, object], None]] = {
+    fe.Parse: SessionState._on_parse,  # type: ignore[dict-item]
+    fe.Bind: SessionState._on_bind,  # type: ignore[dict-item]
+    fe.Close: SessionState._on_close,  # type: ignore[dict-item]
+    fe.Query: SessionState._on_query,  # type: ignore[dict-item]
+    fe.Describe: _expect("describe"),
+    fe.Execute: _expect("execute"),
+    fe.Sync: _expect("sync"),
+}
+
+_ANSWER_BY_TYPE: dict[int, str] = {
+    ord("1"): "parse",
+    ord("2"): "bind",
+    ord("3"): "close",
+    ord("n"): "describe",
+    ord("T"): "describe",
+    ord("C"): "execute",
+    ord("I"): "execute",
+    ord("s"): "execute",
+}
+
+_BACKEND: dict[type, Callable[[SessionState, object], None]] = {
+    be.ParseComplete: _answer("parse"),
+    be.BindComplete: _answer("bind"),
+    be.CloseComplete: _answer("close"),
+    be.NoData: _answer("describe"),
+    be.RowDescription: _answer("describe"),
+    be.CommandComplete: _answer("execute"),
+    be.EmptyQueryResponse: _answer("execute"),
+    be.PortalSuspended: _answer("execute"),
+    ErrorResponse: SessionState._on_error,  # type: ignore[dict-item]
+    be.ReadyForQuery: SessionState._on_ready,  # type: ignore[dict-item]
+    be.ParameterStatus: SessionState._on_parameter_status,  # type: ignore[dict-item]
+}

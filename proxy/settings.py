@@ -1,0 +1,141 @@
+"""weir's settings: one frozen dataclass, filled from flags, ``WEIR_*`` environment variables
+and defaults, in that order of precedence.
+
+Owns: the names, types, defaults and validation of every setting, and parsing of the upstream
+URL into what the relay needs (host, port, TLS mode). A bad value is a ``SettingsError`` whose
+message names the flag and the environment variable, so the operator can fix it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
+
+
+class SettingsError(ValueError):
+    """A setting is missing or malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamAddress:
+    """Where the upstream PostgreSQL is and how to reach it (from the upstream URL)."""
+
+    host: str
+    port: int
+    user: str | None
+    password: str | None
+    dbname: str | None
+    sslmode: str
+    sslrootcert: str | None
+
+    @classmethod
+    def parse(cls, url: str) -> UpstreamAddress:
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgres", "postgresql"):
+            raise SettingsError(f"upstream URL must start with postgresql://, got {url!r}")
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        sslmode = query.get("sslmode", "prefer")
+        if sslmode not in SSLMODES:
+            raise SettingsError(f"sslmode must be one of {', '.join(SSLMODES)}, got {sslmode!r}")
+        try:
+            port = parts.port or 5432
+        except ValueError as exc:
+            raise SettingsError(f"bad port in upstream URL: {exc}") from exc
+        return cls(
+            host=parts.hostname or query.get("host", "localhost"),
+            port=port,
+            user=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            dbname=unquote(parts.path.lstrip("/")) or None,
+            sslmode=sslmode,
+            sslrootcert=query.get("sslrootcert"),
+        )
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (or ``[v6]:PORT``) into a pair."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise SettingsError(f"--listen must be HOST:PORT, got {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``weir serve`` is told. Field metadata carries the flag help."""
+
+    upstream: str = field(metadata={"help": "upstream PostgreSQL URL (weir's own credentials)"})
+    listen: str = field(
+        default="127.0.0.1:5433", metadata={"help": "HOST:PORT to accept clients on"}
+    )
+    tls_cert: str | None = field(default=None, metadata={"help": "PEM certificate for client TLS"})
+    tls_key: str | None = field(default=None, metadata={"help": "PEM private key for client TLS"})
+    max_message_bytes: int = field(
+        default=64 * 1024 * 1024, metadata={"help": "largest message accepted from a client"}
+    )
+    write_buffer_bytes: int = field(
+        default=256 * 1024,
+        metadata={"help": "per-connection output buffered before reading from the peer pauses"},
+    )
+    connect_timeout: float = field(
+        default=10.0, metadata={"help": "seconds to wait for the upstream to accept a connection"}
+    )
+    log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+
+    def __post_init__(self) -> None:
+        UpstreamAddress.parse(self.upstream)
+        parse_listen(self.listen)
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise SettingsError("--tls-cert and --tls-key go together")
+        if self.max_message_bytes < 1024:
+            raise SettingsError("--max-message-bytes must be at least 1024")
+        if self.log_level not in ("debug", "info", "warning", "error"):
+            raise SettingsError(
+                f"--log-level must be debug, info, warning or error, not {self.log_level!r}"
+            )
+
+    @property
+    def upstream_address(self) -> UpstreamAddress:
+        return UpstreamAddress.parse(self.upstream)
+
+    @property
+    def listen_address(self) -> tuple[str, int]:
+        return parse_listen(self.listen)
+
+    @classmethod
+    def from_sources(
+        cls, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None
+    ) -> Settings:
+        """Flags (None = not given) over ``WEIR_<NAME>`` environment variables over defaults."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            given = flags.get(f.name)
+            if given is None:
+                given = env.get(f"WEIR_{f.name.upper()}")
+            if given is None:
+                continue
+            values[f.name] = _coerce(f.name, f.type, given)
+        if "upstream" not in values:
+            raise SettingsError("the upstream is required: --upstream URL or WEIR_UPSTREAM")
+        return cls(**values)
+
+
+def _coerce(name: str, annotation: object, value: Any) -> Any:
+    kind = str(annotation)
+    if not isinstance(value, str):
+        return value
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+    except ValueError as exc:
+        flag = "--" + name.replace("_", "-")
+        raise SettingsError(f"{flag} / WEIR_{name.upper()}: {value!r} is not a number") from exc
+    return value
