@@ -7,8 +7,8 @@ database, and the lag figures: bytes (the upstream's WAL position at emission mi
 applied then) and seconds (emission to application).
 
 Invariant: a barrier resolves only after every transaction that committed before its message
-was applied (F1: commit order); barriers emitted before a loss of continuity fail with
-:class:`BarrierLost` instead of hanging.
+was applied (F1: commit order); markers emitted before a loss of continuity fail with
+:class:`BarrierLost` instead of hanging (``barrier()`` then emits a new one).
 """
 
 from __future__ import annotations
@@ -60,11 +60,11 @@ class Barriers:
                 future.set_exception(BarrierLost(reason))
         self._pending.clear()
 
-    async def _emit(self, barrier_id: str) -> tuple[int, int]:
+    async def _emit_once(self, barrier_id: str) -> tuple[int, int]:
         async with self._lock:
-            if self._conn is None:
-                self._conn = await PgConnection.connect(self._params)
             try:
+                if self._conn is None:
+                    self._conn = await PgConnection.connect(self._params)
                 row = (await self._conn.query(
                     f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}'),"
                     " pg_current_wal_lsn()"
@@ -74,16 +74,42 @@ class Barriers:
                 raise
         return parse_lsn(row[0] or "0/0"), parse_lsn(row[1] or "0/0")
 
+    async def _emit(self, barrier_id: str, deadline: float) -> tuple[int, int]:
+        """Emit the marker, reconnecting (with backoff) while the upstream is unreachable."""
+        delay = 0.05
+        while True:
+            try:
+                return await self._emit_once(barrier_id)
+            except (OSError, ConnectionError):
+                if time.monotonic() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(1.0, delay * 2)
+
     async def barrier(self, timeout: float = 30.0) -> BarrierResult:
-        """Emit a fresh marker and wait until the applier has applied it."""
+        """Emit a fresh marker and wait until the applier has applied it.
+
+        If continuity is lost meanwhile (every cache was reset), a new marker is emitted:
+        the result then means "everything committed before the call is applied or was
+        reset away".
+        """
+        started = time.monotonic()
+        applied_before = self._applied_lsn()
+        while True:
+            try:
+                return await self._one(started, timeout, applied_before)
+            except BarrierLost:
+                if time.monotonic() > started + timeout:
+                    raise
+
+    async def _one(self, started: float, timeout: float, applied_before: int) -> BarrierResult:
         barrier_id = self._prefix + str(next(self._ids))
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending[barrier_id] = future
-        applied_before = self._applied_lsn()
-        started = time.monotonic()
         try:
-            message_lsn, current = await self._emit(barrier_id)
-            applied = await asyncio.wait_for(future, timeout)
+            message_lsn, current = await self._emit(barrier_id, started + timeout)
+            remaining = max(0.0, started + timeout - time.monotonic())
+            applied = await asyncio.wait_for(future, remaining)
         finally:
             self._pending.pop(barrier_id, None)
         return BarrierResult(barrier_id, message_lsn, applied,
