@@ -3,8 +3,9 @@
 Owns: one frozen slotted dataclass per backend message, named as in the PostgreSQL
 "Message Formats" page, each with ``encode() -> bytes`` (the whole message: type byte,
 length, payload) and a ``decode(payload)`` classmethod; the dispatch table
-``decode_backend(mtype, payload)``; the hot encoders ``encode_data_row`` and
-``encode_row_description`` (Cython twins in ``cython_ext/wire_codec.pyx``); and the
+``decode_backend(mtype, payload)``; the hot encoders ``encode_data_row``,
+``encode_row_description`` and ``encode_command_complete`` (Cython twins in
+``cython_ext/wire_codec.pyx``); and the
 ``error_response`` constructor.
 
 Invariants: ``decode_backend(m.encode()[0], m.encode()[5:]) == m`` for every message;
@@ -77,6 +78,7 @@ __all__ = [
     "ReadyForQuery",
     "RowDescription",
     "decode_backend",
+    "encode_command_complete",
     "encode_data_row",
     "encode_row_description",
     "error_response",
@@ -91,7 +93,9 @@ _HEAD_COUNT = struct.Struct("!cIh")
 
 
 def encode_data_row(values: Sequence[bytes | None]) -> bytes:
-    """A whole DataRow message for ``values`` (None is SQL NULL)."""
+    """A whole DataRow message for ``values`` (bytes or bytearray; None is SQL NULL)."""
+    if len(values) > 32767:
+        raise ValueError(f"a DataRow holds at most 32767 values, not {len(values)}")
     parts: list[bytes] = []
     append = parts.append
     pack = _I32.pack
@@ -106,16 +110,26 @@ def encode_data_row(values: Sequence[bytes | None]) -> bytes:
 
 
 def encode_row_description(fields: Sequence[FieldDescription]) -> bytes:
-    """A whole RowDescription message for ``fields``."""
+    """A whole RowDescription message for ``fields`` (ValueError for out-of-range numbers)."""
+    if len(fields) > 32767:
+        raise ValueError(f"a RowDescription holds at most 32767 fields, not {len(fields)}")
     parts: list[bytes] = []
     pack = _FIELD_TAIL.pack
-    for f in fields:
-        parts.append(cstr(f.name))
-        parts.append(
-            pack(f.table_oid, f.column_attr, f.type_oid, f.type_size, f.type_modifier, f.format)
-        )
+    try:
+        for f in fields:
+            parts.append(cstr(f.name))
+            parts.append(
+                pack(f.table_oid, f.column_attr, f.type_oid, f.type_size, f.type_modifier, f.format)
+            )
+    except struct.error as exc:
+        raise ValueError(f"out of range for the wire field: {exc}") from None
     body = b"".join(parts)
     return _HEAD_COUNT.pack(b"T", len(body) + 6, len(fields)) + body
+
+
+def encode_command_complete(tag: str) -> bytes:
+    """A whole CommandComplete message for ``tag`` (e.g. ``SELECT 3``)."""
+    return frame(b"C", cstr(tag))
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +219,7 @@ class CommandComplete:
     tag: str
 
     def encode(self) -> bytes:
-        return frame(b"C", cstr(self.tag))
+        return encode_command_complete(self.tag)
 
     @classmethod
     def decode(cls, payload: bytes) -> CommandComplete:
@@ -540,6 +554,13 @@ def decode_backend(mtype: int, payload: bytes) -> BackendMessage:
     return decoder(payload)
 
 
+#: The pure-Python references, whatever ``WEIR_IMPL`` selects (for parity tests).
+encode_data_row_python = encode_data_row
+encode_row_description_python = encode_row_description
+encode_command_complete_python = encode_command_complete
+
 _fast = cython_ext.load("wire_codec")
 if _fast is not None:
     encode_data_row = _fast.encode_data_row
+    encode_row_description = _fast.encode_row_description
+    encode_command_complete = _fast.encode_command_complete

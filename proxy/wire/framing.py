@@ -149,6 +149,10 @@ class Framer:
         return raw, found
 
 
+#: The pure-Python reference, whatever ``WEIR_IMPL`` selects (for parity tests).
+scan_messages_python = scan_messages
+
 _fast = cython_ext.load("framing")
 if _fast is not None:
+    _fast.set_error_class(ProtocolViolation)
     scan_messages = _fast.scan_messages
