@@ -91,3 +91,88 @@ def create_database(cluster: Any, prefix: str = "t") -> str:
     name = unique_name(prefix)
     cluster.psql(f"CREATE DATABASE {name}")
     return name
+
+
+class WeirProcess:
+    """``python -m proxy.cli serve`` in a subprocess; ``dsn()`` connects through it."""
+
+    def __init__(self, proc: Any, port: int) -> None:
+        self.proc = proc
+        self.port = port
+        self.host = "127.0.0.1"
+
+    @classmethod
+    def start(cls, pg: Any, extra: list[str] | None = None, env: dict[str, str] | None = None,
+              ) -> WeirProcess:
+        import os
+        import subprocess
+        import sys
+
+        from proxy.localpg import free_port
+
+        port = free_port()
+        argv = [sys.executable, "-m", "proxy.cli", "serve", "--upstream", pg.dsn(),
+                "--listen", f"127.0.0.1:{port}", *(extra or [])]
+        proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **(env or {})})
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "weir listening on" in line:
+                break
+        else:
+            raise RuntimeError(f"weir did not start (exit {proc.wait()})")
+        import threading
+
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        return cls(proc, port)
+
+    def dsn(self, user: str = "postgres", dbname: str = "postgres", password: str | None = None,
+            sslmode: str = "disable") -> str:
+        auth = user if password is None else f"{user}:{password}"
+        return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except Exception:
+            self.proc.kill()
+
+
+class InProcessWeir:
+    """A Server on its own event loop in a daemon thread (for white-box tests)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.server: Any = None
+        self.host = "127.0.0.1"
+        self.port = 0
+
+    @classmethod
+    def start(cls, upstream: str, **settings: Any) -> InProcessWeir:
+        from proxy.server import Server
+        from proxy.settings import Settings
+
+        self = cls()
+        self.thread.start()
+        self.server = Server(Settings(upstream=upstream, listen="127.0.0.1:0", **settings))
+        self.call(self.server.start())
+        self.port = self.server.port
+        return self
+
+    def call(self, coro: Any, timeout: float = 30.0) -> Any:
+        """Run a coroutine on the server's loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def dsn(self, user: str = "postgres", dbname: str = "postgres", password: str | None = None,
+            sslmode: str = "disable") -> str:
+        auth = user if password is None else f"{user}:{password}"
+        return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
+
+    def stop(self) -> None:
+        self.call(self.server.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
