@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc.events import (
+    ChangeKind,
     ColumnSchema,
     Row,
     RowChange,
@@ -28,7 +29,6 @@ from cdc.events import (
     TransactionSink,
 )
 from cdc.pgoutput import (
-    REPLICA_IDENTITY_FULL,
     UNCHANGED_TOAST,
     Begin,
     Commit,
@@ -43,6 +43,7 @@ from cdc.pgoutput import (
     Type,
     Update,
 )
+from engine.changes import extend_xid
 from engine.values import TextValue, parser_for
 
 BARRIER_PREFIX = "weir"
@@ -90,6 +91,8 @@ class Applier:
         self.sink = sink
         self.applied_commit_lsn = applied_commit_lsn
         self.applied_end_lsn = 0
+        #: The latest 64-bit xid seen (or the upstream's next xid): extends 32-bit xids.
+        self.xid_reference = 0
         self.on_barrier = on_barrier
         self.tables: dict[int, _Table] = {}
         self.skipped = 0
@@ -134,8 +137,9 @@ class Applier:
             for schema in tx.reset.values():
                 self.sink.reset_table(schema, f"schema of {schema.namespace}.{schema.name} changed")
             changes = tuple(c for c in tx.changes if c.table_oid not in tx.reset)
-            self.sink.apply(Transaction(tx.begin.xid, msg.commit_lsn, msg.end_lsn,
-                                        msg.commit_time, changes, tuple(tx.barriers)))
+            xid = extend_xid(tx.begin.xid, self.xid_reference)
+            self.xid_reference = max(self.xid_reference, xid)
+            self.sink.apply(Transaction(xid, msg.commit_lsn, changes))
             self.applied += 1
             self.applied_commit_lsn = msg.commit_lsn
         self.applied_end_lsn = max(self.applied_end_lsn, msg.end_lsn)
@@ -201,38 +205,43 @@ class Applier:
         if not tx.skip:
             tx.changes.append(change)
 
+    def _old(self, table: _Table, kind: str, data: TupleData) -> Row:
+        """The old row: whole under 'O'; key columns only under 'K' (others UNCHANGED_TOAST)."""
+        old = self._values(table, data)
+        if kind == "O":
+            return old
+        keys = set(table.schema.key_indexes)
+        return tuple(v if i in keys else UNCHANGED_TOAST for i, v in enumerate(old))
+
     def _insert(self, msg: Insert) -> None:
         table = self._table(msg.relation_oid)
         if self._tx("Insert").skip:
             return
-        self._add(RowChange(msg.relation_oid, "insert", None, self._values(table, msg.new)))
+        self._add(RowChange(msg.relation_oid, ChangeKind.INSERT, None,
+                            self._values(table, msg.new)))
 
     def _update(self, msg: Update) -> None:
         table = self._table(msg.relation_oid)
         if self._tx("Update").skip:
             return
         new = self._values(table, msg.new)
+        old: Row | None = None
         if msg.old is not None:
-            old = self._values(table, msg.old)
-            key_only = msg.old_kind == "K"
-            if not key_only and UNCHANGED_TOAST in new:
+            old = self._old(table, msg.old_kind, msg.old)
+            if msg.old_kind == "O" and UNCHANGED_TOAST in new:
                 new = tuple(o if n is UNCHANGED_TOAST else n for o, n in zip(old, new, strict=True))
-        else:
-            keys = set(table.schema.key_indexes)
-            old = tuple(v if i in keys else None for i, v in enumerate(new))
-            key_only = table.schema.replica_identity != REPLICA_IDENTITY_FULL
-        self._add(RowChange(msg.relation_oid, "update", old, new, key_only))
+        self._add(RowChange(msg.relation_oid, ChangeKind.UPDATE, old, new, msg.old_kind == "O"))
 
     def _delete(self, msg: Delete) -> None:
         table = self._table(msg.relation_oid)
         if self._tx("Delete").skip:
             return
-        old = self._values(table, msg.old)
-        self._add(RowChange(msg.relation_oid, "delete", old, None, msg.old_kind == "K"))
+        old = self._old(table, msg.old_kind, msg.old)
+        self._add(RowChange(msg.relation_oid, ChangeKind.DELETE, old, None, msg.old_kind == "O"))
 
     def _truncate(self, msg: Truncate) -> None:
         tx = self._tx("Truncate")
         for oid in msg.relation_oids:
             self._table(oid)
             if not tx.skip:
-                tx.changes.append(RowChange(oid, "truncate", None, None))
+                tx.changes.append(RowChange(oid, ChangeKind.TRUNCATE, None, None))

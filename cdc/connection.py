@@ -2,7 +2,7 @@
 
 Owns: connecting (TCP, optional TLS per ``sslmode``), the startup packet (with
 ``replication=database`` for the stream, and the session settings weir's codecs assume),
-authentication via :mod:`cdc.auth`, simple-protocol queries returning text rows, and the
+authentication via :mod:`proxy.wire.auth`, simple-protocol queries returning text rows, and the
 CopyBoth sub-protocol (read CopyData payloads, send CopyData).
 
 psycopg 3 and asyncpg cannot stream logical replication, hence this client. Errors from the
@@ -16,7 +16,7 @@ import ssl
 from collections import deque
 from dataclasses import dataclass, field
 
-from cdc.auth import Authenticator
+from proxy.wire.auth import AuthenticationFailed, ClientAuthenticator
 from proxy.wire.authmsg import decode_authentication
 from proxy.wire.backend import (
     BackendKeyData,
@@ -121,13 +121,16 @@ class PgConnection:
         if replication:
             startup["replication"] = "database"
         self._writer.write(StartupMessage(startup).encode())
-        auth = Authenticator(params.user, params.password)
+        auth = ClientAuthenticator(params.user, params.password)
         while True:
             mtype, payload = await self._next()
             if mtype == ord("R"):
-                reply = auth.respond(decode_authentication(payload))
-                if reply:
-                    self._writer.write(reply)
+                try:
+                    reply = auth.respond(decode_authentication(payload))
+                except AuthenticationFailed as exc:
+                    raise UpstreamError(exc.sqlstate, exc.message) from exc
+                if reply is not None:
+                    self._writer.write(reply.encode())
             elif mtype == ord("Z"):
                 return
             else:

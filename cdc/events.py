@@ -1,40 +1,32 @@
 """What the CDC applier hands to the engine: committed transactions, schemas and resets.
 
-Owns: the frozen dataclasses of the applier's output and the :class:`TransactionSink`
-protocol the engine (or a test) implements. Wiring the engine in is one adapter implementing
-these four methods.
-
-Row conventions:
-- ``RowChange.new`` and ``.old`` hold canonical values (see ``engine.values``) in the order of
-  the table's columns as of that change; ``None`` is SQL NULL;
-- :data:`UNCHANGED_TOAST` stands for a TOASTed column the upstream did not send (its value is
-  unchanged by this update). The applier already substituted it from the old row when the
-  upstream sent the whole old row (REPLICA IDENTITY FULL), so it only appears in ``new`` of an
-  update under REPLICA IDENTITY DEFAULT/INDEX: the engine takes it from state or evicts;
-- ``old_key_only`` is True when ``old`` carries only the replica identity key columns (the
-  others are None): REPLICA IDENTITY DEFAULT/INDEX. For an update that did not change the key
-  the upstream sends no old tuple; the applier then builds ``old`` from the new row's key
-  columns (so ``old`` is never None for updates and deletes).
+Owns: the schema dataclasses and the :class:`TransactionSink` protocol the engine (or a
+test) implements. Transactions and row changes are the engine's own input types
+(``engine.changes``: ``Transaction``, ``RowChange``, ``ChangeKind``, ``UNCHANGED_TOAST``),
+produced exactly per that module's contract: 64-bit xids, rows of canonical values in column
+order; for update/delete ``old`` is None when the upstream sent no old tuple, carries the key
+columns with the others ``UNCHANGED_TOAST`` under REPLICA IDENTITY DEFAULT/INDEX, or the whole
+row (``old_full``) under FULL. Unchanged TOAST columns of ``new`` are filled from a full old
+row when there is one, so they stay ``UNCHANGED_TOAST`` only when the state must supply them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
-from cdc.pgoutput import UNCHANGED_TOAST
+from engine.changes import UNCHANGED_TOAST, ChangeKind, Row, RowChange, Transaction
 
 __all__ = [
     "UNCHANGED_TOAST",
+    "ChangeKind",
     "ColumnSchema",
+    "Row",
     "RowChange",
     "TableSchema",
     "Transaction",
     "TransactionSink",
 ]
-
-ChangeKind = Literal["insert", "update", "delete", "truncate"]
-Row = tuple[object, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,27 +50,6 @@ class TableSchema:
     @property
     def key_indexes(self) -> tuple[int, ...]:
         return tuple(i for i, c in enumerate(self.columns) if c.is_key)
-
-
-@dataclass(frozen=True, slots=True)
-class RowChange:
-    table_oid: int
-    kind: ChangeKind
-    old: Row | None
-    new: Row | None
-    old_key_only: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Transaction:
-    """One upstream transaction, applied as one batch. xid is the 32-bit upstream xid."""
-
-    xid: int
-    commit_lsn: int
-    end_lsn: int
-    commit_time: int
-    changes: tuple[RowChange, ...]
-    barriers: tuple[str, ...] = ()
 
 
 class TransactionSink(Protocol):

@@ -149,6 +149,10 @@ class ReplicationStream:
             self.applier.applied_commit_lsn = 0
             self.applier.applied_end_lsn = 0
         self.system = system
+        if self.applier.xid_reference == 0:
+            row = (await conn.query(
+                "SELECT pg_snapshot_xmax(pg_current_snapshot())::text")).rows[0]
+            self.applier.xid_reference = int(row[0] or 0)
         self.warnings = await slots.check_settings(conn, 0 if self.sessions else 1)
         for warning in self.warnings:
             log.warning("%s", warning)

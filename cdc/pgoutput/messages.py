@@ -3,8 +3,9 @@
 
 Owns: the message and column types and the tuple-data value conventions:
 - a column value is ``None`` (SQL NULL, 'n'), :data:`UNCHANGED_TOAST` ('u': an unchanged
-  TOASTed value that was not sent), ``str`` (text format 't', decoded as UTF-8) or ``bytes``
-  (binary format 'b', only with the ``binary`` option, which weir does not request);
+  TOASTed value that was not sent; the engine's own sentinel from ``engine.changes``),
+  ``str`` (text format 't', decoded as UTF-8) or ``bytes`` (binary format 'b', only with the
+  ``binary`` option, which weir does not request);
 - LSNs are unsigned 64-bit ints; timestamps are microseconds since 2000-01-01 UTC (PostgreSQL's
   epoch), kept as ints so this layer needs no clock.
 """
@@ -13,28 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final
 
-
-class _UnchangedToast:
-    """The single 'u' marker value (an unchanged TOASTed column the upstream did not send)."""
-
-    __slots__ = ()
-    _instance: _UnchangedToast | None = None
-
-    def __new__(cls) -> _UnchangedToast:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNCHANGED_TOAST"
-
-    def __reduce__(self) -> str:
-        return "UNCHANGED_TOAST"
-
-
-UNCHANGED_TOAST: Final = _UnchangedToast()
+from engine.changes import UNCHANGED_TOAST as UNCHANGED_TOAST  # re-exported
+from engine.changes import _UnchangedToast
 
 #: One tuple-data column value (see module docstring).
 ColumnValue = str | bytes | None | _UnchangedToast

@@ -9,6 +9,8 @@ from typing import Any
 from cdc.events import UNCHANGED_TOAST
 from tests.integration.cdc.harness import changes_of, execute, run, streaming
 
+T = UNCHANGED_TOAST
+
 
 def test_change_types_transactions_rollbacks_and_subtransactions(pg: Any, dbname: str) -> None:
     pg.psql("CREATE TABLE acct (id int PRIMARY KEY, owner text, balance numeric)", dbname)
@@ -29,12 +31,12 @@ def test_change_types_transactions_rollbacks_and_subtransactions(pg: Any, dbname
             result = await stream.barrier()
             assert result.lag_seconds >= 0 and result.applied_lsn >= result.message_lsn
             changes = changes_of(sink, "acct")
-            assert [(c.kind, c.new) for c in changes[:2]] == [
+            assert [(c.kind.value, c.new) for c in changes[:2]] == [
                 ("insert", (1, "a", Decimal("10.50"))), ("insert", (2, "b", Decimal("20")))]
-            assert (changes[2].kind, changes[2].old, changes[2].new) == (
-                "update", (1, None, None), (1, "a", Decimal("11.50")))
-            assert (changes[3].kind, changes[3].old, changes[3].old_key_only) == (
-                "delete", (2, None, None), True)
+            assert (changes[2].kind.value, changes[2].old, changes[2].new) == (
+                "update", None, (1, "a", Decimal("11.50")))
+            assert (changes[3].kind.value, changes[3].old, changes[3].old_full) == (
+                "delete", (2, T, T), False)
             multi = [t for t in sink.transactions if len(t.changes) == 2
                      and t.changes[0].new == (3, "c", Decimal("0"))]
             assert len(multi) == 1 and multi[0].changes[1].new == (3, "cc", Decimal("0"))
@@ -43,8 +45,7 @@ def test_change_types_transactions_rollbacks_and_subtransactions(pg: Any, dbname
             sub = next(t for t in sink.transactions if any(c.new and c.new[0] == 4
                                                            for c in t.changes))
             assert [c.new[0] for c in sub.changes if c.new] == [4, 5]
-            assert changes[-1].kind == "truncate"
-            assert sink.transactions[-1].barriers == (result.id,)
+            assert changes[-1].kind.value == "truncate"
             lsns = [t.commit_lsn for t in sink.transactions]
             assert lsns == sorted(lsns) and len(set(lsns)) == len(lsns)
 
@@ -70,11 +71,11 @@ def test_toast_unchanged_and_replica_identity_full(pg: Any, dbname: str) -> None
             await stream.barrier()
             insert, update = changes_of(sink, "doc")
             assert insert.new == (1, "t", big)
-            assert update.new == (1, "t2", UNCHANGED_TOAST) and update.old_key_only
+            assert update.new == (1, "t2", UNCHANGED_TOAST) and update.old is None
             _ins, upd, dele = changes_of(sink, "doc_full")
             assert upd.old == (1, "t", big) and upd.new == (1, "t2", big)
-            assert not upd.old_key_only
-            assert dele.old == (1, "t2", big) and not dele.old_key_only
+            assert upd.old_full
+            assert dele.old == (1, "t2", big) and dele.old_full
 
     run(body)
 
@@ -90,7 +91,7 @@ def test_tables_without_primary_key(pg: Any, dbname: str) -> None:
                           "UPDATE bag SET b = 'z' WHERE a = 1", "DELETE FROM bag")
             await stream.barrier()
             assert [c.new for c in changes_of(sink, "log_")] == [(1, "x"), (1, "x")]
-            kinds = [(c.kind, c.old, c.new) for c in changes_of(sink, "bag")]
+            kinds = [(c.kind.value, c.old, c.new) for c in changes_of(sink, "bag")]
             assert kinds == [("insert", None, (1, "a")), ("insert", None, (1, "a")),
                              ("update", (1, "a"), (1, "z")), ("update", (1, "a"), (1, "z")),
                              ("delete", (1, "z"), None), ("delete", (1, "z"), None)]

@@ -14,6 +14,11 @@ class RecordingSink:
     reset_alls: list[str] = field(default_factory=list)
     transactions: list[Transaction] = field(default_factory=list)
     events: list[tuple[str, object]] = field(default_factory=list)
+    barriers: list[tuple[str, int]] = field(default_factory=list)
+
+    def barrier(self, barrier_id: str, lsn: int) -> None:
+        """An ``on_barrier`` callback for the applier."""
+        self.barriers.append((barrier_id, lsn))
 
     def table_schema(self, schema: TableSchema) -> None:
         self.schemas.append(schema)

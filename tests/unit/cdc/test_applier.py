@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from cdc.applier import Applier, ApplierError
-from cdc.events import UNCHANGED_TOAST, RowChange
+from cdc.events import UNCHANGED_TOAST, ChangeKind, RowChange
 from cdc.pgoutput import Begin, Commit, decode_message
 from engine.values import NUMERIC_NAN, TextValue
 from tests.unit.cdc.recording import RecordingSink
 
 GOLDEN = json.loads(Path(__file__).with_name("golden.json").read_text())
 MESSAGES = [decode_message(bytes.fromhex(h)) for h in GOLDEN["messages"]]
+T = UNCHANGED_TOAST
 
 
 def _run(applier: Applier) -> None:
@@ -30,42 +31,51 @@ def _changes(sink: RecordingSink) -> list[RowChange]:
 
 def test_golden_stream_applies_typed_changes_per_transaction() -> None:
     sink = RecordingSink()
-    barriers: list[tuple[str, int]] = []
-    applier = Applier(sink, on_barrier=lambda b, lsn: barriers.append((b, lsn)))
-    _run(applier)
+    _run(Applier(sink))
     assert len(sink.transactions) == sum(isinstance(m, Commit) for m in MESSAGES)
     lsns = [t.commit_lsn for t in sink.transactions]
     assert lsns == sorted(lsns)
     first = sink.transactions[0]
-    assert [c.kind for c in first.changes] == ["insert", "insert"]
+    assert first.xid == 733
+    assert [c.kind for c in first.changes] == [ChangeKind.INSERT, ChangeKind.INSERT]
     assert first.changes[0].new == (1, "one", "x" * 5000, Decimal("1.50"),
                                      datetime(2020, 1, 2, 3, 4, 5, tzinfo=UTC))
     assert first.changes[1].new is not None and first.changes[1].new[3] is NUMERIC_NAN
     plain_update = sink.transactions[1].changes[0]
-    assert plain_update.kind == "update" and plain_update.old_key_only
-    assert plain_update.old == (1, None, None, None, None)
+    assert plain_update.kind is ChangeKind.UPDATE and not plain_update.old_full
+    assert plain_update.old is None
     assert plain_update.new is not None and plain_update.new[2] is UNCHANGED_TOAST
     key_update = sink.transactions[2].changes[0]
-    assert (key_update.old, key_update.old_key_only) == ((2, None, None, None, None), True)
+    assert (key_update.old, key_update.old_full) == ((2, T, T, T, T), False)
     delete = sink.transactions[3].changes[0]
-    assert (delete.kind, delete.old, delete.new) == ("delete", (10, None, None, None, None), None)
+    assert (delete.kind, delete.old, delete.new) == (ChangeKind.DELETE, (10, T, T, T, T), None)
+
+
+def test_xids_are_extended_to_64_bits() -> None:
+    sink = RecordingSink()
+    applier = Applier(sink)
+    applier.xid_reference = (7 << 32) + 700
+    _run(applier)
+    assert sink.transactions[0].xid == (7 << 32) + 733
 
 
 def test_full_identity_truncate_custom_type_and_barrier() -> None:
     sink = RecordingSink()
-    barriers: list[tuple[str, int]] = []
-    _run(Applier(sink, on_barrier=lambda b, lsn: barriers.append((b, lsn))))
+    _run(Applier(sink, on_barrier=sink.barrier))
     changes = _changes(sink)
-    full_update = next(c for c in changes if c.kind == "update" and not c.old_key_only)
+    full_update = next(c for c in changes if c.kind is ChangeKind.UPDATE and c.old_full)
     assert (full_update.old, full_update.new) == ((1, "v1"), (1, "v2"))
+    full_delete = next(c for c in changes if c.kind is ChangeKind.DELETE and c.old_full)
+    assert full_delete.old == (1, "v2")
     enum_insert = next(c for c in changes if c.new is not None and len(c.new) == 2
                        and isinstance(c.new[1], TextValue))
-    assert enum_insert.new is not None and enum_insert.new[1].text == "ok"
-    truncates = [c for c in changes if c.kind == "truncate"]
+    assert enum_insert.new is not None and enum_insert.new[1] == TextValue(16406, "ok")
+    truncates = [c for c in changes if c.kind is ChangeKind.TRUNCATE]
     assert len(truncates) == 2
-    assert [b for b, _ in barriers] == ["barrier-1"]
-    assert sink.transactions[-2].barriers == ("barrier-1",)
-    assert barriers[0][1] == sink.transactions[-2].end_lsn
+    assert [b for b, _ in sink.barriers] == ["barrier-1"]
+    barrier_commit = next(m for m in MESSAGES if isinstance(m, Commit)
+                          and m.commit_lsn == sink.transactions[-2].commit_lsn)
+    assert sink.barriers[0][1] == barrier_commit.end_lsn
 
 
 def test_schema_change_resets_only_that_table_before_applying() -> None:
