@@ -87,7 +87,7 @@ def _split(encoded: bytes) -> tuple[int, bytes]:
     return encoded[0], encoded[5:]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(s.frontend_messages)
 def test_frontend_round_trip(msg: fe.FrontendMessage) -> None:
     mtype, payload = _split(msg.encode())
@@ -95,7 +95,7 @@ def test_frontend_round_trip(msg: fe.FrontendMessage) -> None:
     assert fe.decode_frontend(mtype, payload) == msg
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(s.backend_messages)
 def test_backend_round_trip(msg: be.BackendMessage) -> None:
     mtype, payload = _split(msg.encode())
@@ -211,7 +211,7 @@ def _decoders_accept_or_violate(decode, mtype: int, payload: bytes) -> None:  # 
         decode(mtype, payload)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.integers(0, 255), st.binary(max_size=40))
 def test_random_payloads_raise_only_protocol_violation(mtype: int, payload: bytes) -> None:
     _decoders_accept_or_violate(fe.decode_frontend, mtype, payload)
@@ -221,7 +221,7 @@ def test_random_payloads_raise_only_protocol_violation(mtype: int, payload: byte
             decode(payload)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(s.backend_messages | s.frontend_messages, st.data())
 def test_mutated_payloads_raise_only_protocol_violation(msg: object, data: st.DataObject) -> None:
     encoded = msg.encode()  # type: ignore[attr-defined]
