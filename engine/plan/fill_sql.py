@@ -1,0 +1,62 @@
+"""Fill SQL: the parameterized statement that fetches exactly the base rows a fill needs.
+
+Owns: ``fill_sql`` (one base table + equality on some of its columns, or TRUE, for one or
+several keys) and ``FillStatement`` (the text plus the order in which key values bind to
+``$n``). Built as a sqlglot expression tree and rendered in the postgres dialect: identifiers
+are always quoted, values never appear in the text (they are bound as parameters).
+
+Invariant: for keys k1..kn, the statement returns exactly the rows of the table whose key
+columns equal one of the keys (SQL equality: a NULL key value matches nothing, as in the
+dataflow's lookups), with the requested columns in the requested order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+
+@dataclass(frozen=True, slots=True)
+class FillStatement:
+    """SQL text with ``$1..$m``; parameter ``$i`` is ``keys[i // width][i % width]``."""
+
+    sql: str
+    key_count: int
+    width: int
+
+    def bind(self, keys: Sequence[Sequence[object]]) -> tuple[object, ...]:
+        """The flat parameter tuple for ``keys`` (one tuple of key values per key)."""
+        if len(keys) != self.key_count or any(len(k) != self.width for k in keys):
+            raise ValueError(f"expected {self.key_count} keys of width {self.width}")
+        return tuple(v for key in keys for v in key)
+
+
+def _param(n: int) -> exp.Expression:
+    return exp.Parameter(this=exp.Var(this=str(n)))
+
+
+def _ident(name: str) -> exp.Column:
+    return exp.column(name, quoted=True)
+
+
+def fill_sql(schema: str, table: str, columns: Sequence[str], key_columns: Sequence[str],
+             key_count: int = 1) -> FillStatement:
+    """SELECT ``columns`` FROM ``schema.table`` WHERE the key columns equal one of
+    ``key_count`` parameter tuples; with no key columns the predicate is TRUE (whole table)."""
+    if not columns:
+        raise ValueError("a fill selects at least one column")
+    query = exp.select(*(_ident(c) for c in columns)).from_(
+        exp.table_(table, db=schema, quoted=True))
+    width = len(key_columns)
+    if width:
+        disjuncts = []
+        for k in range(key_count):
+            conj = [exp.EQ(this=_ident(c), expression=_param(k * width + i + 1))
+                    for i, c in enumerate(key_columns)]
+            disjuncts.append(exp.and_(*conj) if len(conj) > 1 else conj[0])
+        query = query.where(exp.or_(*disjuncts) if len(disjuncts) > 1 else disjuncts[0])
+    else:
+        key_count = 1
+    return FillStatement(query.sql(dialect="postgres"), key_count, width)

@@ -1,0 +1,342 @@
+"""FROM clauses -> IR: base tables, CTE and subquery references, explicit and implicit joins.
+
+Owns: ``PlanContext`` (what planning one statement needs: catalog, search_path, CTEs in
+scope, the subquery planner, the relations used) and ``bind_from`` (a FROM list plus the
+WHERE conjuncts that connect its items -> one ``Bound`` relation and the conjuncts left over).
+
+Invariants: the output columns of ``bind_from`` are the FROM items' columns in FROM order
+(as ``*`` expands), whatever order the joins were built in. Only inner and left equi-joins
+are produced (a RIGHT JOIN becomes a LEFT JOIN with a column-restoring projection); any other
+join shape raises ``PlanError``. A table with row-level security, a view, or an unknown
+relation is a ``PlanError`` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.plan import ir
+from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.sql.catalog import RELKIND_NAMES, Catalog, Relation
+
+Node = dict[str, Any]
+
+
+@dataclass
+class PlanContext:
+    catalog: Catalog
+    search_path: tuple[str, ...]
+    subquery: Callable[[PlanContext, Node], Bound]
+    ctes: dict[str, Node] = field(default_factory=dict)
+    relations: dict[int, Relation] = field(default_factory=dict)
+    next_rte: int = 0
+
+    @property
+    def default_collation(self) -> str:
+        return self.catalog.default_collation
+
+    def new_rte(self) -> int:
+        self.next_rte += 1
+        return self.next_rte
+
+
+def _alias(node: Node) -> tuple[str | None, list[str]]:
+    alias = node.get("alias")
+    if alias is None:
+        return None, []
+    names = [c["String"]["sval"] for c in alias.get("colnames", [])]
+    return alias.get("aliasname"), names
+
+
+def _requalify(bound: Bound, qualifier: str, colnames: list[str], rte: int) -> Bound:
+    if len(colnames) > len(bound.scope.cols):
+        raise PlanError(f"{qualifier} has {len(bound.scope.cols)} columns available but "
+                        f"{len(colnames)} columns specified")
+    cols = tuple(ScopeCol(qualifier, colnames[i] if i < len(colnames) else c.name, c.type_oid,
+                          c.collation, rte if not c.table_pk else c.rte, c.table_pk)
+                 for i, c in enumerate(bound.scope.cols))
+    return Bound(bound.rel, Scope(cols))
+
+
+def table_ref(rel: Relation) -> ir.TableRef:
+    names = [c.name for c in rel.columns]
+    return ir.TableRef(rel.oid, rel.schema, rel.name,
+                       tuple(ir.Column(c.name, c.type_oid) for c in rel.columns),
+                       tuple(names.index(k) for k in rel.primary_key))
+
+
+def _range_var(ctx: PlanContext, node: Node) -> Bound:
+    name, schema = node["relname"], node.get("schemaname")
+    alias, colnames = _alias(node)
+    if schema is None and name in ctx.ctes:
+        sub = ctx.subquery(ctx, ctx.ctes[name])
+        return _requalify(sub, alias or name, colnames, ctx.new_rte())
+    rel = ctx.catalog.resolve(name, schema, ctx.search_path)
+    if rel is None:
+        shown = f"{schema}.{name}" if schema else name
+        raise PlanError(f"relation {shown} is not a known table under search_path "
+                        f"{','.join(ctx.search_path)}")
+    if rel.row_security:
+        raise PlanError(f"table with row-level security {rel.qualified}")
+    if rel.kind != "r":
+        raise PlanError(f"{RELKIND_NAMES.get(rel.kind, rel.kind)} {rel.qualified}")
+    ctx.relations[rel.oid] = rel
+    rte = ctx.new_rte()
+    qualifier = alias or name
+    pk = set(rel.primary_key)
+    cols = tuple(ScopeCol(qualifier, colnames[i] if i < len(colnames) else c.name, c.type_oid,
+                          c.collation, rte, c.name in pk)
+                 for i, c in enumerate(rel.columns))
+    return Bound(ir.Scan(table_ref(rel)), Scope(cols))
+
+
+def _range_subselect(ctx: PlanContext, node: Node) -> Bound:
+    if node.get("lateral"):
+        raise PlanError("LATERAL subquery")
+    alias, colnames = _alias(node)
+    sub = ctx.subquery(ctx, node["subquery"])
+    return _requalify(sub, alias or "unnamed_subquery", colnames, ctx.new_rte())
+
+
+def conjuncts(node: Node | None) -> list[Node]:
+    """The top-level AND operands of a boolean expression."""
+    if node is None:
+        return []
+    body = node.get("BoolExpr")
+    if body is not None and body.get("boolop") == "AND_EXPR":
+        return [c for arg in body["args"] for c in conjuncts(arg)]
+    return [node]
+
+
+def column_equality(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """``(left fields, right fields)`` when ``node`` is ``colref = colref``."""
+    body = node.get("A_Expr")
+    if body is None or body.get("kind") != "AEXPR_OP":
+        return None
+    if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
+        return None
+    left, right = body.get("lexpr") or {}, body.get("rexpr") or {}
+    if "ColumnRef" not in left or "ColumnRef" not in right:
+        return None
+    fields = []
+    for side in (left, right):
+        parts = side["ColumnRef"]["fields"]
+        if any("String" not in p for p in parts):
+            return None
+        fields.append(tuple(p["String"]["sval"] for p in parts))
+    return fields[0], fields[1]
+
+
+def _join_keys(eqs: list[tuple[int, int]], left: Bound, right: Bound) -> tuple[
+        tuple[int, ...], tuple[int, ...]]:
+    from engine.plan.exprs import deterministic
+    from engine.plan.pgtypes import comparable
+    width = len(left.scope.cols)
+    lk, rk = [], []
+    for a, b in eqs:
+        if a >= width:
+            a, b = b, a
+        lc, rc = left.scope.cols[a], right.scope.cols[b - width]
+        if not comparable(lc.type_oid, rc.type_oid):
+            raise PlanError(f"join of {lc.name} and {rc.name}: types differ")
+        if not deterministic(lc.collation) or not deterministic(rc.collation):
+            raise PlanError("join on text under a nondeterministic collation")
+        lk.append(a)
+        rk.append(b - width)
+    return tuple(lk), tuple(rk)
+
+
+def _combined(left: Bound, right: Bound) -> Scope:
+    return Scope(left.scope.cols + right.scope.cols)
+
+
+def _split_on(ctx: PlanContext, quals: Node | None, left: Bound, right: Bound,
+              kind: str) -> tuple[list[tuple[int, int]], list[Node], list[Node]]:
+    """ON conjuncts -> (equi-join pairs, filters on the right input, filters on the join)."""
+    scope = _combined(left, right)
+    width = len(left.scope.cols)
+    eqs: list[tuple[int, int]] = []
+    right_only: list[Node] = []
+    rest: list[Node] = []
+    for conj in conjuncts(quals):
+        pair = column_equality(conj)
+        if pair is not None:
+            a, b = scope.lookup(pair[0]), scope.lookup(pair[1])
+            if (a < width) != (b < width):
+                eqs.append((a, b))
+                continue
+        if kind == "left":
+            if _refs_only_right(conj, scope, width):
+                right_only.append(conj)
+                continue
+            raise PlanError("LEFT JOIN condition other than column equality on the left side")
+        rest.append(conj)
+    if not eqs:
+        raise PlanError("join without an equality between its two sides")
+    return eqs, right_only, rest
+
+
+def _refs_only_right(node: Node, scope: Scope, width: int) -> bool:
+    refs = list(_column_refs(node))
+    return bool(refs) and all(scope.lookup(f) >= width for f in refs)
+
+
+def _column_refs(tree: Any) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("ColumnRef")
+            if ref is not None:
+                parts = ref.get("fields", [])
+                if all("String" in p for p in parts):
+                    out.append(tuple(p["String"]["sval"] for p in parts))
+                continue
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
+
+
+def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
+    """A JoinExpr -> the joined relation and the ON conjuncts that filter the join output."""
+    if node.get("isNatural") or node.get("usingClause"):
+        raise PlanError("JOIN ... USING / NATURAL JOIN")
+    if node.get("alias") is not None:
+        raise PlanError("alias on a join")
+    jointype = node.get("jointype", "JOIN_INNER")
+    left, lrest = bind_item(ctx, node["larg"])
+    right, rrest = bind_item(ctx, node["rarg"])
+    if jointype == "JOIN_RIGHT":
+        return _right_join(ctx, node, left, right), lrest + rrest
+    if jointype not in ("JOIN_INNER", "JOIN_LEFT"):
+        raise PlanError({"JOIN_FULL": "FULL JOIN"}.get(jointype, str(jointype)))
+    if node.get("quals") is None:
+        raise PlanError("CROSS JOIN")
+    kind = "left" if jointype == "JOIN_LEFT" else "inner"
+    if kind == "left" and rrest:
+        raise PlanError("LEFT JOIN whose right side carries join conditions of its own")
+    eqs, right_only, rest = _split_on(ctx, node.get("quals"), left, right, kind)
+    if right_only:
+        right = _filter_input(ctx, right, right_only)
+    lk, rk = _join_keys(eqs, left, right)
+    joined = Bound(ir.Join(left.rel, right.rel, lk, rk, kind), _combined(left, right))  # type: ignore[arg-type]
+    return joined, lrest + rrest + rest
+
+
+def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Bound:
+    eqs, right_only, rest = _split_on(ctx, node.get("quals"), right, left, "left")
+    if rest:
+        raise PlanError("RIGHT JOIN condition other than column equality")
+    if right_only:
+        left = _filter_input(ctx, left, right_only)
+    lk, rk = _join_keys(eqs, right, left)
+    join = ir.Join(right.rel, left.rel, lk, rk, "left")
+    nr, nl = len(right.scope.cols), len(left.scope.cols)
+    order = [nr + i for i in range(nl)] + list(range(nr))
+    cols = join.columns
+    project = ir.Project(join, tuple(ir.ColumnRef(i, cols[i].type_oid) for i in order),
+                         tuple(cols[i].name for i in order))
+    return Bound(project, _combined(left, right))
+
+
+def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
+    from engine.plan.exprs import ExprBuilder
+    builder = ExprBuilder(bound.scope, ctx.default_collation, clause="JOIN/ON")
+    preds = tuple(builder.boolean(c) for c in conds)
+    pred = preds[0] if len(preds) == 1 else ir.BoolOp("and", preds)
+    return Bound(ir.Filter(bound.rel, pred), bound.scope)
+
+
+def bind_item(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
+    kind, body = next(iter(node.items()))
+    if kind == "RangeVar":
+        return _range_var(ctx, body), []
+    if kind == "RangeSubselect":
+        return _range_subselect(ctx, body), []
+    if kind == "JoinExpr":
+        return _join_expr(ctx, body)
+    raise PlanError(f"FROM item {kind}")
+
+
+def bind_from(ctx: PlanContext, items: list[Node], where: list[Node]) -> tuple[Bound, list[Node]]:
+    """Join the FROM items; implicit joins consume their connecting WHERE equalities.
+    Returns the relation and the WHERE conjuncts still to apply."""
+    if not items:
+        raise PlanError("SELECT without FROM")
+    bound: list[Bound] = []
+    pending: list[Node] = []
+    for item in items:
+        b, rest = bind_item(ctx, item)
+        bound.append(b)
+        pending.extend(rest)
+    if len(bound) == 1:
+        return bound[0], pending + where
+    return _implicit_joins(bound, pending + where)
+
+
+def _implicit_joins(items: list[Bound], where: list[Node]) -> tuple[Bound, list[Node]]:
+    full = Scope(tuple(c for b in items for c in b.scope.cols))
+    owner: list[int] = []
+    offsets: list[int] = []
+    for i, b in enumerate(items):
+        offsets.append(len(owner))
+        owner.extend([i] * len(b.scope.cols))
+    edges: list[tuple[Node, int, int]] = []  # conjunct, global a, global b
+    rest: list[Node] = []
+    for conj in where:
+        pair = column_equality(conj)
+        if pair is not None:
+            ga, gb = full.lookup(pair[0]), full.lookup(pair[1])
+            if owner[ga] != owner[gb]:
+                edges.append((conj, ga, gb))
+                continue
+        rest.append(conj)
+    joined = [0]
+    current = items[0]
+    positions = list(range(offsets[0], offsets[0] + len(items[0].scope.cols)))
+    while len(joined) < len(items):
+        step = _next_join(items, joined, edges, owner)
+        if step is None:
+            raise PlanError("cross join: a FROM item is not connected to the others by an "
+                            "equality")
+        target, used = step
+        other = items[target]
+        local = {g: i for i, g in enumerate(positions)}
+        base = len(positions)
+        lk = tuple(local[a if owner[a] != target else b] for _, a, b in used)
+        rk = tuple((b if owner[b] == target else a) - offsets[target] for _, a, b in used)
+        _join_keys([(lk[i], base + rk[i]) for i in range(len(lk))], current, other)
+        current = Bound(ir.Join(current.rel, other.rel, lk, rk), _combined(current, other))
+        positions.extend(range(offsets[target], offsets[target] + len(other.scope.cols)))
+        joined.append(target)
+        edges = [e for e in edges if e not in used]
+    for conj, _, _ in edges:  # equalities between already-joined items: plain filters
+        rest.append(conj)
+    return _restore_order(current, positions), rest
+
+
+def _next_join(items: list[Bound], joined: list[int], edges: list[tuple[Node, int, int]],
+               owner: list[int]) -> tuple[int, list[tuple[Node, int, int]]] | None:
+    for target in range(len(items)):
+        if target in joined:
+            continue
+        used = [e for e in edges
+                if (owner[e[1]] == target and owner[e[2]] in joined)
+                or (owner[e[2]] == target and owner[e[1]] in joined)]
+        if used:
+            return target, used
+    return None
+
+
+def _restore_order(bound: Bound, positions: list[int]) -> Bound:
+    if positions == sorted(positions):
+        return bound
+    order = sorted(range(len(positions)), key=lambda i: positions[i])
+    cols = bound.rel.columns
+    rel = ir.Project(bound.rel, tuple(ir.ColumnRef(i, cols[i].type_oid) for i in order),
+                     tuple(cols[i].name for i in order))
+    return Bound(rel, Scope(tuple(bound.scope.cols[i] for i in order)))

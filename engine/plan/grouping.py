@@ -1,0 +1,135 @@
+"""GROUP BY and aggregates: the ``Aggregate`` node of a grouped SELECT and the expressions
+(select list, HAVING, ORDER BY) evaluated over its output.
+
+Owns: ``Grouping`` — collects group columns and aggregate calls while the select list,
+HAVING and ORDER BY are translated, then builds the ``Aggregate`` and rewrites the
+translated expressions to its output positions (``finish``).
+
+Invariants: group columns are input positions (column references only, as written, by
+output position or by output alias); a column that is not grouped may still be used when the
+primary key of its table is grouped (PostgreSQL's functional dependency rule), in which case
+it is added to the group columns (which does not change the groups). Result types and names
+of aggregates are PostgreSQL's (count -> int8, sum(int4) -> int8, avg(int) -> numeric...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.plan import ir, pgtypes
+from engine.plan.exprs import ExprBuilder, Node
+from engine.plan.scope import PlanError, Scope, remap
+from engine.values import oids as T
+
+AGG_BASE = 1 << 30
+
+
+class Grouping:
+    """Group columns and aggregates of one SELECT over ``scope`` (the FROM+WHERE output)."""
+
+    def __init__(self, scope: Scope, default_collation: str) -> None:
+        self.scope = scope
+        self.default_collation = default_collation
+        self.groups: list[int] = []
+        self.aggs: list[ir.AggCall] = []
+        self.agg_colls: dict[int, str | None] = {}
+
+    def add_group(self, pos: int) -> int:
+        if pos not in self.groups:
+            self.groups.append(pos)
+        return self.groups.index(pos)
+
+    def builder(self, clause: str) -> ExprBuilder:
+        b = ExprBuilder(self.scope, self.default_collation, on_agg=self._agg,
+                        on_column=self._column, clause=clause)
+        b.colls = self.agg_colls  # shared: group and aggregate outputs' collations
+        return b
+
+    def _column(self, pos: int) -> ir.Expr:
+        col = self.scope.cols[pos]
+        if pos not in self.groups:
+            if not self._dependent(pos):
+                raise PlanError(f"column {col.name} must appear in the GROUP BY clause or be "
+                                "used in an aggregate function")
+            self.groups.append(pos)
+        return ir.ColumnRef(self.groups.index(pos), col.type_oid)
+
+    def _dependent(self, pos: int) -> bool:
+        """Is ``pos`` functionally dependent on the group columns (its table's PK grouped)?"""
+        rte = self.scope.cols[pos].rte
+        pk = [i for i, c in enumerate(self.scope.cols) if c.rte == rte and c.table_pk]
+        return bool(pk) and all(i in self.groups for i in pk)
+
+    def _agg(self, body: Node) -> ir.Expr:
+        name = next(p["String"]["sval"] for p in reversed(body["funcname"]) if "String" in p)
+        name = name.lower()
+        if body.get("agg_star"):
+            if name != "count":
+                raise PlanError(f"{name}(*)")
+            return self._register(ir.AggCall("count_star", None, T.INT8, "count"), None)
+        args = body.get("args", [])
+        if len(args) != 1:
+            raise PlanError(f"aggregate {name}() with {len(args)} arguments")
+        inner = ExprBuilder(self.scope, self.default_collation, clause="aggregate arguments")
+        arg = inner.build(args[0])
+        if arg.type_oid == T.UNKNOWN:
+            arg = inner.coerce(arg, T.TEXT)
+        distinct = bool(body.get("agg_distinct"))
+        if name == "count":
+            if distinct:
+                inner.check_equality((arg,))
+            func: ir.AggFunc = "count_distinct" if distinct else "count"
+            return self._register(ir.AggCall(func, arg, T.INT8, "count"), None)
+        if distinct:
+            raise PlanError(f"{name}(DISTINCT ...)")
+        result = {"sum": pgtypes.sum_type, "avg": pgtypes.avg_type,
+                  "min": pgtypes.minmax_type, "max": pgtypes.minmax_type}[name](arg.type_oid)
+        if result is None:
+            raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)}")
+        coll = None
+        if name in ("min", "max"):
+            inner.check_ordering((arg,), f"{name}()")
+            coll = inner.collation(arg)
+        return self._register(ir.AggCall(name, arg, result, name), coll)  # type: ignore[arg-type,unused-ignore]
+
+    def _register(self, call: ir.AggCall, coll: str | None) -> ir.Expr:
+        if call not in self.aggs:
+            self.aggs.append(call)
+        index = AGG_BASE + self.aggs.index(call)
+        self.agg_colls[index] = coll
+        return ir.ColumnRef(index, call.type_oid)
+
+    def finish(self, rel: ir.Rel) -> ir.Aggregate:
+        return ir.Aggregate(rel, tuple(self.groups), tuple(self.aggs))
+
+    def fix(self, expr: Any) -> Any:
+        """Rewrite aggregate placeholders to their final output positions."""
+        width = len(self.groups)
+        return remap(expr, lambda i: i - AGG_BASE + width if i >= AGG_BASE else i)
+
+    def output_collation(self, index: int) -> str | None:
+        """Collation of output column ``index`` of the finished Aggregate."""
+        if index < len(self.groups):
+            return self.scope.cols[self.groups[index]].collation
+        return self.agg_colls.get(AGG_BASE + index - len(self.groups))
+
+
+def has_aggregates(nodes: list[Any]) -> bool:
+    """Whether any aggregate call occurs (outside subqueries)."""
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "SubLink" in node or "SelectStmt" in node:
+                continue
+            call = node.get("FuncCall")
+            if call is not None:
+                parts = [p["String"]["sval"] for p in call.get("funcname", []) if "String" in p]
+                if parts and parts[-1].lower() in ("count", "sum", "avg", "min", "max") and (
+                        call.get("agg_star") or call.get("agg_distinct")
+                        or len(call.get("args", [])) == 1):
+                    return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False

@@ -1,0 +1,441 @@
+"""SELECT -> IR: the planner's core, one SELECT block at a time.
+
+Owns: ``plan_select`` (a statement's parse tree -> ``PlannedQuery`` or ``Unsupported``) and
+the per-block steps: key extraction from the top-level WHERE, filters, grouping, the select
+list (with PostgreSQL's output column names), DISTINCT, ORDER BY / LIMIT, UNION ALL, and
+subqueries / CTEs in FROM (planned recursively and inlined).
+
+Invariants:
+- Unsupported is data: every ``PlanError`` raised while planning becomes ``Unsupported``.
+- ``PlannedQuery.reader.key[i]`` takes its value from ``key_sources[i]`` (a statement
+  parameter or a literal lifted out of the text); literals not lifted are constants of the
+  plan and part of the query's identity.
+- Output column names and types are the ones PostgreSQL reports for the statement.
+- After planning, the rules (``engine.plan.rules``) run in a fixed order; they preserve the
+  result of the plan for every key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.plan import ir, pgtypes
+from engine.plan.exprs import ExprBuilder
+from engine.plan.from_clause import PlanContext, bind_from, conjuncts
+from engine.plan.grouping import Grouping, has_aggregates
+from engine.plan.names import figure_colname
+from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.sql.cacheable import Unsupported
+from engine.sql.catalog import Catalog
+from engine.sql.text import Literal
+from engine.values import oids as T
+
+Node = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class KeySource:
+    """Where a reader key value comes from: statement parameter ``$param`` or the literal
+    with index ``literal`` in the statement text (``ParsedQuery.literals``)."""
+
+    param: int | None = None
+    literal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedQuery:
+    reader: ir.Reader
+    key_sources: tuple[KeySource, ...]
+    key_types: tuple[int, ...]
+    lifted: frozenset[int]
+    relations: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    position: int  # in the FROM+WHERE scope
+    source: KeySource
+    type_oid: int
+
+
+class _RetryPinned(Exception):
+    """Lifting literals made the block unplannable; plan again with every literal pinned."""
+
+
+@dataclass
+class _Block:
+    """A planned SELECT block before it becomes a Reader or a subquery."""
+
+    rel: ir.Rel
+    names: list[str]
+    colls: list[str | None]
+    visible: int
+    keys: list[tuple[int, KeySource, int]]  # output position, source, type
+    order: tuple[ir.SortKey, ...]
+    limit: int | None
+
+
+_LIFTABLE = {"str": None, "int": pgtypes.INTEGER_TYPES, "numeric": (T.NUMERIC,),
+             "bool": (T.BOOL,)}
+
+
+class _Planner:
+    def __init__(self, literals: tuple[Literal, ...], lift: bool) -> None:
+        self.literal_index = {lit.location: i for i, lit in enumerate(literals)}
+        self.literals = literals
+        self.lift = lift
+
+    # ------------------------------------------------------------------ keys
+    def extract_keys(self, scope: Scope, where: list[Node]) -> tuple[list[_Key], list[Node]]:
+        keys: list[_Key] = []
+        rest: list[Node] = []
+        for conj in where:
+            key = self._key(scope, conj)
+            if key is None or any(k.position == key.position for k in keys):
+                if key is not None and key.source.param is not None:
+                    raise PlanError("a column compared with two parameters")
+                rest.append(conj)
+            else:
+                keys.append(key)
+        return keys, rest
+
+    def _key(self, scope: Scope, node: Node) -> _Key | None:
+        body = node.get("A_Expr")
+        if body is None or body.get("kind") != "AEXPR_OP":
+            return None
+        if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
+            return None
+        left, right = body.get("lexpr") or {}, body.get("rexpr") or {}
+        if "ColumnRef" not in left:
+            left, right = right, left
+        if "ColumnRef" not in left or not ("ParamRef" in right or "A_Const" in right):
+            return None
+        fields = left["ColumnRef"]["fields"]
+        if any("String" not in f for f in fields):
+            return None
+        pos = scope.lookup(tuple(f["String"]["sval"] for f in fields))
+        col = scope.cols[pos]
+        if "ParamRef" in right:
+            self._check_key_column(col)
+            return _Key(pos, KeySource(param=int(right["ParamRef"]["number"])), col.type_oid)
+        const = right["A_Const"]
+        index = self.literal_index.get(int(const.get("location", -1)))
+        if not self.lift or index is None:
+            return None
+        kind = self.literals[index].kind
+        if kind not in _LIFTABLE or col.type_oid not in pgtypes.ORDERABLE_TYPES:
+            return None
+        allowed = _LIFTABLE[kind]
+        if allowed is not None and col.type_oid not in allowed:
+            return None
+        from engine.plan.exprs import deterministic
+        from engine.plan.literals import can_type
+        if not can_type(col.type_oid) or not deterministic(col.collation):
+            return None
+        return _Key(pos, KeySource(literal=index), col.type_oid)
+
+    @staticmethod
+    def _check_key_column(col: ScopeCol) -> None:
+        from engine.plan.exprs import deterministic
+        if col.type_oid not in pgtypes.ORDERABLE_TYPES:
+            raise PlanError(f"parameter compared with column {col.name} of type "
+                            f"{pgtypes.type_name(col.type_oid)}")
+        if not deterministic(col.collation):
+            raise PlanError(f"parameter compared under nondeterministic collation "
+                            f"{col.collation}")
+
+    # ------------------------------------------------------------------ blocks
+    def block(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
+        saved = dict(ctx.ctes)
+        for cte in (stmt.get("withClause") or {}).get("ctes", []):
+            body = cte["CommonTableExpr"]
+            if body.get("aliascolnames"):
+                raise PlanError("CTE with column aliases")
+            ctx.ctes[body["ctename"]] = body["ctequery"]
+        try:
+            if stmt.get("op", "SETOP_NONE") != "SETOP_NONE":
+                return self.union(ctx, stmt)
+            return self._select(ctx, stmt, top)
+        finally:
+            ctx.ctes = saved
+
+    def _select(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
+        where = conjuncts(stmt.get("whereClause"))
+        bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
+        keys, where = self.extract_keys(bound.scope, where) if top else ([], where)
+        rel = bound.rel
+        if where:
+            wb = ExprBuilder(bound.scope, ctx.default_collation)
+            preds = tuple(wb.boolean(c) for c in where)
+            rel = ir.Filter(rel, preds[0] if len(preds) == 1 else ir.BoolOp("and", preds))
+        targets = stmt.get("targetList", [])
+        grouped = bool(stmt.get("groupClause")) or has_aggregates(
+            [targets, stmt.get("havingClause"), stmt.get("sortClause")])
+        if grouped:
+            return self._grouped(ctx, stmt, Bound(rel, bound.scope), keys)
+        if stmt.get("havingClause") is not None:
+            raise PlanError("HAVING without GROUP BY or aggregates")
+        builder = ExprBuilder(bound.scope, ctx.default_collation, clause="SELECT")
+        key_exprs: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
+        return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
+                             lambda e: e, lambda i: builder.colls.get(i))
+
+    def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[_Key]) -> _Block:
+        if not stmt.get("groupClause") and keys:
+            if any(k.source.param is not None for k in keys):
+                raise PlanError("parameter in an aggregate query without GROUP BY")
+            raise _RetryPinned
+        grouping = Grouping(bound.scope, ctx.default_collation)
+        targets = stmt.get("targetList", [])
+        for item in stmt.get("groupClause", []):
+            grouping.add_group(self._group_column(bound.scope, targets, item))
+        key_exprs: list[ir.Expr] = [
+            ir.ColumnRef(grouping.add_group(k.position), k.type_oid) for k in keys]
+        builder = grouping.builder("SELECT")
+        block = self._project(ctx, stmt, None, builder, bound.scope, keys, key_exprs,
+                              grouping.fix, grouping.output_collation, grouping, bound.rel)
+        return block
+
+    def _group_column(self, scope: Scope, targets: list[Node], item: Node) -> int:
+        if "A_Const" in item and "ival" in item["A_Const"]:
+            n = int(item["A_Const"]["ival"].get("ival", 0))
+            if not 1 <= n <= len(targets):
+                raise PlanError(f"GROUP BY position {n} is not in select list")
+            item = targets[n - 1]["ResTarget"]["val"]
+        if "ColumnRef" not in item:
+            raise PlanError("GROUP BY an expression (only columns)")
+        fields = tuple(f["String"]["sval"] for f in item["ColumnRef"]["fields"] if "String" in f)
+        try:
+            return scope.lookup(fields)
+        except PlanError:
+            if len(fields) != 1:
+                raise
+            for t in targets:
+                res = t["ResTarget"]
+                if res.get("name") == fields[0] and "ColumnRef" in res["val"]:
+                    return self._group_column(scope, [], res["val"])
+            raise
+
+    # ------------------------------------------------------------------ select list
+    def _project(self, ctx: PlanContext, stmt: Node, rel: ir.Rel | None, builder: ExprBuilder,
+                 scope: Scope, keys: list[_Key], key_exprs: list[ir.Expr], fix: Any,
+                 coll_of: Any, grouping: Grouping | None = None,
+                 agg_input: ir.Rel | None = None) -> _Block:
+        exprs: list[ir.Expr] = []
+        names: list[str] = []
+        for target in stmt.get("targetList", []):
+            res = target["ResTarget"]
+            val = res["val"]
+            star = _star(val)
+            if star is not None:
+                if grouping is not None and star == "*":
+                    raise PlanError("* in a grouped query")
+                for pos in scope.star(None if star == "*" else star):
+                    names.append(scope.cols[pos].name)
+                    exprs.append(builder.build(
+                        {"ColumnRef": {"fields": _fields(scope.cols[pos])}}))
+                continue
+            expr = builder.build(val)
+            if expr.type_oid == T.UNKNOWN:
+                expr = builder.coerce(expr, T.TEXT)
+            if expr.type_oid not in pgtypes.SUPPORTED_TYPES:
+                raise PlanError(f"result of type {pgtypes.type_name(expr.type_oid)}")
+            exprs.append(expr)
+            names.append(res.get("name") or figure_colname(val))
+        colls = [builder.collation(e) for e in exprs]
+        order, hidden = self._order(stmt, builder, exprs, names)
+        having = None
+        if stmt.get("havingClause") is not None:
+            having = builder.boolean(stmt["havingClause"])
+        if grouping is not None:
+            assert agg_input is not None
+            rel = grouping.finish(agg_input)
+            if having is not None:
+                rel = ir.Filter(rel, grouping.fix(having))
+        assert rel is not None
+        visible = len(exprs)
+        extra: list[ir.Expr] = []
+        block_keys = []
+        for k, e in zip(keys, key_exprs, strict=True):
+            if e in exprs:  # the key column is selected anyway: key on that column
+                block_keys.append((exprs.index(e), k.source, k.type_oid))
+                continue
+            if e not in extra:
+                extra.append(e)
+            block_keys.append((visible + len(hidden) + extra.index(e), k.source, k.type_oid))
+        all_exprs = tuple(fix(e) for e in (*exprs, *hidden, *extra))
+        out_names = tuple(names) + tuple(f"?order{i}?" for i in range(len(hidden))) + tuple(
+            f"?key{i}?" for i in range(len(extra)))
+        project = ir.Project(rel, all_exprs, out_names)
+        limit = self._limit(stmt, order)
+        if stmt.get("distinctClause") is not None:
+            if hidden:
+                raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in "
+                                "select list")
+            return _Block(ir.Distinct(project), list(out_names), colls, visible, block_keys,
+                          order, limit)
+        return _Block(project, list(out_names), colls, visible, block_keys, order, limit)
+
+    def _order(self, stmt: Node, builder: ExprBuilder, exprs: list[ir.Expr],
+               names: list[str]) -> tuple[tuple[ir.SortKey, ...], list[ir.Expr]]:
+        keys: list[ir.SortKey] = []
+        hidden: list[ir.Expr] = []
+        for item in stmt.get("sortClause", []):
+            sort = item["SortBy"]
+            if sort.get("useOp"):
+                raise PlanError("ORDER BY ... USING")
+            pos = self._sort_target(sort["node"], builder, exprs, names, hidden)
+            expr = exprs[pos] if pos < len(exprs) else hidden[pos - len(exprs)]
+            if expr.type_oid not in pgtypes.ORDERABLE_TYPES:
+                raise PlanError(f"ORDER BY a value of type {pgtypes.type_name(expr.type_oid)}")
+            builder.check_ordering((expr,), "ORDER BY")
+            nulls = sort.get("sortby_nulls", "SORTBY_NULLS_DEFAULT")
+            keys.append(ir.SortKey(pos, sort.get("sortby_dir") == "SORTBY_DESC",
+                                   None if nulls == "SORTBY_NULLS_DEFAULT"
+                                   else nulls == "SORTBY_NULLS_FIRST"))
+        return tuple(keys), hidden
+
+    @staticmethod
+    def _sort_target(node: Node, builder: ExprBuilder, exprs: list[ir.Expr], names: list[str],
+                     hidden: list[ir.Expr]) -> int:
+        if "A_Const" in node and "ival" in node["A_Const"]:
+            n = int(node["A_Const"]["ival"].get("ival", 0))
+            if not 1 <= n <= len(exprs):
+                raise PlanError(f"ORDER BY position {n} is not in select list")
+            return n - 1
+        fields = node.get("ColumnRef", {}).get("fields", [])
+        if len(fields) == 1 and "String" in fields[0]:
+            hits = [i for i, n in enumerate(names) if n == fields[0]["String"]["sval"]]
+            if len(hits) > 1:
+                raise PlanError(f"ORDER BY {names[hits[0]]} is ambiguous")
+            if hits:
+                return hits[0]
+        expr = builder.build(node)
+        if expr in exprs:
+            return exprs.index(expr)
+        hidden.append(expr)
+        return len(exprs) + len(hidden) - 1
+
+    @staticmethod
+    def _limit(stmt: Node, order: tuple[ir.SortKey, ...]) -> int | None:
+        node = stmt.get("limitCount")
+        if node is None:
+            return None
+        const = node.get("A_Const")
+        if const is None:
+            raise PlanError("LIMIT that is not a constant")
+        if const.get("isnull"):
+            return None
+        if "ival" not in const:
+            raise PlanError("LIMIT that is not an integer")
+        if not order:
+            raise PlanError("LIMIT without ORDER BY")
+        limit = int(const["ival"].get("ival", 0))
+        if limit < 0:
+            raise PlanError("negative LIMIT")
+        return limit
+
+    # ------------------------------------------------------------------ UNION ALL
+    def union(self, ctx: PlanContext, stmt: Node) -> _Block:
+        branches = [self.subquery(ctx, {"SelectStmt": b}) for b in _union_branches(stmt)]
+        first = branches[0]
+        for other in branches[1:]:
+            a = [c.type_oid for c in first.rel.columns]
+            b = [c.type_oid for c in other.rel.columns]
+            if len(a) != len(b):
+                raise PlanError("each UNION query must have the same number of columns")
+            if a != b:
+                raise PlanError("UNION ALL branches with different column types")
+        rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
+        names = [c.name for c in first.scope.cols]
+        colls = [c.collation for c in first.scope.cols]
+        scope = Scope(tuple(ScopeCol(None, c.name, c.type_oid, c.collation, 0)
+                            for c in first.scope.cols))
+        builder = ExprBuilder(scope, ctx.default_collation, clause="ORDER BY")
+        exprs: list[ir.Expr] = [ir.ColumnRef(i, c.type_oid) for i, c in enumerate(rel.columns)]
+        for i, c in enumerate(colls):
+            builder.colls[i] = c
+        order, hidden = self._order(stmt, builder, exprs, names)
+        if hidden:
+            raise PlanError("ORDER BY on a UNION must name an output column")
+        return _Block(rel, names, colls, len(names), [], order, self._limit(stmt, order))
+
+    # ------------------------------------------------------------------ subqueries
+    def subquery(self, ctx: PlanContext, node: Node) -> Bound:
+        stmt = node.get("SelectStmt")
+        if stmt is None:
+            raise PlanError("subquery that is not a SELECT")
+        block = self.block(ctx, stmt, top=False)
+        rel = block.rel
+        if block.limit is not None:
+            rel = ir.TopK(rel, (), block.order, block.limit)
+        if block.visible < len(rel.columns):
+            cols = rel.columns
+            rel = ir.Project(rel, tuple(ir.ColumnRef(i, cols[i].type_oid)
+                                        for i in range(block.visible)),
+                             tuple(block.names[: block.visible]))
+        rte = ctx.new_rte()
+        scope = Scope(tuple(ScopeCol(None, block.names[i], rel.columns[i].type_oid,
+                                     block.colls[i], rte) for i in range(block.visible)))
+        return Bound(rel, scope)
+
+
+def _union_branches(stmt: Node) -> list[Node]:
+    op = stmt.get("op", "SETOP_NONE")
+    if op == "SETOP_NONE":
+        return [stmt]
+    if op != "SETOP_UNION" or not stmt.get("all"):
+        raise PlanError("set operation other than UNION ALL")
+    return _union_branches(stmt["larg"]) + _union_branches(stmt["rarg"])
+
+
+def _star(val: Node) -> str | None:
+    fields = val.get("ColumnRef", {}).get("fields")
+    if not fields or "A_Star" not in fields[-1]:
+        return None
+    if len(fields) == 1:
+        return "*"
+    if len(fields) == 2 and "String" in fields[0]:
+        return str(fields[0]["String"]["sval"])
+    raise PlanError("schema-qualified *")
+
+
+def _fields(col: ScopeCol) -> list[Node]:
+    parts = [col.name] if col.qualifier is None else [col.qualifier, col.name]
+    return [{"String": {"sval": p}} for p in parts]
+
+
+def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]]]:
+    rel = block.rel
+    group = tuple(pos for pos, _, _ in block.keys)
+    if block.limit is not None:
+        rel = ir.TopK(rel, group, block.order, block.limit)
+    reader = ir.Reader(rel, group, tuple(range(block.visible)), block.order, block.limit)
+    return reader, block.keys
+
+
+def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
+                literals: tuple[Literal, ...]) -> PlannedQuery | Unsupported:
+    """Plan one statement (already screened by ``check_statement``)."""
+    select = stmt.get("SelectStmt")
+    if select is None:
+        return Unsupported("not a SELECT")
+    for lift in (True, False):
+        planner = _Planner(literals, lift)
+        ctx = PlanContext(catalog, search_path, planner.subquery)
+        try:
+            block = planner.block(ctx, select, top=True)
+        except _RetryPinned:
+            continue
+        except PlanError as exc:
+            return Unsupported(exc.reason)
+        from engine.plan.rules import optimize
+        reader, keys = _reader(block)
+        reader = optimize(reader)
+        sources = tuple(src for _, src, _ in keys)
+        return PlannedQuery(
+            reader, sources, tuple(t for _, _, t in keys),
+            frozenset(s.literal for s in sources if s.literal is not None),
+            tuple(sorted(ctx.relations)))
+    return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

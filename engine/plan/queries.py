@@ -1,0 +1,134 @@
+"""The planner's public entry point: query text -> identity, lookup key and plan, with caches.
+
+Owns: ``QueryPlanner`` (one per catalog version), ``CachedQuery`` (what a text means: its
+identity, plan and how to build its lookup key) and ``Classified`` (one text's answer).
+
+Query identity = the shape (literal-insensitive normalized text) + the literals pinned into
+the plan + the OIDs of the relations its names resolve to under the session's search_path.
+Two texts with one identity share one cache; lifted literals and ``$n`` parameters are the
+lookup key. Caches: exact (text, search_path) -> answer (a repeat costs one dict lookup);
+identity -> plan (a new text of a known shape costs a parse but no planning).
+
+Invariants: ``classify`` never raises for any text; Unsupported answers are cached like
+plans; lifting decisions depend only on the shape and the literal kinds, never on values.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.plan.explain import explain_reader
+from engine.plan.literals import LiteralError, literal_value
+from engine.plan.planner import PlannedQuery, plan_select
+from engine.sql.cacheable import Unsupported, check_statement
+from engine.sql.catalog import Catalog
+from engine.sql.text import ParsedQuery, parse_query
+
+
+@dataclass(frozen=True, slots=True)
+class QueryIdentity:
+    shape: str
+    pinned: tuple[tuple[str, str | None], ...]
+    relations: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CachedQuery:
+    """A supported query shape with its pinned literals: the plan a cache serves."""
+
+    identity: QueryIdentity
+    fingerprint: str
+    plan: PlannedQuery
+
+    @property
+    def explain(self) -> str:
+        return explain_reader(self.plan.reader)
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """One text under one search_path: its cache (or why not) and its literal values."""
+
+    query: CachedQuery | Unsupported
+    parsed: ParsedQuery
+
+    def key(self, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The reader lookup key: ``params`` are the statement's decoded ``$n`` values.
+        None when a lifted literal is not a valid value of its column's type (PostgreSQL
+        would raise or coerce differently: forward the statement upstream)."""
+        query = self.query
+        if isinstance(query, Unsupported):
+            return None
+        plan = query.plan
+        out = []
+        for src, type_oid in zip(plan.key_sources, plan.key_types, strict=True):
+            if src.param is not None:
+                if src.param > len(params):
+                    return None
+                out.append(params[src.param - 1])
+                continue
+            text = self.parsed.literals[src.literal or 0].text
+            if text is None:
+                return None
+            try:
+                out.append(literal_value(type_oid, text))
+            except LiteralError:
+                return None
+        return tuple(out)
+
+
+class QueryPlanner:
+    """Classify and plan query texts against one catalog snapshot."""
+
+    def __init__(self, catalog: Catalog, capacity: int = 10_000) -> None:
+        self.catalog = catalog
+        self.capacity = capacity
+        self._texts: OrderedDict[tuple[str, tuple[str, ...]], Classified] = OrderedDict()
+        self._shapes: dict[tuple[Any, ...],
+                           tuple[frozenset[int], tuple[int, ...]] | Unsupported] = {}
+        self._plans: dict[QueryIdentity, CachedQuery] = {}
+
+    def classify(self, text: str, search_path: Sequence[str] = ("public",)) -> Classified:
+        path = tuple(search_path)
+        hit = self._texts.get((text, path))
+        if hit is not None:
+            return hit
+        answer = self._classify(parse_query(text), path)
+        self._texts[(text, path)] = answer
+        if len(self._texts) > self.capacity:
+            self._texts.popitem(last=False)
+        return answer
+
+    def _classify(self, parsed: ParsedQuery, path: tuple[str, ...]) -> Classified:
+        if parsed.error is not None or parsed.stmt is None:
+            return Classified(Unsupported(parsed.error or "empty statement"), parsed)
+        shape_key = (parsed.shape, path, tuple(lit.kind for lit in parsed.literals))
+        known = self._shapes.get(shape_key)
+        if isinstance(known, Unsupported):
+            return Classified(known, parsed)
+        if known is not None:
+            cached = self._plans.get(_identity(parsed, *known))
+            if cached is not None:
+                return Classified(cached, parsed)
+        screened = check_statement(parsed.stmt)
+        if isinstance(screened, Unsupported):
+            self._shapes[shape_key] = screened
+            return Classified(screened, parsed)
+        planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals)
+        if isinstance(planned, Unsupported):
+            return Classified(planned, parsed)
+        self._shapes[shape_key] = (planned.lifted, planned.relations)
+        identity = _identity(parsed, planned.lifted, planned.relations)
+        cached = CachedQuery(identity, parsed.fingerprint, planned)
+        self._plans[identity] = cached
+        return Classified(cached, parsed)
+
+
+def _identity(parsed: ParsedQuery, lifted: frozenset[int],
+              relations: tuple[int, ...]) -> QueryIdentity:
+    pinned = tuple((lit.kind, lit.text) for i, lit in enumerate(parsed.literals)
+                   if i not in lifted)
+    return QueryIdentity(parsed.shape, pinned, relations)
