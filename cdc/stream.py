@@ -70,7 +70,7 @@ class ReplicationStream:
         self.sink = sink
         self.durable_lsn = durable_lsn
         self.slot_name = config.slot or f"{slots.SLOT_PREFIX}{uuid.uuid4().hex[:12]}"
-        self.barriers = Barriers(config.connect, lambda: self.applier.applied_end_lsn)
+        self.barriers = Barriers(config.connect, self.position)
         self.applier = Applier(sink, on_barrier=self.barriers.passed)
         self.system: slots.SystemInfo | None = None
         self.warnings: list[str] = []
@@ -176,7 +176,8 @@ class ReplicationStream:
 
     async def _prepare_slot(self, conn: PgConnection) -> None:
         if self.config.temporary:
-            await slots.create_slot(conn, self.slot_name, temporary=True)
+            start = await slots.create_slot(conn, self.slot_name, temporary=True)
+            self.confirmed_lsn = max(self.confirmed_lsn, start)
             if self.sessions:
                 self._lose_continuity("a new temporary slot was created after a reconnect")
             return
@@ -185,9 +186,12 @@ class ReplicationStream:
             await slots.drop_slot(conn, self.slot_name)
             existing = None
         if existing is None:
-            await slots.create_slot(conn, self.slot_name, temporary=False)
+            start = await slots.create_slot(conn, self.slot_name, temporary=False)
             if self.sessions or self.applier.applied_end_lsn:
                 self._lose_continuity(f"replication slot {self.slot_name} was lost")
+        else:
+            start = existing.confirmed_flush_lsn or 0
+        self.confirmed_lsn = max(self.confirmed_lsn, start)
 
     async def _start_replication(self, conn: PgConnection) -> None:
         pub = self.config.publication.replace("'", "''").replace('"', '""')
@@ -221,6 +225,10 @@ class ReplicationStream:
             self.confirmed_lsn = max(self.confirmed_lsn, msg.wal_end)
         if msg.reply_requested:
             self._send_status(conn)
+
+    def position(self) -> int:
+        """The upstream WAL position up to which every transaction has been applied."""
+        return max(self.applier.applied_end_lsn, self.confirmed_lsn)
 
     def flush_lsn(self) -> int:
         """The position weir may confirm upstream: applied (and durable), never beyond."""
