@@ -15,6 +15,7 @@ import asyncio
 import ssl
 from collections import deque
 from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from proxy.wire.auth import AuthenticationFailed, ClientAuthenticator
 from proxy.wire.authmsg import decode_authentication
@@ -66,6 +67,20 @@ class ConnectParams:
     sslmode: str = "prefer"
     application_name: str = "weir"
     connect_timeout: float = 10.0
+
+    @classmethod
+    def from_url(cls, url: str) -> ConnectParams:
+        """``postgresql://user:password@host:port/dbname?sslmode=...&application_name=...``."""
+        parts = urlsplit(url)
+        query = dict(parse_qsl(parts.query))
+        return cls(
+            host=parts.hostname or "localhost", port=parts.port or 5432,
+            user=unquote(parts.username or "postgres"),
+            dbname=unquote(parts.path[1:] or "postgres"),
+            password=unquote(parts.password) if parts.password is not None else None,
+            sslmode=query.get("sslmode", "prefer"),
+            application_name=query.get("application_name", "weir"),
+        )
 
 
 @dataclass(slots=True)

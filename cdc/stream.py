@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cdc import slots
-from cdc.applier import Applier
+from cdc.applier import Applier, ApplierError
 from cdc.barrier import BarrierResult, Barriers
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import TransactionSink
@@ -36,6 +36,7 @@ from cdc.pgoutput import (
     format_lsn,
     standby_status_update,
 )
+from proxy.wire.framing import ProtocolViolation
 
 log = logging.getLogger("weir.cdc")
 
@@ -120,7 +121,8 @@ class ReplicationStream:
                 await self._session()
             except asyncio.CancelledError:
                 raise
-            except (OSError, ConnectionError, UpstreamError, TimeoutError, ValueError) as exc:
+            except (OSError, ConnectionError, UpstreamError, TimeoutError, ValueError,
+                    ApplierError, ProtocolViolation) as exc:
                 self.last_error = exc
                 log.warning("replication stream interrupted (%s); reconnecting in %.2fs",
                             exc, delay)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import struct
 import uuid
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 from engine.values.types import FLOAT_NAN, NUMERIC_NAN
 
@@ -45,10 +45,25 @@ def parse_float4(text: str) -> float:
     return value
 
 
+def _float4_neighbours(value: float) -> tuple[Decimal, Decimal]:
+    """The exact midpoints between ``value`` (a float4) and its float4 neighbours."""
+    bits = struct.unpack("<I", struct.pack("<f", abs(value)))[0]
+    below = struct.unpack("<f", struct.pack("<I", bits - 1))[0] if bits else 0.0
+    above = struct.unpack("<f", struct.pack("<I", bits + 1))[0]
+    with localcontext(prec=400):  # exact: a float4's decimal expansion has < 160 digits
+        exact = Decimal(abs(value))
+        return (exact + Decimal(below)) / 2, (exact + Decimal(above)) / 2
+
+
 def _shortest_float4_digits(value: float) -> str:
-    for precision in range(1, 10):
-        candidate = f"{value:.{precision}e}" if precision > 1 else f"{value:.0e}"
-        if struct.unpack("f", struct.pack("f", float(candidate)))[0] == value:
+    """Fewest digits that read back as this float4, strictly inside its rounding interval
+    (PostgreSQL's Ryu does not accept the interval's bounds)."""
+    low, high = _float4_neighbours(value)
+    for precision in range(0, 9):
+        candidate = f"{value:.{precision}e}"
+        if struct.unpack("f", struct.pack("f", float(candidate)))[0] != value:
+            continue
+        if low < abs(Decimal(candidate)) < high:
             return candidate
     return f"{value:.8e}"
 
