@@ -79,7 +79,6 @@ SELECT x.author_id, x.n FROM (SELECT author_id, count(*) AS n FROM stories GROUP
 SELECT u.username, x.n FROM users u JOIN (SELECT author_id, count(*) AS n FROM stories GROUP BY author_id) x ON x.author_id = u.id;
 WITH top AS (SELECT id, title FROM stories WHERE score > 20) SELECT id, title FROM top;
 WITH counts AS (SELECT story_id, count(*) AS n FROM votes GROUP BY story_id) SELECT s.title, counts.n FROM stories s JOIN counts ON counts.story_id = s.id;
-SELECT id, title FROM stories WHERE author_id = $1 ORDER BY id DESC LIMIT 3;
 -- params: [2]
 SELECT id, title FROM stories WHERE author_id = $1 ORDER BY id DESC LIMIT 3;
 -- params: [3]
