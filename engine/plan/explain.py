@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 from engine.plan import ir, pgtypes
+from engine.plan.rules.materialize import place
 
 
 def _colname(cols: Sequence[ir.Column], index: int) -> str:
@@ -127,19 +128,35 @@ def _line(rel: ir.Rel) -> str:
             f" LIMIT {rel.limit}" + (f" OFFSET {rel.offset}" if rel.offset else ""))
 
 
-def _tree(rel: ir.Rel, depth: int, out: list[str]) -> None:
-    out.append("  " * depth + _line(rel))
+def _tree(rel: ir.Rel, depth: int, out: list[str], notes: dict[int, list[str]]) -> None:
+    line = "  " * depth + _line(rel)
+    if id(rel) in notes:
+        line += "  [" + "; ".join(notes[id(rel)]) + "]"
+    out.append(line)
     for child in ir.children(rel):
-        _tree(child, depth + 1, out)
+        _tree(child, depth + 1, out, notes)
 
 
-def explain_reader(reader: ir.Reader) -> str:
+def _notes(reader: ir.Reader) -> dict[int, list[str]]:
+    notes: dict[int, list[str]] = {}
+    for p in place(reader)[1:]:
+        kind = "partial" if p.partial else "full"
+        text = f"{p.role} state {kind} on ({_cols(p.key, p.node.columns)})"
+        notes.setdefault(id(p.node), []).append(text)
+    return notes
+
+
+def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = ()) -> str:
+    """The plan as text; ``key_labels`` name where each key value comes from ($1, lit0...)."""
     cols = reader.input.columns
-    head = f"Reader KEY ({_cols(reader.key, cols)}) OUTPUT ({_typed(reader.columns)})"
+    keys = [_colname(cols, k) + (f"={key_labels[i]}" if i < len(key_labels) else "")
+            for i, k in enumerate(reader.key)]
+    state = "partial" if place(reader)[0].partial else "full"
+    head = f"Reader KEY ({', '.join(keys)}) {state} OUTPUT ({_typed(reader.columns)})"
     if reader.order_by:
         head += f" ORDER BY {_sort(reader.order_by, cols)}"
     if reader.limit is not None:
         head += f" LIMIT {reader.limit}"
     out = [head]
-    _tree(reader.input, 1, out)
+    _tree(reader.input, 1, out, _notes(reader))
     return "\n".join(out)

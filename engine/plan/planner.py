@@ -25,6 +25,7 @@ from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates
 from engine.plan.names import figure_colname
+from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
@@ -35,28 +36,12 @@ Node = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class KeySource:
-    """Where a reader key value comes from: statement parameter ``$param`` or the literal
-    with index ``literal`` in the statement text (``ParsedQuery.literals``)."""
-
-    param: int | None = None
-    literal: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class PlannedQuery:
     reader: ir.Reader
     key_sources: tuple[KeySource, ...]
     key_types: tuple[int, ...]
     lifted: frozenset[int]
     relations: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _Key:
-    position: int  # in the FROM+WHERE scope
-    source: KeySource
-    type_oid: int
 
 
 class _RetryPinned(Exception):
@@ -76,74 +61,10 @@ class _Block:
     limit: int | None
 
 
-_LIFTABLE = {"str": None, "int": pgtypes.INTEGER_TYPES, "numeric": (T.NUMERIC,),
-             "bool": (T.BOOL,)}
-
-
 class _Planner:
     def __init__(self, literals: tuple[Literal, ...], lift: bool) -> None:
-        self.literal_index = {lit.location: i for i, lit in enumerate(literals)}
         self.literals = literals
         self.lift = lift
-
-    # ------------------------------------------------------------------ keys
-    def extract_keys(self, scope: Scope, where: list[Node]) -> tuple[list[_Key], list[Node]]:
-        keys: list[_Key] = []
-        rest: list[Node] = []
-        for conj in where:
-            key = self._key(scope, conj)
-            if key is None or any(k.position == key.position for k in keys):
-                if key is not None and key.source.param is not None:
-                    raise PlanError("a column compared with two parameters")
-                rest.append(conj)
-            else:
-                keys.append(key)
-        return keys, rest
-
-    def _key(self, scope: Scope, node: Node) -> _Key | None:
-        body = node.get("A_Expr")
-        if body is None or body.get("kind") != "AEXPR_OP":
-            return None
-        if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
-            return None
-        left, right = body.get("lexpr") or {}, body.get("rexpr") or {}
-        if "ColumnRef" not in left:
-            left, right = right, left
-        if "ColumnRef" not in left or not ("ParamRef" in right or "A_Const" in right):
-            return None
-        fields = left["ColumnRef"]["fields"]
-        if any("String" not in f for f in fields):
-            return None
-        pos = scope.lookup(tuple(f["String"]["sval"] for f in fields))
-        col = scope.cols[pos]
-        if "ParamRef" in right:
-            self._check_key_column(col)
-            return _Key(pos, KeySource(param=int(right["ParamRef"]["number"])), col.type_oid)
-        const = right["A_Const"]
-        index = self.literal_index.get(int(const.get("location", -1)))
-        if not self.lift or index is None:
-            return None
-        kind = self.literals[index].kind
-        if kind not in _LIFTABLE or col.type_oid not in pgtypes.ORDERABLE_TYPES:
-            return None
-        allowed = _LIFTABLE[kind]
-        if allowed is not None and col.type_oid not in allowed:
-            return None
-        from engine.plan.exprs import deterministic
-        from engine.plan.literals import can_type
-        if not can_type(col.type_oid) or not deterministic(col.collation):
-            return None
-        return _Key(pos, KeySource(literal=index), col.type_oid)
-
-    @staticmethod
-    def _check_key_column(col: ScopeCol) -> None:
-        from engine.plan.exprs import deterministic
-        if col.type_oid not in pgtypes.ORDERABLE_TYPES:
-            raise PlanError(f"parameter compared with column {col.name} of type "
-                            f"{pgtypes.type_name(col.type_oid)}")
-        if not deterministic(col.collation):
-            raise PlanError(f"parameter compared under nondeterministic collation "
-                            f"{col.collation}")
 
     # ------------------------------------------------------------------ blocks
     def block(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
@@ -163,7 +84,8 @@ class _Planner:
     def _select(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
         where = conjuncts(stmt.get("whereClause"))
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
-        keys, where = self.extract_keys(bound.scope, where) if top else ([], where)
+        keys, where = choose_keys(bound.scope, where, self.literals, self.lift) if top else (
+            [], where)
         rel = bound.rel
         if where:
             wb = ExprBuilder(bound.scope, ctx.default_collation)
@@ -181,7 +103,7 @@ class _Planner:
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
                              lambda e: e, lambda i: builder.colls.get(i))
 
-    def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[_Key]) -> _Block:
+    def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key]) -> _Block:
         if not stmt.get("groupClause") and keys:
             if any(k.source.param is not None for k in keys):
                 raise PlanError("parameter in an aggregate query without GROUP BY")
@@ -219,7 +141,7 @@ class _Planner:
 
     # ------------------------------------------------------------------ select list
     def _project(self, ctx: PlanContext, stmt: Node, rel: ir.Rel | None, builder: ExprBuilder,
-                 scope: Scope, keys: list[_Key], key_exprs: list[ir.Expr], fix: Any,
+                 scope: Scope, keys: list[Key], key_exprs: list[ir.Expr], fix: Any,
                  coll_of: Any, grouping: Grouping | None = None,
                  agg_input: ir.Rel | None = None) -> _Block:
         exprs: list[ir.Expr] = []

@@ -45,7 +45,9 @@ class CachedQuery:
 
     @property
     def explain(self) -> str:
-        return explain_reader(self.plan.reader)
+        labels = [f"${s.param}" if s.param is not None else f"literal{s.literal}"
+                  for s in self.plan.key_sources]
+        return explain_reader(self.plan.reader, labels)
 
 
 @dataclass(frozen=True, slots=True)

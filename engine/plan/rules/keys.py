@@ -1,0 +1,113 @@
+"""Rule: key choice — which top-level WHERE equalities become the reader's lookup key.
+
+Owns: ``KeySource``, ``Key`` and ``choose_keys``. A conjunct ``column = $n`` always becomes a
+key column (v1 supports parameters only there); ``column = literal`` becomes one when the
+literal can be lifted: its kind matches the column's type the way PostgreSQL would type it
+(an untyped string for any type the planner can parse literals of, an integer literal for
+integer columns, a decimal literal for numeric, a boolean for bool), and equality on the
+column is plain value equality (deterministic collation, orderable type). Every other
+conjunct stays a filter, with its literal pinned into the plan (and into the identity).
+
+Invariant: the decision depends on the statement's shape, the literal kinds and the catalog,
+never on literal values, so all texts of one shape share one plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.plan import pgtypes
+from engine.plan.exprs import deterministic
+from engine.plan.literals import can_type
+from engine.plan.scope import PlanError, Scope, ScopeCol
+from engine.sql.text import Literal
+from engine.values import oids as T
+
+Node = dict[str, Any]
+
+_LIFTABLE: dict[str, tuple[int, ...] | None] = {
+    "str": None, "int": pgtypes.INTEGER_TYPES, "numeric": (T.NUMERIC,), "bool": (T.BOOL,)}
+
+
+@dataclass(frozen=True, slots=True)
+class KeySource:
+    """Where a reader key value comes from: statement parameter ``$param`` or the literal
+    with index ``literal`` in the statement text (``ParsedQuery.literals``)."""
+
+    param: int | None = None
+    literal: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    position: int  # in the FROM+WHERE scope
+    source: KeySource
+    type_oid: int
+
+
+def choose_keys(scope: Scope, where: list[Node], literals: tuple[Literal, ...],
+                lift: bool) -> tuple[list[Key], list[Node]]:
+    """Split WHERE conjuncts into reader keys and the conjuncts that remain filters."""
+    index = {lit.location: i for i, lit in enumerate(literals)}
+    keys: list[Key] = []
+    rest: list[Node] = []
+    for conj in where:
+        key = _key(scope, conj, literals, index, lift)
+        if key is None or any(k.position == key.position for k in keys):
+            if key is not None and key.source.param is not None:
+                raise PlanError("a column compared with two parameters")
+            rest.append(conj)
+        else:
+            keys.append(key)
+    return keys, rest
+
+
+def _equality_sides(node: Node) -> tuple[Node, Node] | None:
+    body = node.get("A_Expr")
+    if body is None or body.get("kind") != "AEXPR_OP":
+        return None
+    if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
+        return None
+    left, right = body.get("lexpr") or {}, body.get("rexpr") or {}
+    if "ColumnRef" not in left:
+        left, right = right, left
+    if "ColumnRef" not in left or not ("ParamRef" in right or "A_Const" in right):
+        return None
+    if any("String" not in f for f in left["ColumnRef"]["fields"]):
+        return None
+    return left, right
+
+
+def _key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[int, int],
+         lift: bool) -> Key | None:
+    sides = _equality_sides(node)
+    if sides is None:
+        return None
+    left, right = sides
+    pos = scope.lookup(tuple(f["String"]["sval"] for f in left["ColumnRef"]["fields"]))
+    col = scope.cols[pos]
+    if "ParamRef" in right:
+        _check_param_column(col)
+        return Key(pos, KeySource(param=int(right["ParamRef"]["number"])), col.type_oid)
+    i = index.get(int(right["A_Const"].get("location", -1)))
+    if not lift or i is None or not _liftable(literals[i].kind, col):
+        return None
+    return Key(pos, KeySource(literal=i), col.type_oid)
+
+
+def _liftable(kind: str, col: ScopeCol) -> bool:
+    if kind not in _LIFTABLE or col.type_oid not in pgtypes.ORDERABLE_TYPES:
+        return False
+    allowed = _LIFTABLE[kind]
+    if allowed is not None and col.type_oid not in allowed:
+        return False
+    return can_type(col.type_oid) and deterministic(col.collation)
+
+
+def _check_param_column(col: ScopeCol) -> None:
+    if col.type_oid not in pgtypes.ORDERABLE_TYPES:
+        raise PlanError(f"parameter compared with column {col.name} of type "
+                        f"{pgtypes.type_name(col.type_oid)}")
+    if not deterministic(col.collation):
+        raise PlanError(f"parameter compared under nondeterministic collation {col.collation}")
