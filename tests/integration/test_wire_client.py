@@ -245,3 +245,32 @@ def test_tls_and_the_three_authentication_methods(pg: Any, dbname: str) -> None:
         err = connect(pg, user, dbname, "wrong")
         assert isinstance(err, be.ErrorResponse)
         assert err.sqlstate == "28P01"
+
+
+def test_replication_copy_both(pg: Any, dbname: str) -> None:
+    s = Session(socket.create_connection((pg.host, pg.port)))
+    s.send(fe.StartupMessage({"user": "postgres", "database": dbname, "replication": "database"}))
+    while not isinstance(s.event(), be.ReadyForQuery):
+        pass
+    slot = unique_name("slot")
+    s.send(fe.Query("IDENTIFY_SYSTEM"))
+    assert names(s.until_ready())[:2] == ["RowDescription", "DataRow"]
+    s.send(fe.Query(f"CREATE_REPLICATION_SLOT {slot} TEMPORARY LOGICAL pgoutput"))
+    s.until_ready()
+    pg.psql(f"CREATE PUBLICATION {slot} FOR ALL TABLES", dbname)
+    s.send(
+        fe.Query(
+            f"START_REPLICATION SLOT {slot} LOGICAL 0/0 (proto_version '1', "
+            f"publication_names '{slot}')"
+        )
+    )
+    assert isinstance(s.event(), be.CopyBothResponse)
+    assert s.conn.state is State.COPY_BOTH
+    s.send(fe.CopyDone())
+    events = s.until_ready()
+    # PG 15's walsender may still send a keepalive after its CopyDone, then ends both the
+    # COPY and the START_REPLICATION command with a CommandComplete each.
+    assert "CopyDone" in names(events)
+    assert names(events)[-3:] == ["CommandComplete", "CommandComplete", "ReadyForQuery"]
+    assert s.conn.state is State.IDLE
+    s.close()
