@@ -1,1 +1,17 @@
-"""Change data capture: pgoutput decoding, the replication stream and the applier."""
+"""Change data capture: pgoutput decoding, the replication stream and the applier.
+
+Public API (what the proxy wires together):
+- ``cdc.stream.ReplicationStream(StreamConfig, sink, durable_lsn=None)``: ``await start()``,
+  ``await stop()``, ``await barrier(timeout) -> BarrierResult`` (lag in bytes and seconds),
+  ``connected`` (asyncio.Event, cleared while the stream is down), ``position()`` (upstream LSN
+  up to which everything is applied), ``warnings`` (settings problems with their fix).
+- ``cdc.events.TransactionSink``: the four callbacks the engine implements (``table_schema``,
+  ``reset_table``, ``reset_all``, ``apply(engine.changes.Transaction)``).
+- ``cdc.connection.ConnectParams`` (``from_url``), ``cdc.connection.PgConnection``.
+- ``cdc.slots``: publications, slots, ``list_slots``, ``drop_weir_slots``, ``check_settings``;
+  ``python -m cdc.admin list|drop URL`` for slot hygiene.
+- ``cdc.pgoutput``: the sans-I/O decoder; ``cdc.applier.Applier``: the pure applier.
+
+Layering: ``cdc.pgoutput`` and ``cdc.applier`` do no I/O; ``cdc`` imports ``engine`` (public
+API: ``engine.changes``, ``engine.values``) and ``proxy.wire`` only.
+"""
