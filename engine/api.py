@@ -1,0 +1,259 @@
+"""The engine's facade: caches, reads, upstream transactions, fills and memory - sans-I/O.
+
+Owns: ``Engine`` and the effects it returns (``RunFill`` from ``engine.dataflow.fills``,
+``ReadReady``, ``ReadFailed``). The host (the proxy's asyncio loop; a simulated upstream in
+tests) performs effects and reports back; nothing here blocks or does I/O.
+
+Protocol:
+- ``read(cache, key)`` -> ``ReadResult``: ``rows`` when the key is present (a hit) or could be
+  replayed locally from present state; otherwise ``rows`` is None and the answer comes later
+  as a ``ReadReady(cache, key, rows)`` effect (concurrent reads of one missing key share one
+  fill and all get that effect). ``ReadFailed`` means the query raises for that key (e.g.
+  division by zero): the host forwards the read upstream.
+- ``apply(txn)`` applies one upstream transaction atomically (in commit order).
+- ``fill_response(fill_id, snapshot, rows)`` and ``marker(fill_id)`` - in either order - install
+  a fill; installation may start dependent fills (a replay looked up a key that is missing)
+  and completes waiting reads.
+- Memory: ``memory_budget`` bytes (None = unlimited); after every call the least recently
+  used present keys are evicted (with their downstream dependents) until the estimate is
+  within budget; keys a waiting read already replayed from are pinned until it completes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.changes import Snapshot, Transaction
+from engine.dataflow.fills import FillManager, Pending, RunFill
+from engine.dataflow.graph import Graph
+from engine.dataflow.node import BaseKey, PullCtx, Runtime
+from engine.dataflow.ops.base import BaseNode
+from engine.dataflow.ops.reader import ReaderNode
+from engine.dataflow.pgmath import EvalError
+from engine.plan import ir
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadReady:
+    cache: str
+    key: Row
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFailed:
+    cache: str
+    key: Row
+    sqlstate: str
+    message: str
+
+
+Effect = RunFill | ReadReady | ReadFailed
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    rows: tuple[Row, ...] | None
+    effects: tuple[Effect, ...] = ()
+
+
+@dataclass(slots=True)
+class _Waiter:
+    reader: ReaderNode
+    key: Row
+    caches: set[str] = field(default_factory=set)
+    waiting: set[BaseKey] = field(default_factory=set)
+    pins: set[tuple[int, Hashable]] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class Stats:
+    hits: int = 0
+    misses: int = 0
+    fills: int = 0
+    evictions: int = 0
+    retries: int = 0
+
+
+class Engine:
+    def __init__(self, memory_budget: int | None = None, log_cap: int = 1_000_000) -> None:
+        self.rt = Runtime()
+        self.graph = Graph(self.rt)
+        self.fills = FillManager(log_cap=log_cap)
+        self.budget = memory_budget
+        self.stats = Stats()
+        self._waiters: dict[tuple[int, Row], _Waiter] = {}
+        self._by_key: dict[BaseKey, set[tuple[int, Row]]] = {}
+
+    # ------------------------------------------------------------------ caches
+    def add_cache(self, name: str, plan: ir.Reader) -> None:
+        self.graph.add_cache(name, plan)
+
+    def drop_cache(self, name: str) -> None:
+        reader, _ = self.graph.caches[name]
+        for wid, w in list(self._waiters.items()):
+            w.caches.discard(name)
+            if not w.caches and w.reader is reader:
+                self._drop_waiter(wid)
+        self.graph.drop_cache(name)
+
+    def caches(self) -> tuple[str, ...]:
+        return tuple(self.graph.caches)
+
+    # ------------------------------------------------------------------ reads
+    def read(self, cache: str, key: Sequence[Any]) -> ReadResult:
+        reader = self.graph.caches[cache][0]
+        k = tuple(key)
+        rows = reader.lookup(k)
+        if rows is not None:
+            self.stats.hits += 1
+            return ReadResult(rows)
+        self.stats.misses += 1
+        wid = (reader.nid, k)
+        waiter = self._waiters.get(wid)
+        if waiter is not None:
+            waiter.caches.add(cache)
+            return ReadResult(None)
+        waiter = self._waiters[wid] = _Waiter(reader, k, {cache})
+        effects: list[Effect] = []
+        rows = self._attempt(wid, waiter, effects)
+        self._enforce()
+        return ReadResult(rows, tuple(effects))
+
+    def _attempt(self, wid: tuple[int, Row], w: _Waiter, effects: list[Effect]) -> Any:
+        """Try to replay the waiter's key; on success remove it and return the rows."""
+        self._unpin(w)
+        ctx = PullCtx()
+        try:
+            rows = w.reader.fill(w.key, ctx)
+        except EvalError as exc:
+            self._drop_waiter(wid)
+            effects.extend(ReadFailed(c, w.key, exc.sqlstate, str(exc)) for c in sorted(w.caches))
+            return None
+        if rows is not None:
+            self._drop_waiter(wid)
+            return rows
+        for item in ctx.used:
+            self.rt.pinned[item] = self.rt.pinned.get(item, 0) + 1
+        w.pins = set(ctx.used)
+        w.waiting = set(ctx.missing)
+        for bk in ctx.missing:
+            self._by_key.setdefault(bk, set()).add(wid)
+        run = self.fills.issue([(bk, self._base(bk).table) for bk in sorted(ctx.missing, key=repr)])
+        if run is not None:
+            self.stats.fills += 1
+            effects.append(run)
+        return None
+
+    def _base(self, bk: BaseKey) -> BaseNode:
+        node = self.graph.nodes[bk[0]]
+        assert isinstance(node, BaseNode)
+        return node
+
+    def _unpin(self, w: _Waiter) -> None:
+        for item in w.pins:
+            n = self.rt.pinned.get(item, 0) - 1
+            if n > 0:
+                self.rt.pinned[item] = n
+            else:
+                self.rt.pinned.pop(item, None)
+        w.pins = set()
+
+    def _drop_waiter(self, wid: tuple[int, Row]) -> None:
+        w = self._waiters.pop(wid)
+        self._unpin(w)
+        for bk in w.waiting:
+            ids = self._by_key.get(bk)
+            if ids is not None:
+                ids.discard(wid)
+                if not ids:
+                    del self._by_key[bk]
+
+    # ------------------------------------------------------------------ upstream
+    def apply(self, txn: Transaction) -> tuple[Effect, ...]:
+        self.graph.apply(txn)
+        self.fills.record(txn, set(self.graph.bases))
+        self._enforce()
+        return ()
+
+    def snapshot_probe(self, snapshot: Snapshot) -> None:
+        self.fills.probe(snapshot)
+
+    def fill_response(self, fill_id: int, snapshot: Snapshot,
+                      rows: Sequence[Sequence[Row]]) -> tuple[Effect, ...]:
+        ready = self.fills.response(fill_id, snapshot, tuple(tuple(r) for r in rows))
+        return self._install(ready) if ready is not None else ()
+
+    def marker(self, fill_id: int) -> tuple[Effect, ...]:
+        ready = self.fills.marker(fill_id)
+        return self._install(ready) if ready is not None else ()
+
+    def _install(self, fill: Pending) -> tuple[Effect, ...]:
+        effects: list[Effect] = []
+        done: list[BaseKey] = []
+        retry: list[BaseKey] = []
+        for bk, _req, rows in self.fills.finish(fill):
+            base = self.graph.nodes.get(bk[0])
+            if not isinstance(base, BaseNode):
+                continue
+            if rows is None:
+                retry.append(bk)
+                continue
+            base.install(bk[1], bk[2], rows)
+            done.append(bk)
+        self._wake(done, retry, effects)
+        self._enforce()
+        return tuple(effects)
+
+    def _wake(self, done: list[BaseKey], retry: list[BaseKey], effects: list[Effect]) -> None:
+        if retry:
+            self.stats.retries += 1
+            run = self.fills.issue([(bk, self._base(bk).table) for bk in retry])
+            if run is not None:
+                effects.append(run)
+        ready: set[tuple[int, Row]] = set()
+        for bk in done:
+            for wid in self._by_key.pop(bk, set()):
+                w = self._waiters.get(wid)
+                if w is not None:
+                    w.waiting.discard(bk)
+                    if not w.waiting:
+                        ready.add(wid)
+        for wid in sorted(ready, key=repr):
+            w = self._waiters[wid]
+            caches = sorted(w.caches)
+            rows = self._attempt(wid, w, effects)
+            if rows is not None:
+                effects.extend(ReadReady(c, w.key, rows) for c in caches)
+
+    # ------------------------------------------------------------------ memory
+    def memory_total(self) -> int:
+        return sum(n.bytes for n in self.graph.nodes.values())
+
+    def memory_by_cache(self) -> dict[str, int]:
+        """Bytes per cache (state shared between caches is counted in each of them)."""
+        nodes = self.graph.nodes
+        return {name: sum(nodes[n].bytes for n in nids)
+                for name, (_, nids) in self.graph.caches.items()}
+
+    def _enforce(self) -> None:
+        if self.budget is None:
+            return
+        total = self.memory_total()
+        lru, pinned = self.rt.lru, self.rt.pinned
+        skipped: list[tuple[int, Hashable]] = []
+        while total > self.budget and lru:
+            item, _ = lru.popitem(last=False)
+            if item in pinned:
+                skipped.append(item)
+                continue
+            self.graph.evict(*item)
+            self.stats.evictions += 1
+            total = self.memory_total()
+        for item in reversed(skipped):
+            lru[item] = None
+            lru.move_to_end(item, last=False)

@@ -1,0 +1,208 @@
+"""Snapshot-consistent fills (DESIGN section 6): issue, park, patch, install; the recent log.
+
+Owns: ``FillRequest``/``RunFill`` (what the host must fetch), the in-flight table (one fill per
+missing base key, so concurrent reads share it), parking a response until its marker has been
+passed (in either order: the marker may be streamed before the response arrives), patching the
+fetched rows with the applied transactions not visible in the fill's snapshot, and the
+recent-transaction log with its pruning rule.
+
+Invariants:
+- F-patch: when a fill is installed, every transaction in the log that is not visible in its
+  snapshot has been applied, and every applied transaction not in the log is visible in it;
+  so fetched rows + patch = the table restricted to the fill's predicate as of the applied
+  position.
+- Pruning: a log entry is dropped once it is visible in a snapshot whose response arrived
+  before every still-pending fill was issued (such a snapshot predates every pending or future
+  fill's snapshot, and a committed transaction once visible stays visible). When the log
+  exceeds its cap, the oldest entries are dropped and remembered; a fill whose snapshot does
+  not see one of them is re-issued instead of installed.
+- A patch that cannot complete a row (an unchanged TOASTed value of a row the fetch did not
+  return, where the row may match the predicate) makes the fill re-issue too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange, Snapshot, Transaction
+from engine.dataflow.node import BaseKey
+from engine.dataflow.records import Row, key_of
+from engine.plan.ir import TableRef
+
+
+@dataclass(frozen=True, slots=True)
+class FillRequest:
+    """Fetch the rows of ``table`` whose ``columns`` equal ``key`` (all rows if no columns)."""
+
+    table: TableRef
+    columns: tuple[int, ...]
+    key: Row
+
+
+@dataclass(frozen=True, slots=True)
+class RunFill:
+    """Effect: in one REPEATABLE READ READ ONLY transaction, take ``pg_current_snapshot()``,
+    run every request, emit the marker message carrying ``fill_id``, commit; then report
+    ``Engine.fill_response(fill_id, snapshot, rows)`` and, when the applier passes the marker,
+    ``Engine.marker(fill_id)``."""
+
+    fill_id: int
+    requests: tuple[FillRequest, ...]
+
+
+@dataclass(slots=True)
+class Pending:
+    fill_id: int
+    keys: tuple[BaseKey, ...]
+    requests: tuple[FillRequest, ...]
+    issued: int
+    snapshot: Snapshot | None = None
+    rows: tuple[tuple[Row, ...], ...] | None = None
+    marker_passed: bool = False
+
+
+@dataclass(slots=True)
+class FillManager:
+    log_cap: int = 1_000_000
+    log: list[Transaction] = field(default_factory=list)
+    pending: dict[int, Pending] = field(default_factory=dict)
+    in_flight: dict[BaseKey, int] = field(default_factory=dict)
+    arrivals: list[tuple[int, Snapshot]] = field(default_factory=list)
+    lost: set[int] = field(default_factory=set)
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    _seq: Any = field(default_factory=lambda: itertools.count(1))
+
+    def issue(self, keys: list[tuple[BaseKey, TableRef]]) -> RunFill | None:
+        """A fill for the keys not already in flight (None if all are)."""
+        fresh = [(k, t) for k, t in dict(keys).items() if k not in self.in_flight]
+        if not fresh:
+            return None
+        fill_id = next(self._ids)
+        reqs = tuple(FillRequest(t, k[1], k[2]) for k, t in fresh)
+        self.pending[fill_id] = Pending(fill_id, tuple(k for k, _ in fresh), reqs,
+                                        next(self._seq))
+        for k, _ in fresh:
+            self.in_flight[k] = fill_id
+        return RunFill(fill_id, reqs)
+
+    def record(self, txn: Transaction, tables: set[int]) -> None:
+        changes = tuple(c for c in txn.changes if c.table_oid in tables)
+        if changes:
+            self.log.append(Transaction(txn.xid, txn.commit_lsn, changes))
+            if len(self.log) > self.log_cap:
+                drop = len(self.log) - self.log_cap
+                self.lost.update(t.xid for t in self.log[:drop])
+                del self.log[:drop]
+
+    def probe(self, snapshot: Snapshot) -> None:
+        self.arrivals.append((next(self._seq), snapshot))
+        self._prune()
+
+    def response(self, fill_id: int, snapshot: Snapshot,
+                 rows: tuple[tuple[Row, ...], ...]) -> Pending | None:
+        """Park a response; the fill if it is ready to install (its marker was passed)."""
+        fill = self.pending.get(fill_id)
+        if fill is None or fill.rows is not None:
+            return None
+        fill.snapshot, fill.rows = snapshot, rows
+        self.arrivals.append((next(self._seq), snapshot))
+        return fill if fill.marker_passed else None
+
+    def marker(self, fill_id: int) -> Pending | None:
+        fill = self.pending.get(fill_id)
+        if fill is None:
+            return None
+        fill.marker_passed = True
+        return fill if fill.rows is not None else None
+
+    def finish(self, fill: Pending) -> list[tuple[BaseKey, FillRequest, list[Row] | None]]:
+        """Patch a ready fill: per key the rows to install, or None to re-issue it."""
+        del self.pending[fill.fill_id]
+        for k in fill.keys:
+            if self.in_flight.get(k) == fill.fill_id:
+                del self.in_flight[k]
+        assert fill.snapshot is not None and fill.rows is not None
+        snap = fill.snapshot
+        stale = any(not snap.visible(x) for x in self.lost)
+        out: list[tuple[BaseKey, FillRequest, list[Row] | None]] = []
+        for k, req, rows in zip(fill.keys, fill.requests, fill.rows, strict=True):
+            out.append((k, req, None if stale else patch(rows, req, snap, self.log)))
+        self._prune()
+        return out
+
+    def _prune(self) -> None:
+        floor = min((f.issued for f in self.pending.values()), default=None)
+        usable = [a for a in self.arrivals if floor is None or a[0] < floor]
+        if not usable:
+            return
+        best = usable[-1][1]
+        self.log = [t for t in self.log if not best.visible(t.xid)]
+        self.arrivals = [usable[-1]] + [a for a in self.arrivals if a not in usable]
+        if not self.pending:
+            self.lost.clear()
+
+
+def patch(rows: tuple[Row, ...], req: FillRequest, snap: Snapshot,
+          log: list[Transaction]) -> list[Row] | None:
+    """``rows`` (fetched under ``snap``) brought forward by the applied transactions of ``log``
+    that ``snap`` does not see; None when a row cannot be completed."""
+    table, cols, key = req.table, req.columns, req.key
+    pk = table.primary_key
+    current: dict[Row, Row] = {}
+    extra: Counter[Row] = Counter()  # tables without a primary key: a bag of whole rows
+    for r in rows:
+        if pk:
+            current[key_of(r, pk)] = r
+        else:
+            extra[r] += 1
+    for txn in log:
+        if snap.visible(txn.xid):
+            continue
+        for ch in txn.changes:
+            if ch.table_oid == table.oid and not _apply(ch, pk, cols, key, current, extra):
+                return None
+    return list(current.values()) if pk else list(extra.elements())
+
+
+def _matches(row: Row, cols: tuple[int, ...], key: Row) -> bool | None:
+    values = key_of(row, cols)
+    if any(v is UNCHANGED_TOAST for v in values):
+        return None
+    return values == key
+
+
+def _apply(ch: RowChange, pk: tuple[int, ...], cols: tuple[int, ...], key: Row,
+           current: dict[Row, Row], extra: Counter[Row]) -> bool:
+    if ch.kind is ChangeKind.TRUNCATE:
+        current.clear()
+        extra.clear()
+        return True
+    prev: Row | None = None
+    if ch.kind is not ChangeKind.INSERT:
+        old = ch.old if ch.old is not None else ch.new
+        assert old is not None
+        if pk:
+            prev = current.pop(key_of(old, pk), None)
+        elif extra[old] > 0:
+            extra[old] -= 1
+            prev = old
+    if ch.kind is ChangeKind.DELETE:
+        return True
+    new = ch.new
+    assert new is not None
+    if any(v is UNCHANGED_TOAST for v in new) and prev is not None:
+        new = tuple(prev[i] if v is UNCHANGED_TOAST else v for i, v in enumerate(new))
+    match = _matches(new, cols, key)
+    if match is None:
+        return False
+    if match:
+        if any(v is UNCHANGED_TOAST for v in new):
+            return False
+        if pk:
+            current[key_of(new, pk)] = new
+        else:
+            extra[new] += 1
+    return True

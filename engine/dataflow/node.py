@@ -1,0 +1,82 @@
+"""The node protocol every dataflow operator implements, and the shared runtime.
+
+Owns: ``Node`` (inputs, children, reference count, and the four operations below),
+``PullCtx`` (what a pull discovered: missing base keys, present keys it read) and
+``Runtime`` (least-recently-used bookkeeping of present keys shared by all nodes).
+
+Operations:
+- ``process(deltas)``: one batch of signed deltas per input -> (output delta, eviction rows).
+  Runs in topological order, so every input (and every state a lookup reads) is already
+  updated for the batch.
+- ``evict_rows(rows)``: eviction rows per input -> eviction rows for the children; a stateful
+  node makes the keys they name missing.
+- ``pull(cols, key, ctx)``: every output row with ``cols = key``, or None when some base key
+  it needs is missing (recorded in ``ctx.missing``). With ``ctx.partial`` it never misses and
+  returns just the rows it knows (used to name eviction targets). A stateful node whose key
+  the pull determines installs the key it computed ("replay into the hole").
+- stateful nodes also ``evict_key(key)`` -> eviction rows, and account ``bytes``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+
+from engine.dataflow.records import Delta, Row
+
+Cols = tuple[int, ...]
+BaseKey = tuple[int, Cols, Row]  # (base node id, columns, key values)
+
+
+class PullCtx:
+    __slots__ = ("missing", "partial", "used")
+
+    def __init__(self, partial: bool = False) -> None:
+        self.missing: set[BaseKey] = set()
+        self.used: set[tuple[int, Hashable]] = set()
+        self.partial = partial
+
+
+class Runtime:
+    """Recency of present keys across all stateful nodes (front = least recently used)."""
+
+    def __init__(self) -> None:
+        self.lru: OrderedDict[tuple[int, Hashable], None] = OrderedDict()
+        self.pinned: dict[tuple[int, Hashable], int] = {}
+
+    def touch(self, nid: int, key: Hashable) -> None:
+        item = (nid, key)
+        self.lru[item] = None
+        self.lru.move_to_end(item)
+
+    def forget(self, nid: int, key: Hashable) -> None:
+        self.lru.pop((nid, key), None)
+
+
+class Node:
+    """Base class: a stateless node with no inputs (operators override what they need)."""
+
+    stateful = False
+
+    def __init__(self, nid: int, inputs: Sequence[Node], width: int) -> None:
+        self.nid = nid
+        self.inputs = list(inputs)
+        self.width = width
+        self.children: list[tuple[Node, int]] = []
+        self.refs = 0
+        self.bytes = 0
+
+    def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
+        raise NotImplementedError
+
+    def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
+        return [r for per_input in rows for r in per_input]
+
+    def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
+        raise NotImplementedError
+
+    def evict_key(self, key: Hashable) -> list[Row]:
+        return []
+
+    def clear(self) -> None:
+        """Drop all state (used when the node is removed)."""

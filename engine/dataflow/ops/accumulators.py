@@ -1,0 +1,123 @@
+"""Incremental aggregate accumulators with SQL semantics over signed weights.
+
+Owns: one class per aggregate function (``ACCUMULATORS``): each takes ``add(value, weight)``
+(``value`` None = SQL NULL, skipped by everything but COUNT(*)) and ``value()``.
+
+Invariants: SUM/AVG/MIN/MAX of no non-NULL values is NULL; COUNT(col) counts non-NULL
+values; COUNT(DISTINCT) and MIN/MAX keep the multiset of values so that retracting the current
+extremum is answered locally. Integer and numeric sums are exact; float sums are running sums
+(PostgreSQL's float SUM depends on row order too).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from engine.dataflow import pgmath
+from engine.dataflow.ordering import value_key
+
+
+class Acc:
+    __slots__ = ("oid",)
+
+    def __init__(self, oid: int) -> None:
+        self.oid = oid
+
+    def add(self, value: Any, weight: int) -> None:
+        raise NotImplementedError
+
+    def value(self) -> Any:
+        raise NotImplementedError
+
+
+class CountStar(Acc):
+    __slots__ = ("n",)
+
+    def __init__(self, oid: int) -> None:
+        super().__init__(oid)
+        self.n = 0
+
+    def add(self, value: Any, weight: int) -> None:
+        self.n += weight
+
+    def value(self) -> Any:
+        return self.n
+
+
+class Count(CountStar):
+    __slots__ = ()
+
+    def add(self, value: Any, weight: int) -> None:
+        if value is not None:
+            self.n += weight
+
+
+class Sum(Acc):
+    __slots__ = ("nonnull", "total")
+
+    def __init__(self, oid: int) -> None:
+        super().__init__(oid)
+        self.total: Any = 0
+        self.nonnull = 0
+
+    def add(self, value: Any, weight: int) -> None:
+        if value is not None:
+            self.total = pgmath.add_values(self.total, value * weight if weight != 1 else value)
+            self.nonnull += weight
+            if self.nonnull == 0:
+                self.total = 0
+
+    def value(self) -> Any:
+        return pgmath.finish_sum(self.total, self.nonnull, self.oid)
+
+
+class Avg(Sum):
+    __slots__ = ()
+
+    def value(self) -> Any:
+        return pgmath.finish_avg(self.total, self.nonnull, self.oid)
+
+
+class Multiset(Acc):
+    __slots__ = ("values",)
+
+    def __init__(self, oid: int) -> None:
+        super().__init__(oid)
+        self.values: Counter[Any] = Counter()
+
+    def add(self, value: Any, weight: int) -> None:
+        if value is not None:
+            n = self.values[value] + weight
+            if n:
+                self.values[value] = n
+            else:
+                del self.values[value]
+
+
+class CountDistinct(Multiset):
+    __slots__ = ()
+
+    def value(self) -> Any:
+        return len(self.values)
+
+
+class Min(Multiset):
+    __slots__ = ()
+
+    def value(self) -> Any:
+        return min(self.values, key=value_key) if self.values else None
+
+
+class Max(Multiset):
+    __slots__ = ()
+
+    def value(self) -> Any:
+        return max(self.values, key=value_key) if self.values else None
+
+
+ACCUMULATORS: dict[str, Callable[[int], Acc]] = {
+    "count_star": CountStar, "count": Count, "count_distinct": CountDistinct, "sum": Sum,
+    "avg": Avg, "min": Min, "max": Max,
+}

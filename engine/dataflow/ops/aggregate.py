@@ -1,0 +1,130 @@
+"""Grouped aggregation (COUNT(*), COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX).
+
+State: per group ``g`` its input row count and one accumulator per aggregate, partial by the
+state key ``d`` (a subset of the group columns; see ``keyed``). Output: group columns, then
+one column per aggregate.
+
+Invariants: a group whose row count drops to zero disappears (its row is retracted, nothing
+replaces it) unless there are no group columns - then there is always exactly one row;
+a delta emits ``-old, +new`` once per touched group per batch; a group whose aggregate raises
+(e.g. an integer SUM overflowing its type) has its key evicted, so a read refetches it and
+reports the error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from engine.dataflow.expr import compile_expr
+from engine.dataflow.node import Cols, Node, Runtime
+from engine.dataflow.ops.accumulators import ACCUMULATORS, Acc
+from engine.dataflow.ops.keyed import KeyedNode
+from engine.dataflow.pgmath import EvalError
+from engine.dataflow.records import Delta, Row, key_of, row_size
+from engine.plan import ir
+
+GroupState = list[Any]  # [row count, [accumulators]]
+
+
+class AggregateNode(KeyedNode):
+    def __init__(self, nid: int, source: Node, group_by: Cols, aggs: Sequence[ir.AggCall],
+                 key_pos: Cols, runtime: Runtime) -> None:
+        super().__init__(nid, source, len(group_by) + len(aggs), group_by, key_pos, key_pos,
+                         runtime)
+        self.aggs = tuple(aggs)
+        self.args = [compile_expr(a.arg) if a.arg is not None else None for a in aggs]
+        self.groups: dict[Row, GroupState] = {}
+        self.sizes: dict[Row, int] = {}
+
+    def _new(self) -> GroupState:
+        accs: list[Acc] = [ACCUMULATORS[a.func](a.type_oid) for a in self.aggs]
+        return [0, accs]
+
+    def _add(self, st: GroupState, row: Row, w: int) -> None:
+        st[0] += w
+        for acc, arg in zip(st[1], self.args, strict=True):
+            acc.add(arg(row) if arg is not None else None, w)
+
+    def _out(self, g: Row, st: GroupState | None) -> Row | None:
+        if st is None or (st[0] == 0 and self.group):
+            return None
+        return g + tuple(acc.value() for acc in st[1])
+
+    def output_rows(self, g: Row) -> list[Row]:
+        try:
+            out = self._out(g, self.groups.get(g))
+        except EvalError:
+            return []
+        return [out] if out is not None else []
+
+    def drop_group(self, g: Row) -> None:
+        self.groups.pop(g, None)
+        self.bytes -= self.sizes.pop(g, 0)
+
+    def adopt(self, g: Row, state: object) -> None:
+        self.groups[g] = state  # type: ignore[assignment]
+        size = row_size(g) + 64 + 48 * len(self.aggs)
+        self.sizes[g] = size
+        self.bytes += size
+
+    def build(self, rows: Iterable[Row]) -> dict[Row, object]:
+        states: dict[Row, object] = {}
+        for row in rows:
+            g = key_of(row, self.group)
+            st = states.get(g)
+            if st is None:
+                st = states[g] = self._new()
+            self._add(st, row, 1)  # type: ignore[arg-type]
+        if not self.group and not states:
+            states[()] = self._new()
+        return states
+
+    def out_to_in(self, pos: int) -> int | None:
+        return self.group[pos] if pos < len(self.group) else None
+
+    def rows_of(self, states: dict[Row, object]) -> list[Row]:
+        return [o for g, st in states.items() if (o := self._out(g, st)) is not None]  # type: ignore[arg-type]
+
+    def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
+        touched: dict[Row, Row | None] = {}
+        errors: set[Row] = set()
+        present, groups = self.present, self.groups
+        for row, w in deltas[0]:
+            g = key_of(row, self.group)
+            d = self.d_of(g)
+            if d not in present or d in errors:
+                continue
+            st = groups.get(g)
+            try:
+                if g not in touched:
+                    touched[g] = self._out(g, st)
+                if st is None:
+                    st = self._new()
+                    self.adopt(g, st)
+                    self.note_group(g)
+                self._add(st, row, w)
+            except EvalError:
+                errors.add(d)
+        out: Delta = []
+        for g, old in touched.items():
+            if self.d_of(g) in errors:
+                continue
+            st = groups[g]
+            try:
+                new = self._out(g, st)
+            except EvalError:
+                errors.add(self.d_of(g))
+                continue
+            if st[0] == 0 and self.group:
+                self.drop_group(g)
+                self.forget_group(g)
+            if old != new:
+                if old is not None:
+                    out.append((old, -1))
+                if new is not None:
+                    out.append((new, 1))
+        evict: list[Row] = []
+        for d in errors:
+            evict.extend(self.evict_key(d))
+        return out, evict

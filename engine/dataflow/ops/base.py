@@ -1,0 +1,75 @@
+"""The base node: the root of the graph for one upstream table.
+
+Owns: the table's ``BaseStore`` (see ``engine.dataflow.state.base`` for the invariants) and
+its entry points: ``apply`` (upstream changes -> delta + eviction rows), ``install`` (a
+patched fill), ``pull`` (index lookups; a missing index key is what fills fetch) and
+``evict_key`` (an index key ``(cols, key)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import cast
+
+from engine.changes import RowChange
+from engine.dataflow.node import Cols, Node, PullCtx, Runtime
+from engine.dataflow.records import Delta, Row
+from engine.dataflow.state.base import BaseStore
+from engine.plan.ir import TableRef
+
+
+class BaseNode(Node):
+    stateful = True
+
+    def __init__(self, nid: int, table: TableRef, runtime: Runtime) -> None:
+        super().__init__(nid, (), len(table.columns))
+        self.table = table
+        self.store = BaseStore(table)
+        self.rt = runtime
+
+    @property
+    def bytes(self) -> int:
+        return self.store.bytes
+
+    @bytes.setter
+    def bytes(self, value: int) -> None:
+        pass
+
+    def apply(self, changes: Iterable[RowChange]) -> tuple[Delta, list[Row]]:
+        delta: Delta = []
+        evictions: list[Row] = []
+        for change in changes:
+            d, e = self.store.apply(change)
+            delta.extend(d)
+            evictions.extend(e)
+        return delta, evictions
+
+    def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
+        return [], []
+
+    def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
+        if ctx.partial:
+            return self.store.stored(cols, key)
+        rows = self.store.lookup(cols, key)
+        if rows is None:
+            ctx.missing.add((self.nid, cols, key))
+            return None
+        if self.store.is_present(cols, key):
+            ctx.used.add((self.nid, (cols, key)))
+            self.rt.touch(self.nid, (cols, key))
+        return rows
+
+    def install(self, cols: Cols, key: Row, rows: Iterable[Row]) -> None:
+        self.store.install(cols, key, list(rows))
+        self.rt.touch(self.nid, (cols, key))
+
+    def evict_key(self, key: Hashable) -> list[Row]:
+        cols, values = cast(tuple[Cols, Row], key)
+        self.rt.forget(self.nid, key)
+        return self.store.evict(cols, values)
+
+    def clear(self) -> None:
+        for cols, idx in self.store.indexes.items():
+            for k in idx.present:
+                self.rt.forget(self.nid, (cols, k))
+        self.store = BaseStore(self.table)

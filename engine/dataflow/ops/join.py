@@ -1,0 +1,191 @@
+"""Equi-join (inner and left): joins each delta with the other input's current rows.
+
+Stateless itself; its lookups are pulls into the inputs by join key (base-store indexes or
+a stateful input keyed by its join columns). Output = left columns + right columns.
+
+Delta rule per join value j (inputs are already updated for the batch):
+``d(L join R) = dL join R_new + L_new join dR - dL join dR``; for LEFT JOIN the NULL-extended
+rows change by ``pad(L_new)[R_new empty] - pad(L_old)[R_old empty]`` with
+``L_old = L_new - dL`` and ``|R_old| = |R_new| - |dR|``, so the first right row for j retracts
+the padded rows and the last one brings them back, also within one batch.
+
+Join miss (a lookup finds j missing while processing deltas): the deltas for j are dropped
+and become eviction rows - each delta row combined with the stored rows of the other side,
+with NULLs (LEFT JOIN) and with an all-UNKNOWN other side - so every downstream key the
+change could touch is evicted (thesis section 4.5.2). Stored rows suffice on the other side:
+a row that is not stored contributes to no present key (base invariant S3).
+NULL join values never match; a left row with a NULL join value is always padded.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from engine.dataflow.node import Cols, Node, PullCtx
+from engine.dataflow.records import UNKNOWN, Delta, Row, has_unknown, key_of
+
+
+class JoinNode(Node):
+    def __init__(self, nid: int, left: Node, right: Node, left_keys: Cols, right_keys: Cols,
+                 kind: str) -> None:
+        super().__init__(nid, (left, right), left.width + right.width)
+        self.lk, self.rk, self.kind = left_keys, right_keys, kind
+        self.nl = left.width
+        self.pad: Row = (None,) * right.width
+        self.unknown_l: Row = (UNKNOWN,) * left.width
+        self.unknown_r: Row = (UNKNOWN,) * right.width
+
+    # ------------------------------------------------------------------ deltas
+    def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
+        out: Delta = []
+        evict: list[Row] = []
+        by_j: dict[Row, tuple[Delta, Delta]] = {}
+        for row, w in deltas[0]:
+            j = key_of(row, self.lk)
+            if None in j:
+                if self.kind == "left":
+                    out.append((row + self.pad, w))
+                continue
+            by_j.setdefault(j, ([], []))[0].append((row, w))
+        for row, w in deltas[1]:
+            j = key_of(row, self.rk)
+            if None not in j:
+                by_j.setdefault(j, ([], []))[1].append((row, w))
+        for j, (dl, dr) in by_j.items():
+            self._join_one(j, dl, dr, out, evict)
+        return out, evict
+
+    def _join_one(self, j: Row, dl: Delta, dr: Delta, out: Delta, evict: list[Row]) -> None:
+        ctx = PullCtx()
+        left_join = self.kind == "left"
+        rrows = self.inputs[1].pull(self.rk, j, ctx) if dl or left_join else []
+        lrows = self.inputs[0].pull(self.lk, j, ctx) if dr else []
+        if rrows is None or lrows is None:
+            evict.extend(self._miss_rows(j, dl, dr))
+            return
+        for lrow, lw in dl:
+            for rrow in rrows:
+                out.append((lrow + rrow, lw))
+        for rrow, rw in dr:
+            for lrow in lrows:
+                out.append((lrow + rrow, rw))
+            for lrow, lw in dl:
+                out.append((lrow + rrow, -lw * rw))
+        if left_join:
+            self._padding(dl, dr, lrows, rrows, out)
+
+    def _padding(self, dl: Delta, dr: Delta, lrows: list[Row], rrows: list[Row],
+                 out: Delta) -> None:
+        pad = self.pad
+        r_new = len(rrows)
+        r_old = r_new - sum(w for _, w in dr)
+        if not dr:
+            if r_new == 0:
+                out.extend((lrow + pad, lw) for lrow, lw in dl)
+            return
+        if r_new == 0:
+            out.extend((lrow + pad, 1) for lrow in lrows)
+        if r_old == 0:
+            old = Counter(lrows)
+            for lrow, lw in dl:
+                old[lrow] -= lw
+            out.extend((lrow + pad, -n) for lrow, n in old.items() if n)
+
+    def _miss_rows(self, j: Row, dl: Delta, dr: Delta) -> list[Row]:
+        rows: list[Row] = []
+        if dl:
+            stored_r = self._stored(1, j)
+            for lrow, _ in dl:
+                rows.extend(lrow + r for r in stored_r)
+                rows.append(lrow + self.unknown_r)
+                if self.kind == "left":
+                    rows.append(lrow + self.pad)
+        if dr:
+            stored_l = self._stored(0, j)
+            for rrow, _ in dr:
+                rows.extend(lrow + rrow for lrow in stored_l)
+                rows.append(self.unknown_l + rrow)
+            if self.kind == "left":
+                rows.extend(lrow + self.pad for lrow in stored_l)
+        return rows
+
+    def _stored(self, side: int, j: Row) -> list[Row]:
+        cols = self.lk if side == 0 else self.rk
+        return self.inputs[side].pull(cols, j, PullCtx(partial=True)) or []
+
+    # ------------------------------------------------------------------ evictions
+    def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
+        out: list[Row] = []
+        for lrow in rows[0]:
+            j = key_of(lrow, self.lk)
+            if has_unknown(j):
+                out.append(lrow + self.unknown_r)
+                continue
+            if None not in j:
+                out.extend(lrow + r for r in self._stored(1, j))
+            if self.kind == "left":
+                out.append(lrow + self.pad)
+        for rrow in rows[1]:
+            j = key_of(rrow, self.rk)
+            if has_unknown(j):
+                out.append(self.unknown_l + rrow)
+                if self.kind == "left":
+                    out.append(self.unknown_l + self.pad)
+                continue
+            if None in j:
+                continue
+            stored_l = self._stored(0, j)
+            out.extend(lrow + rrow for lrow in stored_l)
+            if self.kind == "left":
+                out.extend(lrow + self.pad for lrow in stored_l)
+        return out
+
+    # ------------------------------------------------------------------ pulls
+    def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
+        if any(v is None for v in key):
+            return []
+        nl = self.nl
+        lb = {c: v for c, v in zip(cols, key, strict=True) if c < nl}
+        rb = {c - nl: v for c, v in zip(cols, key, strict=True) if c >= nl}
+        drive = self._driving_rows(lb, rb, ctx)
+        if drive is None:
+            return None
+        js, padded = drive
+        out: list[Row] = list(padded)
+        complete = True
+        for j in js:
+            lrows = self.inputs[0].pull(self.lk, j, ctx)
+            rrows = self.inputs[1].pull(self.rk, j, ctx)
+            if lrows is None or rrows is None:
+                complete = False
+                continue
+            lrows = [r for r in lrows if _matches(r, lb)]
+            rmatch = [r for r in rrows if _matches(r, rb)]
+            out.extend(lrow + rrow for lrow in lrows for rrow in rmatch)
+            if self.kind == "left" and not rrows and not rb:
+                out.extend(lrow + self.pad for lrow in lrows)
+        return out if complete else None
+
+    def _driving_rows(self, lb: dict[int, object], rb: dict[int, object],
+                      ctx: PullCtx) -> tuple[set[Row], list[Row]] | None:
+        """The join values to look up (and padded rows with NULL join values)."""
+        if all(c in lb for c in self.lk):
+            return {tuple(lb[c] for c in self.lk)}, []
+        if self.kind == "inner" and all(c in rb for c in self.rk):
+            return {tuple(rb[c] for c in self.rk)}, []
+        if lb or self.kind == "left" or not rb:
+            rows = self.inputs[0].pull(tuple(lb), tuple(lb.values()), ctx)
+            if rows is None:
+                return None
+            js = {key_of(r, self.lk) for r in rows}
+            nulls = [r + self.pad for r in rows
+                     if None in key_of(r, self.lk) and self.kind == "left" and not rb]
+            return {j for j in js if None not in j}, nulls
+        rows = self.inputs[1].pull(tuple(rb), tuple(rb.values()), ctx)
+        if rows is None:
+            return None
+        return {j for j in (key_of(r, self.rk) for r in rows) if None not in j}, []
+
+
+def _matches(row: Row, bound: dict[int, object]) -> bool:
+    return all(row[c] == v or row[c] is UNKNOWN for c, v in bound.items())

@@ -1,0 +1,149 @@
+"""Shared machinery of the stateful operators whose state is partial by key.
+
+Owns: ``KeyedNode`` - the present set of state keys ``d`` (a projection of the group ``g``),
+the ``d -> groups`` index, pulls that replay into holes (a pull that determines ``d`` fills
+``d`` from the input and installs it; one that does not computes transiently), eviction of a
+key (its output rows plus a *key row*: the key columns known, everything else ``UNKNOWN``,
+so that downstream keys that depended on the key's absence of rows are evicted too), and
+eviction rows from the input.
+
+Invariant K: a key ``d`` is present iff every group with that ``d`` is in the state with all
+of its input rows accounted; deltas for groups whose ``d`` is not present are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+
+from engine.dataflow.node import Cols, Node, PullCtx, Runtime
+from engine.dataflow.records import UNKNOWN, Row, has_unknown, key_of
+
+
+class KeyedNode(Node):
+    stateful = True
+
+    def __init__(self, nid: int, source: Node, width: int, group: Cols, key_pos: Cols,
+                 key_out: Cols, runtime: Runtime) -> None:
+        super().__init__(nid, (source,), width)
+        self.group = group  # input positions forming the group g
+        self.key_pos = key_pos  # positions in g forming the state key d
+        self.key_out = key_out  # output positions of the key columns
+        self.key_in = tuple(group[i] for i in key_pos)  # input positions of the key
+        self.rt = runtime
+        self.present: set[Row] = set()
+        self.by_d: dict[Row, set[Row]] = {}
+
+    # -- subclass hooks ----------------------------------------------------------------
+    def output_rows(self, g: Row) -> list[Row]:
+        raise NotImplementedError
+
+    def drop_group(self, g: Row) -> None:
+        raise NotImplementedError
+
+    def build(self, rows: Iterable[Row]) -> dict[Row, object]:
+        """Fresh group states from complete input rows."""
+        raise NotImplementedError
+
+    def adopt(self, g: Row, state: object) -> None:
+        raise NotImplementedError
+
+    def out_to_in(self, pos: int) -> int | None:
+        raise NotImplementedError
+
+    def rows_of(self, states: dict[Row, object]) -> list[Row]:
+        raise NotImplementedError
+
+    # -- shared --------------------------------------------------------------------------
+    def d_of(self, g: Row) -> Row:
+        return key_of(g, self.key_pos)
+
+    def note_group(self, g: Row) -> None:
+        self.by_d.setdefault(self.d_of(g), set()).add(g)
+
+    def forget_group(self, g: Row) -> None:
+        d = self.d_of(g)
+        gs = self.by_d.get(d)
+        if gs is not None:
+            gs.discard(g)
+            if not gs:
+                del self.by_d[d]
+
+    def key_row(self, d: Row) -> Row:
+        row: list[object] = [UNKNOWN] * self.width
+        for p, v in zip(self.key_out, d, strict=True):
+            row[p] = v
+        return tuple(row)
+
+    def install(self, d: Row, rows: Iterable[Row]) -> None:
+        for g, state in self.build(rows).items():
+            self.adopt(g, state)
+            self.note_group(g)
+        self.present.add(d)
+        self.rt.touch(self.nid, d)
+
+    def evict_key(self, key: Hashable) -> list[Row]:
+        d: Row = key  # type: ignore[assignment]
+        if d not in self.present:
+            return []
+        self.present.discard(d)
+        self.rt.forget(self.nid, d)
+        out: list[Row] = []
+        for g in self.by_d.pop(d, set()):
+            out.extend(self.output_rows(g))
+            self.drop_group(g)
+        out.append(self.key_row(d))
+        return out
+
+    def evict_all(self) -> list[Row]:
+        out: list[Row] = []
+        for d in list(self.present):
+            out.extend(self.evict_key(d))
+        return out
+
+    def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
+        out: list[Row] = []
+        for row in rows[0]:
+            d = key_of(row, self.key_in)
+            if has_unknown(d):
+                return out + self.evict_all()
+            out.extend(self.evict_key(d))
+        return out
+
+    def clear(self) -> None:
+        for d in list(self.present):
+            self.rt.forget(self.nid, d)
+        self.present.clear()
+        self.by_d.clear()
+
+    def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
+        if any(v is None for v in key):
+            return []
+        bound = dict(zip(cols, key, strict=True))
+        if all(p in bound for p in self.key_out):
+            d = tuple(bound[p] for p in self.key_out)
+            if d not in self.present:
+                if ctx.partial:
+                    return []
+                rows = self.inputs[0].pull(self.key_in, d, ctx)
+                if rows is None:
+                    return None
+                self.install(d, rows)
+            self.rt.touch(self.nid, d)
+            ctx.used.add((self.nid, d))
+            found = [r for g in self.by_d.get(d, ()) for r in self.output_rows(g)]
+            return _filter(found, bound)
+        if ctx.partial:
+            found = [r for gs in self.by_d.values() for g in gs for r in self.output_rows(g)]
+            return _filter(found, bound)
+        return self._transient(bound, ctx)
+
+    def _transient(self, bound: dict[int, object], ctx: PullCtx) -> list[Row] | None:
+        mapped = {i: v for p, v in bound.items() if (i := self.out_to_in(p)) is not None}
+        rows = self.inputs[0].pull(tuple(mapped), tuple(mapped.values()), ctx)
+        if rows is None:
+            return None
+        return _filter(self.rows_of(self.build(rows)), bound)
+
+
+def _filter(rows: Sequence[Row], bound: dict[int, object]) -> list[Row]:
+    return [r for r in rows if all(r[p] == v or r[p] is UNKNOWN for p, v in bound.items())]

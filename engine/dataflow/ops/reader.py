@@ -1,0 +1,112 @@
+"""The reader: a cache's parameter-keyed view, the leaf that clients read.
+
+State: key -> bag of rows (row -> multiplicity) for present keys, plus the finished answer per
+key (output columns, ORDER BY, OFFSET/LIMIT applied) computed on first read after a change,
+so that a hit is a dictionary lookup.
+
+Invariants: a key is present (possibly with no rows: empty answers are stored) or missing;
+deltas for missing keys are dropped; an eviction row with an UNKNOWN key column evicts every
+key; a key containing NULL matches nothing and is answered empty without state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable
+
+from engine.dataflow.node import Node, PullCtx, Runtime
+from engine.dataflow.ordering import order_key
+from engine.dataflow.records import Delta, Row, has_unknown, key_of, row_size
+from engine.plan import ir
+
+Answer = tuple[Row, ...]
+
+
+class ReaderNode(Node):
+    stateful = True
+
+    def __init__(self, nid: int, source: Node, plan: ir.Reader, runtime: Runtime) -> None:
+        super().__init__(nid, (source,), len(plan.output))
+        self.key = plan.key
+        self.output = plan.output
+        self.sort = order_key(plan.order_by) if plan.order_by else None
+        self.lo = plan.offset
+        self.hi = None if plan.limit is None else plan.offset + plan.limit
+        self.rt = runtime
+        self.state: dict[Row, Counter[Row]] = {}
+        self.sizes: dict[Row, int] = {}
+        self.answers: dict[Row, Answer] = {}
+
+    def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
+        state, answers = self.state, self.answers
+        for row, w in deltas[0]:
+            k = key_of(row, self.key)
+            bag = state.get(k)
+            if bag is None:
+                continue
+            n = bag[row] + w
+            if n:
+                bag[row] = n
+            else:
+                del bag[row]
+            size = row_size(row) * w
+            self.sizes[k] += size
+            self.bytes += size
+            answers.pop(k, None)
+        return [], []
+
+    def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
+        for row in rows[0]:
+            k = key_of(row, self.key)
+            if has_unknown(k):
+                for key in list(self.state):
+                    self.evict_key(key)
+                break
+            self.evict_key(k)
+        return []
+
+    def evict_key(self, key: Hashable) -> list[Row]:
+        k: Row = key  # type: ignore[assignment]
+        if self.state.pop(k, None) is not None:
+            self.bytes -= self.sizes.pop(k)
+            self.answers.pop(k, None)
+            self.rt.forget(self.nid, k)
+        return []
+
+    def clear(self) -> None:
+        for k in list(self.state):
+            self.evict_key(k)
+
+    def lookup(self, key: Row) -> Answer | None:
+        """The answer for ``key`` or None when the key is missing."""
+        answer = self.answers.get(key)
+        if answer is None:
+            bag = self.state.get(key)
+            if bag is None:
+                return () if None in key else None
+            answer = self.answers[key] = self._finish(bag)
+        self.rt.touch(self.nid, key)
+        return answer
+
+    def _finish(self, bag: Counter[Row]) -> Answer:
+        rows = list(bag.elements())
+        if self.sort is not None:
+            rows.sort(key=self.sort)
+        if self.lo or self.hi is not None:
+            rows = rows[self.lo:self.hi]
+        out = self.output
+        return tuple(tuple(r[i] for i in out) for r in rows)
+
+    def fill(self, key: Row, ctx: PullCtx) -> Answer | None:
+        """Replay ``key`` from the input; None if some base key is missing."""
+        rows = self.inputs[0].pull(self.key, key, ctx)
+        if rows is None:
+            return None
+        bag = Counter(rows)
+        self.state[key] = bag
+        size = sum(row_size(r) for r in rows) + 64
+        self.sizes[key] = size
+        self.bytes += size
+        self.rt.touch(self.nid, key)
+        answer = self.answers[key] = self._finish(bag)
+        return answer

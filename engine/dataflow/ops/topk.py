@@ -1,0 +1,139 @@
+"""Top-k per group: ORDER BY ... LIMIT k [OFFSET o] within each group of columns.
+
+State per group: the first ``o + k + buffer`` rows in sort order (``buffer = k``) and whether
+they are *all* of the group's rows (``complete``). Partial by the state key ``d`` (a subset of
+the group columns).
+
+Invariants: the kept rows are exactly the smallest rows of the group; a row sorting after the
+last kept row of an incomplete group is not kept (it cannot be in the window). When removals
+leave an incomplete group with fewer than ``o + k`` rows, its key is evicted - the refill is
+the next pull, a replay from the base store (or a fill) - so the window is never wrong.
+Rows tied on all sort keys are ordered by the whole row (one of PostgreSQL's valid orders).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from engine.dataflow.node import Cols, Node, Runtime
+from engine.dataflow.ops.keyed import KeyedNode
+from engine.dataflow.ordering import order_key
+from engine.dataflow.records import Delta, Row, key_of, row_size
+from engine.plan.ir import SortKey
+
+
+class Top:
+    __slots__ = ("complete", "keys", "rows")
+
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+        self.rows: list[Row] = []
+        self.complete = True
+
+
+class TopKNode(KeyedNode):
+    def __init__(self, nid: int, source: Node, group_by: Cols, order_by: Sequence[SortKey],
+                 limit: int, offset: int, key_pos: Cols, runtime: Runtime) -> None:
+        key_out = tuple(group_by[i] for i in key_pos)
+        super().__init__(nid, source, source.width, group_by, key_pos, key_out, runtime)
+        self.sort_key = order_key(order_by)
+        self.lo, self.hi = offset, offset + limit
+        self.cap = offset + 2 * limit
+        self.tops: dict[Row, Top] = {}
+
+    def _window(self, top: Top | None) -> list[Row]:
+        return top.rows[self.lo:self.hi] if top is not None else []
+
+    def output_rows(self, g: Row) -> list[Row]:
+        return self._window(self.tops.get(g))
+
+    def drop_group(self, g: Row) -> None:
+        top = self.tops.pop(g, None)
+        if top is not None:
+            self.bytes -= sum(row_size(r) + 80 for r in top.rows)
+
+    def adopt(self, g: Row, state: object) -> None:
+        top: Top = state  # type: ignore[assignment]
+        self.tops[g] = top
+        self.bytes += sum(row_size(r) + 80 for r in top.rows)
+
+    def build(self, rows: Iterable[Row]) -> dict[Row, object]:
+        by_group: dict[Row, list[Row]] = {}
+        for row in rows:
+            by_group.setdefault(key_of(row, self.group), []).append(row)
+        out: dict[Row, object] = {}
+        for g, members in by_group.items():
+            members.sort(key=self.sort_key)
+            top = Top()
+            top.rows = members[:self.cap]
+            top.keys = [self.sort_key(r) for r in top.rows]
+            top.complete = len(members) <= self.cap
+            out[g] = top
+        return out
+
+    def out_to_in(self, pos: int) -> int | None:
+        return pos
+
+    def rows_of(self, states: dict[Row, object]) -> list[Row]:
+        return [r for st in states.values() for r in self._window(st)]  # type: ignore[arg-type]
+
+    def _insert(self, top: Top, row: Row) -> None:
+        k = self.sort_key(row)
+        if not top.complete and (not top.keys or not k < top.keys[-1]):
+            return
+        i = bisect.bisect_right(top.keys, k)
+        top.keys.insert(i, k)
+        top.rows.insert(i, row)
+        self.bytes += row_size(row) + 80
+        if len(top.rows) > self.cap:
+            top.keys.pop()
+            self.bytes -= row_size(top.rows.pop()) + 80
+            top.complete = False
+
+    def _remove(self, top: Top, row: Row) -> None:
+        k = self.sort_key(row)
+        i = bisect.bisect_left(top.keys, k)
+        if i < len(top.rows) and top.rows[i] == row:
+            del top.keys[i]
+            del top.rows[i]
+            self.bytes -= row_size(row) + 80
+
+    def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
+        touched: dict[Row, list[Row]] = {}
+        for row, w in deltas[0]:
+            g = key_of(row, self.group)
+            if self.d_of(g) not in self.present:
+                continue
+            top = self.tops.get(g)
+            if top is None:
+                top = Top()
+                self.adopt(g, top)
+                self.note_group(g)
+            if g not in touched:
+                touched[g] = self._window(top)
+            for _ in range(abs(w)):
+                (self._insert if w > 0 else self._remove)(top, row)
+        return self._emit(touched)
+
+    def _emit(self, touched: dict[Row, list[Row]]) -> tuple[Delta, list[Row]]:
+        out: Delta = []
+        underflow: set[Row] = set()
+        for g, old in touched.items():
+            top = self.tops[g]
+            if not top.complete and len(top.rows) < self.hi:
+                underflow.add(self.d_of(g))
+                out.extend((r, -1) for r in old)  # retract what was shown; key goes missing
+                continue
+            diff = Counter(self._window(top))
+            diff.subtract(Counter(old))
+            out.extend((r, n) for r, n in diff.items() if n)
+            if top.complete and not top.rows:
+                self.drop_group(g)
+                self.forget_group(g)
+        evict: list[Row] = []
+        for d in underflow:
+            evict.extend(self.evict_key(d))
+        return out, evict

@@ -1,0 +1,216 @@
+"""The partial materialization of one virtual base table.
+
+Owns: ``BaseStore`` - the rows of an upstream table that present downstream keys derive from,
+by row identity (primary key, or the whole row for tables without one), with *partial
+indexes*: per column set, the index keys that are *present* (every upstream row with those
+column values is stored) and, for every stored row, its position in each index.
+
+Invariants (the engine's correctness rests on them):
+- S1. A stored row equals the upstream row as of the applied position (fills install patched
+  rows; every change to a stored row's identity updates it).
+- S2. A row is stored iff some present index key covers it (``() `` = the whole table).
+- S3. Every base row that contributes to a present key anywhere downstream is stored. Hence a
+  change to a row that is not stored cannot be reflected in a present key: ``apply`` sends
+  such a row downstream as an *eviction row* rather than as a delta, and evicting an index key
+  sends the rows it drops downstream as eviction rows.
+- A replica-identity-only old row (REPLICA IDENTITY DEFAULT) is completed from the stored
+  row; an unchanged TOASTed column of an update is taken from the stored row, and when the
+  row is not stored the new row is sent as an eviction row with that column ``UNKNOWN``.
+- SQL equality: a key containing NULL matches no row, so it is always present and empty.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
+from engine.dataflow.records import UNKNOWN, Delta, Row, key_of, row_size
+from engine.plan.ir import TableRef
+
+Cols = tuple[int, ...]
+
+
+class Index:
+    """One partial index: present keys and the identities of stored rows per key."""
+
+    __slots__ = ("by_key", "cols", "present")
+
+    def __init__(self, cols: Cols) -> None:
+        self.cols = cols
+        self.present: set[Row] = set()
+        self.by_key: dict[Row, set[Row]] = {}
+
+    def add(self, ident: Row, row: Row) -> None:
+        self.by_key.setdefault(key_of(row, self.cols), set()).add(ident)
+
+    def remove(self, ident: Row, row: Row) -> None:
+        key = key_of(row, self.cols)
+        idents = self.by_key.get(key)
+        if idents is not None:
+            idents.discard(ident)
+            if not idents:
+                del self.by_key[key]
+
+
+class BaseStore:
+    """Stored rows and partial indexes of one table (see the module invariants)."""
+
+    def __init__(self, table: TableRef) -> None:
+        self.table = table
+        self.pk = table.primary_key
+        self.rows: dict[Row, list[Any]] = {}  # ident -> [row, multiplicity, size]
+        self.indexes: dict[Cols, Index] = {}
+        self.bytes = 0
+
+    # ------------------------------------------------------------------ identity, coverage
+    def ident(self, row: Row) -> Row:
+        return key_of(row, self.pk) if self.pk else row
+
+    def index(self, cols: Cols) -> Index:
+        idx = self.indexes.get(cols)
+        if idx is None:
+            idx = self.indexes[cols] = Index(cols)
+            for ident, entry in self.rows.items():
+                idx.add(ident, entry[0])
+        return idx
+
+    def covered(self, row: Row) -> bool:
+        for cols, idx in self.indexes.items():
+            if idx.present and key_of(row, cols) in idx.present:
+                return True
+        return False
+
+    def is_present(self, cols: Cols, key: Row) -> bool:
+        idx = self.indexes.get(cols)
+        return idx is not None and key in idx.present
+
+    # ------------------------------------------------------------------ reads
+    def lookup(self, cols: Cols, key: Row) -> list[Row] | None:
+        """All rows with ``cols = key``, or None when that is not known (missing)."""
+        if any(v is None for v in key):
+            return []
+        idx = self.indexes.get(cols)
+        if idx is not None and key in idx.present:
+            return self._rows_of(idx, key)
+        full = self.indexes.get(())
+        if full is not None and () in full.present:
+            return self._rows_of(self.index(cols), key)
+        if self.pk and set(self.pk) <= set(cols):
+            entry = self.rows.get(tuple(key[cols.index(c)] for c in self.pk))
+            if entry is not None:  # S1: the stored row is the row with this identity
+                found: Row = entry[0]
+                return [found] * entry[1] if key_of(found, cols) == key else []
+        return None
+
+    def stored(self, cols: Cols, key: Row) -> list[Row]:
+        """The stored rows with ``cols = key`` (complete or not)."""
+        return self._rows_of(self.index(cols), key)
+
+    def _rows_of(self, idx: Index, key: Row) -> list[Row]:
+        out: list[Row] = []
+        for ident in idx.by_key.get(key, ()):
+            row, count, _ = self.rows[ident]
+            out.extend([row] * count)
+        return out
+
+    # ------------------------------------------------------------------ writes
+    def _store(self, row: Row) -> None:
+        ident = self.ident(row)
+        entry = self.rows.get(ident)
+        if entry is not None:
+            if self.pk:
+                return
+            entry[1] += 1
+            return
+        size = row_size(row)
+        self.rows[ident] = [row, 1, size]
+        self.bytes += size
+        for idx in self.indexes.values():
+            idx.add(ident, row)
+
+    def _unstore(self, ident: Row) -> Row | None:
+        entry = self.rows.get(ident)
+        if entry is None:
+            return None
+        row: Row = entry[0]
+        if entry[1] > 1:
+            entry[1] -= 1
+            return row
+        del self.rows[ident]
+        self.bytes -= entry[2]
+        for idx in self.indexes.values():
+            idx.remove(ident, row)
+        return row
+
+    def install(self, cols: Cols, key: Row, rows: Iterable[Row]) -> None:
+        """Mark ``cols = key`` present with exactly ``rows`` (fetched and patched; S1)."""
+        idx = self.index(cols)
+        if key in idx.present:
+            return
+        if self.pk:
+            for row in rows:
+                self._store(row)
+        else:  # identical rows: the fetched bag gives the multiplicity
+            for row, n in Counter(rows).items():
+                if row not in self.rows:
+                    for _ in range(n):
+                        self._store(row)
+        idx.present.add(key)
+
+    def evict(self, cols: Cols, key: Row) -> list[Row]:
+        """Make ``cols = key`` missing; return the rows no longer stored (S2)."""
+        idx = self.indexes.get(cols)
+        if idx is None or key not in idx.present:
+            return []
+        idx.present.discard(key)
+        dropped: list[Row] = []
+        for ident in list(idx.by_key.get(key, ())):
+            row = self.rows[ident][0]
+            if not self.covered(row):
+                while self._unstore(ident) is not None:
+                    dropped.append(row)
+        return dropped
+
+    def apply(self, change: RowChange) -> tuple[Delta, list[Row]]:
+        """Apply one upstream change: the delta for present keys and the eviction rows."""
+        kind = change.kind
+        if kind is ChangeKind.INSERT:
+            assert change.new is not None
+            return self._arrive(change.new, [])
+        if kind is ChangeKind.TRUNCATE:
+            delta: Delta = [(e[0], -e[1]) for e in self.rows.values()]
+            for ident in list(self.rows):
+                while self._unstore(ident) is not None:
+                    pass
+            return delta, []
+        old = change.old if change.old is not None else change.new
+        assert old is not None
+        stored = self._unstore(self.ident(old) if self.pk else self._full_old(change))
+        out: Delta = [(stored, -1)] if stored is not None else []
+        if kind is ChangeKind.DELETE:
+            return out, []
+        assert change.new is not None
+        return self._arrive(self._complete(change.new, stored), out)
+
+    def _full_old(self, change: RowChange) -> Row:
+        if change.old is None or not change.old_full:
+            raise ValueError(f"table {self.table.name} has no primary key: REPLICA IDENTITY "
+                             "FULL is required to apply updates and deletes")
+        return change.old
+
+    def _complete(self, new: Row, stored: Row | None) -> Row:
+        if not any(v is UNCHANGED_TOAST for v in new):
+            return new
+        return tuple(
+            (stored[i] if stored is not None else UNKNOWN) if v is UNCHANGED_TOAST else v
+            for i, v in enumerate(new)
+        )
+
+    def _arrive(self, row: Row, delta: Delta) -> tuple[Delta, list[Row]]:
+        if any(v is UNKNOWN for v in row) or not self.covered(row):
+            return delta, [row]
+        self._store(row)
+        delta.append((row, 1))
+        return delta, []

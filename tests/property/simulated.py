@@ -1,0 +1,202 @@
+"""A simulated upstream PostgreSQL and host for the engine (no I/O, deterministic).
+
+``Upstream`` holds the tables as dicts, commits transactions (emitting the changes the CDC
+applier would produce with REPLICA IDENTITY DEFAULT: old rows carry only the primary key,
+unchanged TOASTed text columns may be left out), keeps the stream of committed transactions
+and fill markers, and takes snapshots. Visibility can lag behind commit (DESIGN 6, fact F2):
+a snapshot sees a prefix of the committed transactions that only ever grows.
+
+``Host`` drives an ``Engine`` against it: it runs fills when asked (under a snapshot), delivers
+responses and stream events in any order the test chooses, and checks every answer the engine
+gives against the reference evaluator over the data as of the engine's applied position.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.api import Engine, ReadFailed, ReadReady, ReadResult
+from engine.changes import (
+    UNCHANGED_TOAST,
+    ChangeKind,
+    RowChange,
+    Snapshot,
+    Transaction,
+)
+from engine.dataflow.fills import FillRequest, RunFill
+from engine.dataflow.ordering import row_key
+from engine.plan import ir
+from engine.plan.evaluate import evaluate_reader
+
+Row = tuple[Any, ...]
+Data = dict[int, dict[Row, Row]]  # table oid -> primary key -> row
+
+
+def copy_data(data: Data) -> Data:
+    return {oid: dict(rows) for oid, rows in data.items()}
+
+
+def apply_to(data: Data, tables: dict[int, ir.TableRef], txn: Transaction) -> None:
+    """Apply a transaction's changes (as the engine receives them) to full data."""
+    for ch in txn.changes:
+        t = tables[ch.table_oid]
+        rows = data[ch.table_oid]
+        if ch.kind is ChangeKind.TRUNCATE:
+            rows.clear()
+            continue
+        prev = None
+        if ch.kind is not ChangeKind.INSERT:
+            old = ch.old if ch.old is not None else ch.new
+            assert old is not None
+            prev = rows.pop(tuple(old[i] for i in t.primary_key))
+        if ch.new is not None:
+            assert prev is not None or ch.kind is ChangeKind.INSERT
+            new = tuple(prev[i] if v is UNCHANGED_TOAST and prev else v
+                        for i, v in enumerate(ch.new))
+            rows[tuple(new[i] for i in t.primary_key)] = new
+
+
+@dataclass
+class Upstream:
+    tables: dict[int, ir.TableRef]
+    data: Data
+    next_xid: int = 2**32 - 3  # crosses an epoch boundary early
+    committed: list[Transaction] = field(default_factory=list)
+    visible_upto: int = 0  # snapshots see committed[:visible_upto] (monotone)
+    initial: Data = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.initial = copy_data(self.data)
+
+    def commit(self, changes: Sequence[RowChange]) -> Transaction:
+        txn = Transaction(self.next_xid, len(self.committed) + 1, tuple(changes))
+        self.next_xid += 1
+        apply_to(self.data, self.tables, txn)
+        self.committed.append(txn)
+        return txn
+
+    def snapshot(self, rng: random.Random, lag: bool) -> tuple[Snapshot, Data]:
+        """A snapshot (possibly not yet seeing the latest commits) and the data it sees."""
+        n = len(self.committed)
+        self.visible_upto = rng.randint(self.visible_upto, n) if lag else n
+        hidden = self.committed[self.visible_upto:]
+        xmin = hidden[0].xid if hidden else self.next_xid
+        snap = Snapshot(xmin, self.next_xid, frozenset(t.xid for t in hidden))
+        data = copy_data(self.initial)
+        for t in self.committed[:self.visible_upto]:
+            apply_to(data, self.tables, t)
+        return snap, data
+
+
+def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
+    rows = data[req.table.oid].values()
+    return tuple(r for r in rows
+                 if all(r[c] == v for c, v in zip(req.columns, req.key, strict=True)))
+
+
+def same_rows(plan: ir.Reader, got: Sequence[Row], want: Sequence[Row]) -> bool:
+    if plan.order_by:
+        return list(got) == list(want)
+    return sorted(got, key=row_key) == sorted(want, key=row_key)
+
+
+@dataclass
+class Host:
+    engine: Engine
+    up: Upstream
+    plans: dict[str, ir.Reader]
+    rng: random.Random
+    lag: bool = True
+    stream: list[tuple[str, Any]] = field(default_factory=list)  # ("txn", T) / ("marker", id)
+    applied: Data = field(default_factory=dict)
+    to_run: list[RunFill] = field(default_factory=list)
+    responses: list[tuple[int, Snapshot, tuple[tuple[Row, ...], ...]]] = field(
+        default_factory=list)
+    waiting: set[tuple[str, Row]] = field(default_factory=set)
+    checked: int = 0
+
+    def __post_init__(self) -> None:
+        self.applied = copy_data(self.up.data)
+
+    # -- upstream side ------------------------------------------------------------------
+    def write(self, changes: Sequence[RowChange]) -> None:
+        if changes:
+            self.stream.append(("txn", self.up.commit(changes)))
+
+    def run_fill(self, i: int) -> None:
+        run = self.to_run.pop(i % len(self.to_run))
+        snap, data = self.up.snapshot(self.rng, self.lag)
+        rows = tuple(fetch(data, req) for req in run.requests)
+        self.stream.append(("marker", run.fill_id))
+        self.responses.append((run.fill_id, snap, rows))
+
+    def respond(self, i: int) -> None:
+        fill_id, snap, rows = self.responses.pop(i % len(self.responses))
+        self.effects(self.engine.fill_response(fill_id, snap, rows))
+
+    def deliver(self, n: int) -> None:
+        for _ in range(min(n, len(self.stream))):
+            kind, item = self.stream.pop(0)
+            if kind == "txn":
+                apply_to(self.applied, self.up.tables, item)
+                self.effects(self.engine.apply(item))
+            else:
+                self.effects(self.engine.marker(item))
+
+    def probe(self) -> None:
+        snap, _ = self.up.snapshot(self.rng, self.lag)
+        self.engine.snapshot_probe(snap)
+
+    # -- reads --------------------------------------------------------------------------
+    def read(self, cache: str, key: Row) -> None:
+        result: ReadResult = self.engine.read(cache, key)
+        if result.rows is not None:
+            self.check(cache, key, result.rows)
+        else:
+            self.waiting.add((cache, key))
+        self.effects(result.effects)
+
+    def check(self, cache: str, key: Row, rows: Sequence[Row]) -> None:
+        plan = self.plans[cache]
+        want = evaluate_reader(plan, {o: list(r.values()) for o, r in self.applied.items()},
+                               key)
+        assert same_rows(plan, rows, want), (cache, key, rows, want)
+        self.checked += 1
+
+    def effects(self, effects: Sequence[object]) -> None:
+        for e in effects:
+            if isinstance(e, RunFill):
+                self.to_run.append(e)
+            elif isinstance(e, ReadReady):
+                self.check(e.cache, e.key, e.rows)
+                self.waiting.discard((e.cache, e.key))
+            elif isinstance(e, ReadFailed):
+                self.waiting.discard((e.cache, e.key))
+            else:  # pragma: no cover
+                raise AssertionError(e)
+
+    def settle(self) -> None:
+        """Run every fill, deliver every response and stream event until nothing is left."""
+        for _ in range(10_000):
+            if self.to_run:
+                self.run_fill(0)
+            elif self.responses:
+                self.respond(0)
+            elif self.stream:
+                self.deliver(len(self.stream))
+            else:
+                return
+        raise AssertionError("fills did not converge")
+
+    def read_settled(self, cache: str, key: Row) -> None:
+        """Read until answered, settling fills in between (every answer is checked)."""
+        for _ in range(20):
+            before = self.checked
+            self.read(cache, key)
+            self.settle()
+            if self.checked > before and (cache, key) not in self.waiting:
+                return
+        raise AssertionError(f"read {cache} {key} never completed")
