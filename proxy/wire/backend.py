@@ -35,7 +35,17 @@ from proxy.wire.authmsg import (
     AuthenticationSSPI,
     decode_authentication,
 )
-from proxy.wire.codec import Reader, cstr, frame, i32, no_payload, nullable
+from proxy.wire.codec import (
+    Reader,
+    at_end,
+    cstr,
+    cstring_at,
+    frame,
+    i32,
+    no_payload,
+    nullable,
+    values_at,
+)
 from proxy.wire.common import COPY_DONE, CopyData, CopyDone
 from proxy.wire.errors import ErrorResponse, NoticeResponse, error_response, notice_response
 from proxy.wire.framing import ProtocolViolation
@@ -223,10 +233,9 @@ class CommandComplete:
 
     @classmethod
     def decode(cls, payload: bytes) -> CommandComplete:
-        r = Reader(payload, "CommandComplete")
-        msg = cls(r.cstring())
-        r.finish()
-        return msg
+        tag, pos = cstring_at(payload, 0, "CommandComplete")
+        at_end(payload, pos, "CommandComplete")
+        return cls(tag)
 
 
 def _decode_copy_response(payload: bytes, what: str) -> tuple[int, tuple[int, ...]]:
@@ -304,10 +313,8 @@ class DataRow:
 
     @classmethod
     def decode(cls, payload: bytes) -> DataRow:
-        r = Reader(payload, "DataRow")
-        n = r.count()
-        values = tuple(r.nullable() for _ in range(n))
-        r.finish()
+        values, pos = values_at(payload, 0, "DataRow")
+        at_end(payload, pos, "DataRow")
         return cls(values)
 
 

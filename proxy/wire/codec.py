@@ -110,6 +110,64 @@ class Reader:
             raise self._fail(f"{len(self._data) - self._pos} unexpected trailing bytes")
 
 
+def cstring_at(data: bytes, pos: int, what: str) -> tuple[str, int]:
+    """The NUL-terminated UTF-8 string at ``pos`` and the offset after its NUL."""
+    end = data.find(b"\x00", pos)
+    if end < 0:
+        raise ProtocolViolation(f"malformed {what} message: string not terminated")
+    try:
+        return data[pos:end].decode("utf-8"), end + 1
+    except UnicodeDecodeError as exc:
+        raise ProtocolViolation(f"malformed {what} message: invalid UTF-8 ({exc.reason})") from None
+
+
+def int16s_at(data: bytes, pos: int, what: str) -> tuple[tuple[int, ...], int]:
+    """An Int16 count followed by that many Int16 values, and the offset after them."""
+    try:
+        (n,) = _I16.unpack_from(data, pos)
+        if n < 0:
+            raise ProtocolViolation(f"malformed {what} message: negative count {n}")
+        end = pos + 2 + 2 * n
+        return struct.unpack_from(f"!{n}h", data, pos + 2), end
+    except struct.error:
+        raise ProtocolViolation(f"malformed {what} message: truncated") from None
+
+
+def values_at(data: bytes, pos: int, what: str) -> tuple[tuple[bytes | None, ...], int]:
+    """An Int16 count of (Int32 length or -1, bytes) values, and the offset after them."""
+    unpack = _I32.unpack_from
+    size = len(data)
+    try:
+        (n,) = _I16.unpack_from(data, pos)
+        if n < 0:
+            raise ProtocolViolation(f"malformed {what} message: negative count {n}")
+        pos += 2
+        out: list[bytes | None] = []
+        append = out.append
+        for _ in range(n):
+            (length,) = unpack(data, pos)
+            pos += 4
+            if length < 0:
+                if length != -1:
+                    raise ProtocolViolation(f"malformed {what} message: length {length}")
+                append(None)
+                continue
+            end = pos + length
+            if end > size:
+                raise ProtocolViolation(f"malformed {what} message: truncated")
+            append(data[pos:end])
+            pos = end
+    except struct.error:
+        raise ProtocolViolation(f"malformed {what} message: truncated") from None
+    return tuple(out), pos
+
+
+def at_end(data: bytes, pos: int, what: str) -> None:
+    """Refuse trailing bytes after the last field (as pq_getmsgend does)."""
+    if pos != len(data):
+        raise ProtocolViolation(f"malformed {what} message: unexpected trailing bytes")
+
+
 def frame(mtype: bytes, payload: bytes) -> bytes:
     """A typed message: type byte, Int32 length (counting itself), payload."""
     return _HEAD.pack(mtype, len(payload) + 4) + payload

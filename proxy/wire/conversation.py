@@ -38,6 +38,8 @@ from proxy.wire.framing import ProtocolViolation
 class Owed(enum.Enum):
     """What one queued frontend message still waits for."""
 
+    __hash__ = object.__hash__  # members are singletons; Enum's name hash is slow
+
     QUERY = "Q"
     PARSE = "P"
     BIND = "B"
@@ -53,6 +55,8 @@ class Owed(enum.Enum):
 class PasswordKind(enum.Enum):
     """Which 'p' message the server expects after its last authentication request."""
 
+    __hash__ = object.__hash__
+
     PASSWORD = "PasswordMessage"
     SASL_INITIAL = "SASLInitialResponse"
     SASL = "SASLResponse"
@@ -60,6 +64,8 @@ class PasswordKind(enum.Enum):
 
 
 class Copy(enum.Enum):
+    __hash__ = object.__hash__
+
     IN = "in"
     OUT = "out"
     BOTH = "both"
@@ -314,14 +320,14 @@ class Conversation:
         if self._copy is not None and self._in_copy(mtype):
             return
         head = self._head()
-        act = _RESPONSES[head].get(mtype) if head is not None else None
+        act = _COMPILED[head].get(mtype) if head is not None else None
         if act is None:
             if mtype == _E and _is_fatal(payload):
                 self.phase = Phase.CLOSED
                 return
             owed = head.name if head is not None else "nothing"
             raise _violation(f"backend message {chr(mtype)!r} while owing {owed}")
-        _ACTIONS[act](self, payload)
+        act(self, payload)
 
     def _in_copy(self, mtype: int) -> bool:
         """Handle a backend message inside COPY; True if it was fully handled."""
@@ -401,6 +407,13 @@ _ACTIONS: dict[_Act, Callable[[Conversation, bytes], None]] = {
     _Act.COPY_IN: Conversation._copy_in,
     _Act.COPY_OUT: Conversation._copy_out,
     _Act.COPY_BOTH: Conversation._copy_both,
+}
+
+
+#: _RESPONSES with the actions resolved to methods (what the hot path looks up).
+_COMPILED: dict[Owed, dict[int, Callable[[Conversation, bytes], None]]] = {
+    owed: {mtype: _ACTIONS[act] for mtype, act in table.items()}
+    for owed, table in _RESPONSES.items()
 }
 
 

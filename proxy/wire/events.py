@@ -69,6 +69,8 @@ class Phase(enum.Enum):
     AUTHENTICATING|STARTING -> (ErrorResponse) CLOSED
     """
 
+    __hash__ = object.__hash__  # members are singletons; Enum's name hash is slow
+
     STARTUP = "startup"
     NEGOTIATING = "negotiating"
     AUTHENTICATING = "authenticating"

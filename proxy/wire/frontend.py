@@ -24,15 +24,19 @@ from typing import ClassVar
 
 from proxy.wire.codec import (
     Reader,
+    at_end,
     cstr,
+    cstring_at,
     frame,
     frame_untyped,
     i16,
     i32,
     int16_list,
+    int16s_at,
     no_payload,
     nullable,
     u32,
+    values_at,
 )
 from proxy.wire.common import COPY_DONE, CopyData, CopyDone
 from proxy.wire.framing import ProtocolViolation
@@ -236,10 +240,9 @@ class Query:
 
     @classmethod
     def decode(cls, payload: bytes) -> Query:
-        r = Reader(payload, "Query")
-        msg = cls(r.cstring())
-        r.finish()
-        return msg
+        query, pos = cstring_at(payload, 0, "Query")
+        at_end(payload, pos, "Query")
+        return cls(query)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,8 +261,9 @@ class Parse:
 
     @classmethod
     def decode(cls, payload: bytes) -> Parse:
-        r = Reader(payload, "Parse")
-        name, query = r.cstring(), r.cstring()
+        name, pos = cstring_at(payload, 0, "Parse")
+        query, pos = cstring_at(payload, pos, "Parse")
+        r = Reader(payload[pos:], "Parse")
         types = r.uint32_list(r.count())
         r.finish()
         return cls(name, query, types)
@@ -285,22 +289,24 @@ class Bind:
 
     @classmethod
     def decode(cls, payload: bytes) -> Bind:
-        r = Reader(payload, "Bind")
-        portal, statement = r.cstring(), r.cstring()
-        param_formats = r.int16_list()
-        params = tuple(r.nullable() for _ in range(r.count()))
-        result_formats = r.int16_list()
-        r.finish()
+        portal, pos = cstring_at(payload, 0, "Bind")
+        statement, pos = cstring_at(payload, pos, "Bind")
+        param_formats, pos = int16s_at(payload, pos, "Bind")
+        params, pos = values_at(payload, pos, "Bind")
+        result_formats, pos = int16s_at(payload, pos, "Bind")
+        at_end(payload, pos, "Bind")
         return cls(portal, statement, param_formats, params, result_formats)
 
 
+_TARGET_KINDS = {ord("S"): "S", ord("P"): "P"}
+
+
 def _decode_target(payload: bytes, what: str) -> tuple[str, str]:
-    r = Reader(payload, what)
-    kind = chr(r.byte())
-    if kind not in ("S", "P"):
-        raise ProtocolViolation(f"invalid {what} message subtype {kind!r}")
-    name = r.cstring()
-    r.finish()
+    kind = _TARGET_KINDS.get(payload[0]) if payload else None
+    if kind is None:
+        raise ProtocolViolation(f"invalid {what} message subtype {payload[:1]!r}")
+    name, pos = cstring_at(payload, 1, what)
+    at_end(payload, pos, what)
     return kind, name
 
 
@@ -349,10 +355,10 @@ class Execute:
 
     @classmethod
     def decode(cls, payload: bytes) -> Execute:
-        r = Reader(payload, "Execute")
-        msg = cls(r.cstring(), r.int32())
-        r.finish()
-        return msg
+        portal, pos = cstring_at(payload, 0, "Execute")
+        if len(payload) != pos + 4:
+            raise ProtocolViolation("malformed Execute message: bad length")
+        return cls(portal, int.from_bytes(payload[pos:], "big", signed=True))
 
 
 @dataclass(frozen=True, slots=True)

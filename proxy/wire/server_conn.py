@@ -171,4 +171,3 @@ class ServerConnection:
         self.conversation.startup("answer")
         self._framer.expect_startup()
         return msg.encode()
-
