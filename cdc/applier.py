@@ -187,11 +187,17 @@ class Applier:
             raise ApplierError(
                 f"{table.schema.name}: tuple of {len(data)} columns, relation has {len(parsers)}"
             )
+        try:
+            return tuple([parse(raw) if raw.__class__ is str else raw
+                          for parse, raw in zip(parsers, data, strict=False)])
+        except ValueError:
+            return self._values_lenient(table, data)
+
+    def _values_lenient(self, table: _Table, data: TupleData) -> Row:
+        """Values that fail to parse stay text (``TextValue``) instead of failing the stream."""
         out: list[object] = []
-        for parse, raw, col in zip(parsers, data, table.schema.columns, strict=True):
-            if raw is None or raw is UNCHANGED_TOAST:
-                out.append(raw)
-            elif isinstance(raw, str):
+        for parse, raw, col in zip(table.parsers, data, table.schema.columns, strict=True):
+            if isinstance(raw, str):
                 try:
                     out.append(parse(raw))
                 except ValueError:

@@ -169,8 +169,8 @@ class PgConnection:
             if not data:
                 raise ConnectionError("the upstream closed the connection")
             self._framer.feed(data)
-            while (item := self._framer.next()) is not None:
-                self._pending.append(item)
+            raw, index = self._framer.drain()
+            self._pending.extend((mtype, raw[start:end]) for mtype, start, end in index)
         return self._pending.popleft()
 
     async def query(self, sql: str) -> QueryResult:

@@ -10,7 +10,9 @@ raises anything else for any input bytes (fuzz-tested).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
+from typing import Any
 
 from cdc.pgoutput.messages import (
     UNCHANGED_TOAST,
@@ -49,6 +51,14 @@ class _Reader:
         chunk = self.buf[self.pos : end]
         self.pos = end
         return chunk
+
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
+        pos = self.pos
+        end = pos + layout.size
+        if end > len(self.buf):
+            raise PgoutputError(f"truncated: need {layout.size} bytes at offset {pos}")
+        self.pos = end
+        return layout.unpack_from(self.buf, pos)
 
     def u8(self) -> int:
         return self._take(1)[0]
@@ -90,12 +100,17 @@ class _Reader:
         return self._take(len(self.buf) - self.pos)
 
 
+_BEGIN = struct.Struct("!QqI")
+_COMMIT = struct.Struct("!BQQq")
+_OID_KIND = struct.Struct("!Ic")
+
+
 def _begin(r: _Reader) -> Begin:
-    return Begin(r.uint64(), r.int64(), r.uint32())
+    return Begin(*r.unpack(_BEGIN))
 
 
 def _commit(r: _Reader) -> Commit:
-    return Commit(r.u8(), r.uint64(), r.uint64(), r.int64())
+    return Commit(*r.unpack(_COMMIT))
 
 
 def _origin(r: _Reader) -> Origin:
@@ -123,26 +138,30 @@ def _expect(r: _Reader, allowed: bytes, what: str) -> str:
     return chr(kind)
 
 
+def _oid_and_marker(r: _Reader, allowed: tuple[bytes, ...], what: str) -> tuple[int, bytes]:
+    oid, kind = r.unpack(_OID_KIND)
+    if kind not in allowed:
+        raise PgoutputError(f"{what}: unexpected tuple marker {kind!r} at offset {r.pos - 1}")
+    return oid, kind
+
+
 def _insert(r: _Reader) -> Insert:
-    oid = r.uint32()
-    _expect(r, b"N", "Insert")
+    oid, _ = _oid_and_marker(r, (b"N",), "Insert")
     return Insert(oid, r.tuple_data())
 
 
 def _update(r: _Reader) -> Update:
-    oid = r.uint32()
-    kind = _expect(r, b"KON", "Update")
-    if kind == "N":
+    oid, kind = _oid_and_marker(r, (b"N", b"K", b"O"), "Update")
+    if kind == b"N":
         return Update(oid, "", None, r.tuple_data())
     old = r.tuple_data()
     _expect(r, b"N", "Update")
-    return Update(oid, kind, old, r.tuple_data())
+    return Update(oid, kind.decode(), old, r.tuple_data())
 
 
 def _delete(r: _Reader) -> Delete:
-    oid = r.uint32()
-    kind = _expect(r, b"KO", "Delete")
-    return Delete(oid, kind, r.tuple_data())
+    oid, kind = _oid_and_marker(r, (b"K", b"O"), "Delete")
+    return Delete(oid, kind.decode(), r.tuple_data())
 
 
 def _truncate(r: _Reader) -> Truncate:
@@ -185,7 +204,7 @@ def decode_message(payload: bytes) -> PgoutputMessage:
             f"unknown pgoutput message type {payload[:1]!r} (protocol 1 expected; streaming "
             "messages need proto_version 2, which weir does not request)"
         )
-    reader = _Reader(bytes(payload))
+    reader = _Reader(payload if type(payload) is bytes else bytes(payload))
     try:
         message = decoder(reader)
     except PgoutputError as exc:
