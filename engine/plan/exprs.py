@@ -18,7 +18,7 @@ from typing import Any
 from engine.plan import ir, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
-from engine.sql.catalog import BYTE_ORDER_COLLATIONS
+from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
 from engine.values import oids as T
 
 Node = dict[str, Any]
@@ -58,22 +58,20 @@ def _name(parts: list[Node]) -> str:
     return names[-1] if names else "?"
 
 
-def deterministic(collation: str | None) -> bool:
-    """Whether equality under ``collation`` is byte equality (PostgreSQL's deterministic
-    collations: every libc locale and every predefined ICU collation)."""
-    if collation is None or collation in BYTE_ORDER_COLLATIONS:
-        return True
-    return "_" in collation or "." in collation or collation.endswith("-x-icu")
+def deterministic(collation: str | None, catalog: Catalog) -> bool:
+    """Whether equality under ``collation`` is byte equality (the catalog lists the
+    nondeterministic collations, from ``pg_collation.collisdeterministic``)."""
+    return collation is None or collation not in catalog.nondeterministic
 
 
 class ExprBuilder:
     """Translate expressions over ``scope``; ``on_agg`` handles aggregate calls and
     ``on_column`` maps a scope position to the expression that stands for it."""
 
-    def __init__(self, scope: Scope, default_collation: str, *, on_agg: AggHook | None = None,
+    def __init__(self, scope: Scope, catalog: Catalog, *, on_agg: AggHook | None = None,
                  on_column: ColHook | None = None, clause: str = "WHERE") -> None:
         self.scope = scope
-        self.default_collation = default_collation
+        self.catalog = catalog
         self.on_agg = on_agg
         self.on_column = on_column
         self.clause = clause
@@ -112,7 +110,9 @@ class ExprBuilder:
         if expr.type_oid == T.NUMERIC and target in (T.FLOAT4, T.FLOAT8):
             return ir.Cast(expr, target)
         if expr.type_oid in (T.VARCHAR, T.NAME) and target == T.TEXT:
-            return expr  # same representation; PostgreSQL's implicit binary coercion
+            return ir.Cast(expr, T.TEXT)  # PostgreSQL's implicit binary coercion
+        if expr.type_oid == T.TEXT and target == T.VARCHAR:
+            return ir.Cast(expr, T.VARCHAR)
         return expr
 
     def collation(self, expr: ir.Expr) -> str | None:
@@ -122,7 +122,7 @@ class ExprBuilder:
         found = [c for c in (self.colls.get(i) for i in _text_columns(expr)) if c is not None]
         if len(set(found)) > 1:
             raise PlanError("comparison of text under two different collations")
-        return found[0] if found else self.default_collation
+        return found[0] if found else self.catalog.default_collation
 
     def check_ordering(self, exprs: tuple[ir.Expr, ...], what: str) -> None:
         for expr in exprs:
@@ -133,7 +133,7 @@ class ExprBuilder:
     def check_equality(self, exprs: tuple[ir.Expr, ...]) -> None:
         for expr in exprs:
             coll = self.collation(expr)
-            if not deterministic(coll):
+            if not deterministic(coll, self.catalog):
                 raise PlanError(f"text comparison under nondeterministic collation {coll}")
 
     # ------------------------------------------------------------------ leaves
@@ -285,6 +285,12 @@ class ExprBuilder:
         return ir.NullIf(left, right, left.type_oid)
 
     # ------------------------------------------------------------------ other nodes
+    def sublink(self, body: Node) -> ir.Expr:
+        what = _SUBLINKS.get(body.get("subLinkType", ""), "subquery")
+        if correlated(self.scope, body):
+            raise PlanError(f"correlated {what}")
+        raise PlanError(f"{what} in an expression (only subqueries in FROM are supported)")
+
     def bool_expr(self, body: Node) -> ir.Expr:
         args = tuple(self.boolean(a) for a in body.get("args", []))
         op = body.get("boolop")
@@ -404,9 +410,48 @@ def _text_columns(expr: Any) -> list[int]:
     return sorted(column_refs(expr))
 
 
-_SUBLINKS = {"EXISTS_SUBLINK": "EXISTS (subquery)", "ANY_SUBLINK": "IN (subquery)",
-             "ALL_SUBLINK": "ALL (subquery)", "EXPR_SUBLINK": "scalar subquery",
-             "ARRAY_SUBLINK": "ARRAY (subquery)"}
+def _inner_names(select: Any) -> set[str]:
+    """Range names (aliases and relation names) a subquery defines, at any depth."""
+    names: set[str] = set()
+    stack = [select]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in ("RangeVar", "RangeSubselect"):
+                body = node.get(key)
+                if body is not None:
+                    alias = (body.get("alias") or {}).get("aliasname")
+                    names.add(alias or body.get("relname", ""))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
+
+
+def correlated(scope: Scope, body: Node) -> bool:
+    """Does a subquery reference a range of the enclosing query by its qualifier?"""
+    inner = _inner_names(body.get("subselect"))
+    stack: list[Any] = [body.get("subselect")]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("ColumnRef")
+            if ref is not None:
+                fields = ref.get("fields", [])
+                if len(fields) == 2 and "String" in fields[0]:
+                    qual = fields[0]["String"]["sval"]
+                    if qual not in inner and scope.has_qualifier(qual):
+                        return True
+                continue
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+_SUBLINKS = {"EXISTS_SUBLINK": "EXISTS subquery", "ANY_SUBLINK": "IN/ANY subquery",
+             "ALL_SUBLINK": "ALL subquery", "EXPR_SUBLINK": "scalar subquery",
+             "ARRAY_SUBLINK": "ARRAY subquery"}
 
 
 def _describe(kind: str, body: Node) -> str:
@@ -447,4 +492,5 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "CoalesceExpr": ExprBuilder.coalesce,
     "TypeCast": ExprBuilder.type_cast,
     "FuncCall": ExprBuilder.func_call,
+    "SubLink": ExprBuilder.sublink,
 }

@@ -33,10 +33,6 @@ class PlanContext:
     relations: dict[int, Relation] = field(default_factory=dict)
     next_rte: int = 0
 
-    @property
-    def default_collation(self) -> str:
-        return self.catalog.default_collation
-
     def new_rte(self) -> int:
         self.next_rte += 1
         return self.next_rte
@@ -129,7 +125,7 @@ def column_equality(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]] | Non
     return fields[0], fields[1]
 
 
-def _join_keys(eqs: list[tuple[int, int]], left: Bound, right: Bound) -> tuple[
+def _join_keys(eqs: list[tuple[int, int]], left: Bound, right: Bound, catalog: Catalog) -> tuple[
         tuple[int, ...], tuple[int, ...]]:
     from engine.plan.exprs import deterministic
     from engine.plan.pgtypes import comparable
@@ -141,7 +137,7 @@ def _join_keys(eqs: list[tuple[int, int]], left: Bound, right: Bound) -> tuple[
         lc, rc = left.scope.cols[a], right.scope.cols[b - width]
         if not comparable(lc.type_oid, rc.type_oid):
             raise PlanError(f"join of {lc.name} and {rc.name}: types differ")
-        if not deterministic(lc.collation) or not deterministic(rc.collation):
+        if not deterministic(lc.collation, catalog) or not deterministic(rc.collation, catalog):
             raise PlanError("join on text under a nondeterministic collation")
         lk.append(a)
         rk.append(b - width)
@@ -171,7 +167,8 @@ def _split_on(ctx: PlanContext, quals: Node | None, left: Bound, right: Bound,
             if _refs_only_right(conj, scope, width):
                 right_only.append(conj)
                 continue
-            raise PlanError("LEFT JOIN condition other than column equality on the left side")
+            raise PlanError("LEFT JOIN ON condition reading the left side (only equalities and "
+                            "conditions on the right side)")
         rest.append(conj)
     if not eqs:
         raise PlanError("join without an equality between its two sides")
@@ -222,7 +219,7 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     eqs, right_only, rest = _split_on(ctx, node.get("quals"), left, right, kind)
     if right_only:
         right = _filter_input(ctx, right, right_only)
-    lk, rk = _join_keys(eqs, left, right)
+    lk, rk = _join_keys(eqs, left, right, ctx.catalog)
     joined = Bound(ir.Join(left.rel, right.rel, lk, rk, kind), _combined(left, right))  # type: ignore[arg-type]
     return joined, lrest + rrest + rest
 
@@ -233,7 +230,7 @@ def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Boun
         raise PlanError("RIGHT JOIN condition other than column equality")
     if right_only:
         left = _filter_input(ctx, left, right_only)
-    lk, rk = _join_keys(eqs, right, left)
+    lk, rk = _join_keys(eqs, right, left, ctx.catalog)
     join = ir.Join(right.rel, left.rel, lk, rk, "left")
     nr, nl = len(right.scope.cols), len(left.scope.cols)
     order = [nr + i for i in range(nl)] + list(range(nr))
@@ -245,7 +242,7 @@ def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Boun
 
 def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
     from engine.plan.exprs import ExprBuilder
-    builder = ExprBuilder(bound.scope, ctx.default_collation, clause="JOIN/ON")
+    builder = ExprBuilder(bound.scope, ctx.catalog, clause="JOIN/ON")
     preds = tuple(builder.boolean(c) for c in conds)
     pred = preds[0] if len(preds) == 1 else ir.BoolOp("and", preds)
     return Bound(ir.Filter(bound.rel, pred), bound.scope)
@@ -275,10 +272,11 @@ def bind_from(ctx: PlanContext, items: list[Node], where: list[Node]) -> tuple[B
         pending.extend(rest)
     if len(bound) == 1:
         return bound[0], pending + where
-    return _implicit_joins(bound, pending + where)
+    return _implicit_joins(bound, pending + where, ctx.catalog)
 
 
-def _implicit_joins(items: list[Bound], where: list[Node]) -> tuple[Bound, list[Node]]:
+def _implicit_joins(items: list[Bound], where: list[Node],
+                    catalog: Catalog) -> tuple[Bound, list[Node]]:
     full = Scope(tuple(c for b in items for c in b.scope.cols))
     owner: list[int] = []
     offsets: list[int] = []
@@ -309,7 +307,7 @@ def _implicit_joins(items: list[Bound], where: list[Node]) -> tuple[Bound, list[
         base = len(positions)
         lk = tuple(local[a if owner[a] != target else b] for _, a, b in used)
         rk = tuple((b if owner[b] == target else a) - offsets[target] for _, a, b in used)
-        _join_keys([(lk[i], base + rk[i]) for i in range(len(lk))], current, other)
+        _join_keys([(lk[i], base + rk[i]) for i in range(len(lk))], current, other, catalog)
         current = Bound(ir.Join(current.rel, other.rel, lk, rk), _combined(current, other))
         positions.extend(range(offsets[target], offsets[target] + len(other.scope.cols)))
         joined.append(target)

@@ -19,6 +19,7 @@ from typing import Any
 from engine.plan import ir, pgtypes
 from engine.plan.exprs import ExprBuilder, Node
 from engine.plan.scope import PlanError, Scope, remap
+from engine.sql.catalog import Catalog
 from engine.values import oids as T
 
 AGG_BASE = 1 << 30
@@ -27,9 +28,9 @@ AGG_BASE = 1 << 30
 class Grouping:
     """Group columns and aggregates of one SELECT over ``scope`` (the FROM+WHERE output)."""
 
-    def __init__(self, scope: Scope, default_collation: str) -> None:
+    def __init__(self, scope: Scope, catalog: Catalog) -> None:
         self.scope = scope
-        self.default_collation = default_collation
+        self.catalog = catalog
         self.groups: list[int] = []
         self.aggs: list[ir.AggCall] = []
         self.agg_colls: dict[int, str | None] = {}
@@ -40,7 +41,7 @@ class Grouping:
         return self.groups.index(pos)
 
     def builder(self, clause: str) -> ExprBuilder:
-        b = ExprBuilder(self.scope, self.default_collation, on_agg=self._agg,
+        b = ExprBuilder(self.scope, self.catalog, on_agg=self._agg,
                         on_column=self._column, clause=clause)
         b.colls = self.agg_colls  # shared: group and aggregate outputs' collations
         return b
@@ -70,7 +71,7 @@ class Grouping:
         args = body.get("args", [])
         if len(args) != 1:
             raise PlanError(f"aggregate {name}() with {len(args)} arguments")
-        inner = ExprBuilder(self.scope, self.default_collation, clause="aggregate arguments")
+        inner = ExprBuilder(self.scope, self.catalog, clause="aggregate arguments")
         arg = inner.build(args[0])
         if arg.type_oid == T.UNKNOWN:
             arg = inner.coerce(arg, T.TEXT)

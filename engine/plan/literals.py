@@ -106,7 +106,11 @@ def literal_value(type_oid: int, text: str) -> Any:
     """The canonical value of ``text`` as a literal of ``type_oid``; raises LiteralError."""
     parse = _PARSERS.get(type_oid)
     if parse is None:
-        raise LiteralError(f"literal of type {type_oid} is not typed by the planner")
+        from engine.plan.pgtypes import type_name
+        if type_oid in (T.TIMESTAMPTZ, T.TIMETZ):
+            raise LiteralError(f"{type_name(type_oid)} literal (its value depends on the "
+                               "session TimeZone)")
+        raise LiteralError(f"literal of type {type_name(type_oid)}")
     return parse(type_oid, text)
 
 

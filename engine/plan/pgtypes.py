@@ -47,7 +47,9 @@ _NUMERIC_RANK = {T.INT2: 0, T.INT4: 1, T.INT8: 2, T.NUMERIC: 3, T.FLOAT4: 4, T.F
 
 
 def type_name(oid: int) -> str:
-    return TYPE_NAMES.get(oid, str(oid))
+    if oid in T.ARRAY_ELEMENT and oid not in TYPE_NAMES:
+        return type_name(T.ARRAY_ELEMENT[oid]) + "[]"
+    return TYPE_NAMES.get(oid, f"oid {oid}")
 
 
 def integer_literal_type(text: str) -> int:
@@ -90,22 +92,39 @@ def comparable(left: int, right: int) -> bool:
     return {left, right} == {T.TIMESTAMP, T.DATE}
 
 
+#: Implicit casts between the types common_type handles (source -> targets).
+_IMPLICIT = {
+    T.INT2: {T.INT4, T.INT8, T.NUMERIC, T.FLOAT4, T.FLOAT8},
+    T.INT4: {T.INT8, T.NUMERIC, T.FLOAT4, T.FLOAT8},
+    T.INT8: {T.NUMERIC, T.FLOAT4, T.FLOAT8},
+    T.NUMERIC: {T.FLOAT4, T.FLOAT8},
+    T.FLOAT4: {T.FLOAT8},
+    T.VARCHAR: {T.TEXT},
+    T.TEXT: {T.VARCHAR},
+}
+_PREFERRED = {T.FLOAT8, T.TEXT}
+_CATEGORY = {T.INT2: "N", T.INT4: "N", T.INT8: "N", T.NUMERIC: "N", T.FLOAT4: "N",
+             T.FLOAT8: "N", T.TEXT: "S", T.VARCHAR: "S"}
+
+
 def common_type(types: list[int]) -> int | None:
-    """The type CASE/COALESCE resolve their branches to (unknown literals excluded)."""
+    """The type CASE/COALESCE resolve their branches to (PostgreSQL's select_common_type:
+    unknown literals excluded; a later type wins only if the current one casts to it
+    implicitly but not back, and never over a preferred type)."""
     known = [t for t in types if t != T.UNKNOWN]
     if not known:
         return T.TEXT
-    first = known[0]
-    if all(t == first for t in known):
-        return first
-    if all(t in _NUMERIC_RANK for t in known):
-        best = max(known, key=lambda t: _NUMERIC_RANK[t])
-        if T.FLOAT4 in known and best == T.FLOAT4 and any(t != T.FLOAT4 for t in known):
-            return T.FLOAT8
-        return best
-    if all(t in (T.TEXT, T.VARCHAR) for t in known):
-        return T.TEXT
-    return None
+    ptype = known[0]
+    for t in known[1:]:
+        if t == ptype:
+            continue
+        if _CATEGORY.get(t) is None or _CATEGORY.get(t) != _CATEGORY.get(ptype):
+            return None
+        if ptype in _PREFERRED:
+            continue
+        if t in _IMPLICIT.get(ptype, ()) and ptype not in _IMPLICIT.get(t, ()):
+            ptype = t
+    return ptype
 
 
 def sum_type(arg: int) -> int | None:
@@ -121,4 +140,9 @@ def avg_type(arg: int) -> int | None:
 def minmax_type(arg: int) -> int | None:
     if arg == T.VARCHAR:
         return T.TEXT  # min(varchar) resolves to min(text)
-    return arg if arg in ORDERABLE_TYPES and arg != T.NAME else None
+    return arg if arg in _MINMAX else None
+
+
+#: Types with min()/max() in PostgreSQL 15 whose order Python reproduces (no bool, uuid, bytea).
+_MINMAX = frozenset({T.INT2, T.INT4, T.INT8, T.NUMERIC, T.FLOAT4, T.FLOAT8, T.TEXT, T.DATE,
+                     T.TIME, T.TIMESTAMP, T.TIMESTAMPTZ})

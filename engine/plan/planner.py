@@ -84,11 +84,12 @@ class _Planner:
     def _select(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
         where = conjuncts(stmt.get("whereClause"))
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
-        keys, where = choose_keys(bound.scope, where, self.literals, self.lift) if top else (
+        keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
+                                  ctx.catalog) if top else (
             [], where)
         rel = bound.rel
         if where:
-            wb = ExprBuilder(bound.scope, ctx.default_collation)
+            wb = ExprBuilder(bound.scope, ctx.catalog)
             preds = tuple(wb.boolean(c) for c in where)
             rel = ir.Filter(rel, preds[0] if len(preds) == 1 else ir.BoolOp("and", preds))
         targets = stmt.get("targetList", [])
@@ -98,7 +99,7 @@ class _Planner:
             return self._grouped(ctx, stmt, Bound(rel, bound.scope), keys)
         if stmt.get("havingClause") is not None:
             raise PlanError("HAVING without GROUP BY or aggregates")
-        builder = ExprBuilder(bound.scope, ctx.default_collation, clause="SELECT")
+        builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")
         key_exprs: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
                              lambda e: e, lambda i: builder.colls.get(i))
@@ -108,7 +109,7 @@ class _Planner:
             if any(k.source.param is not None for k in keys):
                 raise PlanError("parameter in an aggregate query without GROUP BY")
             raise _RetryPinned
-        grouping = Grouping(bound.scope, ctx.default_collation)
+        grouping = Grouping(bound.scope, ctx.catalog)
         targets = stmt.get("targetList", [])
         for item in stmt.get("groupClause", []):
             grouping.add_group(self._group_column(bound.scope, targets, item))
@@ -274,7 +275,7 @@ class _Planner:
         colls = [c.collation for c in first.scope.cols]
         scope = Scope(tuple(ScopeCol(None, c.name, c.type_oid, c.collation, 0)
                             for c in first.scope.cols))
-        builder = ExprBuilder(scope, ctx.default_collation, clause="ORDER BY")
+        builder = ExprBuilder(scope, ctx.catalog, clause="ORDER BY")
         exprs: list[ir.Expr] = [ir.ColumnRef(i, c.type_oid) for i, c in enumerate(rel.columns)]
         for i, c in enumerate(colls):
             builder.colls[i] = c

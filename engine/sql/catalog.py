@@ -6,7 +6,8 @@ that loads them from PostgreSQL (``CATALOG_QUERY``), the constructor from its re
 
 Invariants: everything here is pure data; no driver, no I/O. The proxy (or a test) runs
 ``CATALOG_QUERY`` over any driver and hands the rows to ``from_rows``. Rows are plain tuples in
-the column order of the query (a 13th column, the database's collation, is optional). A
+the column order of the query (the 13th and 14th columns, the database's collation and
+whether the column's collation is nondeterministic, are optional). A
 column's ``collation`` is the *effective* collation name
 (``"default"`` is replaced by the database's own collation), or None for non-collatable types.
 """
@@ -33,7 +34,8 @@ SELECT c.oid::int8, n.nspname::text, c.relname::text, c.relkind::text, c.relrows
        a.attnotnull,
        array_position(pk.indkey::int2[], a.attnum)::int4,
        CASE WHEN d.datlocprovider = 'i' THEN d.daticulocale
-            WHEN d.datcollate IN ('C', 'POSIX') THEN 'C' ELSE d.datcollate END::text
+            WHEN d.datcollate IN ('C', 'POSIX') THEN 'C' ELSE d.datcollate END::text,
+       NOT coalesce(co.collisdeterministic, true)
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -94,6 +96,7 @@ class Catalog:
 
     relations: tuple[Relation, ...] = ()
     default_collation: str = "C"
+    nondeterministic: frozenset[str] = frozenset()
     _by_name: dict[tuple[str, str], Relation] = field(default_factory=dict, compare=False,
                                                       repr=False)
 
@@ -110,10 +113,13 @@ class Catalog:
         """Build from the rows of ``CATALOG_QUERY`` (any driver's tuples)."""
         grouped: dict[int, list[Sequence[Any]]] = {}
         default_collation = "C"
+        nondeterministic: set[str] = set()
         for row in rows:
             grouped.setdefault(int(row[0]), []).append(row)
             if len(row) > 12 and row[12] is not None:
                 default_collation = str(row[12])
+            if len(row) > 13 and row[13] and row[9] is not None:
+                nondeterministic.add(str(row[9]))
         relations = []
         for oid, cols in grouped.items():
             cols = sorted(cols, key=lambda r: int(r[5]))
@@ -126,7 +132,7 @@ class Catalog:
                               for r in cols),
                 primary_key=tuple(name for _, name in pk), kind=str(head[3]),
                 row_security=bool(head[4])))
-        return cls(tuple(relations), default_collation)
+        return cls(tuple(relations), default_collation, frozenset(nondeterministic))
 
     def get(self, schema: str, name: str) -> Relation | None:
         return self._by_name.get((schema, name))

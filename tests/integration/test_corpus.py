@@ -107,10 +107,14 @@ def populate(conn: psycopg.Connection[Any], data: dict[str, list[tuple[Any, ...]
             cur.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
 
 
-def run_pg(conn: psycopg.Connection[Any], sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+def run_pg(conn: psycopg.Connection[Any], sql: str, params: list[Any]) -> tuple[
+        list[tuple[str, int]], list[tuple[Any, ...]]]:
+    """PostgreSQL's result columns (name, type oid) and rows for ``sql``."""
     order = [int(n) for n in re.findall(r"\$(\d+)", sql)]
     text = re.sub(r"\$\d+", "%s", sql.replace("%", "%%"))
-    return [tuple(r) for r in conn.execute(text, [params[n - 1] for n in order]).fetchall()]
+    cur = conn.execute(text, [params[n - 1] for n in order])
+    columns = [(d.name, d.type_code) for d in cur.description or []]
+    return columns, [tuple(r) for r in cur.fetchall()]
 
 
 def test_corpus_matches_postgres(pg: Any, dbname: str) -> None:
@@ -132,7 +136,10 @@ def test_corpus_matches_postgres(pg: Any, dbname: str) -> None:
                 continue
             supported += 1
             reader = answer.query.plan.reader
-            expected = run_pg(conn, sql, params)
+            columns, expected = run_pg(conn, sql, params)
+            ours = [(c.name, c.type_oid) for c in reader.columns]
+            if ours != columns:
+                failures.append(f"{sql}\n  pg columns:   {columns}\n  weir columns: {ours}")
             nonempty += bool(expected)
             key = answer.key(params)
             assert key is not None, sql
@@ -152,3 +159,45 @@ def test_corpus_matches_postgres(pg: Any, dbname: str) -> None:
         assert not failures, "\n\n".join(failures)
         assert supported >= len(queries) * 0.6
         assert nonempty >= supported * 0.8  # the comparisons are not vacuous
+
+
+GOLDEN_SCHEMA = """
+CREATE TABLE users (id int4 PRIMARY KEY, username text, email varchar, karma int4,
+                    is_admin bool, created_at timestamp);
+CREATE TABLE stories (id int8 PRIMARY KEY, author_id int4, title text, url text, score int4,
+                      published bool, created_at timestamp);
+CREATE TABLE votes (id int8 PRIMARY KEY, story_id int8, user_id int4, value int2);
+CREATE TABLE comments (id int8 PRIMARY KEY, story_id int8, author_id int4, body text,
+                       score int4, price numeric, rating float8);
+CREATE SCHEMA app;
+CREATE TABLE app.users (id int4 PRIMARY KEY, handle text);
+"""
+
+
+def describe(conn: psycopg.Connection[Any], sql: str) -> list[tuple[str, int]]:
+    """Result columns PostgreSQL reports for ``sql`` (prepared and described, not run)."""
+    pgconn = conn.pgconn
+    result = pgconn.prepare(b"", sql.encode())
+    assert result.error_message == b"", (sql, result.error_message)
+    desc = pgconn.describe_prepared(b"")
+    return [(desc.fname(i).decode(), desc.ftype(i)) for i in range(desc.nfields)]
+
+
+def test_golden_plans_report_postgres_columns(pg: Any, dbname: str) -> None:
+    """Every supported golden case: the plan's output names and types are PostgreSQL's."""
+    golden = Path(__file__).resolve().parent.parent / "golden" / "plan"
+    with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as conn:
+        conn.execute(GOLDEN_SCHEMA)
+        catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
+        planner = QueryPlanner(catalog)
+        checked = 0
+        for path in sorted(golden.glob("*.txt")):
+            head = path.read_text().partition("----\n")[0]
+            sql = "\n".join(x for x in head.splitlines() if not x.startswith("--")).strip()
+            answer = planner.classify(sql, ("public",))
+            if isinstance(answer.query, Unsupported):
+                continue
+            ours = [(c.name, c.type_oid) for c in answer.query.plan.reader.columns]
+            assert ours == describe(conn, sql), path.name
+            checked += 1
+        assert checked >= 50

@@ -21,6 +21,7 @@ from engine.plan import pgtypes
 from engine.plan.exprs import deterministic
 from engine.plan.literals import can_type
 from engine.plan.scope import PlanError, Scope, ScopeCol
+from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
 from engine.values import oids as T
 
@@ -46,14 +47,14 @@ class Key:
     type_oid: int
 
 
-def choose_keys(scope: Scope, where: list[Node], literals: tuple[Literal, ...],
-                lift: bool) -> tuple[list[Key], list[Node]]:
+def choose_keys(scope: Scope, where: list[Node], literals: tuple[Literal, ...], lift: bool,
+                catalog: Catalog) -> tuple[list[Key], list[Node]]:
     """Split WHERE conjuncts into reader keys and the conjuncts that remain filters."""
     index = {lit.location: i for i, lit in enumerate(literals)}
     keys: list[Key] = []
     rest: list[Node] = []
     for conj in where:
-        key = _key(scope, conj, literals, index, lift)
+        key = _key(scope, conj, literals, index, lift, catalog)
         if key is None or any(k.position == key.position for k in keys):
             if key is not None and key.source.param is not None:
                 raise PlanError("a column compared with two parameters")
@@ -80,7 +81,7 @@ def _equality_sides(node: Node) -> tuple[Node, Node] | None:
 
 
 def _key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[int, int],
-         lift: bool) -> Key | None:
+         lift: bool, catalog: Catalog) -> Key | None:
     sides = _equality_sides(node)
     if sides is None:
         return None
@@ -88,26 +89,26 @@ def _key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[in
     pos = scope.lookup(tuple(f["String"]["sval"] for f in left["ColumnRef"]["fields"]))
     col = scope.cols[pos]
     if "ParamRef" in right:
-        _check_param_column(col)
+        _check_param_column(col, catalog)
         return Key(pos, KeySource(param=int(right["ParamRef"]["number"])), col.type_oid)
     i = index.get(int(right["A_Const"].get("location", -1)))
-    if not lift or i is None or not _liftable(literals[i].kind, col):
+    if not lift or i is None or not _liftable(literals[i].kind, col, catalog):
         return None
     return Key(pos, KeySource(literal=i), col.type_oid)
 
 
-def _liftable(kind: str, col: ScopeCol) -> bool:
+def _liftable(kind: str, col: ScopeCol, catalog: Catalog) -> bool:
     if kind not in _LIFTABLE or col.type_oid not in pgtypes.ORDERABLE_TYPES:
         return False
     allowed = _LIFTABLE[kind]
     if allowed is not None and col.type_oid not in allowed:
         return False
-    return can_type(col.type_oid) and deterministic(col.collation)
+    return can_type(col.type_oid) and deterministic(col.collation, catalog)
 
 
-def _check_param_column(col: ScopeCol) -> None:
+def _check_param_column(col: ScopeCol, catalog: Catalog) -> None:
     if col.type_oid not in pgtypes.ORDERABLE_TYPES:
         raise PlanError(f"parameter compared with column {col.name} of type "
                         f"{pgtypes.type_name(col.type_oid)}")
-    if not deterministic(col.collation):
+    if not deterministic(col.collation, catalog):
         raise PlanError(f"parameter compared under nondeterministic collation {col.collation}")
