@@ -206,8 +206,9 @@ weir applied their {online['changes_per_s']:.0f} changes/s as they committed (ca
 {cy['changes_per_s'] / online['changes_per_s']:.0f}x (Cython twin)
 faster than that load, which leaves the headroom to the engine's own apply work. The Cython
 twin covers only TupleData decoding; on pgbench's narrow rows (2-4 short columns) the
-per-message Python work (dataclasses, dispatch, value conversion) dominates, so the two
-implementations are within noise of each other here; wide rows gain more from the twin.
+per-message Python work (dataclasses, dispatch, value conversion) dominates, so the gap
+between the two is small and varies from run to run on this shared machine; wide rows gain
+more from the twin.
 """
 
 

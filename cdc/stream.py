@@ -24,12 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cdc import slots
-from cdc.applier import Applier, ApplierError
+from cdc.applier import Applier
 from cdc.barrier import BarrierResult, Barriers
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import TransactionSink
 from cdc.pgoutput import (
     PG_EPOCH_UNIX,
+    PgoutputError,
     PrimaryKeepalive,
     decode_copy_data,
     decode_message,
@@ -121,11 +122,15 @@ class ReplicationStream:
                 await self._session()
             except asyncio.CancelledError:
                 raise
-            except (OSError, ConnectionError, UpstreamError, TimeoutError, ValueError,
-                    ApplierError, ProtocolViolation) as exc:
+            except (OSError, ConnectionError, UpstreamError, TimeoutError, PgoutputError,
+                    ProtocolViolation) as exc:
                 self.last_error = exc
                 log.warning("replication stream interrupted (%s); reconnecting in %.2fs",
                             exc, delay)
+            except Exception as exc:  # the applier or the sink failed: state is suspect
+                self.last_error = exc
+                log.exception("applying the replication stream failed")
+                self._lose_continuity(f"applying the stream failed: {exc!r}")
             finally:
                 self.connected.clear()
                 self.applier.connection_lost()

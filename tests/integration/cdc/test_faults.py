@@ -160,3 +160,36 @@ def test_settings_warnings_name_the_fix(pg: Any, dbname: str) -> None:
         assert "ALTER SYSTEM SET max_wal_senders" in warnings[1]
 
     run(body)
+
+
+class _FailingOnce(RecordingSink):
+    """A sink whose first apply fails (an engine bug, say)."""
+
+    failed = False
+
+    def apply(self, txn: Any) -> None:
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("engine exploded")
+        super().apply(txn)
+
+
+def test_a_failing_sink_resets_everything_and_the_stream_goes_on(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE t (id int PRIMARY KEY)", dbname)
+    slot = unique_name("weir_fail")
+
+    async def body() -> None:
+        sink = _FailingOnce()
+        stream = ReplicationStream(StreamConfig(params(pg, dbname), publication="p", slot=slot,
+                                                temporary=False), sink)
+        await stream.start()
+        try:
+            await execute(pg, dbname, "INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2)")
+            await stream.barrier(timeout=60)
+            assert len(sink.reset_alls) == 1 and "engine exploded" in sink.reset_alls[0]
+            assert _ids(sink, "t") == [1, 2]  # the failed transaction was delivered again
+        finally:
+            await stream.stop()
+            pg.psql(f"SELECT pg_drop_replication_slot('{slot}')")
+
+    run(body)
