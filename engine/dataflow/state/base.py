@@ -9,10 +9,11 @@ Invariants (the engine's correctness rests on them):
 - S1. A stored row equals the upstream row as of the applied position (fills install patched
   rows; every change to a stored row's identity updates it).
 - S2. A row is stored iff some present index key covers it (``() `` = the whole table).
-- S3. Every base row that contributes to a present key anywhere downstream is stored. Hence a
-  change to a row that is not stored cannot be reflected in a present key: ``apply`` sends
-  such a row downstream as an *eviction row* rather than as a delta, and evicting an index key
-  sends the rows it drops downstream as eviction rows.
+- S3. Every base row that contributes to a present key anywhere downstream is stored, and
+  every present downstream key was replayed from present index keys that are still present.
+  Hence evicting an index key sends downstream its *key row* (the key's columns, everything
+  else UNKNOWN) and the rows it drops, and a change to a row that is not stored is sent as an
+  eviction row rather than as a delta.
 - A replica-identity-only old row (REPLICA IDENTITY DEFAULT) is completed from the stored
   row; an unchanged TOASTed column of an update is taken from the stored row, and when the
   row is not stored the new row is sent as an eviction row with that column ``UNKNOWN``.
@@ -159,13 +160,21 @@ class BaseStore:
                         self._store(row)
         idx.present.add(key)
 
+    def key_row(self, cols: Cols, key: Row) -> Row:
+        """The eviction row naming "every row with ``cols = key``" (other columns UNKNOWN)."""
+        row: list[object] = [UNKNOWN] * len(self.table.columns)
+        for c, v in zip(cols, key, strict=True):
+            row[c] = v
+        return tuple(row)
+
     def evict(self, cols: Cols, key: Row) -> list[Row]:
-        """Make ``cols = key`` missing; return the rows no longer stored (S2)."""
+        """Make ``cols = key`` missing; return eviction rows: the key row (downstream keys
+        that relied on the key being complete) and the rows no longer stored (S2, S3)."""
         idx = self.indexes.get(cols)
         if idx is None or key not in idx.present:
             return []
         idx.present.discard(key)
-        dropped: list[Row] = []
+        dropped: list[Row] = [self.key_row(cols, key)]
         for ident in list(idx.by_key.get(key, ())):
             row = self.rows[ident][0]
             if not self.covered(row):
@@ -194,6 +203,17 @@ class BaseStore:
         assert change.new is not None
         return self._arrive(self._complete(change.new, stored), out)
 
+    def _uncover(self, row: Row) -> list[Row]:
+        """Evict every present index key that may cover a row we cannot store (S2)."""
+        dropped: list[Row] = []
+        for cols, idx in self.indexes.items():
+            key = key_of(row, cols)
+            doomed = list(idx.present) if any(v is UNKNOWN for v in key) else (
+                [key] if key in idx.present else [])
+            for k in doomed:
+                dropped.extend(self.evict(cols, k))
+        return dropped
+
     def _full_old(self, change: RowChange) -> Row:
         if change.old is None or not change.old_full:
             raise ValueError(f"table {self.table.name} has no primary key: REPLICA IDENTITY "
@@ -209,7 +229,9 @@ class BaseStore:
         )
 
     def _arrive(self, row: Row, delta: Delta) -> tuple[Delta, list[Row]]:
-        if any(v is UNKNOWN for v in row) or not self.covered(row):
+        if any(v is UNKNOWN for v in row):
+            return delta, [row, *self._uncover(row)]
+        if not self.covered(row):
             return delta, [row]
         self._store(row)
         delta.append((row, 1))
