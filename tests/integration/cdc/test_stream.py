@@ -7,7 +7,10 @@ from decimal import Decimal
 from typing import Any
 
 from cdc.events import UNCHANGED_TOAST
-from tests.integration.cdc.harness import changes_of, execute, run, streaming
+from cdc.stream import ReplicationStream, StreamConfig
+from tests.integration.cdc.harness import changes_of, execute, params, run, streaming
+from tests.support import unique_name
+from tests.unit.cdc.recording import RecordingSink
 
 T = UNCHANGED_TOAST
 
@@ -126,5 +129,29 @@ def test_schema_changes_reset_only_that_table(pg: Any, dbname: str) -> None:
             latest = [s for s in sink.schemas if s.name == "a"][-1]
             assert [(c.name, c.type_oid) for c in latest.columns] == [("id", 23), ("w", 1043)]
             assert sink.events[-1][0] == "apply"
+
+    run(body)
+
+
+def test_publication_for_a_table_list(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE wanted (id int PRIMARY KEY); CREATE TABLE other (id int PRIMARY KEY)",
+            dbname)
+
+    async def body() -> None:
+        sink = RecordingSink()
+        config = StreamConfig(params(pg, dbname), publication=unique_name("pub"),
+                              tables=("public.wanted",), slot=unique_name("weir_list"))
+        stream = ReplicationStream(config, sink)
+        await stream.start()
+        try:
+            await execute(pg, dbname, "INSERT INTO wanted VALUES (1)",
+                          "INSERT INTO other VALUES (1)")
+            await stream.barrier()
+        finally:
+            await stream.stop()
+        assert {s.name for s in sink.schemas} == {"wanted"}
+        assert [c.new for c in changes_of(sink, "wanted")] == [(1,)]
+        assert pg.psql(f"SELECT tablename FROM pg_publication_tables WHERE pubname = "
+                       f"'{config.publication}'", dbname).split() == ["wanted"]
 
     run(body)
