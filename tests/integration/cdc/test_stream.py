@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from cdc.events import UNCHANGED_TOAST
 from cdc.stream import ReplicationStream, StreamConfig
+from engine.values import Interval
 from tests.integration.cdc.harness import changes_of, execute, params, run, streaming
 from tests.support import unique_name
 from tests.unit.cdc.recording import RecordingSink
@@ -153,5 +156,32 @@ def test_publication_for_a_table_list(pg: Any, dbname: str) -> None:
         assert [c.new for c in changes_of(sink, "wanted")] == [(1,)]
         assert pg.psql(f"SELECT tablename FROM pg_publication_tables WHERE pubname = "
                        f"'{config.publication}'", dbname).split() == ["wanted"]
+
+    run(body)
+
+
+def test_values_decode_the_same_whatever_the_database_settings(pg: Any, dbname: str) -> None:
+    pg.psql(f"ALTER DATABASE {dbname} SET TimeZone = 'Asia/Kolkata';"
+            f"ALTER DATABASE {dbname} SET DateStyle = 'SQL, DMY';"
+            f"ALTER DATABASE {dbname} SET IntervalStyle = 'iso_8601';"
+            f"ALTER DATABASE {dbname} SET extra_float_digits = -3;"
+            f"ALTER DATABASE {dbname} SET bytea_output = 'escape'")
+    pg.psql("CREATE TABLE v (id int PRIMARY KEY, ts timestamptz, d date, iv interval,"
+            " f float8, b bytea, u uuid, a int[], n numeric, j jsonb)", dbname)
+
+    async def body() -> None:
+        async with streaming(pg, dbname) as (stream, sink):
+            await execute(pg, dbname,
+                          "INSERT INTO v VALUES (1, '2020-01-02 03:04:05.25+00', '2021-12-31',"
+                          " '1 mon 2 days 03:00:00', 0.1, '\\x00ff', "
+                          "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{1,NULL,3}', '12.340',"
+                          " '{\"k\": [1, 2]}')")
+            await stream.barrier()
+            (change,) = changes_of(sink, "v")
+            assert change.new == (
+                1, datetime(2020, 1, 2, 3, 4, 5, 250000, tzinfo=UTC), date(2021, 12, 31),
+                Interval(1, 2, 3 * 3600 * 1_000_000), 0.1, b"\x00\xff",
+                UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), (1, None, 3), Decimal("12.340"),
+                '{"k": [1, 2]}')
 
     run(body)
