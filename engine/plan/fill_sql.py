@@ -1,7 +1,8 @@
 """Fill SQL: the parameterized statement that fetches exactly the base rows a fill needs.
 
-Owns: ``fill_sql`` (one base table + equality on some of its columns, or TRUE, for one or
-several keys) and ``FillStatement`` (the text plus the order in which key values bind to
+Owns: ``fill_query`` (the engine's ``FillRequest`` -> SQL text and parameters), ``fill_sql``
+(one base table + equality on some of its columns, or TRUE, for one or several keys) and
+``FillStatement`` (the text plus the order in which key values bind to
 ``$n``). Built as a sqlglot expression tree and rendered in the postgres dialect: identifiers
 are always quoted, values never appear in the text (they are bound as parameters).
 
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
+
+from engine.dataflow.fills import FillRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +63,19 @@ def fill_sql(schema: str, table: str, columns: Sequence[str], key_columns: Seque
     else:
         key_count = 1
     return FillStatement(query.sql(dialect="postgres"), key_count, width)
+
+
+_CACHE: dict[tuple[int, tuple[int, ...]], FillStatement] = {}
+
+
+def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
+    """SQL and parameters fetching the rows ``request`` asks for: every column of the table
+    in table order, where the key columns equal the key (all rows when it has no columns)."""
+    table = request.table
+    cache_key = (table.oid, request.columns)
+    stmt = _CACHE.get(cache_key)
+    if stmt is None:
+        names = [c.name for c in table.columns]
+        stmt = fill_sql(table.schema, table.name, names, [names[i] for i in request.columns])
+        _CACHE[cache_key] = stmt
+    return stmt.sql, stmt.bind([request.key]) if stmt.width else ()

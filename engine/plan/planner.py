@@ -339,8 +339,9 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]]]
 
 
 def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
-                literals: tuple[Literal, ...]) -> PlannedQuery | Unsupported:
-    """Plan one statement (already screened by ``check_statement``)."""
+                literals: tuple[Literal, ...], rules: bool = True) -> PlannedQuery | Unsupported:
+    """Plan one statement (already screened by ``check_statement``); ``rules=False`` skips
+    the rewrite rules (tests compare both)."""
     select = stmt.get("SelectStmt")
     if select is None:
         return Unsupported("not a SELECT")
@@ -355,7 +356,8 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
             return Unsupported(exc.reason)
         from engine.plan.rules import optimize
         reader, keys = _reader(block)
-        reader = optimize(reader)
+        if rules:
+            reader = optimize(reader)
         sources = tuple(src for _, src, _ in keys)
         return PlannedQuery(
             reader, sources, tuple(t for _, _, t in keys),
