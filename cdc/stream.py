@@ -48,6 +48,11 @@ _SLOT_GONE = {"42704", "55000"}
 
 @dataclass(frozen=True, slots=True)
 class StreamConfig:
+    """How to stream. ``tables`` None publishes FOR ALL TABLES (needs a superuser to create);
+    otherwise SQL table names as written (``public.users``). ``slot`` None generates
+    ``weir_<random>``; ``temporary`` False keeps the slot across restarts (durable bases);
+    ``status_interval`` is seconds between standby status updates; backoff is in seconds."""
+
     connect: ConnectParams
     publication: str = "weir_pub"
     tables: tuple[str, ...] | None = None
