@@ -69,16 +69,24 @@ def _now_pg() -> int:
 
 
 class ReplicationStream:
-    """Run with :meth:`start`; stop with :meth:`stop`. ``barrier()`` waits for freshness."""
+    """Run with :meth:`start`; stop with :meth:`stop`. ``barrier()`` waits for freshness.
+
+    ``on_marker(content, lsn)`` is called for every transactional ``weir`` logical message
+    right after its transaction was applied and before the next one is: the host uses it for
+    fill markers (DESIGN §6 step 3). Barrier markers are ``<pid>-<hex>-<n>``; use another
+    shape (e.g. ``fill-<id>``) for the host's own markers.
+    """
 
     def __init__(self, config: StreamConfig, sink: TransactionSink,
-                 durable_lsn: Callable[[], int] | None = None) -> None:
+                 durable_lsn: Callable[[], int] | None = None,
+                 on_marker: Callable[[str, int], None] | None = None) -> None:
         self.config = config
         self.sink = sink
         self.durable_lsn = durable_lsn
         self.slot_name = config.slot or f"{slots.SLOT_PREFIX}{uuid.uuid4().hex[:12]}"
         self.barriers = Barriers(config.connect, self.position)
-        self.applier = Applier(sink, on_barrier=self.barriers.passed)
+        self.on_marker = on_marker
+        self.applier = Applier(sink, on_barrier=self._marker)
         self.system: slots.SystemInfo | None = None
         self.warnings: list[str] = []
         self.received_lsn = 0
@@ -88,6 +96,12 @@ class ReplicationStream:
         self.last_error: BaseException | None = None
         self._conn: PgConnection | None = None
         self._task: asyncio.Task[None] | None = None
+
+    def _marker(self, marker: str, lsn: int) -> None:
+        """A 'weir' logical message was applied: a barrier of ours, or the host's (fills)."""
+        self.barriers.passed(marker, lsn)
+        if self.on_marker is not None:
+            self.on_marker(marker, lsn)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

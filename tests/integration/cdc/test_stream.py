@@ -185,3 +185,29 @@ def test_values_decode_the_same_whatever_the_database_settings(pg: Any, dbname: 
                 '{"k": [1, 2]}')
 
     run(body)
+
+
+def test_host_markers_fire_right_after_their_transaction(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE m (id int PRIMARY KEY)", dbname)
+
+    async def body() -> None:
+        sink = RecordingSink()
+        seen: list[tuple[str, int]] = []
+        config = StreamConfig(params(pg, dbname), publication=unique_name("pub"),
+                              slot=unique_name("weir_marker"))
+        stream = ReplicationStream(
+            config, sink, on_marker=lambda m, lsn: seen.append((m, len(sink.transactions))))
+        await stream.start()
+        try:
+            await execute(pg, dbname, "INSERT INTO m VALUES (1)",
+                          "BEGIN; INSERT INTO m VALUES (2);"
+                          " SELECT pg_logical_emit_message(true, 'weir', 'fill-7'); COMMIT",
+                          "INSERT INTO m VALUES (3)")
+            await stream.barrier()
+        finally:
+            await stream.stop()
+        fill = [(m, n) for m, n in seen if m == "fill-7"]
+        assert fill == [("fill-7", 2)]  # after the marker's transaction, before the next
+        assert len(seen) == 2  # and the barrier's own marker
+
+    run(body)
