@@ -117,6 +117,7 @@ class Host:
         default_factory=list)
     waiting: set[tuple[str, Row]] = field(default_factory=set)
     checked: int = 0
+    answers: dict[tuple[str, Row], tuple[Row, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.applied = copy_data(self.up.data)
@@ -165,6 +166,7 @@ class Host:
                                key)
         assert same_rows(plan, rows, want), (cache, key, rows, want)
         self.checked += 1
+        self.answers[(cache, key)] = tuple(rows)
 
     def effects(self, effects: Sequence[object]) -> None:
         for e in effects:
