@@ -63,7 +63,7 @@ def test_reads_match_reference_unbounded(seed: int, ops: list[tuple[int, int]]) 
 @given(st.integers(0, 2**32), OPS)
 def test_reads_match_reference_tiny_budget(seed: int, ops: list[tuple[int, int]]) -> None:
     host = drive(seed, ops, budget=1500, lag=True)
-    assert host.engine.memory_total() < 1500 or host.engine.rt.pinned
+    assert host.engine.memory_total() <= 1500 or host.engine.rt.pinned
 
 
 @settings(max_examples=30, deadline=None)
