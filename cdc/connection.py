@@ -169,6 +169,7 @@ class PgConnection:
             if not data:
                 raise ConnectionError("the upstream closed the connection")
             self._framer.feed(data)
+            await asyncio.sleep(0)  # read() does not yield while data is buffered: be fair
             raw, index = self._framer.drain()
             self._pending.extend((mtype, raw[start:end]) for mtype, start, end in index)
         return self._pending.popleft()

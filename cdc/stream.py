@@ -64,6 +64,10 @@ class StreamConfig:
     backoff_max: float = 5.0
 
 
+def _new_slot_name() -> str:
+    return f"{slots.SLOT_PREFIX}{uuid.uuid4().hex[:12]}"
+
+
 def _now_pg() -> int:
     return int((time.time() - PG_EPOCH_UNIX) * 1_000_000)
 
@@ -83,7 +87,7 @@ class ReplicationStream:
         self.config = config
         self.sink = sink
         self.durable_lsn = durable_lsn
-        self.slot_name = config.slot or f"{slots.SLOT_PREFIX}{uuid.uuid4().hex[:12]}"
+        self.slot_name = config.slot or _new_slot_name()
         self.barriers = Barriers(config.connect, self.position)
         self.on_marker = on_marker
         self.applier = Applier(sink, on_barrier=self._marker)
@@ -202,6 +206,9 @@ class ReplicationStream:
 
     async def _prepare_slot(self, conn: PgConnection) -> None:
         if self.config.temporary:
+            if self.sessions and self.config.slot is None:
+                # a fresh name: the old session's slot may linger until its walsender notices
+                self.slot_name = _new_slot_name()
             start = await slots.create_slot(conn, self.slot_name, temporary=True)
             self.confirmed_lsn = max(self.confirmed_lsn, start)
             if self.sessions:

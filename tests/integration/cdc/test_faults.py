@@ -10,7 +10,7 @@ import pytest
 from cdc import slots
 from cdc.connection import PgConnection, UpstreamError
 from cdc.stream import ReplicationStream, StreamConfig
-from tests.integration.cdc.harness import changes_of, execute, params, run, streaming
+from tests.integration.cdc.harness import changes_of, execute, params, run
 from tests.support import unique_name
 from tests.unit.cdc.recording import RecordingSink
 
@@ -100,9 +100,12 @@ def test_temporary_slot_reconnect_resets_and_leaves_no_orphans(pg: Any, dbname: 
     pg.psql("CREATE TABLE t (id int PRIMARY KEY)", dbname)
 
     async def body() -> None:
-        async with streaming(pg, dbname) as (stream, sink):
-            name = stream.slot_name
-            assert await _slot_names(pg, name) == [name]
+        sink = RecordingSink()
+        stream = ReplicationStream(StreamConfig(params(pg, dbname), publication="p"), sink)
+        await stream.start()
+        first = stream.slot_name
+        try:
+            assert first.startswith("weir_") and await _slot_names(pg, first) == [first]
             await execute(pg, dbname, "INSERT INTO t VALUES (1)")
             await stream.barrier()
             stream.kill_connection()
@@ -111,7 +114,12 @@ def test_temporary_slot_reconnect_resets_and_leaves_no_orphans(pg: Any, dbname: 
             assert len(sink.reset_alls) == 1 and "temporary" in sink.reset_alls[0]
             got = _ids(sink, "t")
             assert got[0] == 1 and len(got) == len(set(got))
-        assert await _slot_names(pg, name) == []
+            second = stream.slot_name
+            assert second != first
+        finally:
+            await stream.stop()
+        for name in (first, second):
+            assert await _slot_names(pg, name) == []
 
     run(body)
 
