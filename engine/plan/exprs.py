@@ -376,6 +376,10 @@ class ExprBuilder:
         if spec is None:
             raise PlanError(f"function {name}()")
         ir_name, signatures, result = spec
+        if ir_name in ("lower", "upper") and args:
+            coll = self.collation(args[0])
+            if coll is not None and coll not in BYTE_ORDER_COLLATIONS:
+                raise PlanError(f"{name}() under collation {coll}")
         for sig in signatures:
             if len(sig) == len(args):
                 typed = tuple(self._text_arg(a, name) if t == T.TEXT else self._int_arg(a, name)

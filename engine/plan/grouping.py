@@ -87,6 +87,9 @@ class Grouping:
                   "min": pgtypes.minmax_type, "max": pgtypes.minmax_type}[name](arg.type_oid)
         if result is None:
             raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)}")
+        if name in ("sum", "avg") and arg.type_oid in (T.FLOAT4, T.FLOAT8):
+            raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} (an incrementally "
+                            "maintained float sum drifts from any order PostgreSQL adds in)")
         coll = None
         if name in ("min", "max"):
             inner.check_ordering((arg,), f"{name}()")
