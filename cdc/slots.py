@@ -50,32 +50,47 @@ async def identify_system(conn: PgConnection) -> SystemInfo:
     return SystemInfo(str(row[0]), int(row[1] or 0), parse_lsn(row[2] or "0/0"), row[3] or "")
 
 
-async def check_settings(conn: PgConnection, slots_needed: int = 1) -> list[str]:
+@dataclass(frozen=True, slots=True)
+class ServerSettings:
+    wal_level: str
+    max_replication_slots: int
+    max_wal_senders: int
+    slots_in_use: int
+    senders_in_use: int
+
+
+def settings_warnings(found: ServerSettings, slots_needed: int = 1) -> list[str]:
     """Warnings (each with its fix) when the upstream cannot serve weir's stream."""
+    warnings = []
+    if found.wal_level != "logical":
+        warnings.append(
+            f"wal_level is {found.wal_level!r}; logical replication needs 'logical': run "
+            "ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL")
+    if found.max_replication_slots - found.slots_in_use < slots_needed:
+        warnings.append(
+            f"max_replication_slots is {found.max_replication_slots} with "
+            f"{found.slots_in_use} in use; weir needs {slots_needed} more: ALTER SYSTEM SET "
+            f"max_replication_slots = {found.slots_in_use + slots_needed + 4}; "
+            "and restart PostgreSQL")
+    if found.max_wal_senders - found.senders_in_use < slots_needed:
+        warnings.append(
+            f"max_wal_senders is {found.max_wal_senders} with {found.senders_in_use} in use; "
+            f"weir needs {slots_needed} more: ALTER SYSTEM SET max_wal_senders = "
+            f"{found.senders_in_use + slots_needed + 4}; and restart PostgreSQL")
+    return warnings
+
+
+async def check_settings(conn: PgConnection, slots_needed: int = 1) -> list[str]:
+    """Read the upstream's replication settings and return :func:`settings_warnings`."""
     row = (await conn.query(
         "SELECT current_setting('wal_level'), current_setting('max_replication_slots')::int,"
         " current_setting('max_wal_senders')::int,"
         " (SELECT count(*) FROM pg_replication_slots),"
         " (SELECT count(*) FROM pg_stat_replication)"
     )).rows[0]
-    wal_level, max_slots, max_senders = row[0], int(row[1] or 0), int(row[2] or 0)
-    used_slots, used_senders = int(row[3] or 0), int(row[4] or 0)
-    warnings = []
-    if wal_level != "logical":
-        warnings.append(
-            f"wal_level is {wal_level!r}; logical replication needs 'logical': run "
-            "ALTER SYSTEM SET wal_level = logical; and restart PostgreSQL")
-    if max_slots - used_slots < slots_needed:
-        warnings.append(
-            f"max_replication_slots is {max_slots} with {used_slots} in use; weir needs "
-            f"{slots_needed} more: ALTER SYSTEM SET max_replication_slots = "
-            f"{used_slots + slots_needed + 4}; and restart PostgreSQL")
-    if max_senders - used_senders < slots_needed:
-        warnings.append(
-            f"max_wal_senders is {max_senders} with {used_senders} in use; weir needs "
-            f"{slots_needed} more: ALTER SYSTEM SET max_wal_senders = "
-            f"{used_senders + slots_needed + 4}; and restart PostgreSQL")
-    return warnings
+    found = ServerSettings(str(row[0]), int(row[1] or 0), int(row[2] or 0), int(row[3] or 0),
+                           int(row[4] or 0))
+    return settings_warnings(found, slots_needed)
 
 
 async def ensure_publication(
