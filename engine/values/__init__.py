@@ -11,6 +11,12 @@ Canonical values per type: bool -> ``bool``; int2/int4/int8/oid -> ``int``; floa
 json/jsonb -> ``str`` (the text PostgreSQL printed); arrays of these -> nested tuples with
 ``None`` for NULL; anything else, and values no Python type can hold (infinity dates, BC,
 ``24:00:00``), -> :class:`TextValue` (oid, text).
+
+Where Python equality differs from PostgreSQL's operators (callers comparing values must know
+the type): bpchar compares ignoring trailing spaces in PostgreSQL, but the canonical value
+keeps the padding PostgreSQL prints; timetz values with different zones but the same instant
+are equal in Python and unequal in PostgreSQL; text equality is byte equality (fine under
+deterministic collations only). NaN: see :mod:`engine.values.types`.
 """
 
 from __future__ import annotations
