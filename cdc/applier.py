@@ -4,7 +4,8 @@ Owns: grouping each upstream transaction (Begin .. Commit) and handing it to the
 batch at Commit; text -> canonical values (``engine.values``) per column type; replica
 identity DEFAULT/INDEX (old key) and FULL (old row); unchanged-TOAST substitution from a full
 old row; TRUNCATE; schema changes (a Relation whose columns or types differ from the known one
-resets only that table); exactly-once (a transaction whose commit LSN is <= the applied commit
+resets only that table, just before its transaction is applied, whose changes are all still
+delivered); exactly-once (a transaction whose commit LSN is <= the applied commit
 LSN is skipped); barrier markers (transactional ``weir`` messages) reported after their
 transaction is applied.
 
@@ -136,7 +137,7 @@ class Applier:
         else:
             for schema in tx.reset.values():
                 self.sink.reset_table(schema, f"schema of {schema.namespace}.{schema.name} changed")
-            changes = tuple(c for c in tx.changes if c.table_oid not in tx.reset)
+            changes = tuple(tx.changes)
             xid = extend_xid(tx.begin.xid, self.xid_reference)
             self.xid_reference = max(self.xid_reference, xid)
             self.sink.apply(Transaction(xid, msg.commit_lsn, changes))

@@ -59,9 +59,11 @@ class TransactionSink(Protocol):
     def reset_table(self, schema: TableSchema, reason: str) -> None:
         """The table's columns or types changed: drop every state derived from it.
 
-        Called just before ``apply`` of the transaction that carried the new schema; that
-        transaction's changes to this table are not delivered (state for the table is invalid
-        as of that commit and must be refilled, or reloaded for a replica base).
+        Called just before ``apply`` of the transaction that carried the new schema. That
+        transaction's changes are still delivered (the engine's recent-transaction log needs
+        them for fills whose snapshot does not yet see the transaction); each row has the
+        columns of the schema in force when it was changed, which is the new one except for
+        rows changed before the DDL in the same transaction.
         """
 
     def reset_all(self, reason: str) -> None:
