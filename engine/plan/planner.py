@@ -59,6 +59,7 @@ class _Block:
     keys: list[tuple[int, KeySource, int]]  # output position, source, type
     order: tuple[ir.SortKey, ...]
     limit: int | None
+    offset: int = 0
 
 
 class _Planner:
@@ -191,14 +192,14 @@ class _Planner:
         out_names = tuple(names) + tuple(f"?order{i}?" for i in range(len(hidden))) + tuple(
             f"?key{i}?" for i in range(len(extra)))
         project = ir.Project(rel, all_exprs, out_names)
-        limit = self._limit(stmt, order)
+        limit, offset = self._limit(stmt, order)
         if stmt.get("distinctClause") is not None:
             if hidden:
                 raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in "
                                 "select list")
             return _Block(ir.Distinct(project), list(out_names), colls, visible, block_keys,
-                          order, limit)
-        return _Block(project, list(out_names), colls, visible, block_keys, order, limit)
+                          order, limit, offset)
+        return _Block(project, list(out_names), colls, visible, block_keys, order, limit, offset)
 
     def _order(self, stmt: Node, builder: ExprBuilder, exprs: list[ir.Expr],
                names: list[str]) -> tuple[tuple[ir.SortKey, ...], list[ir.Expr]]:
@@ -241,23 +242,15 @@ class _Planner:
         return len(exprs) + len(hidden) - 1
 
     @staticmethod
-    def _limit(stmt: Node, order: tuple[ir.SortKey, ...]) -> int | None:
-        node = stmt.get("limitCount")
-        if node is None:
-            return None
-        const = node.get("A_Const")
-        if const is None:
-            raise PlanError("LIMIT that is not a constant")
-        if const.get("isnull"):
-            return None
-        if "ival" not in const:
-            raise PlanError("LIMIT that is not an integer")
-        if not order:
-            raise PlanError("LIMIT without ORDER BY")
-        limit = int(const["ival"].get("ival", 0))
-        if limit < 0:
-            raise PlanError("negative LIMIT")
-        return limit
+    def _limit(stmt: Node, order: tuple[ir.SortKey, ...]) -> tuple[int | None, int]:
+        """(LIMIT, OFFSET) as constants; both need ORDER BY, OFFSET needs a LIMIT."""
+        limit = _constant(stmt.get("limitCount"), "LIMIT")
+        offset = _constant(stmt.get("limitOffset"), "OFFSET") or 0
+        if limit is None and offset:
+            raise PlanError("OFFSET without LIMIT")
+        if limit is not None and not order:
+            raise PlanError(f"{'OFFSET' if offset else 'LIMIT'} without ORDER BY")
+        return limit, offset
 
     # ------------------------------------------------------------------ UNION ALL
     def union(self, ctx: PlanContext, stmt: Node) -> _Block:
@@ -282,7 +275,7 @@ class _Planner:
         order, hidden = self._order(stmt, builder, exprs, names)
         if hidden:
             raise PlanError("ORDER BY on a UNION must name an output column")
-        return _Block(rel, names, colls, len(names), [], order, self._limit(stmt, order))
+        return _Block(rel, names, colls, len(names), [], order, *self._limit(stmt, order))
 
     # ------------------------------------------------------------------ subqueries
     def subquery(self, ctx: PlanContext, node: Node) -> Bound:
@@ -292,7 +285,7 @@ class _Planner:
         block = self.block(ctx, stmt, top=False)
         rel = block.rel
         if block.limit is not None:
-            rel = ir.TopK(rel, (), block.order, block.limit)
+            rel = ir.TopK(rel, (), block.order, block.limit, block.offset)
         if block.visible < len(rel.columns):
             cols = rel.columns
             rel = ir.Project(rel, tuple(ir.ColumnRef(i, cols[i].type_oid)
@@ -302,6 +295,23 @@ class _Planner:
         scope = Scope(tuple(ScopeCol(None, block.names[i], rel.columns[i].type_oid,
                                      block.colls[i], rte) for i in range(block.visible)))
         return Bound(rel, scope)
+
+
+def _constant(node: Node | None, clause: str) -> int | None:
+    """The value of a LIMIT/OFFSET clause: None when absent or NULL."""
+    if node is None:
+        return None
+    const = node.get("A_Const")
+    if const is None:
+        raise PlanError(f"{clause} that is not a constant")
+    if const.get("isnull"):
+        return None
+    if "ival" not in const:
+        raise PlanError(f"{clause} that is not an integer")
+    value = int(const["ival"].get("ival", 0))
+    if value < 0:
+        raise PlanError(f"negative {clause}")
+    return value
 
 
 def _union_branches(stmt: Node) -> list[Node]:
@@ -333,7 +343,7 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]]]
     rel = block.rel
     group = tuple(pos for pos, _, _ in block.keys)
     if block.limit is not None:
-        rel = ir.TopK(rel, group, block.order, block.limit)
+        rel = ir.TopK(rel, group, block.order, block.limit, block.offset)
     reader = ir.Reader(rel, group, tuple(range(block.visible)), block.order, block.limit)
     return reader, block.keys
 

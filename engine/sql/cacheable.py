@@ -109,8 +109,6 @@ def _check_select(node: Node) -> str | None:
         return "GROUP BY DISTINCT"
     if node.get("windowClause"):
         return "WINDOW clause"
-    if node.get("limitOffset") is not None:
-        return "OFFSET (pagination by OFFSET is not supported yet)"
     if node.get("limitOption") == "LIMIT_OPTION_WITH_TIES":
         return "FETCH ... WITH TIES"
     return None

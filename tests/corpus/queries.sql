@@ -241,3 +241,10 @@ SELECT id FROM threads t WHERE reply_count > (SELECT avg(reply_count) FROM threa
 SELECT thread_id, count(*) FROM posts GROUP BY thread_id ORDER BY count(*) DESC LIMIT 3 OFFSET 1;
 SELECT id FROM posts INTERSECT SELECT id FROM threads;
 SELECT lower(title) FROM threads GROUP BY lower(title);
+-- ===================== pagination =====================
+SELECT id, title FROM stories WHERE published ORDER BY score DESC, id LIMIT 5 OFFSET 5;
+SELECT p.id, p.body FROM posts p WHERE p.thread_id = 1 ORDER BY p.id LIMIT 2 OFFSET 2;
+SELECT id, name, price FROM products WHERE category_id = 2 ORDER BY price, id LIMIT 3 OFFSET 3;
+SELECT o.id, o.total FROM orders o WHERE o.customer_id = 5 ORDER BY o.placed_on DESC, o.id LIMIT 2 OFFSET 1;
+SELECT t.id, t.title FROM threads t ORDER BY t.reply_count DESC, t.id LIMIT 5 OFFSET 15;
+SELECT story_id, count(*) AS n FROM votes GROUP BY story_id ORDER BY n DESC, story_id LIMIT 4 OFFSET 4;

@@ -24,7 +24,6 @@ def screen(sql: str) -> object:
     ("SELECT a FROM t UNION SELECT a FROM u", "UNION (only UNION ALL)"),
     ("SELECT a FROM t EXCEPT SELECT a FROM u", "EXCEPT (only UNION ALL)"),
     ("SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON"),
-    ("SELECT a FROM t LIMIT 10 OFFSET 20", "OFFSET (pagination by OFFSET is not supported yet)"),
     ("SELECT row_number() OVER () FROM t", "window function row_number() OVER (...)"),
     ("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r", "recursive CTE (WITH RECURSIVE)"),
     ("SELECT * FROM generate_series(1, 3)", "function in FROM"),
