@@ -48,6 +48,8 @@ class Barriers:
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._prefix = f"{os.getpid()}-{id(self):x}-"
+        #: The most recent barrier that passed (replication lag as last measured).
+        self.last: BarrierResult | None = None
 
     def passed(self, barrier_id: str, lsn: int) -> None:
         future = self._pending.pop(barrier_id, None)
@@ -112,8 +114,9 @@ class Barriers:
             applied = await asyncio.wait_for(future, remaining)
         finally:
             self._pending.pop(barrier_id, None)
-        return BarrierResult(barrier_id, message_lsn, applied,
-                             max(0, current - applied_before), time.monotonic() - started)
+        self.last = BarrierResult(barrier_id, message_lsn, applied,
+                                  max(0, current - applied_before), time.monotonic() - started)
+        return self.last
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None

@@ -64,6 +64,23 @@ class StreamConfig:
     backoff_max: float = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class StreamStats:
+    """A snapshot for /metrics and SHOW WEIR STATUS."""
+
+    connected: bool
+    slot: str
+    sessions: int
+    transactions_applied: int
+    transactions_skipped: int
+    received_lsn: int
+    applied_lsn: int
+    flushed_lsn: int
+    lag_bytes: int | None
+    lag_seconds: float | None
+    warnings: tuple[str, ...]
+
+
 def _new_slot_name() -> str:
     return f"{slots.SLOT_PREFIX}{uuid.uuid4().hex[:12]}"
 
@@ -258,6 +275,14 @@ class ReplicationStream:
             self.confirmed_lsn = max(self.confirmed_lsn, msg.wal_end)
         if msg.reply_requested:
             self._send_status(conn)
+
+    def stats(self) -> StreamStats:
+        last = self.barriers.last
+        return StreamStats(
+            self.connected.is_set(), self.slot_name, self.sessions, self.applier.applied,
+            self.applier.skipped, self.received_lsn, self.position(), self.flush_lsn(),
+            None if last is None else last.lag_bytes,
+            None if last is None else last.lag_seconds, tuple(self.warnings))
 
     def position(self) -> int:
         """The upstream WAL position up to which every transaction has been applied."""

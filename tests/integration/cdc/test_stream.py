@@ -36,6 +36,9 @@ def test_change_types_transactions_rollbacks_and_subtransactions(pg: Any, dbname
                           "TRUNCATE acct")
             result = await stream.barrier()
             assert result.lag_seconds >= 0 and result.applied_lsn >= result.message_lsn
+            stats = stream.stats()
+            assert stats.connected and stats.lag_seconds == result.lag_seconds
+            assert stats.applied_lsn >= result.applied_lsn and stats.transactions_applied >= 6
             changes = changes_of(sink, "acct")
             assert [(c.kind.value, c.new) for c in changes[:2]] == [
                 ("insert", (1, "a", Decimal("10.50"))), ("insert", (2, "b", Decimal("20")))]
