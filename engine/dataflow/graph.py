@@ -132,7 +132,8 @@ class Graph:
         if isinstance(rel, ir.TopK):
             kp = tuple(i for i, g in enumerate(rel.group_by) if g in demand)
             src = self._build(rel.input, tuple(rel.group_by[i] for i in kp), closure)
-            tsig: Hashable = ("topk", rel.group_by, rel.order_by, rel.limit, rel.offset, kp, src.nid)
+            tsig: Hashable = ("topk", rel.group_by, rel.order_by, rel.limit, rel.offset, kp,
+                              src.nid)
             return self._node(tsig, closure, lambda nid: TopKNode(
                 nid, src, rel.group_by, rel.order_by, rel.limit, rel.offset, kp, self.rt))
         raise TypeError(f"not a relation: {rel!r}")

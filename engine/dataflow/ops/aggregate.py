@@ -89,11 +89,11 @@ class AggregateNode(KeyedNode):
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         touched: dict[Row, Row | None] = {}
         errors: set[Row] = set()
-        present, groups = self.present, self.groups
+        has, groups = self.has, self.groups
         for row, w in deltas[0]:
             g = key_of(row, self.group)
             d = self.d_of(g)
-            if d not in present or d in errors:
+            if not has(d) or d in errors:
                 continue
             st = groups.get(g)
             try:

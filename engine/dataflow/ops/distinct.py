@@ -44,9 +44,9 @@ class DistinctNode(KeyedNode):
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         out: Delta = []
-        present, counts = self.present, self.counts
+        has, counts = self.has, self.counts
         for row, w in deltas[0]:
-            if self.d_of(row) not in present:
+            if not has(self.d_of(row)):
                 continue
             old = counts.get(row, 0)
             new = old + w

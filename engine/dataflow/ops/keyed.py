@@ -9,6 +9,12 @@ eviction rows from the input.
 
 Invariant K: a key ``d`` is present iff every group with that ``d`` is in the state with all
 of its input rows accounted; deltas for groups whose ``d`` is not present are dropped.
+
+Full mode: a pull whose columns do not determine ``d`` (a key without provenance - e.g. a
+reader keyed on an aggregate's output, or a join driven through this node by a non-key
+column) can only be answered by state that holds *every* group, so the node replays its whole
+input once and becomes full (every ``d`` present, ``FULL`` in the LRU). Evicting anything from
+a full node empties it and evicts everything downstream (the key row is all UNKNOWN).
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from collections.abc import Hashable, Iterable, Sequence
 
 from engine.dataflow.node import Cols, Node, PullCtx, Runtime
 from engine.dataflow.records import UNKNOWN, Row, has_unknown, key_of
+
+#: The LRU key of a node in full mode.
+FULL: Row = ("<full>",)
 
 
 class KeyedNode(Node):
@@ -32,6 +41,10 @@ class KeyedNode(Node):
         self.rt = runtime
         self.present: set[Row] = set()
         self.by_d: dict[Row, set[Row]] = {}
+        self.full = False
+
+    def has(self, d: Row) -> bool:
+        return self.full or d in self.present
 
     # -- subclass hooks ----------------------------------------------------------------
     def output_rows(self, g: Row) -> list[Row]:
@@ -83,6 +96,8 @@ class KeyedNode(Node):
 
     def evict_key(self, key: Hashable) -> list[Row]:
         d: Row = key  # type: ignore[assignment]
+        if self.full:
+            return self._empty_full()
         if d not in self.present:
             return []
         self.present.discard(d)
@@ -94,7 +109,21 @@ class KeyedNode(Node):
         out.append(self.key_row(d))
         return out
 
+    def _empty_full(self) -> list[Row]:
+        self.full = False
+        self.rt.forget(self.nid, FULL)
+        out = [r for gs in self.by_d.values() for g in gs for r in self.output_rows(g)]
+        for gs in list(self.by_d.values()):
+            for g in gs:
+                self.drop_group(g)
+        self.by_d.clear()
+        self.present.clear()
+        out.append((UNKNOWN,) * self.width)
+        return out
+
     def evict_all(self) -> list[Row]:
+        if self.full:
+            return self._empty_full()
         out: list[Row] = []
         for d in list(self.present):
             out.extend(self.evict_key(d))
@@ -112,6 +141,8 @@ class KeyedNode(Node):
     def clear(self) -> None:
         for d in list(self.present):
             self.rt.forget(self.nid, d)
+        self.rt.forget(self.nid, FULL)
+        self.full = False
         self.present.clear()
         self.by_d.clear()
 
@@ -121,28 +152,44 @@ class KeyedNode(Node):
         bound = dict(zip(cols, key, strict=True))
         if all(p in bound for p in self.key_out):
             d = tuple(bound[p] for p in self.key_out)
-            if d not in self.present:
+            if not self.has(d):
                 if ctx.partial:
                     return []
                 rows = self.inputs[0].pull(self.key_in, d, ctx)
                 if rows is None:
                     return None
                 self.install(d, rows)
-            self.rt.touch(self.nid, d)
-            ctx.used.add((self.nid, d))
+            self._touch(d, ctx)
             found = [r for g in self.by_d.get(d, ()) for r in self.output_rows(g)]
             return _filter(found, bound)
-        if ctx.partial:
-            found = [r for gs in self.by_d.values() for g in gs for r in self.output_rows(g)]
-            return _filter(found, bound)
-        return self._transient(bound, ctx)
-
-    def _transient(self, bound: dict[int, object], ctx: PullCtx) -> list[Row] | None:
-        mapped = {i: v for p, v in bound.items() if (i := self.out_to_in(p)) is not None}
-        rows = self.inputs[0].pull(tuple(mapped), tuple(mapped.values()), ctx)
-        if rows is None:
+        if not self.full and not ctx.partial and not self._become_full(ctx):
             return None
-        return _filter(self.rows_of(self.build(rows)), bound)
+        if self.full:
+            self._touch(FULL, ctx)
+        found = [r for gs in self.by_d.values() for g in gs for r in self.output_rows(g)]
+        return _filter(found, bound)
+
+    def _touch(self, d: Row, ctx: PullCtx) -> None:
+        key = FULL if self.full else d
+        self.rt.touch(self.nid, key)
+        ctx.used.add((self.nid, key))
+
+    def _become_full(self, ctx: PullCtx) -> bool:
+        rows = self.inputs[0].pull((), (), ctx)
+        if rows is None:
+            return False
+        for d in list(self.present):  # present keys are replaced by the complete state
+            self.rt.forget(self.nid, d)
+            for g in self.by_d.pop(d, set()):
+                self.drop_group(g)
+        self.present.clear()
+        self.by_d.clear()
+        for g, state in self.build(rows).items():
+            self.adopt(g, state)
+            self.note_group(g)
+        self.full = True
+        self.rt.touch(self.nid, FULL)
+        return True
 
 
 def _filter(rows: Sequence[Row], bound: dict[int, object]) -> list[Row]:

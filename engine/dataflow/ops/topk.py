@@ -105,7 +105,7 @@ class TopKNode(KeyedNode):
         touched: dict[Row, list[Row]] = {}
         for row, w in deltas[0]:
             g = key_of(row, self.group)
-            if self.d_of(g) not in self.present:
+            if not self.has(self.d_of(g)):
                 continue
             top = self.tops.get(g)
             if top is None:
