@@ -23,8 +23,7 @@ def random_tables(rng: random.Random) -> dict[int, ir.TableRef]:
     tables = {}
     for n in range(rng.randint(1, 3)):
         width = rng.randint(2, 4)
-        cols = (ir.Column("id", T.INT4),) + tuple(
-            ir.Column(f"c{i}", T.INT4) for i in range(1, width))
+        cols = (ir.Column("id", T.INT4), *(ir.Column(f"c{i}", T.INT4) for i in range(1, width)))
         oid = 5000 + n
         tables[oid] = ir.TableRef(oid, "public", f"t{n}", cols, (0,))
     return tables
@@ -35,7 +34,7 @@ def _value(rng: random.Random) -> int | None:
 
 
 def random_row(t: ir.TableRef, pk: int, rng: random.Random) -> Row:
-    return (pk,) + tuple(_value(rng) for _ in t.columns[1:])
+    return (pk, *(_value(rng) for _ in t.columns[1:]))
 
 
 def random_data(tables: dict[int, ir.TableRef], rng: random.Random) -> dict[int, dict[Row, Row]]:
@@ -103,7 +102,8 @@ class PlanGen:
         if choice < 0.7:
             return ir.IsNull(c, negated=rng.random() < 0.5)
         if choice < 0.85:
-            return ir.InList(c, tuple(ir.Const(v, c.type_oid) for v in (0, 2, None)[:rng.randint(1, 3)]))
+            values = (0, 2, None)[:rng.randint(1, 3)]
+            return ir.InList(c, tuple(ir.Const(v, c.type_oid) for v in values))
         return ir.BoolOp(rng.choice(("and", "or")), (self.predicate(rel), self.predicate(rel)))
 
     def filter(self, depth: int) -> ir.Rel:
@@ -116,8 +116,7 @@ class PlanGen:
         for _ in range(self.rng.randint(1, 3)):
             c = self._int_col(inner)
             if c is not None and self.rng.random() < 0.3:
-                exprs.append(ir.Arith("+", c, ir.Const(1, T.INT8), T.INT8)
-                             if c.type_oid == T.INT8 else ir.Arith("+", c, ir.Const(1, T.INT4), T.INT4))
+                exprs.append(ir.Arith("+", c, ir.Const(1, c.type_oid), c.type_oid))
             elif c is not None and self.rng.random() < 0.2:
                 exprs.append(ir.Coalesce((c, ir.Const(0, c.type_oid)), c.type_oid))
             else:
