@@ -286,7 +286,11 @@ class ExprBuilder:
 
     # ------------------------------------------------------------------ other nodes
     def sublink(self, body: Node) -> ir.Expr:
-        what = _SUBLINKS.get(body.get("subLinkType", ""), "subquery")
+        kind = body.get("subLinkType", "")
+        what = _SUBLINKS.get(kind, "subquery")
+        if kind in ("EXISTS_SUBLINK", "ANY_SUBLINK"):
+            raise PlanError(f"{what} under NOT, OR or an expression (only top-level WHERE "
+                            "IN/EXISTS become semi-joins)")
         if correlated(self.scope, body):
             raise PlanError(f"correlated {what}")
         raise PlanError(f"{what} in an expression (only subqueries in FROM are supported)")
@@ -297,6 +301,30 @@ class ExprBuilder:
         if op == "NOT_EXPR":
             return ir.Not(args[0])
         return ir.BoolOp("and" if op == "AND_EXPR" else "or", args)
+
+    def boolean_test(self, body: Node) -> ir.Expr:
+        """``x IS [NOT] TRUE|FALSE|UNKNOWN``: never NULL, built from 3VL pieces."""
+        arg = self.boolean(body["arg"])
+        false = ir.Const(False, T.BOOL)
+        kind = body.get("booltesttype", "")
+        if kind in ("IS_UNKNOWN", "IS_NOT_UNKNOWN"):
+            return ir.IsNull(arg, negated=kind == "IS_NOT_UNKNOWN")
+        subject = arg if kind in ("IS_TRUE", "IS_NOT_TRUE") else ir.Not(arg)
+        test = ir.Coalesce((subject, false), T.BOOL)
+        return ir.Not(test) if kind.startswith("IS_NOT") else test
+
+    def distinct_from(self, body: Node) -> ir.Expr:
+        """``a IS [NOT] DISTINCT FROM b``: NULLs compare as equal values, never NULL."""
+        left, right = self.pair(self.build(body["lexpr"]), self.build(body["rexpr"]))
+        if not pgtypes.comparable(left.type_oid, right.type_oid):
+            raise PlanError(f"IS DISTINCT FROM on {pgtypes.type_name(left.type_oid)} and "
+                            f"{pgtypes.type_name(right.type_oid)}")
+        self.check_equality((left, right))
+        distinct = ir.Case((
+            (ir.IsNull(left), ir.IsNull(right, negated=True)),
+            (ir.IsNull(right), ir.Const(True, T.BOOL)),
+        ), ir.Compare("<>", left, right), T.BOOL)
+        return ir.Not(distinct) if body["kind"] == "AEXPR_NOT_DISTINCT" else distinct
 
     def null_test(self, body: Node) -> ir.Expr:
         return ir.IsNull(self.build(body["arg"]), negated=body["nulltesttype"] == "IS_NOT_NULL")
@@ -414,7 +442,7 @@ def _text_columns(expr: Any) -> list[int]:
     return sorted(column_refs(expr))
 
 
-def _inner_names(select: Any) -> set[str]:
+def range_names(select: Any) -> set[str]:
     """Range names (aliases and relation names) a subquery defines, at any depth."""
     names: set[str] = set()
     stack = [select]
@@ -434,7 +462,7 @@ def _inner_names(select: Any) -> set[str]:
 
 def correlated(scope: Scope, body: Node) -> bool:
     """Does a subquery reference a range of the enclosing query by its qualifier?"""
-    inner = _inner_names(body.get("subselect"))
+    inner = range_names(body.get("subselect"))
     stack: list[Any] = [body.get("subselect")]
     while stack:
         node = stack.pop()
@@ -461,8 +489,6 @@ _SUBLINKS = {"EXISTS_SUBLINK": "EXISTS subquery", "ANY_SUBLINK": "IN/ANY subquer
 def _describe(kind: str, body: Node) -> str:
     if kind == "SubLink":
         return _SUBLINKS.get(body.get("subLinkType", ""), "subquery in an expression")
-    if kind == "BooleanTest":
-        return "IS [NOT] TRUE/FALSE/UNKNOWN"
     if kind == "MinMaxExpr":
         return "GREATEST/LEAST"
     if kind == "ParamRef":
@@ -471,7 +497,6 @@ def _describe(kind: str, body: Node) -> str:
 
 
 _AEXPR_NAMES = {"AEXPR_OP_ANY": "= ANY (array)", "AEXPR_OP_ALL": "op ALL (array)",
-                "AEXPR_DISTINCT": "IS DISTINCT FROM", "AEXPR_NOT_DISTINCT": "IS NOT DISTINCT FROM",
                 "AEXPR_SIMILAR": "SIMILAR TO"}
 
 _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
@@ -484,6 +509,8 @@ _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "AEXPR_BETWEEN_SYM": ExprBuilder.between,
     "AEXPR_NOT_BETWEEN_SYM": ExprBuilder.between,
     "AEXPR_NULLIF": ExprBuilder.nullif,
+    "AEXPR_DISTINCT": ExprBuilder.distinct_from,
+    "AEXPR_NOT_DISTINCT": ExprBuilder.distinct_from,
 }
 
 _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
@@ -492,6 +519,7 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "A_Expr": ExprBuilder.a_expr,
     "BoolExpr": ExprBuilder.bool_expr,
     "NullTest": ExprBuilder.null_test,
+    "BooleanTest": ExprBuilder.boolean_test,
     "CaseExpr": ExprBuilder.case,
     "CoalesceExpr": ExprBuilder.coalesce,
     "TypeCast": ExprBuilder.type_cast,

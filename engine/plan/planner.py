@@ -27,6 +27,7 @@ from engine.plan.grouping import Grouping, has_aggregates
 from engine.plan.names import figure_colname
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.plan.subqueries import semi_joins
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
@@ -85,6 +86,7 @@ class _Planner:
     def _select(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
         where = conjuncts(stmt.get("whereClause"))
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
+        bound, where = semi_joins(ctx, self.subquery, bound, where)
         keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
                                   ctx.catalog) if top else (
             [], where)

@@ -248,3 +248,16 @@ SELECT id, name, price FROM products WHERE category_id = 2 ORDER BY price, id LI
 SELECT o.id, o.total FROM orders o WHERE o.customer_id = 5 ORDER BY o.placed_on DESC, o.id LIMIT 2 OFFSET 1;
 SELECT t.id, t.title FROM threads t ORDER BY t.reply_count DESC, t.id LIMIT 5 OFFSET 15;
 SELECT story_id, count(*) AS n FROM votes GROUP BY story_id ORDER BY n DESC, story_id LIMIT 4 OFFSET 4;
+-- ===================== semi-joins and null-safe tests =====================
+SELECT s.id, s.title FROM stories s WHERE EXISTS (SELECT 1 FROM comments c WHERE c.story_id = s.id AND c.score > 5);
+SELECT u.id, u.username FROM users u WHERE EXISTS (SELECT 1 FROM votes v WHERE v.user_id = u.id) AND u.karma > 10;
+SELECT p.id, p.name FROM products p WHERE p.id IN (SELECT product_id FROM order_items WHERE quantity >= 3);
+SELECT c.id, c.name FROM customers c WHERE c.id IN (SELECT customer_id FROM orders WHERE status = 'paid') ORDER BY c.id;
+SELECT t.id, t.title FROM threads t WHERE t.forum_id = 2 AND EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.edited);
+SELECT count(*) FROM stories s WHERE EXISTS (SELECT 1 FROM story_tags st WHERE st.story_id = s.id);
+SELECT id FROM comments WHERE parent_id IS DISTINCT FROM 3;
+SELECT id FROM comments WHERE score IS NOT DISTINCT FROM NULL;
+SELECT id, published IS NOT TRUE AS hidden FROM stories WHERE author_id = 2;
+SELECT id, (score > 5) IS TRUE AS good, (score > 5) IS UNKNOWN AS unscored FROM comments WHERE story_id = 2;
+SELECT id FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id);
+SELECT id FROM stories WHERE author_id NOT IN (SELECT id FROM users WHERE is_admin);
