@@ -103,7 +103,7 @@ class WeirProcess:
 
     @classmethod
     def start(cls, pg: Any, extra: list[str] | None = None, env: dict[str, str] | None = None,
-              ) -> WeirProcess:
+              upstream: str | None = None) -> WeirProcess:
         import os
         import subprocess
         import sys
@@ -111,7 +111,7 @@ class WeirProcess:
         from proxy.localpg import free_port
 
         port = free_port()
-        argv = [sys.executable, "-m", "proxy.cli", "serve", "--upstream", pg.dsn(),
+        argv = [sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream or pg.dsn(),
                 "--listen", f"127.0.0.1:{port}", *(extra or [])]
         proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, **(env or {})})
