@@ -326,6 +326,16 @@ class ExprBuilder:
         ), ir.Compare("<>", left, right), T.BOOL)
         return ir.Not(distinct) if body["kind"] == "AEXPR_NOT_DISTINCT" else distinct
 
+    def weir_column(self, body: Node) -> ir.Expr:
+        """A hidden column the planner joined in for a subquery (``subqueries``)."""
+        pos = int(body["position"])
+        col = self.scope.cols[pos]
+        expr: ir.Expr = ir.ColumnRef(pos, col.type_oid)
+        self.colls[pos] = col.collation
+        if body.get("zero"):
+            expr = ir.Coalesce((expr, ir.Const(0, col.type_oid)), col.type_oid)
+        return expr
+
     def null_test(self, body: Node) -> ir.Expr:
         return ir.IsNull(self.build(body["arg"]), negated=body["nulltesttype"] == "IS_NOT_NULL")
 
@@ -520,6 +530,7 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "BoolExpr": ExprBuilder.bool_expr,
     "NullTest": ExprBuilder.null_test,
     "BooleanTest": ExprBuilder.boolean_test,
+    "WeirColumn": ExprBuilder.weir_column,
     "CaseExpr": ExprBuilder.case,
     "CoalesceExpr": ExprBuilder.coalesce,
     "TypeCast": ExprBuilder.type_cast,

@@ -27,7 +27,7 @@ from engine.plan.grouping import Grouping, has_aggregates
 from engine.plan.names import figure_colname
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
-from engine.plan.subqueries import semi_joins
+from engine.plan.subqueries import scalar_subqueries, semi_joins
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
@@ -87,6 +87,11 @@ class _Planner:
         where = conjuncts(stmt.get("whereClause"))
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
         bound, where = semi_joins(ctx, self.subquery, bound, where)
+        targets = stmt.get("targetList", [])
+        grouped = bool(stmt.get("groupClause")) or has_aggregates(
+            [targets, stmt.get("havingClause"), stmt.get("sortClause")])
+        if not grouped:
+            bound, stmt = scalar_subqueries(ctx, self.subquery, bound, stmt)
         keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
                                   ctx.catalog) if top else (
             [], where)
@@ -95,9 +100,6 @@ class _Planner:
             wb = ExprBuilder(bound.scope, ctx.catalog)
             preds = tuple(wb.boolean(c) for c in where)
             rel = ir.Filter(rel, preds[0] if len(preds) == 1 else ir.BoolOp("and", preds))
-        targets = stmt.get("targetList", [])
-        grouped = bool(stmt.get("groupClause")) or has_aggregates(
-            [targets, stmt.get("havingClause"), stmt.get("sortClause")])
         if grouped:
             return self._grouped(ctx, stmt, Bound(rel, bound.scope), keys)
         if stmt.get("havingClause") is not None:

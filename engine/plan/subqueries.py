@@ -49,19 +49,24 @@ def _fields(ref: Node) -> tuple[str, ...]:
     return tuple(f["String"]["sval"] for f in ref["ColumnRef"]["fields"] if "String" in f)
 
 
-def _decorrelate(scope: Scope, link: Node) -> tuple[list[tuple[str, ...]], Node]:
-    """EXISTS (... WHERE inner = outer AND rest) -> (outer columns, SELECT inner columns
-    ... WHERE rest)."""
+def _plain_select(link: Node, what: str) -> Node:
     select = copy.deepcopy(link["subselect"]["SelectStmt"])
     for clause in ("groupClause", "havingClause", "limitCount", "limitOffset", "sortClause",
                    "distinctClause", "withClause"):
         if select.get(clause):
-            raise PlanError(f"correlated EXISTS subquery with {clause}")
+            raise PlanError(f"correlated {what} with {clause}")
     if select.get("op", "SETOP_NONE") != "SETOP_NONE":
-        raise PlanError("correlated EXISTS subquery over a set operation")
+        raise PlanError(f"correlated {what} over a set operation")
+    return select
+
+
+def _correlation(scope: Scope, select: Node, what: str) -> tuple[
+        list[tuple[str, ...]], list[Node]]:
+    """Split the subquery's WHERE into ``inner = outer`` equalities and the rest; set the
+    rest as its WHERE. Returns (outer columns, inner column references)."""
     outer_names = {c.qualifier for c in scope.cols}
     outer: list[tuple[str, ...]] = []
-    targets: list[Node] = []
+    inner_refs: list[Node] = []
     rest: list[Node] = []
     for conj in conjuncts(select.get("whereClause")):
         pair = column_equality(conj)
@@ -71,15 +76,23 @@ def _decorrelate(scope: Scope, link: Node) -> tuple[list[tuple[str, ...]], Node]
             if len(sides) == 1:
                 inner = pair[1] if sides[0] == pair[0] else pair[0]
                 outer.append(sides[0])
-                targets.append({"ResTarget": {"val": {"ColumnRef": {"fields": [
-                    {"String": {"sval": f}} for f in inner]}}}})
+                inner_refs.append({"ColumnRef": {"fields": [
+                    {"String": {"sval": f}} for f in inner]}})
                 continue
         rest.append(conj)
     if not outer:
-        raise PlanError("EXISTS subquery that is not correlated by an equality")
-    select["targetList"] = targets
+        raise PlanError(f"{what} that is not correlated by an equality")
     select["whereClause"] = (None if not rest else rest[0] if len(rest) == 1 else
                              {"BoolExpr": {"boolop": "AND_EXPR", "args": rest}})
+    return outer, inner_refs
+
+
+def _decorrelate(scope: Scope, link: Node) -> tuple[list[tuple[str, ...]], Node]:
+    """EXISTS (... WHERE inner = outer AND rest) -> (outer columns, SELECT inner columns
+    ... WHERE rest)."""
+    select = _plain_select(link, "EXISTS subquery")
+    outer, inner = _correlation(scope, select, "EXISTS subquery")
+    select["targetList"] = [{"ResTarget": {"val": ref}} for ref in inner]
     if correlated(scope, {"subselect": {"SelectStmt": select}}):
         raise PlanError("correlated EXISTS subquery (correlated beyond equalities)")
     return outer, {"SelectStmt": select}
@@ -90,12 +103,8 @@ def _defines(select: Node, name: str) -> bool:
     return name in range_names(select.get("fromClause"))
 
 
-def _join(ctx: PlanContext, subquery: Subquery, bound: Bound, outer: list[int],
-          select: Node) -> Bound:
-    sub = subquery(ctx, select)
-    if len(sub.scope.cols) != len(outer):
-        raise PlanError("subquery has too many columns")
-    for pos, col in zip(outer, sub.scope.cols, strict=True):
+def _check_pairs(ctx: PlanContext, bound: Bound, outer: list[int], sub: Bound) -> None:
+    for pos, col in zip(outer, sub.scope.cols, strict=False):
         mine = bound.scope.cols[pos]
         if not pgtypes.comparable(mine.type_oid, col.type_oid):
             raise PlanError(f"IN subquery comparing {pgtypes.type_name(mine.type_oid)} with "
@@ -103,6 +112,14 @@ def _join(ctx: PlanContext, subquery: Subquery, bound: Bound, outer: list[int],
         if not (deterministic(mine.collation, ctx.catalog)
                 and deterministic(col.collation, ctx.catalog)):
             raise PlanError("IN subquery under a nondeterministic collation")
+
+
+def _join(ctx: PlanContext, subquery: Subquery, bound: Bound, outer: list[int],
+          select: Node) -> Bound:
+    sub = subquery(ctx, select)
+    if len(sub.scope.cols) != len(outer):
+        raise PlanError("subquery has too many columns")
+    _check_pairs(ctx, bound, outer, sub)
     rel = ir.Join(bound.rel, ir.Distinct(sub.rel), tuple(outer), tuple(range(len(outer))))
     hidden = tuple(ScopeCol(None, c.name, c.type_oid, c.collation, c.rte, hidden=True)
                    for c in sub.scope.cols)
@@ -128,3 +145,104 @@ def semi_joins(ctx: PlanContext, subquery: Subquery, bound: Bound,
             continue
         rest.append(conj)
     return bound, rest
+
+
+_ZERO_ON_EMPTY = ("count",)
+
+
+def _scalar_aggregate(select: Node) -> Node | None:
+    """The single bare aggregate call a scalar subquery selects, if that is what it is."""
+    targets = select.get("targetList", [])
+    if len(targets) != 1:
+        return None
+    val = targets[0]["ResTarget"]["val"]
+    call = val.get("FuncCall")
+    if call is None or call.get("over") is not None:
+        return None
+    name = [p["String"]["sval"] for p in call.get("funcname", []) if "String" in p][-1:]
+    return val if name and name[0].lower() in ("count", "sum", "avg", "min", "max") else None
+
+
+def _scalar_join(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                 link: Node) -> tuple[Bound, Node] | None:
+    """LEFT JOIN the grouped form of a correlated aggregate subquery; the node to use in
+    its place (None when the subquery is not of that form)."""
+    if not correlated(bound.scope, link):
+        return None
+    select = _plain_select(link, "scalar subquery")
+    agg = _scalar_aggregate(select)
+    if agg is None:
+        raise PlanError("correlated scalar subquery other than one aggregate")
+    outer, inner = _correlation(bound.scope, select, "correlated scalar subquery")
+    select["targetList"] = [{"ResTarget": {"val": ref}} for ref in inner] + [
+        {"ResTarget": {"val": agg}}]
+    select["groupClause"] = inner
+    if correlated(bound.scope, {"subselect": {"SelectStmt": select}}):
+        raise PlanError("correlated scalar subquery (correlated beyond equalities)")
+    sub = subquery(ctx, {"SelectStmt": select})
+    positions = [bound.scope.lookup(f) for f in outer]
+    _check_pairs(ctx, bound, positions, sub)
+    rel = ir.Join(bound.rel, sub.rel, tuple(positions), tuple(range(len(positions))), "left")
+    hidden = tuple(ScopeCol(None, c.name, c.type_oid, c.collation, c.rte, hidden=True)
+                   for c in sub.scope.cols)
+    name = agg["FuncCall"]["funcname"][-1]["String"]["sval"].lower()
+    node = {"WeirColumn": {"position": len(bound.scope.cols) + len(inner),
+                           "zero": name in _ZERO_ON_EMPTY}}
+    return Bound(rel, Scope(bound.scope.cols + hidden)), node
+
+
+def scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                      stmt: Node) -> tuple[Bound, Node]:
+    """Correlated aggregate subqueries in the select list -> LEFT JOINs with the aggregate
+    grouped by the correlation columns (COUNT of no rows is 0, other aggregates NULL)."""
+    targets = stmt.get("targetList", [])
+    if not any("SubLink" in json_keys(t) for t in targets):
+        return bound, stmt
+    from engine.plan.names import figure_colname
+    stmt = dict(stmt)
+    new_targets = []
+    for target in targets:
+        res = dict(target["ResTarget"])
+        if res.get("name") is None and "val" in res:
+            res["name"] = figure_colname(res["val"])
+        res["val"], bound = _replace_sublinks(ctx, subquery, bound, res.get("val"))
+        new_targets.append({"ResTarget": res})
+    stmt["targetList"] = new_targets
+    return bound, stmt
+
+
+def _replace_sublinks(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                      node: Any) -> tuple[Any, Bound]:
+    if isinstance(node, list):
+        out = []
+        for item in node:
+            new, bound = _replace_sublinks(ctx, subquery, bound, item)
+            out.append(new)
+        return out, bound
+    if not isinstance(node, dict):
+        return node, bound
+    link = node.get("SubLink")
+    if link is not None and link.get("subLinkType") == "EXPR_SUBLINK":
+        done = _scalar_join(ctx, subquery, bound, link)
+        if done is not None:
+            bound, replacement = done
+            return replacement, bound
+        return node, bound
+    out_node = {}
+    for key, value in node.items():
+        out_node[key], bound = _replace_sublinks(ctx, subquery, bound, value)
+    return out_node, bound
+
+
+def json_keys(tree: Any) -> set[str]:
+    """Every dict key occurring in a JSON tree."""
+    keys: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            keys.update(node)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return keys

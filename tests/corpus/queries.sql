@@ -261,3 +261,10 @@ SELECT id, published IS NOT TRUE AS hidden FROM stories WHERE author_id = 2;
 SELECT id, (score > 5) IS TRUE AS good, (score > 5) IS UNKNOWN AS unscored FROM comments WHERE story_id = 2;
 SELECT id FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id);
 SELECT id FROM stories WHERE author_id NOT IN (SELECT id FROM users WHERE is_admin);
+-- ===================== correlated aggregate subqueries (the Lobsters pattern) =====================
+SELECT s.id, s.title, (SELECT count(*) FROM votes v WHERE v.story_id = s.id) AS votes FROM stories s WHERE s.author_id = 2;
+SELECT s.id, (SELECT sum(v.value) FROM votes v WHERE v.story_id = s.id) AS score FROM stories s;
+SELECT u.username, (SELECT max(c.created_at) FROM comments c WHERE c.author_id = u.id) AS last_comment FROM users u;
+SELECT t.id, t.title, (SELECT count(*) FROM posts p WHERE p.thread_id = t.id AND p.edited) AS edited_posts FROM threads t WHERE t.forum_id = 1;
+SELECT p.id, p.name, (SELECT avg(r.rating) FROM reviews r WHERE r.product_id = p.id) AS stars FROM products p WHERE p.category_id = 3;
+SELECT c.id, (SELECT count(o.id) FROM orders o WHERE o.customer_id = c.id AND o.status = 'paid') FROM customers c;
