@@ -50,7 +50,7 @@ def _fields(ref: Node) -> tuple[str, ...]:
 
 
 def _plain_select(link: Node, what: str) -> Node:
-    select = copy.deepcopy(link["subselect"]["SelectStmt"])
+    select: Node = copy.deepcopy(link["subselect"]["SelectStmt"])
     for clause in ("groupClause", "havingClause", "limitCount", "limitOffset", "sortClause",
                    "distinctClause", "withClause"):
         if select.get(clause):
