@@ -5,10 +5,14 @@
 ``encode_row_description(fields)``: a whole RowDescription (FieldDescription-like objects).
 ``encode_command_complete(tag)``: a whole CommandComplete message.
 Out-of-range numbers and NUL in strings raise ValueError, as the pure versions do.
+``decode_data_row_values(payload)``: the values of a DataRow payload; a malformed payload
+raises the class bound with ``set_error_class`` (proxy.wire.backend binds ProtocolViolation).
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.string cimport memcpy
 
 
@@ -130,4 +134,48 @@ def encode_row_description(fields):
         _put32(w + 12, _ranged(f.type_modifier, -2147483648, 2147483647))
         _put16(w + 16, <unsigned int>_ranged(f.format, -32768, 32767))
         w += 18
+    return out
+
+
+cdef object _error = ValueError
+
+
+def set_error_class(cls):
+    """The exception class raised for a malformed payload (ProtocolViolation)."""
+    global _error
+    _error = cls
+
+
+def decode_data_row_values(bytes payload not None):
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t ncols, i, pos = 2
+    cdef long length
+    cdef tuple out
+    cdef object value
+    if n < 2:
+        raise _error("malformed DataRow message: truncated")
+    ncols = <short>((p[0] << 8) | p[1])
+    if ncols < 0:
+        raise _error(f"malformed DataRow message: negative count {ncols}")
+    out = PyTuple_New(ncols)
+    for i in range(ncols):
+        if pos + 4 > n:
+            raise _error("malformed DataRow message: truncated")
+        length = <int>((<unsigned int>p[pos] << 24) | (<unsigned int>p[pos + 1] << 16)
+                       | (<unsigned int>p[pos + 2] << 8) | <unsigned int>p[pos + 3])
+        pos += 4
+        if length < 0:
+            if length != -1:
+                raise _error(f"malformed DataRow message: length {length}")
+            value = None
+        else:
+            if pos + length > n:
+                raise _error("malformed DataRow message: truncated")
+            value = PyBytes_FromStringAndSize(<const char*>p + pos, length)
+            pos += length
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(out, i, value)
+    if pos != n:
+        raise _error("malformed DataRow message: unexpected trailing bytes")
     return out

@@ -88,6 +88,7 @@ __all__ = [
     "ReadyForQuery",
     "RowDescription",
     "decode_backend",
+    "decode_data_row_values",
     "encode_command_complete",
     "encode_data_row",
     "encode_row_description",
@@ -117,6 +118,13 @@ def encode_data_row(values: Sequence[bytes | None]) -> bytes:
             append(value)
     body = b"".join(parts)
     return _HEAD_COUNT.pack(b"D", len(body) + 6, len(values)) + body
+
+
+def decode_data_row_values(payload: bytes) -> tuple[bytes | None, ...]:
+    """The values of a DataRow payload (ProtocolViolation if malformed)."""
+    values, pos = values_at(payload, 0, "DataRow")
+    at_end(payload, pos, "DataRow")
+    return values
 
 
 def encode_row_description(fields: Sequence[FieldDescription]) -> bytes:
@@ -313,9 +321,7 @@ class DataRow:
 
     @classmethod
     def decode(cls, payload: bytes) -> DataRow:
-        values, pos = values_at(payload, 0, "DataRow")
-        at_end(payload, pos, "DataRow")
-        return cls(values)
+        return cls(decode_data_row_values(payload))
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,9 +571,12 @@ def decode_backend(mtype: int, payload: bytes) -> BackendMessage:
 encode_data_row_python = encode_data_row
 encode_row_description_python = encode_row_description
 encode_command_complete_python = encode_command_complete
+decode_data_row_values_python = decode_data_row_values
 
 _fast = cython_ext.load("wire_codec")
 if _fast is not None:
     encode_data_row = _fast.encode_data_row
     encode_row_description = _fast.encode_row_description
     encode_command_complete = _fast.encode_command_complete
+    _fast.set_error_class(ProtocolViolation)
+    decode_data_row_values = _fast.decode_data_row_values

@@ -105,3 +105,24 @@ def test_oversized_rows_are_refused_by_both() -> None:
     row = (None,) * 32768
     assert _outcome(CODEC.encode_data_row, row) == _outcome(be.encode_data_row_python, row)
     assert _outcome(be.encode_data_row_python, row)[0] == "error"
+
+
+def _decoded(fn: Callable[..., Any], payload: bytes) -> tuple[str, Any]:
+    try:
+        return ("ok", fn(payload))
+    except ProtocolViolation:
+        return ("violation", None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values, st.data())
+def test_decode_data_row_values_parity(row: list[Any], data: st.DataObject) -> None:
+    assert CODEC is not None
+    CODEC.set_error_class(ProtocolViolation)
+    payload = bytearray(be.encode_data_row_python(tuple(row))[5:])
+    if data.draw(st.booleans()):
+        payload = payload[: data.draw(st.integers(0, len(payload)))]
+    if payload and data.draw(st.booleans()):
+        payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
+    expected = _decoded(be.decode_data_row_values_python, bytes(payload))
+    assert _decoded(CODEC.decode_data_row_values, bytes(payload)) == expected
