@@ -177,7 +177,6 @@ class Conversation:
     """Both directions of one connection (see the module docstring)."""
 
     __slots__ = (
-        "_backend_phase",
         "_copy",
         "_frontend_handlers",
         "_handlers",
