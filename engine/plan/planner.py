@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,9 @@ class PlannedQuery:
     key_types: tuple[int, ...]
     lifted: frozenset[int]
     relations: tuple[int, ...]
+    #: The one row to return when the reader has no row for a key (an aggregate without
+    #: GROUP BY whose WHERE keys it: PostgreSQL still returns one row, e.g. count 0).
+    empty_row: tuple[Any, ...] | None = None
 
 
 class _RetryPinned(Exception):
@@ -61,6 +65,7 @@ class _Block:
     order: tuple[ir.SortKey, ...]
     limit: int | None
     offset: int = 0
+    empty_row: tuple[Any, ...] | None = None
 
 
 class _Planner:
@@ -105,24 +110,31 @@ class _Planner:
         if stmt.get("havingClause") is not None:
             raise PlanError("HAVING without GROUP BY or aggregates")
         builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")
-        key_exprs: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
+        def key_exprs() -> list[ir.Expr]:
+            return [ir.ColumnRef(k.position, k.type_oid) for k in keys]
+
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
                              lambda e: e, lambda i: builder.colls.get(i))
 
     def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key]) -> _Block:
-        if not stmt.get("groupClause") and keys:
+        global_agg = not stmt.get("groupClause")
+        if global_agg and keys and stmt.get("havingClause") is not None:
             if any(k.source.param is not None for k in keys):
-                raise PlanError("parameter in an aggregate query without GROUP BY")
+                raise PlanError("parameter in an aggregate query with HAVING but no GROUP BY")
             raise _RetryPinned
         grouping = Grouping(bound.scope, ctx.catalog)
         targets = stmt.get("targetList", [])
         for item in stmt.get("groupClause", []):
             grouping.add_group(self._group_column(bound.scope, targets, item))
-        key_exprs: list[ir.Expr] = [
-            ir.ColumnRef(grouping.add_group(k.position), k.type_oid) for k in keys]
+
+        def key_exprs() -> list[ir.Expr]:  # grouped by the keys only after translation
+            return [ir.ColumnRef(grouping.add_group(k.position), k.type_oid) for k in keys]
+
         builder = grouping.builder("SELECT")
         block = self._project(ctx, stmt, None, builder, bound.scope, keys, key_exprs,
                               grouping.fix, grouping.output_collation, grouping, bound.rel)
+        if global_agg and keys:
+            block.empty_row = _empty_row(block, grouping)
         return block
 
     def _group_column(self, scope: Scope, targets: list[Node], item: Node) -> int:
@@ -147,7 +159,8 @@ class _Planner:
 
     # ------------------------------------------------------------------ select list
     def _project(self, ctx: PlanContext, stmt: Node, rel: ir.Rel | None, builder: ExprBuilder,
-                 scope: Scope, keys: list[Key], key_exprs: list[ir.Expr], fix: Any,
+                 scope: Scope, keys: list[Key], key_exprs: Callable[[], list[ir.Expr]],
+                 fix: Any,
                  coll_of: Any, grouping: Grouping | None = None,
                  agg_input: ir.Rel | None = None) -> _Block:
         exprs: list[ir.Expr] = []
@@ -176,6 +189,7 @@ class _Planner:
         having = None
         if stmt.get("havingClause") is not None:
             having = builder.boolean(stmt["havingClause"])
+        key_list = key_exprs()
         if grouping is not None:
             assert agg_input is not None
             rel = grouping.finish(agg_input)
@@ -185,7 +199,7 @@ class _Planner:
         visible = len(exprs)
         extra: list[ir.Expr] = []
         block_keys = []
-        for k, e in zip(keys, key_exprs, strict=True):
+        for k, e in zip(keys, key_list, strict=True):
             if e in exprs:  # the key column is selected anyway: key on that column
                 block_keys.append((exprs.index(e), k.source, k.type_oid))
                 continue
@@ -301,6 +315,21 @@ class _Planner:
         return Bound(rel, scope)
 
 
+def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:
+    """The row PostgreSQL returns for an aggregate without GROUP BY over no rows: the select
+    list over COUNTs of 0 and other aggregates NULL."""
+    from engine.dataflow.expr import compile_expr
+    project = block.rel
+    assert isinstance(project, ir.Project)
+    row = (None,) * len(grouping.groups) + tuple(
+        0 if a.func in ("count", "count_star", "count_distinct") else None
+        for a in grouping.aggs)
+    try:
+        return tuple(compile_expr(e)(row) for e in project.exprs[: block.visible])
+    except Exception as exc:  # PostgreSQL would raise on this row too: not cacheable
+        raise PlanError(f"select list raises on an empty aggregate ({exc})") from exc
+
+
 def _constant(node: Node | None, clause: str) -> int | None:
     """The value of a LIMIT/OFFSET clause: None when absent or NULL."""
     if node is None:
@@ -376,5 +405,5 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         return PlannedQuery(
             reader, sources, tuple(t for _, _, t in keys),
             frozenset(s.literal for s in sources if s.literal is not None),
-            tuple(sorted(ctx.relations)))
+            tuple(sorted(ctx.relations)), block.empty_row)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

@@ -47,7 +47,7 @@ class CachedQuery:
     def explain(self) -> str:
         labels = [f"${s.param}" if s.param is not None else f"literal{s.literal}"
                   for s in self.plan.key_sources]
-        return explain_reader(self.plan.reader, labels)
+        return explain_reader(self.plan.reader, labels, self.plan.empty_row)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +65,7 @@ class Classified:
         if isinstance(query, Unsupported):
             return None
         plan = query.plan
-        out = []
+        out: list[Any] = []
         for src, type_oid in zip(plan.key_sources, plan.key_types, strict=True):
             if src.param is not None:
                 if src.param > len(params):

@@ -87,11 +87,21 @@ def test_a_lifted_literal_that_is_no_value_of_its_type_forwards() -> None:
     assert huge.plan.reader.key == ()  # a numeric literal is compared, not lifted
 
 
-def test_aggregate_without_group_by_pins_its_literal() -> None:
+def test_aggregate_without_group_by_is_keyed_with_an_empty_row() -> None:
     planner = QueryPlanner(CATALOG)
-    a = cached(planner, "SELECT count(*) FROM votes WHERE story_id = 1")
-    b = cached(planner, "SELECT count(*) FROM votes WHERE story_id = 2")
-    assert a.plan.reader.key == () and a.identity != b.identity
+    a = cached(planner, "SELECT count(*), sum(value) FROM votes WHERE story_id = 1")
+    b = cached(planner, "SELECT count(*), sum(value) FROM votes WHERE story_id = 2")
+    assert a is b and a.plan.reader.key == (2,) and a.plan.empty_row == (0, None)
+    tables = {16403: [(1, 1, 1, 1), (2, 1, 2, -1)]}
+    assert evaluate_reader(a.plan.reader, tables, (1,)) == [(2, 0)]
+    assert evaluate_reader(a.plan.reader, tables, (2,)) == []  # the host answers empty_row
+
+
+def test_aggregate_with_having_but_no_group_by_pins_its_literal() -> None:
+    planner = QueryPlanner(CATALOG)
+    sql = "SELECT count(*) FROM votes WHERE story_id = {} HAVING count(*) > 1"
+    a, b = cached(planner, sql.format(1)), cached(planner, sql.format(2))
+    assert a.plan.reader.key == () and a.plan.empty_row is None and a.identity != b.identity
 
 
 def _corpus() -> list[str]:
