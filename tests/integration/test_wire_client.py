@@ -12,6 +12,8 @@ import ssl
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
@@ -274,3 +276,49 @@ def test_replication_copy_both(pg: Any, dbname: str) -> None:
     assert names(events)[-3:] == ["CommandComplete", "CommandComplete", "ReadyForQuery"]
     assert s.conn.state is State.IDLE
     s.close()
+
+
+_STEPS = [
+    fe.Parse("", "select 1"),
+    fe.Parse("", "select 1/0"),
+    fe.Parse("", "selec nothing"),
+    fe.Parse("s1", "select $1::int"),
+    fe.Parse("", "select generate_series(1, 3)"),
+    fe.Bind("", ""),
+    fe.Bind("", "s1", (), (b"5",)),
+    fe.Bind("", "s1", (), (b"x",)),
+    fe.Describe("P", ""),
+    fe.Describe("S", ""),
+    fe.Describe("S", "s1"),
+    fe.Execute("", 0),
+    fe.Execute("", 1),
+    fe.Close("S", "s1"),
+    fe.Close("P", ""),
+    fe.Flush(),
+    fe.Sync(),
+    fe.Query("select 1"),
+    fe.Query("select 1/0; select 2"),
+    fe.Query(""),
+    fe.Query("begin"),
+    fe.Query("rollback"),
+]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(st.sampled_from(_STEPS), max_size=12))
+def test_random_pipelines_match_the_real_server(pg: Any, steps: list[fe.FrontendMessage]) -> None:
+    """Whatever a pipeline does, the conversation follows the server and ends in step."""
+    s = connect(pg, "postgres", "postgres")
+    assert isinstance(s, Session)
+    try:
+        s.send(*steps, fe.Sync())
+        while s.conn.conversation.pending:
+            event = s.event()
+            assert event is not CONNECTION_CLOSED
+        assert s.conn.state is State.IDLE
+        s.send(fe.Query("rollback; select 42"))
+        events = s.until_ready()
+        assert be.DataRow((b"42",)) in events
+        assert events[-2:] == [be.CommandComplete("SELECT 1"), be.ReadyForQuery("I")]
+    finally:
+        s.close()
