@@ -69,17 +69,23 @@ class ExprBuilder:
     ``on_column`` maps a scope position to the expression that stands for it."""
 
     def __init__(self, scope: Scope, catalog: Catalog, *, on_agg: AggHook | None = None,
-                 on_column: ColHook | None = None, clause: str = "WHERE") -> None:
+                 on_column: ColHook | None = None, clause: str = "WHERE",
+                 on_node: Callable[[Node], ir.Expr | None] | None = None) -> None:
         self.scope = scope
         self.catalog = catalog
         self.on_agg = on_agg
         self.on_column = on_column
+        self.on_node = on_node
         self.clause = clause
         #: collation of each ColumnRef index this builder produced (None: not text).
         self.colls: dict[int, str | None] = {}
 
     # ------------------------------------------------------------------ entry points
     def build(self, node: Node) -> ir.Expr:
+        if self.on_node is not None:
+            found = self.on_node(node)
+            if found is not None:
+                return found
         kind, body = next(iter(node.items()))
         handler = _HANDLERS.get(kind)
         if handler is None:

@@ -28,8 +28,10 @@ AGG_BASE = 1 << 30
 class Grouping:
     """Group columns and aggregates of one SELECT over ``scope`` (the FROM+WHERE output)."""
 
-    def __init__(self, scope: Scope, catalog: Catalog) -> None:
+    def __init__(self, scope: Scope, catalog: Catalog,
+                 grouped_exprs: dict[str, int] | None = None) -> None:
         self.scope = scope
+        self.grouped_exprs = grouped_exprs or {}
         self.catalog = catalog
         self.groups: list[int] = []
         self.aggs: list[ir.AggCall] = []
@@ -42,9 +44,20 @@ class Grouping:
 
     def builder(self, clause: str) -> ExprBuilder:
         b = ExprBuilder(self.scope, self.catalog, on_agg=self._agg,
-                        on_column=self._column, clause=clause)
+                        on_column=self._column, clause=clause,
+                        on_node=self._grouped_expr if self.grouped_exprs else None)
         b.colls = self.agg_colls  # shared: group and aggregate outputs' collations
         return b
+
+    def _grouped_expr(self, node: Node) -> ir.Expr | None:
+        """A select-list expression written exactly as a GROUP BY expression: its column."""
+        from engine.plan.planner import canonical
+        pos = self.grouped_exprs.get(canonical(node))
+        if pos is None:
+            return None
+        col = self.scope.cols[pos]
+        self.agg_colls[self.groups.index(pos)] = col.collation
+        return ir.ColumnRef(self.groups.index(pos), col.type_oid)
 
     def _column(self, pos: int) -> ir.Expr:
         col = self.scope.cols[pos]

@@ -122,10 +122,10 @@ class _Planner:
             if any(k.source.param is not None for k in keys):
                 raise PlanError("parameter in an aggregate query with HAVING but no GROUP BY")
             raise _RetryPinned
-        grouping = Grouping(bound.scope, ctx.catalog)
-        targets = stmt.get("targetList", [])
-        for item in stmt.get("groupClause", []):
-            grouping.add_group(self._group_column(bound.scope, targets, item))
+        bound, positions, canon = self._group_items(ctx, stmt, bound)
+        grouping = Grouping(bound.scope, ctx.catalog, canon)
+        for pos in positions:
+            grouping.add_group(pos)
 
         def key_exprs() -> list[ir.Expr]:  # grouped by the keys only after translation
             return [ir.ColumnRef(grouping.add_group(k.position), k.type_oid) for k in keys]
@@ -137,14 +137,47 @@ class _Planner:
             block.empty_row = _empty_row(block, grouping)
         return block
 
-    def _group_column(self, scope: Scope, targets: list[Node], item: Node) -> int:
+    def _group_items(self, ctx: PlanContext, stmt: Node, bound: Bound) -> tuple[
+            Bound, list[int], dict[str, int]]:
+        """GROUP BY items -> (input, with a projection of the grouped expressions if any;
+        group input positions; canonical text of each grouped expression -> its position)."""
+        targets = stmt.get("targetList", [])
+        positions: list[int] = []
+        exprs: list[ir.Expr] = []
+        canon: dict[str, int] = {}
+        width = len(bound.scope.cols)
+        builder = ExprBuilder(bound.scope, ctx.catalog, clause="GROUP BY")
+        extra: list[ScopeCol] = []
+        for item in stmt.get("groupClause", []):
+            node = self._group_target(targets, item)
+            if "ColumnRef" in node:
+                positions.append(self._group_column(bound.scope, targets, node))
+                continue
+            expr = builder.build(node)
+            pos = width + len(exprs)
+            exprs.append(expr)
+            canon[canonical(node)] = pos
+            positions.append(pos)
+            extra.append(ScopeCol(None, f"?group{len(exprs)}?", expr.type_oid,
+                                  builder.collation(expr), ctx.new_rte(), hidden=True))
+        if not exprs:
+            return bound, positions, canon
+        cols = bound.rel.columns
+        rel = ir.Project(bound.rel, tuple(ir.ColumnRef(i, c.type_oid) for i, c in
+                                          enumerate(cols)) + tuple(exprs),
+                         tuple(c.name for c in cols) + tuple(c.name for c in extra))
+        return Bound(rel, Scope(bound.scope.cols + tuple(extra))), positions, canon
+
+    @staticmethod
+    def _group_target(targets: list[Node], item: Node) -> Node:
         if "A_Const" in item and "ival" in item["A_Const"]:
             n = int(item["A_Const"]["ival"].get("ival", 0))
             if not 1 <= n <= len(targets):
                 raise PlanError(f"GROUP BY position {n} is not in select list")
-            item = targets[n - 1]["ResTarget"]["val"]
-        if "ColumnRef" not in item:
-            raise PlanError("GROUP BY an expression (only columns)")
+            return dict(targets[n - 1]["ResTarget"]["val"])
+        return item
+
+    def _group_column(self, scope: Scope, targets: list[Node], item: Node) -> int:
         fields = tuple(f["String"]["sval"] for f in item["ColumnRef"]["fields"] if "String" in f)
         try:
             return scope.lookup(fields)
@@ -313,6 +346,20 @@ class _Planner:
         scope = Scope(tuple(ScopeCol(None, block.names[i], rel.columns[i].type_oid,
                                      block.colls[i], rte) for i in range(block.visible)))
         return Bound(rel, scope)
+
+
+def canonical(node: Any) -> str:
+    """A JSON expression tree as text without source locations (equal expressions, equal
+    text), to match select-list expressions with GROUP BY expressions."""
+    import json
+
+    def strip(n: Any) -> Any:
+        if isinstance(n, dict):
+            return {k: strip(v) for k, v in n.items() if k != "location"}
+        if isinstance(n, list):
+            return [strip(v) for v in n]
+        return n
+    return json.dumps(strip(node), sort_keys=True)
 
 
 def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:

@@ -268,3 +268,6 @@ SELECT u.username, (SELECT max(c.created_at) FROM comments c WHERE c.author_id =
 SELECT t.id, t.title, (SELECT count(*) FROM posts p WHERE p.thread_id = t.id AND p.edited) AS edited_posts FROM threads t WHERE t.forum_id = 1;
 SELECT p.id, p.name, (SELECT avg(r.rating) FROM reviews r WHERE r.product_id = p.id) AS stars FROM products p WHERE p.category_id = 3;
 SELECT c.id, (SELECT count(o.id) FROM orders o WHERE o.customer_id = c.id AND o.status = 'paid') FROM customers c;
+SELECT score / 10 AS bucket, count(*) FROM stories GROUP BY score / 10 ORDER BY bucket;
+SELECT lower(c.country) AS cc, count(*) FROM customers c GROUP BY lower(c.country);
+SELECT length(username) AS len, count(*) FROM users WHERE is_admin = false GROUP BY 1;
