@@ -70,7 +70,7 @@ def _equality_sides(node: Node) -> tuple[Node, Node] | None:
         return None
     if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
         return None
-    left, right = body.get("lexpr") or {}, body.get("rexpr") or {}
+    left, right = _uncast(body.get("lexpr") or {}), _uncast(body.get("rexpr") or {})
     if "ColumnRef" not in left:
         left, right = right, left
     if "ColumnRef" not in left or not ("ParamRef" in right or "A_Const" in right):
@@ -78,6 +78,17 @@ def _equality_sides(node: Node) -> tuple[Node, Node] | None:
     if any("String" not in f for f in left["ColumnRef"]["fields"]):
         return None
     return left, right
+
+
+def _uncast(node: Node) -> Node:
+    """``$n::type`` -> ``$n`` with the cast type remembered (drivers add such casts)."""
+    cast = node.get("TypeCast")
+    if cast is None or "ParamRef" not in cast.get("arg", {}):
+        return node
+    names = [n["String"]["sval"] for n in cast["typeName"].get("names", []) if "String" in n]
+    if cast["typeName"].get("typmods") or cast["typeName"].get("arrayBounds") or not names:
+        return node
+    return {"ParamRef": dict(cast["arg"]["ParamRef"], cast=names[-1])}
 
 
 def _key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[int, int],
@@ -89,6 +100,9 @@ def _key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[in
     pos = scope.lookup(tuple(f["String"]["sval"] for f in left["ColumnRef"]["fields"]))
     col = scope.cols[pos]
     if "ParamRef" in right:
+        cast = right["ParamRef"].get("cast")
+        if cast is not None and pgtypes.CAST_TYPES.get(cast) != col.type_oid:
+            return None  # a cross-type comparison: left to the expression (unsupported)
         _check_param_column(col, catalog)
         return Key(pos, KeySource(param=int(right["ParamRef"]["number"])), col.type_oid)
     i = index.get(int(right["A_Const"].get("location", -1)))
