@@ -15,6 +15,7 @@ plans; lifting decisions depend only on the shape and the literal kinds, never o
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,12 @@ class QueryIdentity:
     shape: str
     pinned: tuple[tuple[str, str | None], ...]
     relations: tuple[int, ...]
+
+    @property
+    def query_id(self) -> str:
+        """A stable name for the identity (``q_`` + 16 hex digits), for SHOW/CREATE CACHE."""
+        digest = hashlib.sha256(repr((self.shape, self.pinned, self.relations)).encode())
+        return "q_" + digest.hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,3 +215,12 @@ def test_type_resolution_matches_postgres() -> None:
     assert common_type([T.INT4, T.INT8, T.NUMERIC]) == T.NUMERIC
     assert common_type([T.UNKNOWN, T.INT4]) == T.INT4
     assert common_type([T.INT4, T.TEXT]) is None
+
+
+def test_query_ids_are_stable_and_follow_identity() -> None:
+    planner = QueryPlanner(CATALOG)
+    a = cached(planner, "SELECT id FROM stories WHERE author_id = 3")
+    b = cached(QueryPlanner(CATALOG), "SELECT id FROM stories WHERE author_id = 4")
+    c = cached(planner, "SELECT id FROM stories WHERE score > 4")
+    assert a.identity.query_id == b.identity.query_id != c.identity.query_id
+    assert a.identity.query_id.startswith("q_") and len(a.identity.query_id) == 18
