@@ -16,7 +16,8 @@ Protocol:
   and completes waiting reads.
 - Memory: ``memory_budget`` bytes (None = unlimited); after every call the least recently
   used present keys are evicted (with their downstream dependents) until the estimate is
-  within budget; keys a waiting read already replayed from are pinned until it completes.
+  within budget; the keys a waiting read replayed from or waits for stay pinned until it
+  completes, so the budget may be exceeded while reads wait (never livelocks).
 """
 
 from __future__ import annotations
@@ -126,7 +127,6 @@ class Engine:
 
     def _attempt(self, wid: tuple[int, Row], w: _Waiter, effects: list[Effect]) -> Any:
         """Try to replay the waiter's key; on success remove it and return the rows."""
-        self._unpin(w)
         ctx = PullCtx()
         try:
             rows = w.reader.fill(w.key, ctx)
@@ -137,9 +137,13 @@ class Engine:
         if rows is not None:
             self._drop_waiter(wid)
             return rows
-        for item in ctx.used:
+        # pin what this attempt replayed from and what it waits for, so that the budget
+        # cannot evict them before the retry (otherwise tiny budgets livelock)
+        # (accumulated over its attempts: a replay discovers what it needs step by step)
+        fresh = (set(ctx.used) | {(bk[0], (bk[1], bk[2])) for bk in ctx.missing}) - w.pins
+        for item in fresh:
             self.rt.pinned[item] = self.rt.pinned.get(item, 0) + 1
-        w.pins = set(ctx.used)
+        w.pins |= fresh
         w.waiting = set(ctx.missing)
         for bk in ctx.missing:
             self._by_key.setdefault(bk, set()).add(wid)

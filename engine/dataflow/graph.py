@@ -28,7 +28,7 @@ from engine.dataflow.ops.project import ProjectNode
 from engine.dataflow.ops.reader import ReaderNode
 from engine.dataflow.ops.topk import TopKNode
 from engine.dataflow.ops.union import UnionNode
-from engine.dataflow.records import Delta, Row, consolidate
+from engine.dataflow.records import Delta, Row, consolidate, dedupe
 from engine.plan import ir
 
 Pending = dict[int, list[Delta]]
@@ -183,7 +183,7 @@ class Graph:
         if delta:
             delta = consolidate(delta)
         if evictions:
-            evictions = list(dict.fromkeys(evictions))
+            evictions = dedupe(evictions)
         for child, i in node.children:
             if delta:
                 pending.setdefault(child.nid, [[] for _ in child.inputs])[i].extend(delta)

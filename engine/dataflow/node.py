@@ -29,12 +29,16 @@ BaseKey = tuple[int, Cols, Row]  # (base node id, columns, key values)
 
 
 class PullCtx:
-    __slots__ = ("missing", "partial", "used")
+    """``partial``: never miss, return the rows known. ``probe``: miss rather than replay
+    into a stateful node (used while propagating evictions)."""
 
-    def __init__(self, partial: bool = False) -> None:
+    __slots__ = ("missing", "partial", "probe", "used")
+
+    def __init__(self, partial: bool = False, probe: bool = False) -> None:
         self.missing: set[BaseKey] = set()
         self.used: set[tuple[int, Hashable]] = set()
         self.partial = partial
+        self.probe = probe
 
 
 class Runtime:

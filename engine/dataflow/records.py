@@ -9,6 +9,12 @@ An *eviction row* names the rows a change or an eviction may have touched: colum
 value is not known are ``UNKNOWN``. A stateful node receiving one evicts the key it computes
 from it, or every key when a key column is ``UNKNOWN``. Eviction rows never change state
 other than by making keys missing, so sending more of them than needed is always safe.
+
+Two kinds: a plain eviction row stands for rows that *were* part of present state (their
+partners at a join are stored, base invariant S3); an ``Arrival`` stands for a delta that
+could not be applied (a join miss, an expression error, a row with unknown columns), whose
+partners at a later join may not be loaded - a join pairs it with UNKNOWN unless the
+partner key is present.
 """
 
 from __future__ import annotations
@@ -37,6 +43,28 @@ class _Unknown:
 
 
 UNKNOWN: Final = _Unknown()
+
+
+class Arrival(tuple):  # type: ignore[type-arg]
+    """An eviction row for a delta that was dropped (see the module docstring)."""
+
+    __slots__ = ()
+
+
+def arrival(row: Row) -> Row:
+    return Arrival(row)
+
+
+def dedupe(rows: Iterable[Row]) -> list[Row]:
+    """Drop repeated eviction rows (an ``Arrival`` and an equal plain row are both kept)."""
+    seen: set[tuple[Row, bool]] = set()
+    out: list[Row] = []
+    for r in rows:
+        k = (r, r.__class__ is Arrival)
+        if k not in seen:
+            seen.add(k)
+            out.append(r)
+    return out
 
 
 def consolidate(delta: Iterable[tuple[Row, int]]) -> Delta:

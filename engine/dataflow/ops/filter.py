@@ -10,7 +10,7 @@ from __future__ import annotations
 from engine.dataflow.expr import columns_of, compile_expr
 from engine.dataflow.node import Cols, Node, PullCtx
 from engine.dataflow.pgmath import EvalError
-from engine.dataflow.records import UNKNOWN, Delta, Row
+from engine.dataflow.records import UNKNOWN, Delta, Row, arrival
 from engine.plan import ir
 
 
@@ -29,7 +29,7 @@ class FilterNode(Node):
                 if pred(row) is True:
                     out.append((row, w))
             except EvalError:
-                evict.append(row)
+                evict.append(arrival(row))
         return out, evict
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:

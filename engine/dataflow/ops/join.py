@@ -22,7 +22,15 @@ from __future__ import annotations
 from collections import Counter
 
 from engine.dataflow.node import Cols, Node, PullCtx
-from engine.dataflow.records import UNKNOWN, Delta, Row, has_unknown, key_of
+from engine.dataflow.records import (
+    UNKNOWN,
+    Arrival,
+    Delta,
+    Row,
+    arrival,
+    has_unknown,
+    key_of,
+)
 
 
 class JoinNode(Node):
@@ -96,48 +104,66 @@ class JoinNode(Node):
         if dl:
             stored_r = self._stored(1, j)
             for lrow, _ in dl:
-                rows.extend(lrow + r for r in stored_r)
-                rows.append(lrow + self.unknown_r)
+                rows.extend(arrival(lrow + r) for r in stored_r)
+                rows.append(arrival(lrow + self.unknown_r))
                 if self.kind == "left":
-                    rows.append(lrow + self.pad)
+                    rows.append(arrival(lrow + self.pad))
         if dr:
             stored_l = self._stored(0, j)
             for rrow, _ in dr:
-                rows.extend(lrow + rrow for lrow in stored_l)
-                rows.append(self.unknown_l + rrow)
+                rows.extend(arrival(lrow + rrow) for lrow in stored_l)
+                rows.append(arrival(self.unknown_l + rrow))
             if self.kind == "left":
-                rows.extend(lrow + self.pad for lrow in stored_l)
+                rows.extend(arrival(lrow + self.pad) for lrow in stored_l)
         return rows
 
     def _stored(self, side: int, j: Row) -> list[Row]:
         cols = self.lk if side == 0 else self.rk
         return self.inputs[side].pull(cols, j, PullCtx(partial=True)) or []
 
+    def _partners(self, side: int, j: Row, row: Row) -> tuple[list[Row], bool]:
+        """The other side's rows for ``j`` and whether unknown partners are possible: only
+        for an ``Arrival`` whose partner key is not present (S3 covers plain rows)."""
+        if row.__class__ is not Arrival:
+            return self._stored(side, j), False
+        cols = self.lk if side == 0 else self.rk
+        complete = self.inputs[side].pull(cols, j, PullCtx(probe=True))
+        return (complete, False) if complete is not None else (self._stored(side, j), True)
+
     # ------------------------------------------------------------------ evictions
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
         out: list[Row] = []
         for lrow in rows[0]:
+            tag = arrival if lrow.__class__ is Arrival else tuple
             j = key_of(lrow, self.lk)
             if has_unknown(j):
-                out.append(lrow + self.unknown_r)
+                out.append(tag(lrow + self.unknown_r))
                 continue
             if None not in j:
-                out.extend(lrow + r for r in self._stored(1, j))
+                partners, unknown = self._partners(1, j, lrow)
+                out.extend(tag(lrow + r) for r in partners)
+                if unknown:
+                    out.append(tag(lrow + self.unknown_r))
             if self.kind == "left":
-                out.append(lrow + self.pad)
+                out.append(tag(lrow + self.pad))
         for rrow in rows[1]:
+            tag = arrival if rrow.__class__ is Arrival else tuple
             j = key_of(rrow, self.rk)
             if has_unknown(j):
-                out.append(self.unknown_l + rrow)
+                out.append(tag(self.unknown_l + rrow))
                 if self.kind == "left":
-                    out.append(self.unknown_l + self.pad)
+                    out.append(tag(self.unknown_l + self.pad))
                 continue
             if None in j:
                 continue
-            stored_l = self._stored(0, j)
-            out.extend(lrow + rrow for lrow in stored_l)
+            partners, unknown = self._partners(0, j, rrow)
+            out.extend(tag(lrow + rrow) for lrow in partners)
+            if unknown:
+                out.append(tag(self.unknown_l + rrow))
             if self.kind == "left":
-                out.extend(lrow + self.pad for lrow in stored_l)
+                out.extend(tag(lrow + self.pad) for lrow in partners)
+                if unknown:
+                    out.append(tag(self.unknown_l + self.pad))
         return out
 
     # ------------------------------------------------------------------ pulls

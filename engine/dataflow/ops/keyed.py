@@ -155,6 +155,8 @@ class KeyedNode(Node):
             if not self.has(d):
                 if ctx.partial:
                     return []
+                if ctx.probe:
+                    return None
                 rows = self.inputs[0].pull(self.key_in, d, ctx)
                 if rows is None:
                     return None
@@ -162,6 +164,8 @@ class KeyedNode(Node):
             self._touch(d, ctx)
             found = [r for g in self.by_d.get(d, ()) for r in self.output_rows(g)]
             return _filter(found, bound)
+        if not self.full and ctx.probe:
+            return None
         if not self.full and not ctx.partial and not self._become_full(ctx):
             return None
         if self.full:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from engine.dataflow.expr import columns_of, compile_expr
 from engine.dataflow.node import Cols, Node, PullCtx
 from engine.dataflow.pgmath import EvalError
-from engine.dataflow.records import UNKNOWN, Delta, Row
+from engine.dataflow.records import UNKNOWN, Arrival, Delta, Row, arrival
 from engine.plan import ir
 
 
@@ -46,11 +46,12 @@ class ProjectNode(Node):
             try:
                 out.append((self._map(row), w))
             except EvalError:
-                evict.append(self._partial(row))
+                evict.append(arrival(self._partial(row)))
         return out, evict
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
-        return [self._partial(r) for r in rows[0]]
+        return [arrival(self._partial(r)) if isinstance(r, Arrival) else self._partial(r)
+                for r in rows[0]]
 
     def source_cols(self, cols: Cols) -> Cols:
         """The input columns the traceable output columns among ``cols`` come from."""

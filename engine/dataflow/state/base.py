@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
-from engine.dataflow.records import UNKNOWN, Delta, Row, key_of, row_size
+from engine.dataflow.records import UNKNOWN, Delta, Row, arrival, key_of, row_size
 from engine.plan.ir import TableRef
 
 Cols = tuple[int, ...]
@@ -230,7 +230,7 @@ class BaseStore:
 
     def _arrive(self, row: Row, delta: Delta) -> tuple[Delta, list[Row]]:
         if any(v is UNKNOWN for v in row):
-            return delta, [row, *self._uncover(row)]
+            return delta, [arrival(row), *self._uncover(row)]
         if not self.covered(row):
             return delta, [row]
         self._store(row)
