@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from engine.dataflow.fills import FillRequest
+if TYPE_CHECKING:  # only its fields are read; no import-time tie to the dataflow
+    from engine.dataflow.fills import FillRequest
 
 
 @dataclass(frozen=True, slots=True)
