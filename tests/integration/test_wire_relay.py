@@ -62,7 +62,10 @@ class RelaySession:
     def upstream_to_app(self) -> None:
         while True:
             with self.lock:
-                item: Any = self.client.next_raw()
+                if self.client.phase is Phase.STARTUP:  # the startup packet is not out yet
+                    item: Any = self.client.next_event()
+                else:
+                    item = self.client.next_raw()
                 if isinstance(item, tuple):
                     out = self.server.send_relayed(*item)
             if item is CONNECTION_CLOSED:
