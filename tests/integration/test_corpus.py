@@ -319,9 +319,12 @@ def random_query(rng: random.Random, catalog: Catalog) -> str:
     ints = [c for c, o in cols if o in INT_TYPES]
     if rng.random() < 0.4 and ints:
         groups = rng.sample([c for c, _ in cols], rng.randint(1, 2))
-        aggs = rng.sample(["count(*)", f"sum({rng.choice(ints)})", f"max({rng.choice(ints)})",
-                           f"count(DISTINCT {rng.choice(ints)})", f"min({rng.choice(ints)})"],
-                          rng.randint(1, 2))
+        nums = [c for c, o in cols if o in INT_TYPES or o == 1700]
+        texts = [c for c, o in cols if o == 25] or ints
+        aggs = rng.sample(["count(*)", f"sum({rng.choice(nums)})", f"max({rng.choice(ints)})",
+                           f"count(DISTINCT {rng.choice(ints)})", f"min({rng.choice(texts)})",
+                           f"avg({rng.choice(nums)})", f"count({rng.choice(texts)})"],
+                          rng.randint(1, 3))
         select = ", ".join(groups + aggs)
         tail = f" GROUP BY {', '.join(groups)}"
         if rng.random() < 0.3:
@@ -330,8 +333,15 @@ def random_query(rng: random.Random, catalog: Catalog) -> str:
     else:
         picked = rng.sample(cols, rng.randint(1, min(4, len(cols))))
         items = [c for c, _ in picked]
-        if ints and rng.random() < 0.4:
-            items.append(f"coalesce({rng.choice(ints)}, 0) * 2")
+        texts = [c for c, o in cols if o == 25]
+        extras = [f"coalesce({rng.choice(ints)}, 0) * 2" if ints else "1",
+                  f"CASE WHEN {_predicate(rng, cols)} THEN 'y' ELSE 'n' END"]
+        if texts:
+            t = rng.choice(texts)
+            extras += [f"lower({t})", f"length({t})", f"substr({t}, 2, 3)", f"{t} || '!'",
+                       f"upper(btrim({t}))", f"nullif({t}, 'a')"]
+        if rng.random() < 0.5:
+            items.append(rng.choice(extras))
         select = ("DISTINCT " if rng.random() < 0.2 else "") + ", ".join(items)
         tail = ""
         width = len(items)
@@ -356,7 +366,7 @@ def test_random_queries_match_postgres(pg: Any, dbname: str) -> None:
         planner = QueryPlanner(catalog)
         failures: list[str] = []
         supported = 0
-        total = 300
+        total = 400
         for _ in range(total):
             sql = random_query(rng, catalog)
             answer = planner.classify(sql)
