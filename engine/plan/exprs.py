@@ -190,8 +190,6 @@ class ExprBuilder:
             if name != "-":
                 raise PlanError(f"prefix operator {name}")
             arg = self.build(body["rexpr"])
-            if isinstance(arg, ir.Const) and isinstance(arg.value, int | float):
-                return ir.Const(-arg.value, arg.type_oid)
             if arg.type_oid not in pgtypes.NUMERIC_TYPES:
                 raise PlanError(f"operator does not exist: - {pgtypes.type_name(arg.type_oid)}")
             return ir.Negate(arg, arg.type_oid)
