@@ -10,7 +10,9 @@ lookup key. Caches: exact (text, search_path) -> answer (a repeat costs one dict
 identity -> plan (a new text of a known shape costs a parse but no planning).
 
 Invariants: ``classify`` never raises for any text; Unsupported answers are cached like
-plans; lifting decisions depend only on the shape and the literal kinds, never on values.
+plans; lifting decisions depend only on the shape and the literal kinds, never on values;
+every cache is a bounded LRU (``capacity`` entries each), so memory stays bounded whatever
+texts arrive.
 """
 
 from __future__ import annotations
@@ -96,19 +98,19 @@ class QueryPlanner:
         self.catalog = catalog
         self.capacity = capacity
         self._texts: OrderedDict[tuple[str, tuple[str, ...]], Classified] = OrderedDict()
-        self._shapes: dict[tuple[Any, ...],
-                           tuple[frozenset[int], tuple[int, ...]] | Unsupported] = {}
-        self._plans: dict[QueryIdentity, CachedQuery] = {}
+        self._shapes: OrderedDict[tuple[Any, ...],
+                                  tuple[frozenset[int], tuple[int, ...]] | Unsupported] = (
+            OrderedDict())
+        self._plans: OrderedDict[QueryIdentity, CachedQuery] = OrderedDict()
 
     def classify(self, text: str, search_path: Sequence[str] = ("public",)) -> Classified:
         path = tuple(search_path)
         hit = self._texts.get((text, path))
         if hit is not None:
+            self._texts.move_to_end((text, path))
             return hit
         answer = self._classify(parse_query(text), path)
-        self._texts[(text, path)] = answer
-        if len(self._texts) > self.capacity:
-            self._texts.popitem(last=False)
+        _put(self._texts, (text, path), answer, self.capacity)
         return answer
 
     def _classify(self, parsed: ParsedQuery, path: tuple[str, ...]) -> Classified:
@@ -124,16 +126,24 @@ class QueryPlanner:
                 return Classified(cached, parsed)
         screened = check_statement(parsed.stmt)
         if isinstance(screened, Unsupported):
-            self._shapes[shape_key] = screened
+            _put(self._shapes, shape_key, screened, self.capacity)
             return Classified(screened, parsed)
         planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals)
         if isinstance(planned, Unsupported):
             return Classified(planned, parsed)
-        self._shapes[shape_key] = (planned.lifted, planned.relations)
+        _put(self._shapes, shape_key, (planned.lifted, planned.relations), self.capacity)
         identity = _identity(parsed, planned.lifted, planned.relations)
         cached = CachedQuery(identity, parsed.fingerprint, planned)
-        self._plans[identity] = cached
+        _put(self._plans, identity, cached, self.capacity)
         return Classified(cached, parsed)
+
+
+def _put(cache: OrderedDict[Any, Any], key: Any, value: Any, capacity: int) -> None:
+    """Insert into a bounded LRU map, dropping the least recently inserted/used entry."""
+    cache[key] = value
+    cache.move_to_end(key)
+    if len(cache) > capacity:
+        cache.popitem(last=False)
 
 
 def _identity(parsed: ParsedQuery, lifted: frozenset[int],

@@ -224,3 +224,12 @@ def test_query_ids_are_stable_and_follow_identity() -> None:
     c = cached(planner, "SELECT id FROM stories WHERE score > 4")
     assert a.identity.query_id == b.identity.query_id != c.identity.query_id
     assert a.identity.query_id.startswith("q_") and len(a.identity.query_id) == 18
+
+
+def test_planner_caches_are_bounded() -> None:
+    planner = QueryPlanner(CATALOG, capacity=8)
+    for i in range(50):
+        planner.classify(f"SELECT id FROM stories WHERE score > {i}")
+        planner.classify(f"SELECT id FROM t{i}")
+    assert len(planner._texts) <= 8 and len(planner._plans) <= 8
+    assert len(planner._shapes) <= 8
