@@ -17,7 +17,9 @@ The owed responses (``pending``) are tracked per frontend message, as PostgreSQL
 An ErrorResponse owed by an extended message drops every owed response up to the next Sync
 (and, if no Sync was sent yet, ignores further frontend messages until one is). While the
 backend reads COPY data it swallows Sync/Flush (libpq sends Sync right after an Execute that
-turns out to be COPY); CopyDone/CopyFail are queued as markers to find that boundary.
+turns out to be COPY); any other message type there makes PostgreSQL send an ERROR and a
+FATAL "protocol synchronization was lost" (the FATAL closes the conversation here too).
+CopyDone/CopyFail are queued as markers to find that boundary.
 NoticeResponse, ParameterStatus and NotificationResponse may come at any time.
 
 Invariant: every transition is a table lookup; a message the tables do not allow raises
@@ -316,7 +318,7 @@ class Conversation:
     def _backend_ready(self, mtype: int, payload: bytes) -> None:
         if mtype in _ASYNC:
             return
-        if self._copy is not None and self._in_copy(mtype):
+        if self._copy is not None and self._in_copy(mtype, payload):
             return
         head = self._head()
         act = _COMPILED[head].get(mtype) if head is not None else None
@@ -328,7 +330,7 @@ class Conversation:
             raise _violation(f"backend message {chr(mtype)!r} while owing {owed}")
         act(self, payload)
 
-    def _in_copy(self, mtype: int) -> bool:
+    def _in_copy(self, mtype: int, payload: bytes) -> bool:
         """Handle a backend message inside COPY; True if it was fully handled."""
         assert self._copy is not None
         if mtype in _COPY_BACKEND[self._copy]:
