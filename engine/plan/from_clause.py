@@ -76,8 +76,11 @@ def _range_var(ctx: PlanContext, node: Node) -> Bound:
                         f"{','.join(ctx.search_path)}")
     if rel.row_security:
         raise PlanError(f"table with row-level security {rel.qualified}")
+    if rel.kind == "v" and rel.view_sql is not None:
+        return _view(ctx, rel, alias or name, colnames)
     if rel.kind != "r":
-        raise PlanError(f"{RELKIND_NAMES.get(rel.kind, rel.kind)} {rel.qualified}")
+        missing = " (definition not in the catalog)" if rel.kind == "v" else ""
+        raise PlanError(f"{RELKIND_NAMES.get(rel.kind, rel.kind)} {rel.qualified}{missing}")
     ctx.relations[rel.oid] = rel
     rte = ctx.new_rte()
     qualifier = alias or name
@@ -86,6 +89,26 @@ def _range_var(ctx: PlanContext, node: Node) -> Bound:
                           c.collation, rte, c.name in pk)
                  for i, c in enumerate(rel.columns))
     return Bound(ir.Scan(table_ref(rel)), Scope(cols))
+
+
+def _view(ctx: PlanContext, rel: Relation, qualifier: str, colnames: list[str]) -> Bound:
+    """A view, inlined: its definition planned as a subquery under the search_path the
+    catalog was read with (PostgreSQL resolved the view's names when it was created)."""
+    from engine.sql.cacheable import Unsupported, check_statement
+    from engine.sql.text import parse_query
+    parsed = parse_query(rel.view_sql or "")
+    if parsed.stmt is None:
+        raise PlanError(f"view {rel.qualified}: {parsed.error}")
+    screened = check_statement(parsed.stmt)
+    if isinstance(screened, Unsupported):
+        raise PlanError(f"view {rel.qualified}: {screened.reason}")
+    inner = PlanContext(ctx.catalog, ctx.catalog.load_search_path, ctx.subquery,
+                        relations=ctx.relations, next_rte=ctx.next_rte)
+    sub = ctx.subquery(inner, parsed.stmt)
+    ctx.next_rte = inner.next_rte + 1
+    ctx.relations[rel.oid] = rel
+    names = colnames + [c.name for c in rel.columns][len(colnames):]
+    return _requalify(sub, qualifier, names, ctx.new_rte())
 
 
 def _range_subselect(ctx: PlanContext, node: Node) -> Bound:

@@ -6,8 +6,9 @@ that loads them from PostgreSQL (``CATALOG_QUERY``), the constructor from its re
 
 Invariants: everything here is pure data; no driver, no I/O. The proxy (or a test) runs
 ``CATALOG_QUERY`` over any driver and hands the rows to ``from_rows``. Rows are plain tuples in
-the column order of the query (the 13th and 14th columns, the database's collation and
-whether the column's collation is nondeterministic, are optional). A
+the column order of the query (columns 13 onwards - the database's collation, whether the
+column's collation is nondeterministic, a view's definition, the search_path and user the
+catalog was read under - are optional). A
 column's ``collation`` is the *effective* collation name
 (``"default"`` is replaced by the database's own collation), or None for non-collatable types.
 """
@@ -35,7 +36,9 @@ SELECT c.oid::int8, n.nspname::text, c.relname::text, c.relkind::text, c.relrows
        array_position(pk.indkey::int2[], a.attnum)::int4,
        CASE WHEN d.datlocprovider = 'i' THEN d.daticulocale
             WHEN d.datcollate IN ('C', 'POSIX') THEN 'C' ELSE d.datcollate END::text,
-       NOT coalesce(co.collisdeterministic, true)
+       NOT coalesce(co.collisdeterministic, true),
+       CASE WHEN c.relkind = 'v' AND a.attnum = 1 THEN pg_catalog.pg_get_viewdef(c.oid) END,
+       pg_catalog.current_setting('search_path'), current_user::text
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -78,6 +81,9 @@ class Relation:
     primary_key: tuple[str, ...] = ()
     kind: str = "r"
     row_security: bool = False
+    #: A view's defining SELECT (``pg_get_viewdef``): its names resolve under the catalog's
+    #: ``load_search_path``, the search_path in effect when the catalog was read.
+    view_sql: str | None = None
 
     @property
     def qualified(self) -> str:
@@ -97,6 +103,7 @@ class Catalog:
     relations: tuple[Relation, ...] = ()
     default_collation: str = "C"
     nondeterministic: frozenset[str] = frozenset()
+    load_search_path: tuple[str, ...] = ("public",)
     _by_name: dict[tuple[str, str], Relation] = field(default_factory=dict, compare=False,
                                                       repr=False)
 
@@ -114,8 +121,11 @@ class Catalog:
         grouped: dict[int, list[Sequence[Any]]] = {}
         default_collation = "C"
         nondeterministic: set[str] = set()
+        load_path: tuple[str, ...] = ("public",)
         for row in rows:
             grouped.setdefault(int(row[0]), []).append(row)
+            if len(row) > 16 and row[15] is not None:
+                load_path = effective_search_path(str(row[15]), str(row[16]))
             if len(row) > 12 and row[12] is not None:
                 default_collation = str(row[12])
             if len(row) > 13 and row[13] and row[9] is not None:
@@ -131,8 +141,10 @@ class Catalog:
                                      None if r[9] is None else str(r[9]), bool(r[10]))
                               for r in cols),
                 primary_key=tuple(name for _, name in pk), kind=str(head[3]),
-                row_security=bool(head[4])))
-        return cls(tuple(relations), default_collation, frozenset(nondeterministic))
+                row_security=bool(head[4]),
+                view_sql=next((str(r[14]) for r in cols if len(r) > 14 and r[14]), None)))
+        return cls(tuple(relations), default_collation, frozenset(nondeterministic),
+                   load_search_path=load_path)
 
     def get(self, schema: str, name: str) -> Relation | None:
         return self._by_name.get((schema, name))

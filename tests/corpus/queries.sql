@@ -271,3 +271,8 @@ SELECT c.id, (SELECT count(o.id) FROM orders o WHERE o.customer_id = c.id AND o.
 SELECT score / 10 AS bucket, count(*) FROM stories GROUP BY score / 10 ORDER BY bucket;
 SELECT lower(c.country) AS cc, count(*) FROM customers c GROUP BY lower(c.country);
 SELECT length(username) AS len, count(*) FROM users WHERE is_admin = false GROUP BY 1;
+-- ===================== views (inlined) =====================
+SELECT id, title FROM popular_stories WHERE author = 'alice';
+SELECT author, count(*) FROM popular_stories GROUP BY author;
+SELECT p.id, p.title, p.score FROM popular_stories p ORDER BY p.score DESC, p.id LIMIT 3;
+SELECT p.title, c.body FROM popular_stories p JOIN comments c ON c.story_id = p.id WHERE p.id = 3;

@@ -24,5 +24,8 @@ CREATE TABLE forums (id int4 PRIMARY KEY, name text NOT NULL, slug text NOT NULL
 CREATE TABLE threads (id int4 PRIMARY KEY, forum_id int4 NOT NULL, title text NOT NULL,
                       author_id int4 NOT NULL, pinned bool NOT NULL, reply_count int4 NOT NULL,
                       created_at timestamp NOT NULL);
+CREATE VIEW popular_stories AS
+    SELECT s.id, s.title, s.score, u.username AS author FROM stories s
+    JOIN users u ON u.id = s.author_id WHERE s.score > 20;
 CREATE TABLE posts (id int8 PRIMARY KEY, thread_id int4 NOT NULL, author_id int4 NOT NULL,
                     body text NOT NULL, edited bool NOT NULL, created_at timestamp NOT NULL);

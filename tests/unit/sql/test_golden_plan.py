@@ -52,6 +52,12 @@ CATALOG = Catalog((
         _c("id", T.INT4), _c("at", T.TIMESTAMPTZ), _c("payload", T.JSONB), _c("tags", 1009),
         _c("code", T.BPCHAR)), ("id",)),
     Relation(16409, "app", "users", (_c("id", T.INT4), _c("handle", T.TEXT)), ("id",)),
+    Relation(16410, "public", "top_stories", (
+        _c("id", T.INT8), _c("title", T.TEXT), _c("author", T.TEXT)), kind="v",
+        view_sql=" SELECT s.id,\n    s.title,\n    u.username AS author\n   FROM stories s\n"
+                 "     JOIN users u ON u.id = s.author_id\n  WHERE s.score > 50;"),
+    Relation(16411, "public", "v_now", (_c("id", T.INT8),), kind="v",
+             view_sql=" SELECT stories.id FROM stories WHERE stories.created_at > now();"),
 ), default_collation="C", nondeterministic=frozenset({"und_ci"}))
 
 
