@@ -30,15 +30,17 @@ BaseKey = tuple[int, Cols, Row]  # (base node id, columns, key values)
 
 class PullCtx:
     """``partial``: never miss, return the rows known. ``probe``: miss rather than replay
-    into a stateful node (used while propagating evictions)."""
+    into a stateful node (used while propagating evictions). ``lookup``: a join's lookup
+    while processing deltas (not a read: recency and ``used`` are not recorded)."""
 
-    __slots__ = ("missing", "partial", "probe", "used")
+    __slots__ = ("lookup", "missing", "partial", "probe", "used")
 
-    def __init__(self, partial: bool = False, probe: bool = False) -> None:
+    def __init__(self, partial: bool = False, probe: bool = False, lookup: bool = False) -> None:
         self.missing: set[BaseKey] = set()
         self.used: set[tuple[int, Hashable]] = set()
         self.partial = partial
         self.probe = probe
+        self.lookup = lookup
 
 
 class Runtime:

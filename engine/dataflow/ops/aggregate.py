@@ -36,6 +36,7 @@ class AggregateNode(KeyedNode):
         self.args = [compile_expr(a.arg) if a.arg is not None else None for a in aggs]
         self.groups: dict[Row, GroupState] = {}
         self.sizes: dict[Row, int] = {}
+        self.outs: dict[Row, Row | None] = {}  # output row per group, computed on demand
 
     def _new(self) -> GroupState:
         accs: list[Acc] = [ACCUMULATORS[a.func](a.type_oid) for a in self.aggs]
@@ -53,12 +54,16 @@ class AggregateNode(KeyedNode):
 
     def output_rows(self, g: Row) -> list[Row]:
         try:
-            out = self._out(g, self.groups.get(g))
-        except EvalError:
-            return []
+            out = self.outs[g]
+        except KeyError:
+            try:
+                out = self.outs[g] = self._out(g, self.groups.get(g))
+            except EvalError:
+                return []
         return [out] if out is not None else []
 
     def drop_group(self, g: Row) -> None:
+        self.outs.pop(g, None)
         self.groups.pop(g, None)
         self.bytes -= self.sizes.pop(g, 0)
 
@@ -98,7 +103,7 @@ class AggregateNode(KeyedNode):
             st = groups.get(g)
             try:
                 if g not in touched:
-                    touched[g] = self._out(g, st)
+                    touched[g] = self.outs.pop(g) if g in self.outs else self._out(g, st)
                 if st is None:
                     st = self._new()
                     self.adopt(g, st)
@@ -112,7 +117,7 @@ class AggregateNode(KeyedNode):
                 continue
             st = groups[g]
             try:
-                new = self._out(g, st)
+                new = self.outs[g] = self._out(g, st)
             except EvalError:
                 errors.add(self.d_of(g))
                 continue

@@ -50,13 +50,13 @@ class BaseNode(Node):
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         if ctx.partial:
             return self.store.stored(cols, key)
-        rows = self.store.lookup(cols, key)
+        rows, backing = self.store.lookup(cols, key)
         if rows is None:
             ctx.missing.add((self.nid, cols, key))
             return None
-        if self.store.is_present(cols, key):
-            ctx.used.add((self.nid, (cols, key)))
-            self.rt.touch(self.nid, (cols, key))
+        if backing is not None and (not ctx.lookup or (self.nid, backing) not in self.rt.lru):
+            ctx.used.add((self.nid, backing))
+            self.rt.touch(self.nid, backing)
         return rows
 
     def install(self, cols: Cols, key: Row, rows: Iterable[Row]) -> None:

@@ -59,12 +59,13 @@ class JoinNode(Node):
             j = key_of(row, self.rk)
             if None not in j:
                 by_j.setdefault(j, ([], []))[1].append((row, w))
+        ctx = PullCtx(lookup=True)
         for j, (dl, dr) in by_j.items():
-            self._join_one(j, dl, dr, out, evict)
+            self._join_one(j, dl, dr, out, evict, ctx)
         return out, evict
 
-    def _join_one(self, j: Row, dl: Delta, dr: Delta, out: Delta, evict: list[Row]) -> None:
-        ctx = PullCtx()
+    def _join_one(self, j: Row, dl: Delta, dr: Delta, out: Delta, evict: list[Row],
+                  ctx: PullCtx) -> None:
         left_join = self.kind == "left"
         rrows = self.inputs[1].pull(self.rk, j, ctx) if dl or left_join else []
         lrows = self.inputs[0].pull(self.lk, j, ctx) if dr else []

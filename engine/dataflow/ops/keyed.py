@@ -147,8 +147,12 @@ class KeyedNode(Node):
         self.by_d.clear()
 
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
-        if any(v is None for v in key):
+        if None in key:
             return []
+        if cols == self.key_out and (self.full or key in self.present):
+            self._touch(key, ctx)
+            output_rows = self.output_rows
+            return [r for g in self.by_d.get(key, ()) for r in output_rows(g)]
         bound = dict(zip(cols, key, strict=True))
         if all(p in bound for p in self.key_out):
             d = tuple(bound[p] for p in self.key_out)
@@ -174,6 +178,8 @@ class KeyedNode(Node):
         return _filter(found, bound)
 
     def _touch(self, d: Row, ctx: PullCtx) -> None:
+        if ctx.lookup:
+            return
         key = FULL if self.full else d
         self.rt.touch(self.nid, key)
         ctx.used.add((self.nid, key))

@@ -88,22 +88,29 @@ class BaseStore:
         return idx is not None and key in idx.present
 
     # ------------------------------------------------------------------ reads
-    def lookup(self, cols: Cols, key: Row) -> list[Row] | None:
-        """All rows with ``cols = key``, or None when that is not known (missing)."""
-        if any(v is None for v in key):
-            return []
+    def lookup(self, cols: Cols, key: Row) -> tuple[list[Row] | None, tuple[Cols, Row] | None]:
+        """All rows with ``cols = key`` (None when that is not known: missing), and the
+        present index key that guarantees the answer (for recency; None for NULL keys).
+
+        A lookup that binds the whole primary key of a stored row is complete (S1); it marks
+        that primary-key index key present, so that the row stays covered (S3)."""
+        if None in key:
+            return [], None
         idx = self.indexes.get(cols)
         if idx is not None and key in idx.present:
-            return self._rows_of(idx, key)
+            return self._rows_of(idx, key), (cols, key)
         full = self.indexes.get(())
         if full is not None and () in full.present:
-            return self._rows_of(self.index(cols), key)
+            return self._rows_of(self.index(cols), key), ((), ())
         if self.pk and set(self.pk) <= set(cols):
-            entry = self.rows.get(tuple(key[cols.index(c)] for c in self.pk))
-            if entry is not None:  # S1: the stored row is the row with this identity
+            pk_key = tuple(key[cols.index(c)] for c in self.pk)
+            entry = self.rows.get(pk_key)
+            if entry is not None:
+                self.index(self.pk).present.add(pk_key)
                 found: Row = entry[0]
-                return [found] * entry[1] if key_of(found, cols) == key else []
-        return None
+                rows = [found] * entry[1] if key_of(found, cols) == key else []
+                return rows, (self.pk, pk_key)
+        return None, None
 
     def stored(self, cols: Cols, key: Row) -> list[Row]:
         """The stored rows with ``cols = key`` (complete or not)."""
