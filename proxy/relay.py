@@ -24,13 +24,19 @@ import enum
 import logging
 from typing import TYPE_CHECKING, cast
 
+from proxy.router import Route, SessionContext, setting_taint
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
 from proxy.wire.authmsg import AuthenticationSASL, decode_authentication
 from proxy.wire.errors import error_response, violation_response
-from proxy.wire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
+from proxy.wire.framing import (
+    UPSTREAM_MAX_MESSAGE_LENGTH,
+    Framer,
+    ProtocolViolation,
+    scan_messages,
+)
 
 if TYPE_CHECKING:
     from proxy.server import Server
@@ -43,6 +49,12 @@ _T_READY = ord("Z")
 _T_ERROR = ord("E")
 _T_COPY_DATA = ord("d")
 _T_TERMINATE = ord("X")
+_T_QUERY = ord("Q")
+_T_COMMAND_COMPLETE = ord("C")
+#: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
+_READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
+                   b"UNLISTEN", b"DISCARD", b"DEALLOCATE", b"PREPARE", b"DECLARE", b"CLOSE",
+                   b"RESET", b"MOVE", b"EXPLAIN")
 #: backend messages whose content the session state needs.
 _DECODED_BACKEND = frozenset(map(ord, "ZSE"))
 
@@ -128,6 +140,9 @@ class Session:
         self._terminated = False  # the client said Terminate (or closed its side)
         self._fatal_relayed = False  # the upstream already told the client why it is closing
         self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.ctx: SessionContext | None = None
+        self._held: list[bytes] = []  # client messages waiting behind a local answer
+        self._local_busy = False
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
 
@@ -201,6 +216,7 @@ class Session:
         if "user" not in msg.parameters:
             raise ProtocolViolation("no PostgreSQL user name specified in startup packet", "28000")
         self.startup = msg
+        self.ctx = _context(msg.parameters)
         self.phase = Phase.CONNECTING
         self.client.pause_reading()
         self.server.spawn(self._connect(msg))
@@ -239,16 +255,83 @@ class Session:
         raw, index = self._cframer.drain()
         if not raw:
             return
+        if self._local_busy:
+            self._held.extend(raw[start - 5 : end] for _, start, end in index)
+            return
+        self._process_client(raw, index)
+
+    def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
+        """Observe and forward client messages; stop at a Query answered by weir itself."""
         state = self.state
-        for mtype, start, end in index:
+        service = self.server.service
+        sent = 0  # raw[:sent] is forwarded (or answered locally)
+        for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
                 continue
             msg = fe.decode_frontend(mtype, raw[start:end])
+            if mtype == _T_QUERY and service.enabled and self.ctx is not None:
+                assert isinstance(msg, fe.Query)
+                route = service.route(msg.query, state, self.ctx)
+                if route.destination != "upstream":
+                    self._upstream_write(raw[sent : start - 5])
+                    self._local_busy = True
+                    self.client.pause_reading()
+                    self._held = [raw[s - 5 : e] for _, s, e in index[i + 1 :]] + self._held
+                    self.server.spawn(self._answer_locally(route, raw[start - 5 : end], msg))
+                    return
+                self._upstream_query(route, msg)
             state.frontend(msg)
             if mtype == _T_TERMINATE:
                 self._terminated = True
-        assert self.upstream is not None
-        self.upstream.write(raw)
+        self._upstream_write(raw[sent:])
+
+    def _upstream_write(self, data: bytes) -> None:
+        if data and self.upstream is not None:
+            self.upstream.write(data)
+
+    def _upstream_query(self, route: Route, msg: fe.Query) -> None:
+        """Bookkeeping for a Query that goes upstream."""
+        assert self.ctx is not None
+        self.ctx.last = ("upstream", route.reason)
+        self.server.service.note_upstream(route, self.ctx)
+        taint = setting_taint(msg.query)
+        if taint is not None:
+            self.ctx.tainted = taint
+
+    async def _answer_locally(self, route: Route, raw: bytes, msg: fe.Query) -> None:
+        """Answer one Query from weir (admin or cache), or forward it if the cache declines."""
+        service = self.server.service
+        ctx = self.ctx
+        assert ctx is not None
+        try:
+            if route.destination == "admin":
+                answer: bytes | None = await service.admin(route, ctx)
+                if route.admin is not None and getattr(route.admin, "what", "") != "last":
+                    ctx.last = ("admin", route.reason)
+            else:
+                answer, reason = await service.serve(route, ctx)
+                ctx.last = ("cache", reason) if answer is not None else ("upstream", reason)
+        except Exception:
+            log.exception("answering a statement locally failed")
+            answer = None
+            ctx.last = ("upstream", "weir failed to answer from the cache")
+        if self.phase is Phase.CLOSED:
+            return
+        if answer is None:
+            self.state.frontend(msg)
+            self._upstream_write(raw)
+        else:
+            self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
+        held, self._held = self._held, []
+        self._local_busy = False
+        self.client.resume_reading()
+        if held:
+            data = b"".join(held)
+            index, _ = scan_messages(data, 0, UPSTREAM_MAX_MESSAGE_LENGTH)
+            try:
+                self._process_client(data, index)
+            except ProtocolViolation as exc:
+                self._fatal(violation_response(exc).encode())
 
     def client_eof(self) -> bool:
         """The client closed its sending side: finish what it sent, then end the session."""
@@ -329,6 +412,9 @@ class Session:
                     self._fatal_relayed = True
             else:
                 state.answer(mtype)
+                if mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
+                        and not raw[start : start + 8].startswith(_READ_ONLY_TAGS):
+                    self.ctx.wrote = True
         self.client.write(raw)
 
     def upstream_lost(self) -> None:
@@ -371,3 +457,15 @@ class Session:
         if self.key is not None:
             self.server.release_key(self.key)
             self.key = None
+
+
+def _context(parameters: dict[str, str]) -> SessionContext:
+    """Routing context from the client's startup parameters."""
+    from engine.sql.catalog import effective_search_path
+
+    user = parameters.get("user", "")
+    ctx = SessionContext(database=parameters.get("database") or user, user=user,
+                         search_path=effective_search_path('"$user", public', user))
+    if "search_path" in parameters.get("options", "") or "search_path" in parameters:
+        ctx.tainted = "the session set search_path at startup, which weir does not follow yet"
+    return ctx

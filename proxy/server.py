@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from proxy.relay import ClientEndpoint, Session
+from proxy.service import CacheService
 from proxy.settings import Settings, UpstreamAddress
 from proxy.tls import server_context
 from proxy.upstream import send_cancel
@@ -34,6 +35,7 @@ class Server:
             if settings.tls_cert and settings.tls_key
             else None
         )
+        self.service = CacheService(settings)
         self.sessions: set[Session] = set()
         self._keys: dict[int, tuple[int, Session]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -49,6 +51,7 @@ class Server:
     async def start(self) -> None:
         host, port = self.settings.listen_address
         loop = asyncio.get_running_loop()
+        await self.service.start_if_restoring()
         self._server = await loop.create_server(
             lambda: ClientEndpoint(self), host, port, reuse_address=True, backlog=1024
         )
@@ -76,6 +79,7 @@ class Server:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.service.stop()
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a session's background step, keeping a reference until it ends."""

@@ -86,6 +86,30 @@ class Settings:
         default=10.0, metadata={"help": "seconds to wait for the upstream to accept a connection"}
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    caching: str = field(
+        default="explicit",
+        metadata={"help": "off (pure proxy), explicit (CREATE CACHE) or auto (frequent "
+                          "supported queries become caches)"},
+    )
+    auto_after: int = field(
+        default=3, metadata={"help": "with --caching auto: executions before a query is cached"}
+    )
+    state_dir: str | None = field(
+        default=None, metadata={"help": "directory for the persisted cache catalog"}
+    )
+    memory_budget: int | None = field(
+        default=None, metadata={"help": "bytes of cached state before eviction (default: none)"}
+    )
+    read_timeout: float = field(
+        default=2.0, metadata={"help": "seconds a cached read waits for a fill before upstream"}
+    )
+    staleness_bound: float = field(
+        default=5.0,
+        metadata={"help": "replication lag in seconds past which cached reads go upstream"},
+    )
+    read_your_writes: str = field(
+        default="on", metadata={"help": "on: a session's reads after its write wait for it"}
+    )
 
     def __post_init__(self) -> None:
         UpstreamAddress.parse(self.upstream)
@@ -94,6 +118,10 @@ class Settings:
             raise SettingsError("--tls-cert and --tls-key go together")
         if self.max_message_bytes < 1024:
             raise SettingsError("--max-message-bytes must be at least 1024")
+        if self.caching not in ("off", "explicit", "auto"):
+            raise SettingsError(f"--caching must be off, explicit or auto, not {self.caching!r}")
+        if self.read_your_writes not in ("on", "off"):
+            raise SettingsError("--read-your-writes must be on or off")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise SettingsError(
                 f"--log-level must be debug, info, warning or error, not {self.log_level!r}"
@@ -127,7 +155,7 @@ class Settings:
 
 
 def _coerce(name: str, annotation: object, value: Any) -> Any:
-    kind = str(annotation)
+    kind = str(annotation).replace(" | None", "")
     if not isinstance(value, str):
         return value
     try:

@@ -1,0 +1,271 @@
+"""The cache host: the engine, the replication stream into it, and fills against the upstream.
+
+Owns: one ``engine.api.Engine`` per weir process, the ``cdc`` replication stream that applies
+upstream transactions to it (the host is the stream's ``TransactionSink``), performing the
+engine's effects — ``RunFill`` as one REPEATABLE READ READ ONLY upstream transaction that
+takes ``pg_current_snapshot()``, fetches the requested base rows and emits the fill's marker
+(DESIGN §6), ``ReadReady``/``ReadFailed`` by waking the reads that wait — and the bound on
+how long a read waits before the caller answers it upstream.
+
+Invariants:
+- the engine is only touched from the event loop thread, and every transaction is applied in
+  one synchronous call, so no read is served between two changes of one transaction;
+- fill rows are fetched as text under fixed output settings and decoded with
+  ``engine.values`` exactly as the CDC applier decodes pgoutput text, so a row from a fill and
+  the same row from the stream are equal;
+- any engine error makes that read go upstream (logged), never an error for the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from cdc.connection import ConnectParams
+from cdc.events import TableSchema
+from cdc.stream import ReplicationStream, StreamConfig
+from engine.api import Engine, ReadFailed, ReadReady
+from engine.changes import Snapshot, Transaction
+from engine.dataflow.fills import FillRequest, RunFill
+from engine.plan import ir
+from engine.plan.fill_sql import fill_query
+from engine.values import decode_text
+
+log = logging.getLogger("weir.cache")
+
+#: Output settings of fill connections: the same text forms pgoutput produces.
+FILL_SETTINGS = {
+    "DateStyle": "ISO, MDY",
+    "IntervalStyle": "postgres",
+    "TimeZone": "UTC",
+    "extra_float_digits": "3",
+    "bytea_output": "hex",
+    "application_name": "weir-fill",
+}
+
+_FILL_PREFIX = "fill-"
+
+Row = tuple[Any, ...]
+
+
+class ReadOutcome:
+    """Why a read was not answered from the cache (for EXPLAIN LAST STATEMENT)."""
+
+    TIMEOUT = "the cache fill took longer than the read bound"
+    FAILED = "the cache could not evaluate the query for this key"
+    DOWN = "the replication stream is not connected"
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A read's answer: ``rows`` from the cache, or None with the reason to go upstream."""
+
+    rows: tuple[Row, ...] | None
+    reason: str = ""
+
+
+def parse_snapshot(text: str) -> Snapshot:
+    """``pg_current_snapshot()`` text form ``xmin:xmax:xip,xip``."""
+    xmin, xmax, xip = text.split(":")
+    return Snapshot(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
+
+
+class CacheHost:
+    """See the module docstring. ``await start()``; ``await read(...)``; ``await stop()``."""
+
+    def __init__(self, upstream_url: str, memory_budget: int | None = None,
+                 read_timeout: float = 5.0, max_fills: int = 8,
+                 publication: str = "weir_pub") -> None:
+        self.upstream_url = upstream_url
+        self.engine = Engine(memory_budget=memory_budget)
+        self.read_timeout = read_timeout
+        self._fill_slots = asyncio.Semaphore(max_fills)
+        self._waiting: dict[tuple[str, Row], list[asyncio.Future[Served]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._pool: asyncpg.Pool | None = None
+        self.schemas: dict[int, TableSchema] = {}
+        self.stream = ReplicationStream(
+            StreamConfig(ConnectParams.from_url(upstream_url), publication=publication),
+            self, on_marker=self._on_marker)
+        self._plans: dict[str, ir.Reader] = {}
+        self.fills_done = 0
+        self.fill_seconds = 0.0
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._pool = await asyncpg.create_pool(
+            self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS)
+        await self.stream.start()
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.stream.stop()
+        if self._pool is not None:
+            await self._pool.close()
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        assert self._pool is not None, "CacheHost.start() first"
+        return self._pool
+
+    @property
+    def connected(self) -> bool:
+        return self.stream.connected.is_set()
+
+    # -- caches -------------------------------------------------------------------------------
+
+    def add_cache(self, name: str, reader: ir.Reader) -> None:
+        self.engine.add_cache(name, reader)
+        self._plans[name] = reader
+
+    def drop_cache(self, name: str) -> None:
+        self.engine.drop_cache(name)
+        self._plans.pop(name, None)
+        for (cache, key), futures in list(self._waiting.items()):
+            if cache == name:
+                del self._waiting[(cache, key)]
+                for fut in futures:
+                    if not fut.done():
+                        fut.set_result(Served(None, "the cache was dropped"))
+
+    async def read(self, cache: str, key: Sequence[Any]) -> Served:
+        """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill."""
+        if not self.connected:
+            return Served(None, ReadOutcome.DOWN)
+        try:
+            result = self.engine.read(cache, key)
+        except Exception:
+            log.exception("engine read failed for cache %s", cache)
+            return Served(None, ReadOutcome.FAILED)
+        if result.rows is not None:
+            return Served(result.rows)
+        fut: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault((cache, tuple(key)), []).append(fut)
+        self._perform(result.effects)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.read_timeout)
+        except TimeoutError:
+            return Served(None, ReadOutcome.TIMEOUT)
+
+    # -- effects ------------------------------------------------------------------------------
+
+    def _perform(self, effects: Sequence[object]) -> None:
+        for effect in effects:
+            if isinstance(effect, RunFill):
+                self._spawn(self._fill(effect))
+            elif isinstance(effect, ReadReady):
+                self._wake(effect.cache, effect.key, Served(effect.rows))
+            elif isinstance(effect, ReadFailed):
+                log.info("cache %s cannot answer a key (%s): forwarding upstream",
+                         effect.cache, effect.sqlstate)
+                self._wake(effect.cache, effect.key, Served(None, ReadOutcome.FAILED))
+
+    def _wake(self, cache: str, key: Row, served: Served) -> None:
+        for fut in self._waiting.pop((cache, tuple(key)), []):
+            if not fut.done():
+                fut.set_result(served)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fill(self, run: RunFill) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with self._fill_slots:
+            for attempt in range(3):
+                try:
+                    snapshot, rows = await self._fetch(run)
+                    break
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    log.warning("fill %d failed (attempt %d): %s", run.fill_id, attempt + 1, exc)
+            else:
+                self._abandon(run)
+                return
+        self.fills_done += 1
+        self.fill_seconds += loop.time() - started
+        try:
+            effects = self.engine.fill_response(run.fill_id, snapshot, rows)
+        except Exception:
+            log.exception("installing fill %d failed", run.fill_id)
+            self._abandon(run)
+            return
+        self._perform(effects)
+
+    def _abandon(self, run: RunFill) -> None:
+        """Give up on a fill: every read waiting on anything goes upstream."""
+        for key in list(self._waiting):
+            self._wake(*key, Served(None, ReadOutcome.FAILED))
+
+    async def _fetch(self, run: RunFill) -> tuple[Snapshot, list[list[Row]]]:
+        async with self.pool.acquire() as conn, conn.transaction(
+            isolation="repeatable_read", readonly=True
+        ):
+            snapshot = parse_snapshot(await conn.fetchval("SELECT pg_current_snapshot()::text"))
+            rows = [await _fetch_rows(conn, req) for req in run.requests]
+            await conn.execute("SELECT pg_logical_emit_message(true, 'weir', $1)",
+                               f"{_FILL_PREFIX}{run.fill_id}")
+        return snapshot, rows
+
+    def _on_marker(self, content: str, lsn: int) -> None:
+        if not content.startswith(_FILL_PREFIX):
+            return
+        try:
+            fill_id = int(content[len(_FILL_PREFIX):])
+        except ValueError:
+            return
+        self._perform(self.engine.marker(fill_id))
+
+    # -- TransactionSink ----------------------------------------------------------------------
+
+    def table_schema(self, schema: TableSchema) -> None:
+        self.schemas[schema.oid] = schema
+
+    def reset_table(self, schema: TableSchema, reason: str) -> None:
+        log.warning("table %s.%s changed (%s): its caches are reset", schema.namespace,
+                    schema.name, reason)
+        self.schemas[schema.oid] = schema
+        self._reset(reason)
+
+    def reset_all(self, reason: str) -> None:
+        log.warning("continuity with the upstream was lost (%s): every cache is reset", reason)
+        self._reset(reason)
+
+    def _reset(self, reason: str) -> None:
+        """Rebuild the engine with the same caches (their state starts empty again)."""
+        self.engine = Engine(memory_budget=self.engine.budget)
+        for name, reader in self._plans.items():
+            self.engine.add_cache(name, reader)
+        for key in list(self._waiting):
+            self._wake(*key, Served(None, f"cache reset: {reason}"))
+
+    def apply(self, txn: Transaction) -> None:
+        self._perform(self.engine.apply(txn))
+
+    # -- stats --------------------------------------------------------------------------------
+
+    async def barrier(self, timeout: float = 30.0) -> Any:
+        return await self.stream.barrier(timeout)
+
+
+async def _fetch_rows(conn: Any, req: FillRequest) -> list[Row]:
+    """The base rows of one fill request, decoded as the CDC applier decodes them."""
+    sql, params = fill_query(req)
+    columns = req.table.columns
+    casts = ", ".join(f'q."{c.name.replace(chr(34), chr(34) * 2)}"::text' for c in columns)
+    records = await conn.fetch(f"SELECT {casts} FROM ({sql}) AS q", *params)
+    oids = [c.type_oid for c in columns]
+    return [tuple(None if v is None else decode_text(oid, v)
+                  for oid, v in zip(oids, rec, strict=True))
+            for rec in records]
+

@@ -1,0 +1,212 @@
+"""The catalog of caches and of the queries weir has seen (the state behind the admin SQL).
+
+Owns: the upstream catalog snapshot and the ``QueryPlanner`` built on it (reloaded when DDL
+passes through weir and before every CREATE CACHE), the caches by name and by query identity
+with the RowDescription the upstream gave for each at creation, persistence of the cache
+list to a JSON file (caches survive restarts), the proxied-query statistics behind
+``SHOW PROXIED QUERIES``, and auto mode (a supported shape seen N times becomes a cache).
+
+Routing decisions are made in ``proxy.router``; this module answers "which cache, if any".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from engine.plan.queries import CachedQuery, Classified, QueryPlanner
+from engine.sql.cacheable import Unsupported
+from engine.sql.catalog import CATALOG_QUERY, Catalog
+from proxy.caching import CacheHost
+from proxy.wire.backend import FieldDescription
+
+log = logging.getLogger("weir.registry")
+
+
+class AdminError(Exception):
+    """An admin command cannot be done; the message is shown to the client (SQLSTATE 42000)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheEntry:
+    name: str
+    query_id: str
+    text: str
+    search_path: tuple[str, ...]
+    fields: tuple[FieldDescription, ...]
+    query: CachedQuery
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "text": self.text, "search_path": list(self.search_path)}
+
+
+@dataclass(slots=True)
+class ProxiedQuery:
+    query_id: str
+    text: str
+    supported: str  # "yes", "cached" or "unsupported: <reason>"
+    count: int = 0
+
+
+@dataclass
+class Registry:
+    host: CacheHost
+    upstream_url: str
+    state_file: Path | None = None
+    auto_after: int | None = None
+    planner: QueryPlanner = field(init=False)
+    caches: dict[str, CacheEntry] = field(default_factory=dict)
+    by_id: dict[str, CacheEntry] = field(default_factory=dict)
+    proxied: OrderedDict[str, ProxiedQuery] = field(default_factory=OrderedDict)
+    _texts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+
+    async def start(self) -> None:
+        await self.reload_catalog()
+        for item in self._load_state():
+            try:
+                await self.create(item["text"], tuple(item["search_path"]), item["name"],
+                                  persist=False)
+            except AdminError as exc:
+                log.warning("cache %s could not be restored: %s", item.get("name"), exc)
+
+    async def reload_catalog(self) -> None:
+        rows = await self.host.pool.fetch(CATALOG_QUERY)
+        self.planner = QueryPlanner(Catalog.from_rows([tuple(r) for r in rows]))
+
+    # -- classification ---------------------------------------------------------------------
+
+    def classify(self, text: str, search_path: tuple[str, ...]) -> Classified:
+        return self.planner.classify(text, search_path)
+
+    def cache_for(self, classified: Classified) -> CacheEntry | None:
+        query = classified.query
+        if isinstance(query, Unsupported):
+            return None
+        return self.by_id.get(query.identity.query_id)
+
+    def note_proxied(self, classified: Classified, search_path: tuple[str, ...]) -> str | None:
+        """Count a query that went upstream; return a query text to auto-cache, if due."""
+        query = classified.query
+        if isinstance(query, Unsupported):
+            qid = "u_" + (classified.parsed.fingerprint or "unparsed")
+            supported = f"unsupported: {query.reason}"
+        else:
+            qid = query.identity.query_id
+            supported = "cached" if qid in self.by_id else "yes"
+        entry = self.proxied.get(qid)
+        if entry is None:
+            entry = self.proxied[qid] = ProxiedQuery(qid, classified.parsed.text, supported)
+            self._texts[qid] = (classified.parsed.text, search_path)
+            if len(self.proxied) > 10_000:
+                old, _ = self.proxied.popitem(last=False)
+                self._texts.pop(old, None)
+        entry.supported = supported
+        entry.count += 1
+        if self.auto_after is not None and supported == "yes" and entry.count >= self.auto_after:
+            return classified.parsed.text
+        return None
+
+    # -- admin --------------------------------------------------------------------------------
+
+    async def create(self, source: str, search_path: tuple[str, ...], name: str | None = None,
+                     persist: bool = True) -> CacheEntry:
+        if source.startswith("q_") and source in self._texts:
+            source, search_path = self._texts[source]
+        await self.reload_catalog()
+        classified = self.classify(source, search_path)
+        query = classified.query
+        if isinstance(query, Unsupported):
+            raise AdminError(f"query cannot be cached: {query.reason}")
+        qid = query.identity.query_id
+        if qid in self.by_id:
+            existing = self.by_id[qid]
+            if name is None or name == existing.name:
+                return existing
+            raise AdminError(f"query is already cached as {existing.name}")
+        name = name or qid
+        if name in self.caches:
+            raise AdminError(f"a cache named {name} already exists")
+        fields = await asyncio.to_thread(_describe, self.upstream_url, source, search_path)
+        entry = CacheEntry(name, qid, source, search_path, fields, query)
+        self.host.add_cache(name, query.plan.reader)
+        self.caches[name] = entry
+        self.by_id[qid] = entry
+        if qid in self.proxied:
+            self.proxied[qid].supported = "cached"
+        if persist:
+            self._save_state()
+        log.info("cache %s created (%s)", name, qid)
+        return entry
+
+    def explain(self, source: str, search_path: tuple[str, ...]) -> tuple[str, str, str]:
+        """``(query_id, query, supported)`` for EXPLAIN CREATE CACHE."""
+        classified = self.classify(source, search_path)
+        query = classified.query
+        if isinstance(query, Unsupported):
+            return ("u_" + (classified.parsed.fingerprint or "unparsed"), source,
+                    f"unsupported: {query.reason}")
+        return query.identity.query_id, source, "yes"
+
+    def drop(self, name: str | None) -> int:
+        names = list(self.caches) if name is None else [name]
+        for n in names:
+            entry = self.caches.pop(n, None)
+            if entry is None:
+                raise AdminError(f"cache {n} does not exist")
+            self.by_id.pop(entry.query_id, None)
+            self.host.drop_cache(n)
+            if entry.query_id in self.proxied:
+                self.proxied[entry.query_id].supported = "yes"
+        self._save_state()
+        return len(names)
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def _load_state(self) -> list[dict[str, Any]]:
+        if self.state_file is None or not self.state_file.exists():
+            return []
+        try:
+            data = json.loads(self.state_file.read_text())
+        except (OSError, ValueError) as exc:
+            log.error("cannot read the cache catalog %s: %s", self.state_file, exc)
+            return []
+        return [item for item in data.get("caches", []) if isinstance(item, dict)]
+
+    def _save_state(self) -> None:
+        if self.state_file is None:
+            return
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"caches": [e.to_json() for e in self.caches.values()]},
+                                  indent=2))
+        os.replace(tmp, self.state_file)
+
+
+def _describe(url: str, text: str, search_path: tuple[str, ...]) -> tuple[FieldDescription, ...]:
+    """The RowDescription PostgreSQL gives for ``text`` (run on weir's own connection)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SELECT set_config('search_path', %s, false)",
+                     (", ".join(_quote(s) for s in search_path),))
+        pgconn = conn.pgconn
+        res = pgconn.prepare(b"", text.encode())
+        if res.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise AdminError((res.error_message or b"describe failed").decode().strip())
+        res = pgconn.describe_prepared(b"")
+        return tuple(
+            FieldDescription(
+                name=(res.fname(i) or b"").decode(), table_oid=res.ftable(i),
+                column_attr=res.ftablecol(i), type_oid=res.ftype(i), type_size=res.fsize(i),
+                type_modifier=res.fmod(i), format=0)
+            for i in range(res.nfields))
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,131 @@
+"""Where one statement goes: the cache, the upstream or weir's admin commands (pure).
+
+Owns: ``Route`` (the decision with its human-readable reason, shown by EXPLAIN LAST STATEMENT
+and SHOW PROXIED QUERIES), ``SessionContext`` (what routing needs to know about a session
+beyond the protocol state: database, user, search_path, and whether it changed settings weir
+does not follow), and ``route_query``: a function of the statement text, the session and the
+registry's answer. Nothing here performs I/O.
+
+Order of the rules (DESIGN §4):
+1. weir's own commands -> admin;
+2. inside a transaction block, a session whose settings weir cannot honour, another database
+   than the replicated one, or requests still pending upstream -> upstream;
+3. a SELECT whose identity matches a cache and whose literals form a valid key -> cache;
+4. everything else -> upstream, byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.plan.queries import Classified
+from engine.sql.cacheable import Unsupported
+from proxy.admin import AdminCommand, parse_admin
+from proxy.session import SessionState
+
+#: Settings a client may SET without changing what a cached SELECT returns.
+HARMLESS_SETTINGS = frozenset({
+    "application_name", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
+    "client_min_messages", "work_mem", "maintenance_work_mem", "jit", "log_statement",
+    "synchronous_commit", "datestyle", "timezone", "intervalstyle",
+    "default_transaction_isolation", "enable_seqscan",
+    "random_page_cost", "temp_buffers", "idle_session_timeout", "tcp_keepalives_idle",
+})
+
+#: Session parameter values (as ParameterStatus reports them) under which weir's text
+#: encoding of cached rows equals PostgreSQL's.
+SERVED_OUTPUT = {
+    "DateStyle": ("ISO, MDY", "ISO, DMY", "ISO, YMD"),
+    "IntervalStyle": ("postgres",),
+    "client_encoding": ("UTF8",),
+    "standard_conforming_strings": ("on",),
+}
+#: Types whose text form depends on TimeZone, DateStyle or IntervalStyle.
+TIME_TYPES = frozenset({1082, 1083, 1114, 1184, 1186, 1266})
+
+
+@dataclass(slots=True)
+class SessionContext:
+    database: str
+    user: str
+    search_path: tuple[str, ...]
+    tainted: str | None = None  # why this session's reads must go upstream
+    wrote: bool = False  # a write committed since the last barrier (read-your-writes)
+    last: tuple[str, str] = ("upstream", "no statement yet")
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    destination: str  # "cache", "upstream" or "admin"
+    reason: str
+    admin: AdminCommand | None = None
+    classified: Classified | None = None
+    cache: Any = None  # registry.CacheEntry
+    key: tuple[Any, ...] | None = None
+
+
+def route_query(text: str, state: SessionState, ctx: SessionContext, registry: Any,
+                replicated_db: str) -> Route:
+    """Decide for one simple-protocol Query."""
+    admin = parse_admin(text)
+    if admin is not None:
+        return Route("admin", "weir command", admin=admin)
+    if state.in_transaction:
+        return Route("upstream", "inside a transaction block")
+    if ctx.database != replicated_db:
+        return Route("upstream", f"database {ctx.database} is not the one weir replicates")
+    if not state.idle:
+        return Route("upstream", "earlier statements are still running upstream")
+    classified: Classified = registry.classify(text, ctx.search_path)
+    query = classified.query
+    if isinstance(query, Unsupported):
+        return Route("upstream", f"unsupported: {query.reason}", classified=classified)
+    entry = registry.cache_for(classified)
+    if entry is None:
+        return Route("upstream", "no cache for this query", classified=classified)
+    if ctx.tainted is not None:
+        return Route("upstream", ctx.tainted, classified=classified)
+    unsupported = output_unsupported(entry.fields, state.parameters)
+    if unsupported is not None:
+        return Route("upstream", unsupported, classified=classified)
+    key = classified.key()
+    if key is None:
+        return Route("upstream", "a literal is not a valid value of its column's type",
+                     classified=classified)
+    return Route("cache", f"served by cache {entry.name}", classified=classified, cache=entry,
+                 key=key)
+
+
+def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:
+    """Why weir cannot encode these columns exactly under these session parameters."""
+    for name, allowed in SERVED_OUTPUT.items():
+        value = parameters.get(name)
+        if value is not None and value not in allowed:
+            return f"session setting {name}={value} is not served from caches yet"
+    if any(f.type_oid in TIME_TYPES for f in fields):
+        zone = parameters.get("TimeZone", "")
+        if zone not in ("UTC", "Etc/UTC", "GMT", "Etc/GMT", "UCT", "Zulu"):
+            return f"session setting TimeZone={zone} is not served from caches yet"
+    return None
+
+
+def setting_taint(text: str) -> str | None:
+    """For a SET/RESET statement: why it makes later cached reads go upstream, if it does."""
+    words = text.strip().rstrip(";").split()
+    if not words or words[0].upper() not in ("SET", "RESET"):
+        return None
+    rest = words[1:]
+    if rest and rest[0].upper() in ("SESSION", "LOCAL"):
+        rest = rest[1:]
+    if not rest:
+        return None
+    name = rest[0].lower().strip('"')
+    if rest[0].upper() == "ALL":
+        return None
+    if name in HARMLESS_SETTINGS:
+        return None
+    if name == "time" and len(rest) > 1 and rest[1].upper() == "ZONE":
+        return None
+    return f"the session changed setting {name}, which weir does not follow yet"

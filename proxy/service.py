@@ -1,0 +1,259 @@
+"""The caching side of the server: routing statements, answering from caches, admin SQL.
+
+Owns: ``CacheService`` — started lazily (the replication stream and fill pool exist only once
+a cache does, or when caches are restored from the state directory), the per-statement
+decision (``proxy.router``) with a cheap pre-filter while no cache could match, answering a
+cached read (read-your-writes barrier, staleness bound, the read itself, encoding the rows),
+and executing the admin commands into complete backend message bytes.
+
+Every failure on the cache side turns into "forward upstream" with the reason recorded for
+EXPLAIN LAST STATEMENT; the client never sees an error it would not get from PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.values import encode_text
+from proxy.admin import CreateCache, DropCache, Show
+from proxy.caching import CacheHost
+from proxy.registry import AdminError, Registry
+from proxy.router import Route, SessionContext, route_query
+from proxy.session import SessionState
+from proxy.settings import Settings
+from proxy.wire import backend as be
+from proxy.wire.errors import error_response
+
+log = logging.getLogger("weir.service")
+
+TEXT_OID = 25
+
+
+def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
+    """RowDescription (text columns) + DataRows + CommandComplete."""
+    fields = tuple(be.FieldDescription(name=c, type_oid=TEXT_OID) for c in columns)
+    out = [be.RowDescription(fields).encode()]
+    out.extend(be.encode_data_row([None if v is None else v.encode() for v in row]) for row in rows)
+    out.append(be.CommandComplete(tag).encode())
+    return b"".join(out)
+
+
+def encode_rows(fields: Sequence[be.FieldDescription], rows: Sequence[Sequence[Any]]) -> bytes:
+    """DataRows in text format for cached rows (ISO output settings; see router)."""
+    oids = [f.type_oid for f in fields]
+    return b"".join(
+        be.encode_data_row([None if v is None else encode_text(oid, v).encode()
+                            for oid, v in zip(oids, row, strict=True)])
+        for row in rows)
+
+
+class CacheService:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.replicated_db = settings.upstream_address.dbname or settings.upstream_address.user \
+            or "postgres"
+        self.host: CacheHost | None = None
+        self.registry: Registry | None = None
+        self._starting: asyncio.Lock | None = None
+        self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.caching != "off"
+
+    async def start_if_restoring(self) -> None:
+        """Start at boot when a persisted cache catalog exists."""
+        if self.enabled and self._state_file() is not None and self._state_file().exists():  # type: ignore[union-attr]
+            await self.ensure()
+
+    def _state_file(self) -> Path | None:
+        d = self.settings.state_dir
+        return Path(d) / "caches.json" if d else None
+
+    async def ensure(self) -> Registry:
+        if self.registry is not None:
+            return self.registry
+        if self._starting is None:
+            self._starting = asyncio.Lock()
+        async with self._starting:
+            if self.registry is None:
+                s = self.settings
+                host = CacheHost(s.upstream, memory_budget=s.memory_budget,
+                                 read_timeout=s.read_timeout)
+                await host.start()
+                registry = Registry(host, s.upstream, self._state_file(),
+                                    s.auto_after if s.caching == "auto" else None)
+                await registry.start()
+                self.host, self.registry = host, registry
+                self._refresh_names()
+        assert self.registry is not None
+        return self.registry
+
+    async def stop(self) -> None:
+        if self.host is not None:
+            await self.host.stop()
+
+    def _refresh_names(self) -> None:
+        names: set[str] = set()
+        if self.registry is not None:
+            for entry in self.registry.caches.values():
+                for oid in entry.query.plan.relations:
+                    rel = self.registry.planner.catalog.by_oid(oid)
+                    if rel is not None:
+                        names.add(rel.name.lower())
+        self._names = tuple(sorted(names))
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route:
+        registry = self.registry
+        auto = self.settings.caching == "auto"
+        if registry is None or (not auto and not self._mentions_cached_table(text)):
+            from proxy.admin import parse_admin
+
+            admin = parse_admin(text)
+            if admin is not None:
+                return Route("admin", "weir command", admin=admin)
+            return Route("upstream", "no cache for this query")
+        return route_query(text, state, ctx, registry, self.replicated_db)
+
+    def _mentions_cached_table(self, text: str) -> bool:
+        if not self._names:
+            return False
+        lowered = text.lower()
+        return any(name in lowered for name in self._names)
+
+    def note_upstream(self, route: Route, ctx: SessionContext) -> None:
+        """Record a query that goes upstream; in auto mode, create its cache when due."""
+        if self.registry is None or route.classified is None:
+            return
+        text = self.registry.note_proxied(route.classified, ctx.search_path)
+        if text is not None:
+            asyncio.get_running_loop().create_task(self._auto_create(text, ctx.search_path))
+
+    async def _auto_create(self, text: str, search_path: tuple[str, ...]) -> None:
+        registry = await self.ensure()
+        try:
+            await registry.create(text, search_path)
+            self._refresh_names()
+        except AdminError as exc:
+            log.info("auto mode could not cache a query: %s", exc)
+
+    # -- cached reads -------------------------------------------------------------------------
+
+    async def serve(self, route: Route, ctx: SessionContext) -> tuple[bytes | None, str]:
+        """The complete answer for a cached read (without ReadyForQuery), or None and why not."""
+        host = self.host
+        if host is None:
+            return None, "caching is not running"
+        lag = host.stream.stats().lag_seconds if hasattr(host.stream, "stats") else None
+        if lag is not None and lag > self.settings.staleness_bound:
+            return None, f"replication lag {lag:.1f}s exceeds the staleness bound"
+        if ctx.wrote and self.settings.read_your_writes == "on":
+            try:
+                await host.barrier(self.settings.read_timeout)
+            except Exception as exc:
+                return None, f"read-your-writes barrier did not pass ({exc})"
+            ctx.wrote = False
+        entry = route.cache
+        assert route.key is not None
+        served = await host.read(entry.name, route.key)
+        if served.rows is None:
+            return None, served.reason
+        rows = served.rows
+        if not rows and entry.query.plan.empty_row is not None:
+            rows = (entry.query.plan.empty_row,)
+        try:
+            body = encode_rows(entry.fields, rows)
+        except Exception:
+            log.exception("encoding cached rows of %s failed", entry.name)
+            return None, "the cached rows could not be encoded"
+        return (be.RowDescription(entry.fields).encode() + body
+                + be.CommandComplete(f"SELECT {len(rows)}").encode()), route.reason
+
+    # -- admin --------------------------------------------------------------------------------
+
+    async def admin(self, route: Route, ctx: SessionContext) -> bytes:
+        """Run an admin command; errors become an ErrorResponse (the session goes on)."""
+        cmd = route.admin
+        try:
+            if isinstance(cmd, Show) and cmd.what == "last":
+                return result_set(["destination", "reason"], [ctx.last], "SELECT 1")
+            registry = await self.ensure()
+            if isinstance(cmd, CreateCache):
+                return await self._create(registry, cmd, ctx)
+            if isinstance(cmd, DropCache):
+                n = registry.drop(cmd.name)
+                self._refresh_names()
+                return be.CommandComplete("DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}"
+                                          ).encode()
+            assert isinstance(cmd, Show)
+            return self._show(registry, cmd.what)
+        except AdminError as exc:
+            return error_response("42000", str(exc)).encode()
+        except Exception as exc:
+            log.exception("admin command failed")
+            return error_response("XX000", f"weir: {exc}").encode()
+
+    async def _create(self, registry: Registry, cmd: CreateCache, ctx: SessionContext) -> bytes:
+        if cmd.explain_only:
+            await registry.reload_catalog()
+            qid, text, supported = registry.explain(cmd.source, ctx.search_path)
+            return result_set(["query_id", "query", "supported"], [(qid, text, supported)],
+                              "SELECT 1")
+        entry = await registry.create(cmd.source, ctx.search_path, cmd.name)
+        self._refresh_names()
+        del entry
+        return be.CommandComplete("CREATE CACHE").encode()
+
+    def _show(self, registry: Registry, what: str) -> bytes:
+        host = registry.host
+        if what == "caches":
+            memory = host.engine.memory_by_cache()
+            rows: list[tuple[str, ...]] = [(e.name, e.query_id, e.text, str(memory.get(e.name, 0)))
+                    for e in registry.caches.values()]
+            return result_set(["name", "query_id", "query", "memory_bytes"], rows,
+                              f"SELECT {len(rows)}")
+        if what in ("proxied", "supported"):
+            items = [p for p in registry.proxied.values()
+                     if what == "proxied" or not p.supported.startswith("unsupported")]
+            rows = [(p.query_id, p.text, p.supported, str(p.count)) for p in items]
+            return result_set(["query_id", "query", "supported", "count"], rows,
+                              f"SELECT {len(rows)}")
+        if what == "tables":
+            tables: dict[int, list[str]] = {}
+            for e in registry.caches.values():
+                for oid in e.query.plan.relations:
+                    tables.setdefault(oid, []).append(e.name)
+            rows = []
+            for oid, names in sorted(tables.items()):
+                rel = registry.planner.catalog.by_oid(oid)
+                label = rel.qualified if rel is not None else str(oid)
+                rows.append((label, str(oid), ", ".join(sorted(names))))
+            return result_set(["table", "oid", "caches"], rows, f"SELECT {len(rows)}")
+        stats = host.stream.stats()
+        engine = host.engine
+        addr = self.settings.upstream_address
+        pairs = [
+            ("upstream", f"{addr.host}:{addr.port}"),
+            ("replication", "connected" if stats.connected else "disconnected"),
+            ("slot", stats.slot),
+            ("applied_lsn", _lsn(stats.applied_lsn)),
+            ("lag_bytes", "" if stats.lag_bytes is None else str(stats.lag_bytes)),
+            ("lag_seconds", "" if stats.lag_seconds is None else f"{stats.lag_seconds:.3f}"),
+            ("caches", str(len(registry.caches))),
+            ("memory_bytes", str(engine.memory_total())),
+            ("hits", str(engine.stats.hits)),
+            ("misses", str(engine.stats.misses)),
+            ("fills", str(host.fills_done)),
+            ("evictions", str(engine.stats.evictions)),
+        ]
+        return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
+
+
+def _lsn(value: int) -> str:
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
