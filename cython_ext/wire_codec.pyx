@@ -7,6 +7,8 @@
 Out-of-range numbers and NUL in strings raise ValueError, as the pure versions do.
 ``decode_data_row_values(payload)``: the values of a DataRow payload; a malformed payload
 raises the class bound with ``set_error_class`` (proxy.wire.backend binds ProtocolViolation).
+``decode_bind_fields(payload)``: the five fields of a Bind payload (twin of
+proxy.wire.frontend.decode_bind_fields), same error rule.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -179,3 +181,87 @@ def decode_data_row_values(bytes payload not None):
     if pos != n:
         raise _error("malformed DataRow message: unexpected trailing bytes")
     return out
+
+
+cdef inline Py_ssize_t _cstring_end(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n) except -1:
+    cdef Py_ssize_t i = pos
+    while i < n:
+        if p[i] == 0:
+            return i
+        i += 1
+    raise _error("malformed Bind message: string not terminated")
+
+
+cdef inline str _utf8(const unsigned char* p, Py_ssize_t start, Py_ssize_t end):
+    try:
+        return (<const char*>p)[start:end].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _error(f"malformed Bind message: invalid UTF-8 ({exc.reason})") from None
+
+
+cdef inline int _get16(const unsigned char* p, Py_ssize_t pos, Py_ssize_t n) except? -99999:
+    if pos + 2 > n:
+        raise _error("malformed Bind message: truncated")
+    return <short>((p[pos] << 8) | p[pos + 1])
+
+
+cdef tuple _int16s(const unsigned char* p, Py_ssize_t* pos, Py_ssize_t n):
+    cdef int count = _get16(p, pos[0], n)
+    cdef Py_ssize_t i
+    cdef tuple out
+    cdef object value
+    if count < 0:
+        raise _error(f"malformed Bind message: negative count {count}")
+    pos[0] += 2
+    if pos[0] + 2 * count > n:
+        raise _error("malformed Bind message: truncated")
+    out = PyTuple_New(count)
+    for i in range(count):
+        value = <short>((p[pos[0]] << 8) | p[pos[0] + 1])
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(out, i, value)
+        pos[0] += 2
+    return out
+
+
+def decode_bind_fields(bytes payload not None):
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(payload)
+    cdef Py_ssize_t pos = 0, end, i
+    cdef int count
+    cdef long length
+    cdef tuple params
+    cdef object value
+    end = _cstring_end(p, pos, n)
+    portal = _utf8(p, pos, end)
+    pos = end + 1
+    end = _cstring_end(p, pos, n)
+    statement = _utf8(p, pos, end)
+    pos = end + 1
+    param_formats = _int16s(p, &pos, n)
+    count = _get16(p, pos, n)
+    if count < 0:
+        raise _error(f"malformed Bind message: negative count {count}")
+    pos += 2
+    params = PyTuple_New(count)
+    for i in range(count):
+        if pos + 4 > n:
+            raise _error("malformed Bind message: truncated")
+        length = <int>((<unsigned int>p[pos] << 24) | (<unsigned int>p[pos + 1] << 16)
+                       | (<unsigned int>p[pos + 2] << 8) | <unsigned int>p[pos + 3])
+        pos += 4
+        if length < 0:
+            if length != -1:
+                raise _error(f"malformed Bind message: length {length}")
+            value = None
+        else:
+            if pos + length > n:
+                raise _error("malformed Bind message: truncated")
+            value = PyBytes_FromStringAndSize(<const char*>p + pos, length)
+            pos += length
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(params, i, value)
+    result_formats = _int16s(p, &pos, n)
+    if pos != n:
+        raise _error("malformed Bind message: unexpected trailing bytes")
+    return portal, statement, param_formats, params, result_formats

@@ -4,7 +4,8 @@ Owns: one frozen slotted dataclass per frontend message, named as in the Postgre
 "Message Formats" page, each with ``encode() -> bytes`` (the whole message including type
 byte and length; the startup-phase messages have no type byte) and a ``decode(payload)``
 classmethod; the dispatch tables ``decode_frontend(mtype, payload)`` for typed messages and
-``decode_startup(payload)`` for the untyped first message (by its request code).
+``decode_startup(payload)`` for the untyped first message (by its request code); and
+``decode_bind_fields`` (Cython twin in ``cython_ext/wire_codec.pyx``).
 
 The 'p' type is shared by PasswordMessage, SASLInitialResponse, SASLResponse and
 GSSResponse; only the authentication exchange tells them apart, so ``decode_frontend``
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import cython_ext
 from proxy.wire.codec import (
     Reader,
     at_end,
@@ -289,13 +291,21 @@ class Bind:
 
     @classmethod
     def decode(cls, payload: bytes) -> Bind:
-        portal, pos = cstring_at(payload, 0, "Bind")
-        statement, pos = cstring_at(payload, pos, "Bind")
-        param_formats, pos = int16s_at(payload, pos, "Bind")
-        params, pos = values_at(payload, pos, "Bind")
-        result_formats, pos = int16s_at(payload, pos, "Bind")
-        at_end(payload, pos, "Bind")
-        return cls(portal, statement, param_formats, params, result_formats)
+        return cls(*decode_bind_fields(payload))
+
+
+BindFields = tuple[str, str, tuple[int, ...], tuple[bytes | None, ...], tuple[int, ...]]
+
+
+def decode_bind_fields(payload: bytes) -> BindFields:
+    """Portal, statement, parameter formats, parameters and result formats of a Bind payload."""
+    portal, pos = cstring_at(payload, 0, "Bind")
+    statement, pos = cstring_at(payload, pos, "Bind")
+    param_formats, pos = int16s_at(payload, pos, "Bind")
+    params, pos = values_at(payload, pos, "Bind")
+    result_formats, pos = int16s_at(payload, pos, "Bind")
+    at_end(payload, pos, "Bind")
+    return portal, statement, param_formats, params, result_formats
 
 
 _TARGET_KINDS = {ord("S"): "S", ord("P"): "P"}
@@ -493,3 +503,12 @@ def decode_frontend(mtype: int, payload: bytes) -> FrontendMessage:
     if decoder is None:
         raise ProtocolViolation(f"invalid frontend message type {mtype}")
     return decoder(payload)
+
+
+#: The pure-Python reference, whatever ``WEIR_IMPL`` selects (for parity tests).
+decode_bind_fields_python = decode_bind_fields
+
+_fast = cython_ext.load("wire_codec")
+if _fast is not None:
+    _fast.set_error_class(ProtocolViolation)
+    decode_bind_fields = _fast.decode_bind_fields

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import cython_ext
 from proxy.wire import backend as be
 from proxy.wire import framing
+from proxy.wire import frontend as fe
 from proxy.wire.framing import ProtocolViolation
 from tests.unit.wire import strategies as s
 
@@ -126,3 +127,19 @@ def test_decode_data_row_values_parity(row: list[Any], data: st.DataObject) -> N
         payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
     expected = _decoded(be.decode_data_row_values_python, bytes(payload))
     assert _decoded(CODEC.decode_data_row_values, bytes(payload)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    s.frontend_messages.filter(lambda m: isinstance(m, fe.Bind)) | s.frontend_messages, st.data()
+)
+def test_decode_bind_fields_parity(msg: fe.FrontendMessage, data: st.DataObject) -> None:
+    assert CODEC is not None
+    CODEC.set_error_class(ProtocolViolation)
+    payload = bytearray(msg.encode()[5:])
+    if data.draw(st.booleans()):
+        payload = payload[: data.draw(st.integers(0, len(payload)))]
+    if payload and data.draw(st.booleans()):
+        payload[data.draw(st.integers(0, len(payload) - 1))] = data.draw(st.integers(0, 255))
+    expected = _decoded(fe.decode_bind_fields_python, bytes(payload))
+    assert _decoded(CODEC.decode_bind_fields, bytes(payload)) == expected
