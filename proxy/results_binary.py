@@ -1,0 +1,210 @@
+"""Binary-format (format code 1) output of canonical values, as PostgreSQL's send functions.
+
+Owns: one factory per type oid, ``factory(settings, typmod) -> (value -> bytes)``, in
+:data:`BINARY_FACTORIES`: network-order integers and IEEE floats, numeric as base-10000
+digits (ndigits, weight, sign, dscale), text types as UTF-8, uuid's 16 bytes, jsonb's
+version-1 prefix, date/time types as integers since 2000-01-01 (with the infinity
+sentinels), timetz with its zone in seconds west, interval as (usecs, days, months).
+
+Invariants: binary output does not depend on any session setting except the client
+encoding (text types; only UTF-8 is accepted); values that do not fit the type raise
+:class:`~proxy.results_temporal.Unencodable` (never truncated or wrapped).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from engine.values import TextValue, oids
+from proxy.results_settings import OutputSettings
+from proxy.results_temporal import (
+    Unencodable,
+    date_days,
+    infinite,
+    instant_usecs,
+    interval_parts,
+    time_fields,
+    timestamp_usecs,
+)
+from proxy.results_text import numeric_scale, numeric_value
+
+Encode = Callable[[Any], bytes]
+Factory = Callable[[OutputSettings, int], Encode]
+
+_I16 = struct.Struct("!h")
+_I32 = struct.Struct("!i")
+_U32 = struct.Struct("!I")
+_I64 = struct.Struct("!q")
+_F32 = struct.Struct("!f")
+_F64 = struct.Struct("!d")
+_NUMERIC_HEAD = struct.Struct("!hhHH")
+_TIMETZ = struct.Struct("!qi")
+_INTERVAL = struct.Struct("!qii")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+NUMERIC_POS, NUMERIC_NEG, NUMERIC_NAN = 0x0000, 0x4000, 0xC000
+NUMERIC_PINF, NUMERIC_NINF = 0xD000, 0xF000
+
+
+def _packer(s: struct.Struct, what: str) -> Encode:
+    pack = s.pack
+
+    def encode(value: Any) -> bytes:
+        try:
+            return pack(value)
+        except struct.error as exc:
+            raise Unencodable(f"{value!r} does not fit {what}") from exc
+
+    return encode
+
+
+def _bool(value: Any) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def _utf8(value: Any) -> bytes:
+    if not isinstance(value, str):
+        raise Unencodable(f"expected str, got {type(value).__name__}")
+    return value.encode()
+
+
+def _char(value: Any) -> bytes:
+    if not isinstance(value, str) or len(value) > 1 or (value and ord(value) > 0x7F):
+        raise Unencodable(f'"char" value {value!r} is not one ASCII character')
+    return value.encode() or b"\x00"
+
+
+def _jsonb(value: Any) -> bytes:
+    return b"\x01" + _utf8(value)
+
+
+def numeric_binary(value: Decimal) -> bytes:
+    """numeric_send of a Decimal (already at PostgreSQL's scale)."""
+    if value.is_nan():
+        return _NUMERIC_HEAD.pack(0, 0, NUMERIC_NAN, 0)
+    if value.is_infinite():
+        # PostgreSQL reads dscale out of the special header's bits: 0x1000 >> 7 == 32
+        return _NUMERIC_HEAD.pack(0, 0, NUMERIC_PINF if value > 0 else NUMERIC_NINF, 32)
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    dscale = max(0, -exponent)
+    coefficient = int("".join(map(str, digits)) or "0")
+    if coefficient == 0:
+        return _NUMERIC_HEAD.pack(0, 0, NUMERIC_POS, dscale)
+    # align the decimal point to a base-10000 boundary: value = coefficient * 10**exponent
+    pad = exponent % 4  # extra zeros so that the exponent becomes a multiple of 4
+    coefficient *= 10**pad
+    exponent -= pad
+    groups: list[int] = []
+    while coefficient:
+        coefficient, group = divmod(coefficient, 10000)
+        groups.append(group)
+    low = exponent // 4  # base-10000 exponent of groups[0]
+    while groups and groups[0] == 0:  # strip trailing zero groups
+        groups.pop(0)
+        low += 1
+    groups.reverse()
+    weight = low + len(groups) - 1
+    if not -32768 <= weight <= 32767 or dscale > 0x3FFF:
+        raise Unencodable("numeric out of range")
+    head = _NUMERIC_HEAD.pack(len(groups), weight, NUMERIC_NEG if sign else NUMERIC_POS, dscale)
+    return head + struct.pack(f"!{len(groups)}H", *groups)
+
+
+def _numeric(settings: OutputSettings, typmod: int) -> Encode:
+    scale = numeric_scale(typmod)
+
+    def encode(value: Any) -> bytes:
+        return numeric_binary(numeric_value(value, scale))
+
+    return encode
+
+
+def _float4(value: Any) -> bytes:
+    return _F32.pack(value)
+
+
+def _float8(value: Any) -> bytes:
+    return _F64.pack(value)
+
+
+def _date(value: Any) -> bytes:
+    sign = infinite(value)
+    if sign:
+        return _I32.pack(_INT32_MAX if sign > 0 else _INT32_MIN)
+    return _I32.pack(date_days(value))
+
+
+def _timestamp_with(usecs: Callable[[Any], int]) -> Encode:
+    def encode(value: Any) -> bytes:
+        sign = infinite(value)
+        if sign:
+            return _I64.pack(_INT64_MAX if sign > 0 else _INT64_MIN)
+        return _I64.pack(usecs(value))
+
+    return encode
+
+
+def _time(value: Any) -> bytes:
+    usec, _ = time_fields(value)
+    return _I64.pack(usec)
+
+
+def _timetz(value: Any) -> bytes:
+    usec, offset = time_fields(value)
+    if offset is None:
+        raise Unencodable("timetz value without a zone")
+    return _TIMETZ.pack(usec, -offset)
+
+
+def _interval(value: Any) -> bytes:
+    if isinstance(value, TextValue):
+        raise Unencodable(f"interval text {value.text!r}")
+    v = interval_parts(value)
+    try:
+        return _INTERVAL.pack(v.microseconds, v.days, v.months)
+    except struct.error as exc:
+        raise Unencodable(f"interval out of range: {v}") from exc
+
+
+def _uuid(value: Any) -> bytes:
+    raw: bytes = value.bytes
+    return raw
+
+
+def _bytea(value: Any) -> bytes:
+    return bytes(value)
+
+
+def _fixed(fn: Encode) -> Factory:
+    return lambda settings, typmod: fn
+
+
+BINARY_FACTORIES: dict[int, Factory] = {
+    oids.BOOL: _fixed(_bool),
+    oids.INT2: _fixed(_packer(_I16, "int2")),
+    oids.INT4: _fixed(_packer(_I32, "int4")),
+    oids.INT8: _fixed(_packer(_I64, "int8")),
+    oids.OID: _fixed(_packer(_U32, "oid")),
+    oids.FLOAT4: _fixed(_float4),
+    oids.FLOAT8: _fixed(_float8),
+    oids.NUMERIC: _numeric,
+    oids.TEXT: _fixed(_utf8),
+    oids.VARCHAR: _fixed(_utf8),
+    oids.BPCHAR: _fixed(_utf8),
+    oids.NAME: _fixed(_utf8),
+    oids.CHAR: _fixed(_char),
+    oids.JSON: _fixed(_utf8),
+    oids.JSONB: _fixed(_jsonb),
+    oids.BYTEA: _fixed(_bytea),
+    oids.UUID: _fixed(_uuid),
+    oids.DATE: _fixed(_date),
+    oids.TIME: _fixed(_time),
+    oids.TIMETZ: _fixed(_timetz),
+    oids.TIMESTAMP: _fixed(_timestamp_with(timestamp_usecs)),
+    oids.TIMESTAMPTZ: _fixed(_timestamp_with(instant_usecs)),
+    oids.INTERVAL: _fixed(_interval),
+}
