@@ -69,9 +69,10 @@ class _Block:
 
 
 class _Planner:
-    def __init__(self, literals: tuple[Literal, ...], lift: bool) -> None:
+    def __init__(self, literals: tuple[Literal, ...], lift: bool, lift_in: bool) -> None:
         self.literals = literals
         self.lift = lift
+        self.lift_in = lift_in
 
     # ------------------------------------------------------------------ blocks
     def block(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
@@ -98,7 +99,7 @@ class _Planner:
         if not grouped:
             bound, stmt = scalar_subqueries(ctx, self.subquery, bound, stmt)
         keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
-                                  ctx.catalog) if top else (
+                                  ctx.catalog, self.lift_in) if top else (
             [], where)
         rel = bound.rel
         if where:
@@ -123,6 +124,8 @@ class _Planner:
                 raise PlanError("parameter in an aggregate query with HAVING but no GROUP BY")
             raise _RetryPinned
         bound, positions, canon = self._group_items(ctx, stmt, bound)
+        if any(k.source.alternatives and k.position not in positions for k in keys):
+            raise _RetryPinned  # an IN-list key must be grouped on, or lookups split groups
         grouping = Grouping(bound.scope, ctx.catalog, canon)
         for pos in positions:
             grouping.add_group(pos)
@@ -362,6 +365,18 @@ def canonical(node: Any) -> str:
     return json.dumps(strip(node), sort_keys=True)
 
 
+def _mergeable(block: _Block) -> bool:
+    """An IN-list key is served by one lookup per value, merged by the host: fine unless the
+    page has an OFFSET, sorts on a column the client does not see, or is DISTINCT without
+    the key column in the output."""
+    multi = [pos for pos, src, _ in block.keys if src.alternatives]
+    if not multi:
+        return True
+    if isinstance(block.rel, ir.Distinct) and any(pos >= block.visible for pos in multi):
+        return False  # rows of two lookups could be duplicates of each other
+    return block.offset == 0 and all(k.column < block.visible for k in block.order)
+
+
 def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:
     """The row PostgreSQL returns for an aggregate without GROUP BY over no rows: the select
     list over COUNTs of 0 and other aggregates NULL."""
@@ -435,8 +450,8 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
     select = stmt.get("SelectStmt")
     if select is None:
         return Unsupported("not a SELECT")
-    for lift in (True, False):
-        planner = _Planner(literals, lift)
+    for lift, lift_in in ((True, True), (True, False), (False, False)):
+        planner = _Planner(literals, lift, lift_in)
         ctx = PlanContext(catalog, search_path, planner.subquery)
         try:
             block = planner.block(ctx, select, top=True)
@@ -444,13 +459,15 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
             continue
         except PlanError as exc:
             return Unsupported(exc.reason)
+        if not _mergeable(block):
+            continue
         from engine.plan.rules import optimize
         reader, keys = _reader(block)
         if rules:
             reader = optimize(reader)
         sources = tuple(src for _, src, _ in keys)
-        return PlannedQuery(
-            reader, sources, tuple(t for _, _, t in keys),
-            frozenset(s.literal for s in sources if s.literal is not None),
-            tuple(sorted(ctx.relations)), block.empty_row)
+        lifted = frozenset(s.literal for src in sources for s in (src, *src.alternatives)
+                           if s.literal is not None)
+        return PlannedQuery(reader, sources, tuple(t for _, _, t in keys), lifted,
+                            tuple(sorted(ctx.relations)), block.empty_row)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

@@ -18,14 +18,18 @@ texts arrive.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.dataflow.ordering import order_key
+from engine.plan import ir
 from engine.plan.explain import explain_reader
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.planner import PlannedQuery, plan_select
+from engine.plan.rules.keys import KeySource
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import Catalog
 from engine.sql.text import ParsedQuery, parse_query
@@ -54,8 +58,7 @@ class CachedQuery:
 
     @property
     def explain(self) -> str:
-        labels = [f"${s.param}" if s.param is not None else f"literal{s.literal}"
-                  for s in self.plan.key_sources]
+        labels = [_label(s) for s in self.plan.key_sources]
         return explain_reader(self.plan.reader, labels, self.plan.empty_row)
 
 
@@ -67,28 +70,82 @@ class Classified:
     parsed: ParsedQuery
 
     def key(self, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The reader lookup key: ``params`` are the statement's decoded ``$n`` values.
-        None when a lifted literal is not a valid value of its column's type (PostgreSQL
-        would raise or coerce differently: forward the statement upstream)."""
+        """The reader lookup key of a single-lookup plan (see ``keys`` for IN lists)."""
+        keys = self.keys(params)
+        return keys[0] if keys is not None and len(keys) == 1 else None
+
+    def keys(self, params: Sequence[Any] = ()) -> list[tuple[Any, ...]] | None:
+        """Every reader lookup key the statement needs (one unless it has an IN-list key:
+        then one per distinct combination, to be combined with ``merge_lookups``).
+        ``params`` are the statement's decoded ``$n`` values. None when a lifted literal is
+        not a valid value of its column's type (PostgreSQL would raise or coerce
+        differently), a parameter is missing, or there are more than ``MAX_LOOKUPS``
+        combinations: forward the statement upstream."""
         query = self.query
         if isinstance(query, Unsupported):
             return None
         plan = query.plan
-        out: list[Any] = []
+        choices: list[list[Any]] = []
         for src, type_oid in zip(plan.key_sources, plan.key_types, strict=True):
-            if src.param is not None:
-                if src.param > len(params):
+            options = []
+            for alt in src.alternatives or (src,):
+                value = self._value(alt, type_oid, params)
+                if value is _INVALID:
                     return None
-                out.append(params[src.param - 1])
-                continue
-            text = self.parsed.literals[src.literal or 0].text
-            if text is None:
-                return None
-            try:
-                out.append(literal_value(type_oid, text))
-            except LiteralError:
-                return None
-        return tuple(out)
+                if value is not None and value not in options:
+                    options.append(value)  # NULL never matches; duplicates match once
+            choices.append(options)
+        combos = 1
+        for options in choices:
+            combos *= len(options)
+        if combos > MAX_LOOKUPS:
+            return None
+        return [tuple(c) for c in itertools.product(*choices)]
+
+    def _value(self, src: KeySource, type_oid: int, params: Sequence[Any]) -> Any:
+        if src.param is not None:
+            return params[src.param - 1] if src.param <= len(params) else _INVALID
+        text = self.parsed.literals[src.literal or 0].text
+        if text is None:
+            return None
+        try:
+            return literal_value(type_oid, text)
+        except LiteralError:
+            return _INVALID
+
+
+def _label(src: KeySource) -> str:
+    if src.alternatives:
+        return "IN(" + ", ".join(_label(a) for a in src.alternatives) + ")"
+    return f"${src.param}" if src.param is not None else f"literal{src.literal}"
+
+
+#: Most lookups one statement with IN-list keys may expand to before it is forwarded.
+MAX_LOOKUPS = 1000
+_INVALID = object()
+
+
+def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]]]
+                  ) -> list[tuple[Any, ...]]:
+    """The statement's rows from the rows of each of its lookups (``Classified.keys``
+    order): concatenated, then sorted and cut when the query has ORDER BY / LIMIT (the
+    planner only keys IN lists when the sort columns are in the output and there is no
+    OFFSET). For a single lookup, the rows as they are (or ``empty_row``)."""
+    if len(results) == 1:
+        rows = list(results[0])
+        if not rows and plan.empty_row is not None:
+            return [plan.empty_row]
+        return rows
+    rows = [row for part in results for row in part]
+    reader = plan.reader
+    if reader.order_by:
+        out = {col: i for i, col in enumerate(reader.output)}
+        keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
+                     for k in reader.order_by)
+        rows.sort(key=order_key(keys))
+    if reader.limit is not None:
+        rows = rows[: reader.limit]
+    return rows
 
 
 class QueryPlanner:

@@ -276,3 +276,15 @@ SELECT id, title FROM popular_stories WHERE author = 'alice';
 SELECT author, count(*) FROM popular_stories GROUP BY author;
 SELECT p.id, p.title, p.score FROM popular_stories p ORDER BY p.score DESC, p.id LIMIT 3;
 SELECT p.title, c.body FROM popular_stories p JOIN comments c ON c.story_id = p.id WHERE p.id = 3;
+-- ===================== IN-list keys (one lookup per value, merged) =====================
+SELECT id, title FROM stories WHERE author_id IN (1, 2, 3);
+SELECT id, title FROM stories WHERE author_id IN (2, 4) ORDER BY id DESC LIMIT 4;
+SELECT c.id, c.body FROM comments c WHERE c.story_id IN (1, 2, 3, 3) ORDER BY c.id;
+SELECT story_id, count(*) FROM votes WHERE story_id IN (1, 5, 7) GROUP BY story_id;
+SELECT DISTINCT user_id FROM votes WHERE story_id IN (2, 3);
+SELECT u.username, s.title FROM users u JOIN stories s ON s.author_id = u.id WHERE u.id IN (1, 2) AND s.published;
+-- params: [1, 3]
+SELECT id, title, score FROM stories WHERE author_id IN ($1, $2) ORDER BY score DESC, id LIMIT 5;
+SELECT count(*) FROM votes WHERE story_id IN (1, 2);
+SELECT id FROM stories WHERE author_id IN (1, 2) ORDER BY created_at DESC, id LIMIT 3;
+SELECT id FROM stories WHERE author_id IN (1, 2) ORDER BY id LIMIT 3 OFFSET 2;

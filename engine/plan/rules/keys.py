@@ -38,6 +38,8 @@ class KeySource:
 
     param: int | None = None
     literal: int | None = None
+    #: An IN-list key: one lookup per alternative (each a param or literal source).
+    alternatives: tuple[KeySource, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +50,16 @@ class Key:
 
 
 def choose_keys(scope: Scope, where: list[Node], literals: tuple[Literal, ...], lift: bool,
-                catalog: Catalog) -> tuple[list[Key], list[Node]]:
-    """Split WHERE conjuncts into reader keys and the conjuncts that remain filters."""
+                catalog: Catalog, lift_in: bool = False) -> tuple[list[Key], list[Node]]:
+    """Split WHERE conjuncts into reader keys and the conjuncts that remain filters;
+    ``lift_in`` also keys ``column IN (values...)`` (one lookup per value)."""
     index = {lit.location: i for i, lit in enumerate(literals)}
     keys: list[Key] = []
     rest: list[Node] = []
     for conj in where:
         key = _key(scope, conj, literals, index, lift, catalog)
+        if key is None and lift_in:
+            key = _in_key(scope, conj, literals, index, lift, catalog)
         if key is None or any(k.position == key.position for k in keys):
             if key is not None and key.source.param is not None:
                 raise PlanError("a column compared with two parameters")
@@ -109,6 +114,32 @@ def _key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[in
     if not lift or i is None or not _liftable(literals[i].kind, col, catalog):
         return None
     return Key(pos, KeySource(literal=i), col.type_oid)
+
+
+def _in_key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[int, int],
+            lift: bool, catalog: Catalog) -> Key | None:
+    """``column IN (v1, v2, ...)`` with every v a parameter or a liftable literal."""
+    body = node.get("A_Expr")
+    if body is None or body.get("kind") != "AEXPR_IN" or "ColumnRef" not in body["lexpr"]:
+        return None
+    if [n.get("String", {}).get("sval") for n in body.get("name", [])] != ["="]:
+        return None
+    items = body["rexpr"].get("List", {}).get("items", [])
+    fields = body["lexpr"]["ColumnRef"]["fields"]
+    if not items or any("String" not in f for f in fields):
+        return None
+    pos = scope.lookup(tuple(f["String"]["sval"] for f in fields))
+    alternatives = []
+    for item in items:
+        sides = _equality_sides({"A_Expr": {"kind": "AEXPR_OP", "name": [
+            {"String": {"sval": "="}}], "lexpr": body["lexpr"], "rexpr": item}})
+        key = None if sides is None else _key(scope, {"A_Expr": {
+            "kind": "AEXPR_OP", "name": [{"String": {"sval": "="}}], "lexpr": body["lexpr"],
+            "rexpr": item}}, literals, index, lift, catalog)
+        if key is None:
+            return None
+        alternatives.append(key.source)
+    return Key(pos, KeySource(alternatives=tuple(alternatives)), scope.cols[pos].type_oid)
 
 
 def _liftable(kind: str, col: ScopeCol, catalog: Catalog) -> bool:

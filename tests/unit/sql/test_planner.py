@@ -233,3 +233,20 @@ def test_planner_caches_are_bounded() -> None:
         planner.classify(f"SELECT id FROM t{i}")
     assert len(planner._texts) <= 8 and len(planner._plans) <= 8
     assert len(planner._shapes) <= 8
+
+
+def test_in_list_keys_expand_to_distinct_lookups_and_merge() -> None:
+    from engine.plan.queries import MAX_LOOKUPS, merge_lookups
+    planner = QueryPlanner(CATALOG)
+    a = planner.classify("SELECT id, score FROM stories WHERE author_id IN (1, 2, 2) "
+                         "AND published = $1 ORDER BY score DESC, id LIMIT 2")
+    b = planner.classify("SELECT id, score FROM stories WHERE author_id IN (7, 8, 9) "
+                         "AND published = $1 ORDER BY score DESC, id LIMIT 2")
+    assert a.query is b.query
+    assert a.keys([True]) == [(1, True), (2, True)]  # 2 matches once
+    assert a.key([True]) is None  # several lookups
+    assert isinstance(a.query, CachedQuery)
+    merged = merge_lookups(a.query.plan, [[(5, 10), (6, 3)], [(7, 10), (8, 1)]])
+    assert merged == [(5, 10), (7, 10)]
+    many = ", ".join(str(i) for i in range(MAX_LOOKUPS + 1))
+    assert planner.classify(f"SELECT id FROM stories WHERE author_id IN ({many})").keys() is None
