@@ -113,7 +113,7 @@ class ClientConnection:
         phase = self.conversation.phase
         if phase is Phase.NEGOTIATING:
             return self._next_answer()
-        if phase in (Phase.STARTUP, Phase.CLOSED):
+        if phase is Phase.STARTUP:
             if self._framer.buffered:
                 raise ProtocolViolation(f"unexpected data from the server in phase {phase.value}")
             return self._nothing()

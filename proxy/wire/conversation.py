@@ -200,6 +200,8 @@ class Conversation:
             Phase.AUTHENTICATING: self._backend_authenticating,
             Phase.STARTING: self._backend_starting,
             Phase.READY: self._backend_ready,
+            # after Terminate the backend may still owe answers to what came before it
+            Phase.CLOSED: self._backend_ready,
         }
         self._frontend_handlers: dict[Phase, Callable[[int, bytes], None]] = {
             Phase.AUTHENTICATING: self._frontend_authenticating,

@@ -67,6 +67,8 @@ class Phase(enum.Enum):
     STARTING -> (ReadyForQuery) READY;  STARTUP -> (CancelRequest) CLOSED
     READY -> (Terminate, or a FATAL ErrorResponse) CLOSED
     AUTHENTICATING|STARTING -> (ErrorResponse) CLOSED
+    In CLOSED no frontend message is accepted; backend messages still owed (a Terminate
+    pipelined behind a query) are.
     """
 
     __hash__ = object.__hash__  # members are singletons; Enum's name hash is slow

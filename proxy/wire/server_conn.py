@@ -132,8 +132,11 @@ class ServerConnection:
         Only once authenticated (Phase.STARTING or READY); the conversation still records
         each message. ``index`` holds ``(type, payload_start, payload_end)`` into ``raw``.
         """
-        if self.conversation.phase not in (Phase.STARTING, Phase.READY):
-            raise ProtocolViolation(f"next_raw in phase {self.conversation.phase.value}")
+        phase = self.conversation.phase
+        if phase is Phase.CLOSED:
+            return CONNECTION_CLOSED
+        if phase not in (Phase.STARTING, Phase.READY):
+            raise ProtocolViolation(f"next_raw in phase {phase.value}")
         raw, index = self._framer.drain()
         if not index:
             return self._nothing()

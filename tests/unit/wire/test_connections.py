@@ -312,3 +312,21 @@ def test_relay_path_tracks_without_decoding() -> None:
     with pytest.raises(ProtocolViolation):  # CommandComplete is missing before ReadyForQuery
         p.client.next_raw()
     assert p.server.next_raw() is NEED_DATA
+
+
+def test_answers_to_messages_pipelined_before_terminate_are_still_accepted() -> None:
+    p = Pair()
+    p.handshake()
+    assert p.to_server(fe.Query("select 1"), fe.Terminate()) == [
+        fe.Query("select 1"),
+        fe.Terminate(),
+        CONNECTION_CLOSED,
+    ]
+    assert p.server.next_raw() is CONNECTION_CLOSED
+    events = p.to_client(ROWS, be.DataRow((b"1",)), be.CommandComplete("SELECT 1"))
+    assert events[-1] == be.CommandComplete("SELECT 1")
+    p.to_client(be.ReadyForQuery("I"))
+    with pytest.raises(ProtocolViolation):  # nothing is owed any more
+        p.server.send(be.ReadyForQuery("I"))
+    with pytest.raises(ProtocolViolation):
+        p.client.send(fe.Query("select 2"))
