@@ -250,3 +250,20 @@ def test_in_list_keys_expand_to_distinct_lookups_and_merge() -> None:
     assert merged == [(5, 10), (7, 10)]
     many = ", ".join(str(i) for i in range(MAX_LOOKUPS + 1))
     assert planner.classify(f"SELECT id FROM stories WHERE author_id IN ({many})").keys() is None
+
+
+def test_null_rejection_analysis() -> None:
+    from engine.plan import ir
+    from engine.plan.rules.outer_joins import rejects_nulls
+    a, b = ir.ColumnRef(0, T.INT4), ir.ColumnRef(1, T.TEXT)
+    five = ir.Const(5, T.INT4)
+    gt = ir.Compare(">", a, five)
+    assert rejects_nulls(gt) == {0}
+    assert rejects_nulls(ir.IsNull(a)) == set()
+    assert rejects_nulls(ir.IsNull(a, negated=True)) == {0}
+    assert rejects_nulls(ir.Not(ir.IsNull(a))) == {0}
+    assert rejects_nulls(ir.BoolOp("or", (gt, ir.Like(b, ir.Const("x", T.TEXT))))) == set()
+    assert rejects_nulls(ir.BoolOp("and", (gt, ir.Like(b, ir.Const("x", T.TEXT))))) == {0, 1}
+    concat = ir.Func("concat", (b, ir.Const("!", T.TEXT)), T.TEXT)
+    assert rejects_nulls(ir.Compare("=", concat, ir.Const("x!", T.TEXT))) == set()
+    assert rejects_nulls(ir.Compare(">", ir.Coalesce((a, five), T.INT4), five)) == set()
