@@ -16,7 +16,7 @@ from collections.abc import Hashable
 
 from engine.dataflow.node import Node, PullCtx, Runtime
 from engine.dataflow.ordering import order_key
-from engine.dataflow.records import Delta, Row, has_unknown, key_of, row_size
+from engine.dataflow.records import Delta, Row, apply_bag, has_unknown, key_of, row_size
 from engine.plan import ir
 
 Answer = tuple[Row, ...]
@@ -33,26 +33,12 @@ class ReaderNode(Node):
         self.lo = plan.offset
         self.hi = None if plan.limit is None else plan.offset + plan.limit
         self.rt = runtime
-        self.state: dict[Row, Counter[Row]] = {}
+        self.state: dict[Row, dict[Row, int]] = {}
         self.sizes: dict[Row, int] = {}
         self.answers: dict[Row, Answer] = {}
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
-        state, answers = self.state, self.answers
-        for row, w in deltas[0]:
-            k = key_of(row, self.key)
-            bag = state.get(k)
-            if bag is None:
-                continue
-            n = bag[row] + w
-            if n:
-                bag[row] = n
-            else:
-                del bag[row]
-            size = row_size(row) * w
-            self.sizes[k] += size
-            self.bytes += size
-            answers.pop(k, None)
+        self.bytes += apply_bag(self.state, self.answers, self.sizes, deltas[0], self.key)
         return [], []
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
@@ -88,8 +74,8 @@ class ReaderNode(Node):
         self.rt.touch(self.nid, key)
         return answer
 
-    def _finish(self, bag: Counter[Row]) -> Answer:
-        rows = list(bag.elements())
+    def _finish(self, bag: dict[Row, int]) -> Answer:
+        rows = [r for r, n in bag.items() for _ in range(n)]
         if self.sort is not None:
             rows.sort(key=self.sort)
         if self.lo or self.hi is not None:
@@ -102,7 +88,7 @@ class ReaderNode(Node):
         rows = self.inputs[0].pull(self.key, key, ctx)
         if rows is None:
             return None
-        bag = Counter(rows)
+        bag = dict(Counter(rows))
         self.state[key] = bag
         size = sum(row_size(r) for r in rows) + 64
         self.sizes[key] = size

@@ -1,0 +1,160 @@
+"""Engine micro-benchmark: changes/s through a join + aggregate graph, lookups/s on a reader.
+
+The graph is the seeds' example: ``stories LEFT JOIN (SELECT story_id, count(*), sum(weight)
+FROM votes GROUP BY story_id)`` read by story id, plus a reader on the vote counts. All keys
+are loaded first (fills answered at once from in-memory tables), then:
+- changes: transactions of ``--batch`` vote inserts/deletes spread over all stories;
+- lookups: reads of present keys (hits) round-robin.
+
+Run ``python bench/engine.py`` (both implementations, each in a fresh process, writes
+docs/benchmarks/engine.md) or ``python bench/engine.py --one`` (only the implementation
+selected by WEIR_IMPL). The last printed line is ``changes_per_s=<int> lookups_per_s=<int>``
+for the implementation selected by WEIR_IMPL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.api import Engine, ReadReady  # noqa: E402
+from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange, Snapshot, Transaction  # noqa: E402
+from engine.dataflow.fills import RunFill  # noqa: E402
+from engine.plan import ir  # noqa: E402
+from engine.values import oids as T  # noqa: E402
+
+STORIES = ir.TableRef(1, "public", "stories", (
+    ir.Column("id", T.INT4), ir.Column("title", T.TEXT)), (0,))
+VOTES = ir.TableRef(2, "public", "votes", (
+    ir.Column("id", T.INT4), ir.Column("story_id", T.INT4), ir.Column("weight", T.NUMERIC)),
+    (0,))
+VC = ir.Aggregate(ir.Scan(VOTES), (1,), (
+    ir.AggCall("count_star", None, T.INT8, "n"),
+    ir.AggCall("sum", ir.ColumnRef(2, T.NUMERIC), T.NUMERIC, "w")))
+PLANS = {
+    "story_vc": ir.Reader(ir.Join(ir.Scan(STORIES), VC, (0,), (0,), "left"), (0,), (0, 1, 3, 4)),
+    "votecount": ir.Reader(VC, (0,), (0, 1, 2)),
+}
+
+
+def load(engine: Engine, stories: int, votes_per: int) -> dict[int, list[tuple[object, ...]]]:
+    data: dict[int, list[tuple[object, ...]]] = {
+        1: [(i, f"story {i}") for i in range(stories)],
+        2: [(i, i % stories, Decimal(1)) for i in range(stories * votes_per)],
+    }
+    snap = Snapshot(10, 10)
+    for cache in PLANS:
+        for k in range(stories):
+            effects = list(engine.read(cache, (k,)).effects)
+            while effects:
+                e = effects.pop()
+                if isinstance(e, RunFill):
+                    rows = [tuple(r for r in data[q.table.oid]
+                                  if all(r[c] == v for c, v in zip(q.columns, q.key)))
+                            for q in e.requests]
+                    effects.extend(engine.fill_response(e.fill_id, snap, rows))
+                    effects.extend(engine.marker(e.fill_id))
+                else:
+                    assert isinstance(e, ReadReady)
+    return data
+
+
+def bench_changes(engine: Engine, stories: int, votes_per: int, batch: int,
+                  seconds: float) -> float:
+    next_id = stories * votes_per
+    live = list(range(next_id))
+    xid, n, start = 100, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        changes = []
+        for j in range(batch):
+            if j % 2 == 0:
+                changes.append(RowChange(2, ChangeKind.INSERT, None,
+                                         (next_id, (next_id * 7919) % stories, Decimal(2))))
+                live.append(next_id)
+                next_id += 1
+            else:
+                victim = live.pop(0)
+                changes.append(RowChange(2, ChangeKind.DELETE,
+                                         (victim, UNCHANGED_TOAST, UNCHANGED_TOAST), None))
+        engine.apply(Transaction(xid, xid, tuple(changes)))
+        xid += 1
+        n += batch
+    return n / (time.perf_counter() - start)
+
+
+def bench_lookups(engine: Engine, stories: int, seconds: float) -> float:
+    keys = [(k,) for k in range(stories)]
+    read = engine.read
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for key in keys:
+            read("story_vc", key)
+        n += len(keys)
+    return n / (time.perf_counter() - start)
+
+
+def run_one(args: argparse.Namespace) -> tuple[int, int]:
+    engine = Engine()
+    for name, plan in PLANS.items():
+        engine.add_cache(name, plan)
+    load(engine, args.stories, args.votes)
+    changes = bench_changes(engine, args.stories, args.votes, args.batch, args.seconds)
+    lookups = bench_lookups(engine, args.stories, args.seconds)
+    return int(changes), int(lookups)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stories", type=int, default=2000)
+    parser.add_argument("--votes", type=int, default=5, help="votes per story at start")
+    parser.add_argument("--batch", type=int, default=10, help="changes per transaction")
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--one", action="store_true", help="only the WEIR_IMPL selection")
+    args = parser.parse_args()
+    if args.one:
+        c, lk = run_one(args)
+        print(f"changes_per_s={c} lookups_per_s={lk}")
+        return
+    results = {}
+    for impl in ("python", "cython"):
+        cmd = [sys.executable, __file__, "--one", "--stories", str(args.stories), "--votes",
+               str(args.votes), "--batch", str(args.batch), "--seconds", str(args.seconds)]
+        out = subprocess.run(cmd, env={**os.environ, "WEIR_IMPL": impl}, capture_output=True,
+                             text=True, check=True).stdout.strip().splitlines()[-1]
+        results[impl] = dict(kv.split("=") for kv in out.split())
+        print(f"{impl}: {out}")
+    write_report(args, results)
+    selected = os.environ.get("WEIR_IMPL", "auto")
+    pick = results["python" if selected == "python" else "cython"]
+    print(f"changes_per_s={pick['changes_per_s']} lookups_per_s={pick['lookups_per_s']}")
+
+
+def write_report(args: argparse.Namespace, results: dict[str, dict[str, str]]) -> None:
+    lines = [
+        "# Engine benchmark", "",
+        "Command: `.venv/bin/python bench/engine.py` "
+        f"(`--stories {args.stories} --votes {args.votes} --batch {args.batch} "
+        f"--seconds {args.seconds}`), one process per implementation, one core.", "",
+        f"Machine: {platform.machine()}, Python {platform.python_version()}.", "",
+        "Graph: `stories LEFT JOIN (votes GROUP BY story_id: count(*), sum(weight))` read by "
+        "story id, plus a reader on the vote counts; every key present. Changes are vote "
+        f"inserts and deletes (primary-key-only old rows), {args.batch} per transaction. "
+        "Lookups are hits on the join's reader.", "",
+        "| implementation | changes/s | lookups/s |", "|---|---:|---:|",
+    ]
+    for impl, r in results.items():
+        lines.append(f"| {impl} | {int(r['changes_per_s']):,} | {int(r['lookups_per_s']):,} |")
+    (ROOT / "docs" / "benchmarks" / "engine.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
