@@ -24,6 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pglast import parse_sql
+from pglast.stream import RawStream
 
 from engine.plan.queries import QueryPlanner
 from engine.sql.cacheable import Unsupported
@@ -37,9 +38,12 @@ TYPES = {"int4": T.INT4, "int8": T.INT8, "int2": T.INT2, "text": T.TEXT, "varcha
 
 def catalog_from_ddl(ddl: str) -> Catalog:
     """User tables of a CREATE TABLE script as a Catalog (C collation, made-up oids)."""
-    relations = []
+    relations: list[Relation] = []
     for oid, raw in enumerate(parse_sql(ddl), start=20000):
         stmt: Any = raw.stmt
+        if type(stmt).__name__ == "ViewStmt":
+            relations.append(_view(Catalog(tuple(relations)), oid, stmt))
+            continue
         cols, pk = [], []
         for elt in stmt.tableElts:
             if type(elt).__name__ == "Constraint":
@@ -54,6 +58,16 @@ def catalog_from_ddl(ddl: str) -> Catalog:
                                not_null="CONSTR_NOTNULL" in constraints))
         relations.append(Relation(oid, "public", stmt.relation.relname, tuple(cols), tuple(pk)))
     return Catalog(tuple(relations))
+
+
+def _view(catalog: Catalog, oid: int, stmt: Any) -> Relation:
+    """A view of the DDL: its SELECT as text, its columns as the planner types them."""
+    sql = RawStream()(stmt.query)
+    answer = QueryPlanner(catalog).classify(sql)
+    assert not isinstance(answer.query, Unsupported), answer.query
+    cols = tuple(Column(c.name, c.type_oid, collation="C" if c.type_oid == T.TEXT else None)
+                 for c in answer.query.plan.reader.columns)
+    return Relation(oid, "public", stmt.view.relname, cols, kind="v", view_sql=sql)
 
 
 def corpus() -> list[str]:
