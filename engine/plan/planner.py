@@ -115,7 +115,7 @@ class _Planner:
             return [ir.ColumnRef(k.position, k.type_oid) for k in keys]
 
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
-                             lambda e: e, lambda i: builder.colls.get(i))
+                             lambda e: e)
 
     def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key]) -> _Block:
         global_agg = not stmt.get("groupClause")
@@ -135,7 +135,7 @@ class _Planner:
 
         builder = grouping.builder("SELECT")
         block = self._project(ctx, stmt, None, builder, bound.scope, keys, key_exprs,
-                              grouping.fix, grouping.output_collation, grouping, bound.rel)
+                              grouping.fix, grouping, bound.rel)
         if global_agg and keys:
             block.empty_row = _empty_row(block, grouping)
         return block
@@ -196,30 +196,11 @@ class _Planner:
     # ------------------------------------------------------------------ select list
     def _project(self, ctx: PlanContext, stmt: Node, rel: ir.Rel | None, builder: ExprBuilder,
                  scope: Scope, keys: list[Key], key_exprs: Callable[[], list[ir.Expr]],
-                 fix: Any,
-                 coll_of: Any, grouping: Grouping | None = None,
+                 fix: Any, grouping: Grouping | None = None,
                  agg_input: ir.Rel | None = None) -> _Block:
-        exprs: list[ir.Expr] = []
-        names: list[str] = []
-        for target in stmt.get("targetList", []):
-            res = target["ResTarget"]
-            val = res["val"]
-            star = _star(val)
-            if star is not None:
-                if grouping is not None and star == "*":
-                    raise PlanError("* in a grouped query")
-                for pos in scope.star(None if star == "*" else star):
-                    names.append(scope.cols[pos].name)
-                    exprs.append(builder.build(
-                        {"ColumnRef": {"fields": _fields(scope.cols[pos])}}))
-                continue
-            expr = builder.build(val)
-            if expr.type_oid == T.UNKNOWN:
-                expr = builder.coerce(expr, T.TEXT)
-            if expr.type_oid not in pgtypes.SUPPORTED_TYPES:
-                raise PlanError(f"result of type {pgtypes.type_name(expr.type_oid)}")
-            exprs.append(expr)
-            names.append(res.get("name") or figure_colname(val))
+        """Select list, ORDER BY, HAVING and keys -> the block's Project (hidden ORDER BY
+        and key columns after the visible ones), optionally under DISTINCT."""
+        exprs, names = _select_list(stmt, builder, scope, grouping is not None)
         colls = [builder.collation(e) for e in exprs]
         order, hidden = self._order(stmt, builder, exprs, names)
         having = None
@@ -232,28 +213,19 @@ class _Planner:
             if having is not None:
                 rel = ir.Filter(rel, grouping.fix(having))
         assert rel is not None
-        visible = len(exprs)
-        extra: list[ir.Expr] = []
-        block_keys = []
-        for k, e in zip(keys, key_list, strict=True):
-            if e in exprs:  # the key column is selected anyway: key on that column
-                block_keys.append((exprs.index(e), k.source, k.type_oid))
-                continue
-            if e not in extra:
-                extra.append(e)
-            block_keys.append((visible + len(hidden) + extra.index(e), k.source, k.type_oid))
+        extra, block_keys = _key_columns(keys, key_list, exprs, len(exprs) + len(hidden))
         all_exprs = tuple(fix(e) for e in (*exprs, *hidden, *extra))
         out_names = tuple(names) + tuple(f"?order{i}?" for i in range(len(hidden))) + tuple(
             f"?key{i}?" for i in range(len(extra)))
-        project = ir.Project(rel, all_exprs, out_names)
+        project: ir.Rel = ir.Project(rel, all_exprs, out_names)
         limit, offset = self._limit(stmt, order)
         if stmt.get("distinctClause") is not None:
             if hidden:
                 raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in "
                                 "select list")
-            return _Block(ir.Distinct(project), list(out_names), colls, visible, block_keys,
-                          order, limit, offset)
-        return _Block(project, list(out_names), colls, visible, block_keys, order, limit, offset)
+            project = ir.Distinct(project)
+        return _Block(project, list(out_names), colls, len(exprs), block_keys, order, limit,
+                      offset)
 
     def _order(self, stmt: Node, builder: ExprBuilder, exprs: list[ir.Expr],
                names: list[str]) -> tuple[tuple[ir.SortKey, ...], list[ir.Expr]]:
@@ -407,6 +379,48 @@ def _constant(node: Node | None, clause: str) -> int | None:
     if value < 0:
         raise PlanError(f"negative {clause}")
     return value
+
+
+def _select_list(stmt: Node, builder: ExprBuilder, scope: Scope,
+                 grouped: bool) -> tuple[list[ir.Expr], list[str]]:
+    """The select list's expressions (``*`` expanded) and PostgreSQL's names for them."""
+    exprs: list[ir.Expr] = []
+    names: list[str] = []
+    for target in stmt.get("targetList", []):
+        res = target["ResTarget"]
+        val = res["val"]
+        star = _star(val)
+        if star is not None:
+            if grouped and star == "*":
+                raise PlanError("* in a grouped query")
+            for pos in scope.star(None if star == "*" else star):
+                names.append(scope.cols[pos].name)
+                exprs.append(builder.build({"ColumnRef": {"fields": _fields(scope.cols[pos])}}))
+            continue
+        expr = builder.build(val)
+        if expr.type_oid == T.UNKNOWN:
+            expr = builder.coerce(expr, T.TEXT)
+        if expr.type_oid not in pgtypes.SUPPORTED_TYPES:
+            raise PlanError(f"result of type {pgtypes.type_name(expr.type_oid)}")
+        exprs.append(expr)
+        names.append(res.get("name") or figure_colname(val))
+    return exprs, names
+
+
+def _key_columns(keys: list[Key], key_list: list[ir.Expr], exprs: list[ir.Expr],
+                 base: int) -> tuple[list[ir.Expr], list[tuple[int, KeySource, int]]]:
+    """Where each key lives in the block's output: a selected column equal to it, or an
+    extra hidden column from position ``base`` on."""
+    extra: list[ir.Expr] = []
+    block_keys = []
+    for k, e in zip(keys, key_list, strict=True):
+        if e in exprs:  # the key column is selected anyway: key on that column
+            block_keys.append((exprs.index(e), k.source, k.type_oid))
+            continue
+        if e not in extra:
+            extra.append(e)
+        block_keys.append((base + extra.index(e), k.source, k.type_oid))
+    return extra, block_keys
 
 
 def _union_branches(stmt: Node) -> list[Node]:
