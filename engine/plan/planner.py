@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -280,15 +281,9 @@ class _Planner:
 
     # ------------------------------------------------------------------ UNION ALL
     def union(self, ctx: PlanContext, stmt: Node) -> _Block:
-        branches = [self.subquery(ctx, {"SelectStmt": b}) for b in _union_branches(stmt)]
+        branches = _unify(ctx, [self.subquery(ctx, {"SelectStmt": b})
+                                for b in _union_branches(stmt)])
         first = branches[0]
-        for other in branches[1:]:
-            a = [c.type_oid for c in first.rel.columns]
-            b = [c.type_oid for c in other.rel.columns]
-            if len(a) != len(b):
-                raise PlanError("each UNION query must have the same number of columns")
-            if a != b:
-                raise PlanError("UNION ALL branches with different column types")
         rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
         names = [c.name for c in first.scope.cols]
         colls = [c.collation for c in first.scope.cols]
@@ -421,6 +416,43 @@ def _key_columns(keys: list[Key], key_list: list[ir.Expr], exprs: list[ir.Expr],
             extra.append(e)
         block_keys.append((base + extra.index(e), k.source, k.type_oid))
     return extra, block_keys
+
+
+def _unify(ctx: PlanContext, branches: list[Bound]) -> list[Bound]:
+    """UNION ALL branches with their columns cast to the types PostgreSQL resolves them to
+    (select_common_type per column); a column that is a literal in some branch and of
+    another type elsewhere is refused (PostgreSQL types such literals from the others)."""
+    width = len(branches[0].rel.columns)
+    if any(len(b.rel.columns) != width for b in branches):
+        raise PlanError("each UNION query must have the same number of columns")
+    targets = []
+    for i in range(width):
+        types = [b.rel.columns[i].type_oid for b in branches]
+        target = types[0] if len(set(types)) == 1 else pgtypes.common_type(types)
+        if target is None:
+            raise PlanError("UNION ALL column of types " + ", ".join(
+                pgtypes.type_name(t) for t in types))
+        if len({b.scope.cols[i].collation for b in branches}) > 1:
+            raise PlanError("UNION ALL column with different collations")
+        if target != types[0] or len(set(types)) > 1:
+            for b in branches:
+                if isinstance(b.rel, ir.Project) and isinstance(b.rel.exprs[i], ir.Const):
+                    raise PlanError("UNION ALL column mixing a literal with other types")
+        targets.append(target)
+    builder = ExprBuilder(branches[0].scope, ctx.catalog)
+    out = []
+    for b in branches:
+        cols = b.rel.columns
+        if all(c.type_oid == t for c, t in zip(cols, targets, strict=True)):
+            out.append(b)
+            continue
+        exprs = tuple(builder.coerce(ir.ColumnRef(i, c.type_oid), t)
+                      for i, (c, t) in enumerate(zip(cols, targets, strict=True)))
+        rel = ir.Project(b.rel, exprs, tuple(c.name for c in cols))
+        scope = Scope(tuple(dataclasses.replace(c, type_oid=t)
+                            for c, t in zip(b.scope.cols, targets, strict=True)))
+        out.append(Bound(rel, scope))
+    return out
 
 
 def _union_branches(stmt: Node) -> list[Node]:

@@ -288,3 +288,7 @@ SELECT id, title, score FROM stories WHERE author_id IN ($1, $2) ORDER BY score 
 SELECT count(*) FROM votes WHERE story_id IN (1, 2);
 SELECT id FROM stories WHERE author_id IN (1, 2) ORDER BY created_at DESC, id LIMIT 3;
 SELECT id FROM stories WHERE author_id IN (1, 2) ORDER BY id LIMIT 3 OFFSET 2;
+SELECT id FROM stories WHERE author_id = 1 UNION ALL SELECT user_id FROM votes WHERE story_id = 2;
+SELECT user_id, value FROM votes UNION ALL SELECT author_id, score FROM stories ORDER BY 1, 2 LIMIT 6;
+SELECT id, price FROM products WHERE category_id = 1 UNION ALL SELECT id, total FROM orders WHERE customer_id = 2;
+SELECT username AS name FROM users UNION ALL SELECT email FROM users WHERE email IS NOT NULL;
