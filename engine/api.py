@@ -87,6 +87,7 @@ class Engine:
         self.fills = FillManager(log_cap=log_cap)
         self.budget = memory_budget
         self.stats = Stats()
+        self.applied_lsn = 0
         self._waiters: dict[tuple[int, Row], _Waiter] = {}
         self._by_key: dict[BaseKey, set[tuple[int, Row]]] = {}
 
@@ -179,6 +180,10 @@ class Engine:
 
     # ------------------------------------------------------------------ upstream
     def apply(self, txn: Transaction) -> tuple[Effect, ...]:
+        """Apply one upstream transaction (skipped if its commit LSN was applied already)."""
+        if txn.commit_lsn <= self.applied_lsn:
+            return ()
+        self.applied_lsn = txn.commit_lsn
         self.graph.apply(txn)
         self.fills.record(txn, set(self.graph.bases))
         self._enforce()

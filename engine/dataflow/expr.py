@@ -61,6 +61,14 @@ def columns_of(expr: ir.Expr) -> frozenset[int]:
     return out
 
 
+def walk(expr: ir.Expr) -> list[ir.Expr]:
+    """``expr`` and all of its sub-expressions."""
+    out = [expr]
+    for child in _children(expr):
+        out.extend(walk(child))
+    return out
+
+
 def _children(expr: ir.Expr) -> tuple[ir.Expr, ...]:
     if isinstance(expr, ir.BoolOp | ir.Coalesce | ir.Func):
         return expr.args

@@ -18,6 +18,7 @@ import heapq
 from collections.abc import Callable, Hashable, Iterable
 
 from engine.changes import RowChange, Transaction
+from engine.dataflow.expr import walk
 from engine.dataflow.node import Cols, Node, Runtime
 from engine.dataflow.ops.aggregate import AggregateNode
 from engine.dataflow.ops.base import BaseNode
@@ -39,6 +40,19 @@ def _uniq(cols: Iterable[int]) -> Cols:
     return tuple(dict.fromkeys(cols))
 
 
+def _has_param(rel: ir.Rel) -> bool:
+    exprs: list[ir.Expr] = []
+    if isinstance(rel, ir.Filter):
+        exprs.append(rel.predicate)
+    elif isinstance(rel, ir.Project):
+        exprs.extend(rel.exprs)
+    elif isinstance(rel, ir.Aggregate):
+        exprs.extend(a.arg for a in rel.aggs if a.arg is not None)
+    if any(isinstance(sub, ir.Param) for e in exprs for sub in walk(e)):
+        return True
+    return any(_has_param(c) for c in ir.children(rel))
+
+
 class Graph:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
@@ -53,6 +67,8 @@ class Graph:
     def add_cache(self, name: str, plan: ir.Reader) -> ReaderNode:
         if name in self.caches:
             raise ValueError(f"cache {name!r} exists")
+        if _has_param(plan.input):
+            raise ValueError("a dataflow plan cannot contain parameters: bind them as reader keys")
         closure: list[int] = []
         source = self._build(plan.input, _uniq(plan.key), closure)
         reader = self._node(("reader", plan, source.nid), closure,

@@ -303,3 +303,20 @@ def test_extend_xid_across_epochs() -> None:
     assert extend_xid(2**32 - 3, 2**32 + 4) == 2**32 - 3
     assert extend_xid(100, 3 * 2**32 + 90) == 3 * 2**32 + 100
     assert extend_xid(7, 3) == 7
+
+
+def test_duplicate_transactions_are_skipped_and_params_rejected() -> None:
+    host = make({VOTES.oid: [(1, 5, 1, Decimal(1))]})
+    answer(host, "votecount", (5,))
+    txn = host.up.commit([ins(VOTES, (2, 5, 1, Decimal(1)))])
+    host.engine.apply(txn)
+    host.engine.apply(txn)  # redelivered after a reconnect: applied once
+    assert peek(host, "votecount", (5,))[0][1] == 2  # type: ignore[index]
+    bad = ir.Reader(ir.Filter(ir.Scan(STORIES), ir.Compare("=", col(0), ir.Param(1, I4))),
+                    (), (0,))
+    try:
+        host.engine.add_cache("bad", bad)
+    except ValueError as exc:
+        assert "parameters" in str(exc)
+    else:
+        raise AssertionError("a plan with $1 must be rejected")
