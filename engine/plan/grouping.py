@@ -124,12 +124,6 @@ class Grouping:
         width = len(self.groups)
         return remap(expr, lambda i: i - AGG_BASE + width if i >= AGG_BASE else i)
 
-    def output_collation(self, index: int) -> str | None:
-        """Collation of output column ``index`` of the finished Aggregate."""
-        if index < len(self.groups):
-            return self.scope.cols[self.groups[index]].collation
-        return self.agg_colls.get(AGG_BASE + index - len(self.groups))
-
 
 def has_aggregates(nodes: list[Any]) -> bool:
     """Whether any aggregate call occurs (outside subqueries)."""

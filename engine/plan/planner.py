@@ -17,8 +17,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
