@@ -152,6 +152,9 @@ def encode_rows(rows: Iterable[Sequence[Any]], encoders: Sequence[ColumnEncoder]
     return b"".join(out)
 
 
+#: The pure-Python reference, whatever ``WEIR_IMPL`` selects (for parity tests).
+encode_rows_python = encode_rows
+
 _fast = cython_ext.load("results")
 if _fast is not None:
     encode_rows = _fast.encode_rows

@@ -17,6 +17,7 @@ import struct
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from engine.values import TextValue, oids
 from proxy.results_settings import OutputSettings
@@ -27,9 +28,9 @@ from proxy.results_temporal import (
     instant_usecs,
     interval_parts,
     time_fields,
-    timestamp_usecs,
+    naive_usecs,
 )
-from proxy.results_text import numeric_scale, numeric_value
+from proxy.results_text import as_bytes, as_float, numeric_scale, numeric_value
 
 Encode = Callable[[Any], bytes]
 Factory = Callable[[OutputSettings, int], Encode]
@@ -53,6 +54,8 @@ def _packer(s: struct.Struct, what: str) -> Encode:
     pack = s.pack
 
     def encode(value: Any) -> bytes:
+        if type(value) is not int:
+            raise Unencodable(f"expected int for {what}, got {type(value).__name__}")
         try:
             return pack(value)
         except struct.error as exc:
@@ -62,6 +65,8 @@ def _packer(s: struct.Struct, what: str) -> Encode:
 
 
 def _bool(value: Any) -> bytes:
+    if type(value) is not bool:
+        raise Unencodable(f"expected bool, got {type(value).__name__}")
     return b"\x01" if value else b"\x00"
 
 
@@ -124,11 +129,11 @@ def _numeric(settings: OutputSettings, typmod: int) -> Encode:
 
 
 def _float4(value: Any) -> bytes:
-    return _F32.pack(value)
+    return _F32.pack(as_float(value))
 
 
 def _float8(value: Any) -> bytes:
-    return _F64.pack(value)
+    return _F64.pack(as_float(value))
 
 
 def _date(value: Any) -> bytes:
@@ -149,15 +154,13 @@ def _timestamp_with(usecs: Callable[[Any], int]) -> Encode:
 
 
 def _time(value: Any) -> bytes:
-    usec, _ = time_fields(value)
+    usec, _ = time_fields(value, False)
     return _I64.pack(usec)
 
 
 def _timetz(value: Any) -> bytes:
-    usec, offset = time_fields(value)
-    if offset is None:
-        raise Unencodable("timetz value without a zone")
-    return _TIMETZ.pack(usec, -offset)
+    usec, offset = time_fields(value, True)
+    return _TIMETZ.pack(usec, -(offset or 0))
 
 
 def _interval(value: Any) -> bytes:
@@ -171,12 +174,9 @@ def _interval(value: Any) -> bytes:
 
 
 def _uuid(value: Any) -> bytes:
-    raw: bytes = value.bytes
-    return raw
-
-
-def _bytea(value: Any) -> bytes:
-    return bytes(value)
+    if not isinstance(value, UUID):
+        raise Unencodable(f"expected UUID, got {type(value).__name__}")
+    return value.bytes
 
 
 def _fixed(fn: Encode) -> Factory:
@@ -199,12 +199,12 @@ BINARY_FACTORIES: dict[int, Factory] = {
     oids.CHAR: _fixed(_char),
     oids.JSON: _fixed(_utf8),
     oids.JSONB: _fixed(_jsonb),
-    oids.BYTEA: _fixed(_bytea),
+    oids.BYTEA: _fixed(as_bytes),
     oids.UUID: _fixed(_uuid),
     oids.DATE: _fixed(_date),
     oids.TIME: _fixed(_time),
     oids.TIMETZ: _fixed(_timetz),
-    oids.TIMESTAMP: _fixed(_timestamp_with(timestamp_usecs)),
+    oids.TIMESTAMP: _fixed(_timestamp_with(naive_usecs)),
     oids.TIMESTAMPTZ: _fixed(_timestamp_with(instant_usecs)),
     oids.INTERVAL: _fixed(_interval),
 }

@@ -123,7 +123,19 @@ def infinite(value: Any) -> int:
     return 0
 
 
+def _expect(value: Any, kind: type, aware: bool | None = None) -> None:
+    """Refuse values of the wrong Python type (a datetime is not a date; timestamp values are
+    naive, timestamptz values aware) instead of guessing."""
+    if isinstance(value, TextValue):
+        return
+    if type(value) is not kind:
+        raise Unencodable(f"expected {kind.__name__}, got {type(value).__name__}")
+    if aware is not None and (value.tzinfo is not None) != aware:
+        raise Unencodable(f"expected a{'n aware' if aware else ' naive'} {kind.__name__}")
+
+
 def date_fields(value: date | TextValue) -> Stamp:
+    _expect(value, date)
     if isinstance(value, TextValue):
         return parse_special(value.text)
     return Stamp(value.year, value.month, value.day)
@@ -131,6 +143,7 @@ def date_fields(value: date | TextValue) -> Stamp:
 
 def date_days(value: date | TextValue) -> int:
     """Days since 2000-01-01 (PostgreSQL's DateADT)."""
+    _expect(value, date)
     if isinstance(value, date):
         return value.toordinal() - _ORDINAL_2000
     f = parse_special(value.text)
@@ -145,6 +158,7 @@ def _time_usec(value: time) -> int:
 
 def stamp_fields(value: datetime | TextValue) -> Stamp:
     """Fields of a timestamp without time zone."""
+    _expect(value, datetime, aware=False)
     if isinstance(value, TextValue):
         return parse_special(value.text)
     return Stamp(value.year, value.month, value.day, _time_usec(value.time()))
@@ -158,6 +172,7 @@ def stamp_usecs(stamp: Stamp) -> int:
 
 def timestamp_usecs(value: datetime | TextValue) -> int:
     """PostgreSQL's Timestamp (and TimestampTz, for aware values) of a canonical value."""
+    _expect(value, datetime)
     if isinstance(value, datetime):
         days = value.toordinal() - _ORDINAL_2000
         usecs = days * USECS_PER_DAY + _time_usec(value.time())
@@ -168,8 +183,15 @@ def timestamp_usecs(value: datetime | TextValue) -> int:
     return stamp_usecs(parse_special(value.text))
 
 
+def naive_usecs(value: datetime | TextValue) -> int:
+    """PostgreSQL's Timestamp of a timestamp-without-time-zone value (a naive datetime)."""
+    _expect(value, datetime, aware=False)
+    return timestamp_usecs(value)
+
+
 def instant_usecs(value: datetime | TextValue) -> int:
-    """Microseconds since 2000-01-01 UTC of a timestamptz (naive datetimes are UTC)."""
+    """Microseconds since 2000-01-01 UTC of a timestamptz (an aware datetime)."""
+    _expect(value, datetime, aware=True)
     if isinstance(value, TextValue):
         f = parse_special(value.text)
         if f.offset is None:
@@ -212,15 +234,18 @@ def local_fields(usecs: int, zone: tzinfo) -> Stamp:
     return Stamp(y, m, d, tod, off, local.tzname())
 
 
-def time_fields(value: time | TextValue) -> tuple[int, int | None]:
+def time_fields(value: time | TextValue, zoned: bool) -> tuple[int, int | None]:
     """(microseconds since midnight, offset seconds east or None) of a time or timetz."""
+    _expect(value, time)
     if isinstance(value, TextValue):
         m = re.fullmatch(r"24:00:00([+-]\d\d(?::\d\d){0,2})?", value.text)
-        if m is None:
+        if m is None or (m.group(1) is not None) != zoned:
             raise Unencodable(f"unrecognised time text {value.text!r}")
         tz = m.group(1)
         return USECS_PER_DAY, (None if tz is None else parse_offset(tz))
     offset = value.utcoffset()
+    if (offset is not None) != zoned:
+        raise Unencodable(f"time value {value!r} {'lacks' if zoned else 'has'} a zone")
     if offset is None:
         return _time_usec(value), None
     off = offset // timedelta(seconds=1)

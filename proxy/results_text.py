@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
+from uuid import UUID
 
 from engine.values import Interval, TextValue, oids
 from proxy.results_floats import float_text
@@ -53,11 +54,24 @@ def _utf8(value: Any) -> bytes:
 
 
 def _bool(value: Any) -> bytes:
+    if type(value) is not bool:
+        raise Unencodable(f"expected bool, got {type(value).__name__}")
     return b"t" if value else b"f"
 
 
 def _int(value: Any) -> bytes:
+    if type(value) is not int:
+        raise Unencodable(f"expected int, got {type(value).__name__}")
     return b"%d" % value
+
+
+def as_float(value: Any) -> float:
+    """A float column's value as a float (an int only when the conversion is exact)."""
+    if type(value) is float:
+        return value
+    if type(value) is int and float(value) == value:
+        return float(value)
+    raise Unencodable(f"expected float, got {value!r}")
 
 
 def _char(value: Any) -> bytes:
@@ -71,7 +85,7 @@ def _float_factory(float4: bool) -> Factory:
         digits = settings.extra_float_digits
 
         def encode(value: Any) -> bytes:
-            return float_text(float(value), digits, float4).encode()
+            return float_text(as_float(value), digits, float4).encode()
 
         return encode
 
@@ -133,12 +147,23 @@ def bytea_escape(value: bytes) -> bytes:
 
 def _bytea(settings: OutputSettings, typmod: int) -> Encode:
     if settings.bytea_output == "escape":
-        return lambda value: bytea_escape(bytes(value))
-    return lambda value: b"\\x" + bytes(value).hex().encode()
+        return lambda value: bytea_escape(as_bytes(value))
+    return lambda value: b"\\x" + as_bytes(value).hex().encode()
+
+
+def as_bytes(value: Any) -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise Unencodable(f"expected bytes, got {type(value).__name__}")
+    return bytes(value)
 
 
 def _uuid(settings: OutputSettings, typmod: int) -> Encode:
-    return lambda value: str(value).encode()
+    def encode(value: Any) -> bytes:
+        if not isinstance(value, UUID):
+            raise Unencodable(f"expected UUID, got {type(value).__name__}")
+        return str(value).encode()
+
+    return encode
 
 
 # -- dates and times ------------------------------------------------------------------------
@@ -248,13 +273,16 @@ def _timestamptz(settings: OutputSettings, typmod: int) -> Encode:
     return encode
 
 
-def _time(settings: OutputSettings, typmod: int) -> Encode:
-    def encode(value: Any) -> bytes:
-        usec, offset = time_fields(value)
-        out = clock_text(usec)
-        return (out if offset is None else out + zone_text(offset)).encode()
+def _time_factory(zoned: bool) -> Factory:
+    def factory(settings: OutputSettings, typmod: int) -> Encode:
+        def encode(value: Any) -> bytes:
+            usec, offset = time_fields(value, zoned)
+            out = clock_text(usec)
+            return (out if offset is None else out + zone_text(offset)).encode()
 
-    return encode
+        return encode
+
+    return factory
 
 
 # -- intervals ------------------------------------------------------------------------------
@@ -401,8 +429,8 @@ TEXT_FACTORIES: dict[int, Factory] = {
     oids.BYTEA: _bytea,
     oids.UUID: _uuid,
     oids.DATE: _date,
-    oids.TIME: _time,
-    oids.TIMETZ: _time,
+    oids.TIME: _time_factory(False),
+    oids.TIMETZ: _time_factory(True),
     oids.TIMESTAMP: _timestamp,
     oids.TIMESTAMPTZ: _timestamptz,
     oids.INTERVAL: _interval,

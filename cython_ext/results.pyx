@@ -1,0 +1,212 @@
+# cython: language_level=3
+"""Twin of ``proxy.results.encode_rows`` (same contract; see that module).
+
+``encode_rows(rows, encoders)``: the concatenated DataRow messages of ``rows`` (sequences of
+values, None for NULL), one ``encoders[i]`` per column with attributes ``encode`` (value ->
+bytes) and ``kind`` (an int). Kinds 1-7 are conversions done here without calling
+``encode`` when the value has the exact expected Python type and fits; otherwise, and for
+kind 0, ``encode(value)`` is called, so its exceptions propagate unchanged. The kinds must
+stay in step with ``proxy.results`` (KIND_*).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
+
+cdef enum:
+    KIND_CALL = 0
+    KIND_TEXT_INT = 1
+    KIND_UTF8 = 2
+    KIND_BIN_INT2 = 3
+    KIND_BIN_INT4 = 4
+    KIND_BIN_INT8 = 5
+    KIND_TEXT_BOOL = 6
+    KIND_BIN_FLOAT8 = 7
+
+
+cdef struct Buf:
+    unsigned char* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef int _reserve(Buf* b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t need = b.size + extra
+    cdef Py_ssize_t cap
+    cdef unsigned char* grown
+    if need <= b.cap:
+        return 0
+    cap = b.cap * 2 if b.cap else 4096
+    while cap < need:
+        cap *= 2
+    grown = <unsigned char*>PyMem_Realloc(b.data, cap)
+    if grown == NULL:
+        raise MemoryError()
+    b.data = grown
+    b.cap = cap
+    return 0
+
+
+cdef inline void _put32(unsigned char* p, uint64_t v) noexcept:
+    p[0] = (v >> 24) & 0xFF
+    p[1] = (v >> 16) & 0xFF
+    p[2] = (v >> 8) & 0xFF
+    p[3] = v & 0xFF
+
+
+cdef inline void _put64(unsigned char* p, uint64_t v) noexcept:
+    _put32(p, v >> 32)
+    _put32(p + 4, v & 0xFFFFFFFF)
+
+
+cdef int _append(Buf* b, const char* src, Py_ssize_t n) except -1:
+    if n > 0x7FFFFFFF:
+        raise ValueError("value too large for a DataRow")
+    _reserve(b, 4 + n)
+    _put32(b.data + b.size, <uint64_t>n)
+    memcpy(b.data + b.size + 4, src, n)
+    b.size += 4 + n
+    return 0
+
+
+cdef int _append_object(Buf* b, object data) except -1:
+    cdef const unsigned char[:] view
+    if type(data) is bytes:
+        return _append(b, PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    view = memoryview(data).cast("B")
+    if view.shape[0] == 0:
+        return _append(b, "", 0)
+    return _append(b, <const char*>&view[0], view.shape[0])
+
+
+cdef int _text_int(Buf* b, long long v) except -1:
+    cdef char tmp[24]
+    cdef int pos = 24
+    cdef unsigned long long u = <unsigned long long>(-(v + 1)) + 1 if v < 0 else <unsigned long long>v
+    while True:
+        pos -= 1
+        tmp[pos] = <char>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        pos -= 1
+        tmp[pos] = 45  # '-'
+    return _append(b, tmp + pos, 24 - pos)
+
+
+cdef int _fixed(Buf* b, uint64_t v, int width) except -1:
+    _reserve(b, 4 + width)
+    _put32(b.data + b.size, <uint64_t>width)
+    if width == 8:
+        _put64(b.data + b.size + 4, v)
+    elif width == 4:
+        _put32(b.data + b.size + 4, v)
+    else:
+        b.data[b.size + 4] = (v >> 8) & 0xFF
+        b.data[b.size + 5] = v & 0xFF
+    b.size += 4 + width
+    return 0
+
+
+cdef int _fast(Buf* b, int kind, object value) except -1:
+    """Encode ``value`` inline; return 1 if done, 0 if ``encode`` must be called."""
+    cdef long long n
+    cdef int overflow = 0
+    cdef const char* utf8
+    cdef Py_ssize_t size
+    cdef double d
+    cdef uint64_t bits
+    if kind == KIND_UTF8:
+        if type(value) is not str:
+            return 0
+        utf8 = PyUnicode_AsUTF8AndSize(value, &size)
+        _append(b, utf8, size)
+        return 1
+    if kind == KIND_TEXT_BOOL:
+        if type(value) is not bool:
+            return 0
+        _append(b, "t" if value is True else "f", 1)
+        return 1
+    if kind == KIND_BIN_FLOAT8:
+        if type(value) is not float:
+            return 0
+        d = value
+        memcpy(&bits, &d, 8)
+        _fixed(b, bits, 8)
+        return 1
+    if type(value) is not int:
+        return 0
+    n = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow:
+        return 0
+    if kind == KIND_TEXT_INT:
+        _text_int(b, n)
+    elif kind == KIND_BIN_INT8:
+        _fixed(b, <uint64_t>n, 8)
+    elif kind == KIND_BIN_INT4:
+        if n < -2147483648 or n > 2147483647:
+            return 0
+        _fixed(b, <uint64_t>n, 4)
+    elif kind == KIND_BIN_INT2:
+        if n < -32768 or n > 32767:
+            return 0
+        _fixed(b, <uint64_t>n, 2)
+    else:
+        return 0
+    return 1
+
+
+cdef int _row(Buf* b, object row, Py_ssize_t ncols, list fns, int* kinds) except -1:
+    cdef Py_ssize_t start, i
+    cdef object value
+    if type(row) is not tuple:
+        row = tuple(row)
+    if PyTuple_GET_SIZE(row) != ncols:
+        raise ValueError(f"row has {PyTuple_GET_SIZE(row)} values, expected {ncols}")
+    _reserve(b, 7)
+    start = b.size
+    b.data[start] = 68  # 'D'
+    b.data[start + 5] = (ncols >> 8) & 0xFF
+    b.data[start + 6] = ncols & 0xFF
+    b.size += 7
+    for i in range(ncols):
+        value = <object>PyTuple_GET_ITEM(row, i)
+        if value is None:
+            _reserve(b, 4)
+            _put32(b.data + b.size, 0xFFFFFFFF)
+            b.size += 4
+        elif kinds[i] == KIND_CALL or not _fast(b, kinds[i], value):
+            _append_object(b, fns[i](value))
+    if b.size - start - 1 > 0x7FFFFFFF:
+        raise ValueError("DataRow too large")
+    _put32(b.data + start + 1, <uint64_t>(b.size - start - 1))
+    return 0
+
+
+def encode_rows(rows, encoders):
+    cdef Py_ssize_t ncols = len(encoders), i
+    cdef list fns = [e.encode for e in encoders]
+    cdef Buf b
+    cdef int* kinds
+    if ncols > 32767:
+        raise ValueError(f"a DataRow holds at most 32767 values, not {ncols}")
+    kinds = <int*>PyMem_Malloc(sizeof(int) * (ncols + 1))
+    if kinds == NULL:
+        raise MemoryError()
+    b.data = NULL
+    b.size = 0
+    b.cap = 0
+    try:
+        for i in range(ncols):
+            kinds[i] = encoders[i].kind
+        for row in rows:
+            _row(&b, row, ncols, fns, kinds)
+        return PyBytes_FromStringAndSize(<char*>b.data, b.size)
+    finally:
+        PyMem_Free(kinds)
+        PyMem_Free(b.data)
