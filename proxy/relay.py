@@ -24,7 +24,8 @@ import enum
 import logging
 from typing import TYPE_CHECKING, cast
 
-from proxy.router import Route, SessionContext, setting_taint
+from proxy.extended import Extended
+from proxy.router import Route, SessionContext, observe_set
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
 from proxy.wire import backend as be
@@ -35,7 +36,6 @@ from proxy.wire.framing import (
     UPSTREAM_MAX_MESSAGE_LENGTH,
     Framer,
     ProtocolViolation,
-    scan_messages,
 )
 
 if TYPE_CHECKING:
@@ -143,6 +143,8 @@ class Session:
         self.ctx: SessionContext | None = None
         self._held: list[bytes] = []  # client messages waiting behind a local answer
         self._local_busy = False
+        self._route = Route("upstream", "")
+        self.extended = Extended(self)
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
 
@@ -261,77 +263,108 @@ class Session:
         self._process_client(raw, index)
 
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
-        """Observe and forward client messages; stop at a Query answered by weir itself."""
+        """Observe and forward client messages until one needs weir's own answer; from there
+        on the asynchronous pump takes over (reading from the client pauses meanwhile)."""
         state = self.state
-        service = self.server.service
-        sent = 0  # raw[:sent] is forwarded (or answered locally)
+        local = self.server.service.enabled and self.ctx is not None
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
                 continue
             msg = fe.decode_frontend(mtype, raw[start:end])
-            if mtype == _T_QUERY and service.enabled and self.ctx is not None:
-                assert isinstance(msg, fe.Query)
-                route = service.route(msg.query, state, self.ctx)
-                if route.destination != "upstream":
-                    self._upstream_write(raw[sent : start - 5])
-                    self._local_busy = True
-                    self.client.pause_reading()
-                    self._held = [raw[s - 5 : e] for _, s, e in index[i + 1 :]] + self._held
-                    self.server.spawn(self._answer_locally(route, raw[start - 5 : end], msg))
-                    return
-                self._upstream_query(route, msg)
+            if local and self._needs_local(mtype, msg):
+                self._upstream_write(raw[: start - 5])
+                self._local_busy = True
+                self.client.pause_reading()
+                self._held = [raw[s - 5 : e] for _, s, e in index[i:]] + self._held
+                self.server.spawn(self._pump())
+                return
+            if mtype == _T_QUERY and local:
+                self._upstream_query(self._route, msg)  # type: ignore[arg-type]
             state.frontend(msg)
+            self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self._terminated = True
-        self._upstream_write(raw[sent:])
+        self._upstream_write(raw)
+
+    def _needs_local(self, mtype: int, msg: object) -> bool:
+        if mtype == _T_QUERY:
+            assert isinstance(msg, fe.Query) and self.ctx is not None
+            self._route = self.server.service.route(msg.query, self.state, self.ctx)
+            return self._route.destination != "upstream"
+        return self.extended.involves(msg)
 
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             self.upstream.write(data)
+
+    def forward(self, msg: object, raw: bytes) -> None:
+        """Send one client message upstream, as the client sent it."""
+        self.state.frontend(msg)
+        if isinstance(msg, fe.Terminate):
+            self._terminated = True
+        self._upstream_write(raw)
+
+    def inject(self, msg: fe.Parse | fe.Bind) -> None:
+        """Send a message of weir's own upstream; its answer is not relayed."""
+        self.state.injected(msg)
+        self._upstream_write(msg.encode())
 
     def _upstream_query(self, route: Route, msg: fe.Query) -> None:
         """Bookkeeping for a Query that goes upstream."""
         assert self.ctx is not None
         self.ctx.last = ("upstream", route.reason)
         self.server.service.note_upstream(route, self.ctx)
-        taint = setting_taint(msg.query)
-        if taint is not None:
-            self.ctx.tainted = taint
+        observe_set(msg.query, self.ctx)
 
-    async def _answer_locally(self, route: Route, raw: bytes, msg: fe.Query) -> None:
-        """Answer one Query from weir (admin or cache), or forward it if the cache declines."""
+    async def _pump(self) -> None:
+        """Process held client messages in order, answering weir's own ones."""
+        try:
+            while self._held and self.phase is not Phase.CLOSED:
+                raw = self._held.pop(0)
+                mtype = raw[0]
+                if mtype == _T_COPY_DATA:
+                    self._upstream_write(raw)
+                    continue
+                msg = fe.decode_frontend(mtype, raw[5:])
+                if mtype == _T_QUERY:
+                    assert isinstance(msg, fe.Query)
+                    await self._query(msg, raw)
+                else:
+                    await self.extended.handle(msg, raw)
+        except ProtocolViolation as exc:
+            self._fatal(violation_response(exc).encode())
+        except Exception:
+            log.exception("the session's local answering failed")
+            self._fatal(error_response("XX000", "weir: internal error", severity="FATAL").encode())
+        finally:
+            self._local_busy = False
+            if self.phase is not Phase.CLOSED:
+                self.client.resume_reading()
+
+    async def _query(self, msg: fe.Query, raw: bytes) -> None:
+        """A simple-protocol Query: answered by weir (admin or cache) or forwarded."""
         service = self.server.service
         ctx = self.ctx
         assert ctx is not None
-        try:
-            if route.destination == "admin":
-                answer: bytes | None = await service.admin(route, ctx)
-                if route.admin is not None and getattr(route.admin, "what", "") != "last":
-                    ctx.last = ("admin", route.reason)
-            else:
-                answer, reason = await service.serve(route, ctx)
-                ctx.last = ("cache", reason) if answer is not None else ("upstream", reason)
-        except Exception:
-            log.exception("answering a statement locally failed")
-            answer = None
-            ctx.last = ("upstream", "weir failed to answer from the cache")
+        route = service.route(msg.query, self.state, ctx)
+        if route.destination == "upstream":
+            self._upstream_query(route, msg)
+            self.forward(msg, raw)
+            return
+        answer: bytes | None
+        if route.destination == "admin":
+            answer = await service.admin(route, ctx)
+            if getattr(route.admin, "what", "") != "last":
+                ctx.last = ("admin", route.reason)
+        else:
+            answer, reason = await service.serve(route, ctx, self.state.parameters)
+            ctx.last = ("cache", reason) if answer is not None else ("upstream", reason)
         if self.phase is Phase.CLOSED:
             return
         if answer is None:
-            self.state.frontend(msg)
-            self._upstream_write(raw)
+            self.forward(msg, raw)
         else:
             self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
-        held, self._held = self._held, []
-        self._local_busy = False
-        self.client.resume_reading()
-        if held:
-            data = b"".join(held)
-            index, _ = scan_messages(data, 0, UPSTREAM_MAX_MESSAGE_LENGTH)
-            try:
-                self._process_client(data, index)
-            except ProtocolViolation as exc:
-                self._fatal(violation_response(exc).encode())
 
     def client_eof(self) -> bool:
         """The client closed its sending side: finish what it sent, then end the session."""
@@ -404,18 +437,22 @@ class Session:
         if not raw:
             return
         state = self.state
+        swallowed: list[tuple[int, int]] = []
         for mtype, start, end in index:
             if mtype in _DECODED_BACKEND:
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
                     self._fatal_relayed = True
-            else:
-                state.answer(mtype)
-                if mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
-                        and not raw[start : start + 8].startswith(_READ_ONLY_TAGS):
-                    self.ctx.wrote = True
-        self.client.write(raw)
+            elif state.answer(mtype):
+                swallowed.append((start - 5, end))
+            elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
+                    and not raw[start : start + 8].startswith(_READ_ONLY_TAGS):
+                self.ctx.wrote = True
+        if swallowed:
+            raw = _without(raw, swallowed)
+        if raw:
+            self.client.write(raw)
 
     def upstream_lost(self) -> None:
         if self.phase is Phase.CLOSED:
@@ -459,6 +496,16 @@ class Session:
             self.key = None
 
 
+def _without(raw: bytes, spans: list[tuple[int, int]]) -> bytes:
+    """``raw`` minus the byte ranges in ``spans`` (ascending, disjoint)."""
+    out, pos = [], 0
+    for start, end in spans:
+        out.append(raw[pos:start])
+        pos = end
+    out.append(raw[pos:])
+    return b"".join(out)
+
+
 def _context(parameters: dict[str, str]) -> SessionContext:
     """Routing context from the client's startup parameters."""
     from engine.sql.catalog import effective_search_path
@@ -468,4 +515,9 @@ def _context(parameters: dict[str, str]) -> SessionContext:
                          search_path=effective_search_path('"$user", public', user))
     if "search_path" in parameters.get("options", "") or "search_path" in parameters:
         ctx.tainted = "the session set search_path at startup, which weir does not follow yet"
+    for name in ("extra_float_digits", "bytea_output"):
+        if name in parameters:
+            ctx.settings[name] = parameters[name]
+    if "-c" in parameters.get("options", "") and ctx.tainted is None:
+        ctx.tainted = "the session set options at startup, which weir does not follow yet"
     return ctx

@@ -33,16 +33,6 @@ HARMLESS_SETTINGS = frozenset({
     "random_page_cost", "temp_buffers", "idle_session_timeout", "tcp_keepalives_idle",
 })
 
-#: Session parameter values (as ParameterStatus reports them) under which weir's text
-#: encoding of cached rows equals PostgreSQL's.
-SERVED_OUTPUT = {
-    "DateStyle": ("ISO, MDY", "ISO, DMY", "ISO, YMD"),
-    "IntervalStyle": ("postgres",),
-    "client_encoding": ("UTF8",),
-    "standard_conforming_strings": ("on",),
-}
-#: Types whose text form depends on TimeZone, DateStyle or IntervalStyle.
-TIME_TYPES = frozenset({1082, 1083, 1114, 1184, 1186, 1266})
 
 
 @dataclass(slots=True)
@@ -53,7 +43,8 @@ class SessionContext:
     tainted: str | None = None  # why this session's reads must go upstream
     wrote: bool = False  # a write committed since the last barrier (read-your-writes)
     last: tuple[str, str] = ("upstream", "no statement yet")
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: output settings PostgreSQL does not report with ParameterStatus, as the client set them
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,28 +78,53 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
         return Route("upstream", "no cache for this query", classified=classified)
     if ctx.tainted is not None:
         return Route("upstream", ctx.tainted, classified=classified)
-    unsupported = output_unsupported(entry.fields, state.parameters)
+    unsupported = output_unsupported(entry.fields, {**state.parameters, **ctx.settings})
     if unsupported is not None:
         return Route("upstream", unsupported, classified=classified)
     key = classified.key()
     if key is None:
+        # a $n parameter (extended protocol: the Bind supplies it) or a literal that is not a
+        # valid value of its column's type
         return Route("upstream", "a literal is not a valid value of its column's type",
-                     classified=classified)
+                     classified=classified, cache=entry)
     return Route("cache", f"served by cache {entry.name}", classified=classified, cache=entry,
                  key=key)
 
 
 def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:
-    """Why weir cannot encode these columns exactly under these session parameters."""
-    for name, allowed in SERVED_OUTPUT.items():
-        value = parameters.get(name)
-        if value is not None and value not in allowed:
-            return f"session setting {name}={value} is not served from caches yet"
-    if any(f.type_oid in TIME_TYPES for f in fields):
-        zone = parameters.get("TimeZone", "")
-        if zone not in ("UTC", "Etc/UTC", "GMT", "Etc/GMT", "UCT", "Zulu"):
-            return f"session setting TimeZone={zone} is not served from caches yet"
+    """Why weir cannot encode these columns exactly in text under these session settings."""
+    from proxy.results import OutputSettings, supports
+
+    settings = OutputSettings.from_parameters(parameters)
+    reason = settings.reason()
+    if reason is not None:
+        return reason
+    for f in fields:
+        reason = supports(f.type_oid, f.type_modifier, 0, settings)
+        if reason is not None:
+            return reason
     return None
+
+
+def observe_set(text: str, ctx: SessionContext) -> None:
+    """Follow a SET/RESET statement: record output settings, taint for the others."""
+    head = text.lstrip()[:5].upper()
+    if not (head.startswith("SET") or head.startswith("RESET")):
+        return
+    words = text.strip().rstrip(";").replace("=", " = ").split()
+    rest = words[1:]
+    if rest and rest[0].upper() in ("SESSION", "LOCAL"):
+        rest = rest[1:]
+    if rest and rest[0].lower() in ("extra_float_digits", "bytea_output"):
+        name = rest[0].lower()
+        if words[0].upper() == "RESET" or len(rest) < 3:
+            ctx.settings.pop(name, None)
+        else:
+            ctx.settings[name] = rest[2].strip("'")
+        return
+    taint = setting_taint(text)
+    if taint is not None:
+        ctx.tainted = taint
 
 
 def setting_taint(text: str) -> str | None:

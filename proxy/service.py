@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.values import encode_text
 from proxy.admin import CreateCache, DropCache, Show
 from proxy.caching import CacheHost
 from proxy.registry import AdminError, Registry
+from proxy.results import OutputSettings, column_encoder, encode_rows
 from proxy.router import Route, SessionContext, route_query
 from proxy.session import SessionState
 from proxy.settings import Settings
@@ -40,15 +40,6 @@ def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag
     out.extend(be.encode_data_row([None if v is None else v.encode() for v in row]) for row in rows)
     out.append(be.CommandComplete(tag).encode())
     return b"".join(out)
-
-
-def encode_rows(fields: Sequence[be.FieldDescription], rows: Sequence[Sequence[Any]]) -> bytes:
-    """DataRows in text format for cached rows (ISO output settings; see router)."""
-    oids = [f.type_oid for f in fields]
-    return b"".join(
-        be.encode_data_row([None if v is None else encode_text(oid, v).encode()
-                            for oid, v in zip(oids, row, strict=True)])
-        for row in rows)
 
 
 class CacheService:
@@ -145,18 +136,19 @@ class CacheService:
 
     # -- cached reads -------------------------------------------------------------------------
 
-    async def serve(self, route: Route, ctx: SessionContext) -> tuple[bytes | None, str]:
-        """The complete answer for a cached read (without ReadyForQuery), or None and why not."""
+    async def read_rows(self, route: Route, ctx: SessionContext
+                        ) -> tuple[tuple[Any, ...] | None, str]:
+        """The cached rows for a routed read, or None and why the read must go upstream."""
         host = self.host
         if host is None:
             return None, "caching is not running"
-        lag = host.stream.stats().lag_seconds if hasattr(host.stream, "stats") else None
+        lag = host.stream.stats().lag_seconds
         if lag is not None and lag > self.settings.staleness_bound:
             return None, f"replication lag {lag:.1f}s exceeds the staleness bound"
         if ctx.wrote and self.settings.read_your_writes == "on":
             try:
                 await host.barrier(self.settings.read_timeout)
-            except Exception as exc:
+            except Exception as exc:  # any barrier failure means: go upstream
                 return None, f"read-your-writes barrier did not pass ({exc})"
             ctx.wrote = False
         entry = route.cache
@@ -167,13 +159,25 @@ class CacheService:
         rows = served.rows
         if not rows and entry.query.plan.empty_row is not None:
             rows = (entry.query.plan.empty_row,)
+        return rows, route.reason
+
+    async def serve(self, route: Route, ctx: SessionContext, parameters: dict[str, str]
+                    ) -> tuple[bytes | None, str]:
+        """The complete text-format answer for a simple-protocol cached read (without
+        ReadyForQuery), or None and why not."""
+        rows, reason = await self.read_rows(route, ctx)
+        if rows is None:
+            return None, reason
+        entry = route.cache
+        settings = OutputSettings.from_parameters({**parameters, **ctx.settings})
         try:
-            body = encode_rows(entry.fields, rows)
-        except Exception:
-            log.exception("encoding cached rows of %s failed", entry.name)
-            return None, "the cached rows could not be encoded"
+            encoders = [column_encoder(f.type_oid, f.type_modifier, 0, settings)
+                        for f in entry.fields]
+            body = encode_rows(rows, encoders)
+        except Exception as exc:  # Unencodable and friends: answer from upstream
+            return None, f"a cached value cannot be encoded exactly: {exc}"
         return (be.RowDescription(entry.fields).encode() + body
-                + be.CommandComplete(f"SELECT {len(rows)}").encode()), route.reason
+                + be.CommandComplete(f"SELECT {len(rows)}").encode()), reason
 
     # -- admin --------------------------------------------------------------------------------
 

@@ -54,6 +54,9 @@ class _Pending:
 
     kind: str  # "parse", "bind", "close", "describe", "execute", "sync", "query", "other"
     apply: Callable[[SessionState], None] | None = None
+    #: weir sent this request itself (a statement or portal it had answered for locally is
+    #: being recreated upstream): its answer must not reach the client.
+    swallow: bool = False
 
 
 @dataclass
@@ -111,27 +114,34 @@ class SessionState:
         if handler is not None:
             handler(self, msg)
 
-    def answer(self, mtype: int) -> None:
-        """Observe a backend message by its type byte alone (content not needed).
+    def answer(self, mtype: int) -> bool:
+        """Observe a backend message by its type byte alone (content not needed); True when
+        the message answers a request weir injected and must not be relayed.
 
         The relay calls this for the completion messages (``1 2 3 n T C I s``) so that it
         never decodes them on the hot path; other types are ignored.
         """
         kind = _ANSWER_BY_TYPE.get(mtype)
-        if kind is not None:
-            self._complete(kind)
+        return kind is not None and self._complete(kind)
 
-    def _complete(self, kind: str) -> None:
+    def injected(self, msg: fe.Parse | fe.Bind) -> None:
+        """weir sends ``msg`` upstream on its own: track it, and swallow its answer."""
+        self.frontend(msg)
+        item = self._pending.pop()
+        self._pending.append(_Pending(item.kind, item.apply, swallow=True))
+
+    def _complete(self, kind: str) -> bool:
         """Pop the oldest outstanding request of ``kind`` (skipping describe-like ones)."""
         while self._pending:
             item = self._pending.popleft()
             if item.kind == kind:
                 if item.apply is not None:
                     item.apply(self)
-                return
+                return item.swallow
             if item.kind in ("sync", "query"):
                 self._pending.appendleft(item)
-                return
+                return False
+        return False
 
     def _on_error(self, msg: ErrorResponse) -> None:
         if not self._pending:
@@ -189,7 +199,10 @@ def _expect(kind: str) -> Callable[[SessionState, object], None]:
 
 
 def _answer(kind: str) -> Callable[[SessionState, object], None]:
-    return lambda s, _msg: s._complete(kind)
+    def observe(state: SessionState, _msg: object) -> None:
+        state._complete(kind)
+
+    return observe
 
 
 _FRONTEND: dict[type, Callable[[SessionState, object], None]] = {

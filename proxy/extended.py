@@ -1,0 +1,402 @@
+"""The extended query protocol for statements weir answers itself.
+
+Owns: statements weir *holds* (the client's Parse was answered by weir and not sent
+upstream: cached SELECTs and admin commands), portals bound from them, and answering
+Parse/Bind/Describe/Execute/Close/Sync/Flush for those — ParseComplete, BindComplete,
+ParameterDescription, RowDescription with the Bind's result formats, DataRows honouring the
+Execute row limit (PortalSuspended, then the rest on the next Execute), CommandComplete,
+CloseComplete and ReadyForQuery.
+
+Rules that keep the client's view identical to PostgreSQL's:
+- the messages of one batch (up to Sync) are answered in order: weir answers a message itself
+  only while nothing of the batch has gone upstream; once something has, the rest of the batch
+  goes upstream too;
+- a held statement or local portal that must be used upstream after all (the session entered
+  a transaction, the cache declined the read, a binary format weir cannot produce, ...) is
+  first recreated upstream from the client's own Parse/Bind bytes, and the upstream's
+  ParseComplete/BindComplete for them are swallowed (``SessionState.injected``);
+- a batch answered entirely by weir ends with weir's own ReadyForQuery.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from proxy.admin import CreateCache, Show, parse_admin
+from proxy.params import ParamError, decode_param, formats_for
+from proxy.results import OutputSettings, column_encoder, encode_rows, supports
+from proxy.router import Route
+from proxy.wire import backend as be
+from proxy.wire import frontend as fe
+
+if TYPE_CHECKING:
+    from proxy.relay import Session
+
+log = logging.getLogger("weir.extended")
+
+#: Result columns of the admin commands (all text), for Describe.
+ADMIN_COLUMNS: dict[str, tuple[str, ...]] = {
+    "caches": ("name", "query_id", "query", "memory_bytes"),
+    "proxied": ("query_id", "query", "supported", "count"),
+    "supported": ("query_id", "query", "supported", "count"),
+    "status": ("name", "value"),
+    "tables": ("table", "oid", "caches"),
+    "last": ("destination", "reason"),
+    "explain": ("query_id", "query", "supported"),
+}
+
+
+@dataclass(slots=True)
+class HeldStatement:
+    parse: fe.Parse
+    route: Route  # destination "cache" (with a cache entry) or "admin"
+    upstream: bool = False  # recreated upstream already
+
+    @property
+    def columns(self) -> tuple[str, ...] | None:
+        """Admin result columns (None when the command returns no rows)."""
+        cmd = self.route.admin
+        if isinstance(cmd, Show):
+            return ADMIN_COLUMNS[cmd.what]
+        if isinstance(cmd, CreateCache) and cmd.explain_only:
+            return ADMIN_COLUMNS["explain"]
+        return None
+
+
+@dataclass(slots=True)
+class LocalPortal:
+    statement: HeldStatement
+    bind: fe.Bind
+    key: tuple[Any, ...] | None
+    result: bytes | None = None  # admin: the whole answer, computed at first Execute
+    rows: list[bytes] | None = None  # cache: encoded DataRows, computed at first Execute
+    sent: int = 0
+
+
+@dataclass(slots=True)
+class Extended:
+    """Per-session state for held statements; driven by the session's message pump."""
+
+    session: Session
+    held: dict[str, HeldStatement] = field(default_factory=dict)
+    portals: dict[str, LocalPortal] = field(default_factory=dict)
+    batch_upstream: bool = False  # something of the current batch went upstream
+    batch_local: bool = False  # weir answered something of the current batch
+    batch_failed: bool = False  # weir answered an error: skip the batch until Sync
+    #: why each statement the upstream holds went there; which statement each portal runs
+    _reasons: dict[str, str] = field(default_factory=dict)
+    _portal_statements: dict[str, str] = field(default_factory=dict)
+    _last_reason: str = "not a cached query"
+
+    # -- deciding ---------------------------------------------------------------------------
+
+    def involves(self, msg: object) -> bool:
+        """Whether ``msg`` must go through the asynchronous local path."""
+        if isinstance(msg, fe.Parse):
+            return self._holdable(msg) is not None or msg.name in self.held
+        if isinstance(msg, fe.Bind):
+            return msg.statement in self.held or msg.portal in self.portals
+        if isinstance(msg, fe.Describe | fe.Close):
+            table = self.held if msg.kind == "S" else self.portals
+            return msg.name in table
+        if isinstance(msg, fe.Execute):
+            return msg.portal in self.portals
+        if isinstance(msg, fe.Sync | fe.Flush):
+            return self.batch_local
+        return False
+
+    def observe_forwarded(self, msg: object) -> None:
+        """A message went upstream on the synchronous path: keep the bookkeeping right."""
+        if isinstance(msg, fe.Sync):
+            self.batch_upstream = self.batch_local = False
+        elif isinstance(msg, fe.Parse | fe.Bind | fe.Describe | fe.Execute | fe.Close):
+            self.batch_upstream = True
+            if isinstance(msg, fe.Parse):
+                self.held.pop(msg.name, None)
+                self._reasons[msg.name] = self._last_reason
+            elif isinstance(msg, fe.Bind):
+                self.portals.pop(msg.portal, None)
+                self._portal_statements[msg.portal] = msg.statement
+            elif isinstance(msg, fe.Execute):
+                self._note_upstream(self._portal_statements.get(msg.portal, ""))
+
+    def _note_upstream(self, statement: str, reason: str | None = None) -> None:
+        ctx = self.session.ctx
+        if ctx is not None:
+            ctx.last = ("upstream", reason or self._reasons.get(statement, "not a cached query"))
+
+    def _can_answer(self, held: HeldStatement | None = None) -> bool:
+        """Whether weir may answer now: nothing of the batch upstream, nothing pending, and
+        (for cached reads, not admin commands) no transaction block."""
+        state = self.session.state
+        admin = held is not None and held.route.destination == "admin"
+        return not self.batch_upstream and state.idle and (admin or not state.in_transaction)
+
+    def _holdable(self, msg: fe.Parse) -> Route | None:
+        session = self.session
+        service = session.server.service
+        if not service.enabled or session.ctx is None:
+            return None
+        admin = parse_admin(msg.query)
+        if admin is not None:
+            return Route("admin", "weir command", admin=admin)
+        if service.registry is None:
+            return None
+        route = service.route(msg.query, session.state, session.ctx)
+        if route.destination == "cache" or route.cache is not None:
+            return route
+        self._last_reason = route.reason
+        return None
+
+    # -- the pump ---------------------------------------------------------------------------
+
+    async def handle(self, msg: object, raw: bytes) -> None:
+        """Answer or forward one client message of the extended protocol."""
+        handler = _HANDLERS.get(type(msg))
+        if self.batch_failed and not isinstance(msg, fe.Sync):
+            return  # PostgreSQL ignores the rest of a failed batch
+        if handler is None:
+            self.forward(msg, raw)
+            return
+        await handler(self, msg, raw)
+
+    def forward(self, msg: object, raw: bytes) -> None:
+        self.session.forward(msg, raw)
+        if isinstance(msg, fe.Sync):
+            self.batch_upstream = self.batch_local = False
+        elif not isinstance(msg, fe.Flush):
+            self.batch_upstream = True
+
+    def _answer(self, data: bytes) -> None:
+        self.batch_local = True
+        self.session.client.write(data)
+
+    def _materialize(self, statement: str) -> None:
+        """Recreate a held statement upstream (its ParseComplete is swallowed)."""
+        held = self.held.pop(statement, None)
+        if held is not None and not held.upstream:
+            held.upstream = True
+            self.session.inject(held.parse)
+
+    def _materialize_portal(self, portal: str) -> None:
+        """Recreate a local portal (and its statement) upstream, answers swallowed."""
+        local = self.portals.pop(portal, None)
+        if local is None:
+            return
+        held = local.statement
+        if self.held.get(held.parse.name) is held:
+            del self.held[held.parse.name]
+        if not held.upstream:
+            held.upstream = True
+            self.session.inject(held.parse)
+        self.session.inject(local.bind)
+
+    async def _parse(self, msg: fe.Parse, raw: bytes) -> None:
+        route = self._holdable(msg)
+        if route is not None and not self._can_answer(HeldStatement(msg, route)):
+            route = None
+        if msg.name and (msg.name in self.held or msg.name in self.session.state.statements):
+            route = None  # let PostgreSQL say "already exists"
+        if route is None:
+            self._materialize(msg.name)
+            self._reasons[msg.name] = self._last_reason
+            self.forward(msg, raw)
+            return
+        self.held[msg.name] = HeldStatement(msg, route)
+        self._answer(be.PARSE_COMPLETE.encode())
+
+    async def _bind(self, msg: fe.Bind, raw: bytes) -> None:
+        held = self.held.get(msg.statement)
+        self.portals.pop(msg.portal, None)
+        if held is not None and self._can_answer(held):
+            key = self._key(held, msg)
+            if key is not None or held.route.destination == "admin":
+                self.portals[msg.portal] = LocalPortal(held, msg, key)
+                self._answer(be.BIND_COMPLETE.encode())
+                return
+        self._materialize(msg.statement)
+        self._portal_statements[msg.portal] = msg.statement
+        if held is not None:
+            self._reasons[msg.statement] = (
+                "the session is in a transaction block or busy upstream"
+                if not self._can_answer() else "a parameter is not usable as a cache key")
+        self.forward(msg, raw)
+
+    def _key(self, held: HeldStatement, msg: fe.Bind) -> tuple[Any, ...] | None:
+        entry = held.route.cache
+        classified = held.route.classified
+        if entry is None or classified is None:
+            return None
+        plan = entry.query.plan
+        declared = held.parse.param_types
+        try:
+            formats = formats_for(len(msg.params), msg.param_formats)
+            values: list[Any] = [None] * len(msg.params)
+            for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
+                if src.param is None:
+                    continue
+                i = src.param - 1
+                if i >= len(msg.params):
+                    return None
+                kind = declared[i] if i < len(declared) else 0
+                values[i] = decode_param(msg.params[i], formats[i], kind, column_type)
+        except ParamError as exc:
+            log.debug("parameter not usable as a cache key: %s", exc)
+            return None
+        return classified.key(values)
+
+    async def _describe(self, msg: fe.Describe, raw: bytes) -> None:
+        if msg.name not in (self.held if msg.kind == "S" else self.portals):
+            self.forward(msg, raw)
+            return
+        held = self.held[msg.name] if msg.kind == "S" else self.portals[msg.name].statement
+        if not self._can_answer(held):
+            self._materialize(msg.name) if msg.kind == "S" else self._materialize_portal(msg.name)
+            self.forward(msg, raw)
+            return
+        if msg.kind == "S":
+            held = self.held[msg.name]
+            types = self._param_types(held)
+            if types is None:
+                self._materialize(msg.name)
+                self.forward(msg, raw)
+                return
+            self._answer(be.ParameterDescription(types).encode()
+                         + self._row_description(held, ()))
+            return
+        local = self.portals[msg.name]
+        self._answer(self._row_description(local.statement, local.bind.result_formats))
+
+    def _param_types(self, held: HeldStatement) -> tuple[int, ...] | None:
+        entry = held.route.cache
+        if entry is None:
+            return ()
+        plan = entry.query.plan
+        count = max((s.param or 0 for s in plan.key_sources), default=0)
+        count = max(count, len(held.parse.param_types))
+        types = list(held.parse.param_types) + [0] * (count - len(held.parse.param_types))
+        for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
+            if src.param is not None and not types[src.param - 1]:
+                types[src.param - 1] = column_type
+        return None if 0 in types else tuple(types)
+
+    def _row_description(self, held: HeldStatement, formats: tuple[int, ...]) -> bytes:
+        entry = held.route.cache
+        if entry is None:
+            columns = held.columns
+            if columns is None:
+                return be.NO_DATA.encode()
+            fields = tuple(be.FieldDescription(name=c, type_oid=25) for c in columns)
+            return be.RowDescription(fields).encode()
+        fmts = formats_for(len(entry.fields), formats)
+        fields = tuple(be.FieldDescription(f.name, f.table_oid, f.column_attr, f.type_oid,
+                                           f.type_size, f.type_modifier, fmt)
+                       for f, fmt in zip(entry.fields, fmts, strict=True))
+        return be.RowDescription(fields).encode()
+
+    async def _execute(self, msg: fe.Execute, raw: bytes) -> None:
+        local = self.portals.get(msg.portal)
+        if local is None:
+            self._note_upstream(self._portal_statements.get(msg.portal, ""))
+            self.forward(msg, raw)
+            return
+        if not self._can_answer(local.statement):
+            self._note_upstream(local.statement.parse.name,
+                                "the session is in a transaction block or busy upstream")
+            self._materialize_portal(msg.portal)
+            self.forward(msg, raw)
+            return
+        if local.statement.route.destination == "admin":
+            await self._execute_admin(local)
+            return
+        if local.rows is None:
+            rows = await self._cached_rows(local)
+            if rows is None:
+                self._materialize_portal(msg.portal)
+                self.forward(msg, raw)
+                return
+            local.rows = rows
+        limit = msg.max_rows if msg.max_rows > 0 else len(local.rows)
+        chunk = local.rows[local.sent : local.sent + limit]
+        local.sent += len(chunk)
+        tail = (be.PORTAL_SUSPENDED.encode() if local.sent < len(local.rows)
+                else be.CommandComplete(f"SELECT {len(chunk)}").encode())
+        self._answer(b"".join(chunk) + tail)
+
+    async def _cached_rows(self, local: LocalPortal) -> list[bytes] | None:
+        session = self.session
+        assert session.ctx is not None
+        entry = local.statement.route.cache
+        route = Route("cache", local.statement.route.reason, cache=entry, key=local.key)
+        settings = OutputSettings.from_parameters({**session.state.parameters,
+                                                   **session.ctx.settings})
+        fmts = formats_for(len(entry.fields), local.bind.result_formats)
+        reason = settings.reason() or next(
+            (r for f, fmt in zip(entry.fields, fmts, strict=True)
+             if (r := supports(f.type_oid, f.type_modifier, fmt, settings)) is not None), None)
+        if reason is not None:
+            session.ctx.last = ("upstream", reason)
+            return None
+        rows, why = await session.server.service.read_rows(route, session.ctx)
+        if rows is None:
+            session.ctx.last = ("upstream", why)
+            return None
+        encoders = [column_encoder(f.type_oid, f.type_modifier, fmt, settings)
+                    for f, fmt in zip(entry.fields, fmts, strict=True)]
+        try:
+            data = [encode_rows([row], encoders) for row in rows]
+        except Exception as exc:  # Unencodable and friends: answer from upstream
+            session.ctx.last = ("upstream", f"a cached value cannot be encoded exactly: {exc}")
+            return None
+        session.ctx.last = ("cache", f"served by cache {entry.name}")
+        return data
+
+    async def _execute_admin(self, local: LocalPortal) -> None:
+        session = self.session
+        assert session.ctx is not None
+        if local.result is None:
+            answer = await session.server.service.admin(local.statement.route, session.ctx)
+            cmd = local.statement.route.admin
+            if not (isinstance(cmd, Show) and cmd.what == "last"):
+                session.ctx.last = ("admin", "weir command")
+            if answer[:1] == b"T":  # Describe already sent the RowDescription
+                answer = answer[1 + int.from_bytes(answer[1:5], "big"):]
+            local.result = answer
+        if local.result[:1] == b"E":
+            self.batch_failed = True
+        self._answer(local.result)
+
+    async def _close(self, msg: fe.Close, raw: bytes) -> None:
+        table: dict[str, Any] = self.held if msg.kind == "S" else self.portals
+        if table.pop(msg.name, None) is not None and not self.batch_upstream \
+                and self.session.state.idle:
+            self._answer(be.CLOSE_COMPLETE.encode())
+        else:
+            self.forward(msg, raw)
+
+    async def _sync(self, msg: fe.Sync, raw: bytes) -> None:
+        if self.batch_upstream or not self.batch_local:
+            self.forward(msg, raw)
+            return
+        self.batch_local = self.batch_failed = False
+        self.portals.pop("", None)  # the implicit transaction ends: unnamed portal gone
+        self.session.client.write(be.ReadyForQuery(self.session.state.transaction_status).encode())
+
+    async def _flush(self, msg: fe.Flush, raw: bytes) -> None:
+        if self.batch_upstream:
+            self.forward(msg, raw)
+
+
+_HANDLERS: dict[type, Any] = {
+    fe.Parse: Extended._parse,
+    fe.Bind: Extended._bind,
+    fe.Describe: Extended._describe,
+    fe.Execute: Extended._execute,
+    fe.Close: Extended._close,
+    fe.Sync: Extended._sync,
+    fe.Flush: Extended._flush,
+}
+
+__all__ = ["Extended", "HeldStatement", "LocalPortal"]
