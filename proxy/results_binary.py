@@ -27,8 +27,8 @@ from proxy.results_temporal import (
     infinite,
     instant_usecs,
     interval_parts,
-    time_fields,
     naive_usecs,
+    time_fields,
 )
 from proxy.results_text import as_bytes, as_float, numeric_scale, numeric_value
 

@@ -91,4 +91,5 @@ def float_text(value: float, extra_digits: int, float4: bool) -> str:
         return "NaN"
     if math.isinf(value):
         return "Infinity" if value > 0 else "-Infinity"
-    return "%.*g" % (max(1, (6 if float4 else 15) + extra_digits), value)
+    precision = max(1, (6 if float4 else 15) + extra_digits)
+    return f"{value:.{precision}g}"

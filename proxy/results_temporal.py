@@ -130,7 +130,7 @@ def _expect(value: Any, kind: type, aware: bool | None = None) -> None:
         return
     if type(value) is not kind:
         raise Unencodable(f"expected {kind.__name__}, got {type(value).__name__}")
-    if aware is not None and (value.tzinfo is not None) != aware:
+    if aware is not None and (getattr(value, "tzinfo", None) is not None) != aware:
         raise Unencodable(f"expected a{'n aware' if aware else ' naive'} {kind.__name__}")
 
 

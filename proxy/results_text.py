@@ -107,13 +107,14 @@ def numeric_value(value: Any, scale: int | None) -> Decimal:
         value = Decimal(value)
     if not isinstance(value, Decimal):
         raise Unencodable(f"expected Decimal for numeric, got {type(value).__name__}")
-    if not value.is_finite():
-        return value
-    if scale is not None and scale >= 0 and value.as_tuple().exponent != -scale:
-        value = value.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
-    if value.is_zero() and value.is_signed():
-        value = value.copy_abs()
-    return value
+    dec: Decimal = value
+    if not dec.is_finite():
+        return dec
+    if scale is not None and dec.as_tuple().exponent != -scale:
+        dec = dec.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+    if dec.is_zero() and dec.is_signed():
+        return dec.copy_abs()
+    return dec
 
 
 def numeric_text(value: Decimal) -> str:

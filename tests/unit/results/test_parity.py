@@ -8,7 +8,7 @@ fast paths and the fallbacks (and the exceptions they raise) are compared.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC
 from decimal import Decimal
 from typing import Any
 

@@ -17,8 +17,9 @@ def enc(type_oid: int, value: Any, typmod: int = -1, fmt: int = 0, **params: str
     return column_encoder(type_oid, typmod, fmt, settings).encode(value)
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0,
+        usec: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, usec, tzinfo=UTC)
 
 
 TIMESTAMPTZ = [
