@@ -85,7 +85,7 @@ class _Planner:
             ctx.ctes[body["ctename"]] = body["ctequery"]
         try:
             if stmt.get("op", "SETOP_NONE") != "SETOP_NONE":
-                return self.union(ctx, stmt)
+                return self.union(ctx, stmt, top)
             return self._select(ctx, stmt, top)
         finally:
             ctx.ctes = saved
@@ -280,42 +280,66 @@ class _Planner:
         return limit, offset
 
     # ------------------------------------------------------------------ UNION ALL
-    def union(self, ctx: PlanContext, stmt: Node) -> _Block:
-        branches = _unify(ctx, [self.subquery(ctx, {"SelectStmt": b})
-                                for b in _union_branches(stmt)])
+    def union(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
+        """UNION ALL: branches (keyed on the same parameters, when at the top) unified to
+        common column types; ORDER BY / LIMIT over the union's output columns."""
+        planned = [self._branch(ctx, {"SelectStmt": b}, top) for b in _union_branches(stmt)]
+        keys = planned[0][1]
+        for _, other in planned[1:]:
+            if other != keys:
+                if any(src.param is None for src, _ in keys + other):
+                    raise _RetryPinned  # literal keys differ per branch: pin them
+                raise PlanError("UNION ALL branches keyed on different parameters")
+        branches = _unify(ctx, [b for b, _ in planned])
         first = branches[0]
         rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
+        visible = len(first.scope.cols) - len(keys)
         names = [c.name for c in first.scope.cols]
         colls = [c.collation for c in first.scope.cols]
         scope = Scope(tuple(ScopeCol(None, c.name, c.type_oid, c.collation, 0)
-                            for c in first.scope.cols))
+                            for c in first.scope.cols[:visible]))
         builder = ExprBuilder(scope, ctx.catalog, clause="ORDER BY")
-        exprs: list[ir.Expr] = [ir.ColumnRef(i, c.type_oid) for i, c in enumerate(rel.columns)]
-        for i, c in enumerate(colls):
+        exprs: list[ir.Expr] = [ir.ColumnRef(i, c.type_oid)
+                                for i, c in enumerate(rel.columns[:visible])]
+        for i, c in enumerate(colls[:visible]):
             builder.colls[i] = c
-        order, hidden = self._order(stmt, builder, exprs, names)
+        order, hidden = self._order(stmt, builder, exprs, names[:visible])
         if hidden:
             raise PlanError("ORDER BY on a UNION must name an output column")
-        return _Block(rel, names, colls, len(names), [], order, *self._limit(stmt, order))
+        block_keys = [(visible + j, src, rel.columns[visible + j].type_oid)
+                      for j, (src, _) in enumerate(keys)]
+        return _Block(rel, names, colls, visible, block_keys, order, *self._limit(stmt, order))
 
-    # ------------------------------------------------------------------ subqueries
-    def subquery(self, ctx: PlanContext, node: Node) -> Bound:
+    def _branch(self, ctx: PlanContext, node: Node, top: bool) -> tuple[
+            Bound, list[tuple[KeySource, int]]]:
+        """A block as a relation of its visible columns then its key columns (hidden)."""
         stmt = node.get("SelectStmt")
         if stmt is None:
             raise PlanError("subquery that is not a SELECT")
-        block = self.block(ctx, stmt, top=False)
+        block = self.block(ctx, stmt, top)
+        if block.empty_row is not None:
+            if any(src.param is None for _, src, _ in block.keys):
+                raise _RetryPinned
+            raise PlanError("keyed aggregate without GROUP BY inside UNION ALL")
         rel = block.rel
+        group = tuple(pos for pos, _, _ in block.keys)
         if block.limit is not None:
-            rel = ir.TopK(rel, (), block.order, block.limit, block.offset)
-        if block.visible < len(rel.columns):
-            cols = rel.columns
-            rel = ir.Project(rel, tuple(ir.ColumnRef(i, cols[i].type_oid)
-                                        for i in range(block.visible)),
-                             tuple(block.names[: block.visible]))
+            rel = ir.TopK(rel, group, block.order, block.limit, block.offset)
+        keep = list(range(block.visible)) + list(group)
+        cols = rel.columns
+        if keep != list(range(len(cols))):
+            rel = ir.Project(rel, tuple(ir.ColumnRef(i, cols[i].type_oid) for i in keep),
+                             tuple(block.names[i] for i in keep))
         rte = ctx.new_rte()
-        scope = Scope(tuple(ScopeCol(None, block.names[i], rel.columns[i].type_oid,
-                                     block.colls[i], rte) for i in range(block.visible)))
-        return Bound(rel, scope)
+        scope = Scope(tuple(ScopeCol(None, block.names[i], cols[i].type_oid,
+                                     block.colls[i] if i < block.visible else None, rte,
+                                     hidden=i >= block.visible) for i in keep))
+        return Bound(rel, scope), [(src, t) for _, src, t in block.keys]
+
+    # ------------------------------------------------------------------ subqueries
+    def subquery(self, ctx: PlanContext, node: Node) -> Bound:
+        """A subquery in FROM (or a CTE, view, semi-join side): never keyed."""
+        return self._branch(ctx, node, top=False)[0]
 
 
 def canonical(node: Any) -> str:

@@ -292,3 +292,7 @@ SELECT id FROM stories WHERE author_id = 1 UNION ALL SELECT user_id FROM votes W
 SELECT user_id, value FROM votes UNION ALL SELECT author_id, score FROM stories ORDER BY 1, 2 LIMIT 6;
 SELECT id, price FROM products WHERE category_id = 1 UNION ALL SELECT id, total FROM orders WHERE customer_id = 2;
 SELECT username AS name FROM users UNION ALL SELECT email FROM users WHERE email IS NOT NULL;
+-- params: [2]
+SELECT id, title FROM stories WHERE author_id = $1 UNION ALL SELECT c.id, c.body FROM comments c WHERE c.author_id = $1;
+-- params: [3]
+SELECT id FROM stories WHERE author_id = $1 UNION ALL SELECT story_id FROM votes WHERE user_id = $1 ORDER BY 1 DESC LIMIT 4;
