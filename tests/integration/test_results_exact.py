@@ -331,3 +331,42 @@ INTERVAL_GRID = [{"IntervalStyle": s}
 @given(values=lists(intervals))
 def test_intervals_in_every_intervalstyle(server: RawServer, values: list[str]) -> None:
     run(server, "interval", values, INTERVAL_GRID)
+
+
+def _array_literal(items: list[str | None]) -> str:
+    return format_array(tuple(items), str)
+
+
+def arrays(element: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    one = st.lists(st.none() | element, max_size=5)
+    flat = one.map(_array_literal)
+    square = st.integers(1, 3).flatmap(
+        lambda width: st.lists(st.lists(st.none() | element, min_size=width, max_size=width),
+                               min_size=1, max_size=3)
+    ).map(lambda rows: "{" + ",".join(_array_literal(r) for r in rows) + "}")
+    return flat | square
+
+
+@settings(max_examples=max(1, EXAMPLES // 2), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(ints=lists(arrays(st.integers(-(2**31), 2**31 - 1).map(str))),
+       words=lists(arrays(texts)),
+       nums=lists(arrays(numerics)),
+       floats=lists(arrays(st.floats().map(_float_literal))),
+       blobs=lists(arrays(st.binary(max_size=6).map(lambda b: "\\x" + b.hex()))),
+       moments=lists(arrays(instants)),
+       days=lists(arrays(dates)),
+       spans=lists(arrays(intervals)))
+def test_arrays_in_text_and_binary(server: RawServer, ints: list[str], words: list[str],
+                                   nums: list[str], floats: list[str], blobs: list[str],
+                                   moments: list[str], days: list[str], spans: list[str]) -> None:
+    run(server, "int4[]", ints, DEFAULT)
+    run(server, "text[]", words, DEFAULT)
+    run(server, "numeric[]", nums, DEFAULT)
+    run(server, "float8[]", floats, [{"extra_float_digits": "0"}, {"extra_float_digits": "1"}])
+    run(server, "bytea[]", blobs, [{"bytea_output": "escape"}, {"bytea_output": "hex"}])
+    run(server, "timestamptz[]", moments,
+        [{"DateStyle": "SQL, DMY", "TimeZone": "Australia/Lord_Howe"},
+         {"DateStyle": "Postgres, MDY", "TimeZone": "America/New_York"}])
+    run(server, "date[]", days, [{"DateStyle": "German"}])
+    run(server, "interval[]", spans, [{"IntervalStyle": "postgres_verbose"}])
