@@ -29,7 +29,7 @@ from engine.plan.grouping import Grouping, has_aggregates
 from engine.plan.names import figure_colname
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
-from engine.plan.subqueries import scalar_subqueries, semi_joins
+from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
@@ -94,6 +94,7 @@ class _Planner:
         where = conjuncts(stmt.get("whereClause"))
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
         bound, where = semi_joins(ctx, self.subquery, bound, where)
+        bound, where = where_scalar_subqueries(ctx, self.subquery, bound, where)
         targets = stmt.get("targetList", [])
         grouped = bool(stmt.get("groupClause")) or has_aggregates(
             [targets, stmt.get("havingClause"), stmt.get("sortClause")])

@@ -211,6 +211,18 @@ def scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,
     return bound, stmt
 
 
+def where_scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                            where: list[Node]) -> tuple[Bound, list[Node]]:
+    """Correlated aggregate subqueries inside WHERE conjuncts -> LEFT JOINs, as in the
+    select list (the WHERE then compares with the joined, hidden aggregate column)."""
+    out: list[Node] = []
+    for conj in where:
+        if "SubLink" in json_keys(conj):
+            conj, bound = _replace_sublinks(ctx, subquery, bound, conj)
+        out.append(conj)
+    return bound, out
+
+
 def _replace_sublinks(ctx: PlanContext, subquery: Subquery, bound: Bound,
                       node: Any) -> tuple[Any, Bound]:
     if isinstance(node, list):

@@ -296,3 +296,5 @@ SELECT username AS name FROM users UNION ALL SELECT email FROM users WHERE email
 SELECT id, title FROM stories WHERE author_id = $1 UNION ALL SELECT c.id, c.body FROM comments c WHERE c.author_id = $1;
 -- params: [3]
 SELECT id FROM stories WHERE author_id = $1 UNION ALL SELECT story_id FROM votes WHERE user_id = $1 ORDER BY 1 DESC LIMIT 4;
+SELECT s.id FROM stories s WHERE s.score > (SELECT count(*) FROM votes v WHERE v.story_id = s.id);
+SELECT p.id, p.name FROM products p WHERE p.price > (SELECT avg(p2.price) FROM products p2 WHERE p2.category_id = p.category_id);
