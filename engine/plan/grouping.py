@@ -10,6 +10,8 @@ output position or by output alias); a column that is not grouped may still be u
 primary key of its table is grouped (PostgreSQL's functional dependency rule), in which case
 it is added to the group columns (which does not change the groups). Result types and names
 of aggregates are PostgreSQL's (count -> int8, sum(int4) -> int8, avg(int) -> numeric...).
+``agg(x) FILTER (WHERE c)`` is ``agg(CASE WHEN c THEN x END)``: every supported aggregate
+ignores NULL inputs, so the two are equal (``count(*)`` filters a constant 1).
 """
 
 from __future__ import annotations
@@ -77,17 +79,25 @@ class Grouping:
     def _agg(self, body: Node) -> ir.Expr:
         name = next(p["String"]["sval"] for p in reversed(body["funcname"]) if "String" in p)
         name = name.lower()
+        inner = ExprBuilder(self.scope, self.catalog, clause="aggregate arguments")
+        where = None
+        if body.get("agg_filter") is not None:
+            where = inner.boolean(body["agg_filter"])
         if body.get("agg_star"):
             if name != "count":
                 raise PlanError(f"{name}(*)")
-            return self._register(ir.AggCall("count_star", None, T.INT8, "count"), None)
+            if where is None:
+                return self._register(ir.AggCall("count_star", None, T.INT8, "count"), None)
+            star: ir.Expr = ir.Case(((where, ir.Const(1, T.INT4)),), None, T.INT4)
+            return self._register(ir.AggCall("count", star, T.INT8, "count"), None)
         args = body.get("args", [])
         if len(args) != 1:
             raise PlanError(f"aggregate {name}() with {len(args)} arguments")
-        inner = ExprBuilder(self.scope, self.catalog, clause="aggregate arguments")
         arg = inner.build(args[0])
         if arg.type_oid == T.UNKNOWN:
             arg = inner.coerce(arg, T.TEXT)
+        if where is not None:  # FILTER (WHERE c): the aggregate of CASE WHEN c THEN x END
+            arg = ir.Case(((where, arg),), None, arg.type_oid)
         distinct = bool(body.get("agg_distinct"))
         if name == "count":
             if distinct:

@@ -79,8 +79,6 @@ def _check_func(node: Node) -> str | None:
         return f"window function {name}() OVER (...)"
     if node.get("agg_within_group"):
         return f"ordered-set aggregate {name}() WITHIN GROUP"
-    if node.get("agg_filter") is not None:
-        return f"aggregate FILTER clause on {name}()"
     if node.get("agg_order"):
         return f"ORDER BY inside aggregate {name}()"
     return None

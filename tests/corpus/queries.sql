@@ -298,3 +298,6 @@ SELECT id, title FROM stories WHERE author_id = $1 UNION ALL SELECT c.id, c.body
 SELECT id FROM stories WHERE author_id = $1 UNION ALL SELECT story_id FROM votes WHERE user_id = $1 ORDER BY 1 DESC LIMIT 4;
 SELECT s.id FROM stories s WHERE s.score > (SELECT count(*) FROM votes v WHERE v.story_id = s.id);
 SELECT p.id, p.name FROM products p WHERE p.price > (SELECT avg(p2.price) FROM products p2 WHERE p2.category_id = p.category_id);
+SELECT story_id, count(*) FILTER (WHERE value > 0) AS up, count(*) FILTER (WHERE value < 0) AS down FROM votes GROUP BY story_id;
+SELECT count(*) FILTER (WHERE published) AS live, count(url) FILTER (WHERE score > 10), max(score) FILTER (WHERE NOT published) FROM stories;
+SELECT customer_id, sum(total) FILTER (WHERE status = 'paid') AS paid, count(DISTINCT status) FILTER (WHERE total > 50) FROM orders GROUP BY customer_id;

@@ -29,7 +29,6 @@ def screen(sql: str) -> object:
     ("SELECT * FROM generate_series(1, 3)", "function in FROM"),
     ("SELECT a FROM ONLY t", "ONLY (inheritance control)"),
     ("SELECT a FROM t GROUP BY ROLLUP (a)", "GROUPING SETS / ROLLUP / CUBE"),
-    ("SELECT count(*) FILTER (WHERE a > 1) FROM t", "aggregate FILTER clause on count()"),
     ("SELECT a FROM t ORDER BY a COLLATE \"C\"", "explicit COLLATE"),
     ("SELECT * FROM (VALUES (1)) v(a)", "VALUES list"),
 ])
