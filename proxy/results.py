@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import cython_ext
@@ -111,10 +112,16 @@ def supports(type_oid: int, typmod: int, fmt: int, settings: OutputSettings) -> 
 
 
 def column_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSettings) -> ColumnEncoder:
-    """The encoder of one result column (ValueError with the reason if unsupported)."""
+    """The encoder of one result column (ValueError with the reason if unsupported).
+    Encoders are pure, so they are cached per (type, typmod, format, settings)."""
     reason = supports(type_oid, typmod, fmt, settings)
     if reason is not None:
         raise ValueError(reason)
+    return _build_encoder(type_oid, typmod, fmt, settings)
+
+
+@lru_cache(maxsize=4096)
+def _build_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSettings) -> ColumnEncoder:
     factory = _factory(type_oid, fmt)
     assert factory is not None
     kind = KIND_CALL if type_oid in oids.ARRAY_ELEMENT else _KINDS.get((type_oid, fmt), KIND_CALL)

@@ -93,29 +93,30 @@ def numeric_binary(value: Decimal) -> bytes:
     if value.is_infinite():
         # PostgreSQL reads dscale out of the special header's bits: 0x1000 >> 7 == 32
         return _NUMERIC_HEAD.pack(0, 0, NUMERIC_PINF if value > 0 else NUMERIC_NINF, 32)
-    sign, digits, exponent = value.as_tuple()
-    assert isinstance(exponent, int)
-    dscale = max(0, -exponent)
-    coefficient = int("".join(map(str, digits)) or "0")
-    if coefficient == 0:
+    text = f"{value:f}"
+    negative = text.startswith("-")
+    whole, _, frac = text.lstrip("-").partition(".")
+    dscale = len(frac)
+    whole = whole.lstrip("0")
+    if not whole and not frac.strip("0"):
         return _NUMERIC_HEAD.pack(0, 0, NUMERIC_POS, dscale)
-    # align the decimal point to a base-10000 boundary: value = coefficient * 10**exponent
-    pad = exponent % 4  # extra zeros so that the exponent becomes a multiple of 4
-    coefficient *= 10**pad
-    exponent -= pad
-    groups: list[int] = []
-    while coefficient:
-        coefficient, group = divmod(coefficient, 10000)
-        groups.append(group)
-    low = exponent // 4  # base-10000 exponent of groups[0]
-    while groups and groups[0] == 0:  # strip trailing zero groups
-        groups.pop(0)
-        low += 1
-    groups.reverse()
-    weight = low + len(groups) - 1
+    whole = "0" * (-len(whole) % 4) + whole
+    frac += "0" * (-len(frac) % 4)
+    digits = whole + frac
+    groups = [int(digits[i : i + 4]) for i in range(0, len(digits), 4)]
+    weight = len(whole) // 4 - 1
+    first = 0
+    while groups[first] == 0:
+        first += 1
+    last = len(groups)
+    while groups[last - 1] == 0:
+        last -= 1
+    groups = groups[first:last]
+    weight -= first
     if not -32768 <= weight <= 32767 or dscale > 0x3FFF:
         raise Unencodable("numeric out of range")
-    head = _NUMERIC_HEAD.pack(len(groups), weight, NUMERIC_NEG if sign else NUMERIC_POS, dscale)
+    head = _NUMERIC_HEAD.pack(len(groups), weight, NUMERIC_NEG if negative else NUMERIC_POS,
+                              dscale)
     return head + struct.pack(f"!{len(groups)}H", *groups)
 
 

@@ -63,30 +63,42 @@ class OutputSettings:
     @classmethod
     def from_parameters(cls, params: Mapping[str, str]) -> OutputSettings:
         """Settings from session parameters (names case-insensitive, values as PostgreSQL
-        reports them, e.g. ``{"DateStyle": "ISO, MDY", "TimeZone": "Europe/Berlin"}``)."""
-        p = {k.lower(): v.strip() for k, v in params.items()}
-        problems: list[str] = []
-        style, order = _date_style(p.get("datestyle", "ISO, MDY"), problems)
-        tz_name = p.get("timezone", "UTC")
-        zone = load_zone(tz_name)
-        if zone is None:
-            problems.append(f"TimeZone {tz_name!r} is not an IANA zone weir can load")
-        interval = p.get("intervalstyle", "postgres").lower()
-        if interval not in INTERVAL_STYLES:
-            problems.append(f"IntervalStyle {interval!r} is unknown")
-        efd = _float_digits(p.get("extra_float_digits", "1"), problems)
-        bytea = p.get("bytea_output", "hex").lower()
-        if bytea not in BYTEA_OUTPUTS:
-            problems.append(f"bytea_output {bytea!r} is unknown")
-        encoding = p.get("client_encoding", "UTF8")
-        for key in ("client_encoding", "server_encoding"):
-            value = p.get(key, "UTF8")
-            if value.upper() not in _UTF8_NAMES:
-                problems.append(f"{key} {value!r} is not UTF8")
-        if p.get("integer_datetimes", "on").lower() != "on":
-            problems.append("integer_datetimes is off")
-        return cls(style, order, tz_name, interval, efd, bytea, encoding, tuple(problems),
-                   zone if zone is not None else UTC)
+        reports them, e.g. ``{"DateStyle": "ISO, MDY", "TimeZone": "Europe/Berlin"}``).
+        Other parameters are ignored; equal inputs give the same (cached) object."""
+        relevant = tuple(sorted((k.lower(), v.strip()) for k, v in params.items()
+                                if k.lower() in _NAMES))
+        return _parse(relevant)
+
+
+_NAMES = frozenset({"datestyle", "timezone", "intervalstyle", "extra_float_digits",
+                    "bytea_output", "client_encoding", "server_encoding", "integer_datetimes"})
+
+
+@lru_cache(maxsize=1024)
+def _parse(items: tuple[tuple[str, str], ...]) -> OutputSettings:
+    p = dict(items)
+    problems: list[str] = []
+    style, order = _date_style(p.get("datestyle", "ISO, MDY"), problems)
+    tz_name = p.get("timezone", "UTC")
+    zone = load_zone(tz_name)
+    if zone is None:
+        problems.append(f"TimeZone {tz_name!r} is not an IANA zone weir can load")
+    interval = p.get("intervalstyle", "postgres").lower()
+    if interval not in INTERVAL_STYLES:
+        problems.append(f"IntervalStyle {interval!r} is unknown")
+    efd = _float_digits(p.get("extra_float_digits", "1"), problems)
+    bytea = p.get("bytea_output", "hex").lower()
+    if bytea not in BYTEA_OUTPUTS:
+        problems.append(f"bytea_output {bytea!r} is unknown")
+    encoding = p.get("client_encoding", "UTF8")
+    for key in ("client_encoding", "server_encoding"):
+        value = p.get(key, "UTF8")
+        if value.upper() not in _UTF8_NAMES:
+            problems.append(f"{key} {value!r} is not UTF8")
+    if p.get("integer_datetimes", "on").lower() != "on":
+        problems.append("integer_datetimes is off")
+    return OutputSettings(style, order, tz_name, interval, efd, bytea, encoding, tuple(problems),
+                          zone if zone is not None else UTC)
 
 
 def _date_style(value: str, problems: list[str]) -> tuple[str, str]:

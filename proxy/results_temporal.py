@@ -170,16 +170,17 @@ def stamp_usecs(stamp: Stamp) -> int:
     return days * USECS_PER_DAY + stamp.usec - (stamp.offset or 0) * USECS_PER_SEC
 
 
+_USEC = timedelta(microseconds=1)
+_NAIVE_2000 = datetime(2000, 1, 1)
+_AWARE_2000 = datetime(2000, 1, 1, tzinfo=UTC)
+
+
 def timestamp_usecs(value: datetime | TextValue) -> int:
     """PostgreSQL's Timestamp (and TimestampTz, for aware values) of a canonical value."""
     _expect(value, datetime)
     if isinstance(value, datetime):
-        days = value.toordinal() - _ORDINAL_2000
-        usecs = days * USECS_PER_DAY + _time_usec(value.time())
-        offset = value.utcoffset()
-        if offset is not None:
-            usecs -= (offset // timedelta(microseconds=1))
-        return usecs
+        epoch = _NAIVE_2000 if value.tzinfo is None else _AWARE_2000
+        return (value - epoch) // _USEC
     return stamp_usecs(parse_special(value.text))
 
 
@@ -206,32 +207,47 @@ def _from_usecs(usecs: int) -> tuple[int, int, int, int]:
     return y, m, d, tod
 
 
-def _in_range(usecs: int) -> bool:
-    low = (date(2, 1, 1).toordinal() - _ORDINAL_2000) * USECS_PER_DAY
-    high = (date(9998, 12, 31).toordinal() - _ORDINAL_2000) * USECS_PER_DAY
-    return low <= usecs < high
+_SAFE_LOW = (date(2, 1, 1).toordinal() - _ORDINAL_2000) * USECS_PER_DAY
+_SAFE_HIGH = (date(9998, 12, 31).toordinal() - _ORDINAL_2000) * USECS_PER_DAY
+_SECOND = timedelta(seconds=1)
 
 
-_EPOCH_2000 = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def local_fields(usecs: int, zone: tzinfo) -> Stamp:
     """The fields of the instant ``usecs`` (since 2000-01-01 UTC) as seen in ``zone``."""
     shift = 0
-    if not _in_range(usecs):
+    if not _SAFE_LOW <= usecs < _SAFE_HIGH:
         # whole 400-year cycles into the middle of Python's range, same weekday and rules
         target = (date(1200 if usecs < 0 else 9000, 1, 1).toordinal() - _ORDINAL_2000)
         cycles = (usecs // USECS_PER_DAY - target) // _CYCLE_DAYS
         shift = cycles * _CYCLE_USECS
-    local = (_EPOCH_2000 + timedelta(microseconds=usecs - shift)).astimezone(zone)
+    local = (_AWARE_2000 + timedelta(microseconds=usecs - shift)).astimezone(zone)
     offset = local.utcoffset()
     if offset is None:
         raise Unencodable("time zone without an offset")
-    off = offset // timedelta(seconds=1)
+    off = offset // _SECOND
     if offset != timedelta(seconds=off):
         raise Unencodable("time zone offset with fractional seconds")
     y, m, d, tod = _from_usecs(usecs + off * USECS_PER_SEC)
     return Stamp(y, m, d, tod, off, local.tzname())
+
+
+def zoned_fields(value: datetime | TextValue, zone: tzinfo) -> Stamp:
+    """The fields of a timestamptz value as seen in ``zone`` (fast path for datetimes that
+    stay inside Python's range; everything else via :func:`local_fields`)."""
+    if type(value) is datetime and value.tzinfo is not None:
+        try:
+            local = value.astimezone(zone)
+        except OverflowError:
+            return local_fields(instant_usecs(value), zone)
+        offset = local.utcoffset()
+        if offset is None or offset.microseconds:
+            raise Unencodable("time zone offset with fractional seconds")
+        usec = ((local.hour * 60 + local.minute) * 60 + local.second) * USECS_PER_SEC
+        return Stamp(local.year, local.month, local.day, usec + local.microsecond,
+                     offset // _SECOND, local.tzname())
+    return local_fields(instant_usecs(value), zone)
 
 
 def time_fields(value: time | TextValue, zoned: bool) -> tuple[int, int | None]:

@@ -15,7 +15,7 @@ returned function does only per-value work.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date
+from datetime import date, datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 from uuid import UUID
@@ -31,12 +31,11 @@ from proxy.results_temporal import (
     Unencodable,
     date_fields,
     infinite,
-    instant_usecs,
     interval_parts,
-    local_fields,
     stamp_fields,
     time_fields,
     weekday,
+    zoned_fields,
 )
 
 Encode = Callable[[Any], bytes]
@@ -262,14 +261,37 @@ def _timestamp(settings: OutputSettings, typmod: int) -> Encode:
     return encode
 
 
+def iso_timestamptz(local: datetime) -> str:
+    """ISO text of an aware datetime already in the session zone (C-level isoformat, then
+    PostgreSQL's trimming of fraction zeros and of a zero minutes field in the offset)."""
+    text = local.isoformat(" ")
+    if local.microsecond:
+        frac, zone = text[19:26].rstrip("0"), text[26:]
+    else:
+        frac, zone = "", text[19:]
+    if len(zone) == 6 and zone.endswith(":00"):
+        zone = zone[:3]
+    return text[:19] + frac + zone
+
+
 def _timestamptz(settings: OutputSettings, typmod: int) -> Encode:
     zone = settings.zone
+    iso = settings.date_style == "ISO"
 
     def encode(value: Any) -> bytes:
+        if iso and type(value) is datetime and value.tzinfo is not None:
+            try:
+                local = value.astimezone(zone)
+            except OverflowError:
+                pass
+            else:
+                offset = local.utcoffset()
+                if offset is not None and not offset.microseconds:
+                    return iso_timestamptz(local).encode()
         special = _infinity_text(value)
         if special is not None:
             return special
-        return datetime_text(local_fields(instant_usecs(value), zone), settings).encode()
+        return datetime_text(zoned_fields(value, zone), settings).encode()
 
     return encode
 
