@@ -94,7 +94,7 @@ def _factory(type_oid: int, fmt: int) -> Factory | None:
     if found is not None:
         return found
     element = oids.ARRAY_ELEMENT.get(type_oid)
-    if element is None or element not in table:
+    if element is None or element not in table or element not in BINARY_FACTORIES:
         return None
     return array_factory(element, table[element], fmt)
 

@@ -433,6 +433,21 @@ def _fixed(fn: Encode) -> Factory:
     return lambda settings, typmod: fn
 
 
+def _passthrough(oid: int) -> Encode:
+    """Types kept as the text PostgreSQL printed, whose output no session setting changes."""
+
+    def encode(value: Any) -> bytes:
+        if not isinstance(value, TextValue) or value.oid != oid:
+            raise Unencodable(f"expected the text of type oid {oid}, got {value!r}")
+        return value.text.encode()
+
+    return encode
+
+
+#: inet, cidr, macaddr, macaddr8, bit, varbit, int4range, int8range, numrange
+SETTING_FREE_TEXT_TYPES = (869, 650, 829, 774, 1560, 1562, 3904, 3926, 3906)
+
+
 TEXT_FACTORIES: dict[int, Factory] = {
     oids.BOOL: _fixed(_bool),
     oids.INT2: _fixed(_int),
@@ -457,6 +472,7 @@ TEXT_FACTORIES: dict[int, Factory] = {
     oids.TIMESTAMP: _timestamp,
     oids.TIMESTAMPTZ: _timestamptz,
     oids.INTERVAL: _interval,
+    **{oid: _fixed(_passthrough(oid)) for oid in SETTING_FREE_TEXT_TYPES},
 }
 
 __all__ = ["TEXT_FACTORIES", "Encode", "Factory", "numeric_scale", "numeric_value"]
