@@ -297,6 +297,8 @@ class ExprBuilder:
                             "IN/EXISTS become semi-joins)")
         if correlated(self.scope, body):
             raise PlanError(f"correlated {what}")
+        if kind == "EXPR_SUBLINK":
+            raise PlanError("scalar subquery other than one aggregate without GROUP BY")
         raise PlanError(f"{what} in an expression (only subqueries in FROM are supported)")
 
     def bool_expr(self, body: Node) -> ir.Expr:

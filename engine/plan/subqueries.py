@@ -16,6 +16,7 @@ outer row match at most once.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from engine.plan import ir, pgtypes
 from engine.plan.exprs import correlated, deterministic, range_names
 from engine.plan.from_clause import PlanContext, column_equality, conjuncts
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.values import oids as T
 
 Node = dict[str, Any]
 Subquery = Callable[[PlanContext, Node], Bound]
@@ -168,7 +170,7 @@ def _scalar_join(ctx: PlanContext, subquery: Subquery, bound: Bound,
     """LEFT JOIN the grouped form of a correlated aggregate subquery; the node to use in
     its place (None when the subquery is not of that form)."""
     if not correlated(bound.scope, link):
-        return None
+        return _constant_join(ctx, subquery, bound, link)
     select = _plain_select(link, "scalar subquery")
     agg = _scalar_aggregate(select)
     if agg is None:
@@ -189,6 +191,33 @@ def _scalar_join(ctx: PlanContext, subquery: Subquery, bound: Bound,
     node = {"WeirColumn": {"position": len(bound.scope.cols) + len(inner),
                            "zero": name in _ZERO_ON_EMPTY}}
     return Bound(rel, Scope(bound.scope.cols + hidden)), node
+
+
+def _with_constant(bound: Bound) -> Bound:
+    """``bound`` plus a hidden constant column (a join key that matches every row)."""
+    cols = bound.rel.columns
+    refs = [ir.ColumnRef(i, c.type_oid) for i, c in enumerate(cols)]
+    rel = ir.Project(bound.rel, (*refs, ir.Const(1, T.INT4)), (*(c.name for c in cols), "?one?"))
+    one = ScopeCol(None, "?one?", T.INT4, None, 0, hidden=True)
+    return Bound(rel, Scope((*bound.scope.cols, one)))
+
+
+def _constant_join(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                   link: Node) -> tuple[Bound, Node] | None:
+    """An uncorrelated subquery that is one aggregate without GROUP BY has exactly one row:
+    join it to every row (on a constant) and use its value."""
+    select = link["subselect"].get("SelectStmt", {})
+    if any(select.get(c) for c in ("groupClause", "havingClause", "limitCount", "limitOffset",
+                                    "distinctClause")) or select.get("op", "SETOP_NONE") != \
+            "SETOP_NONE" or _scalar_aggregate(select) is None:
+        return None
+    sub = _with_constant(subquery(ctx, {"SelectStmt": select}))
+    left = _with_constant(bound)
+    width = len(left.scope.cols)
+    rel = ir.Join(left.rel, sub.rel, (width - 1,), (len(sub.scope.cols) - 1,))
+    hidden = tuple(dataclasses.replace(c, hidden=True) for c in sub.scope.cols)
+    node = {"WeirColumn": {"position": width, "zero": False}}
+    return Bound(rel, Scope(left.scope.cols + hidden)), node
 
 
 def scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,

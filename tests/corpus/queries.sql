@@ -301,3 +301,6 @@ SELECT p.id, p.name FROM products p WHERE p.price > (SELECT avg(p2.price) FROM p
 SELECT story_id, count(*) FILTER (WHERE value > 0) AS up, count(*) FILTER (WHERE value < 0) AS down FROM votes GROUP BY story_id;
 SELECT count(*) FILTER (WHERE published) AS live, count(url) FILTER (WHERE score > 10), max(score) FILTER (WHERE NOT published) FROM stories;
 SELECT customer_id, sum(total) FILTER (WHERE status = 'paid') AS paid, count(DISTINCT status) FILTER (WHERE total > 50) FROM orders GROUP BY customer_id;
+SELECT id, name, price FROM products WHERE price > (SELECT avg(price) FROM products) ORDER BY price DESC, id;
+SELECT id, (SELECT count(*) FROM votes) AS all_votes FROM stories WHERE id = 3;
+SELECT u.username FROM users u WHERE u.karma >= (SELECT max(karma) FROM users WHERE NOT is_admin);
