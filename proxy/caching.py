@@ -46,6 +46,8 @@ FILL_SETTINGS = {
     "extra_float_digits": "3",
     "bytea_output": "hex",
     "application_name": "weir-fill",
+    # the marker makes a fill transaction write WAL: never wait for synchronous standbys
+    "synchronous_commit": "local",
 }
 
 _FILL_PREFIX = "fill-"
@@ -189,6 +191,10 @@ class CacheHost:
                     break
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     log.warning("fill %d failed (attempt %d): %s", run.fill_id, attempt + 1, exc)
+                except Exception:
+                    log.exception("fill %d failed; its reads go upstream", run.fill_id)
+                    self._abandon(run)
+                    return
             else:
                 self._abandon(run)
                 return
@@ -258,11 +264,19 @@ class CacheHost:
         return await self.stream.barrier(timeout)
 
 
+def _as_output_text(column: ir.Column) -> str:
+    """SQL giving a column's value in its type's output form (what pgoutput sends)."""
+    ref = 'q."' + column.name.replace('"', '""') + '"'
+    if column.type_oid == 16:  # bool::text is 'true'/'false'; the output form is 't'/'f'
+        return f"CASE WHEN {ref} THEN 't' WHEN NOT {ref} THEN 'f' END"
+    return f"{ref}::text"
+
+
 async def _fetch_rows(conn: Any, req: FillRequest) -> list[Row]:
     """The base rows of one fill request, decoded as the CDC applier decodes them."""
     sql, params = fill_query(req)
     columns = req.table.columns
-    casts = ", ".join(f'q."{c.name.replace(chr(34), chr(34) * 2)}"::text' for c in columns)
+    casts = ", ".join(_as_output_text(c) for c in columns)
     records = await conn.fetch(f"SELECT {casts} FROM ({sql}) AS q", *params)
     oids = [c.type_oid for c in columns]
     return [tuple(None if v is None else decode_text(oid, v)

@@ -24,6 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from engine.sql.cacheable import Unsupported
 from proxy.admin import CreateCache, Show, parse_admin
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
@@ -216,20 +217,20 @@ class Extended:
                 self.portals[msg.portal] = LocalPortal(held, msg, key)
                 self._answer(be.BIND_COMPLETE.encode())
                 return
-        self._materialize(msg.statement)
-        self._portal_statements[msg.portal] = msg.statement
         if held is not None:
             self._reasons[msg.statement] = (
                 "the session is in a transaction block or busy upstream"
                 if not self._can_answer() else "a parameter is not usable as a cache key")
+        self._materialize(msg.statement)
+        self._portal_statements[msg.portal] = msg.statement
         self.forward(msg, raw)
 
     def _key(self, held: HeldStatement, msg: fe.Bind) -> tuple[Any, ...] | None:
-        entry = held.route.cache
         classified = held.route.classified
-        if entry is None or classified is None:
+        if held.route.cache is None or classified is None or isinstance(
+                classified.query, Unsupported):
             return None
-        plan = entry.query.plan
+        plan = classified.query.plan  # this text's plan: its key sources are its own $n
         declared = held.parse.param_types
         try:
             formats = formats_for(len(msg.params), msg.param_formats)
@@ -270,10 +271,11 @@ class Extended:
         self._answer(self._row_description(local.statement, local.bind.result_formats))
 
     def _param_types(self, held: HeldStatement) -> tuple[int, ...] | None:
-        entry = held.route.cache
-        if entry is None:
+        classified = held.route.classified
+        if held.route.cache is None or classified is None or isinstance(
+                classified.query, Unsupported):
             return ()
-        plan = entry.query.plan
+        plan = classified.query.plan
         count = max((s.param or 0 for s in plan.key_sources), default=0)
         count = max(count, len(held.parse.param_types))
         types = list(held.parse.param_types) + [0] * (count - len(held.parse.param_types))
