@@ -17,6 +17,7 @@ texts arrive.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 from collections import OrderedDict
@@ -167,6 +168,8 @@ class QueryPlanner:
             self._texts.move_to_end((text, path))
             return hit
         answer = self._classify(parse_query(text), path)
+        # keep the literals, not the parse tree (planning is done; trees are large)
+        answer = Classified(answer.query, dataclasses.replace(answer.parsed, stmt=None))
         _put(self._texts, (text, path), answer, self.capacity)
         return answer
 
