@@ -1,0 +1,199 @@
+"""Cache behaviour against the real upstream: the F2 window, fills racing writes, auto mode,
+persistence across restarts, and falling back to the upstream when replication is down."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.support import InProcessWeir, eventually
+
+
+def _last(conn: Any) -> tuple[str, str]:
+    row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+    return (row[0], row[1])
+
+
+def test_f2_applied_but_invisible_transaction_is_patched_into_fills(pg: Any, dbname: str) -> None:
+    """DESIGN §6 F2: with a synchronous standby that does not exist, a commit is streamed to
+    weir while new snapshots do not see it. A fill taken then must include it exactly once."""
+    pg.psql("CREATE TABLE counters (id serial PRIMARY KEY, grp int, v int);"
+            "INSERT INTO counters (grp, v) SELECT g % 3, 1 FROM generate_series(1, 30) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    host_stream = None
+    writer_error: list[BaseException] = []
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as through, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            through.execute("CREATE CACHE f2 FROM SELECT count(*), sum(v) FROM counters "
+                            "WHERE grp = 0")
+            host_stream = server.server.service.host.stream
+            applied = host_stream.stats().transactions_applied
+            pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'weir_nobody'")
+            pg.psql("SELECT pg_reload_conf()")
+            eventually(lambda: direct.execute("SHOW synchronous_standby_names").fetchone()
+                       == ("weir_nobody",))
+
+            def write() -> None:
+                try:
+                    with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as w:
+                        w.execute("SET application_name = 'weir_f2_writer'")
+                        w.execute("INSERT INTO counters (grp, v) VALUES (0, 100)")
+                except BaseException as exc:  # the cancel below ends the wait with a warning
+                    writer_error.append(exc)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            eventually(lambda: direct.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'weir_f2_writer'"
+                " AND wait_event = 'SyncRep'").fetchone() == (1,))
+            eventually(lambda: host_stream.stats().transactions_applied > applied)
+            # upstream snapshots do not see the insert yet
+            assert direct.execute("SELECT count(*), sum(v) FROM counters WHERE grp = 0"
+                                  ).fetchone() == (10, 10)
+            # weir fills now: its snapshot misses the insert, the log patch adds it once
+            got = through.execute("SELECT count(*), sum(v) FROM counters WHERE grp = 0").fetchone()
+            assert _last(through)[0] == "cache"
+            assert got == (11, 110)
+            direct.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                           "WHERE application_name = 'weir_f2_writer'")
+            writer.join(30)
+            assert direct.execute("SELECT count(*), sum(v) FROM counters WHERE grp = 0"
+                                  ).fetchone() == (11, 110)
+            assert through.execute("SELECT count(*), sum(v) FROM counters WHERE grp = 0"
+                                   ).fetchone() == (11, 110)
+    finally:
+        pg.psql("ALTER SYSTEM RESET synchronous_standby_names")
+        pg.psql("SELECT pg_reload_conf()")
+        server.stop()
+    assert writer_error == []  # the cancel only ends the wait; the insert had committed
+
+
+def test_fills_racing_writes_on_the_same_key(pg: Any, dbname: str) -> None:
+    """Inserts into one key while a tiny memory budget keeps evicting and refilling it: every
+    count read through weir is a count the table really had (monotonic, never above the
+    final), and after a barrier weir and the upstream agree."""
+    pg.psql("CREATE TABLE events (id serial PRIMARY KEY, k int, note text);"
+            "CREATE TABLE other (id int PRIMARY KEY, k int)", dbname)
+    pg.psql("INSERT INTO other SELECT g, g % 50 FROM generate_series(1, 500) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), memory_budget=4_000)
+    done = threading.Event()
+    seen: list[int] = []
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as through:
+            through.execute("CREATE CACHE ev FROM SELECT count(*) FROM events WHERE k = 1")
+            through.execute("CREATE CACHE noise FROM SELECT id FROM other WHERE k = 1")
+
+            def writer() -> None:
+                with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as w:
+                    for i in range(200):
+                        w.execute("INSERT INTO events (k, note) VALUES (1, %s)", (f"n{i}",))
+                done.set()
+
+            t = threading.Thread(target=writer)
+            t.start()
+            while not done.is_set() or len(seen) < 50:
+                row = through.execute("SELECT count(*) FROM events WHERE k = 1").fetchone()
+                seen.append(row[0])
+                for k in range(10):  # evict the key under the budget
+                    through.execute(f"SELECT id FROM other WHERE k = {k}").fetchall()
+            t.join()
+            server.call(server.server.service.host.barrier(10))
+            final = through.execute("SELECT count(*) FROM events WHERE k = 1").fetchone()
+        assert final == (200,)
+        assert seen == sorted(seen) and max(seen) <= 200
+        status = server.call(_status(server))
+        assert int(status["evictions"]) > 0
+    finally:
+        server.stop()
+
+
+async def _status(server: InProcessWeir) -> dict[str, str]:
+    engine = server.server.service.host.engine
+    return {"evictions": str(engine.stats.evictions)}
+
+
+def test_auto_mode_caches_a_repeated_shape(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=3)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            conn.execute("SHOW WEIR STATUS")  # starts the cache service
+            for k in (1, 2, 3):
+                assert conn.execute(f"SELECT v FROM kv WHERE k = {k}").fetchone() == (f"v{k}",)
+            eventually(lambda: len(conn.execute("SHOW CACHES").fetchall()) == 1)
+            assert conn.execute("SELECT v FROM kv WHERE k = 7").fetchone() == ("v7",)
+            assert _last(conn)[0] == "cache"
+            proxied = conn.execute("SHOW PROXIED QUERIES").fetchall()
+            assert any(row[2] == "cached" for row in proxied)
+    finally:
+        server.stop()
+
+
+def test_caches_survive_a_restart(pg: Any, dbname: str, tmp_path: Path) -> None:
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    state = str(tmp_path / "state")
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), state_dir=state)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv_by_k FROM SELECT v FROM kv WHERE k = 1")
+    finally:
+        server.stop()
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), state_dir=state)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            assert [r[0] for r in conn.execute("SHOW CACHES").fetchall()] == ["kv_by_k"]
+            assert conn.execute("SELECT v FROM kv WHERE k = 5").fetchone() == ("v5",)
+            assert _last(conn) == ("cache", "served by cache kv_by_k")
+            conn.execute("DROP CACHE kv_by_k")
+            assert conn.execute("SHOW CACHES").fetchall() == []
+    finally:
+        server.stop()
+
+
+def test_reads_go_upstream_while_replication_is_down(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            conn.execute("CREATE CACHE kv_by_k FROM SELECT v FROM kv WHERE k = 1")
+            assert conn.execute("SELECT v FROM kv WHERE k = 2").fetchone() == ("v2",)
+            assert _last(conn)[0] == "cache"
+            server.call(server.server.service.host.stream.stop())
+            assert conn.execute("SELECT v FROM kv WHERE k = 2").fetchone() == ("v2",)
+            assert _last(conn) == ("upstream", "the replication stream is not connected")
+    finally:
+        server.stop()
+
+
+def test_unsupported_queries_are_explained(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text)", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            row = conn.execute("EXPLAIN CREATE CACHE FROM SELECT v, now() FROM kv WHERE k = 1"
+                               ).fetchone()
+            assert row is not None and row[2].startswith("unsupported: ") and "now" in row[2]
+            with pytest.raises(psycopg.Error, match="cannot be cached"):
+                conn.execute("CREATE CACHE FROM SELECT v FROM kv WHERE k = 1 FOR UPDATE")
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = 1")
+            conn.execute("SELECT v FROM kv WHERE k = 1 FOR UPDATE")
+            conn.execute("SELECT v FROM kv WHERE k = 1 FOR UPDATE")
+            assert _last(conn)[0] == "upstream"
+            proxied = {r[1]: (r[2], r[3]) for r in conn.execute("SHOW PROXIED QUERIES")}
+            reason, count = proxied["SELECT v FROM kv WHERE k = 1 FOR UPDATE"]
+            assert reason.startswith("unsupported: ") and count == "2"
+    finally:
+        server.stop()
