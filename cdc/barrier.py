@@ -62,27 +62,33 @@ class Barriers:
                 future.set_exception(BarrierLost(reason))
         self._pending.clear()
 
-    async def _emit_once(self, barrier_id: str) -> tuple[int, int]:
+    async def _emit_once(self, barrier_id: str, timeout: float) -> tuple[int, int]:
         async with self._lock:
             try:
-                if self._conn is None:
-                    self._conn = await PgConnection.connect(self._params)
-                row = (await self._conn.query(
-                    f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}'),"
-                    " pg_current_wal_lsn()"
-                )).rows[0]
-            except (OSError, ConnectionError):
-                await self.close()
+                row = await asyncio.wait_for(self._query(barrier_id), timeout)
+            except (OSError, ConnectionError, TimeoutError):
+                conn, self._conn = self._conn, None
+                if conn is not None:
+                    conn.abort()
                 raise
         return parse_lsn(row[0] or "0/0"), parse_lsn(row[1] or "0/0")
 
+    async def _query(self, barrier_id: str) -> tuple[str | None, ...]:
+        if self._conn is None:
+            self._conn = await PgConnection.connect(self._params)
+        result = await self._conn.query(
+            f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}'), pg_current_wal_lsn()")
+        return result.rows[0]
+
     async def _emit(self, barrier_id: str, deadline: float) -> tuple[int, int]:
-        """Emit the marker, reconnecting (with backoff) while the upstream is unreachable."""
+        """Emit the marker, reconnecting (with backoff) while the upstream is unreachable or
+        silent (each attempt is bounded, so a partitioned connection is replaced)."""
         delay = 0.05
         while True:
+            attempt = min(5.0, max(0.1, deadline - time.monotonic()))
             try:
-                return await self._emit_once(barrier_id)
-            except (OSError, ConnectionError):
+                return await self._emit_once(barrier_id, attempt)
+            except (OSError, ConnectionError, TimeoutError):
                 if time.monotonic() + delay > deadline:
                     raise
             await asyncio.sleep(delay)

@@ -12,7 +12,9 @@ server raise :class:`UpstreamError` (with SQLSTATE); a closed socket raises ``Co
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -90,6 +92,17 @@ class QueryResult:
     tag: str = ""
 
 
+def _keepalive(writer: asyncio.StreamWriter) -> None:
+    """TCP keepalives, so a vanished peer is noticed even while nothing is sent."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3)):
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
 def _tls_context() -> ssl.SSLContext:
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
@@ -108,6 +121,8 @@ class PgConnection:
         self.parameters: dict[str, str] = {}
         self.backend_key: BackendKeyData | None = None
         self.notices: list[str] = []
+        #: time.monotonic() of the last bytes received (liveness of a quiet stream).
+        self.last_receive = time.monotonic()
 
     @classmethod
     async def connect(cls, params: ConnectParams, replication: bool = False) -> PgConnection:
@@ -123,6 +138,7 @@ class PgConnection:
                     await writer.start_tls(_tls_context())
                 elif params.sslmode in ("require", "verify-ca", "verify-full"):
                     raise ConnectionError("the upstream refused TLS but sslmode=require")
+            _keepalive(writer)
             conn = cls(reader, writer)
             await asyncio.wait_for(conn._startup(params, replication), params.connect_timeout)
         except BaseException:
@@ -168,6 +184,7 @@ class PgConnection:
             data = await self._reader.read(262144)
             if not data:
                 raise ConnectionError("the upstream closed the connection")
+            self.last_receive = time.monotonic()
             self._framer.feed(data)
             await asyncio.sleep(0)  # read() does not yield while data is buffered: be fair
             raw, index = self._framer.drain()
@@ -224,6 +241,10 @@ class PgConnection:
             if mtype == ord("c"):
                 return None
             self._other(mtype, payload)
+
+    def abort(self) -> None:
+        """Drop the connection at once (no Terminate): the peer is presumed dead."""
+        self._writer.transport.abort()
 
     def send_copy_data(self, payload: bytes) -> None:
         self._writer.write(CopyData(payload).encode())

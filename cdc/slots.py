@@ -135,6 +135,16 @@ async def slot_exists(conn: PgConnection, name: str) -> SlotInfo | None:
     return None
 
 
+async def terminate_slot_holder(conn: PgConnection, name: str) -> bool:
+    """End the session that still holds slot ``name`` (a previous weir connection the server
+    has not noticed is dead). True if one was terminated."""
+    result = await conn.query(
+        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots"
+        f" WHERE slot_name = {quote_literal(name)} AND active_pid IS NOT NULL"
+        " AND active_pid <> pg_backend_pid()")
+    return any(r[0] == "t" for r in result.rows)
+
+
 async def drop_slot(conn: PgConnection, name: str) -> None:
     await conn.query(f"SELECT pg_drop_replication_slot({quote_literal(name)})")
 

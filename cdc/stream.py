@@ -51,7 +51,9 @@ class StreamConfig:
     """How to stream. ``tables`` None publishes FOR ALL TABLES (needs a superuser to create);
     otherwise SQL table names as written (``public.users``). ``slot`` None generates
     ``weir_<random>``; ``temporary`` False keeps the slot across restarts (durable bases);
-    ``status_interval`` is seconds between standby status updates; backoff is in seconds."""
+    ``status_interval`` is seconds between standby status updates (each asks the server for a
+    keepalive); ``receive_timeout`` is how long a silent upstream is trusted before the
+    connection is dropped and re-established; backoff is in seconds."""
 
     connect: ConnectParams
     publication: str = "weir_pub"
@@ -60,6 +62,7 @@ class StreamConfig:
     slot: str | None = None
     temporary: bool = True
     status_interval: float = 1.0
+    receive_timeout: float = 30.0
     backoff_initial: float = 0.05
     backoff_max: float = 5.0
 
@@ -152,7 +155,7 @@ class ReplicationStream:
     def kill_connection(self) -> None:
         """Drop the current replication connection abruptly (fault tests)."""
         if self._conn is not None:
-            self._conn._writer.transport.abort()
+            self._conn.abort()
 
     async def _run(self) -> None:
         delay = self.config.backoff_initial
@@ -253,6 +256,10 @@ class ReplicationStream:
         except UpstreamError as exc:
             if exc.sqlstate in _SLOT_GONE and not self.config.temporary:
                 await slots.drop_slot(conn, self.slot_name)
+            elif exc.sqlstate == "55006" and await slots.terminate_slot_holder(
+                    conn, self.slot_name):
+                log.warning("slot %s was held by a stale session; terminated it",
+                            self.slot_name)
             raise
 
     async def _stream(self, conn: PgConnection) -> None:
@@ -295,12 +302,19 @@ class ReplicationStream:
             lsn = min(lsn, self.durable_lsn())
         return lsn
 
-    def _send_status(self, conn: PgConnection) -> None:
+    def _send_status(self, conn: PgConnection, ask_reply: bool = False) -> None:
         flushed = self.flush_lsn()
         conn.send_copy_data(standby_status_update(
-            max(self.received_lsn, flushed), flushed, flushed, _now_pg()))
+            max(self.received_lsn, flushed), flushed, flushed, _now_pg(), ask_reply))
 
     async def _feedback_loop(self, conn: PgConnection) -> None:
+        """Status every ``status_interval`` (asking for a reply, so a live upstream is never
+        silent); a connection silent for ``receive_timeout`` is dropped (network partition)."""
         while True:
             await asyncio.sleep(self.config.status_interval)
-            self._send_status(conn)
+            silent = time.monotonic() - conn.last_receive
+            if silent > self.config.receive_timeout:
+                log.warning("the upstream has been silent for %.1fs; reconnecting", silent)
+                conn.abort()
+                return
+            self._send_status(conn, ask_reply=True)
