@@ -6,8 +6,9 @@ into plain dicts (``parse_sql_json`` + ``json.loads``): pglast's typed Python AS
 more, and the planner only needs to walk it once per shape.
 
 Invariants:
-- ``shape`` is pglast's normalized text: two texts share it iff they differ only in the values
-  of their constants (IN-list arity, ORDER BY positions and identifiers are part of it).
+- ``shape`` is pglast's normalized text reduced to its tokens (comments and layout dropped):
+  two texts share it iff they differ only in the values of their constants, whitespace and
+  comments (IN-list arity, ORDER BY positions and identifiers are part of it).
 - ``literals`` are every ``A_Const`` of the tree in text order, their values in PostgreSQL text
   form (the form a client sends in a text-format Bind), so a lifted literal and a bound
   parameter are decoded the same way. Texts of one shape have the same number of literals in
@@ -18,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -84,10 +86,35 @@ def collect_literals(tree: Any) -> tuple[Literal, ...]:
     return tuple(found)
 
 
+#: Quoted identifiers (kept), comments and whitespace runs (each becomes one space). In a
+#: normalized text every literal is already a $n, so nothing else can hold a space.
+_GAP = r"(?:\s|/\*.*?\*/|--[^\n]*)+"
+_LAYOUT = re.compile(_GAP, re.DOTALL)
+_QUOTED_LAYOUT = re.compile(r'("(?:[^"]|"")*")|' + _GAP, re.DOTALL)
+
+
+_MARKS = ("--", "/*", "  ", "\n", "\t", "\r")
+
+
+def _layout(match: re.Match[str]) -> str:
+    return match.group(1) or " "
+
+
+def canonical_shape(normalized: str) -> str:
+    """The normalized text with comments dropped and whitespace runs collapsed: texts that
+    differ only in layout or comments (request tags, traceparent) share a shape. Removing a
+    comment or collapsing a run never joins two tokens (a space stays between them)."""
+    if not any(mark in normalized for mark in _MARKS):
+        return normalized.strip()  # the common case: nothing to do
+    if '"' in normalized:
+        return _QUOTED_LAYOUT.sub(_layout, normalized).strip()
+    return _LAYOUT.sub(" ", normalized).strip()
+
+
 def parse_query(text: str) -> ParsedQuery:
     """Parse one statement; errors come back as data."""
     try:
-        shape = pg_parser.normalize(text)
+        shape = canonical_shape(pg_parser.normalize(text))
         fingerprint = pg_parser.fingerprint(text)
         doc = json.loads(pg_parser.parse_sql_json(text))
     except Exception as exc:  # pglast raises ParseError and friends

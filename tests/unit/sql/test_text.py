@@ -41,3 +41,11 @@ def test_cache_returns_the_same_object_and_is_bounded() -> None:
     cache.get("SELECT 3")
     assert len(cache) == 2
     assert cache.get("SELECT 1") is not first
+
+
+def test_layout_and_comments_do_not_change_the_shape() -> None:
+    a = parse_query("SELECT a FROM t WHERE b = 1")
+    b = parse_query("/* app:web,request:42 */ SELECT a\n  FROM t   WHERE b = 7 -- trailing")
+    c = parse_query('SELECT a FROM t WHERE b = 1 /*traceparent=00-ab-cd-01*/')
+    assert a.shape == b.shape == c.shape
+    assert parse_query('SELECT "a  b" FROM t').shape != parse_query('SELECT "a b" FROM t').shape
