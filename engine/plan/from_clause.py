@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.plan import ir
+from engine.plan.exprs import ExprBuilder, deterministic
+from engine.plan.pgtypes import comparable
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import RELKIND_NAMES, Catalog, Relation
+from engine.sql.text import parse_query
 
 Node = dict[str, Any]
 
@@ -94,8 +98,6 @@ def _range_var(ctx: PlanContext, node: Node) -> Bound:
 def _view(ctx: PlanContext, rel: Relation, qualifier: str, colnames: list[str]) -> Bound:
     """A view, inlined: its definition planned as a subquery under the search_path the
     catalog was read with (PostgreSQL resolved the view's names when it was created)."""
-    from engine.sql.cacheable import Unsupported, check_statement
-    from engine.sql.text import parse_query
     parsed = parse_query(rel.view_sql or "")
     if parsed.stmt is None:
         raise PlanError(f"view {rel.qualified}: {parsed.error}")
@@ -150,8 +152,6 @@ def column_equality(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]] | Non
 
 def _join_keys(eqs: list[tuple[int, int]], left: Bound, right: Bound, catalog: Catalog) -> tuple[
         tuple[int, ...], tuple[int, ...]]:
-    from engine.plan.exprs import deterministic
-    from engine.plan.pgtypes import comparable
     width = len(left.scope.cols)
     lk, rk = [], []
     for a, b in eqs:
@@ -264,7 +264,6 @@ def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Boun
 
 
 def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
-    from engine.plan.exprs import ExprBuilder
     builder = ExprBuilder(bound.scope, ctx.catalog, clause="JOIN/ON")
     preds = tuple(builder.boolean(c) for c in conds)
     pred = preds[0] if len(preds) == 1 else ir.BoolOp("and", preds)

@@ -17,6 +17,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
+from engine.plan.pgtypes import type_name
 from engine.values import oids as T
 
 
@@ -106,7 +107,6 @@ def literal_value(type_oid: int, text: str) -> Any:
     """The canonical value of ``text`` as a literal of ``type_oid``; raises LiteralError."""
     parse = _PARSERS.get(type_oid)
     if parse is None:
-        from engine.plan.pgtypes import type_name
         if type_oid in (T.TIMESTAMPTZ, T.TIMETZ):
             raise LiteralError(f"{type_name(type_oid)} literal (its value depends on the "
                                "session TimeZone)")

@@ -27,6 +27,7 @@ from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates
 from engine.plan.names import figure_colname
+from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
@@ -532,7 +533,6 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
             return Unsupported(exc.reason)
         if not _mergeable(block):
             continue
-        from engine.plan.rules import optimize
         reader, keys = _reader(block)
         if rules:
             reader = optimize(reader)

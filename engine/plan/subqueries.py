@@ -23,6 +23,7 @@ from typing import Any
 from engine.plan import ir, pgtypes
 from engine.plan.exprs import correlated, deterministic, range_names
 from engine.plan.from_clause import PlanContext, column_equality, conjuncts
+from engine.plan.names import figure_colname
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.values import oids as T
 
@@ -227,7 +228,6 @@ def scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,
     targets = stmt.get("targetList", [])
     if not any("SubLink" in json_keys(t) for t in targets):
         return bound, stmt
-    from engine.plan.names import figure_colname
     stmt = dict(stmt)
     new_targets = []
     for target in targets:
