@@ -169,10 +169,12 @@ class Applier:
         self.tables[msg.oid] = _Table(schema, parsers)
         if known is not None and known.schema == schema:
             return
-        if known is not None and not _same_shape(known.schema, schema) and self._open is not None:
-            self._open.reset[msg.oid] = schema
-        if self._open is None or not self._open.skip:
-            self.sink.table_schema(schema)
+        tx = self._open
+        if (known is not None and not _same_shape(known.schema, schema) and tx is not None
+                and not tx.skip):
+            tx.reset[msg.oid] = schema
+        # always: the upstream sends a Relation once per session, maybe in a skipped transaction
+        self.sink.table_schema(schema)
 
     # -- row changes --------------------------------------------------------------------------
 

@@ -99,18 +99,24 @@ class ReplicationStream:
     right after its transaction was applied and before the next one is: the host uses it for
     fill markers (DESIGN §6 step 3). Barrier markers are ``<pid>-<hex>-<n>``; use another
     shape (e.g. ``fill-<id>``) for the host's own markers.
+
+    ``resume_lsn``: the commit LSN of the last transaction already in durable state (replica
+    bases) - streaming resumes there and nothing at or before it is applied again.
+    ``durable_lsn()``: how far that durable state reaches now (caps what is confirmed).
     """
 
     def __init__(self, config: StreamConfig, sink: TransactionSink,
                  durable_lsn: Callable[[], int] | None = None,
-                 on_marker: Callable[[str, int], None] | None = None) -> None:
+                 on_marker: Callable[[str, int], None] | None = None,
+                 resume_lsn: int = 0) -> None:
         self.config = config
         self.sink = sink
         self.durable_lsn = durable_lsn
         self.slot_name = config.slot or _new_slot_name()
         self.barriers = Barriers(config.connect, self.position)
         self.on_marker = on_marker
-        self.applier = Applier(sink, on_barrier=self._marker)
+        self.applier = Applier(sink, applied_commit_lsn=resume_lsn, on_barrier=self._marker)
+        self.applier.applied_end_lsn = resume_lsn
         self.system: slots.SystemInfo | None = None
         self.warnings: list[str] = []
         self.received_lsn = 0

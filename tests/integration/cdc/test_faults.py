@@ -201,3 +201,32 @@ def test_a_failing_sink_resets_everything_and_the_stream_goes_on(pg: Any, dbname
             pg.psql(f"SELECT pg_drop_replication_slot('{slot}')")
 
     run(body)
+
+
+def test_resume_from_a_durable_position_applies_nothing_twice(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE t (id int PRIMARY KEY)", dbname)
+    slot = unique_name("weir_resume")
+
+    async def body() -> None:
+        first = RecordingSink()
+        config = StreamConfig(params(pg, dbname), publication="p", slot=slot, temporary=False,
+                              status_interval=3600)
+        stream = ReplicationStream(config, first, durable_lsn=lambda: 0)  # confirms nothing
+        await stream.start()
+        await execute(pg, dbname, *(f"INSERT INTO t VALUES ({i})" for i in range(1, 6)))
+        await stream.barrier()
+        await stream.stop()
+        durable = next(t.commit_lsn for t in first.transactions if t.changes
+                       and t.changes[0].new == (3,))
+        second = RecordingSink()  # a restarted weir whose durable state holds rows 1..3
+        resumed = ReplicationStream(config, second, resume_lsn=durable)
+        await resumed.start()
+        try:
+            await execute(pg, dbname, "INSERT INTO t VALUES (6)")
+            await resumed.barrier()
+            assert _ids(second, "t") == [4, 5, 6]
+        finally:
+            await resumed.stop()
+            pg.psql(f"SELECT pg_drop_replication_slot('{slot}')")
+
+    run(body)

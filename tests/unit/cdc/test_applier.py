@@ -103,6 +103,13 @@ def test_replayed_stream_is_applied_exactly_once() -> None:
     assert [t.xid for t in resumed.transactions] == [t.xid for t in sink.transactions[5:]]
 
 
+def test_schemas_reach_the_sink_even_from_skipped_transactions() -> None:
+    resumed = RecordingSink()
+    _run(Applier(resumed, applied_commit_lsn=2**63))  # everything was applied before
+    assert resumed.transactions == []
+    assert {s.name for s in resumed.schemas} == {"pk", "nopk", "full_", "typed"}
+
+
 def test_structure_errors() -> None:
     applier = Applier(RecordingSink())
     with pytest.raises(ApplierError):
