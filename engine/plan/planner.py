@@ -407,6 +407,8 @@ def _select_list(stmt: Node, builder: ExprBuilder, scope: Scope,
     """The select list's expressions (``*`` expanded) and PostgreSQL's names for them."""
     exprs: list[ir.Expr] = []
     names: list[str] = []
+    if not stmt.get("targetList"):
+        raise PlanError("empty select list")
     for target in stmt.get("targetList", []):
         res = target["ResTarget"]
         val = res["val"]

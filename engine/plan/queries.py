@@ -121,6 +121,9 @@ def _label(src: KeySource) -> str:
     return f"${src.param}" if src.param is not None else f"literal{src.literal}"
 
 
+#: Prefix of the reason given when the planner itself failed (a bug, reported as data).
+INTERNAL_ERROR = "internal planner error"
+
 #: Most lookups one statement with IN-list keys may expand to before it is forwarded.
 MAX_LOOKUPS = 1000
 _INVALID = object()
@@ -188,7 +191,10 @@ class QueryPlanner:
         if isinstance(screened, Unsupported):
             _put(self._shapes, shape_key, screened, self.capacity)
             return Classified(screened, parsed)
-        planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals)
+        try:
+            planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals)
+        except Exception as exc:  # a planner bug must cost a forward, never the session
+            planned = Unsupported(f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
         if isinstance(planned, Unsupported):
             return Classified(planned, parsed)
         _put(self._shapes, shape_key, (planned.lifted, planned.relations), self.capacity)

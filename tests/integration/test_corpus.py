@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from engine.plan.evaluate import evaluate_reader
-from engine.plan.queries import QueryPlanner, merge_lookups
+from engine.plan.queries import INTERNAL_ERROR, QueryPlanner, merge_lookups
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import CATALOG_QUERY, Catalog
 
@@ -165,6 +165,7 @@ def test_corpus_matches_postgres(pg: Any, dbname: str) -> None:
             answer = planner.classify(sql, ("public",))
             if isinstance(answer.query, Unsupported):
                 assert answer.query.reason
+                assert not answer.query.reason.startswith(INTERNAL_ERROR), sql
                 reasons[answer.query.reason] += 1
                 continue
             supported += 1
@@ -406,6 +407,7 @@ def test_random_queries_match_postgres(pg: Any, dbname: str) -> None:
             sql = random_query(rng, catalog)
             answer = planner.classify(sql)
             if isinstance(answer.query, Unsupported):
+                assert not answer.query.reason.startswith(INTERNAL_ERROR), sql
                 continue
             supported += 1
             columns, expected = run_pg(conn, sql, [])
