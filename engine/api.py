@@ -88,12 +88,13 @@ class Engine:
         self.budget = memory_budget
         self.stats = Stats()
         self.applied_lsn = 0
+        self._readers: dict[str, ReaderNode] = {}
         self._waiters: dict[tuple[int, Row], _Waiter] = {}
         self._by_key: dict[BaseKey, set[tuple[int, Row]]] = {}
 
     # ------------------------------------------------------------------ caches
     def add_cache(self, name: str, plan: ir.Reader) -> None:
-        self.graph.add_cache(name, plan)
+        self._readers[name] = self.graph.add_cache(name, plan)
 
     def drop_cache(self, name: str) -> None:
         reader, _ = self.graph.caches[name]
@@ -102,11 +103,20 @@ class Engine:
             if not w.caches and w.reader is reader:
                 self._drop_waiter(wid)
         self.graph.drop_cache(name)
+        del self._readers[name]
 
     def caches(self) -> tuple[str, ...]:
         return tuple(self.graph.caches)
 
     # ------------------------------------------------------------------ reads
+    def lookup(self, cache: str, key: Row) -> tuple[Row, ...] | None:
+        """The hit path: the answer when ``key`` (a tuple) is present, else None (then call
+        ``read`` to start or join a fill). Counts a hit, never has effects."""
+        rows = self._readers[cache].lookup(key)
+        if rows is not None:
+            self.stats.hits += 1
+        return rows
+
     def read(self, cache: str, key: Sequence[Any]) -> ReadResult:
         reader = self.graph.caches[cache][0]
         k = tuple(key)

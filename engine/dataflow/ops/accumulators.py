@@ -73,6 +73,17 @@ class Sum(Acc):
         return pgmath.finish_sum(self.total, self.nonnull, self.oid)
 
 
+class IntSum(Sum):
+    """SUM over integers (exact with Python ints; no Decimal handling needed)."""
+
+    __slots__ = ()
+
+    def add(self, value: Any, weight: int) -> None:
+        if value is not None:
+            self.total += value * weight
+            self.nonnull += weight
+
+
 class Avg(Sum):
     __slots__ = ()
 
@@ -121,3 +132,10 @@ ACCUMULATORS: dict[str, Callable[[int], Acc]] = {
     "count_star": CountStar, "count": Count, "count_distinct": CountDistinct, "sum": Sum,
     "avg": Avg, "min": Min, "max": Max,
 }
+
+
+def accumulator(func: str, result_oid: int, arg_oid: int | None) -> Acc:
+    """A fresh accumulator for ``func`` (integer SUM into an integer type takes the fast path)."""
+    if func == "sum" and result_oid in pgmath.INT_TYPES and arg_oid in pgmath.INT_TYPES:
+        return IntSum(result_oid)
+    return ACCUMULATORS[func](result_oid)

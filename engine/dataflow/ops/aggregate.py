@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.dataflow.expr import compile_expr
 from engine.dataflow.node import Cols, Node, Runtime
-from engine.dataflow.ops.accumulators import ACCUMULATORS, Acc
+from engine.dataflow.ops.accumulators import Acc, accumulator
 from engine.dataflow.ops.keyed import KeyedNode
 from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import Delta, Row, key_of, row_size
@@ -39,7 +39,9 @@ class AggregateNode(KeyedNode):
         self.outs: dict[Row, Row | None] = {}  # output row per group, computed on demand
 
     def _new(self) -> GroupState:
-        accs: list[Acc] = [ACCUMULATORS[a.func](a.type_oid) for a in self.aggs]
+        accs: list[Acc] = [accumulator(a.func, a.type_oid,
+                                       a.arg.type_oid if a.arg is not None else None)
+                           for a in self.aggs]
         return [0, accs]
 
     def _add(self, st: GroupState, row: Row, w: int) -> None:
@@ -94,16 +96,17 @@ class AggregateNode(KeyedNode):
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         touched: dict[Row, Row | None] = {}
         errors: set[Row] = set()
-        has, groups = self.has, self.groups
+        groups, present, outs = self.groups, self.present, self.outs
+        full, d_is_g, gcols = self.full, self.d_is_g, self.group
         for row, w in deltas[0]:
-            g = key_of(row, self.group)
-            d = self.d_of(g)
-            if not has(d) or d in errors:
+            g = key_of(row, gcols)
+            d = g if d_is_g else self.d_of(g)
+            if not (full or d in present) or d in errors:
                 continue
             st = groups.get(g)
             try:
                 if g not in touched:
-                    touched[g] = self.outs.pop(g) if g in self.outs else self._out(g, st)
+                    touched[g] = outs.pop(g) if g in outs else self._out(g, st)
                 if st is None:
                     st = self._new()
                     self.adopt(g, st)

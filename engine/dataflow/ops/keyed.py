@@ -42,6 +42,7 @@ class KeyedNode(Node):
         self.present: set[Row] = set()
         self.by_d: dict[Row, set[Row]] = {}
         self.full = False
+        self.d_is_g = key_pos == tuple(range(len(group)))
 
     def has(self, d: Row) -> bool:
         return self.full or d in self.present
@@ -68,7 +69,7 @@ class KeyedNode(Node):
 
     # -- shared --------------------------------------------------------------------------
     def d_of(self, g: Row) -> Row:
-        return key_of(g, self.key_pos)
+        return g if self.d_is_g else key_of(g, self.key_pos)
 
     def note_group(self, g: Row) -> None:
         self.by_d.setdefault(self.d_of(g), set()).add(g)
