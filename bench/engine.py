@@ -9,8 +9,8 @@ are loaded first (fills answered at once from in-memory tables), then:
 Run ``python bench/engine.py`` (both implementations, each in a fresh process, writes
 docs/benchmarks/engine.md) or ``python bench/engine.py --one`` (only the implementation
 selected by WEIR_IMPL). Rates are per second of this process's CPU time (``process_time``),
-so other load on the machine does not skew them. The last printed line is ``changes_per_s=<int> lookups_per_s=<int>``
-for the implementation selected by WEIR_IMPL.
+so other load on the machine does not skew them. The last printed line is
+``changes_per_s=<int> lookups_per_s=<int>`` for the implementation selected by WEIR_IMPL.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def load(engine: Engine, stories: int, votes_per: int) -> dict[int, list[tuple[o
                 e = effects.pop()
                 if isinstance(e, RunFill):
                     rows = [tuple(r for r in data[q.table.oid]
-                                  if all(r[c] == v for c, v in zip(q.columns, q.key)))
+                                  if all(r[c] == v for c, v in zip(q.columns, q.key, strict=True)))
                             for q in e.requests]
                     effects.extend(engine.fill_response(e.fill_id, snap, rows))
                     effects.extend(engine.marker(e.fill_id))
