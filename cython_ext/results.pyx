@@ -3,12 +3,25 @@
 
 ``encode_rows(rows, encoders)``: the concatenated DataRow messages of ``rows`` (sequences of
 values, None for NULL), one ``encoders[i]`` per column with attributes ``encode`` (value ->
-bytes) and ``kind`` (an int). Kinds 1-7 are conversions done here without calling
-``encode`` when the value has the exact expected Python type and fits; otherwise, and for
+bytes) and ``kind`` (an int). Kinds 1-11 are conversions done here without calling
+``encode`` when the value has the exact expected Python type and fits (datetimes: naive
+for timestamp, tzinfo ``datetime.timezone.utc`` for timestamptz); otherwise, and for
 kind 0, ``encode(value)`` is called, so its exceptions propagate unchanged. The kinds must
 stay in step with ``proxy.results`` (KIND_*).
 """
 
+from cpython.datetime cimport (
+    PyDateTime_CheckExact,
+    datetime_day,
+    datetime_hour,
+    datetime_microsecond,
+    datetime_minute,
+    datetime_month,
+    datetime_second,
+    datetime_tzinfo,
+    datetime_year,
+    import_datetime,
+)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -16,6 +29,11 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
+
+import datetime as _dt
+
+import_datetime()
+cdef object _UTC = _dt.timezone.utc
 
 cdef enum:
     KIND_CALL = 0
@@ -26,6 +44,10 @@ cdef enum:
     KIND_BIN_INT8 = 5
     KIND_TEXT_BOOL = 6
     KIND_BIN_FLOAT8 = 7
+    KIND_BIN_TIMESTAMP = 8
+    KIND_BIN_TIMESTAMPTZ = 9
+    KIND_TEXT_TIMESTAMP_ISO = 10
+    KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11
 
 
 cdef struct Buf:
@@ -113,6 +135,74 @@ cdef int _fixed(Buf* b, uint64_t v, int width) except -1:
     return 0
 
 
+cdef inline long long _days2000(long long y, long long m, long long d) noexcept:
+    """PostgreSQL's date2j(y, m, d) - date2j(2000, 1, 1) for years >= 1."""
+    cdef long long century, julian
+    if m > 2:
+        m += 1
+        y += 4800
+    else:
+        m += 13
+        y += 4799
+    century = y // 100
+    julian = y * 365 - 32167 + y // 4 - century + century // 4 + 7834 * m // 256 + d
+    return julian - 2451545
+
+
+cdef inline char* _digits(char* p, long long v, int width) noexcept:
+    cdef int i
+    for i in range(width - 1, -1, -1):
+        p[i] = <char>(48 + v % 10)
+        v //= 10
+    return p + width
+
+
+cdef int _stamp(Buf* b, object value, int kind) except -1:
+    """Return 1 if the datetime was written, 0 to call ``encode`` instead."""
+    cdef object tz
+    cdef long long usec, frac
+    cdef char tmp[40]
+    cdef char* p = tmp
+    if not PyDateTime_CheckExact(value):
+        return 0
+    tz = <object>datetime_tzinfo(value)
+    if kind == KIND_BIN_TIMESTAMP or kind == KIND_TEXT_TIMESTAMP_ISO:
+        if tz is not None:
+            return 0
+    elif tz is not _UTC:
+        return 0
+    if kind == KIND_BIN_TIMESTAMP or kind == KIND_BIN_TIMESTAMPTZ:
+        usec = _days2000(datetime_year(value), datetime_month(value), datetime_day(value))
+        usec = ((usec * 24 + datetime_hour(value)) * 60 + datetime_minute(value)) * 60
+        usec = (usec + datetime_second(value)) * 1000000 + datetime_microsecond(value)
+        _fixed(b, <uint64_t>usec, 8)
+        return 1
+    p = _digits(p, datetime_year(value), 4)
+    p[0] = 45
+    p = _digits(p + 1, datetime_month(value), 2)
+    p[0] = 45
+    p = _digits(p + 1, datetime_day(value), 2)
+    p[0] = 32
+    p = _digits(p + 1, datetime_hour(value), 2)
+    p[0] = 58
+    p = _digits(p + 1, datetime_minute(value), 2)
+    p[0] = 58
+    p = _digits(p + 1, datetime_second(value), 2)
+    frac = datetime_microsecond(value)
+    if frac:
+        p[0] = 46
+        p = _digits(p + 1, frac, 6)
+        while (p - 1)[0] == 48:
+            p -= 1
+    if kind == KIND_TEXT_TIMESTAMPTZ_ISO_UTC:
+        p[0] = 43
+        p[1] = 48
+        p[2] = 48
+        p += 3
+    _append(b, tmp, p - tmp)
+    return 1
+
+
 cdef int _fast(Buf* b, int kind, object value) except -1:
     """Encode ``value`` inline; return 1 if done, 0 if ``encode`` must be called."""
     cdef long long n
@@ -139,6 +229,8 @@ cdef int _fast(Buf* b, int kind, object value) except -1:
         memcpy(&bits, &d, 8)
         _fixed(b, bits, 8)
         return 1
+    if kind >= KIND_BIN_TIMESTAMP:
+        return _stamp(b, value, kind)
     if type(value) is not int:
         return 0
     n = PyLong_AsLongLongAndOverflow(value, &overflow)

@@ -58,6 +58,11 @@ KIND_BIN_INT4 = 4
 KIND_BIN_INT8 = 5
 KIND_TEXT_BOOL = 6
 KIND_BIN_FLOAT8 = 7
+KIND_BIN_TIMESTAMP = 8  # naive datetime -> int64 usecs since 2000-01-01
+KIND_BIN_TIMESTAMPTZ = 9  # datetime with tzinfo datetime.UTC -> int64 usecs
+KIND_TEXT_TIMESTAMP_ISO = 10  # naive datetime, DateStyle ISO
+KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11  # datetime.UTC datetime, DateStyle ISO, a zero-offset zone
+_ZERO_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT"})
 
 _KINDS: dict[tuple[int, int], int] = {
     (oids.INT2, TEXT): KIND_TEXT_INT,
@@ -69,6 +74,8 @@ _KINDS: dict[tuple[int, int], int] = {
     (oids.INT4, BINARY): KIND_BIN_INT4,
     (oids.INT8, BINARY): KIND_BIN_INT8,
     (oids.FLOAT8, BINARY): KIND_BIN_FLOAT8,
+    (oids.TIMESTAMP, BINARY): KIND_BIN_TIMESTAMP,
+    (oids.TIMESTAMPTZ, BINARY): KIND_BIN_TIMESTAMPTZ,
     **{(oid, fmt): KIND_UTF8 for oid in (oids.TEXT, oids.VARCHAR, oids.BPCHAR, oids.NAME,
                                          oids.JSON) for fmt in (TEXT, BINARY)},
     (oids.JSONB, TEXT): KIND_UTF8,
@@ -124,8 +131,16 @@ def column_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSetting
 def _build_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSettings) -> ColumnEncoder:
     factory = _factory(type_oid, fmt)
     assert factory is not None
-    kind = KIND_CALL if type_oid in oids.ARRAY_ELEMENT else _KINDS.get((type_oid, fmt), KIND_CALL)
-    return ColumnEncoder(type_oid, fmt, factory(settings, typmod), kind)
+    return ColumnEncoder(type_oid, fmt, factory(settings, typmod), _kind(type_oid, fmt, settings))
+
+
+def _kind(type_oid: int, fmt: int, settings: OutputSettings) -> int:
+    if fmt == TEXT and settings.date_style == "ISO":
+        if type_oid == oids.TIMESTAMP:
+            return KIND_TEXT_TIMESTAMP_ISO
+        if type_oid == oids.TIMESTAMPTZ and settings.timezone in _ZERO_ZONES:
+            return KIND_TEXT_TIMESTAMPTZ_ISO_UTC
+    return _KINDS.get((type_oid, fmt), KIND_CALL)
 
 
 _HEAD = struct.Struct("!cih")

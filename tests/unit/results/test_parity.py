@@ -8,7 +8,7 @@ fast paths and the fallbacks (and the exceptions they raise) are compared.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC
+from datetime import UTC, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -23,9 +23,11 @@ from proxy.wire.backend import decode_data_row_values
 
 TWIN = cython_ext.load_pair("results")
 SETTINGS = OutputSettings.from_parameters({"TimeZone": "America/New_York"})
+ALL_SETTINGS = [SETTINGS, OutputSettings.from_parameters({"TimeZone": "Etc/UTC"}),
+                OutputSettings.from_parameters({"TimeZone": "UTC", "DateStyle": "SQL, DMY"})]
 COLUMNS = [(oid, fmt) for oid in (oids.INT2, oids.INT4, oids.INT8, oids.OID, oids.BOOL,
                                   oids.TEXT, oids.JSONB, oids.FLOAT8, oids.NUMERIC,
-                                  oids.TIMESTAMPTZ, oids.BYTEA) for fmt in (0, 1)]
+                                  oids.TIMESTAMP, oids.TIMESTAMPTZ, oids.BYTEA) for fmt in (0, 1)]
 
 
 def test_twin_is_built() -> None:
@@ -50,15 +52,42 @@ values = st.one_of(
     st.floats(),
     st.decimals(allow_nan=True, places=3, min_value=-(10**6), max_value=10**6),
     st.datetimes(timezones=st.just(UTC)),
+    st.datetimes(),
+    st.datetimes(timezones=st.timezones()),
+    st.datetimes(timezones=st.just(timezone(timedelta(hours=-3)))),
     st.binary(max_size=8),
 )
+
+
+def _ints(bits: int, signed: bool = True) -> st.SearchStrategy[int]:
+    low, high = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+    return st.integers(low, high) | st.sampled_from([low, high, 0, -1 if signed else 1])
+
+
+#: values of the right type for each column (most rows must be encodable, or an
+#: Unencodable value elsewhere in the row would hide a difference)
+TYPED: dict[int, st.SearchStrategy[Any]] = {
+    oids.INT2: _ints(16), oids.INT4: _ints(32), oids.INT8: _ints(64),
+    oids.OID: _ints(32, signed=False), oids.BOOL: st.booleans(),
+    oids.TEXT: st.text(max_size=8), oids.JSONB: st.text(max_size=8),
+    oids.FLOAT8: st.floats(),
+    oids.NUMERIC: st.decimals(allow_nan=True, places=3, min_value=-(10**6), max_value=10**6),
+    oids.TIMESTAMP: st.datetimes(),
+    oids.TIMESTAMPTZ: st.datetimes(timezones=st.just(UTC))
+    | st.datetimes(timezones=st.timezones()),
+    oids.BYTEA: st.binary(max_size=8),
+}
 
 
 @st.composite
 def tables(draw: st.DrawFn) -> tuple[list[ColumnEncoder], list[tuple[Any, ...]]]:
     cols = draw(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=6))
-    encoders = [column_encoder(oid, -1, fmt, SETTINGS) for oid, fmt in cols]
-    rows = draw(st.lists(st.tuples(*[values for _ in cols]), max_size=5))
+    session = draw(st.sampled_from(ALL_SETTINGS))
+    encoders = [column_encoder(oid, -1, fmt, session) for oid, fmt in cols]
+    hostile = draw(st.booleans())
+    cells = [st.one_of(TYPED[oid], TYPED[oid], TYPED[oid], st.none(), *([values] if hostile
+                       else [])) for oid, _ in cols]
+    rows = draw(st.lists(st.tuples(*cells), max_size=5))
     return encoders, rows
 
 
