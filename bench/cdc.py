@@ -189,7 +189,8 @@ def _report(online: dict[str, float], offline: dict[str, dict[str, float]],
 Command: `WEIR_IMPL={impl} .venv/bin/python bench/cdc.py --seconds {args.seconds} \
 --clients {args.clients} --scale {args.scale}`
 
-One run on the 2-core machine shared with other work; PostgreSQL 15 with fsync off on the
+One run on the 2-core machine shared with other work (load average {os.getloadavg()[0]:.1f}
+when the report was written); PostgreSQL 15 with fsync off on the
 same machine; pgbench's default TPC-B script at full speed; weir streaming from a temporary
 slot into a sink that only counts (the engine's apply cost is not included).
 
