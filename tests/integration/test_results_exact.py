@@ -395,3 +395,40 @@ def test_setting_free_types_pass_through_in_text(server: RawServer, data: st.Dat
              "IntervalStyle": "iso_8601", "bytea_output": "escape"}]
     for type_sql, strategy in SETTING_FREE:
         run(server, type_sql, data.draw(lists(strategy)), grid, formats=(0,))
+
+
+@FEW
+@given(chars=lists(st.text(st.characters(min_codepoint=1, max_codepoint=127), max_size=3)))
+def test_internal_char_type(server: RawServer, chars: list[str]) -> None:
+    run(server, '"char"', chars, DEFAULT)
+
+
+@pytest.mark.parametrize(("statement", "supported"), [
+    ("SET TimeZone = 'america/new_york'", True),
+    ("SET TimeZone = 'Etc/UTC'", True),
+    ("SET TimeZone = 'Australia/Lord_Howe'", True),
+    ("SET TIME ZONE INTERVAL '+05:30' HOUR TO MINUTE", False),
+    ("SET TimeZone = 'UTC+3'", False),
+    ("SET TimeZone = 3", False),
+    ("SET DateStyle = 'sql, european'", True),
+    ("SET DateStyle = 'german'", True),
+    ("SET client_encoding = 'LATIN1'", False),
+])
+def test_reported_settings_are_understood(server: RawServer, statement: str,
+                                          supported: bool) -> None:
+    """What the server reports after a SET parses into settings that are either reproduced
+    exactly (and then really are: a timestamptz and a date compare equal) or refused."""
+    server._exec("RESET ALL")
+    server._exec(statement)
+    out_settings = server.apply({})
+    assert (out_settings.reason() is None) == supported, out_settings
+    if supported:
+        out = server.roundtrip("timestamptz", ["2021-03-14 07:30:00.25+00", "1850-01-01 12:00+00"],
+                               {k: v for k, v in _shown(server).items()})
+        check(out)
+    server._exec("RESET ALL")
+
+
+def _shown(server: RawServer) -> dict[str, str]:
+    return {name: (server._exec(f"SHOW {name}").get_value(0, 0) or b"").decode()
+            for name in ("DateStyle", "TimeZone")}
