@@ -147,7 +147,7 @@ def _notes(reader: ir.Reader) -> dict[int, list[str]]:
 
 
 def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
-                   empty_row: tuple[Any, ...] | None = None) -> str:
+                   empty_row: tuple[Any, ...] | None = None, page: str | None = None) -> str:
     """The plan as text; ``key_labels`` name where each key value comes from ($1, lit0...)."""
     cols = reader.input.columns
     keys = [_colname(cols, k) + (f"={key_labels[i]}" if i < len(key_labels) else "")
@@ -158,6 +158,8 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
         head += f" ORDER BY {_sort(reader.order_by, cols)}"
     if reader.limit is not None:
         head += f" LIMIT {reader.limit}"
+    if page:
+        head += f" PAGE {page}"
     if empty_row is not None:
         shown = ", ".join(_const(v, c.type_oid) for v, c in zip(empty_row, reader.columns,
                                                                  strict=True))

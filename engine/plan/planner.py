@@ -40,6 +40,18 @@ Node = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
+class Page:
+    """LIMIT / OFFSET set by statement parameters: the reader returns the key's rows sorted
+    (no top-k) and the host cuts the page: ``rows[offset : offset + limit]``, each bound
+    being a constant or the value of ``$n``."""
+
+    limit: int | None = None
+    limit_param: int | None = None
+    offset: int = 0
+    offset_param: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PlannedQuery:
     reader: ir.Reader
     key_sources: tuple[KeySource, ...]
@@ -49,6 +61,8 @@ class PlannedQuery:
     #: The one row to return when the reader has no row for a key (an aggregate without
     #: GROUP BY whose WHERE keys it: PostgreSQL still returns one row, e.g. count 0).
     empty_row: tuple[Any, ...] | None = None
+    #: LIMIT/OFFSET from parameters, applied by the host after the lookup(s).
+    page: Page | None = None
 
 
 class _RetryPinned(Exception):
@@ -68,6 +82,7 @@ class _Block:
     limit: int | None
     offset: int = 0
     empty_row: tuple[Any, ...] | None = None
+    page: Page | None = None
 
 
 class _Planner:
@@ -221,14 +236,14 @@ class _Planner:
         out_names = tuple(names) + tuple(f"?order{i}?" for i in range(len(hidden))) + tuple(
             f"?key{i}?" for i in range(len(extra)))
         project: ir.Rel = ir.Project(rel, all_exprs, out_names)
-        limit, offset = self._limit(stmt, order)
+        limit, offset, page = self._limit(stmt, order)
         if stmt.get("distinctClause") is not None:
             if hidden:
                 raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in "
                                 "select list")
             project = ir.Distinct(project)
         return _Block(project, list(out_names), colls, len(exprs), block_keys, order, limit,
-                      offset)
+                      offset, page=page)
 
     def _order(self, stmt: Node, builder: ExprBuilder, exprs: list[ir.Expr],
                names: list[str]) -> tuple[tuple[ir.SortKey, ...], list[ir.Expr]]:
@@ -271,15 +286,23 @@ class _Planner:
         return len(exprs) + len(hidden) - 1
 
     @staticmethod
-    def _limit(stmt: Node, order: tuple[ir.SortKey, ...]) -> tuple[int | None, int]:
-        """(LIMIT, OFFSET) as constants; both need ORDER BY, OFFSET needs a LIMIT."""
-        limit = _constant(stmt.get("limitCount"), "LIMIT")
-        offset = _constant(stmt.get("limitOffset"), "OFFSET") or 0
+    def _limit(stmt: Node, order: tuple[ir.SortKey, ...]) -> tuple[
+            int | None, int, Page | None]:
+        """(LIMIT, OFFSET) as constants, or a Page when a parameter sets either; both need
+        ORDER BY, a constant OFFSET needs a LIMIT."""
+        limit_param = _param(stmt.get("limitCount"))
+        offset_param = _param(stmt.get("limitOffset"))
+        limit = None if limit_param else _constant(stmt.get("limitCount"), "LIMIT")
+        offset = 0 if offset_param else _constant(stmt.get("limitOffset"), "OFFSET") or 0
+        if (limit_param or offset_param) and not order:
+            raise PlanError("LIMIT/OFFSET parameter without ORDER BY")
+        if limit_param or offset_param:
+            return None, 0, Page(limit, limit_param, offset, offset_param)
         if limit is None and offset:
             raise PlanError("OFFSET without LIMIT")
         if limit is not None and not order:
             raise PlanError(f"{'OFFSET' if offset else 'LIMIT'} without ORDER BY")
-        return limit, offset
+        return limit, offset, None
 
     # ------------------------------------------------------------------ UNION ALL
     def union(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
@@ -310,7 +333,8 @@ class _Planner:
             raise PlanError("ORDER BY on a UNION must name an output column")
         block_keys = [(visible + j, src, rel.columns[visible + j].type_oid)
                       for j, (src, _) in enumerate(keys)]
-        return _Block(rel, names, colls, visible, block_keys, order, *self._limit(stmt, order))
+        limit, offset, page = self._limit(stmt, order)
+        return _Block(rel, names, colls, visible, block_keys, order, limit, offset, page=page)
 
     def _branch(self, ctx: PlanContext, node: Node, top: bool) -> tuple[
             Bound, list[tuple[KeySource, int]]]:
@@ -319,6 +343,8 @@ class _Planner:
         if stmt is None:
             raise PlanError("subquery that is not a SELECT")
         block = self.block(ctx, stmt, top)
+        if block.page is not None:
+            raise PlanError("LIMIT/OFFSET parameter in a subquery or UNION branch")
         if block.empty_row is not None:
             if any(src.param is None for _, src, _ in block.keys):
                 raise _RetryPinned
@@ -360,8 +386,9 @@ def canonical(node: Any) -> str:
 
 def _mergeable(block: _Block) -> bool:
     """An IN-list key is served by one lookup per value, merged by the host: fine unless the
-    page has an OFFSET, sorts on a column the client does not see, or is DISTINCT without
-    the key column in the output."""
+    page has a constant OFFSET (cut per key by the top-k), sorts on a column the client does
+    not see, or is DISTINCT without the key column in the output. (A parameter Page is cut
+    by the host after merging, so it is fine.)"""
     multi = [pos for pos, src, _ in block.keys if src.alternatives]
     if not multi:
         return True
@@ -383,6 +410,20 @@ def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:
         return tuple(compile_expr(e)(row) for e in project.exprs[: block.visible])
     except Exception as exc:  # PostgreSQL would raise on this row too: not cacheable
         raise PlanError(f"select list raises on an empty aggregate ({exc})") from exc
+
+
+def _param(node: Node | None) -> int | None:
+    """``$n`` (or ``$n::int4``/``int8``) as a LIMIT/OFFSET value: its number."""
+    if node is None:
+        return None
+    cast = node.get("TypeCast")
+    if cast is not None:
+        names = [n["String"]["sval"] for n in cast["typeName"].get("names", []) if "String" in n]
+        if names[-1:] not in (["int4"], ["int8"], ["integer"], ["bigint"]):
+            return None
+        node = cast["arg"]
+    ref = node.get("ParamRef")
+    return None if ref is None else int(ref["number"])
 
 
 def _constant(node: Node | None, clause: str) -> int | None:
@@ -542,5 +583,5 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         lifted = frozenset(s.literal for src in sources for s in (src, *src.alternatives)
                            if s.literal is not None)
         return PlannedQuery(reader, sources, tuple(t for _, _, t in keys), lifted,
-                            tuple(sorted(ctx.relations)), block.empty_row)
+                            tuple(sorted(ctx.relations)), block.empty_row, block.page)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

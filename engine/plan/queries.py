@@ -60,7 +60,13 @@ class CachedQuery:
     @property
     def explain(self) -> str:
         labels = [_label(s) for s in self.plan.key_sources]
-        return explain_reader(self.plan.reader, labels, self.plan.empty_row)
+        page = self.plan.page
+        text = None
+        if page is not None:
+            limit = f"${page.limit_param}" if page.limit_param else page.limit
+            offset = f"${page.offset_param}" if page.offset_param else page.offset
+            text = f"LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
+        return explain_reader(self.plan.reader, labels, self.plan.empty_row, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +77,12 @@ class Classified:
     parsed: ParsedQuery
 
     def key(self, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
-        """The reader lookup key of a single-lookup plan (see ``keys`` for IN lists)."""
+        """The reader lookup key of a plan whose answer is exactly that lookup's rows (or
+        ``empty_row``); None for plans that need ``keys`` + ``merge_lookups`` (IN lists,
+        LIMIT/OFFSET parameters) and wherever ``keys`` is None."""
+        query = self.query
+        if isinstance(query, Unsupported) or query.plan.page is not None:
+            return None
         keys = self.keys(params)
         return keys[0] if keys is not None and len(keys) == 1 else None
 
@@ -99,7 +110,7 @@ class Classified:
         combos = 1
         for options in choices:
             combos *= len(options)
-        if combos > MAX_LOOKUPS:
+        if combos > MAX_LOOKUPS or (plan.page is not None and page_bounds(plan, params) is None):
             return None
         return [tuple(c) for c in itertools.product(*choices)]
 
@@ -129,27 +140,54 @@ MAX_LOOKUPS = 1000
 _INVALID = object()
 
 
-def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]]]
-                  ) -> list[tuple[Any, ...]]:
+def page_bounds(plan: PlannedQuery, params: Sequence[Any]) -> tuple[int | None, int] | None:
+    """(limit, offset) of a parameter Page for these parameter values; None when a value is
+    missing, not an integer or negative (PostgreSQL raises: forward upstream)."""
+    page = plan.page
+    if page is None:
+        return None, 0
+    bounds: list[int | None] = [page.limit, page.offset]
+    for i, number in ((0, page.limit_param), (1, page.offset_param)):
+        if number is None:
+            continue
+        if number > len(params):
+            return None
+        value = params[number - 1]
+        if value is None:  # LIMIT NULL is no limit, OFFSET NULL is 0
+            bounds[i] = None if i == 0 else 0
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            return None
+        else:
+            bounds[i] = value
+    return bounds[0], bounds[1] or 0
+
+
+def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]]],
+                  params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
     """The statement's rows from the rows of each of its lookups (``Classified.keys``
-    order): concatenated, then sorted and cut when the query has ORDER BY / LIMIT (the
-    planner only keys IN lists when the sort columns are in the output and there is no
-    OFFSET). For a single lookup, the rows as they are (or ``empty_row``)."""
-    if len(results) == 1:
+    order): concatenated, sorted when the query has ORDER BY, cut to its LIMIT, and to its
+    parameter Page (``params`` are the statement's ``$n`` values). The planner only makes
+    such plans when the sort columns are in the output. For a single lookup without a Page,
+    the rows as they are (or ``empty_row``)."""
+    if len(results) == 1 and plan.page is None:
         rows = list(results[0])
         if not rows and plan.empty_row is not None:
             return [plan.empty_row]
         return rows
     rows = [row for part in results for row in part]
     reader = plan.reader
-    if reader.order_by:
+    if reader.order_by and len(results) > 1:
         out = {col: i for i, col in enumerate(reader.output)}
         keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
                      for k in reader.order_by)
         rows.sort(key=order_key(keys))
     if reader.limit is not None:
         rows = rows[: reader.limit]
-    return rows
+    bounds = page_bounds(plan, params)
+    if bounds is None:
+        raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
+    limit, offset = bounds
+    return rows[offset:] if limit is None else rows[offset: offset + limit]
 
 
 class QueryPlanner:

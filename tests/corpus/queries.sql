@@ -304,3 +304,12 @@ SELECT customer_id, sum(total) FILTER (WHERE status = 'paid') AS paid, count(DIS
 SELECT id, name, price FROM products WHERE price > (SELECT avg(price) FROM products) ORDER BY price DESC, id;
 SELECT id, (SELECT count(*) FROM votes) AS all_votes FROM stories WHERE id = 3;
 SELECT u.username FROM users u WHERE u.karma >= (SELECT max(karma) FROM users WHERE NOT is_admin);
+-- ===================== LIMIT / OFFSET parameters (SQLAlchemy style) =====================
+-- params: [2, 3, 1]
+SELECT id, title FROM stories WHERE author_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3;
+-- params: [5]
+SELECT id, name FROM products ORDER BY price DESC, id LIMIT $1;
+-- params: [2]
+SELECT id FROM threads ORDER BY created_at, id LIMIT 4 OFFSET $1;
+-- params: [3, 2]
+SELECT id, title FROM stories WHERE author_id IN (1, 2, 3) ORDER BY score DESC, id LIMIT $1 OFFSET $2;

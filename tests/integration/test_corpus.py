@@ -179,7 +179,7 @@ def test_corpus_matches_postgres(pg: Any, dbname: str) -> None:
             assert keys is not None, sql
             try:
                 got = merge_lookups(answer.query.plan,
-                                    [evaluate_reader(reader, tables, k) for k in keys])
+                                    [evaluate_reader(reader, tables, k) for k in keys], params)
             except Exception as exc:  # report every failing query at once
                 failures.append(f"{sql}\n  evaluator raised {exc!r}")
                 continue
@@ -481,7 +481,7 @@ def test_corpus_plans_run_in_the_dataflow(pg: Any, dbname: str) -> None:
             if any(isinstance(p, str) for p in parts):
                 failures.append(f"{sql}\n  {parts}")
                 continue
-            got = merge_lookups(answer.query.plan, parts)  # type: ignore[arg-type]
+            got = merge_lookups(answer.query.plan, parts, params)  # type: ignore[arg-type]
             expected = run_pg(conn, sql, params)[1]
             reader = answer.query.plan.reader
             if not (same_ordered(reader, got, expected) if reader.order_by

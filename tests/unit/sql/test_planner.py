@@ -268,3 +268,19 @@ def test_null_rejection_analysis() -> None:
     concat = ir.Func("concat", (b, ir.Const("!", T.TEXT)), T.TEXT)
     assert rejects_nulls(ir.Compare("=", concat, ir.Const("x!", T.TEXT))) == set()
     assert rejects_nulls(ir.Compare(">", ir.Coalesce((a, five), T.INT4), five)) == set()
+
+
+def test_limit_and_offset_parameters_are_cut_by_the_host() -> None:
+    from engine.plan.queries import merge_lookups
+    planner = QueryPlanner(CATALOG)
+    answer = planner.classify("SELECT id FROM stories WHERE author_id = $1 "
+                              "ORDER BY id LIMIT $2 OFFSET $3")
+    assert isinstance(answer.query, CachedQuery)
+    plan = answer.query.plan
+    assert plan.page is not None and plan.reader.limit is None
+    assert answer.key([1, 2, 1]) is None  # the router must use keys + merge_lookups
+    assert answer.keys([1, 2, 1]) == [(1,)]
+    rows = [(1,), (2,), (3,), (4,)]
+    assert merge_lookups(plan, [rows], [1, 2, 1]) == [(2,), (3,)]
+    assert merge_lookups(plan, [rows], [1, None, 3]) == [(4,)]
+    assert answer.keys([1, -1, 0]) is None and answer.keys([1, "2", 0]) is None
