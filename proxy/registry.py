@@ -84,7 +84,9 @@ class Registry:
     # -- classification ---------------------------------------------------------------------
 
     def classify(self, text: str, search_path: tuple[str, ...]) -> Classified:
-        return self.planner.classify(text, search_path)
+        # the planner's shape is the normalized *text*: a trailing semicolon or surrounding
+        # white space (pgbench, psql scripts) must not make a different query
+        return self.planner.classify(_trim(text), search_path)
 
     def cache_for(self, classified: Classified) -> CacheEntry | None:
         query = classified.query
@@ -206,6 +208,13 @@ def _describe(url: str, text: str, search_path: tuple[str, ...]) -> tuple[FieldD
                 column_attr=res.ftablecol(i), type_oid=res.ftype(i), type_size=res.fsize(i),
                 type_modifier=res.fmod(i), format=0)
             for i in range(res.nfields))
+
+
+def _trim(text: str) -> str:
+    text = text.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    return text
 
 
 def _quote(name: str) -> str:
