@@ -158,7 +158,8 @@ class Engine:
         w.waiting = set(ctx.missing)
         for bk in ctx.missing:
             self._by_key.setdefault(bk, set()).add(wid)
-        run = self.fills.issue([(bk, self._base(bk).table) for bk in sorted(ctx.missing, key=repr)])
+        run = self.fills.issue([(bk, self._base(bk).table) for bk in sorted(ctx.missing, key=repr)],
+                               ctx.prefetch)
         if run is not None:
             self.stats.fills += 1
             effects.append(run)
@@ -215,7 +216,7 @@ class Engine:
         effects: list[Effect] = []
         done: list[BaseKey] = []
         retry: list[BaseKey] = []
-        for bk, _req, rows in self.fills.finish(fill):
+        for bk, rows in self.fills.finish(fill):
             base = self.graph.nodes.get(bk[0])
             if not isinstance(base, BaseNode):
                 continue

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,12 +35,33 @@ from engine.plan.ir import TableRef
 
 
 @dataclass(frozen=True, slots=True)
-class FillRequest:
-    """Fetch the rows of ``table`` whose ``columns`` equal ``key`` (all rows if no columns)."""
+class SemiJoin:
+    """The join values of a prefetch: ``join_columns`` of the rows of ``table`` whose
+    ``columns`` equal ``key`` (that request is part of the same fill)."""
 
     table: TableRef
     columns: tuple[int, ...]
     key: Row
+    join_columns: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FillRequest:
+    """Fetch the rows of ``table`` whose ``columns`` equal ``key`` (all rows if no columns).
+
+    A *prefetch* has ``via`` set and ``key`` empty: fetch the rows of ``table`` whose
+    ``columns`` equal (as a row) the ``via.join_columns`` of some row of ``via.table`` with
+    ``via.columns = via.key`` - a semi-join, under the same snapshot, so that the replay's
+    lookups into this table usually need no second round trip::
+
+        SELECT * FROM table WHERE (columns) IN
+            (SELECT join_columns FROM via.table WHERE via.columns = via.key)
+    """
+
+    table: TableRef
+    columns: tuple[int, ...]
+    key: Row
+    via: SemiJoin | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +84,7 @@ class Pending:
     snapshot: Snapshot | None = None
     rows: tuple[tuple[Row, ...], ...] | None = None
     marker_passed: bool = False
+    nids: tuple[int, ...] = ()  # base node id per request
 
 
 @dataclass(slots=True)
@@ -75,18 +98,27 @@ class FillManager:
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _seq: Any = field(default_factory=lambda: itertools.count(1))
 
-    def issue(self, keys: list[tuple[BaseKey, TableRef]]) -> RunFill | None:
-        """A fill for the keys not already in flight (None if all are)."""
+    def issue(self, keys: list[tuple[BaseKey, TableRef]],
+              prefetch: Sequence[tuple[int, FillRequest]] = ()) -> RunFill | None:
+        """A fill for the keys not already in flight (None if all are), plus the prefetches
+        whose semi-join source is one of them (``(base node id, request)`` pairs)."""
         fresh = [(k, t) for k, t in dict(keys).items() if k not in self.in_flight]
         if not fresh:
             return None
         fill_id = next(self._ids)
-        reqs = tuple(FillRequest(t, k[1], k[2]) for k, t in fresh)
-        self.pending[fill_id] = Pending(fill_id, tuple(k for k, _ in fresh), reqs,
-                                        next(self._seq))
+        reqs = [FillRequest(t, k[1], k[2]) for k, t in fresh]
+        nids = [k[0] for k, _ in fresh]
+        sources = {(r.table.oid, r.columns, r.key) for r in reqs}
+        for nid, req in dict.fromkeys(prefetch):
+            assert req.via is not None
+            if (req.via.table.oid, req.via.columns, req.via.key) in sources:
+                reqs.append(req)
+                nids.append(nid)
+        self.pending[fill_id] = Pending(fill_id, tuple(k for k, _ in fresh), tuple(reqs),
+                                        next(self._seq), nids=tuple(nids))
         for k, _ in fresh:
             self.in_flight[k] = fill_id
-        return RunFill(fill_id, reqs)
+        return RunFill(fill_id, tuple(reqs))
 
     def record(self, txn: Transaction, tables: set[int]) -> None:
         changes = tuple(c for c in txn.changes if c.table_oid in tables)
@@ -118,8 +150,9 @@ class FillManager:
         fill.marker_passed = True
         return fill if fill.rows is not None else None
 
-    def finish(self, fill: Pending) -> list[tuple[BaseKey, FillRequest, list[Row] | None]]:
-        """Patch a ready fill: per key the rows to install, or None to re-issue it."""
+    def finish(self, fill: Pending) -> list[tuple[BaseKey, list[Row] | None]]:
+        """Patch a ready fill: per base key the rows to install, or None to re-issue it
+        (prefetched keys that cannot be patched are left out: a replay fetches them)."""
         del self.pending[fill.fill_id]
         for k in fill.keys:
             if self.in_flight.get(k) == fill.fill_id:
@@ -127,10 +160,37 @@ class FillManager:
         assert fill.snapshot is not None and fill.rows is not None
         snap = fill.snapshot
         stale = any(not snap.visible(x) for x in self.lost)
-        out: list[tuple[BaseKey, FillRequest, list[Row] | None]] = []
-        for k, req, rows in zip(fill.keys, fill.requests, fill.rows, strict=True):
-            out.append((k, req, None if stale else patch(rows, req, snap, self.log)))
+        out: list[tuple[BaseKey, list[Row] | None]] = []
+        fetched = {(r.table.oid, r.columns, r.key): rows
+                   for r, rows in zip(fill.requests, fill.rows, strict=True) if r.via is None}
+        for nid, req, rows in zip(fill.nids, fill.requests, fill.rows, strict=True):
+            if req.via is None:
+                out.append(((nid, req.columns, req.key),
+                            None if stale else patch(rows, req, snap, self.log)))
+            elif not stale:
+                out.extend(self._prefetched(nid, req, rows, fetched, snap))
         self._prune()
+        return out
+
+    def _prefetched(self, nid: int, req: FillRequest, rows: tuple[Row, ...],
+                    fetched: dict[tuple[int, tuple[int, ...], Row], tuple[Row, ...]],
+                    snap: Snapshot) -> list[tuple[BaseKey, list[Row] | None]]:
+        """One present key per join value the semi-join saw (under the same snapshot)."""
+        via = req.via
+        assert via is not None
+        source = fetched.get((via.table.oid, via.columns, via.key), ())
+        js = {key_of(r, via.join_columns) for r in source}
+        by_j: dict[Row, list[Row]] = {}
+        for r in rows:
+            by_j.setdefault(key_of(r, req.columns), []).append(r)
+        out: list[tuple[BaseKey, list[Row] | None]] = []
+        for j in js:
+            if None in j:
+                continue
+            one = FillRequest(req.table, req.columns, j)
+            patched = patch(tuple(by_j.get(j, ())), one, snap, self.log)
+            if patched is not None:
+                out.append(((nid, req.columns, j), patched))
         return out
 
     def _prune(self) -> None:

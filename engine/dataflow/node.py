@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 from engine.dataflow.records import Delta, Row
 
@@ -33,10 +34,11 @@ class PullCtx:
     into a stateful node (used while propagating evictions). ``lookup``: a join's lookup
     while processing deltas (not a read: recency and ``used`` are not recorded)."""
 
-    __slots__ = ("lookup", "missing", "partial", "probe", "used")
+    __slots__ = ("lookup", "missing", "partial", "prefetch", "probe", "used")
 
     def __init__(self, partial: bool = False, probe: bool = False, lookup: bool = False) -> None:
         self.missing: set[BaseKey] = set()
+        self.prefetch: list[tuple[int, Any]] = []  # (base node id, fills.FillRequest)
         self.used: set[tuple[int, Hashable]] = set()
         self.partial = partial
         self.probe = probe
@@ -83,6 +85,11 @@ class Node:
 
     def evict_key(self, key: Hashable) -> list[Row]:
         return []
+
+    def base_columns(self) -> tuple[Node, list[int | None]] | None:
+        """For a chain of filters and projections over a base node: that base node and, per
+        output column, the base column it is (None if computed); else None."""
+        return None
 
     def clear(self) -> None:
         """Drop all state (used when the node is removed)."""

@@ -92,7 +92,14 @@ class Upstream:
 
 
 def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
+    """What the fill's SQL returns under the snapshot that ``data`` is (semi-joins too)."""
     rows = data[req.table.oid].values()
+    if req.via is not None:
+        via = req.via
+        source = [r for r in data[via.table.oid].values()
+                  if all(r[c] == v for c, v in zip(via.columns, via.key, strict=True))]
+        js = {tuple(r[c] for c in via.join_columns) for r in source}
+        return tuple(r for r in rows if tuple(r[c] for c in req.columns) in js)
     return tuple(r for r in rows
                  if all(r[c] == v for c, v in zip(req.columns, req.key, strict=True)))
 

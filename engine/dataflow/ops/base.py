@@ -59,6 +59,9 @@ class BaseNode(Node):
             self.rt.touch(self.nid, backing)
         return rows
 
+    def base_columns(self) -> tuple[Node, list[int | None]] | None:
+        return self, list(range(self.width))
+
     def install(self, cols: Cols, key: Row, rows: Iterable[Row]) -> None:
         self.store.install(cols, key, list(rows))
         self.rt.touch(self.nid, (cols, key))

@@ -43,6 +43,9 @@ class FilterNode(Node):
         except EvalError:
             return True
 
+    def base_columns(self) -> tuple[Node, list[int | None]] | None:
+        return self.inputs[0].base_columns()
+
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         rows = self.inputs[0].pull(cols, key, ctx)
         if rows is None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from engine.dataflow.node import Cols, Node, PullCtx
+from engine.dataflow.fills import FillRequest, SemiJoin
+from engine.dataflow.node import BaseKey, Cols, Node, PullCtx
 from engine.dataflow.records import (
     UNKNOWN,
     Arrival,
@@ -31,6 +32,7 @@ from engine.dataflow.records import (
     has_unknown,
     key_of,
 )
+from engine.plan.ir import TableRef
 
 
 class JoinNode(Node):
@@ -169,49 +171,67 @@ class JoinNode(Node):
 
     # ------------------------------------------------------------------ pulls
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
+        """Drive from the side the bound columns select (the full side of a LEFT JOIN when
+        the right side's join key is not bound) and look the other side up per join value."""
         if any(v is None for v in key):
             return []
         nl = self.nl
         lb = {c: v for c, v in zip(cols, key, strict=True) if c < nl}
         rb = {c - nl: v for c, v in zip(cols, key, strict=True) if c >= nl}
-        drive = self._driving_rows(lb, rb, ctx)
-        if drive is None:
+        if all(c in lb for c in self.lk) or self.kind == "left" or lb or not rb:
+            return self._pull_from(0, lb, rb, ctx)
+        return self._pull_from(1, rb, lb, ctx)
+
+    def _pull_from(self, side: int, own: dict[int, object], other: dict[int, object],
+                   ctx: PullCtx) -> list[Row] | None:
+        keys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)
+        if all(c in other for c in okeys) and not all(c in own for c in keys):
+            own = {**own, **{c: other[o] for c, o in zip(keys, okeys, strict=True)}}
+        before = set(ctx.missing)
+        rows = self.inputs[side].pull(tuple(own), tuple(own.values()), ctx)
+        if rows is None:
+            self._prefetch(side, ctx.missing - before, ctx)
             return None
-        js, padded = drive
-        out: list[Row] = list(padded)
+        by_j: dict[Row, list[Row]] = {}
+        out: list[Row] = []
+        for r in rows:
+            j = key_of(r, keys)
+            if None not in j:
+                by_j.setdefault(j, []).append(r)
+            elif side == 0 and self.kind == "left" and not other:
+                out.append(r + self.pad)
         complete = True
-        for j in js:
-            lrows = self.inputs[0].pull(self.lk, j, ctx)
-            rrows = self.inputs[1].pull(self.rk, j, ctx)
-            if lrows is None or rrows is None:
+        for j, mine in by_j.items():
+            theirs = self.inputs[1 - side].pull(okeys, j, ctx)
+            if theirs is None:
                 complete = False
                 continue
-            lrows = [r for r in lrows if _matches(r, lb)]
-            rmatch = [r for r in rrows if _matches(r, rb)]
-            out.extend(lrow + rrow for lrow in lrows for rrow in rmatch)
-            if self.kind == "left" and not rrows and not rb:
-                out.extend(lrow + self.pad for lrow in lrows)
+            match = [r for r in theirs if _matches(r, other)]
+            if side == 0:
+                out.extend(lrow + rrow for lrow in mine for rrow in match)
+                if self.kind == "left" and not theirs and not other:
+                    out.extend(lrow + self.pad for lrow in mine)
+            else:
+                out.extend(lrow + rrow for rrow in mine for lrow in match)
         return out if complete else None
 
-    def _driving_rows(self, lb: dict[int, object], rb: dict[int, object],
-                      ctx: PullCtx) -> tuple[set[Row], list[Row]] | None:
-        """The join values to look up (and padded rows with NULL join values)."""
-        if all(c in lb for c in self.lk):
-            return {tuple(lb[c] for c in self.lk)}, []
-        if self.kind == "inner" and all(c in rb for c in self.rk):
-            return {tuple(rb[c] for c in self.rk)}, []
-        if lb or self.kind == "left" or not rb:
-            rows = self.inputs[0].pull(tuple(lb), tuple(lb.values()), ctx)
-            if rows is None:
-                return None
-            js = {key_of(r, self.lk) for r in rows}
-            nulls = [r + self.pad for r in rows
-                     if None in key_of(r, self.lk) and self.kind == "left" and not rb]
-            return {j for j in js if None not in j}, nulls
-        rows = self.inputs[1].pull(tuple(rb), tuple(rb.values()), ctx)
-        if rows is None:
-            return None
-        return {j for j in (key_of(r, self.rk) for r in rows) if None not in j}, []
+    def _prefetch(self, side: int, missed: set[BaseKey], ctx: PullCtx) -> None:
+        """When the driving side misses, also fetch the other side's rows for the join
+        values the driving rows will have (semi-join), if both sides are base chains."""
+        drive, other = self.inputs[side].base_columns(), self.inputs[1 - side].base_columns()
+        if drive is None or other is None:
+            return
+        dkeys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)
+        djoin = tuple(c for k in dkeys if (c := drive[1][k]) is not None)
+        ojoin = tuple(c for k in okeys if (c := other[1][k]) is not None)
+        if len(djoin) != len(dkeys) or len(ojoin) != len(okeys):
+            return
+        dtable: TableRef = drive[0].table  # type: ignore[attr-defined]
+        otable: TableRef = other[0].table  # type: ignore[attr-defined]
+        for nid, cols, key in missed:
+            if nid == drive[0].nid:
+                req = FillRequest(otable, ojoin, (), SemiJoin(dtable, cols, key, djoin))
+                ctx.prefetch.append((other[0].nid, req))
 
 
 def _matches(row: Row, bound: dict[int, object]) -> bool:

@@ -53,6 +53,13 @@ class ProjectNode(Node):
         return [arrival(self._partial(r)) if isinstance(r, Arrival) else self._partial(r)
                 for r in rows[0]]
 
+    def base_columns(self) -> tuple[Node, list[int | None]] | None:
+        below = self.inputs[0].base_columns()
+        if below is None:
+            return None
+        base, cols = below
+        return base, [cols[s] if s is not None else None for s in self.src]
+
     def source_cols(self, cols: Cols) -> Cols:
         """The input columns the traceable output columns among ``cols`` come from."""
         return tuple(dict.fromkeys(s for c in cols if (s := self.src[c]) is not None))

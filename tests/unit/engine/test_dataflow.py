@@ -116,21 +116,34 @@ def test_left_join_padding_flips_both_ways_and_within_one_batch() -> None:
     assert peek(host, "story_vc", (1,)) == ((1, "a", None, None),)
 
 
-def test_dependent_fill_through_incongruent_join() -> None:
+def test_incongruent_join_prefetches_the_partner_in_one_round_trip() -> None:
     host = make({STORIES.oid: [(1, 4, "a", 6)], USERS.oid: [(4, "ann"), (5, "bob")]})
     res = host.engine.read("story_user", (1,))
     assert res.rows is None and len(res.effects) == 1
+    (run,) = res.effects
+    assert isinstance(run, RunFill) and [r.via is not None for r in run.requests] == [False, True]
     host.effects(res.effects)
-    host.run_fill(0)
-    host.respond(0)
-    host.deliver(len(host.stream))
-    assert host.to_run, "replaying the story must request the author (dependent fill)"
     host.settle()
+    assert host.engine.stats.fills == 1
     assert peek(host, "story_user", (1,)) == (("a", "ann"),)
     # the author changes to a user nothing has loaded: evict, never present-but-empty
     write(host, upd(STORIES, (1, 5, "a", 6)))
     assert peek(host, "story_user", (1,)) is None
     assert answer(host, "story_user", (1,)) == (("a", "bob"),)
+
+
+def test_dependent_fill_when_the_patch_introduces_a_new_partner() -> None:
+    host = make({STORIES.oid: [(1, 4, "a", 6)], USERS.oid: [(4, "ann"), (5, "bob")]})
+    host.effects(host.engine.read("story_user", (1,)).effects)
+    host.run_fill(0)  # snapshot: author 4 (prefetched)
+    marker = host.stream.pop()
+    host.write([upd(STORIES, (1, 5, "a", 6))])  # commits before the fill's marker
+    host.stream.append(marker)
+    host.respond(0)
+    host.deliver(len(host.stream))  # patched to author 5: users.id = 5 was not prefetched
+    assert len(host.to_run) == 1 and host.to_run[0].requests[0].table == USERS
+    host.settle()
+    assert host.answers[("story_user", (1,))] == (("a", "bob"),)
 
 
 def test_reader_keyed_on_the_right_side_of_a_join() -> None:
