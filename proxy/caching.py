@@ -95,6 +95,7 @@ class CacheHost:
             StreamConfig(ConnectParams.from_url(upstream_url), publication=publication),
             self, on_marker=self._on_marker)
         self._plans: dict[str, ir.Reader] = {}
+        self.fresh_as_of = 0.0
         self.fills_done = 0
         self.fill_seconds = 0.0
 
@@ -104,6 +105,24 @@ class CacheHost:
         self._pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS)
         await self.stream.start()
+        self._spawn(self._heartbeat())
+
+    async def _heartbeat(self, interval: float = 0.5) -> None:
+        """Barriers in a loop: ``fresh_as_of`` is the loop time before the last barrier that
+        passed, so everything committed upstream before it has been applied."""
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            try:
+                await self.stream.barrier(30.0)
+                self.fresh_as_of = started
+            except Exception as exc:  # the stream is down or slow: reads will see staleness
+                log.debug("heartbeat barrier failed: %s", exc)
+            await asyncio.sleep(interval)
+
+    def staleness(self) -> float:
+        """Seconds by which cached state may lag the upstream (an upper bound)."""
+        return asyncio.get_running_loop().time() - self.fresh_as_of
 
     async def stop(self) -> None:
         for task in list(self._tasks):

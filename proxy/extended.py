@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from engine.sql.cacheable import Unsupported
 from proxy.admin import CreateCache, Show, parse_admin
 from proxy.params import ParamError, decode_param, formats_for
-from proxy.results import OutputSettings, column_encoder, encode_rows, supports
+from proxy.results import OutputSettings, encode_rows, supports
 from proxy.router import Route
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
@@ -90,6 +90,9 @@ class Extended:
     _reasons: dict[str, str] = field(default_factory=dict)
     _portal_statements: dict[str, str] = field(default_factory=dict)
     _last_reason: str = "not a cached query"
+    #: local answers not yet written: one socket write per batch, flushed before anything
+    #: goes upstream, at Sync/Flush and when the pump stops
+    out: list[bytes] = field(default_factory=list)
 
     # -- deciding ---------------------------------------------------------------------------
 
@@ -172,7 +175,14 @@ class Extended:
 
     def _answer(self, data: bytes) -> None:
         self.batch_local = True
-        self.session.client.write(data)
+        self.out.append(data)
+
+    def flush(self) -> None:
+        """Write the buffered local answers."""
+        if self.out:
+            data = b"".join(self.out)
+            self.out.clear()
+            self.session.client.write(data)
 
     def _materialize(self, statement: str) -> None:
         """Recreate a held statement upstream (its ParseComplete is swallowed)."""
@@ -345,8 +355,7 @@ class Extended:
         if rows is None:
             session.ctx.last = ("upstream", why)
             return None
-        encoders = [column_encoder(f.type_oid, f.type_modifier, fmt, settings)
-                    for f, fmt in zip(entry.fields, fmts, strict=True)]
+        encoders = session.server.service.encoders(entry, fmts, settings)
         try:
             data = [encode_rows([row], encoders) for row in rows]
         except Exception as exc:  # Unencodable and friends: answer from upstream
@@ -384,9 +393,11 @@ class Extended:
             return
         self.batch_local = self.batch_failed = False
         self.portals.pop("", None)  # the implicit transaction ends: unnamed portal gone
-        self.session.client.write(be.ReadyForQuery(self.session.state.transaction_status).encode())
+        self.out.append(be.ReadyForQuery(self.session.state.transaction_status).encode())
+        self.flush()
 
     async def _flush(self, msg: fe.Flush, raw: bytes) -> None:
+        self.flush()
         if self.batch_upstream:
             self.forward(msg, raw)
 

@@ -299,6 +299,7 @@ class Session:
 
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
+        self.extended.flush()  # weir's earlier answers come first
         self.state.frontend(msg)
         if isinstance(msg, fe.Terminate):
             self._terminated = True
@@ -339,6 +340,7 @@ class Session:
         finally:
             self._local_busy = False
             if self.phase is not Phase.CLOSED:
+                self.extended.flush()
                 self.client.resume_reading()
 
     async def _query(self, msg: fe.Query, raw: bytes) -> None:
@@ -364,6 +366,7 @@ class Session:
         if answer is None:
             self.forward(msg, raw)
         else:
+            self.extended.flush()
             self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
 
     def client_eof(self) -> bool:

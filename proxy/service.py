@@ -51,6 +51,7 @@ class CacheService:
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
+        self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings], list[Any]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -142,9 +143,9 @@ class CacheService:
         host = self.host
         if host is None:
             return None, "caching is not running"
-        lag = host.stream.stats().lag_seconds
-        if lag is not None and lag > self.settings.staleness_bound:
-            return None, f"replication lag {lag:.1f}s exceeds the staleness bound"
+        lag = host.staleness()
+        if lag > self.settings.staleness_bound:
+            return None, f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
         if ctx.wrote and self.settings.read_your_writes == "on":
             try:
                 await host.barrier(self.settings.read_timeout)
@@ -161,6 +162,19 @@ class CacheService:
             rows = (entry.query.plan.empty_row,)
         return rows, route.reason
 
+    def encoders(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
+                 ) -> list[Any]:
+        """Column encoders for a cache's result columns (memoized)."""
+        key = (entry.name, formats, settings)
+        found = self._encoders.get(key)
+        if found is None:
+            if len(self._encoders) > 4096:
+                self._encoders.clear()
+            found = self._encoders[key] = [
+                column_encoder(f.type_oid, f.type_modifier, fmt, settings)
+                for f, fmt in zip(entry.fields, formats, strict=True)]
+        return found
+
     async def serve(self, route: Route, ctx: SessionContext, parameters: dict[str, str]
                     ) -> tuple[bytes | None, str]:
         """The complete text-format answer for a simple-protocol cached read (without
@@ -171,8 +185,7 @@ class CacheService:
         entry = route.cache
         settings = OutputSettings.from_parameters({**parameters, **ctx.settings})
         try:
-            encoders = [column_encoder(f.type_oid, f.type_modifier, 0, settings)
-                        for f in entry.fields]
+            encoders = self.encoders(entry, (0,) * len(entry.fields), settings)
             body = encode_rows(rows, encoders)
         except Exception as exc:  # Unencodable and friends: answer from upstream
             return None, f"a cached value cannot be encoded exactly: {exc}"
