@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -72,7 +72,12 @@ _CACHE: dict[tuple[int, tuple[int, ...]], FillStatement] = {}
 
 def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
     """SQL and parameters fetching the rows ``request`` asks for: every column of the table
-    in table order, where the key columns equal the key (all rows when it has no columns)."""
+    in table order, where the key columns equal the key (all rows when it has no columns),
+    or - for a prefetch (``request.via``) - where they equal the join columns of the rows
+    the ``via`` table has for its own key (a semi-join under the same snapshot)."""
+    via = getattr(request, "via", None)
+    if via is not None:
+        return _prefetch_query(request, via)
     table = request.table
     cache_key = (table.oid, request.columns)
     stmt = _CACHE.get(cache_key)
@@ -81,3 +86,22 @@ def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
         stmt = fill_sql(table.schema, table.name, names, [names[i] for i in request.columns])
         _CACHE[cache_key] = stmt
     return stmt.sql, stmt.bind([request.key]) if stmt.width else ()
+
+
+def _prefetch_query(request: FillRequest, via: Any) -> tuple[str, tuple[object, ...]]:
+    """``SELECT * FROM t WHERE (cols) IN (SELECT join_cols FROM via WHERE via_cols = $n)``."""
+    table, source = request.table, via.table
+    names = [c.name for c in table.columns]
+    source_names = [c.name for c in source.columns]
+    inner = exp.select(*(_ident(source_names[i]) for i in via.join_columns)).from_(
+        exp.table_(source.name, db=source.schema, quoted=True))
+    conds = [exp.EQ(this=_ident(source_names[c]), expression=_param(i + 1))
+             for i, c in enumerate(via.columns)]
+    if conds:
+        inner = inner.where(exp.and_(*conds) if len(conds) > 1 else conds[0])
+    cols = [_ident(names[i]) for i in request.columns]
+    target = cols[0] if len(cols) == 1 else exp.Tuple(expressions=cols)
+    query = exp.select(*(_ident(n) for n in names)).from_(
+        exp.table_(table.name, db=table.schema, quoted=True)).where(
+        exp.In(this=target, query=exp.Subquery(this=inner)))
+    return query.sql(dialect="postgres"), tuple(via.key)

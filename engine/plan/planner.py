@@ -308,7 +308,12 @@ class _Planner:
     def union(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
         """UNION ALL: branches (keyed on the same parameters, when at the top) unified to
         common column types; ORDER BY / LIMIT over the union's output columns."""
-        planned = [self._branch(ctx, {"SelectStmt": b}, top) for b in _union_branches(stmt)]
+        if stmt.get("op") != "SETOP_UNION":
+            raise PlanError(f"{stmt.get('op', '').removeprefix('SETOP_')} (only UNION)")
+        children = [stmt["larg"], stmt["rarg"]]
+        if stmt.get("all"):
+            children = [b for child in children for b in _union_branches(child)]
+        planned = [self._branch(ctx, {"SelectStmt": b}, top) for b in children]
         keys = planned[0][1]
         for _, other in planned[1:]:
             if other != keys:
@@ -318,6 +323,8 @@ class _Planner:
         branches = _unify(ctx, [b for b, _ in planned])
         first = branches[0]
         rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
+        if not stmt.get("all"):
+            rel = ir.Distinct(rel)  # UNION = DISTINCT over UNION ALL (NULLs equal, as in SQL)
         visible = len(first.scope.cols) - len(keys)
         names = [c.name for c in first.scope.cols]
         colls = [c.collation for c in first.scope.cols]
@@ -525,12 +532,12 @@ def _unify(ctx: PlanContext, branches: list[Bound]) -> list[Bound]:
 
 
 def _union_branches(stmt: Node) -> list[Node]:
-    op = stmt.get("op", "SETOP_NONE")
-    if op == "SETOP_NONE":
-        return [stmt]
-    if op != "SETOP_UNION" or not stmt.get("all"):
-        raise PlanError("set operation other than UNION ALL")
-    return _union_branches(stmt["larg"]) + _union_branches(stmt["rarg"])
+    """A UNION ALL operand flattened into its UNION ALL operands (unless it has its own
+    ORDER BY / LIMIT); any other operand is one branch, planned on its own."""
+    own = any(stmt.get(c) for c in ("sortClause", "limitCount", "limitOffset", "withClause"))
+    if stmt.get("op") == "SETOP_UNION" and stmt.get("all") and not own:
+        return _union_branches(stmt["larg"]) + _union_branches(stmt["rarg"])
+    return [stmt]
 
 
 def _star(val: Node) -> str | None:

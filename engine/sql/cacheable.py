@@ -94,10 +94,9 @@ def _check_select(node: Node) -> str | None:
     if with_clause is not None and with_clause.get("recursive"):
         return "recursive CTE (WITH RECURSIVE)"
     op = node.get("op", "SETOP_NONE")
-    if op != "SETOP_NONE" and not (op == "SETOP_UNION" and node.get("all")):
-        names = {"SETOP_UNION": "UNION", "SETOP_INTERSECT": "INTERSECT",
-                 "SETOP_EXCEPT": "EXCEPT"}
-        return f"{names.get(op, op)}{' ALL' if node.get('all') else ''} (only UNION ALL)"
+    if op not in ("SETOP_NONE", "SETOP_UNION"):
+        names = {"SETOP_INTERSECT": "INTERSECT", "SETOP_EXCEPT": "EXCEPT"}
+        return f"{names.get(op, op)}{' ALL' if node.get('all') else ''} (only UNION [ALL])"
     if node.get("valuesLists"):
         return "VALUES list"
     distinct = node.get("distinctClause")

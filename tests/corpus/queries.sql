@@ -313,3 +313,7 @@ SELECT id, name FROM products ORDER BY price DESC, id LIMIT $1;
 SELECT id FROM threads ORDER BY created_at, id LIMIT 4 OFFSET $1;
 -- params: [3, 2]
 SELECT id, title FROM stories WHERE author_id IN (1, 2, 3) ORDER BY score DESC, id LIMIT $1 OFFSET $2;
+SELECT author_id FROM stories UNION ALL SELECT user_id FROM votes UNION SELECT id FROM users ORDER BY 1 LIMIT 5;
+SELECT country FROM customers UNION SELECT status FROM orders;
+-- params: [2]
+SELECT story_id FROM comments WHERE author_id = $1 UNION SELECT story_id FROM votes WHERE user_id = $1;

@@ -12,6 +12,7 @@ import json
 import random
 import re
 from collections import Counter
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -267,6 +268,7 @@ def test_fill_queries_fetch_exactly_the_keyed_rows(pg: Any, dbname: str) -> None
                     r[i] is not None and r[i] == v for i, v in zip(cols, key, strict=True)))
                 assert got == want, (sql, params)
                 checked += 1
+        checked += _check_prefetch(conn, catalog, rng)
         assert checked > 80
 
 
@@ -427,6 +429,50 @@ def test_random_queries_match_postgres(pg: Any, dbname: str) -> None:
         assert supported >= total * 0.9
 
 
+@dataclass(frozen=True)
+class _Via:
+    """The shape of the engine's prefetch source (``FillRequest.via``)."""
+
+    table: Any
+    columns: tuple[int, ...]
+    key: tuple[Any, ...]
+    join_columns: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Prefetch:
+    table: Any
+    columns: tuple[int, ...]
+    key: tuple[Any, ...]
+    via: _Via
+
+
+def _check_prefetch(conn: Any, catalog: Catalog, rng: random.Random) -> int:
+    """Prefetch SQL (rows of a table joining the rows another table has for a key) returns
+    exactly those rows, for every corpus join edge."""
+    from engine.plan.fill_sql import fill_query
+    from engine.plan.from_clause import table_ref
+
+    checked = 0
+    for child, ccol, parent, pcol in EDGES:
+        crel, prel = catalog.get("public", child), catalog.get("public", parent)
+        assert crel is not None and prel is not None
+        cref, pref = table_ref(crel), table_ref(prel)
+        ci = [c.name for c in crel.columns].index(ccol)
+        pi = [c.name for c in prel.columns].index(pcol)
+        child_rows = [tuple(r) for r in conn.execute(f"SELECT * FROM {child}").fetchall()]
+        key = (child_rows[rng.randrange(len(child_rows))][cref.primary_key[0]],)
+        request = _Prefetch(pref, (pi,), (), _Via(cref, (cref.primary_key[0],), key, (ci,)))
+        sql, params = fill_query(request)  # type: ignore[arg-type]
+        got = Counter(tuple(r) for r in conn.execute(re.sub(r"\$\d+", "%s", sql), params))
+        values = {r[ci] for r in child_rows if r[cref.primary_key[0]] == key[0]}
+        want = Counter(tuple(r) for r in conn.execute(f"SELECT * FROM {parent}")
+                       if r[pi] in values and r[pi] is not None)
+        assert got == want, sql
+        checked += 1
+    return checked
+
+
 def _dataflow_read(engine: Any, tables: dict[int, list[tuple[Any, ...]]], name: str,
                    key: tuple[Any, ...]) -> list[tuple[Any, ...]] | str:
     """One read through the dataflow, fills answered from the full data at once (a snapshot
@@ -434,6 +480,20 @@ def _dataflow_read(engine: Any, tables: dict[int, list[tuple[Any, ...]]], name: 
     from engine.api import ReadFailed, ReadReady
     from engine.changes import Snapshot
     from engine.dataflow.fills import RunFill
+
+    def matching(oid: int, cols: tuple[int, ...], key: tuple[Any, ...]) -> list[Any]:
+        return [r for r in tables[oid] if all(
+            r[c] is not None and r[c] == v for c, v in zip(cols, key, strict=True))]
+
+    def answer(q: Any) -> tuple[Any, ...]:
+        via = getattr(q, "via", None)
+        if via is None:
+            return tuple(matching(q.table.oid, q.columns, q.key))
+        values = {tuple(r[c] for c in via.join_columns)
+                  for r in matching(via.table.oid, via.columns, via.key)}
+        return tuple(r for r in tables[q.table.oid]
+                     if tuple(r[c] for c in q.columns) in values
+                     and all(r[c] is not None for c in q.columns))
 
     res = engine.read(name, key)
     if res.rows is not None:
@@ -443,9 +503,7 @@ def _dataflow_read(engine: Any, tables: dict[int, list[tuple[Any, ...]]], name: 
         new: list[Any] = []
         for eff in pending:
             if isinstance(eff, RunFill):
-                rows = tuple(tuple(r for r in tables[q.table.oid] if all(
-                    r[c] is not None and r[c] == v for c, v in zip(q.columns, q.key, strict=True)))
-                    for q in eff.requests)
+                rows = tuple(answer(q) for q in eff.requests)
                 new += engine.fill_response(eff.fill_id, Snapshot(10, 10), rows)
                 new += engine.marker(eff.fill_id)
             elif isinstance(eff, ReadReady) and eff.cache == name and tuple(eff.key) == key:
