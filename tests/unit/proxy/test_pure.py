@@ -1,0 +1,147 @@
+"""Unit tests of the proxy's pure modules: admin grammar, session state, settings, params,
+routing helpers."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import pytest
+
+from proxy.admin import CreateCache, DropCache, Show, parse_admin
+from proxy.params import ParamError, decode_param, formats_for
+from proxy.router import SessionContext, observe_set, setting_taint
+from proxy.session import SessionState
+from proxy.settings import Settings, SettingsError, UpstreamAddress, parse_listen
+from proxy.wire import backend as be
+from proxy.wire import frontend as fe
+from proxy.wire.errors import error_response
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("CREATE CACHE FROM SELECT 1", CreateCache(None, "SELECT 1")),
+    ("create cache Foo from select a from t where b = 1;", CreateCache("foo", "select a from t where b = 1")),
+    ('CREATE CACHE "My Cache" FROM q_0123456789abcdef', CreateCache("My Cache", "q_0123456789abcdef")),
+    ("EXPLAIN CREATE CACHE FROM SELECT 2", CreateCache(None, "SELECT 2", explain_only=True)),
+    ("DROP CACHE foo", DropCache("foo")),
+    ("drop all caches", DropCache(None)),
+    ("SHOW CACHES", Show("caches")),
+    ("SHOW PROXIED QUERIES", Show("proxied")),
+    ("show proxied supported queries", Show("supported")),
+    ("SHOW WEIR STATUS", Show("status")),
+    ("SHOW WEIR TABLES", Show("tables")),
+    ("EXPLAIN LAST STATEMENT", Show("last")),
+    ("SHOW search_path", None),
+    ("EXPLAIN SELECT 1", None),
+    ("CREATE TABLE cache (a int)", None),
+    ("SELECT 1", None),
+])
+def test_admin_grammar(text: str, expected: object) -> None:
+    assert parse_admin(text) == expected
+
+
+def test_query_id_source() -> None:
+    cmd = parse_admin("CREATE CACHE FROM q_0123456789abcdef")
+    assert isinstance(cmd, CreateCache) and cmd.is_query_id
+
+
+def _feed(state: SessionState, *msgs: object) -> None:
+    for m in msgs:
+        if isinstance(m, (be.ParseComplete, be.BindComplete, be.CloseComplete, be.NoData,
+                          be.CommandComplete, be.RowDescription)):
+            state.answer(m.encode()[0])
+        elif isinstance(m, (fe.Parse, fe.Bind, fe.Close, fe.Query, fe.Describe, fe.Execute,
+                            fe.Sync)):
+            state.frontend(m)
+        else:
+            state.backend(m)
+
+
+def test_session_state_tracks_statements_and_portals() -> None:
+    s = SessionState()
+    _feed(s, fe.Parse("s1", "SELECT 1"), fe.Bind("p1", "s1"), fe.Execute("p1"), fe.Sync())
+    assert not s.idle and s.statements == {}
+    _feed(s, be.ParseComplete(), be.BindComplete(), be.CommandComplete("SELECT 1"),
+          be.ReadyForQuery("T"))
+    assert s.idle and "s1" in s.statements and "p1" in s.portals
+    assert s.in_transaction
+    _feed(s, be.ReadyForQuery("I"))
+    assert s.portals == {}
+
+
+def test_error_cancels_rest_of_batch() -> None:
+    s = SessionState()
+    _feed(s, fe.Parse("bad", "SELEC"), fe.Parse("good", "SELECT 1"), fe.Sync())
+    _feed(s, error_response("42601", "syntax error"), be.ReadyForQuery("I"))
+    assert s.statements == {} and s.idle
+
+
+def test_injected_answers_are_swallowed() -> None:
+    s = SessionState()
+    s.injected(fe.Parse("", "SELECT 1"))
+    s.frontend(fe.Bind("", ""))
+    assert s.answer(ord("1")) is True  # the ParseComplete weir caused
+    assert s.answer(ord("2")) is False  # the client's own BindComplete
+
+
+def test_deallocate_and_discard() -> None:
+    s = SessionState()
+    _feed(s, fe.Parse("a", "SELECT 1"), fe.Parse("b", "SELECT 2"), fe.Sync(),
+          be.ParseComplete(), be.ParseComplete(), be.ReadyForQuery("I"))
+    _feed(s, fe.Query("DEALLOCATE a"), be.CommandComplete("DEALLOCATE"), be.ReadyForQuery("I"))
+    assert set(s.statements) == {"b"}
+    _feed(s, fe.Query("DISCARD ALL"), be.CommandComplete("DISCARD ALL"), be.ReadyForQuery("I"))
+    assert s.statements == {}
+
+
+def test_settings_sources_and_errors() -> None:
+    env = {"WEIR_UPSTREAM": "postgresql://u:p@db:6432/app?sslmode=require",
+           "WEIR_MAX_MESSAGE_BYTES": "2048"}
+    s = Settings.from_sources({"listen": "0.0.0.0:7000"}, env)
+    assert s.listen_address == ("0.0.0.0", 7000) and s.max_message_bytes == 2048
+    addr = s.upstream_address
+    assert (addr.host, addr.port, addr.user, addr.dbname, addr.sslmode) == \
+        ("db", 6432, "u", "app", "require")
+    with pytest.raises(SettingsError, match="upstream is required"):
+        Settings.from_sources({}, {})
+    with pytest.raises(SettingsError, match="not a number"):
+        Settings.from_sources({"upstream": "postgresql://x@h/d", "connect_timeout": "soon"}, {})
+    with pytest.raises(SettingsError, match="sslmode"):
+        UpstreamAddress.parse("postgresql://h/d?sslmode=maybe")
+    with pytest.raises(SettingsError, match="HOST:PORT"):
+        parse_listen("nowhere")
+    with pytest.raises(SettingsError, match="go together"):
+        Settings(upstream="postgresql://h/d", tls_cert="c")
+
+
+def test_params() -> None:
+    assert decode_param(b"42", 0, 0, 23) == 42
+    assert decode_param(struct.pack("!q", -5), 1, 20, 23) == -5
+    assert decode_param(b"abc", 1, 25, 1043) == "abc"
+    u = uuid.uuid4()
+    assert decode_param(u.bytes, 1, 2950, 2950) == u
+    assert decode_param(None, 0, 0, 23) is None
+    with pytest.raises(ParamError):
+        decode_param(b"4.5", 0, 0, 23)
+    with pytest.raises(ParamError):
+        decode_param(b"1", 0, 701, 1700)  # float8 declared against numeric
+    with pytest.raises(ParamError):
+        decode_param(b"\x00\x01", 1, 23, 23)
+    assert formats_for(3, ()) == (0, 0, 0)
+    assert formats_for(2, (1,)) == (1, 1)
+    with pytest.raises(ParamError):
+        formats_for(3, (0, 1))
+
+
+def test_set_tracking() -> None:
+    ctx = SessionContext("db", "u", ("u", "public"))
+    observe_set("SET application_name = 'x'", ctx)
+    assert ctx.tainted is None
+    observe_set("SET extra_float_digits = 0", ctx)
+    assert ctx.settings == {"extra_float_digits": "0"} and ctx.tainted is None
+    observe_set("RESET extra_float_digits", ctx)
+    assert ctx.settings == {}
+    observe_set("SET search_path TO other", ctx)
+    assert ctx.tainted is not None and "search_path" in ctx.tainted
+    assert setting_taint("SELECT 1") is None
+    assert setting_taint("SET TIME ZONE 'UTC'") is None
