@@ -116,9 +116,12 @@ class _Planner:
             [targets, stmt.get("havingClause"), stmt.get("sortClause")])
         if not grouped:
             bound, stmt = scalar_subqueries(ctx, self.subquery, bound, stmt)
+        computed: list[ir.Expr] = []
         keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
-                                  ctx.catalog, self.lift_in) if top else (
+                                  ctx.catalog, self.lift_in, computed) if top else (
             [], where)
+        if computed:
+            bound = _with_computed(bound, computed, ctx)
         rel = bound.rel
         if where:
             wb = ExprBuilder(bound.scope, ctx.catalog)
@@ -448,6 +451,18 @@ def _constant(node: Node | None, clause: str) -> int | None:
     if value < 0:
         raise PlanError(f"negative {clause}")
     return value
+
+
+def _with_computed(bound: Bound, computed: list[ir.Expr], ctx: PlanContext) -> Bound:
+    """``bound`` with key expressions appended as hidden columns (keys on expressions)."""
+    cols = bound.rel.columns
+    builder = ExprBuilder(bound.scope, ctx.catalog)
+    refs = [ir.ColumnRef(i, c.type_oid) for i, c in enumerate(cols)]
+    names = [c.name for c in cols] + [f"?keyexpr{j}?" for j in range(len(computed))]
+    rel = ir.Project(bound.rel, (*refs, *computed), tuple(names))
+    extra = tuple(ScopeCol(None, names[len(cols) + j], e.type_oid, builder.collation(e),
+                           ctx.new_rte(), hidden=True) for j, e in enumerate(computed))
+    return Bound(rel, Scope(bound.scope.cols + extra))
 
 
 def _select_list(stmt: Node, builder: ExprBuilder, scope: Scope,

@@ -317,3 +317,9 @@ SELECT author_id FROM stories UNION ALL SELECT user_id FROM votes UNION SELECT i
 SELECT country FROM customers UNION SELECT status FROM orders;
 -- params: [2]
 SELECT story_id FROM comments WHERE author_id = $1 UNION SELECT story_id FROM votes WHERE user_id = $1;
+-- ===================== keys on expressions =====================
+SELECT id, username FROM users WHERE lower(username) = 'alice';
+-- params: ["bob"]
+SELECT id, email FROM users WHERE lower(username) = $1;
+SELECT id, title FROM stories WHERE score / 10 = 2 ORDER BY id;
+SELECT count(*) FROM comments WHERE length(body) = 12;

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.plan import pgtypes
-from engine.plan.exprs import deterministic
+from engine.plan import ir, pgtypes
+from engine.plan.exprs import ExprBuilder, deterministic
 from engine.plan.literals import can_type
 from engine.plan.scope import PlanError, Scope, ScopeCol
 from engine.sql.catalog import Catalog
@@ -50,9 +50,13 @@ class Key:
 
 
 def choose_keys(scope: Scope, where: list[Node], literals: tuple[Literal, ...], lift: bool,
-                catalog: Catalog, lift_in: bool = False) -> tuple[list[Key], list[Node]]:
+                catalog: Catalog, lift_in: bool = False,
+                computed: list[ir.Expr] | None = None) -> tuple[list[Key], list[Node]]:
     """Split WHERE conjuncts into reader keys and the conjuncts that remain filters;
-    ``lift_in`` also keys ``column IN (values...)`` (one lookup per value)."""
+    ``lift_in`` also keys ``column IN (values...)`` (one lookup per value). When
+    ``computed`` is a list, ``expression = $n`` (or a liftable literal) is keyed too: the
+    expression is appended to ``computed`` and its key position is
+    ``len(scope.cols) + its index`` (the caller projects those columns)."""
     index = {lit.location: i for i, lit in enumerate(literals)}
     keys: list[Key] = []
     rest: list[Node] = []
@@ -60,6 +64,8 @@ def choose_keys(scope: Scope, where: list[Node], literals: tuple[Literal, ...], 
         key = _key(scope, conj, literals, index, lift, catalog)
         if key is None and lift_in:
             key = _in_key(scope, conj, literals, index, lift, catalog)
+        if key is None and computed is not None:
+            key = _expr_key(scope, conj, literals, index, lift, catalog, computed)
         if key is None or any(k.position == key.position for k in keys):
             if key is not None and key.source.param is not None:
                 raise PlanError("a column compared with two parameters")
@@ -140,6 +146,59 @@ def _in_key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict
             return None
         alternatives.append(key.source)
     return Key(pos, KeySource(alternatives=tuple(alternatives)), scope.cols[pos].type_oid)
+
+
+def _expr_key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[int, int],
+              lift: bool, catalog: Catalog, computed: list[ir.Expr]) -> Key | None:
+    """``expression = $n`` / ``= literal`` with a column-free right side and an expression
+    over the FROM columns (no parameters, aggregates or subqueries) on the left."""
+    body = node.get("A_Expr")
+    if body is None or body.get("kind") != "AEXPR_OP":
+        return None
+    if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
+        return None
+    left, right = body.get("lexpr") or {}, _uncast(body.get("rexpr") or {})
+    if not ("ParamRef" in right or "A_Const" in right) or "ColumnRef" in left:
+        left, right = right, _uncast(body.get("lexpr") or {})
+    if not ("ParamRef" in right or "A_Const" in right) or not left:
+        return None
+    if _mentions(left, ("ParamRef", "SubLink")) or "ColumnRef" in left:
+        return None
+    try:
+        builder = ExprBuilder(scope, catalog, clause="WHERE")
+        expr = builder.build(left)
+        builder.check_equality((expr,))
+    except PlanError:
+        return None  # not keyable: it stays a filter (which reports any real problem)
+    probe = ScopeCol(None, "?expr?", expr.type_oid, builder.collation(expr), 0)
+    if "ParamRef" in right:
+        cast = right["ParamRef"].get("cast")
+        if cast is not None and pgtypes.CAST_TYPES.get(cast) != expr.type_oid:
+            return None
+        _check_param_column(probe, catalog)
+        source = KeySource(param=int(right["ParamRef"]["number"]))
+    else:
+        i = index.get(int(right["A_Const"].get("location", -1)))
+        if not lift or i is None or not _liftable(literals[i].kind, probe, catalog):
+            return None
+        source = KeySource(literal=i)
+    if expr in computed:
+        return Key(len(scope.cols) + computed.index(expr), source, expr.type_oid)
+    computed.append(expr)
+    return Key(len(scope.cols) + len(computed) - 1, source, expr.type_oid)
+
+
+def _mentions(tree: Any, kinds: tuple[str, ...]) -> bool:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(k in node for k in kinds):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _liftable(kind: str, col: ScopeCol, catalog: Catalog) -> bool:
