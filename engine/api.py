@@ -13,7 +13,9 @@ Protocol:
 - ``apply(txn)`` applies one upstream transaction atomically (in commit order).
 - ``fill_response(fill_id, snapshot, rows)`` and ``marker(fill_id)`` - in either order - install
   a fill; installation may start dependent fills (a replay looked up a key that is missing)
-  and completes waiting reads.
+  and completes waiting reads. ``abandon_fill(fill_id)`` when the host gives up on one.
+- ``lookup(cache, key)`` is the hit path (rows or None, no effects); ``snapshot_probe`` feeds
+  the log's pruning (call it periodically, e.g. with the heartbeat).
 - Memory: ``memory_budget`` bytes (None = unlimited); after every call the least recently
   used present keys are evicted (with their downstream dependents) until the estimate is
   within budget; the keys a waiting read replayed from or waits for stay pinned until it
@@ -211,6 +213,20 @@ class Engine:
     def marker(self, fill_id: int) -> tuple[Effect, ...]:
         ready = self.fills.marker(fill_id)
         return self._install(ready) if ready is not None else ()
+
+    def abandon_fill(self, fill_id: int, reason: str = "fill abandoned") -> tuple[Effect, ...]:
+        """The host gave up on a fill (the upstream failed): the reads waiting for its keys
+        fail (``ReadFailed``, go upstream); a later read of those keys starts a new fill.
+        Without this, the fill would hold back the log's pruning forever."""
+        effects: list[Effect] = []
+        for bk in self.fills.abandon(fill_id):
+            for wid in sorted(self._by_key.get(bk, set()), key=repr):
+                w = self._waiters.get(wid)
+                if w is not None:
+                    caches = sorted(w.caches)
+                    self._drop_waiter(wid)
+                    effects.extend(ReadFailed(c, w.key, "", reason) for c in caches)
+        return tuple(effects)
 
     def _install(self, fill: Pending) -> tuple[Effect, ...]:
         effects: list[Effect] = []

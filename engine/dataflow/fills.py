@@ -150,6 +150,17 @@ class FillManager:
         fill.marker_passed = True
         return fill if fill.rows is not None else None
 
+    def abandon(self, fill_id: int) -> tuple[BaseKey, ...]:
+        """Forget a fill the host gave up on; the base keys it was fetching."""
+        fill = self.pending.pop(fill_id, None)
+        if fill is None:
+            return ()
+        for k in fill.keys:
+            if self.in_flight.get(k) == fill_id:
+                del self.in_flight[k]
+        self._prune()
+        return fill.keys
+
     def finish(self, fill: Pending) -> list[tuple[BaseKey, list[Row] | None]]:
         """Patch a ready fill: per base key the rows to install, or None to re-issue it
         (prefetched keys that cannot be patched are left out: a replay fetches them)."""

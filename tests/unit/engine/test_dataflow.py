@@ -333,3 +333,20 @@ def test_duplicate_transactions_are_skipped_and_params_rejected() -> None:
         assert "parameters" in str(exc)
     else:
         raise AssertionError("a plan with $1 must be rejected")
+
+
+def test_abandoned_fill_fails_its_reads_and_a_new_read_refills() -> None:
+    host = make({STORIES.oid: [(1, 1, "a", 9)]})
+    res = host.engine.read("hot_by_author", (1,))
+    (run,) = res.effects
+    assert isinstance(run, RunFill)
+    assert host.engine.read("hot_by_author", (1,)).effects == ()  # joins the pending fill
+    failed = host.engine.abandon_fill(run.fill_id)
+    assert [(f.cache, f.key) for f in failed if isinstance(f, ReadFailed)] == [
+        ("hot_by_author", (1,))]
+    assert not host.engine.fills.pending and not host.engine.fills.in_flight
+    again = host.engine.read("hot_by_author", (1,))
+    assert len(again.effects) == 1  # a fresh fill
+    host.effects(again.effects)
+    host.settle()
+    assert host.answers[("hot_by_author", (1,))] == ((1, "a", 9),)
