@@ -49,6 +49,8 @@ _TEXT_FUNCS: dict[str, tuple[str, tuple[tuple[int, ...], ...], int]] = {
     "replace": ("replace", ((T.TEXT, T.TEXT, T.TEXT),), T.TEXT),
     "left": ("left", ((T.TEXT, T.INT4),), T.TEXT),
     "right": ("right", ((T.TEXT, T.INT4),), T.TEXT),
+    "strpos": ("strpos", ((T.TEXT, T.TEXT),), T.INT4),
+    "position": ("strpos", ((T.TEXT, T.TEXT),), T.INT4),  # POSITION(s IN t) = strpos(t, s)
 }
 _TEXTISH = (T.TEXT, T.VARCHAR, T.NAME, T.UNKNOWN)
 

@@ -323,3 +323,4 @@ SELECT id, username FROM users WHERE lower(username) = 'alice';
 SELECT id, email FROM users WHERE lower(username) = $1;
 SELECT id, title FROM stories WHERE score / 10 = 2 ORDER BY id;
 SELECT count(*) FROM comments WHERE length(body) = 12;
+SELECT id, strpos(title, 'a') AS at, position('o' IN title) FROM stories WHERE author_id = 1;
