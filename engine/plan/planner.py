@@ -1,9 +1,15 @@
 """SELECT -> IR: the planner's core, one SELECT block at a time.
 
-Owns: ``plan_select`` (a statement's parse tree -> ``PlannedQuery`` or ``Unsupported``) and
-the per-block steps: key extraction from the top-level WHERE, filters, grouping, the select
-list (with PostgreSQL's output column names), DISTINCT, ORDER BY / LIMIT, UNION ALL, and
-subqueries / CTEs in FROM (planned recursively and inlined).
+Owns: ``plan_select`` (a statement's parse tree -> ``PlannedQuery`` or ``Unsupported``),
+``Page`` and the per-block steps: key extraction from the top-level WHERE (equalities, IN
+lists, expressions), semi-joins and scalar subqueries (``subqueries``), filters, grouping,
+the select list (with PostgreSQL's output column names), DISTINCT, ORDER BY / LIMIT /
+OFFSET (constants, or parameters cut by the host), UNION [ALL], and subqueries / CTEs /
+views in FROM (planned recursively and inlined).
+
+Planning is attempted with the most lifting first (literals and IN lists as keys), then with
+IN lists as filters, then with every literal pinned, whichever first gives a plan that is
+exact (e.g. an IN-list key is refused where merging per-key lookups would differ).
 
 Invariants:
 - Unsupported is data: every ``PlanError`` raised while planning becomes ``Unsupported``.
@@ -66,7 +72,7 @@ class PlannedQuery:
 
 
 class _RetryPinned(Exception):
-    """Lifting literals made the block unplannable; plan again with every literal pinned."""
+    """What was lifted into keys made the block inexact; plan again with less lifting."""
 
 
 @dataclass

@@ -1,10 +1,9 @@
 """Plan rewrite rules: small pure passes over a ``Reader`` plan, one per module.
 
 ``optimize`` runs them in a fixed order: outer-join reduction, predicate pushdown, then
-column pruning. Key choice
-(``keys``) runs inside the planner (it decides what the reader is keyed on) and
-materialization placement (``materialize``) annotates a finished plan for the dataflow and
-for EXPLAIN. Every rule returns a plan with the same result for every key.
+column pruning. Key choice (``keys``) runs inside the planner (it decides what the reader
+is keyed on) and materialization placement (``materialize``) annotates a finished plan for
+the dataflow and for EXPLAIN. Every rule returns a plan with the same result for every key.
 """
 
 from __future__ import annotations
