@@ -3,9 +3,10 @@
 
 ``encode_rows(rows, encoders)``: the concatenated DataRow messages of ``rows`` (sequences of
 values, None for NULL), one ``encoders[i]`` per column with attributes ``encode`` (value ->
-bytes) and ``kind`` (an int). Kinds 1-11 are conversions done here without calling
+bytes) and ``kind`` (an int). Kinds 1-12 are conversions done here without calling
 ``encode`` when the value has the exact expected Python type and fits (datetimes: naive
-for timestamp, tzinfo ``datetime.timezone.utc`` for timestamptz); otherwise, and for
+for timestamp, tzinfo ``datetime.timezone.utc`` for timestamptz; Decimals already at the
+column's ``scale`` attribute, None when unconstrained); otherwise, and for
 kind 0, ``encode(value)`` is called, so its exceptions propagate unchanged. The kinds must
 stay in step with ``proxy.results`` (KIND_*).
 """
@@ -31,6 +32,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 
 import datetime as _dt
+from decimal import Decimal as _Decimal
 
 import_datetime()
 cdef object _UTC = _dt.timezone.utc
@@ -48,6 +50,7 @@ cdef enum:
     KIND_BIN_TIMESTAMPTZ = 9
     KIND_TEXT_TIMESTAMP_ISO = 10
     KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11
+    KIND_TEXT_NUMERIC = 12
 
 
 cdef struct Buf:
@@ -203,7 +206,37 @@ cdef int _stamp(Buf* b, object value, int kind) except -1:
     return 1
 
 
-cdef int _fast(Buf* b, int kind, object value) except -1:
+cdef int _numeric(Buf* b, object value, object scale) except -1:
+    """Decimal text as numeric_out prints it when no rounding or sign fix is needed."""
+    cdef const char* t
+    cdef Py_ssize_t size, i, dot = -1
+    cdef bint nonzero = False
+    if type(value) is not _Decimal:
+        return 0
+    text = format(value, "f")
+    t = PyUnicode_AsUTF8AndSize(text, &size)
+    if t[0] == 78 or t[0] == 73:  # NaN, Infinity
+        _append(b, t, size)
+        return 1
+    if t[0] == 45 and size > 1 and t[1] == 73:  # -Infinity
+        _append(b, t, size)
+        return 1
+    for i in range(size):
+        if t[i] == 46:
+            dot = i
+        elif 49 <= t[i] <= 57:
+            nonzero = True
+        elif not (t[i] == 48 or (i == 0 and t[i] == 45)):
+            return 0  # sNaN, -NaN: let the Python encoder decide
+    if t[0] == 45 and not nonzero:
+        return 0  # negative zero prints without its sign
+    if scale is not None and (size - dot - 1 if dot >= 0 else 0) != <Py_ssize_t>scale:
+        return 0  # needs rounding to the declared scale
+    _append(b, t, size)
+    return 1
+
+
+cdef int _fast(Buf* b, int kind, object value, object scale) except -1:
     """Encode ``value`` inline; return 1 if done, 0 if ``encode`` must be called."""
     cdef long long n
     cdef int overflow = 0
@@ -229,6 +262,8 @@ cdef int _fast(Buf* b, int kind, object value) except -1:
         memcpy(&bits, &d, 8)
         _fixed(b, bits, 8)
         return 1
+    if kind == KIND_TEXT_NUMERIC:
+        return _numeric(b, value, scale)
     if kind >= KIND_BIN_TIMESTAMP:
         return _stamp(b, value, kind)
     if type(value) is not int:
@@ -253,7 +288,8 @@ cdef int _fast(Buf* b, int kind, object value) except -1:
     return 1
 
 
-cdef int _row(Buf* b, object row, Py_ssize_t ncols, list fns, int* kinds) except -1:
+cdef int _row(Buf* b, object row, Py_ssize_t ncols, list fns, int* kinds,
+              list scales) except -1:
     cdef Py_ssize_t start, i
     cdef object value
     if type(row) is not tuple:
@@ -272,7 +308,7 @@ cdef int _row(Buf* b, object row, Py_ssize_t ncols, list fns, int* kinds) except
             _reserve(b, 4)
             _put32(b.data + b.size, 0xFFFFFFFF)
             b.size += 4
-        elif kinds[i] == KIND_CALL or not _fast(b, kinds[i], value):
+        elif kinds[i] == KIND_CALL or not _fast(b, kinds[i], value, scales[i]):
             _append_object(b, fns[i](value))
     if b.size - start - 1 > 0x7FFFFFFF:
         raise ValueError("DataRow too large")
@@ -283,6 +319,7 @@ cdef int _row(Buf* b, object row, Py_ssize_t ncols, list fns, int* kinds) except
 def encode_rows(rows, encoders):
     cdef Py_ssize_t ncols = len(encoders), i
     cdef list fns = [e.encode for e in encoders]
+    cdef list scales = [e.scale for e in encoders]
     cdef Buf b
     cdef int* kinds
     if ncols > 32767:
@@ -297,7 +334,7 @@ def encode_rows(rows, encoders):
         for i in range(ncols):
             kinds[i] = encoders[i].kind
         for row in rows:
-            _row(&b, row, ncols, fns, kinds)
+            _row(&b, row, ncols, fns, kinds, scales)
         return PyBytes_FromStringAndSize(<char*>b.data, b.size)
     finally:
         PyMem_Free(kinds)

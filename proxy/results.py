@@ -35,7 +35,7 @@ from proxy.results_arrays import array_factory
 from proxy.results_binary import BINARY_FACTORIES
 from proxy.results_settings import OutputSettings
 from proxy.results_temporal import Unencodable
-from proxy.results_text import TEXT_FACTORIES
+from proxy.results_text import TEXT_FACTORIES, numeric_scale
 
 __all__ = [
     "KIND_CALL",
@@ -62,6 +62,7 @@ KIND_BIN_TIMESTAMP = 8  # naive datetime -> int64 usecs since 2000-01-01
 KIND_BIN_TIMESTAMPTZ = 9  # datetime with tzinfo datetime.UTC -> int64 usecs
 KIND_TEXT_TIMESTAMP_ISO = 10  # naive datetime, DateStyle ISO
 KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11  # datetime.UTC datetime, DateStyle ISO, a zero-offset zone
+KIND_TEXT_NUMERIC = 12  # Decimal already at ``ColumnEncoder.scale`` (None: unconstrained)
 _ZERO_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT"})
 
 _KINDS: dict[tuple[int, int], int] = {
@@ -93,6 +94,7 @@ class ColumnEncoder:
     fmt: int
     encode: Encode
     kind: int = KIND_CALL
+    scale: int | None = None  # numeric's declared scale (KIND_TEXT_NUMERIC)
 
 
 def _factory(type_oid: int, fmt: int) -> Factory | None:
@@ -131,7 +133,12 @@ def column_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSetting
 def _build_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSettings) -> ColumnEncoder:
     factory = _factory(type_oid, fmt)
     assert factory is not None
-    return ColumnEncoder(type_oid, fmt, factory(settings, typmod), _kind(type_oid, fmt, settings))
+    encode = factory(settings, typmod)
+    if type_oid == oids.NUMERIC and fmt == TEXT:
+        scale = numeric_scale(typmod)
+        if scale is None or scale >= 0:
+            return ColumnEncoder(type_oid, fmt, encode, KIND_TEXT_NUMERIC, scale)
+    return ColumnEncoder(type_oid, fmt, encode, _kind(type_oid, fmt, settings))
 
 
 def _kind(type_oid: int, fmt: int, settings: OutputSettings) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 from uuid import UUID
 
@@ -91,6 +91,9 @@ def _float_factory(float4: bool) -> Factory:
     return factory
 
 
+_EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN)
+
+
 def numeric_scale(typmod: int) -> int | None:
     """The declared scale of numeric(p, s), or None when unconstrained."""
     if typmod < 4:
@@ -110,7 +113,11 @@ def numeric_value(value: Any, scale: int | None) -> Decimal:
     if not dec.is_finite():
         return dec
     if scale is not None and dec.as_tuple().exponent != -scale:
-        dec = dec.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+        try:
+            dec = dec.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP,
+                               context=_EXACT)
+        except InvalidOperation as exc:
+            raise Unencodable(f"numeric {dec} does not fit scale {scale}") from exc
     if dec.is_zero() and dec.is_signed():
         return dec.copy_abs()
     return dec

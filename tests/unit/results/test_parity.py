@@ -71,7 +71,10 @@ TYPED: dict[int, st.SearchStrategy[Any]] = {
     oids.OID: _ints(32, signed=False), oids.BOOL: st.booleans(),
     oids.TEXT: st.text(max_size=8), oids.JSONB: st.text(max_size=8),
     oids.FLOAT8: st.floats(),
-    oids.NUMERIC: st.decimals(allow_nan=True, places=3, min_value=-(10**6), max_value=10**6),
+    oids.NUMERIC: st.decimals(allow_nan=True, places=2, min_value=-(10**6), max_value=10**6)
+    | st.decimals(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([Decimal("-0.00"), Decimal("-NaN"), Decimal("sNaN"), Decimal("1E+3"),
+                       Decimal("-Infinity"), Decimal("0"), Decimal("-0")]),
     oids.TIMESTAMP: st.datetimes(),
     oids.TIMESTAMPTZ: st.datetimes(timezones=st.just(UTC))
     | st.datetimes(timezones=st.timezones()),
@@ -83,7 +86,10 @@ TYPED: dict[int, st.SearchStrategy[Any]] = {
 def tables(draw: st.DrawFn) -> tuple[list[ColumnEncoder], list[tuple[Any, ...]]]:
     cols = draw(st.lists(st.sampled_from(COLUMNS), min_size=1, max_size=6))
     session = draw(st.sampled_from(ALL_SETTINGS))
-    encoders = [column_encoder(oid, -1, fmt, session) for oid, fmt in cols]
+    typmods = [draw(st.sampled_from([-1, (12 << 16 | 2) + 4, (8 << 16) + 4]))
+               if oid == oids.NUMERIC else -1 for oid, _ in cols]
+    encoders = [column_encoder(oid, typmod, fmt, session)
+                for (oid, fmt), typmod in zip(cols, typmods, strict=True)]
     hostile = draw(st.booleans())
     cells = [st.one_of(TYPED[oid], TYPED[oid], TYPED[oid], st.none(), *([values] if hostile
                        else [])) for oid, _ in cols]
@@ -126,3 +132,17 @@ def test_wrong_row_length_is_an_error() -> None:
         assert fn([(Decimal(1),)], [column_encoder(oids.NUMERIC, -1, 0, SETTINGS)]) == (
             b"D\x00\x00\x00\x0b\x00\x01\x00\x00\x00\x011")
 
+
+
+NUMERIC_EDGES = [Decimal(x) for x in ("-0.00", "-0", "0", "0.00", "-NaN", "NaN", "sNaN",
+                                      "Infinity", "-Infinity", "1E+3", "-1.005", "12.345",
+                                      "99.99", "-0.001", "1E-30", "123456789012345678901234567.5")]
+
+
+def test_numeric_edges_parity() -> None:
+    assert TWIN is not None
+    for typmod in (-1, (12 << 16 | 2) + 4, (8 << 16) + 4, (30 << 16 | 3) + 4):
+        encoders = [column_encoder(oids.NUMERIC, typmod, 0, SETTINGS)]
+        for value in NUMERIC_EDGES:
+            want = _outcome(results.encode_rows_python, [(value,)], encoders)
+            assert _outcome(TWIN.encode_rows, [(value,)], encoders) == want, (typmod, value)
