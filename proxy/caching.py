@@ -105,6 +105,9 @@ class CacheHost:
         self._pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS)
         await self.stream.start()
+        started = asyncio.get_running_loop().time()
+        await self.stream.barrier(30.0)  # reads are fresh from the first one on
+        self.fresh_as_of = started
         self._spawn(self._heartbeat())
 
     async def _heartbeat(self, interval: float = 0.5) -> None:

@@ -90,6 +90,7 @@ class Extended:
     _reasons: dict[str, str] = field(default_factory=dict)
     _portal_statements: dict[str, str] = field(default_factory=dict)
     _last_reason: str = "not a cached query"
+    _last_route: Route | None = None  # the last Parse that goes upstream (for statistics)
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
@@ -120,11 +121,18 @@ class Extended:
             if isinstance(msg, fe.Parse):
                 self.held.pop(msg.name, None)
                 self._reasons[msg.name] = self._last_reason
+                self._note_proxied()
             elif isinstance(msg, fe.Bind):
                 self.portals.pop(msg.portal, None)
                 self._portal_statements[msg.portal] = msg.statement
             elif isinstance(msg, fe.Execute):
                 self._note_upstream(self._portal_statements.get(msg.portal, ""))
+
+    def _note_proxied(self) -> None:
+        """Count the statement just parsed for SHOW PROXIED QUERIES (and auto mode)."""
+        route, self._last_route = self._last_route, None
+        if route is not None and self.session.ctx is not None:
+            self.session.server.service.note_upstream(route, self.session.ctx)
 
     def _note_upstream(self, statement: str, reason: str | None = None) -> None:
         ctx = self.session.ctx
@@ -152,6 +160,7 @@ class Extended:
         if route.destination == "cache" or route.cache is not None:
             return route
         self._last_reason = route.reason
+        self._last_route = route
         return None
 
     # -- the pump ---------------------------------------------------------------------------
@@ -213,6 +222,7 @@ class Extended:
         if route is None:
             self._materialize(msg.name)
             self._reasons[msg.name] = self._last_reason
+            self._note_proxied()
             self.forward(msg, raw)
             return
         self.held[msg.name] = HeldStatement(msg, route)

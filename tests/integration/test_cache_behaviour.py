@@ -129,7 +129,7 @@ def test_auto_mode_caches_a_repeated_shape(pg: Any, dbname: str) -> None:
             conn.execute("SHOW WEIR STATUS")  # starts the cache service
             for k in (1, 2, 3):
                 assert conn.execute(f"SELECT v FROM kv WHERE k = {k}").fetchone() == (f"v{k}",)
-            eventually(lambda: len(conn.execute("SHOW CACHES").fetchall()) == 1)
+            eventually(lambda: len(conn.execute("SHOW CACHES").fetchall()) == 1, timeout=30)
             assert conn.execute("SELECT v FROM kv WHERE k = 7").fetchone() == ("v7",)
             assert _last(conn)[0] == "cache"
             proxied = conn.execute("SHOW PROXIED QUERIES").fetchall()
