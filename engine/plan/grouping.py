@@ -53,7 +53,7 @@ class Grouping:
 
     def _grouped_expr(self, node: Node) -> ir.Expr | None:
         """A select-list expression written exactly as a GROUP BY expression: its column."""
-        from engine.plan.planner import canonical
+        from engine.plan.blocks import canonical
         pos = self.grouped_exprs.get(canonical(node))
         if pos is None:
             return None

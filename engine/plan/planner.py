@@ -23,16 +23,24 @@ Invariants:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from engine.plan import ir, pgtypes
+from engine.plan.blocks import (
+    canonical,
+    key_columns,
+    limit_constant,
+    limit_param,
+    select_list,
+    unify_branches,
+    union_operands,
+    with_computed,
+)
 from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates
-from engine.plan.names import figure_colname
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
@@ -40,7 +48,6 @@ from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_s
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
-from engine.values import oids as T
 
 Node = dict[str, Any]
 
@@ -127,7 +134,7 @@ class _Planner:
                                   ctx.catalog, self.lift_in, computed) if top else (
             [], where)
         if computed:
-            bound = _with_computed(bound, computed, ctx)
+            bound = with_computed(bound, computed, ctx)
         rel = bound.rel
         if where:
             wb = ExprBuilder(bound.scope, ctx.catalog)
@@ -227,7 +234,7 @@ class _Planner:
                  agg_input: ir.Rel | None = None) -> _Block:
         """Select list, ORDER BY, HAVING and keys -> the block's Project (hidden ORDER BY
         and key columns after the visible ones), optionally under DISTINCT."""
-        exprs, names = _select_list(stmt, builder, scope, grouping is not None)
+        exprs, names = select_list(stmt, builder, scope, grouping is not None)
         colls = [builder.collation(e) for e in exprs]
         order, hidden = self._order(stmt, builder, exprs, names)
         having = None
@@ -240,7 +247,7 @@ class _Planner:
             if having is not None:
                 rel = ir.Filter(rel, grouping.fix(having))
         assert rel is not None
-        extra, block_keys = _key_columns(keys, key_list, exprs, len(exprs) + len(hidden))
+        extra, block_keys = key_columns(keys, key_list, exprs, len(exprs) + len(hidden))
         all_exprs = tuple(fix(e) for e in (*exprs, *hidden, *extra))
         out_names = tuple(names) + tuple(f"?order{i}?" for i in range(len(hidden))) + tuple(
             f"?key{i}?" for i in range(len(extra)))
@@ -299,14 +306,14 @@ class _Planner:
             int | None, int, Page | None]:
         """(LIMIT, OFFSET) as constants, or a Page when a parameter sets either; both need
         ORDER BY, a constant OFFSET needs a LIMIT."""
-        limit_param = _param(stmt.get("limitCount"))
-        offset_param = _param(stmt.get("limitOffset"))
-        limit = None if limit_param else _constant(stmt.get("limitCount"), "LIMIT")
-        offset = 0 if offset_param else _constant(stmt.get("limitOffset"), "OFFSET") or 0
-        if (limit_param or offset_param) and not order:
+        lparam = limit_param(stmt.get("limitCount"))
+        oparam = limit_param(stmt.get("limitOffset"))
+        limit = None if lparam else limit_constant(stmt.get("limitCount"), "LIMIT")
+        offset = 0 if oparam else limit_constant(stmt.get("limitOffset"), "OFFSET") or 0
+        if (lparam or oparam) and not order:
             raise PlanError("LIMIT/OFFSET parameter without ORDER BY")
-        if limit_param or offset_param:
-            return None, 0, Page(limit, limit_param, offset, offset_param)
+        if lparam or oparam:
+            return None, 0, Page(limit, lparam, offset, oparam)
         if limit is None and offset:
             raise PlanError("OFFSET without LIMIT")
         if limit is not None and not order:
@@ -321,7 +328,7 @@ class _Planner:
             raise PlanError(f"{stmt.get('op', '').removeprefix('SETOP_')} (only UNION)")
         children = [stmt["larg"], stmt["rarg"]]
         if stmt.get("all"):
-            children = [b for child in children for b in _union_branches(child)]
+            children = [b for child in children for b in union_operands(child)]
         planned = [self._branch(ctx, {"SelectStmt": b}, top) for b in children]
         keys = planned[0][1]
         for _, other in planned[1:]:
@@ -329,7 +336,7 @@ class _Planner:
                 if any(src.param is None for src, _ in keys + other):
                     raise _RetryPinned  # literal keys differ per branch: pin them
                 raise PlanError("UNION ALL branches keyed on different parameters")
-        branches = _unify(ctx, [b for b, _ in planned])
+        branches = unify_branches(ctx, [b for b, _ in planned])
         first = branches[0]
         rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
         if not stmt.get("all"):
@@ -386,20 +393,6 @@ class _Planner:
         return self._branch(ctx, node, top=False)[0]
 
 
-def canonical(node: Any) -> str:
-    """A JSON expression tree as text without source locations (equal expressions, equal
-    text), to match select-list expressions with GROUP BY expressions."""
-    import json
-
-    def strip(n: Any) -> Any:
-        if isinstance(n, dict):
-            return {k: strip(v) for k, v in n.items() if k != "location"}
-        if isinstance(n, list):
-            return [strip(v) for v in n]
-        return n
-    return json.dumps(strip(node), sort_keys=True)
-
-
 def _mergeable(block: _Block) -> bool:
     """An IN-list key is served by one lookup per value, merged by the host: fine unless the
     page has a constant OFFSET (cut per key by the top-k), sorts on a column the client does
@@ -426,155 +419,6 @@ def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:
         return tuple(compile_expr(e)(row) for e in project.exprs[: block.visible])
     except Exception as exc:  # PostgreSQL would raise on this row too: not cacheable
         raise PlanError(f"select list raises on an empty aggregate ({exc})") from exc
-
-
-def _param(node: Node | None) -> int | None:
-    """``$n`` (or ``$n::int4``/``int8``) as a LIMIT/OFFSET value: its number."""
-    if node is None:
-        return None
-    cast = node.get("TypeCast")
-    if cast is not None:
-        names = [n["String"]["sval"] for n in cast["typeName"].get("names", []) if "String" in n]
-        if names[-1:] not in (["int4"], ["int8"], ["integer"], ["bigint"]):
-            return None
-        node = cast["arg"]
-    ref = node.get("ParamRef")
-    return None if ref is None else int(ref["number"])
-
-
-def _constant(node: Node | None, clause: str) -> int | None:
-    """The value of a LIMIT/OFFSET clause: None when absent or NULL."""
-    if node is None:
-        return None
-    const = node.get("A_Const")
-    if const is None:
-        raise PlanError(f"{clause} that is not a constant")
-    if const.get("isnull"):
-        return None
-    if "ival" not in const:
-        raise PlanError(f"{clause} that is not an integer")
-    value = int(const["ival"].get("ival", 0))
-    if value < 0:
-        raise PlanError(f"negative {clause}")
-    return value
-
-
-def _with_computed(bound: Bound, computed: list[ir.Expr], ctx: PlanContext) -> Bound:
-    """``bound`` with key expressions appended as hidden columns (keys on expressions)."""
-    cols = bound.rel.columns
-    builder = ExprBuilder(bound.scope, ctx.catalog)
-    refs = [ir.ColumnRef(i, c.type_oid) for i, c in enumerate(cols)]
-    names = [c.name for c in cols] + [f"?keyexpr{j}?" for j in range(len(computed))]
-    rel = ir.Project(bound.rel, (*refs, *computed), tuple(names))
-    extra = tuple(ScopeCol(None, names[len(cols) + j], e.type_oid, builder.collation(e),
-                           ctx.new_rte(), hidden=True) for j, e in enumerate(computed))
-    return Bound(rel, Scope(bound.scope.cols + extra))
-
-
-def _select_list(stmt: Node, builder: ExprBuilder, scope: Scope,
-                 grouped: bool) -> tuple[list[ir.Expr], list[str]]:
-    """The select list's expressions (``*`` expanded) and PostgreSQL's names for them."""
-    exprs: list[ir.Expr] = []
-    names: list[str] = []
-    if not stmt.get("targetList"):
-        raise PlanError("empty select list")
-    for target in stmt.get("targetList", []):
-        res = target["ResTarget"]
-        val = res["val"]
-        star = _star(val)
-        if star is not None:
-            if grouped and star == "*":
-                raise PlanError("* in a grouped query")
-            for pos in scope.star(None if star == "*" else star):
-                names.append(scope.cols[pos].name)
-                exprs.append(builder.build({"ColumnRef": {"fields": _fields(scope.cols[pos])}}))
-            continue
-        expr = builder.build(val)
-        if expr.type_oid == T.UNKNOWN:
-            expr = builder.coerce(expr, T.TEXT)
-        if expr.type_oid not in pgtypes.SUPPORTED_TYPES:
-            raise PlanError(f"result of type {pgtypes.type_name(expr.type_oid)}")
-        exprs.append(expr)
-        names.append(res.get("name") or figure_colname(val))
-    return exprs, names
-
-
-def _key_columns(keys: list[Key], key_list: list[ir.Expr], exprs: list[ir.Expr],
-                 base: int) -> tuple[list[ir.Expr], list[tuple[int, KeySource, int]]]:
-    """Where each key lives in the block's output: a selected column equal to it, or an
-    extra hidden column from position ``base`` on."""
-    extra: list[ir.Expr] = []
-    block_keys = []
-    for k, e in zip(keys, key_list, strict=True):
-        if e in exprs:  # the key column is selected anyway: key on that column
-            block_keys.append((exprs.index(e), k.source, k.type_oid))
-            continue
-        if e not in extra:
-            extra.append(e)
-        block_keys.append((base + extra.index(e), k.source, k.type_oid))
-    return extra, block_keys
-
-
-def _unify(ctx: PlanContext, branches: list[Bound]) -> list[Bound]:
-    """UNION ALL branches with their columns cast to the types PostgreSQL resolves them to
-    (select_common_type per column); a column that is a literal in some branch and of
-    another type elsewhere is refused (PostgreSQL types such literals from the others)."""
-    width = len(branches[0].rel.columns)
-    if any(len(b.rel.columns) != width for b in branches):
-        raise PlanError("each UNION query must have the same number of columns")
-    targets = []
-    for i in range(width):
-        types = [b.rel.columns[i].type_oid for b in branches]
-        target = types[0] if len(set(types)) == 1 else pgtypes.common_type(types)
-        if target is None:
-            raise PlanError("UNION ALL column of types " + ", ".join(
-                pgtypes.type_name(t) for t in types))
-        if len({b.scope.cols[i].collation for b in branches}) > 1:
-            raise PlanError("UNION ALL column with different collations")
-        if target != types[0] or len(set(types)) > 1:
-            for b in branches:
-                if isinstance(b.rel, ir.Project) and isinstance(b.rel.exprs[i], ir.Const):
-                    raise PlanError("UNION ALL column mixing a literal with other types")
-        targets.append(target)
-    builder = ExprBuilder(branches[0].scope, ctx.catalog)
-    out = []
-    for b in branches:
-        cols = b.rel.columns
-        if all(c.type_oid == t for c, t in zip(cols, targets, strict=True)):
-            out.append(b)
-            continue
-        exprs = tuple(builder.coerce(ir.ColumnRef(i, c.type_oid), t)
-                      for i, (c, t) in enumerate(zip(cols, targets, strict=True)))
-        rel = ir.Project(b.rel, exprs, tuple(c.name for c in cols))
-        scope = Scope(tuple(dataclasses.replace(c, type_oid=t)
-                            for c, t in zip(b.scope.cols, targets, strict=True)))
-        out.append(Bound(rel, scope))
-    return out
-
-
-def _union_branches(stmt: Node) -> list[Node]:
-    """A UNION ALL operand flattened into its UNION ALL operands (unless it has its own
-    ORDER BY / LIMIT); any other operand is one branch, planned on its own."""
-    own = any(stmt.get(c) for c in ("sortClause", "limitCount", "limitOffset", "withClause"))
-    if stmt.get("op") == "SETOP_UNION" and stmt.get("all") and not own:
-        return _union_branches(stmt["larg"]) + _union_branches(stmt["rarg"])
-    return [stmt]
-
-
-def _star(val: Node) -> str | None:
-    fields = val.get("ColumnRef", {}).get("fields")
-    if not fields or "A_Star" not in fields[-1]:
-        return None
-    if len(fields) == 1:
-        return "*"
-    if len(fields) == 2 and "String" in fields[0]:
-        return str(fields[0]["String"]["sval"])
-    raise PlanError("schema-qualified *")
-
-
-def _fields(col: ScopeCol) -> list[Node]:
-    parts = [col.name] if col.qualifier is None else [col.qualifier, col.name]
-    return [{"String": {"sval": p}} for p in parts]
 
 
 def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]]]:
