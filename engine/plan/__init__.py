@@ -5,7 +5,8 @@ Entry point: ``queries.QueryPlanner(catalog).classify(text, search_path)`` -> ``
 ``.keys(params)`` gives the reader lookups, ``merge_lookups`` combines their rows).
 
 - ``ir`` (IR dataclasses) and ``evaluate`` (reference evaluator) belong to the engine.
-- ``planner``: one SELECT block at a time -> ``PlannedQuery``; helpers ``from_clause``
+- ``planner``: one SELECT block at a time -> ``PlannedQuery``; helpers ``blocks`` (select
+  list, key columns, LIMIT values, UNION operands), ``from_clause``
   (FROM, joins, views), ``subqueries`` (IN/EXISTS semi-joins, correlated aggregates),
   ``grouping`` (GROUP BY, aggregates), ``exprs`` (scalar expressions with PostgreSQL's
   typing and collation screen), ``scope``, ``names`` (output column names), ``pgtypes``,
