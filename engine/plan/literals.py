@@ -25,10 +25,13 @@ class LiteralError(ValueError):
     """The text is not a literal of that type this module can type exactly."""
 
 
-_INT = re.compile(r"\s*([+-]?\d+)\s*")
-_NUMERIC = re.compile(r"\s*([+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)\s*")
-_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
-_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,6})?)?)?")
+_INT = re.compile(r"\s*([+-]?\d+)\s*", re.ASCII)
+_NUMERIC = re.compile(r"\s*([+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?)\s*", re.ASCII)
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})", re.ASCII)
+_TIMESTAMP = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,6})?)?)?", re.ASCII)
+_UUID = re.compile(r"\{?[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                   r"[0-9a-fA-F]{12}\}?", re.ASCII)
 _BOOL = {"t": True, "tr": True, "tru": True, "true": True, "y": True, "ye": True, "yes": True,
          "on": True, "1": True, "f": False, "fa": False, "fal": False, "fals": False,
          "false": False, "n": False, "no": False, "of": None, "off": False, "0": False}
@@ -90,10 +93,10 @@ def _text(_type_oid: int, text: str) -> str:
 
 
 def _uuid(_type_oid: int, text: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(text.strip())
-    except ValueError as exc:
-        raise LiteralError(f"invalid uuid literal {text!r}") from exc
+    stripped = text.strip()
+    if _UUID.fullmatch(stripped) is None or stripped.startswith("{") != stripped.endswith("}"):
+        raise LiteralError(f"uuid literal {text!r} (only hex with optional hyphens/braces)")
+    return uuid.UUID(stripped)
 
 
 _PARSERS: dict[int, Any] = {

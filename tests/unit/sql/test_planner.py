@@ -189,6 +189,8 @@ def test_rules_preserve_results(seed: int) -> None:
     (T.DATE, "2024-02-29", date(2024, 2, 29)),
     (T.TIMESTAMP, "2024-01-15", datetime(2024, 1, 15)),
     (T.TIMESTAMP, "2024-01-15 10:20:30.5", datetime(2024, 1, 15, 10, 20, 30, 500000)),
+    (T.UUID, "{12345678123456781234567812345678}",
+     __import__("uuid").UUID("12345678-1234-5678-1234-567812345678")),
 ])
 def test_literal_values(oid: int, text: str, value: Any) -> None:
     assert literal_value(oid, text) == value
@@ -197,7 +199,8 @@ def test_literal_values(oid: int, text: str, value: Any) -> None:
 @pytest.mark.parametrize(("oid", "text"), [
     (T.INT2, "40000"), (T.INT4, "1.5"), (T.INT4, "1_000"), (T.BOOL, "of"),
     (T.DATE, "2023-02-29"), (T.DATE, "Jan 1 2024"), (T.TIMESTAMPTZ, "2024-01-01"),
-    (T.TEXT, "a\x00b"),
+    (T.TEXT, "a\x00b"), (T.INT4, "\u0663"), (T.NUMERIC, "\u0661.5"),
+    (T.UUID, "urn:uuid:12345678-1234-5678-1234-567812345678"),
 ])
 def test_literals_not_typed_exactly_are_refused(oid: int, text: str) -> None:
     with pytest.raises(LiteralError):
