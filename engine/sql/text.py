@@ -86,6 +86,10 @@ def collect_literals(tree: Any) -> tuple[Literal, ...]:
     return tuple(found)
 
 
+#: Integer/numeric literal spellings PostgreSQL 16 added (hex/octal/binary, digit
+#: separators): pglast parses them (PostgreSQL 18 grammar), the upstream may not.
+_NEWER_NUMBER = re.compile(r"[-+]?\s*(0[xXoObB]|[0-9.]*_)")
+
 #: Quoted identifiers (kept), comments and whitespace runs (each becomes one space). In a
 #: normalized text every literal is already a $n, so nothing else can hold a space.
 _GAP = r"(?:\s|/\*.*?\*/|--[^\n]*)+"
@@ -124,7 +128,13 @@ def parse_query(text: str) -> ParsedQuery:
         return ParsedQuery(text, shape, fingerprint, None, (),
                            "not exactly one statement" if stmts else "empty statement")
     stmt = stmts[0].get("stmt", {})
-    return ParsedQuery(text, shape, fingerprint, stmt, collect_literals(stmt))
+    literals = collect_literals(stmt)
+    for lit in literals:
+        if lit.kind in ("int", "numeric") and _NEWER_NUMBER.match(text, max(lit.location, 0)):
+            return ParsedQuery(text, shape, fingerprint, None, (),
+                               "numeric literal syntax newer than PostgreSQL 15 "
+                               f"({text[lit.location:lit.location + 12]!r})")
+    return ParsedQuery(text, shape, fingerprint, stmt, literals)
 
 
 class QueryTextCache:

@@ -49,3 +49,11 @@ def test_layout_and_comments_do_not_change_the_shape() -> None:
     c = parse_query('SELECT a FROM t WHERE b = 1 /*traceparent=00-ab-cd-01*/')
     assert a.shape == b.shape == c.shape
     assert parse_query('SELECT "a  b" FROM t').shape != parse_query('SELECT "a b" FROM t').shape
+
+
+def test_number_spellings_newer_than_the_upstream_are_refused() -> None:
+    for sql in ("SELECT a FROM t WHERE b = 0x1F", "SELECT a FROM t WHERE b = 1_000",
+                "SELECT a FROM t WHERE b = -0o17"):
+        parsed = parse_query(sql)
+        assert parsed.error is not None and "newer than PostgreSQL 15" in parsed.error
+    assert parse_query("SELECT a FROM t WHERE b = -3 AND c = '0x1'").error is None
