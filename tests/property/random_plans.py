@@ -49,6 +49,10 @@ def random_changes(tables: dict[int, ir.TableRef], data: dict[int, dict[Row, Row
     for _ in range(rng.randint(1, 4)):
         t = tables[rng.choice(sorted(tables))]
         rows = shadow[t.oid]
+        if rng.random() < 0.03:
+            rows.clear()
+            out.append(RowChange(t.oid, ChangeKind.TRUNCATE, None, None))
+            continue
         if not rows or rng.random() < 0.4:
             pk = max((k[0] for k in rows), default=-1) + 1
             rows[(pk,)] = new = random_row(t, pk, rng)
