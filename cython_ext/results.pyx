@@ -3,7 +3,7 @@
 
 ``encode_rows(rows, encoders)``: the concatenated DataRow messages of ``rows`` (sequences of
 values, None for NULL), one ``encoders[i]`` per column with attributes ``encode`` (value ->
-bytes) and ``kind`` (an int). Kinds 1-12 are conversions done here without calling
+bytes) and ``kind`` (an int). Kinds 1-13 are conversions done here without calling
 ``encode`` when the value has the exact expected Python type and fits (datetimes: naive
 for timestamp, tzinfo ``datetime.timezone.utc`` for timestamptz; Decimals already at the
 column's ``scale`` attribute, None when unconstrained); otherwise, and for
@@ -51,6 +51,7 @@ cdef enum:
     KIND_TEXT_TIMESTAMP_ISO = 10
     KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11
     KIND_TEXT_NUMERIC = 12
+    KIND_BIN_NUMERIC = 13
 
 
 cdef struct Buf:
@@ -236,6 +237,93 @@ cdef int _numeric(Buf* b, object value, object scale) except -1:
     return 1
 
 
+cdef inline int _digit(const char* t, Py_ssize_t k, Py_ssize_t start, Py_ssize_t int_len,
+                       Py_ssize_t frac_len, Py_ssize_t pad) noexcept:
+    """Digit k of the integer digits, then the fraction digits, left-padded with ``pad``
+    zeros (0 past the end)."""
+    k -= pad
+    if k < 0 or k >= int_len + frac_len:
+        return 0
+    if k < int_len:
+        return t[start + k] - 48
+    return t[start + int_len + 1 + (k - int_len)] - 48
+
+
+cdef int _numeric_binary(Buf* b, object value, object scale) except -1:
+    """numeric_send of a finite Decimal already at its column's scale (else return 0)."""
+    cdef const char* t
+    cdef Py_ssize_t size, i, start, dot = -1, int_len, frac_len, pad, ngroups, first, last
+    cdef Py_ssize_t weight, g, k, m
+    cdef bint nonzero = False
+    cdef unsigned int group
+    cdef unsigned char* w
+    if type(value) is not _Decimal:
+        return 0
+    text = format(value, "f")
+    t = PyUnicode_AsUTF8AndSize(text, &size)
+    start = 1 if t[0] == 45 else 0
+    for i in range(start, size):
+        if t[i] == 46:
+            dot = i
+        elif 49 <= t[i] <= 57:
+            nonzero = True
+        elif t[i] != 48:
+            return 0  # NaN, Infinity: the Python encoder
+    int_len = (dot if dot >= 0 else size) - start
+    frac_len = size - dot - 1 if dot >= 0 else 0
+    if scale is not None and frac_len != <Py_ssize_t>scale:
+        return 0
+    if frac_len > 0x3FFF:
+        return 0
+    if not nonzero:
+        _reserve(b, 12)
+        _put32(b.data + b.size, 8)
+        _put32(b.data + b.size + 4, 0)
+        b.data[b.size + 8] = 0
+        b.data[b.size + 9] = 0
+        b.data[b.size + 10] = (frac_len >> 8) & 0xFF
+        b.data[b.size + 11] = frac_len & 0xFF
+        b.size += 12
+        return 1
+    pad = (4 - int_len % 4) % 4
+    ngroups = (pad + int_len + frac_len + 3) // 4
+    first = -1
+    last = -1
+    for g in range(ngroups):
+        group = 0
+        for k in range(4 * g, 4 * g + 4):
+            group = group * 10 + _digit(t, k, start, int_len, frac_len, pad)
+        if group:
+            if first < 0:
+                first = g
+            last = g
+    weight = (pad + int_len) // 4 - 1 - first
+    if weight < -32768 or weight > 32767:
+        return 0
+    m = last - first + 1
+    _reserve(b, 12 + 2 * m)
+    w = b.data + b.size
+    _put32(w, <uint64_t>(8 + 2 * m))
+    w[4] = (m >> 8) & 0xFF
+    w[5] = m & 0xFF
+    w[6] = (<unsigned int>weight >> 8) & 0xFF
+    w[7] = <unsigned int>weight & 0xFF
+    w[8] = 0x40 if start else 0
+    w[9] = 0
+    w[10] = (frac_len >> 8) & 0xFF
+    w[11] = frac_len & 0xFF
+    w += 12
+    for g in range(first, last + 1):
+        group = 0
+        for k in range(4 * g, 4 * g + 4):
+            group = group * 10 + _digit(t, k, start, int_len, frac_len, pad)
+        w[0] = (group >> 8) & 0xFF
+        w[1] = group & 0xFF
+        w += 2
+    b.size += 12 + 2 * m
+    return 1
+
+
 cdef int _fast(Buf* b, int kind, object value, object scale) except -1:
     """Encode ``value`` inline; return 1 if done, 0 if ``encode`` must be called."""
     cdef long long n
@@ -264,6 +352,8 @@ cdef int _fast(Buf* b, int kind, object value, object scale) except -1:
         return 1
     if kind == KIND_TEXT_NUMERIC:
         return _numeric(b, value, scale)
+    if kind == KIND_BIN_NUMERIC:
+        return _numeric_binary(b, value, scale)
     if kind >= KIND_BIN_TIMESTAMP:
         return _stamp(b, value, kind)
     if type(value) is not int:

@@ -63,6 +63,7 @@ KIND_BIN_TIMESTAMPTZ = 9  # datetime with tzinfo datetime.UTC -> int64 usecs
 KIND_TEXT_TIMESTAMP_ISO = 10  # naive datetime, DateStyle ISO
 KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11  # datetime.UTC datetime, DateStyle ISO, a zero-offset zone
 KIND_TEXT_NUMERIC = 12  # Decimal already at ``ColumnEncoder.scale`` (None: unconstrained)
+KIND_BIN_NUMERIC = 13  # likewise, binary
 _ZERO_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT"})
 
 _KINDS: dict[tuple[int, int], int] = {
@@ -134,10 +135,11 @@ def _build_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSetting
     factory = _factory(type_oid, fmt)
     assert factory is not None
     encode = factory(settings, typmod)
-    if type_oid == oids.NUMERIC and fmt == TEXT:
+    if type_oid == oids.NUMERIC:
         scale = numeric_scale(typmod)
         if scale is None or scale >= 0:
-            return ColumnEncoder(type_oid, fmt, encode, KIND_TEXT_NUMERIC, scale)
+            kind = KIND_TEXT_NUMERIC if fmt == TEXT else KIND_BIN_NUMERIC
+            return ColumnEncoder(type_oid, fmt, encode, kind, scale)
     return ColumnEncoder(type_oid, fmt, encode, _kind(type_oid, fmt, settings))
 
 

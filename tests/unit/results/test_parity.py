@@ -136,13 +136,15 @@ def test_wrong_row_length_is_an_error() -> None:
 
 NUMERIC_EDGES = [Decimal(x) for x in ("-0.00", "-0", "0", "0.00", "-NaN", "NaN", "sNaN",
                                       "Infinity", "-Infinity", "1E+3", "-1.005", "12.345",
-                                      "99.99", "-0.001", "1E-30", "123456789012345678901234567.5")]
+                                      "99.99", "-0.001", "1E-30", "123456789012345678901234567.5",
+                                      "10000", "0.0001", "-12345.6789", "1E+5", "0.00010000")]
 
 
 def test_numeric_edges_parity() -> None:
     assert TWIN is not None
-    for typmod in (-1, (12 << 16 | 2) + 4, (8 << 16) + 4, (30 << 16 | 3) + 4):
-        encoders = [column_encoder(oids.NUMERIC, typmod, 0, SETTINGS)]
+    typmods = (-1, (12 << 16 | 2) + 4, (8 << 16) + 4, (30 << 16 | 3) + 4)
+    for typmod, fmt in ((t, f) for t in typmods for f in (0, 1)):
+        encoders = [column_encoder(oids.NUMERIC, typmod, fmt, SETTINGS)]
         for value in NUMERIC_EDGES:
             want = _outcome(results.encode_rows_python, [(value,)], encoders)
             assert _outcome(TWIN.encode_rows, [(value,)], encoders) == want, (typmod, value)
