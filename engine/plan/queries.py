@@ -76,6 +76,14 @@ class Classified:
     query: CachedQuery | Unsupported
     parsed: ParsedQuery
 
+    @property
+    def query_id(self) -> str:
+        """The cache identity's id, or for an unsupported text an id of its shape (so SHOW
+        PROXIED QUERIES can group texts that differ only in literals and layout)."""
+        if isinstance(self.query, CachedQuery):
+            return self.query.identity.query_id
+        return "q_" + hashlib.sha256(self.parsed.shape.encode()).hexdigest()[:16]
+
     def key(self, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """The reader lookup key of a plan whose answer is exactly that lookup's rows (or
         ``empty_row``); None for plans that need ``keys`` + ``merge_lookups`` (IN lists,

@@ -287,3 +287,14 @@ def test_limit_and_offset_parameters_are_cut_by_the_host() -> None:
     assert merge_lookups(plan, [rows], [1, 2, 1]) == [(2,), (3,)]
     assert merge_lookups(plan, [rows], [1, None, 3]) == [(4,)]
     assert answer.keys([1, -1, 0]) is None and answer.keys([1, "2", 0]) is None
+
+
+def test_unsupported_texts_of_one_shape_share_an_id() -> None:
+    planner = QueryPlanner(CATALOG)
+    a = planner.classify("SELECT id FROM stories WHERE created_at > now() - 1")
+    b = planner.classify("SELECT id  FROM stories WHERE created_at > now() - 2 -- tag")
+    c = planner.classify("SELECT id FROM stories WHERE author_id = 3")
+    assert isinstance(a.query, Unsupported)
+    assert a.query_id == b.query_id != c.query_id
+    assert c.query_id == cached(planner, "SELECT id FROM stories WHERE author_id = 4"
+                                ).identity.query_id
