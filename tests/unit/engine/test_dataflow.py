@@ -350,3 +350,23 @@ def test_abandoned_fill_fails_its_reads_and_a_new_read_refills() -> None:
     host.effects(again.effects)
     host.settle()
     assert host.answers[("hot_by_author", (1,))] == ((1, "a", 9),)
+
+
+def test_numeric_sum_keeps_postgres_scale_and_specials_under_retraction() -> None:
+    from engine.dataflow.ops.accumulators import accumulator
+
+    acc = accumulator("sum", T.NUMERIC, T.NUMERIC)
+    for v in ("1.50", "NaN", "2"):
+        acc.add(Decimal(v), 1)
+    assert str(acc.value()) == "NaN"
+    acc.add(Decimal("NaN"), -1)
+    assert str(acc.value()) == "3.50"
+    acc.add(Decimal("1.50"), -1)
+    assert str(acc.value()) == "2"  # PostgreSQL's sum over {2} prints 2, not 2.00
+    acc.add(Decimal("Infinity"), 1)
+    acc.add(Decimal("-Infinity"), 1)
+    assert str(acc.value()) == "NaN"
+    avg = accumulator("avg", T.NUMERIC, T.INT4)
+    avg.add(1, 1)
+    avg.add(2, 1)
+    assert str(avg.value()) == "1.5000000000000000"
