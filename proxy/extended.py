@@ -70,7 +70,8 @@ class HeldStatement:
 class LocalPortal:
     statement: HeldStatement
     bind: fe.Bind
-    key: tuple[Any, ...] | None
+    keys: list[tuple[Any, ...]] | None
+    params: tuple[Any, ...]
     result: bytes | None = None  # admin: the whole answer, computed at first Execute
     rows: list[bytes] | None = None  # cache: encoded DataRows, computed at first Execute
     sent: int = 0
@@ -232,41 +233,52 @@ class Extended:
         held = self.held.get(msg.statement)
         self.portals.pop(msg.portal, None)
         if held is not None and self._can_answer(held):
-            key = self._key(held, msg)
-            if key is not None or held.route.destination == "admin":
-                self.portals[msg.portal] = LocalPortal(held, msg, key)
+            lookup = self._keys(held, msg)
+            if lookup is not None or held.route.destination == "admin":
+                keys, params = lookup or (None, ())
+                self.portals[msg.portal] = LocalPortal(held, msg, keys, params)
                 self._answer(be.BIND_COMPLETE.encode())
                 return
         if held is not None:
             self._reasons[msg.statement] = (
                 "the session is in a transaction block or busy upstream"
-                if not self._can_answer() else "a parameter is not usable as a cache key")
+                if not self._can_answer()
+                else "a parameter is not usable as a cache key"
+            )
         self._materialize(msg.statement)
         self._portal_statements[msg.portal] = msg.statement
         self.forward(msg, raw)
 
-    def _key(self, held: HeldStatement, msg: fe.Bind) -> tuple[Any, ...] | None:
+    def _keys(
+        self, held: HeldStatement, msg: fe.Bind
+    ) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]] | None:
+        """The reader lookups and decoded parameters of a Bind, or None (go upstream)."""
         classified = held.route.classified
-        if held.route.cache is None or classified is None or isinstance(
-                classified.query, Unsupported):
+        if (
+            held.route.cache is None
+            or classified is None
+            or isinstance(classified.query, Unsupported)
+        ):
             return None
         plan = classified.query.plan  # this text's plan: its key sources are its own $n
         declared = held.parse.param_types
+        column_types: dict[int, int] = {}
+        for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
+            for alt in src.alternatives or (src,):
+                if alt.param is not None:
+                    column_types[alt.param - 1] = column_type
         try:
             formats = formats_for(len(msg.params), msg.param_formats)
-            values: list[Any] = [None] * len(msg.params)
-            for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
-                if src.param is None:
-                    continue
-                i = src.param - 1
-                if i >= len(msg.params):
-                    return None
+            values: list[Any] = []
+            for i, value in enumerate(msg.params):
                 kind = declared[i] if i < len(declared) else 0
-                values[i] = decode_param(msg.params[i], formats[i], kind, column_type)
+                # parameters that are not keys are LIMIT/OFFSET counts
+                values.append(decode_param(value, formats[i], kind, column_types.get(i, 20)))
         except ParamError as exc:
             log.debug("parameter not usable as a cache key: %s", exc)
             return None
-        return classified.key(values)
+        keys = classified.keys(values)
+        return None if keys is None else (keys, tuple(values))
 
     async def _describe(self, msg: fe.Describe, raw: bytes) -> None:
         if msg.name not in (self.held if msg.kind == "S" else self.portals):
@@ -284,25 +296,32 @@ class Extended:
                 self._materialize(msg.name)
                 self.forward(msg, raw)
                 return
-            self._answer(be.ParameterDescription(types).encode()
-                         + self._row_description(held, ()))
+            self._answer(be.ParameterDescription(types).encode() + self._row_description(held, ()))
             return
         local = self.portals[msg.name]
         self._answer(self._row_description(local.statement, local.bind.result_formats))
 
     def _param_types(self, held: HeldStatement) -> tuple[int, ...] | None:
         classified = held.route.classified
-        if held.route.cache is None or classified is None or isinstance(
-                classified.query, Unsupported):
+        if (
+            held.route.cache is None
+            or classified is None
+            or isinstance(classified.query, Unsupported)
+        ):
             return ()
         plan = classified.query.plan
-        count = max((s.param or 0 for s in plan.key_sources), default=0)
-        count = max(count, len(held.parse.param_types))
-        types = list(held.parse.param_types) + [0] * (count - len(held.parse.param_types))
+        known: dict[int, int] = dict(enumerate(held.parse.param_types, 1))
         for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
-            if src.param is not None and not types[src.param - 1]:
-                types[src.param - 1] = column_type
-        return None if 0 in types else tuple(types)
+            for alt in src.alternatives or (src,):
+                if alt.param is not None and not known.get(alt.param):
+                    known[alt.param] = column_type
+        page = plan.page
+        for number in (page.limit_param, page.offset_param) if page is not None else ():
+            if number is not None and not known.get(number):
+                known[number] = 20  # LIMIT/OFFSET parameters are bigint
+        count = max(known, default=0)
+        types = tuple(known.get(i, 0) for i in range(1, count + 1))
+        return None if 0 in types else types
 
     def _row_description(self, held: HeldStatement, formats: tuple[int, ...]) -> bytes:
         entry = held.route.cache
@@ -313,9 +332,12 @@ class Extended:
             fields = tuple(be.FieldDescription(name=c, type_oid=25) for c in columns)
             return be.RowDescription(fields).encode()
         fmts = formats_for(len(entry.fields), formats)
-        fields = tuple(be.FieldDescription(f.name, f.table_oid, f.column_attr, f.type_oid,
-                                           f.type_size, f.type_modifier, fmt)
-                       for f, fmt in zip(entry.fields, fmts, strict=True))
+        fields = tuple(
+            be.FieldDescription(
+                f.name, f.table_oid, f.column_attr, f.type_oid, f.type_size, f.type_modifier, fmt
+            )
+            for f, fmt in zip(entry.fields, fmts, strict=True)
+        )
         return be.RowDescription(fields).encode()
 
     async def _execute(self, msg: fe.Execute, raw: bytes) -> None:
@@ -325,8 +347,9 @@ class Extended:
             self.forward(msg, raw)
             return
         if not self._can_answer(local.statement):
-            self._note_upstream(local.statement.parse.name,
-                                "the session is in a transaction block or busy upstream")
+            self._note_upstream(
+                local.statement.parse.name, "the session is in a transaction block or busy upstream"
+            )
             self._materialize_portal(msg.portal)
             self.forward(msg, raw)
             return
@@ -343,21 +366,37 @@ class Extended:
         limit = msg.max_rows if msg.max_rows > 0 else len(local.rows)
         chunk = local.rows[local.sent : local.sent + limit]
         local.sent += len(chunk)
-        tail = (be.PORTAL_SUSPENDED.encode() if local.sent < len(local.rows)
-                else be.CommandComplete(f"SELECT {len(chunk)}").encode())
+        tail = (
+            be.PORTAL_SUSPENDED.encode()
+            if local.sent < len(local.rows)
+            else be.CommandComplete(f"SELECT {len(chunk)}").encode()
+        )
         self._answer(b"".join(chunk) + tail)
 
     async def _cached_rows(self, local: LocalPortal) -> list[bytes] | None:
         session = self.session
         assert session.ctx is not None
         entry = local.statement.route.cache
-        route = Route("cache", local.statement.route.reason, cache=entry, key=local.key)
-        settings = OutputSettings.from_parameters({**session.state.parameters,
-                                                   **session.ctx.settings})
+        route = Route(
+            "cache",
+            local.statement.route.reason,
+            classified=local.statement.route.classified,
+            cache=entry,
+            keys=local.keys,
+            params=local.params,
+        )
+        settings = OutputSettings.from_parameters(
+            {**session.state.parameters, **session.ctx.settings}
+        )
         fmts = formats_for(len(entry.fields), local.bind.result_formats)
         reason = settings.reason() or next(
-            (r for f, fmt in zip(entry.fields, fmts, strict=True)
-             if (r := supports(f.type_oid, f.type_modifier, fmt, settings)) is not None), None)
+            (
+                r
+                for f, fmt in zip(entry.fields, fmts, strict=True)
+                if (r := supports(f.type_oid, f.type_modifier, fmt, settings)) is not None
+            ),
+            None,
+        )
         if reason is not None:
             session.ctx.last = ("upstream", reason)
             return None
@@ -383,7 +422,7 @@ class Extended:
             if not (isinstance(cmd, Show) and cmd.what == "last"):
                 session.ctx.last = ("admin", "weir command")
             if answer[:1] == b"T":  # Describe already sent the RowDescription
-                answer = answer[1 + int.from_bytes(answer[1:5], "big"):]
+                answer = answer[1 + int.from_bytes(answer[1:5], "big") :]
             local.result = answer
         if local.result[:1] == b"E":
             self.batch_failed = True
@@ -391,8 +430,11 @@ class Extended:
 
     async def _close(self, msg: fe.Close, raw: bytes) -> None:
         table: dict[str, Any] = self.held if msg.kind == "S" else self.portals
-        if table.pop(msg.name, None) is not None and not self.batch_upstream \
-                and self.session.state.idle:
+        if (
+            table.pop(msg.name, None) is not None
+            and not self.batch_upstream
+            and self.session.state.idle
+        ):
             self._answer(be.CLOSE_COMPLETE.encode())
         else:
             self.forward(msg, raw)

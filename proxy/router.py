@@ -54,7 +54,8 @@ class Route:
     admin: AdminCommand | None = None
     classified: Classified | None = None
     cache: Any = None  # registry.CacheEntry
-    key: tuple[Any, ...] | None = None
+    keys: list[tuple[Any, ...]] | None = None  # reader lookups (several for IN lists)
+    params: tuple[Any, ...] = ()  # decoded $n values (LIMIT/OFFSET parameters)
 
 
 def route_query(text: str, state: SessionState, ctx: SessionContext, registry: Any,
@@ -81,14 +82,14 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
     unsupported = output_unsupported(entry.fields, {**state.parameters, **ctx.settings})
     if unsupported is not None:
         return Route("upstream", unsupported, classified=classified)
-    key = classified.key()
-    if key is None:
-        # a $n parameter (extended protocol: the Bind supplies it) or a literal that is not a
-        # valid value of its column's type
-        return Route("upstream", "a literal is not a valid value of its column's type",
+    keys = classified.keys()
+    if keys is None:
+        # a $n parameter (extended protocol: the Bind supplies it), a literal that is not a
+        # valid value of its column's type, or too many IN-list lookups
+        return Route("upstream", "a literal is not a valid key value (or too many lookups)",
                      classified=classified, cache=entry)
     return Route("cache", f"served by cache {entry.name}", classified=classified, cache=entry,
-                 key=key)
+                 keys=keys)
 
 
 def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:

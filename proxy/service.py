@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.plan.queries import merge_lookups
 from proxy.admin import CreateCache, DropCache, Show
 from proxy.caching import CacheHost
 from proxy.registry import AdminError, Registry
@@ -153,14 +154,15 @@ class CacheService:
                 return None, f"read-your-writes barrier did not pass ({exc})"
             ctx.wrote = False
         entry = route.cache
-        assert route.key is not None
-        served = await host.read(entry.name, route.key)
-        if served.rows is None:
-            return None, served.reason
-        rows = served.rows
-        if not rows and entry.query.plan.empty_row is not None:
-            rows = (entry.query.plan.empty_row,)
-        return rows, route.reason
+        assert route.keys is not None and route.classified is not None
+        results = []
+        for key in route.keys:
+            served = await host.read(entry.name, key)
+            if served.rows is None:
+                return None, served.reason
+            results.append(served.rows)
+        plan = route.classified.query.plan  # type: ignore[union-attr]
+        return tuple(merge_lookups(plan, results, route.params)), route.reason
 
     def encoders(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
                  ) -> list[Any]:
