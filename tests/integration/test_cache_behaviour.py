@@ -197,3 +197,32 @@ def test_unsupported_queries_are_explained(pg: Any, dbname: str) -> None:
             assert reason.startswith("unsupported: ") and count == "2"
     finally:
         server.stop()
+
+
+def test_in_lists_and_parameter_pages(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE TABLE t (id int PRIMARY KEY, g int, v text);"
+            "INSERT INTO t SELECT x, x % 7, 'v' || x FROM generate_series(1, 100) x", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            conn.execute("CREATE CACHE inl FROM SELECT id, v FROM t WHERE g IN (1, 2, 3) "
+                         "ORDER BY id LIMIT 5")
+            conn.execute("CREATE CACHE page FROM SELECT id, v FROM t WHERE g = $1 ORDER BY id "
+                         "LIMIT $2 OFFSET $3")
+            cases: list[tuple[str, Any]] = [
+                ("SELECT id, v FROM t WHERE g IN (4, 5, 6) ORDER BY id LIMIT 5", None),
+                ("SELECT id, v FROM t WHERE g IN (6, 6, 0) ORDER BY id LIMIT 5", None),
+                ("SELECT id, v FROM t WHERE g = %s ORDER BY id LIMIT %s OFFSET %s", (3, 4, 2)),
+                ("SELECT id, v FROM t WHERE g = %s ORDER BY id LIMIT %s OFFSET %s", (5, 100, 0)),
+            ]
+            for sql, params in cases:
+                assert conn.execute(sql, params).fetchall() == \
+                    direct.execute(sql, params).fetchall()
+                assert _last(conn)[0] == "cache"
+            # a negative LIMIT is PostgreSQL's error to give
+            with pytest.raises(psycopg.errors.InvalidRowCountInLimitClause):
+                conn.execute("SELECT id, v FROM t WHERE g = %s ORDER BY id LIMIT %s OFFSET %s",
+                             (1, -1, 0))
+    finally:
+        server.stop()
