@@ -3,10 +3,11 @@
 
 ``encode_rows(rows, encoders)``: the concatenated DataRow messages of ``rows`` (sequences of
 values, None for NULL), one ``encoders[i]`` per column with attributes ``encode`` (value ->
-bytes) and ``kind`` (an int). Kinds 1-13 are conversions done here without calling
+bytes) and ``kind`` (an int). Kinds 1-14 are conversions done here without calling
 ``encode`` when the value has the exact expected Python type and fits (datetimes: naive
 for timestamp, tzinfo ``datetime.timezone.utc`` for timestamptz; Decimals already at the
-column's ``scale`` attribute, None when unconstrained); otherwise, and for
+column's ``scale`` attribute, None when unconstrained; timestamptz ISO text rotated into
+the column's ``zone`` attribute); otherwise, and for
 kind 0, ``encode(value)`` is called, so its exceptions propagate unchanged. The kinds must
 stay in step with ``proxy.results`` (KIND_*).
 """
@@ -22,6 +23,9 @@ from cpython.datetime cimport (
     datetime_tzinfo,
     datetime_year,
     import_datetime,
+    timedelta_days,
+    timedelta_microseconds,
+    timedelta_seconds,
 )
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -52,6 +56,7 @@ cdef enum:
     KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11
     KIND_TEXT_NUMERIC = 12
     KIND_BIN_NUMERIC = 13
+    KIND_TEXT_TIMESTAMPTZ_ISO = 14
 
 
 cdef struct Buf:
@@ -161,6 +166,61 @@ cdef inline char* _digits(char* p, long long v, int width) noexcept:
     return p + width
 
 
+cdef char* _clock(char* p, object value) noexcept:
+    """YYYY-MM-DD HH:MM:SS[.ffffff without trailing zeros] of a datetime."""
+    cdef long long frac
+    p = _digits(p, datetime_year(value), 4)
+    p[0] = 45
+    p = _digits(p + 1, datetime_month(value), 2)
+    p[0] = 45
+    p = _digits(p + 1, datetime_day(value), 2)
+    p[0] = 32
+    p = _digits(p + 1, datetime_hour(value), 2)
+    p[0] = 58
+    p = _digits(p + 1, datetime_minute(value), 2)
+    p[0] = 58
+    p = _digits(p + 1, datetime_second(value), 2)
+    frac = datetime_microsecond(value)
+    if frac:
+        p[0] = 46
+        p = _digits(p + 1, frac, 6)
+        while (p - 1)[0] == 48:
+            p -= 1
+    return p
+
+
+cdef int _zoned(Buf* b, object value, object zone) except -1:
+    """ISO text of an aware datetime in the session's zone (0: let ``encode`` do it)."""
+    cdef char tmp[48]
+    cdef char* p
+    cdef long long off, hours, minutes, seconds
+    if not PyDateTime_CheckExact(value) or <object>datetime_tzinfo(value) is None:
+        return 0
+    try:
+        local = value.astimezone(zone)
+    except OverflowError:
+        return 0
+    delta = local.utcoffset()
+    if delta is None or timedelta_microseconds(delta) != 0:
+        return 0
+    off = <long long>timedelta_days(delta) * 86400 + timedelta_seconds(delta)
+    p = _clock(tmp, local)
+    p[0] = 45 if off < 0 else 43
+    off = -off if off < 0 else off
+    hours = off // 3600
+    minutes = off // 60 % 60
+    seconds = off % 60
+    p = _digits(p + 1, hours, 2)
+    if minutes or seconds:
+        p[0] = 58
+        p = _digits(p + 1, minutes, 2)
+    if seconds:
+        p[0] = 58
+        p = _digits(p + 1, seconds, 2)
+    _append(b, tmp, p - tmp)
+    return 1
+
+
 cdef int _stamp(Buf* b, object value, int kind) except -1:
     """Return 1 if the datetime was written, 0 to call ``encode`` instead."""
     cdef object tz
@@ -181,23 +241,7 @@ cdef int _stamp(Buf* b, object value, int kind) except -1:
         usec = (usec + datetime_second(value)) * 1000000 + datetime_microsecond(value)
         _fixed(b, <uint64_t>usec, 8)
         return 1
-    p = _digits(p, datetime_year(value), 4)
-    p[0] = 45
-    p = _digits(p + 1, datetime_month(value), 2)
-    p[0] = 45
-    p = _digits(p + 1, datetime_day(value), 2)
-    p[0] = 32
-    p = _digits(p + 1, datetime_hour(value), 2)
-    p[0] = 58
-    p = _digits(p + 1, datetime_minute(value), 2)
-    p[0] = 58
-    p = _digits(p + 1, datetime_second(value), 2)
-    frac = datetime_microsecond(value)
-    if frac:
-        p[0] = 46
-        p = _digits(p + 1, frac, 6)
-        while (p - 1)[0] == 48:
-            p -= 1
+    p = _clock(p, value)
     if kind == KIND_TEXT_TIMESTAMPTZ_ISO_UTC:
         p[0] = 43
         p[1] = 48
@@ -324,7 +368,7 @@ cdef int _numeric_binary(Buf* b, object value, object scale) except -1:
     return 1
 
 
-cdef int _fast(Buf* b, int kind, object value, object scale) except -1:
+cdef int _fast(Buf* b, int kind, object value, object scale, object zone) except -1:
     """Encode ``value`` inline; return 1 if done, 0 if ``encode`` must be called."""
     cdef long long n
     cdef int overflow = 0
@@ -354,6 +398,8 @@ cdef int _fast(Buf* b, int kind, object value, object scale) except -1:
         return _numeric(b, value, scale)
     if kind == KIND_BIN_NUMERIC:
         return _numeric_binary(b, value, scale)
+    if kind == KIND_TEXT_TIMESTAMPTZ_ISO:
+        return _zoned(b, value, zone)
     if kind >= KIND_BIN_TIMESTAMP:
         return _stamp(b, value, kind)
     if type(value) is not int:
@@ -379,7 +425,7 @@ cdef int _fast(Buf* b, int kind, object value, object scale) except -1:
 
 
 cdef int _row(Buf* b, object row, Py_ssize_t ncols, list fns, int* kinds,
-              list scales) except -1:
+              list scales, list zones) except -1:
     cdef Py_ssize_t start, i
     cdef object value
     if type(row) is not tuple:
@@ -398,7 +444,7 @@ cdef int _row(Buf* b, object row, Py_ssize_t ncols, list fns, int* kinds,
             _reserve(b, 4)
             _put32(b.data + b.size, 0xFFFFFFFF)
             b.size += 4
-        elif kinds[i] == KIND_CALL or not _fast(b, kinds[i], value, scales[i]):
+        elif kinds[i] == KIND_CALL or not _fast(b, kinds[i], value, scales[i], zones[i]):
             _append_object(b, fns[i](value))
     if b.size - start - 1 > 0x7FFFFFFF:
         raise ValueError("DataRow too large")
@@ -410,6 +456,7 @@ def encode_rows(rows, encoders):
     cdef Py_ssize_t ncols = len(encoders), i
     cdef list fns = [e.encode for e in encoders]
     cdef list scales = [e.scale for e in encoders]
+    cdef list zones = [e.zone for e in encoders]
     cdef Buf b
     cdef int* kinds
     if ncols > 32767:
@@ -424,7 +471,7 @@ def encode_rows(rows, encoders):
         for i in range(ncols):
             kinds[i] = encoders[i].kind
         for row in rows:
-            _row(&b, row, ncols, fns, kinds, scales)
+            _row(&b, row, ncols, fns, kinds, scales, zones)
         return PyBytes_FromStringAndSize(<char*>b.data, b.size)
     finally:
         PyMem_Free(kinds)

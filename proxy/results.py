@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import tzinfo
 from functools import lru_cache
 from typing import Any
 
@@ -64,6 +65,7 @@ KIND_TEXT_TIMESTAMP_ISO = 10  # naive datetime, DateStyle ISO
 KIND_TEXT_TIMESTAMPTZ_ISO_UTC = 11  # datetime.UTC datetime, DateStyle ISO, a zero-offset zone
 KIND_TEXT_NUMERIC = 12  # Decimal already at ``ColumnEncoder.scale`` (None: unconstrained)
 KIND_BIN_NUMERIC = 13  # likewise, binary
+KIND_TEXT_TIMESTAMPTZ_ISO = 14  # aware datetime, DateStyle ISO, rotated into ``zone``
 _ZERO_ZONES = frozenset({"UTC", "Etc/UTC", "GMT", "Etc/GMT"})
 
 _KINDS: dict[tuple[int, int], int] = {
@@ -95,7 +97,8 @@ class ColumnEncoder:
     fmt: int
     encode: Encode
     kind: int = KIND_CALL
-    scale: int | None = None  # numeric's declared scale (KIND_TEXT_NUMERIC)
+    scale: int | None = None  # numeric's declared scale (KIND_*_NUMERIC)
+    zone: tzinfo | None = None  # the session zone (KIND_TEXT_TIMESTAMPTZ_ISO)
 
 
 def _factory(type_oid: int, fmt: int) -> Factory | None:
@@ -140,7 +143,9 @@ def _build_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSetting
         if scale is None or scale >= 0:
             kind = KIND_TEXT_NUMERIC if fmt == TEXT else KIND_BIN_NUMERIC
             return ColumnEncoder(type_oid, fmt, encode, kind, scale)
-    return ColumnEncoder(type_oid, fmt, encode, _kind(type_oid, fmt, settings))
+    kind = _kind(type_oid, fmt, settings)
+    zone = settings.zone if kind == KIND_TEXT_TIMESTAMPTZ_ISO else None
+    return ColumnEncoder(type_oid, fmt, encode, kind, zone=zone)
 
 
 def _kind(type_oid: int, fmt: int, settings: OutputSettings) -> int:
@@ -149,6 +154,8 @@ def _kind(type_oid: int, fmt: int, settings: OutputSettings) -> int:
             return KIND_TEXT_TIMESTAMP_ISO
         if type_oid == oids.TIMESTAMPTZ and settings.timezone in _ZERO_ZONES:
             return KIND_TEXT_TIMESTAMPTZ_ISO_UTC
+        if type_oid == oids.TIMESTAMPTZ:
+            return KIND_TEXT_TIMESTAMPTZ_ISO
     return _KINDS.get((type_oid, fmt), KIND_CALL)
 
 

@@ -8,7 +8,7 @@ fast paths and the fallbacks (and the exceptions they raise) are compared.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -24,6 +24,8 @@ from proxy.wire.backend import decode_data_row_values
 TWIN = cython_ext.load_pair("results")
 SETTINGS = OutputSettings.from_parameters({"TimeZone": "America/New_York"})
 ALL_SETTINGS = [SETTINGS, OutputSettings.from_parameters({"TimeZone": "Etc/UTC"}),
+                OutputSettings.from_parameters({"TimeZone": "Australia/Lord_Howe"}),
+                OutputSettings.from_parameters({"TimeZone": "America/St_Johns"}),
                 OutputSettings.from_parameters({"TimeZone": "UTC", "DateStyle": "SQL, DMY"})]
 COLUMNS = [(oid, fmt) for oid in (oids.INT2, oids.INT4, oids.INT8, oids.OID, oids.BOOL,
                                   oids.TEXT, oids.JSONB, oids.FLOAT8, oids.NUMERIC,
@@ -77,7 +79,10 @@ TYPED: dict[int, st.SearchStrategy[Any]] = {
                        Decimal("-Infinity"), Decimal("0"), Decimal("-0")]),
     oids.TIMESTAMP: st.datetimes(),
     oids.TIMESTAMPTZ: st.datetimes(timezones=st.just(UTC))
-    | st.datetimes(timezones=st.timezones()),
+    | st.datetimes(timezones=st.timezones())
+    | st.datetimes(min_value=datetime(1800, 1, 1), max_value=datetime(1930, 1, 1),
+                   timezones=st.just(UTC))
+    | st.sampled_from([datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, 23, tzinfo=UTC)]),
     oids.BYTEA: st.binary(max_size=8),
 }
 
