@@ -138,6 +138,9 @@ def _build_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSetting
     factory = _factory(type_oid, fmt)
     assert factory is not None
     encode = factory(settings, typmod)
+    guarded = _with_typmod(type_oid, typmod, encode)
+    if guarded is not None:
+        return ColumnEncoder(type_oid, fmt, guarded)
     if type_oid == oids.NUMERIC:
         scale = numeric_scale(typmod)
         if scale is None or scale >= 0:
@@ -146,6 +149,37 @@ def _build_encoder(type_oid: int, typmod: int, fmt: int, settings: OutputSetting
     kind = _kind(type_oid, fmt, settings)
     zone = settings.zone if kind == KIND_TEXT_TIMESTAMPTZ_ISO else None
     return ColumnEncoder(type_oid, fmt, encode, kind, zone=zone)
+
+
+_PRECISION_TYPES = frozenset({oids.TIME, oids.TIMETZ, oids.TIMESTAMP, oids.TIMESTAMPTZ})
+
+
+def _with_typmod(type_oid: int, typmod: int, encode: Encode) -> Encode | None:
+    """``encode`` enforcing what the column's typmod implies (None: the typmod changes
+    nothing). char(n) values are padded to n characters as PostgreSQL stores them; a
+    time/timestamp(p) value finer than p digits is refused (PostgreSQL would have rounded it
+    when storing, so the canonical value cannot be what it sent)."""
+    if type_oid == oids.BPCHAR and typmod >= 4:
+        width = typmod - 4
+
+        def padded(value: Any) -> bytes:
+            if isinstance(value, str) and len(value) != width:
+                if len(value) > width:
+                    raise Unencodable(f"{len(value)} characters in a char({width}) column")
+                value = value.ljust(width)
+            return encode(value)
+
+        return padded
+    if type_oid in _PRECISION_TYPES and 0 <= typmod < 6:
+        step = 10 ** (6 - typmod)
+
+        def precise(value: Any) -> bytes:
+            if getattr(value, "microsecond", 0) % step:
+                raise Unencodable(f"{value!r} has more than {typmod} fractional digits")
+            return encode(value)
+
+        return precise
+    return None
 
 
 def _kind(type_oid: int, fmt: int, settings: OutputSettings) -> int:

@@ -136,3 +136,17 @@ def test_values_that_cannot_be_exact_are_refused() -> None:
         enc(oids.DATE, TextValue(oids.DATE, "garbage"))
     with pytest.raises(Unencodable):
         enc(oids.INTERVAL, "1 day")
+
+
+def test_typmods_of_char_and_temporal_types() -> None:
+    char5 = 5 + 4
+    assert enc(oids.BPCHAR, "ab", char5) == b"ab   "
+    assert enc(oids.BPCHAR, "abcde", char5, fmt=1) == b"abcde"
+    with pytest.raises(Unencodable):
+        enc(oids.BPCHAR, "abcdef", char5)
+    assert enc(oids.TIMESTAMP, datetime(2020, 1, 1, 0, 0, 0, 120000), 2) == (
+        b"2020-01-01 00:00:00.12")
+    with pytest.raises(Unencodable):
+        enc(oids.TIMESTAMP, datetime(2020, 1, 1, 0, 0, 0, 123000), 2)
+    with pytest.raises(Unencodable):
+        enc(oids.TIME, time(1, 2, 3, 1), 0, fmt=1)
