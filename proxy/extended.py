@@ -113,6 +113,11 @@ class Extended:
             return self.batch_local
         return False
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing is held or answered locally: content-free messages need no look."""
+        return not (self.held or self.portals or self.batch_local)
+
     def observe_forwarded(self, msg: object) -> None:
         """A message went upstream on the synchronous path: keep the bookkeeping right."""
         if isinstance(msg, fe.Sync):

@@ -50,6 +50,9 @@ _T_ERROR = ord("E")
 _T_COPY_DATA = ord("d")
 _T_TERMINATE = ord("X")
 _T_QUERY = ord("Q")
+_T_SYNC = ord("S")
+#: frontend messages whose content the session state does not need: type -> pending kind
+_CONTENT_FREE = {ord("E"): "execute", _T_SYNC: "sync", ord("H"): ""}
 _T_COMMAND_COMPLETE = ord("C")
 #: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
 _READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
@@ -266,9 +269,17 @@ class Session:
         """Observe and forward client messages until one needs weir's own answer; from there
         on the asynchronous pump takes over (reading from the client pauses meanwhile)."""
         state = self.state
+        ext = self.extended
         local = self.server.service.enabled and self.ctx is not None
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
+                continue
+            kind = _CONTENT_FREE.get(mtype)
+            if kind is not None and ext.quiet:
+                # Execute/Sync/Flush with nothing held locally: no decoding on the hot path
+                # (PostgreSQL validates their content itself)
+                state.expect(kind)
+                ext.batch_upstream = mtype != _T_SYNC
                 continue
             msg = fe.decode_frontend(mtype, raw[start:end])
             if local and self._needs_local(mtype, msg):

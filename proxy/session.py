@@ -82,6 +82,11 @@ class SessionState:
 
     # -- frontend ---------------------------------------------------------------------------
 
+    def expect(self, kind: str) -> None:
+        """A request of ``kind`` went upstream (``""``: one that gets no answer, e.g. Flush)."""
+        if kind:
+            self._pending.append(_Pending(kind))
+
     def frontend(self, msg: object) -> None:
         """Observe a message the client sent (before it is forwarded)."""
         handler = _FRONTEND.get(type(msg))
