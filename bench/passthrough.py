@@ -120,7 +120,7 @@ def _wait_port(port: int, timeout: float = 20.0) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def run(seconds: int, clients: int, scale: int, modes: list[str]) -> list[Result]:
+def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int) -> list[Result]:
     external = os.environ.get("WEIR_BENCH_DSN")
     cluster = None if external else localpg.start(tls=False)
     try:
@@ -139,12 +139,19 @@ def run(seconds: int, clients: int, scale: int, modes: list[str]) -> list[Result
                 "weir": f"postgresql://postgres@127.0.0.1:{wport}/postgres",
             }
             for mode in modes:
-                for name, dsn in targets.items():
-                    args = ["-S", "-M", mode, "-c", str(clients), "-j", "2", "-T", str(seconds),
-                            "-n"]
-                    tps, lat = parse(pgbench(bindir, dsn, args))
-                    results.append(Result(name, mode, tps, lat))
-                    print(f"{mode:9} {name:10} tps={tps:10.1f} latency={lat:.3f} ms", flush=True)
+                samples: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
+                for r in range(rounds):  # alternate the order so drift hits every target alike
+                    order = list(targets) if r % 2 == 0 else list(reversed(targets))
+                    for name in order:
+                        args = ["-S", "-M", mode, "-c", str(clients), "-j", "2", "-T",
+                                str(seconds), "-n"]
+                        tps, lat = parse(pgbench(bindir, targets[name], args))
+                        samples[name].append((tps, lat))
+                        print(f"{mode:9} {name:10} tps={tps:10.1f} latency={lat:.3f} ms",
+                              flush=True)
+                for name, values in samples.items():
+                    results.append(Result(name, mode, sum(v[0] for v in values) / len(values),
+                                          sum(v[1] for v in values) / len(values)))
         return results
     finally:
         if cluster is not None:
@@ -157,7 +164,8 @@ def report(results: list[Result], seconds: int, clients: int, scale: int, comman
         "",
         f"pgbench `-S` (select-only), {clients} clients, 2 threads, {seconds} s per run, "
         f"scale {scale}; direct PostgreSQL, PgBouncer (session mode) and weir, one after the "
-        "other in one invocation on the same machine "
+        "other in one invocation on the same machine, in alternating order over several "
+        "rounds (figures are the means) "
         f"({platform.machine()}, {os.cpu_count()} cores; client, proxy and server share them).",
         "",
         f"Command: `{command}`",
@@ -181,11 +189,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--scale", type=int, default=10)
-    parser.add_argument("--modes", default="simple,prepared")
+    parser.add_argument("--modes", default="simple,extended,prepared")
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks" / "passthrough.md"))
     args = parser.parse_args()
     modes = args.modes.split(",")
-    results = run(args.seconds, args.clients, args.scale, modes)
+    results = run(args.seconds, args.clients, args.scale, modes, args.rounds)
     command = ("python bench/passthrough.py " + " ".join(sys.argv[1:])).strip()
     text = report(results, args.seconds, args.clients, args.scale, command)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
