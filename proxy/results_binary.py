@@ -138,15 +138,15 @@ def _float8(value: Any) -> bytes:
 
 
 def _date(value: Any) -> bytes:
-    sign = infinite(value)
+    sign = infinite(value, oids.DATE)
     if sign:
         return _I32.pack(_INT32_MAX if sign > 0 else _INT32_MIN)
     return _I32.pack(date_days(value))
 
 
-def _timestamp_with(usecs: Callable[[Any], int]) -> Encode:
+def _timestamp_with(usecs: Callable[[Any], int], oid: int) -> Encode:
     def encode(value: Any) -> bytes:
-        sign = infinite(value)
+        sign = infinite(value, oid)
         if sign:
             return _I64.pack(_INT64_MAX if sign > 0 else _INT64_MIN)
         return _I64.pack(usecs(value))
@@ -205,7 +205,7 @@ BINARY_FACTORIES: dict[int, Factory] = {
     oids.DATE: _fixed(_date),
     oids.TIME: _fixed(_time),
     oids.TIMETZ: _fixed(_timetz),
-    oids.TIMESTAMP: _fixed(_timestamp_with(naive_usecs)),
-    oids.TIMESTAMPTZ: _fixed(_timestamp_with(instant_usecs)),
+    oids.TIMESTAMP: _fixed(_timestamp_with(naive_usecs, oids.TIMESTAMP)),
+    oids.TIMESTAMPTZ: _fixed(_timestamp_with(instant_usecs, oids.TIMESTAMPTZ)),
     oids.INTERVAL: _fixed(_interval),
 }

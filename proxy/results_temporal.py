@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 
-from engine.values import Interval, TextValue
+from engine.values import Interval, TextValue, oids
 
 USECS_PER_SEC = 1_000_000
 USECS_PER_MINUTE = 60 * USECS_PER_SEC
@@ -116,17 +116,20 @@ def parse_special(text: str) -> Stamp:
     return Stamp(year, int(m.group(2)), int(m.group(3)), usec, offset)
 
 
-def infinite(value: Any) -> int:
-    """+1 / -1 for the ``infinity`` / ``-infinity`` TextValues, 0 otherwise."""
-    if isinstance(value, TextValue):
+def infinite(value: Any, oid: int) -> int:
+    """+1 / -1 for the ``infinity`` / ``-infinity`` TextValues of type ``oid``, 0 otherwise."""
+    if isinstance(value, TextValue) and value.oid == oid:
         return _INFINITE.get(value.text, 0)
     return 0
 
 
-def _expect(value: Any, kind: type, aware: bool | None = None) -> None:
+def _expect(value: Any, kind: type, oid: int, aware: bool | None = None) -> None:
     """Refuse values of the wrong Python type (a datetime is not a date; timestamp values are
-    naive, timestamptz values aware) instead of guessing."""
+    naive, timestamptz values aware; a TextValue must be of the column's type) instead of
+    guessing."""
     if isinstance(value, TextValue):
+        if value.oid != oid:
+            raise Unencodable(f"text of type oid {value.oid} in a column of type oid {oid}")
         return
     if type(value) is not kind:
         raise Unencodable(f"expected {kind.__name__}, got {type(value).__name__}")
@@ -135,7 +138,7 @@ def _expect(value: Any, kind: type, aware: bool | None = None) -> None:
 
 
 def date_fields(value: date | TextValue) -> Stamp:
-    _expect(value, date)
+    _expect(value, date, oids.DATE)
     if isinstance(value, TextValue):
         return parse_special(value.text)
     return Stamp(value.year, value.month, value.day)
@@ -143,7 +146,7 @@ def date_fields(value: date | TextValue) -> Stamp:
 
 def date_days(value: date | TextValue) -> int:
     """Days since 2000-01-01 (PostgreSQL's DateADT)."""
-    _expect(value, date)
+    _expect(value, date, oids.DATE)
     if isinstance(value, date):
         return value.toordinal() - _ORDINAL_2000
     f = parse_special(value.text)
@@ -158,7 +161,7 @@ def _time_usec(value: time) -> int:
 
 def stamp_fields(value: datetime | TextValue) -> Stamp:
     """Fields of a timestamp without time zone."""
-    _expect(value, datetime, aware=False)
+    _expect(value, datetime, oids.TIMESTAMP, aware=False)
     if isinstance(value, TextValue):
         return parse_special(value.text)
     return Stamp(value.year, value.month, value.day, _time_usec(value.time()))
@@ -176,8 +179,8 @@ _AWARE_2000 = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def timestamp_usecs(value: datetime | TextValue) -> int:
-    """PostgreSQL's Timestamp (and TimestampTz, for aware values) of a canonical value."""
-    _expect(value, datetime)
+    """PostgreSQL's Timestamp (and TimestampTz, for aware values) of a canonical value
+    (callers check which of the two the column wants)."""
     if isinstance(value, datetime):
         epoch = _NAIVE_2000 if value.tzinfo is None else _AWARE_2000
         return (value - epoch) // _USEC
@@ -186,13 +189,13 @@ def timestamp_usecs(value: datetime | TextValue) -> int:
 
 def naive_usecs(value: datetime | TextValue) -> int:
     """PostgreSQL's Timestamp of a timestamp-without-time-zone value (a naive datetime)."""
-    _expect(value, datetime, aware=False)
+    _expect(value, datetime, oids.TIMESTAMP, aware=False)
     return timestamp_usecs(value)
 
 
 def instant_usecs(value: datetime | TextValue) -> int:
     """Microseconds since 2000-01-01 UTC of a timestamptz (an aware datetime)."""
-    _expect(value, datetime, aware=True)
+    _expect(value, datetime, oids.TIMESTAMPTZ, aware=True)
     if isinstance(value, TextValue):
         f = parse_special(value.text)
         if f.offset is None:
@@ -252,7 +255,7 @@ def zoned_fields(value: datetime | TextValue, zone: tzinfo) -> Stamp:
 
 def time_fields(value: time | TextValue, zoned: bool) -> tuple[int, int | None]:
     """(microseconds since midnight, offset seconds east or None) of a time or timetz."""
-    _expect(value, time)
+    _expect(value, time, oids.TIMETZ if zoned else oids.TIME)
     if isinstance(value, TextValue):
         m = re.fullmatch(r"24:00:00([+-]\d\d(?::\d\d){0,2})?", value.text)
         if m is None or (m.group(1) is not None) != zoned:

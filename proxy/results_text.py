@@ -240,30 +240,29 @@ def datetime_text(f: Stamp, s: OutputSettings) -> str:
     return out + " BC" if f.year <= 0 else out
 
 
-def _infinity_text(value: Any) -> bytes | None:
-    sign = infinite(value)
+def _infinity_text(value: Any, oid: int) -> bytes | None:
+    sign = infinite(value, oid)
     if sign == 0:
         return None
     return b"infinity" if sign > 0 else b"-infinity"
 
 
 def _date(settings: OutputSettings, typmod: int) -> Encode:
-    if settings.date_style == "ISO":
-        def encode(value: Any) -> bytes:
-            if type(value) is date:
-                return value.isoformat().encode()
-            return _infinity_text(value) or date_text(date_fields(value), settings).encode()
-        return encode
+    iso = settings.date_style == "ISO"
 
-    def encode_styled(value: Any) -> bytes:
-        return _infinity_text(value) or date_text(date_fields(value), settings).encode()
+    def encode(value: Any) -> bytes:
+        if iso and type(value) is date:
+            return value.isoformat().encode()
+        special = _infinity_text(value, oids.DATE)
+        return special or date_text(date_fields(value), settings).encode()
 
-    return encode_styled
+    return encode
 
 
 def _timestamp(settings: OutputSettings, typmod: int) -> Encode:
     def encode(value: Any) -> bytes:
-        return _infinity_text(value) or datetime_text(stamp_fields(value), settings).encode()
+        special = _infinity_text(value, oids.TIMESTAMP)
+        return special or datetime_text(stamp_fields(value), settings).encode()
 
     return encode
 
@@ -295,7 +294,7 @@ def _timestamptz(settings: OutputSettings, typmod: int) -> Encode:
                 offset = local.utcoffset()
                 if offset is not None and not offset.microseconds:
                     return iso_timestamptz(local).encode()
-        special = _infinity_text(value)
+        special = _infinity_text(value, oids.TIMESTAMPTZ)
         if special is not None:
             return special
         return datetime_text(zoned_fields(value, zone), settings).encode()

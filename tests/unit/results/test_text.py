@@ -136,6 +136,18 @@ def test_values_that_cannot_be_exact_are_refused() -> None:
         enc(oids.DATE, TextValue(oids.DATE, "garbage"))
     with pytest.raises(Unencodable):
         enc(oids.INTERVAL, "1 day")
+    with pytest.raises(Unencodable):  # a datetime is not a date
+        enc(oids.DATE, datetime(2020, 1, 1))
+    with pytest.raises(Unencodable):  # the text of another type
+        enc(oids.DATE, TextValue(oids.TIMESTAMP, "2020-01-01 10:00:00"))
+    with pytest.raises(Unencodable):
+        enc(oids.TIMESTAMP, TextValue(oids.TIMESTAMPTZ, "infinity"), fmt=1)
+    with pytest.raises(Unencodable):  # timestamptz values are aware, timestamp values naive
+        enc(oids.TIMESTAMPTZ, datetime(2020, 1, 1))
+    with pytest.raises(Unencodable):
+        enc(oids.TIMESTAMP, utc(2020, 1, 1), fmt=1)
+    with pytest.raises(Unencodable):
+        enc(oids.TIME, time(1, tzinfo=UTC))
 
 
 def test_typmods_of_char_and_temporal_types() -> None:
