@@ -89,24 +89,36 @@ class IntSum(Sum):
 
 class NumericSum(Acc):
     """SUM/AVG into numeric: exact (wide context) and with PostgreSQL's result scale - the
-    largest scale among the values summed, which can shrink when values are retracted."""
+    largest scale among the values summed, which can shrink when values are retracted.
+    NaN and +/-Infinity are counted apart (retracting them restores the finite sum)."""
 
-    __slots__ = ("nonnull", "scales", "total")
+    __slots__ = ("finite", "max_ok", "maxscale", "nan", "ninf", "nonnull", "pinf", "scales",
+                 "seen", "total")
 
     def __init__(self, oid: int) -> None:
         super().__init__(oid)
         self.total = Decimal(0)
-        self.nonnull = 0
-        self.scales: Counter[int | str] = Counter()  # scale -> count; or "nan", "inf", "-inf"
+        self.nonnull = self.finite = self.nan = self.pinf = self.ninf = 0
+        self.scales: dict[int, int] = {}  # scale -> number of finite values with it
+        self.maxscale = self.seen = 0  # largest live scale; largest scale in ``total``
+        self.max_ok = True
 
     def add(self, value: Any, weight: int) -> None:
         if value is None:
             return
-        if isinstance(value, Decimal) and not value.is_finite():
-            self.nonnull += weight
-            kind = "nan" if value.is_nan() else "-inf" if value < 0 else "inf"
-            self.scales[kind] += weight
-            return
+        self.nonnull += weight
+        scale = 0
+        if value.__class__ is Decimal:
+            if not value.is_finite():
+                if value.is_nan():
+                    self.nan += weight
+                elif value > 0:
+                    self.pinf += weight
+                else:
+                    self.ninf += weight
+                return
+            exp = value.as_tuple().exponent
+            scale = -exp if exp < 0 else 0  # type: ignore[operator]
         ctx = pgmath.CTX
         if weight == 1:
             self.total = ctx.add(self.total, value)
@@ -114,24 +126,32 @@ class NumericSum(Acc):
             self.total = ctx.subtract(self.total, value)
         else:
             self.total = ctx.add(self.total, ctx.multiply(value, weight))
-        self.nonnull += weight
-        scale = _scale(value)
-        n = self.scales[scale] + weight
+        self.finite += weight
+        scales = self.scales
+        n = scales.get(scale, 0) + weight
         if n:
-            self.scales[scale] = n
+            scales[scale] = n
+            if scale > self.maxscale:
+                self.maxscale = scale
         else:
-            del self.scales[scale]
-        if not any(isinstance(k, int) for k in self.scales):
-            self.total = Decimal(0)
+            del scales[scale]
+            self.max_ok = False
+        if scale > self.seen:
+            self.seen = scale
+        if not self.finite:
+            self.total, self.seen, self.maxscale, self.max_ok = Decimal(0), 0, 0, True
 
     def exact_total(self) -> Decimal:
-        special = {k for k, n in self.scales.items() if isinstance(k, str) and n > 0}
-        if "nan" in special or {"inf", "-inf"} <= special:
+        if self.nan or (self.pinf and self.ninf):
             return Decimal("NaN")
-        if special:
-            return Decimal("-Infinity" if "-inf" in special else "Infinity")
-        scale = max((k for k in self.scales if isinstance(k, int)), default=0)
-        return self.total.quantize(Decimal(1).scaleb(-scale), context=pgmath.CTX)
+        if self.pinf or self.ninf:
+            return Decimal("Infinity" if self.pinf else "-Infinity")
+        if not self.max_ok:
+            self.maxscale = max(self.scales, default=0)
+            self.max_ok = True
+        if self.seen == self.maxscale:
+            return self.total
+        return self.total.quantize(Decimal(1).scaleb(-self.maxscale), context=pgmath.CTX)
 
     def value(self) -> Any:
         return pgmath.finish_sum(self.exact_total(), self.nonnull, self.oid)
@@ -142,13 +162,6 @@ class NumericAvg(NumericSum):
 
     def value(self) -> Any:
         return pgmath.finish_avg(self.exact_total(), self.nonnull, self.oid)
-
-
-def _scale(value: Any) -> int:
-    if isinstance(value, Decimal):
-        exp = value.as_tuple().exponent
-        return max(0, -exp) if isinstance(exp, int) else 0
-    return 0
 
 
 class Avg(Sum):

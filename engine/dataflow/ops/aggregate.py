@@ -52,7 +52,7 @@ class AggregateNode(KeyedNode):
     def _out(self, g: Row, st: GroupState | None) -> Row | None:
         if st is None or (st[0] == 0 and self.group):
             return None
-        return g + tuple(acc.value() for acc in st[1])
+        return g + tuple([acc.value() for acc in st[1]])
 
     def output_rows(self, g: Row) -> list[Row]:
         try:
