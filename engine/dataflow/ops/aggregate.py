@@ -87,12 +87,6 @@ class AggregateNode(KeyedNode):
             states[()] = self._new()
         return states
 
-    def out_to_in(self, pos: int) -> int | None:
-        return self.group[pos] if pos < len(self.group) else None
-
-    def rows_of(self, states: dict[Row, object]) -> list[Row]:
-        return [o for g, st in states.items() if (o := self._out(g, st)) is not None]  # type: ignore[arg-type]
-
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         touched: dict[Row, Row | None] = {}
         errors: set[Row] = set()

@@ -36,12 +36,6 @@ class DistinctNode(KeyedNode):
     def build(self, rows: Iterable[Row]) -> dict[Row, object]:
         return dict(Counter(rows))
 
-    def out_to_in(self, pos: int) -> int | None:
-        return pos
-
-    def rows_of(self, states: dict[Row, object]) -> list[Row]:
-        return list(states)
-
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         out: Delta = []
         has, counts = self.has, self.counts

@@ -61,13 +61,6 @@ class KeyedNode(Node):
     def adopt(self, g: Row, state: object) -> None:
         raise NotImplementedError
 
-    def out_to_in(self, pos: int) -> int | None:
-        raise NotImplementedError
-
-    def rows_of(self, states: dict[Row, object]) -> list[Row]:
-        raise NotImplementedError
-
-    # -- shared --------------------------------------------------------------------------
     def d_of(self, g: Row) -> Row:
         return g if self.d_is_g else key_of(g, self.key_pos)
 

@@ -60,10 +60,6 @@ class ProjectNode(Node):
         base, cols = below
         return base, [cols[s] if s is not None else None for s in self.src]
 
-    def source_cols(self, cols: Cols) -> Cols:
-        """The input columns the traceable output columns among ``cols`` come from."""
-        return tuple(dict.fromkeys(s for c in cols if (s := self.src[c]) is not None))
-
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         if any(v is None for v in key):
             return []

@@ -74,12 +74,6 @@ class TopKNode(KeyedNode):
             out[g] = top
         return out
 
-    def out_to_in(self, pos: int) -> int | None:
-        return pos
-
-    def rows_of(self, states: dict[Row, object]) -> list[Row]:
-        return [r for st in states.values() for r in self._window(st)]  # type: ignore[arg-type]
-
     def _insert(self, top: Top, row: Row) -> None:
         k = self.sort_key(row)
         if not top.complete and (not top.keys or not k < top.keys[-1]):
