@@ -83,7 +83,7 @@ class Stats:
 
 
 class Engine:
-    def __init__(self, memory_budget: int | None = None, log_cap: int = 1_000_000) -> None:
+    def __init__(self, memory_budget: int | None = None, log_cap: int = 100_000) -> None:
         self.rt = Runtime()
         self.graph = Graph(self.rt)
         self.fills = FillManager(log_cap=log_cap)

@@ -89,7 +89,7 @@ class Pending:
 
 @dataclass(slots=True)
 class FillManager:
-    log_cap: int = 1_000_000
+    log_cap: int = 100_000
     log: list[Transaction] = field(default_factory=list)
     pending: dict[int, Pending] = field(default_factory=dict)
     in_flight: dict[BaseKey, int] = field(default_factory=dict)
@@ -211,6 +211,7 @@ class FillManager:
             return
         best = usable[-1][1]
         self.log = [t for t in self.log if not best.visible(t.xid)]
+        self.lost = {x for x in self.lost if not best.visible(x)}
         self.arrivals = [usable[-1]] + [a for a in self.arrivals if a not in usable]
         if not self.pending:
             self.lost.clear()
