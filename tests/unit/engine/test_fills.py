@@ -1,0 +1,50 @@
+"""The recent-transaction log's pruning rule and snapshot visibility (DESIGN section 6)."""
+
+from __future__ import annotations
+
+from engine.changes import ChangeKind, RowChange, Snapshot, Transaction
+from engine.dataflow.fills import FillManager
+from tests.property.catalog import STORIES
+
+
+def txn(xid: int) -> Transaction:
+    return Transaction(xid, xid, (RowChange(STORIES.oid, ChangeKind.INSERT, None,
+                                            (xid, 1, "t", 1)),))
+
+
+def test_visibility_rule() -> None:
+    s = Snapshot(10, 15, frozenset({12}))
+    assert s.visible(9) and s.visible(11) and s.visible(14)
+    assert not s.visible(12) and not s.visible(15) and not s.visible(20)
+
+
+def test_entries_stay_until_a_snapshot_older_than_every_pending_fill_sees_them() -> None:
+    fm = FillManager()
+    tables = {STORIES.oid}
+    fm.record(txn(5), tables)
+    fm.record(txn(6), tables)
+    run = fm.issue([((1, (1,), (1,)), STORIES)])
+    assert run is not None
+    fm.probe(Snapshot(7, 7))  # arrived after the fill was issued: not usable yet
+    assert [t.xid for t in fm.log] == [5, 6]
+    ready = fm.response(run.fill_id, Snapshot(6, 7, frozenset({6})), ((),))
+    assert ready is None  # marker not passed yet
+    fill = fm.marker(run.fill_id)
+    assert fill is not None
+    ((_, rows),) = fm.finish(fill)
+    assert rows == [(6, 1, "t", 1)]  # patched with the applied, invisible transaction 6
+    assert fm.log == []  # no fill pending: the probe's snapshot sees both
+
+
+def test_capped_log_makes_fills_that_needed_dropped_entries_retry() -> None:
+    fm = FillManager(log_cap=1)
+    run = fm.issue([((1, (1,), (1,)), STORIES)])
+    assert run is not None
+    tables = {STORIES.oid}
+    fm.record(txn(5), tables)
+    fm.record(txn(6), tables)  # 5 is dropped by the cap
+    fm.marker(run.fill_id)
+    fill = fm.response(run.fill_id, Snapshot(5, 7, frozenset({5, 6})), ((),))
+    assert fill is not None
+    ((_, rows),) = fm.finish(fill)
+    assert rows is None  # cannot be patched: re-issue
