@@ -55,6 +55,10 @@ _FILL_PREFIX = "fill-"
 Row = tuple[Any, ...]
 
 
+#: ``CacheHost.try_read``'s answer when the engine failed for the key.
+FAILED: Any = object()
+
+
 class ReadOutcome:
     """Why a read was not answered from the cache (for EXPLAIN LAST STATEMENT)."""
 
@@ -160,6 +164,18 @@ class CacheHost:
                 for fut in futures:
                     if not fut.done():
                         fut.set_result(Served(None, "the cache was dropped"))
+
+    def try_read(self, cache: str, key: Sequence[Any]) -> tuple[Row, ...] | None:
+        """The rows if present now; None on a miss (its fill is started: call :meth:`read`
+        to wait for it); ``FAILED`` when the engine cannot answer the key."""
+        try:
+            result = self.engine.read(cache, key)
+        except Exception:
+            log.exception("engine read failed for cache %s", cache)
+            return FAILED  # type: ignore[no-any-return]
+        if result.rows is None:
+            self._perform(result.effects)
+        return result.rows
 
     async def read(self, cache: str, key: Sequence[Any]) -> Served:
         """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill."""

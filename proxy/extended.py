@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from engine.sql.cacheable import Unsupported
 from proxy.admin import CreateCache, Show, parse_admin
 from proxy.params import ParamError, decode_param, formats_for
-from proxy.results import OutputSettings, encode_rows, supports
+from proxy.results import OutputSettings, encode_rows
 from proxy.router import Route
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
@@ -171,15 +171,35 @@ class Extended:
 
     # -- the pump ---------------------------------------------------------------------------
 
-    async def handle(self, msg: object, raw: bytes) -> None:
-        """Answer or forward one client message of the extended protocol."""
-        handler = _HANDLERS.get(type(msg))
+    def handle_now(self, msg: object, raw: bytes) -> bool:
+        """Answer or forward one client message without waiting; False (and nothing done)
+        when it needs :meth:`handle` (a cache miss, a barrier or an admin command)."""
         if self.batch_failed and not isinstance(msg, fe.Sync):
-            return  # PostgreSQL ignores the rest of a failed batch
+            return True  # PostgreSQL ignores the rest of a failed batch
+        if isinstance(msg, fe.Execute):
+            return self._execute(msg, raw, wait=False)
+        handler = _HANDLERS.get(type(msg))
         if handler is None:
             self.forward(msg, raw)
-            return
-        await handler(self, msg, raw)
+        else:
+            handler(self, msg, raw)
+        return True
+
+    async def handle(self, msg: object, raw: bytes) -> None:
+        """Answer or forward one client message, waiting for the cache where needed."""
+        if isinstance(msg, fe.Execute) and not self.batch_failed:
+            local = self.portals.get(msg.portal)
+            if local is not None and self._can_answer(local.statement):
+                if local.statement.route.destination == "admin":
+                    await self._execute_admin(local)
+                    return
+                if local.rows is None:
+                    local.rows = await self._cached_rows(local)
+                    if local.rows is None:
+                        self._materialize_portal(msg.portal)
+                        self.forward(msg, raw)
+                        return
+        self.handle_now(msg, raw)
 
     def forward(self, msg: object, raw: bytes) -> None:
         self.session.forward(msg, raw)
@@ -219,7 +239,7 @@ class Extended:
             self.session.inject(held.parse)
         self.session.inject(local.bind)
 
-    async def _parse(self, msg: fe.Parse, raw: bytes) -> None:
+    def _parse(self, msg: fe.Parse, raw: bytes) -> None:
         route = self._holdable(msg)
         if route is not None and not self._can_answer(HeldStatement(msg, route)):
             route = None
@@ -234,7 +254,7 @@ class Extended:
         self.held[msg.name] = HeldStatement(msg, route)
         self._answer(be.PARSE_COMPLETE.encode())
 
-    async def _bind(self, msg: fe.Bind, raw: bytes) -> None:
+    def _bind(self, msg: fe.Bind, raw: bytes) -> None:
         held = self.held.get(msg.statement)
         self.portals.pop(msg.portal, None)
         if held is not None and self._can_answer(held):
@@ -285,7 +305,7 @@ class Extended:
         keys = classified.keys(values)
         return None if keys is None else (keys, tuple(values))
 
-    async def _describe(self, msg: fe.Describe, raw: bytes) -> None:
+    def _describe(self, msg: fe.Describe, raw: bytes) -> None:
         if msg.name not in (self.held if msg.kind == "S" else self.portals):
             self.forward(msg, raw)
             return
@@ -345,28 +365,37 @@ class Extended:
         )
         return be.RowDescription(fields).encode()
 
-    async def _execute(self, msg: fe.Execute, raw: bytes) -> None:
+    def _execute(self, msg: fe.Execute, raw: bytes, wait: bool) -> bool:
         local = self.portals.get(msg.portal)
         if local is None:
             self._note_upstream(self._portal_statements.get(msg.portal, ""))
             self.forward(msg, raw)
-            return
+            return True
         if not self._can_answer(local.statement):
             self._note_upstream(
                 local.statement.parse.name, "the session is in a transaction block or busy upstream"
             )
             self._materialize_portal(msg.portal)
             self.forward(msg, raw)
-            return
+            return True
         if local.statement.route.destination == "admin":
-            await self._execute_admin(local)
-            return
+            if local.result is None:
+                return False
+            self._answer(local.result)
+            return True
         if local.rows is None:
-            rows = await self._cached_rows(local)
+            prepared = self._prepare(local)
+            if prepared is None:
+                rows = None
+            else:
+                read = self.session.server.service.read_rows_now(prepared[0], self.session.ctx)
+                if read is None:
+                    return False  # a miss (its fill is running) or a barrier: wait in handle()
+                rows = self._encode(local, read, prepared)
             if rows is None:
                 self._materialize_portal(msg.portal)
                 self.forward(msg, raw)
-                return
+                return True
             local.rows = rows
         limit = msg.max_rows if msg.max_rows > 0 else len(local.rows)
         chunk = local.rows[local.sent : local.sent + limit]
@@ -377,39 +406,36 @@ class Extended:
             else be.CommandComplete(f"SELECT {len(chunk)}").encode()
         )
         self._answer(b"".join(chunk) + tail)
+        return True
 
-    async def _cached_rows(self, local: LocalPortal) -> list[bytes] | None:
+    def _prepare(self, local: LocalPortal) -> tuple[Route, OutputSettings, tuple[int, ...]] | None:
+        """The read of a local portal, or None (and why, in EXPLAIN LAST STATEMENT) when
+        its results cannot be encoded exactly."""
         session = self.session
         assert session.ctx is not None
         entry = local.statement.route.cache
-        route = Route(
-            "cache",
-            local.statement.route.reason,
-            classified=local.statement.route.classified,
-            cache=entry,
-            keys=local.keys,
-            params=local.params,
-        )
-        settings = OutputSettings.from_parameters(
-            {**session.state.parameters, **session.ctx.settings}
-        )
+        held = local.statement.route
+        route = Route("cache", held.reason, classified=held.classified, cache=entry,
+                      keys=local.keys, params=local.params)
+        service = session.server.service
+        settings = service.output_settings(session.state, session.ctx)
         fmts = formats_for(len(entry.fields), local.bind.result_formats)
-        reason = settings.reason() or next(
-            (
-                r
-                for f, fmt in zip(entry.fields, fmts, strict=True)
-                if (r := supports(f.type_oid, f.type_modifier, fmt, settings)) is not None
-            ),
-            None,
-        )
+        reason, _ = service.output_plan(entry, fmts, settings)
         if reason is not None:
             session.ctx.last = ("upstream", reason)
             return None
-        rows, why = await session.server.service.read_rows(route, session.ctx)
+        return route, settings, fmts
+
+    def _encode(self, local: LocalPortal, read: tuple[tuple[Any, ...] | None, str],
+                prepared: tuple[Route, OutputSettings, tuple[int, ...]]) -> list[bytes] | None:
+        session = self.session
+        assert session.ctx is not None
+        rows, why = read
         if rows is None:
             session.ctx.last = ("upstream", why)
             return None
-        encoders = session.server.service.encoders(entry, fmts, settings)
+        entry = local.statement.route.cache
+        _, encoders = session.server.service.output_plan(entry, prepared[2], prepared[1])
         try:
             data = [encode_rows([row], encoders) for row in rows]
         except Exception as exc:  # Unencodable and friends: answer from upstream
@@ -417,6 +443,13 @@ class Extended:
             return None
         session.ctx.last = ("cache", f"served by cache {entry.name}")
         return data
+
+    async def _cached_rows(self, local: LocalPortal) -> list[bytes] | None:
+        prepared = self._prepare(local)
+        if prepared is None:
+            return None
+        read = await self.session.server.service.read_rows(prepared[0], self.session.ctx)
+        return self._encode(local, read, prepared)
 
     async def _execute_admin(self, local: LocalPortal) -> None:
         session = self.session
@@ -433,7 +466,7 @@ class Extended:
             self.batch_failed = True
         self._answer(local.result)
 
-    async def _close(self, msg: fe.Close, raw: bytes) -> None:
+    def _close(self, msg: fe.Close, raw: bytes) -> None:
         table: dict[str, Any] = self.held if msg.kind == "S" else self.portals
         if (
             table.pop(msg.name, None) is not None
@@ -444,7 +477,7 @@ class Extended:
         else:
             self.forward(msg, raw)
 
-    async def _sync(self, msg: fe.Sync, raw: bytes) -> None:
+    def _sync(self, msg: fe.Sync, raw: bytes) -> None:
         if self.batch_upstream or not self.batch_local:
             self.forward(msg, raw)
             return
@@ -453,7 +486,7 @@ class Extended:
         self.out.append(be.ReadyForQuery(self.session.state.transaction_status).encode())
         self.flush()
 
-    async def _flush(self, msg: fe.Flush, raw: bytes) -> None:
+    def _flush(self, msg: fe.Flush, raw: bytes) -> None:
         self.flush()
         if self.batch_upstream:
             self.forward(msg, raw)
@@ -463,7 +496,6 @@ _HANDLERS: dict[type, Any] = {
     fe.Parse: Extended._parse,
     fe.Bind: Extended._bind,
     fe.Describe: Extended._describe,
-    fe.Execute: Extended._execute,
     fe.Close: Extended._close,
     fe.Sync: Extended._sync,
     fe.Flush: Extended._flush,

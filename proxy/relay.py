@@ -284,10 +284,7 @@ class Session:
             msg = fe.decode_frontend(mtype, raw[start:end])
             if local and self._needs_local(mtype, msg):
                 self._upstream_write(raw[: start - 5])
-                self._local_busy = True
-                self.client.pause_reading()
-                self._held = [raw[s - 5 : e] for _, s, e in index[i:]] + self._held
-                self.server.spawn(self._pump())
+                self._answer_now([raw[s - 5 : e] for _, s, e in index[i:]])
                 return
             if mtype == _T_QUERY and local:
                 self._upstream_query(self._route, msg)  # type: ignore[arg-type]
@@ -296,6 +293,52 @@ class Session:
             if mtype == _T_TERMINATE:
                 self._terminated = True
         self._upstream_write(raw)
+
+    def _answer_now(self, pending: list[bytes]) -> None:
+        """Handle messages one by one without waiting; hand the rest to the asynchronous
+        pump at the first that must wait (reading from the client pauses meanwhile)."""
+        for j, raw in enumerate(pending):
+            mtype = raw[0]
+            if mtype == _T_COPY_DATA:
+                self._upstream_write(raw)
+                continue
+            msg = fe.decode_frontend(mtype, raw[5:])
+            done = (self._query_now(msg, raw) if mtype == _T_QUERY
+                    else self.extended.handle_now(msg, raw))
+            if not done:
+                self.extended.flush()
+                self._local_busy = True
+                self.client.pause_reading()
+                self._held = pending[j:] + self._held
+                self.server.spawn(self._pump())
+                return
+        self.extended.flush()
+
+    def _query_now(self, msg: object, raw: bytes) -> bool:
+        """A simple Query answered or forwarded without waiting; False if it must wait."""
+        assert isinstance(msg, fe.Query) and self.ctx is not None
+        service = self.server.service
+        route = service.route(msg.query, self.state, self.ctx)
+        if route.destination == "upstream":
+            self._upstream_query(route, msg)
+            self.forward(msg, raw)
+            return True
+        if route.destination != "cache":
+            return False
+        served = service.serve_now(route, self.ctx, self.state.parameters)
+        if served is None:
+            return False
+        self._finish_query(msg, raw, *served)
+        return True
+
+    def _finish_query(self, msg: fe.Query, raw: bytes, answer: bytes | None, reason: str) -> None:
+        assert self.ctx is not None
+        self.ctx.last = ("cache", reason) if answer is not None else ("upstream", reason)
+        if answer is None:
+            self.forward(msg, raw)
+        else:
+            self.extended.flush()
+            self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
 
     def _needs_local(self, mtype: int, msg: object) -> bool:
         if mtype == _T_QUERY:
@@ -364,21 +407,17 @@ class Session:
             self._upstream_query(route, msg)
             self.forward(msg, raw)
             return
-        answer: bytes | None
         if route.destination == "admin":
             answer = await service.admin(route, ctx)
             if getattr(route.admin, "what", "") != "last":
                 ctx.last = ("admin", route.reason)
-        else:
-            answer, reason = await service.serve(route, ctx, self.state.parameters)
-            ctx.last = ("cache", reason) if answer is not None else ("upstream", reason)
-        if self.phase is Phase.CLOSED:
+            if self.phase is not Phase.CLOSED:
+                self.extended.flush()
+                self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
             return
-        if answer is None:
-            self.forward(msg, raw)
-        else:
-            self.extended.flush()
-            self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
+        served = await service.serve(route, ctx, self.state.parameters)
+        if self.phase is not Phase.CLOSED:
+            self._finish_query(msg, raw, *served)
 
     def client_eof(self) -> bool:
         """The client closed its sending side: finish what it sent, then end the session."""

@@ -45,6 +45,8 @@ class SessionContext:
     last: tuple[str, str] = ("upstream", "no statement yet")
     #: output settings PostgreSQL does not report with ParameterStatus, as the client set them
     settings: dict[str, str] = field(default_factory=dict)
+    settings_version: int = 0  # bumped whenever ``settings`` changes
+    output: Any = None  # (versions, OutputSettings) memo kept by CacheService
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,7 @@ def observe_set(text: str, ctx: SessionContext) -> None:
             ctx.settings.pop(name, None)
         else:
             ctx.settings[name] = rest[2].strip("'")
+        ctx.settings_version += 1
         return
     taint = setting_taint(text)
     if taint is not None:

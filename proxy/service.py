@@ -20,9 +20,9 @@ from typing import Any
 
 from engine.plan.queries import merge_lookups
 from proxy.admin import CreateCache, DropCache, Show
-from proxy.caching import CacheHost
+from proxy.caching import FAILED, CacheHost, ReadOutcome
 from proxy.registry import AdminError, Registry
-from proxy.results import OutputSettings, column_encoder, encode_rows
+from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, route_query
 from proxy.session import SessionState
 from proxy.settings import Settings
@@ -52,7 +52,8 @@ class CacheService:
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
-        self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings], list[Any]] = {}
+        self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
+                             tuple[str | None, list[Any]]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -138,12 +139,39 @@ class CacheService:
 
     # -- cached reads -------------------------------------------------------------------------
 
-    async def read_rows(self, route: Route, ctx: SessionContext
+    def read_rows_now(self, route: Route, ctx: SessionContext | None
+                      ) -> tuple[tuple[Any, ...] | None, str] | None:
+        """:meth:`read_rows` without waiting: None when it would have to wait (a key is
+        missing — its fill is started — or a read-your-writes barrier is due)."""
+        host = self.host
+        if host is None:
+            return None, "caching is not running"
+        assert ctx is not None and route.keys is not None and route.classified is not None
+        if ctx.wrote and self.settings.read_your_writes == "on":
+            return None
+        if not host.connected:
+            return None, ReadOutcome.DOWN
+        lag = host.staleness()
+        if lag > self.settings.staleness_bound:
+            return None, f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
+        results = []
+        for key in route.keys:
+            rows = host.try_read(route.cache.name, key)
+            if rows is None:
+                return None
+            if rows is FAILED:
+                return None, ReadOutcome.FAILED
+            results.append(rows)
+        plan = route.classified.query.plan  # type: ignore[union-attr]
+        return tuple(merge_lookups(plan, results, route.params)), route.reason
+
+    async def read_rows(self, route: Route, ctx: SessionContext | None
                         ) -> tuple[tuple[Any, ...] | None, str]:
         """The cached rows for a routed read, or None and why the read must go upstream."""
         host = self.host
         if host is None:
             return None, "caching is not running"
+        assert ctx is not None
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
@@ -164,30 +192,60 @@ class CacheService:
         plan = route.classified.query.plan  # type: ignore[union-attr]
         return tuple(merge_lookups(plan, results, route.params)), route.reason
 
-    def encoders(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
-                 ) -> list[Any]:
-        """Column encoders for a cache's result columns (memoized)."""
+    def output_plan(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
+                    ) -> tuple[str | None, list[Any]]:
+        """Why a cache's columns cannot be encoded in these formats under these settings
+        (None if they can), and their column encoders (memoized)."""
         key = (entry.name, formats, settings)
         found = self._encoders.get(key)
         if found is None:
             if len(self._encoders) > 4096:
                 self._encoders.clear()
-            found = self._encoders[key] = [
+            reason = settings.reason() or next(
+                (r for f, fmt in zip(entry.fields, formats, strict=True)
+                 if (r := supports(f.type_oid, f.type_modifier, fmt, settings)) is not None),
+                None)
+            encoders = [] if reason is not None else [
                 column_encoder(f.type_oid, f.type_modifier, fmt, settings)
                 for f, fmt in zip(entry.fields, formats, strict=True)]
+            found = self._encoders[key] = (reason, encoders)
         return found
+
+    def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings:
+        """The session's output settings, recomputed only when its parameters change."""
+        version = (state.parameters_version, ctx.settings_version)
+        cached = ctx.output
+        if cached is not None and cached[0] == version:
+            settings: OutputSettings = cached[1]
+            return settings
+        settings = OutputSettings.from_parameters({**state.parameters, **ctx.settings})
+        ctx.output = (version, settings)
+        return settings
+
+    def serve_now(self, route: Route, ctx: SessionContext, parameters: dict[str, str]
+                  ) -> tuple[bytes | None, str] | None:
+        """:meth:`serve` without waiting; None when it would have to wait."""
+        read = self.read_rows_now(route, ctx)
+        return None if read is None else self._answer(route, ctx, parameters, read)
 
     async def serve(self, route: Route, ctx: SessionContext, parameters: dict[str, str]
                     ) -> tuple[bytes | None, str]:
         """The complete text-format answer for a simple-protocol cached read (without
         ReadyForQuery), or None and why not."""
-        rows, reason = await self.read_rows(route, ctx)
+        read = await self.read_rows(route, ctx)
+        return self._answer(route, ctx, parameters, read)
+
+    def _answer(self, route: Route, ctx: SessionContext, parameters: dict[str, str],
+                read: tuple[tuple[Any, ...] | None, str]) -> tuple[bytes | None, str]:
+        rows, reason = read
         if rows is None:
             return None, reason
         entry = route.cache
         settings = OutputSettings.from_parameters({**parameters, **ctx.settings})
+        reason_not, encoders = self.output_plan(entry, (0,) * len(entry.fields), settings)
+        if reason_not is not None:
+            return None, reason_not
         try:
-            encoders = self.encoders(entry, (0,) * len(entry.fields), settings)
             body = encode_rows(rows, encoders)
         except Exception as exc:  # Unencodable and friends: answer from upstream
             return None, f"a cached value cannot be encoded exactly: {exc}"

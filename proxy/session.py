@@ -68,6 +68,7 @@ class SessionState:
     statements: dict[str, PreparedStatement] = field(default_factory=dict)
     portals: dict[str, Portal] = field(default_factory=dict)
     set_parameters: dict[str, str] = field(default_factory=dict)
+    parameters_version: int = 0  # bumped whenever ``parameters`` changes
     _pending: deque[_Pending] = field(default_factory=deque)
 
     @property
@@ -169,6 +170,7 @@ class SessionState:
 
     def _on_parameter_status(self, msg: be.ParameterStatus) -> None:
         self.parameters[msg.name] = msg.value
+        self.parameters_version += 1
 
 
 def _simple_query_effect(query: str) -> Callable[[SessionState], None] | None:
