@@ -209,10 +209,13 @@ class FillManager:
         usable = [a for a in self.arrivals if floor is None or a[0] < floor]
         if not usable:
             return
-        best = usable[-1][1]
-        self.log = [t for t in self.log if not best.visible(t.xid)]
-        self.lost = {x for x in self.lost if not best.visible(x)}
-        self.arrivals = [usable[-1]] + [a for a in self.arrivals if a not in usable]
+        # arrival order is not snapshot order (a fill's snapshot may arrive after a later
+        # probe's): an entry visible in any usable snapshot goes; the newest one is kept
+        snaps = [a[1] for a in usable]
+        self.log = [t for t in self.log if not any(sn.visible(t.xid) for sn in snaps)]
+        self.lost = {x for x in self.lost if not any(sn.visible(x) for sn in snaps)}
+        newest = max(usable, key=lambda a: (a[1].xmin, a[1].xmax))
+        self.arrivals = [newest] + [a for a in self.arrivals if a not in usable]
         if not self.pending:
             self.lost.clear()
 
