@@ -24,9 +24,20 @@ from proxy import localpg
 def _start_weir(upstream: str) -> tuple[subprocess.Popen[str], int]:
     port = localpg.free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream,
-         "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
-        stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--upstream",
+            upstream,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--log-level",
+            "warning",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stderr is not None
     for line in proc.stderr:
@@ -47,7 +58,8 @@ def workload(through: psycopg.Connection[Any], direct: psycopg.Connection[Any]) 
     """Run the demo statements; return the number of answers that differ from upstream's."""
     through.execute(
         "CREATE TABLE stories (id int PRIMARY KEY, author text, title text);"
-        "CREATE TABLE votes (story_id int REFERENCES stories, voter int)")
+        "CREATE TABLE votes (story_id int REFERENCES stories, voter int)"
+    )
 
     def copy_in() -> None:
         with through.cursor() as cur, cur.copy("COPY stories FROM STDIN") as copy:
@@ -55,36 +67,76 @@ def workload(through: psycopg.Connection[Any], direct: psycopg.Connection[Any]) 
                 copy.write_row((i, f"author{i % 17}", f"Story number {i}"))
 
     _step("COPY 500 stories in", copy_in)
-    _step("insert 5,000 votes (executemany, extended protocol)", lambda: through.cursor().executemany(
-        "INSERT INTO votes VALUES (%s, %s)", [((i * 7) % 500 + 1, i) for i in range(5000)]))
+    _step(
+        "insert 5,000 votes (executemany, extended protocol)",
+        lambda: through.cursor().executemany(
+            "INSERT INTO votes VALUES (%s, %s)", [((i * 7) % 500 + 1, i) for i in range(5000)]
+        ),
+    )
     queries = [
-        ("story with vote count",
-         "SELECT s.id, s.title, count(v.voter) FROM stories s LEFT JOIN votes v "
-         "ON v.story_id = s.id WHERE s.id = 42 GROUP BY s.id, s.title"),
-        ("top 5 stories by votes",
-         "SELECT story_id, count(*) AS n FROM votes GROUP BY story_id ORDER BY n DESC, story_id "
-         "LIMIT 5"),
-        ("authors with most stories",
-         "SELECT author, count(*) FROM stories GROUP BY author ORDER BY 2 DESC, 1 LIMIT 3"),
+        (
+            "story with vote count",
+            "SELECT s.id, s.title, count(v.voter) FROM stories s LEFT JOIN votes v "
+            "ON v.story_id = s.id WHERE s.id = 42 GROUP BY s.id, s.title",
+        ),
+        (
+            "top 5 stories by votes",
+            "SELECT story_id, count(*) AS n FROM votes GROUP BY story_id ORDER BY n DESC, story_id "
+            "LIMIT 5",
+        ),
+        (
+            "authors with most stories",
+            "SELECT author, count(*) FROM stories GROUP BY author ORDER BY 2 DESC, 1 LIMIT 3",
+        ),
     ]
     mismatches = 0
     for title, sql in queries:
-        got = _step(f"{title} (through weir)", lambda sql=sql: through.execute(sql).fetchall())
+        got = _step(f"{title} (through weir)", _fetch(through, sql))
         want = direct.execute(sql).fetchall()
         mismatches += got != want
         print(f"      -> {got[:3]}{' ...' if len(got) > 3 else ''}"
               f"{'' if got == want else '   MISMATCH with upstream'}")
-    for _ in range(2):
-        through.execute("SELECT title FROM stories WHERE id = %s", (7,), prepare=True)
-    row = _step("prepared statement, third execution", lambda: through.execute(
-        "SELECT title FROM stories WHERE id = %s", (7,), prepare=True).fetchone())
-    mismatches += row != ("Story number 7",)
     with through.transaction(force_rollback=True):
         through.execute("DELETE FROM votes")
     remaining = through.execute("SELECT count(*) FROM votes").fetchone()
     print(f"  a rolled-back DELETE left {remaining[0] if remaining else '?'} votes in place")
     mismatches += remaining != (5000,)
-    return mismatches
+    return mismatches + caching(through, direct)
+
+
+def _fetch(conn: psycopg.Connection[Any], sql: str, *params: Any) -> Callable[[], list[Any]]:
+    return lambda: conn.execute(sql, params or None).fetchall()
+
+
+def caching(through: psycopg.Connection[Any], direct: psycopg.Connection[Any]) -> int:
+    """Make the story-with-votes query a cache and show hits, freshness and the reasons."""
+    print("caching:")
+    sql = ("SELECT s.id, s.title, count(v.voter) AS votes FROM stories s LEFT JOIN votes v "
+           "ON v.story_id = s.id WHERE s.id = %s GROUP BY s.id, s.title")
+    _step("CREATE CACHE story_votes FROM <that query>", lambda: through.execute(
+        "CREATE CACHE story_votes FROM " + sql.replace("%s", "$1")))
+    miss = _step("first read of story 42 (a miss: snapshot-consistent fill)",
+                 _fetch(through, sql, 42))
+    print(f"      -> EXPLAIN LAST STATEMENT: {through.execute('EXPLAIN LAST STATEMENT').fetchone()}")
+    hit = _step("second read of story 42 (a hit)", _fetch(through, sql, 42))
+    _step("the same query directly upstream", _fetch(direct, sql, 42))
+    route = through.execute("EXPLAIN LAST STATEMENT").fetchone()
+    print(f"      -> {hit}   EXPLAIN LAST STATEMENT: {route}")
+    direct.execute("INSERT INTO votes VALUES (42, 99999)")
+    started = time.perf_counter()
+    while _fetch(through, sql, 42)() == hit and time.perf_counter() - started < 5:
+        pass
+    fresh = _fetch(through, sql, 42)()
+    print(f"  a vote inserted directly upstream is visible through weir after "
+          f"{1000 * (time.perf_counter() - started):.1f} ms: {fresh}")
+    status = dict(through.execute("SHOW WEIR STATUS").fetchall())
+    print(f"  SHOW WEIR STATUS: hits={status['hits']} misses={status['misses']} "
+          f"fills={status['fills']} memory_bytes={status['memory_bytes']}")
+    reason = through.execute("EXPLAIN CREATE CACHE FROM SELECT now(), id FROM stories "
+                             "WHERE id = 1").fetchone()
+    print(f"  EXPLAIN CREATE CACHE of a query with now(): {reason[2] if reason else '?'}")
+    want = direct.execute(sql, (42,)).fetchall()
+    return int(miss != hit) + int(fresh != want)
 
 
 def main() -> int:
@@ -94,9 +146,12 @@ def main() -> int:
         print(f"weir serve on 127.0.0.1:{port} -> PostgreSQL on 127.0.0.1:{cluster.port}")
         try:
             dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
-            with psycopg.connect(dsn, autocommit=True) as through, \
-                    psycopg.connect(cluster.dsn(), autocommit=True) as direct:
-                print(f"connected through weir (server {through.info.parameter_status('server_version')})")
+            with (
+                psycopg.connect(dsn, autocommit=True) as through,
+                psycopg.connect(cluster.dsn(), autocommit=True) as direct,
+            ):
+                version = through.info.parameter_status("server_version")
+                print(f"connected through weir (server {version})")
                 mismatches = workload(through, direct)
                 through.execute("LISTEN demo")
                 direct.execute("NOTIFY demo, 'hello through weir'")
@@ -105,8 +160,11 @@ def main() -> int:
         finally:
             proc.terminate()
             proc.wait(10)
-    print("every answer through weir matched upstream" if not mismatches
-          else f"{mismatches} answers differed from upstream")
+    print(
+        "every answer through weir matched upstream"
+        if not mismatches
+        else f"{mismatches} answers differed from upstream"
+    )
     return 1 if mismatches else 0
 
 

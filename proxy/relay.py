@@ -279,7 +279,10 @@ class Session:
                 # Execute/Sync/Flush with nothing held locally: no decoding on the hot path
                 # (PostgreSQL validates their content itself)
                 state.expect(kind)
-                ext.batch_upstream = mtype != _T_SYNC
+                if mtype == _T_SYNC:
+                    ext.batch_upstream = False
+                elif kind:  # Execute (a Flush leaves the batch as it is)
+                    ext.batch_upstream = True
                 continue
             msg = fe.decode_frontend(mtype, raw[start:end])
             if local and self._needs_local(mtype, msg):

@@ -64,22 +64,30 @@ class ExternalCluster:
     def superuser(self) -> str:
         return urlsplit(self.url).username or "postgres"
 
-    def dsn(self, user: str | None = None, dbname: str = "postgres", password: str | None = None,
-            **params: str) -> str:
+    def dsn(
+        self,
+        user: str | None = None,
+        dbname: str = "postgres",
+        password: str | None = None,
+        **params: str,
+    ) -> str:
         parts = urlsplit(self.url)
         auth = user or self.superuser
         if password is not None:
             auth += f":{password}"
         query = "&".join(["sslmode=disable", *(f"{k}={v}" for k, v in params.items())])
-        return urlunsplit((parts.scheme, f"{auth}@{self.host}:{self.port}", f"/{dbname}", query, ""))
+        return urlunsplit(
+            (parts.scheme, f"{auth}@{self.host}:{self.port}", f"/{dbname}", query, "")
+        )
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         with psycopg.connect(self.dsn(dbname=dbname), autocommit=True) as conn:
             cur = conn.execute(sql)
             if cur.description is None:
                 return ""
-            return "".join("|".join("" if v is None else str(v) for v in row) + "\n"
-                           for row in cur.fetchall())
+            return "".join(
+                "|".join("" if v is None else str(v) for v in row) + "\n" for row in cur.fetchall()
+            )
 
 
 def unique_name(prefix: str) -> str:
@@ -102,8 +110,13 @@ class WeirProcess:
         self.host = "127.0.0.1"
 
     @classmethod
-    def start(cls, pg: Any, extra: list[str] | None = None, env: dict[str, str] | None = None,
-              upstream: str | None = None) -> WeirProcess:
+    def start(
+        cls,
+        pg: Any,
+        extra: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        upstream: str | None = None,
+    ) -> WeirProcess:
         import os
         import subprocess
         import sys
@@ -111,10 +124,20 @@ class WeirProcess:
         from proxy.localpg import free_port
 
         port = free_port()
-        argv = [sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream or pg.dsn(),
-                "--listen", f"127.0.0.1:{port}", *(extra or [])]
-        proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, **(env or {})})
+        argv = [
+            sys.executable,
+            "-m",
+            "proxy.cli",
+            "serve",
+            "--upstream",
+            upstream or pg.dsn(),
+            "--listen",
+            f"127.0.0.1:{port}",
+            *(extra or []),
+        ]
+        proc = subprocess.Popen(
+            argv, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
+        )
         assert proc.stderr is not None
         for line in proc.stderr:
             if "weir listening on" in line:
@@ -126,8 +149,13 @@ class WeirProcess:
         threading.Thread(target=proc.stderr.read, daemon=True).start()
         return cls(proc, port)
 
-    def dsn(self, user: str = "postgres", dbname: str = "postgres", password: str | None = None,
-            sslmode: str = "disable") -> str:
+    def dsn(
+        self,
+        user: str = "postgres",
+        dbname: str = "postgres",
+        password: str | None = None,
+        sslmode: str = "disable",
+    ) -> str:
         auth = user if password is None else f"{user}:{password}"
         return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
 
@@ -167,8 +195,13 @@ class InProcessWeir:
         """Run a coroutine on the server's loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def dsn(self, user: str = "postgres", dbname: str = "postgres", password: str | None = None,
-            sslmode: str = "disable") -> str:
+    def dsn(
+        self,
+        user: str = "postgres",
+        dbname: str = "postgres",
+        password: str | None = None,
+        sslmode: str = "disable",
+    ) -> str:
         auth = user if password is None else f"{user}:{password}"
         return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
 

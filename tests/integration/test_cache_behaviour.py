@@ -226,3 +226,19 @@ def test_in_lists_and_parameter_pages(pg: Any, dbname: str) -> None:
                              (1, -1, 0))
     finally:
         server.stop()
+
+
+def test_cached_reads_after_pipelined_writes(pg: Any, dbname: str) -> None:
+    """psycopg's executemany pipelines (Parse/Bind/Execute ... Sync, Flush): the batch
+    bookkeeping must end at the Sync, so the next statement can be answered by weir."""
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text)", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            conn.cursor().executemany("INSERT INTO kv VALUES (%s, %s)",
+                                      [(i, f"v{i}") for i in range(50)])
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (7,)).fetchone() == ("v7",)
+            assert _last(conn) == ("cache", "served by cache kv1")
+    finally:
+        server.stop()

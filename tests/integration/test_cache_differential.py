@@ -42,15 +42,22 @@ def _same(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]], ordered: bool
 
 def test_differential_random_writes_and_reads(pg: Any, dbname: str) -> None:
     rng = random.Random(20261121)
-    pg.psql("CREATE TABLE things (id int PRIMARY KEY, grp int, name text, score int);"
-            "CREATE TABLE notes (id int PRIMARY KEY, ref int, note text)", dbname)
-    pg.psql("INSERT INTO things SELECT g, g % 20, 'n' || (g * 7 % 13), (g * 31) % 50 "
-            "FROM generate_series(1, 300) g;"
-            "INSERT INTO notes SELECT g, g % 40, 'note ' || g FROM generate_series(1, 400) g",
-            dbname)
+    pg.psql(
+        "CREATE TABLE things (id int PRIMARY KEY, grp int, name text, score int);"
+        "CREATE TABLE notes (id int PRIMARY KEY, ref int, note text)",
+        dbname,
+    )
+    pg.psql(
+        "INSERT INTO things SELECT g, g % 20, 'n' || (g * 7 % 13), (g * 31) % 50 "
+        "FROM generate_series(1, 300) g;"
+        "INSERT INTO notes SELECT g, g % 40, 'note ' || g FROM generate_series(1, 400) g",
+        dbname,
+    )
     server = InProcessWeir.start(pg.dsn(dbname=dbname), memory_budget=20_000)
     try:
-        through = psycopg.connect(server.dsn(dbname=dbname), autocommit=True, prepare_threshold=None)
+        through = psycopg.connect(
+            server.dsn(dbname=dbname), autocommit=True, prepare_threshold=None
+        )
         direct = psycopg.connect(pg.dsn(dbname=dbname), autocommit=True)
         shapes = [t.format(t="things", u="notes", k="{k}") for t in TEMPLATES]
         for i, shape in enumerate(shapes):
@@ -82,34 +89,53 @@ def test_differential_random_writes_and_reads(pg: Any, dbname: str) -> None:
         server.stop()
 
 
-def _random_write(conn: psycopg.Connection[Any], rng: random.Random, next_id: dict[str, int]) -> None:
+def _random_write(
+    conn: psycopg.Connection[Any], rng: random.Random, next_id: dict[str, int]
+) -> None:
     op = rng.random()
     if op < 0.35:
         next_id["things"] += 1
-        conn.execute("INSERT INTO things VALUES (%s, %s, %s, %s)",
-                     (next_id["things"], rng.randint(0, 45), f"n{rng.randint(0, 12)}",
-                      rng.randint(0, 60)))
+        conn.execute(
+            "INSERT INTO things VALUES (%s, %s, %s, %s)",
+            (next_id["things"], rng.randint(0, 45), f"n{rng.randint(0, 12)}", rng.randint(0, 60)),
+        )
     elif op < 0.55:
         next_id["notes"] += 1
-        conn.execute("INSERT INTO notes VALUES (%s, %s, %s)",
-                     (next_id["notes"], rng.randint(0, 45), f"note {rng.randint(0, 999)}"))
+        conn.execute(
+            "INSERT INTO notes VALUES (%s, %s, %s)",
+            (next_id["notes"], rng.randint(0, 45), f"note {rng.randint(0, 999)}"),
+        )
     elif op < 0.8:
-        conn.execute("UPDATE things SET score = score + %s, grp = CASE WHEN %s THEN %s ELSE grp END "
-                     "WHERE id = %s", (rng.randint(-5, 5), rng.random() < 0.3,
-                                       rng.randint(0, 45), rng.randint(1, next_id["things"])))
+        conn.execute(
+            "UPDATE things SET score = score + %s, grp = CASE WHEN %s THEN %s ELSE grp END "
+            "WHERE id = %s",
+            (
+                rng.randint(-5, 5),
+                rng.random() < 0.3,
+                rng.randint(0, 45),
+                rng.randint(1, next_id["things"]),
+            ),
+        )
     elif op < 0.9:
         conn.execute("DELETE FROM things WHERE id = %s", (rng.randint(1, next_id["things"]),))
     else:
-        conn.execute("UPDATE notes SET ref = %s WHERE id = %s",
-                     (rng.randint(0, 45), rng.randint(1, next_id["notes"])))
+        conn.execute(
+            "UPDATE notes SET ref = %s WHERE id = %s",
+            (rng.randint(0, 45), rng.randint(1, next_id["notes"])),
+        )
 
 
 def test_transfers_never_show_a_torn_total(pg: Any, dbname: str) -> None:
     accounts, per_branch = 40, 10
-    pg.psql("CREATE TABLE accounts (id int PRIMARY KEY, branch int NOT NULL, "
-            "balance numeric NOT NULL)", dbname)
-    pg.psql(f"INSERT INTO accounts SELECT g, g % {accounts // per_branch}, 100 "
-            f"FROM generate_series(0, {accounts - 1}) g", dbname)
+    pg.psql(
+        "CREATE TABLE accounts (id int PRIMARY KEY, branch int NOT NULL, balance numeric NOT NULL)",
+        dbname,
+    )
+    pg.psql(
+        f"INSERT INTO accounts SELECT g, g % {accounts // per_branch}, 100 "
+        f"FROM generate_series(0, {accounts - 1}) g",
+        dbname,
+    )
     total = Decimal(100 * accounts)
     branch_total = Decimal(100 * per_branch)
     server = InProcessWeir.start(pg.dsn(dbname=dbname))
@@ -124,30 +150,35 @@ def test_transfers_never_show_a_torn_total(pg: Any, dbname: str) -> None:
                 b = (a + (accounts // per_branch) * rng.randint(1, per_branch - 1)) % accounts
                 amount = rng.randint(1, 50)
                 with conn.transaction():
-                    conn.execute("UPDATE accounts SET balance = balance - %s WHERE id = %s",
-                                 (amount, a))
-                    conn.execute("UPDATE accounts SET balance = balance + %s WHERE id = %s",
-                                 (amount, b))
+                    conn.execute(
+                        "UPDATE accounts SET balance = balance - %s WHERE id = %s", (amount, a)
+                    )
+                    conn.execute(
+                        "UPDATE accounts SET balance = balance + %s WHERE id = %s", (amount, b)
+                    )
 
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
             admin.execute("CREATE CACHE total FROM SELECT sum(balance) FROM accounts")
-            admin.execute("CREATE CACHE by_branch FROM "
-                          "SELECT sum(balance) FROM accounts WHERE branch = 1")
+            admin.execute(
+                "CREATE CACHE by_branch FROM SELECT sum(balance) FROM accounts WHERE branch = 1"
+            )
         writer = threading.Thread(target=transfers)
         writer.start()
 
         def reader(seed: int) -> None:
             rng = random.Random(seed)
-            with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
-                                 prepare_threshold=None) as conn:
+            with psycopg.connect(
+                server.dsn(dbname=dbname), autocommit=True, prepare_threshold=None
+            ) as conn:
                 for _ in range(300):
                     got = conn.execute("SELECT sum(balance) FROM accounts").fetchone()
                     if got != (total,):
                         errors.append(f"total {got}")
                     branch = rng.randrange(accounts // per_branch)
                     got = conn.execute(
-                        f"SELECT sum(balance) FROM accounts WHERE branch = {branch}").fetchone()
+                        f"SELECT sum(balance) FROM accounts WHERE branch = {branch}"
+                    ).fetchone()
                     if got != (branch_total,):
                         errors.append(f"branch {branch}: {got}")
                     last = conn.execute("EXPLAIN LAST STATEMENT").fetchone()

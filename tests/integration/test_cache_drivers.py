@@ -46,10 +46,12 @@ def cached(pg: Any, dbname: str) -> Any:
     with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
         conn.execute(f"CREATE CACHE by_grp FROM SELECT {COLUMNS} FROM items WHERE grp = 1")
         conn.execute("CREATE CACHE by_id FROM SELECT name, price FROM items WHERE id = $1")
-        conn.execute(f"CREATE CACHE ordered FROM SELECT {COLUMNS} FROM items WHERE grp = $1 "
-                     "ORDER BY id")
-        conn.execute("CREATE CACHE jdbc FROM SELECT id, name, price FROM items WHERE grp = $1 "
-                     "ORDER BY id")
+        conn.execute(
+            f"CREATE CACHE ordered FROM SELECT {COLUMNS} FROM items WHERE grp = $1 ORDER BY id"
+        )
+        conn.execute(
+            "CREATE CACHE jdbc FROM SELECT id, name, price FROM items WHERE grp = $1 ORDER BY id"
+        )
     try:
         yield server, dbname
     finally:
@@ -68,11 +70,15 @@ def _last(conn: Any) -> str:
 
 def test_psycopg3_text_simple_and_extended(pg: Any, cached: Any) -> None:
     server, dbname = cached
-    with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as through, \
-            psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+    with (
+        psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as through,
+        psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct,
+    ):
         for g in (1, 2, 3, 1):
             simple = f"SELECT {COLUMNS} FROM items WHERE grp = {g}"
-            assert _bag(through.execute(simple).fetchall()) == _bag(direct.execute(simple).fetchall())
+            assert _bag(through.execute(simple).fetchall()) == _bag(
+                direct.execute(simple).fetchall()
+            )
             assert _last(through) == "cache"
         for i in range(8):  # psycopg prepares after 5 executions: named statements
             sql = f"SELECT {COLUMNS} FROM items WHERE grp = %s"
@@ -99,10 +105,15 @@ def test_asyncpg_binary(pg: Any, cached: Any) -> None:
             stmt = await through.prepare("SELECT name, price FROM items WHERE id = $1")
             for i in (3, 7, 3):
                 assert await stmt.fetchrow(i) == await direct.fetchrow(
-                    "SELECT name, price FROM items WHERE id = $1", i)
+                    "SELECT name, price FROM items WHERE id = $1", i
+                )
             async with through.transaction():  # cursors need a transaction: upstream
-                rows = [r async for r in through.cursor(
-                    f"SELECT {COLUMNS} FROM items WHERE grp = $1", 2, prefetch=3)]
+                rows = [
+                    r
+                    async for r in through.cursor(
+                        f"SELECT {COLUMNS} FROM items WHERE grp = $1", 2, prefetch=3
+                    )
+                ]
             assert len(rows) == 12
         finally:
             await through.close()
@@ -125,8 +136,9 @@ def test_psycopg2_and_sqlalchemy(pg: Any, cached: Any) -> None:
     finally:
         conn.close()
         direct.close()
-    engine = sa.create_engine(server.dsn(dbname=dbname).replace("postgresql://",
-                                                                "postgresql+psycopg2://"))
+    engine = sa.create_engine(
+        server.dsn(dbname=dbname).replace("postgresql://", "postgresql+psycopg2://")
+    )
     with engine.connect() as sconn:
         sconn.execution_options(isolation_level="AUTOCOMMIT")
         rows = sconn.execute(sa.text("SELECT name, price FROM items WHERE id = :i"), {"i": 9})
@@ -215,18 +227,28 @@ def test_jdbc(pg: Any, cached: Any, tmp_path: Path) -> None:
         pytest.skip("JDBC driver or JDK not installed (make install installs the driver)")
     server, dbname = cached
     (tmp_path / "WeirJdbc.java").write_text(JAVA)
-    subprocess.run(["javac", "-d", str(tmp_path), str(tmp_path / "WeirJdbc.java")], check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        ["javac", "-d", str(tmp_path), str(tmp_path / "WeirJdbc.java")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
     def run(port: int, *extra: str) -> list[str]:
         url = f"jdbc:postgresql://127.0.0.1:{port}/{dbname}?sslmode=disable"
-        proc = subprocess.run(["java", "-cp", f"{jar}:{tmp_path}", "WeirJdbc", url, *extra],
-                              capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run(
+            ["java", "-cp", f"{jar}:{tmp_path}", "WeirJdbc", url, *extra],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.splitlines()
 
     through, direct = run(server.port, "explain"), run(pg.port)
-    assert [x for x in through if not x.startswith("route")] == \
-        [x for x in direct if not x.startswith("route")]
+    assert [x for x in through if not x.startswith("route")] == [
+        x for x in direct if not x.startswith("route")
+    ]
     routes = [x for x in through if x.startswith("route")]
     assert routes.count("route cache") >= 5, routes

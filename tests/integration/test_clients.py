@@ -33,12 +33,17 @@ def test_psycopg3_simple_extended_pipeline_copy(weir: WeirProcess, dbname: str) 
         assert conn.execute("SELECT count(*), sum(price) FROM items").fetchone() == (1000, 749250)
         # extended protocol with parameters, server-side prepared after a few executions
         for i in range(8):
-            row = conn.execute("SELECT name FROM items WHERE id = %s", (i,), prepare=True).fetchone()
+            row = conn.execute(
+                "SELECT name FROM items WHERE id = %s", (i,), prepare=True
+            ).fetchone()
             assert row == (f"item {i}",)
         with conn.pipeline():
             curs = [conn.execute("SELECT %s::int * 2", (i,)) for i in range(20)]
         assert [c.fetchone()[0] for c in curs] == [i * 2 for i in range(20)]  # type: ignore[index]
-        with conn.cursor() as cur, cur.copy("COPY (SELECT id FROM items ORDER BY id) TO STDOUT") as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy("COPY (SELECT id FROM items ORDER BY id) TO STDOUT") as copy,
+        ):
             got = [int(row[0]) for row in copy.rows()]
         assert got == list(range(1000))
 
@@ -62,8 +67,10 @@ def test_psycopg3_errors_transactions_notices(weir: WeirProcess, dbname: str) ->
 
 
 def test_listen_notify(weir: WeirProcess, dbname: str) -> None:
-    with psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as listener, \
-            psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as talker:
+    with (
+        psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as listener,
+        psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as talker,
+    ):
         listener.execute("LISTEN weir_channel")
         talker.execute("NOTIFY weir_channel, 'payload 1'")
         got = next(listener.notifies(timeout=10, stop_after=1))
@@ -71,14 +78,17 @@ def test_listen_notify(weir: WeirProcess, dbname: str) -> None:
 
 
 def test_cancel_reaches_the_upstream(weir: WeirProcess, dbname: str) -> None:
-    with psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn, \
-            psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as watcher:
+    with (
+        psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn,
+        psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as watcher,
+    ):
         pid = conn.info.backend_pid  # weir's own key, not the upstream's
 
         def sleeping() -> bool:
             row = watcher.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)' "
-                "AND state = 'active'").fetchone()
+                "AND state = 'active'"
+            ).fetchone()
             return bool(row and row[0])
 
         import threading
@@ -118,12 +128,12 @@ def test_asyncpg_binary_prepared_copy_cancel(weir: WeirProcess, dbname: str) -> 
         conn = await asyncpg.connect(weir.dsn(dbname=dbname))
         try:
             await conn.execute("CREATE TABLE a (id int PRIMARY KEY, v float8, t timestamptz)")
-            await conn.copy_records_to_table(
-                "a", records=[(i, i / 3, None) for i in range(500)])
+            await conn.copy_records_to_table("a", records=[(i, i / 3, None) for i in range(500)])
             stmt = await conn.prepare("SELECT v FROM a WHERE id = $1")
             assert await stmt.fetchval(3) == 1.0
-            await conn.executemany("INSERT INTO a VALUES ($1, $2, now())",
-                                   [(1000 + i, float(i)) for i in range(50)])
+            await conn.executemany(
+                "INSERT INTO a VALUES ($1, $2, now())", [(1000 + i, float(i)) for i in range(50)]
+            )
             assert await conn.fetchval("SELECT count(*) FROM a") == 550
             with pytest.raises(asyncio.TimeoutError):
                 await conn.execute("SELECT pg_sleep(60)", timeout=0.5)
@@ -139,8 +149,12 @@ def test_sqlalchemy(weir: WeirProcess, dbname: str, driver: str) -> None:
     url = weir.dsn(dbname=dbname).replace("postgresql://", f"postgresql+{driver}://")
     url = url.replace("?sslmode=disable", "" if driver == "asyncpg" else "?sslmode=disable")
     meta = sa.MetaData()
-    users = sa.Table("users", meta, sa.Column("id", sa.Integer, primary_key=True),
-                     sa.Column("name", sa.String(50)))
+    users = sa.Table(
+        "users",
+        meta,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("name", sa.String(50)),
+    )
 
     async def run_async() -> list[Any]:
         from sqlalchemy.ext.asyncio import create_async_engine
@@ -179,7 +193,11 @@ def test_psql_with_copy(weir: WeirProcess, pg: Any, dbname: str, tmp_path: Path)
     )
     proc = subprocess.run(
         [_bin(pg, "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", weir.dsn(dbname=dbname)],
-        input=script, capture_output=True, text=True, timeout=60, check=False,
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "alpha-beta-gamma" in proc.stdout
@@ -191,13 +209,31 @@ def test_pgbench(weir: WeirProcess, pg: Any, dbname: str, mode: str) -> None:
     env = {**os.environ, "PGSSLMODE": "disable"}
     init = subprocess.run(
         [_bin(pg, "pgbench"), "-i", "-s", "1", "-q", weir.dsn(dbname=dbname)],
-        capture_output=True, text=True, timeout=120, env=env, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
     )
     assert init.returncode == 0, init.stderr
     run = subprocess.run(
-        [_bin(pg, "pgbench"), "-M", mode, "-c", "4", "-j", "2", "-t", "100",
-         weir.dsn(dbname=dbname)],
-        capture_output=True, text=True, timeout=120, env=env, check=False,
+        [
+            _bin(pg, "pgbench"),
+            "-M",
+            mode,
+            "-c",
+            "4",
+            "-j",
+            "2",
+            "-t",
+            "100",
+            weir.dsn(dbname=dbname),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
     )
     assert run.returncode == 0, run.stderr
     assert "number of transactions actually processed: 400/400" in run.stdout

@@ -18,24 +18,33 @@ from proxy.wire import frontend as fe
 from proxy.wire.errors import error_response
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("CREATE CACHE FROM SELECT 1", CreateCache(None, "SELECT 1")),
-    ("create cache Foo from select a from t where b = 1;", CreateCache("foo", "select a from t where b = 1")),
-    ('CREATE CACHE "My Cache" FROM q_0123456789abcdef', CreateCache("My Cache", "q_0123456789abcdef")),
-    ("EXPLAIN CREATE CACHE FROM SELECT 2", CreateCache(None, "SELECT 2", explain_only=True)),
-    ("DROP CACHE foo", DropCache("foo")),
-    ("drop all caches", DropCache(None)),
-    ("SHOW CACHES", Show("caches")),
-    ("SHOW PROXIED QUERIES", Show("proxied")),
-    ("show proxied supported queries", Show("supported")),
-    ("SHOW WEIR STATUS", Show("status")),
-    ("SHOW WEIR TABLES", Show("tables")),
-    ("EXPLAIN LAST STATEMENT", Show("last")),
-    ("SHOW search_path", None),
-    ("EXPLAIN SELECT 1", None),
-    ("CREATE TABLE cache (a int)", None),
-    ("SELECT 1", None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("CREATE CACHE FROM SELECT 1", CreateCache(None, "SELECT 1")),
+        (
+            "create cache Foo from select a from t where b = 1;",
+            CreateCache("foo", "select a from t where b = 1"),
+        ),
+        (
+            'CREATE CACHE "My Cache" FROM q_0123456789abcdef',
+            CreateCache("My Cache", "q_0123456789abcdef"),
+        ),
+        ("EXPLAIN CREATE CACHE FROM SELECT 2", CreateCache(None, "SELECT 2", explain_only=True)),
+        ("DROP CACHE foo", DropCache("foo")),
+        ("drop all caches", DropCache(None)),
+        ("SHOW CACHES", Show("caches")),
+        ("SHOW PROXIED QUERIES", Show("proxied")),
+        ("show proxied supported queries", Show("supported")),
+        ("SHOW WEIR STATUS", Show("status")),
+        ("SHOW WEIR TABLES", Show("tables")),
+        ("EXPLAIN LAST STATEMENT", Show("last")),
+        ("SHOW search_path", None),
+        ("EXPLAIN SELECT 1", None),
+        ("CREATE TABLE cache (a int)", None),
+        ("SELECT 1", None),
+    ],
+)
 def test_admin_grammar(text: str, expected: object) -> None:
     assert parse_admin(text) == expected
 
@@ -47,11 +56,21 @@ def test_query_id_source() -> None:
 
 def _feed(state: SessionState, *msgs: object) -> None:
     for m in msgs:
-        if isinstance(m, (be.ParseComplete, be.BindComplete, be.CloseComplete, be.NoData,
-                          be.CommandComplete, be.RowDescription)):
+        if isinstance(
+            m,
+            (
+                be.ParseComplete,
+                be.BindComplete,
+                be.CloseComplete,
+                be.NoData,
+                be.CommandComplete,
+                be.RowDescription,
+            ),
+        ):
             state.answer(m.encode()[0])
-        elif isinstance(m, (fe.Parse, fe.Bind, fe.Close, fe.Query, fe.Describe, fe.Execute,
-                            fe.Sync)):
+        elif isinstance(
+            m, (fe.Parse, fe.Bind, fe.Close, fe.Query, fe.Describe, fe.Execute, fe.Sync)
+        ):
             state.frontend(m)
         else:
             state.backend(m)
@@ -61,8 +80,13 @@ def test_session_state_tracks_statements_and_portals() -> None:
     s = SessionState()
     _feed(s, fe.Parse("s1", "SELECT 1"), fe.Bind("p1", "s1"), fe.Execute("p1"), fe.Sync())
     assert not s.idle and s.statements == {}
-    _feed(s, be.ParseComplete(), be.BindComplete(), be.CommandComplete("SELECT 1"),
-          be.ReadyForQuery("T"))
+    _feed(
+        s,
+        be.ParseComplete(),
+        be.BindComplete(),
+        be.CommandComplete("SELECT 1"),
+        be.ReadyForQuery("T"),
+    )
     assert s.idle and "s1" in s.statements and "p1" in s.portals
     assert s.in_transaction
     _feed(s, be.ReadyForQuery("I"))
@@ -86,8 +110,15 @@ def test_injected_answers_are_swallowed() -> None:
 
 def test_deallocate_and_discard() -> None:
     s = SessionState()
-    _feed(s, fe.Parse("a", "SELECT 1"), fe.Parse("b", "SELECT 2"), fe.Sync(),
-          be.ParseComplete(), be.ParseComplete(), be.ReadyForQuery("I"))
+    _feed(
+        s,
+        fe.Parse("a", "SELECT 1"),
+        fe.Parse("b", "SELECT 2"),
+        fe.Sync(),
+        be.ParseComplete(),
+        be.ParseComplete(),
+        be.ReadyForQuery("I"),
+    )
     _feed(s, fe.Query("DEALLOCATE a"), be.CommandComplete("DEALLOCATE"), be.ReadyForQuery("I"))
     assert set(s.statements) == {"b"}
     _feed(s, fe.Query("DISCARD ALL"), be.CommandComplete("DISCARD ALL"), be.ReadyForQuery("I"))
@@ -95,13 +126,20 @@ def test_deallocate_and_discard() -> None:
 
 
 def test_settings_sources_and_errors() -> None:
-    env = {"WEIR_UPSTREAM": "postgresql://u:p@db:6432/app?sslmode=require",
-           "WEIR_MAX_MESSAGE_BYTES": "2048"}
+    env = {
+        "WEIR_UPSTREAM": "postgresql://u:p@db:6432/app?sslmode=require",
+        "WEIR_MAX_MESSAGE_BYTES": "2048",
+    }
     s = Settings.from_sources({"listen": "0.0.0.0:7000"}, env)
     assert s.listen_address == ("0.0.0.0", 7000) and s.max_message_bytes == 2048
     addr = s.upstream_address
-    assert (addr.host, addr.port, addr.user, addr.dbname, addr.sslmode) == \
-        ("db", 6432, "u", "app", "require")
+    assert (addr.host, addr.port, addr.user, addr.dbname, addr.sslmode) == (
+        "db",
+        6432,
+        "u",
+        "app",
+        "require",
+    )
     with pytest.raises(SettingsError, match="upstream is required"):
         Settings.from_sources({}, {})
     with pytest.raises(SettingsError, match="not a number"):
