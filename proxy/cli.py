@@ -46,7 +46,30 @@ def _parser() -> argparse.ArgumentParser:
         help_text = f"{f.metadata.get('help', '')} (env WEIR_{f.name.upper()}"
         help_text += f"; default {default})" if default is not None else ")"
         serve.add_argument(flag, dest=f.name, default=None, help=help_text)
+    slots = sub.add_parser("slots", help="list or drop weir's persistent replication slots")
+    slots.add_argument("action", choices=("list", "drop"))
+    slots.add_argument("--upstream", default=None, help="upstream URL (env WEIR_UPSTREAM)")
+    slots.add_argument("--prefix", default=None, help="slot name prefix (default weir_)")
+    slots.add_argument("--include-active", action="store_true",
+                       help="with drop: also drop slots a live session holds")
     return parser
+
+
+def _slots(args: argparse.Namespace) -> int:
+    import os
+
+    from cdc import admin
+
+    url = args.upstream or os.environ.get("WEIR_UPSTREAM")
+    if not url:
+        print("weir: the upstream is required: --upstream URL or WEIR_UPSTREAM", file=sys.stderr)
+        return 2
+    argv = [args.action, url]
+    if args.prefix:
+        argv += ["--prefix", args.prefix]
+    if args.include_active:
+        argv.append("--include-active")
+    return admin.main(argv)
 
 
 def _configure_logging(level: str) -> None:
@@ -84,6 +107,8 @@ def _run(coro: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "slots":
+        return _slots(args)
     try:
         settings = Settings.from_sources(vars(args))
     except SettingsError as exc:

@@ -145,7 +145,7 @@ class Settings:
         for f in fields(cls):
             given = flags.get(f.name)
             if given is None:
-                given = env.get(f"WEIR_{f.name.upper()}")
+                given = env.get(f"WEIR_{f.name.upper()}") or None  # empty means unset
             if given is None:
                 continue
             values[f.name] = _coerce(f.name, f.type, given)
