@@ -10,10 +10,17 @@ rows change by ``pad(L_new)[R_new empty] - pad(L_old)[R_old empty]`` with
 the padded rows and the last one brings them back, also within one batch.
 
 Join miss (a lookup finds j missing while processing deltas): the deltas for j are dropped
-and become eviction rows - each delta row combined with the stored rows of the other side,
-with NULLs (LEFT JOIN) and with an all-UNKNOWN other side - so every downstream key the
-change could touch is evicted (thesis section 4.5.2). Stored rows suffice on the other side:
-a row that is not stored contributes to no present key (base invariant S3).
+and become ``Arrival`` eviction rows - each delta row combined with the stored rows of the
+other side, with NULLs (LEFT JOIN) and with an all-UNKNOWN other side - so every downstream
+key the change could touch is evicted (thesis section 4.5.2). Plain eviction rows (rows that
+were part of present state) pair with the stored rows of the other side only: a row that is
+not stored contributes to no present key (base invariant S3); an ``Arrival`` also pairs with
+UNKNOWN unless the other side's key is present.
+
+Pulls (replays): drive from the side the bound columns select (the left, full side of a LEFT
+JOIN unless the right join key is bound) and look the other side up per join value; when the
+driving side's base key is missing and both sides are filters/projections over base tables,
+the fill also *prefetches* the other side by semi-join, so one round trip usually suffices.
 NULL join values never match; a left row with a NULL join value is always padded.
 """
 

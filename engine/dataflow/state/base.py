@@ -13,7 +13,8 @@ Invariants (the engine's correctness rests on them):
   every present downstream key was replayed from present index keys that are still present.
   Hence evicting an index key sends downstream its *key row* (the key's columns, everything
   else UNKNOWN) and the rows it drops, and a change to a row that is not stored is sent as an
-  eviction row rather than as a delta.
+  eviction row rather than as a delta. A lookup binding the whole primary key of a stored
+  row marks that primary-key index key present (the row is complete for it).
 - A replica-identity-only old row (REPLICA IDENTITY DEFAULT) is completed from the stored
   row; an unchanged TOASTed column of an update is taken from the stored row, and when the
   row is not stored the new row is sent as an eviction row with that column ``UNKNOWN``.
