@@ -4,7 +4,9 @@ Owns: one factory per type oid, ``factory(settings, typmod) -> (value -> bytes)`
 :data:`BINARY_FACTORIES`: network-order integers and IEEE floats, numeric as base-10000
 digits (ndigits, weight, sign, dscale), text types as UTF-8, uuid's 16 bytes, jsonb's
 version-1 prefix, date/time types as integers since 2000-01-01 (with the infinity
-sentinels), timetz with its zone in seconds west, interval as (usecs, days, months).
+sentinels), timetz with its zone in seconds west, interval as (usecs, days, months), and
+the network and bit-string types (kept as PostgreSQL's text, see :mod:`proxy.results_text`)
+as network_send / macaddr_send / varbit_send lay them out.
 
 Invariants: binary output does not depend on any session setting except the client
 encoding (text types; only UTF-8 is accepted); values that do not fit the type raise
@@ -13,6 +15,7 @@ encoding (text types; only UTF-8 is accepted); values that do not fit the type r
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 from collections.abc import Callable
 from decimal import Decimal
@@ -184,6 +187,61 @@ def _fixed(fn: Encode) -> Factory:
     return lambda settings, typmod: fn
 
 
+def _kept_text(value: Any, oid: int) -> str:
+    if not isinstance(value, TextValue) or value.oid != oid:
+        raise Unencodable(f"expected the text of type oid {oid}, got {value!r}")
+    return value.text
+
+
+def _network(oid: int, is_cidr: bool) -> Encode:
+    """network_send: family (2 IPv4, 3 IPv6), prefix bits, is_cidr, address size, address."""
+
+    def encode(value: Any) -> bytes:
+        try:
+            iface = ipaddress.ip_interface(_kept_text(value, oid))
+        except ValueError as exc:
+            raise Unencodable(str(exc)) from exc
+        raw = iface.ip.packed
+        family = 2 if iface.version == 4 else 3
+        return bytes((family, iface.network.prefixlen, int(is_cidr), len(raw))) + raw
+
+    return encode
+
+
+def _macaddr(oid: int, size: int) -> Encode:
+    def encode(value: Any) -> bytes:
+        raw = bytes.fromhex(_kept_text(value, oid).replace(":", ""))
+        if len(raw) != size:
+            raise Unencodable(f"a {size}-byte MAC address expected, got {value!r}")
+        return raw
+
+    return encode
+
+
+def _bits(oid: int) -> Encode:
+    """varbit_send: the bit count, then the bits packed from the most significant, zero-padded."""
+
+    def encode(value: Any) -> bytes:
+        text = _kept_text(value, oid)
+        if text.strip("01"):
+            raise Unencodable(f"not a bit string: {text!r}")
+        nbytes = (len(text) + 7) // 8
+        packed = int(text.ljust(nbytes * 8, "0") or "0", 2).to_bytes(nbytes, "big")
+        return _I32.pack(len(text)) + packed
+
+    return encode
+
+
+NETWORK_BINARY: dict[int, Encode] = {
+    869: _network(869, False),  # inet
+    650: _network(650, True),  # cidr
+    829: _macaddr(829, 6),
+    774: _macaddr(774, 8),
+    1560: _bits(1560),  # bit
+    1562: _bits(1562),  # varbit
+}
+
+
 BINARY_FACTORIES: dict[int, Factory] = {
     oids.BOOL: _fixed(_bool),
     oids.INT2: _fixed(_packer(_I16, "int2")),
@@ -208,4 +266,5 @@ BINARY_FACTORIES: dict[int, Factory] = {
     oids.TIMESTAMP: _fixed(_timestamp_with(naive_usecs, oids.TIMESTAMP)),
     oids.TIMESTAMPTZ: _fixed(_timestamp_with(instant_usecs, oids.TIMESTAMPTZ)),
     oids.INTERVAL: _fixed(_interval),
+    **{oid: _fixed(fn) for oid, fn in NETWORK_BINARY.items()},
 }

@@ -470,6 +470,7 @@ TEXT_FACTORIES: dict[int, Factory] = {
     oids.CHAR: _fixed(_char),
     oids.JSON: _fixed(_utf8),
     oids.JSONB: _fixed(_utf8),
+    oids.XML: _fixed(_utf8),
     oids.BYTEA: _bytea,
     oids.UUID: _uuid,
     oids.DATE: _date,

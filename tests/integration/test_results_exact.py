@@ -11,6 +11,7 @@ sends a session with the settings under test.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -379,23 +380,34 @@ def test_arrays_in_text_and_binary(server: RawServer, ints: list[str], words: li
 
 SETTING_FREE = [
     ("inet", st.tuples(st.integers(0, 255), st.integers(0, 255), st.integers(0, 32)).map(
-        lambda t: f"10.{t[0]}.{t[1]}.0/{t[2] if t[2] >= 24 else 24}") | st.ip_addresses().map(str)),
-    ("cidr", st.ip_addresses(v=4).map(lambda a: f"{a}/32")),
+        lambda t: f"10.{t[0]}.{t[1]}.0/{t[2] if t[2] >= 24 else 24}") | st.ip_addresses().map(str)
+     | st.tuples(st.ip_addresses(v=6), st.integers(0, 128)).map(lambda t: f"{t[0]}/{t[1]}")),
+    ("cidr", st.ip_addresses(v=4).map(lambda a: f"{a}/32")
+     | st.tuples(st.ip_addresses(v=6), st.integers(0, 128)).map(
+         lambda t: str(ipaddress.ip_interface(f"{t[0]}/{t[1]}").network))),
     ("macaddr", st.binary(min_size=6, max_size=6).map(lambda b: b.hex(":"))),
+    ("macaddr8", st.binary(min_size=8, max_size=8).map(lambda b: b.hex(":"))),
     ("varbit", st.text("01", max_size=20)),
+    ("bit(11)", st.text("01", min_size=11, max_size=11)),
+]
+TEXT_ONLY = [
     ("int4range", st.tuples(st.integers(-100, 100), st.integers(-100, 100)).map(
         lambda t: f"[{min(t)},{max(t)})")),
     ("numrange", st.tuples(bounded, bounded).map(lambda t: f"({t[0]},{t[1]}]")
      .filter(lambda r: Decimal(r[1:].split(",")[0]) <= Decimal(r[:-1].split(",")[1]))),
+    ("xml", st.text(st.characters(min_codepoint=32, max_codepoint=0xD7FF), max_size=12).map(
+        lambda t: "<a>" + t.replace("&", "&amp;").replace("<", "&lt;") + "</a>")),
 ]
 
 
 @FEW
 @given(data=st.data())
-def test_setting_free_types_pass_through_in_text(server: RawServer, data: st.DataObject) -> None:
+def test_setting_free_types_pass_through(server: RawServer, data: st.DataObject) -> None:
     grid = [{"DateStyle": "German", "TimeZone": "Asia/Kolkata", "extra_float_digits": "0",
              "IntervalStyle": "iso_8601", "bytea_output": "escape"}]
     for type_sql, strategy in SETTING_FREE:
+        run(server, type_sql, data.draw(lists(strategy)), grid)
+    for type_sql, strategy in TEXT_ONLY:
         run(server, type_sql, data.draw(lists(strategy)), grid, formats=(0,))
 
 

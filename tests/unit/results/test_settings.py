@@ -49,7 +49,9 @@ def test_unsupported_types_and_formats() -> None:
     assert supports(oids.INT4, -1, 0, s) is None
     assert supports(1185, -1, 1, s) is None  # timestamptz[]
     assert supports(869, -1, 0, s) is None  # inet: text kept as printed
-    assert "binary encoder for type oid 869" in (supports(869, -1, 1, s) or "")
+    assert supports(869, -1, 1, s) is None
+    assert "binary encoder for type oid 3904" in (supports(3904, -1, 1, s) or "")  # int4range
     assert "oid 790" in (supports(790, -1, 0, s) or "")  # money depends on lc_monetary
     assert "format" in (supports(oids.INT4, -1, 2, s) or "")
-    assert supports(oids.XML, -1, 0, s) is not None
+    assert supports(oids.XML, -1, 0, s) is None
+    assert supports(oids.XML, -1, 1, s) is not None
