@@ -51,6 +51,8 @@ _T_COPY_DATA = ord("d")
 _T_TERMINATE = ord("X")
 _T_QUERY = ord("Q")
 _T_SYNC = ord("S")
+#: CommandComplete tags after which remembered privilege checks are dropped.
+_PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"RESET")
 #: frontend messages whose content the session state does not need: type -> pending kind
 _CONTENT_FREE = {ord("E"): "execute", _T_SYNC: "sync", ord("H"): ""}
 _T_COMMAND_COMPLETE = ord("C")
@@ -505,6 +507,8 @@ class Session:
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
                     and not raw[start : start + 8].startswith(_READ_ONLY_TAGS):
                 self.ctx.wrote = True
+                if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
+                    self.server.service.forget_grants()
         if swallowed:
             raw = _without(raw, swallowed)
         if raw:

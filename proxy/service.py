@@ -52,6 +52,8 @@ class CacheService:
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
+        #: (role, cache) -> (may read, loop time of the check); see ``_authorized``
+        self._grants: dict[tuple[str, str], tuple[bool, float]] = {}
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
                              tuple[str | None, list[Any]]] = {}
 
@@ -149,6 +151,11 @@ class CacheService:
         assert ctx is not None and route.keys is not None and route.classified is not None
         if ctx.wrote and self.settings.read_your_writes == "on":
             return None
+        allowed = self._granted(ctx.user, route.cache.name)
+        if allowed is None:
+            return None
+        if not allowed:
+            return None, f"role {ctx.user} is not known to be allowed to read this cache"
         if not host.connected:
             return None, ReadOutcome.DOWN
         lag = host.staleness()
@@ -172,6 +179,8 @@ class CacheService:
         if host is None:
             return None, "caching is not running"
         assert ctx is not None
+        if not await self._authorized(ctx.user, route.cache):
+            return None, f"role {ctx.user} is not known to be allowed to read this cache"
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
@@ -251,6 +260,40 @@ class CacheService:
             return None, f"a cached value cannot be encoded exactly: {exc}"
         return (be.RowDescription(entry.fields).encode() + body
                 + be.CommandComplete(f"SELECT {len(rows)}").encode()), reason
+
+    # -- authorization ------------------------------------------------------------------------
+
+    GRANT_TTL = 60.0
+
+    def _granted(self, user: str, cache: str) -> bool | None:
+        """The remembered verdict for (role, cache), or None when it must be checked."""
+        verdict = self._grants.get((user, cache))
+        if verdict is None:
+            return None
+        if asyncio.get_running_loop().time() - verdict[1] > self.GRANT_TTL:
+            return None
+        return verdict[0]
+
+    async def _authorized(self, user: str, entry: Any) -> bool:
+        """Whether ``user`` may SELECT from every relation the cache reads (checked on
+        weir's connection with ``has_table_privilege``, remembered for ``GRANT_TTL``)."""
+        known = self._granted(user, entry.name)
+        if known is not None:
+            return known
+        assert self.host is not None
+        try:
+            allowed = bool(await self.host.pool.fetchval(
+                "SELECT coalesce(bool_and(has_table_privilege($1, r, 'SELECT')), true) "
+                "FROM unnest($2::oid[]) AS r", user, list(entry.query.plan.relations)))
+        except Exception as exc:  # unknown role, lost connection: not known to be allowed
+            log.info("privilege check for role %s failed: %s", user, exc)
+            allowed = False
+        self._grants[(user, entry.name)] = (allowed, asyncio.get_running_loop().time())
+        return allowed
+
+    def forget_grants(self) -> None:
+        """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir)."""
+        self._grants.clear()
 
     # -- admin --------------------------------------------------------------------------------
 

@@ -242,3 +242,26 @@ def test_cached_reads_after_pipelined_writes(pg: Any, dbname: str) -> None:
             assert _last(conn) == ("cache", "served by cache kv1")
     finally:
         server.stop()
+
+
+def test_caches_are_served_only_to_roles_that_may_read(pg: Any, dbname: str) -> None:
+    role = f"reader_{dbname}"
+    pg.psql("CREATE TABLE secret (k int PRIMARY KEY, v text);"
+            "INSERT INTO secret SELECT g, 'v' || g FROM generate_series(1, 10) g", dbname)
+    pg.psql(f"CREATE ROLE {role} LOGIN")
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as owner:
+            owner.execute("CREATE CACHE secret_by_k FROM SELECT v FROM secret WHERE k = $1")
+            assert owner.execute("SELECT v FROM secret WHERE k = %s", (3,)).fetchone() == ("v3",)
+            assert _last(owner)[0] == "cache"
+            with psycopg.connect(server.dsn(role, dbname), autocommit=True) as reader:
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    reader.execute("SELECT v FROM secret WHERE k = %s", (3,))
+                assert _last(reader)[0] == "upstream"
+                owner.execute(f"GRANT SELECT ON secret TO {role}")  # through weir: re-checked
+                assert reader.execute("SELECT v FROM secret WHERE k = %s", (3,)).fetchone() \
+                    == ("v3",)
+                assert _last(reader) == ("cache", "served by cache secret_by_k")
+    finally:
+        server.stop()
