@@ -379,7 +379,10 @@ cdef int _fast(Buf* b, int kind, object value, object scale, object zone) except
     if kind == KIND_UTF8:
         if type(value) is not str:
             return 0
-        utf8 = PyUnicode_AsUTF8AndSize(value, &size)
+        try:
+            utf8 = PyUnicode_AsUTF8AndSize(value, &size)
+        except UnicodeEncodeError:
+            return 0  # the Python encoder refuses it
         _append(b, utf8, size)
         return 1
     if kind == KIND_TEXT_BOOL:

@@ -33,7 +33,8 @@ from proxy.results_temporal import (
     naive_usecs,
     time_fields,
 )
-from proxy.results_text import as_bytes, as_float, numeric_scale, numeric_value
+from proxy.results_text import as_bytes, as_float, numeric_scale, numeric_value, utf8
+from proxy.results_text import char as char_text
 
 Encode = Callable[[Any], bytes]
 Factory = Callable[[OutputSettings, int], Encode]
@@ -73,20 +74,12 @@ def _bool(value: Any) -> bytes:
     return b"\x01" if value else b"\x00"
 
 
-def _utf8(value: Any) -> bytes:
-    if not isinstance(value, str):
-        raise Unencodable(f"expected str, got {type(value).__name__}")
-    return value.encode()
-
-
 def _char(value: Any) -> bytes:
-    if not isinstance(value, str) or len(value) > 1 or (value and ord(value) > 0x7F):
-        raise Unencodable(f'"char" value {value!r} is not one ASCII character')
-    return value.encode() or b"\x00"
+    return char_text(value) or b"\x00"  # the empty text is the NUL "char"
 
 
 def _jsonb(value: Any) -> bytes:
-    return b"\x01" + _utf8(value)
+    return b"\x01" + utf8(value)
 
 
 def numeric_binary(value: Decimal) -> bytes:
@@ -251,12 +244,12 @@ BINARY_FACTORIES: dict[int, Factory] = {
     oids.FLOAT4: _fixed(_float4),
     oids.FLOAT8: _fixed(_float8),
     oids.NUMERIC: _numeric,
-    oids.TEXT: _fixed(_utf8),
-    oids.VARCHAR: _fixed(_utf8),
-    oids.BPCHAR: _fixed(_utf8),
-    oids.NAME: _fixed(_utf8),
+    oids.TEXT: _fixed(utf8),
+    oids.VARCHAR: _fixed(utf8),
+    oids.BPCHAR: _fixed(utf8),
+    oids.NAME: _fixed(utf8),
     oids.CHAR: _fixed(_char),
-    oids.JSON: _fixed(_utf8),
+    oids.JSON: _fixed(utf8),
     oids.JSONB: _fixed(_jsonb),
     oids.BYTEA: _fixed(as_bytes),
     oids.UUID: _fixed(_uuid),

@@ -4,7 +4,9 @@ Owns: one factory per type oid, ``factory(settings, typmod) -> (value -> bytes)`
 :data:`TEXT_FACTORIES`; the DateStyle/TimeZone layouts of dates and timestamps (EncodeDateOnly
 / EncodeDateTime / EncodeTimezone), the four IntervalStyles (EncodeInterval), float output
 under every extra_float_digits (shortest-exact for > 0, ``%.{15+n}g`` otherwise), numeric with
-typmod scale, and bytea hex/escape.
+typmod scale, bytea hex/escape, and the types whose output no setting changes, kept as the
+text PostgreSQL printed (inet, cidr, macaddr, macaddr8, bit, varbit, integer and numeric
+ranges) or as str (xml).
 
 Invariants: output is UTF-8 (settings with another client encoding are refused upstream of
 here); a value that cannot be printed exactly raises
@@ -46,10 +48,14 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 _MAXTZLEN = 10
 
 
-def _utf8(value: Any) -> bytes:
+def utf8(value: Any) -> bytes:
+    """A str as UTF-8 (the only client encoding weir accepts)."""
     if not isinstance(value, str):
         raise Unencodable(f"expected str, got {type(value).__name__}")
-    return value.encode()
+    try:
+        return value.encode()
+    except UnicodeEncodeError as exc:  # lone surrogates: no PostgreSQL text looks like that
+        raise Unencodable(str(exc)) from exc
 
 
 def _bool(value: Any) -> bytes:
@@ -73,7 +79,8 @@ def as_float(value: Any) -> float:
     raise Unencodable(f"expected float, got {value!r}")
 
 
-def _char(value: Any) -> bytes:
+def char(value: Any) -> bytes:
+    """The internal one-byte "char" type (ASCII only; high-bit bytes print as octal)."""
     if not isinstance(value, str) or len(value) > 1 or (value and ord(value) > 0x7F):
         raise Unencodable(f'"char" value {value!r} is not one ASCII character')
     return value.encode()
@@ -463,14 +470,14 @@ TEXT_FACTORIES: dict[int, Factory] = {
     oids.FLOAT4: _float_factory(True),
     oids.FLOAT8: _float_factory(False),
     oids.NUMERIC: _numeric,
-    oids.TEXT: _fixed(_utf8),
-    oids.VARCHAR: _fixed(_utf8),
-    oids.BPCHAR: _fixed(_utf8),
-    oids.NAME: _fixed(_utf8),
-    oids.CHAR: _fixed(_char),
-    oids.JSON: _fixed(_utf8),
-    oids.JSONB: _fixed(_utf8),
-    oids.XML: _fixed(_utf8),
+    oids.TEXT: _fixed(utf8),
+    oids.VARCHAR: _fixed(utf8),
+    oids.BPCHAR: _fixed(utf8),
+    oids.NAME: _fixed(utf8),
+    oids.CHAR: _fixed(char),
+    oids.JSON: _fixed(utf8),
+    oids.JSONB: _fixed(utf8),
+    oids.XML: _fixed(utf8),
     oids.BYTEA: _bytea,
     oids.UUID: _uuid,
     oids.DATE: _date,
@@ -482,4 +489,4 @@ TEXT_FACTORIES: dict[int, Factory] = {
     **{oid: _fixed(_passthrough(oid)) for oid in SETTING_FREE_TEXT_TYPES},
 }
 
-__all__ = ["TEXT_FACTORIES", "Encode", "Factory", "numeric_scale", "numeric_value"]
+__all__ = ["TEXT_FACTORIES", "Encode", "Factory", "char", "numeric_scale", "numeric_value", "utf8"]

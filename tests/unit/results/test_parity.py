@@ -145,6 +145,14 @@ NUMERIC_EDGES = [Decimal(x) for x in ("-0.00", "-0", "0", "0.00", "-NaN", "NaN",
                                       "10000", "0.0001", "-12345.6789", "1E+5", "0.00010000")]
 
 
+def test_lone_surrogates_are_refused_by_both() -> None:
+    assert TWIN is not None
+    for fmt in (0, 1):
+        encoders = [column_encoder(oids.TEXT, -1, fmt, SETTINGS)]
+        for fn in (results.encode_rows_python, TWIN.encode_rows):
+            assert _outcome(fn, [("a\ud800",)], encoders) == ("unencodable", None)
+
+
 def test_numeric_edges_parity() -> None:
     assert TWIN is not None
     typmods = (-1, (12 << 16 | 2) + 4, (8 << 16) + 4, (30 << 16 | 3) + 4)
