@@ -14,9 +14,9 @@ gives against the reference evaluator over the data as of the engine's applied p
 from __future__ import annotations
 
 import random
-from decimal import Decimal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from engine.api import Engine, ReadFailed, ReadReady, ReadResult
