@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Twin of ``engine.dataflow.records`` kernels: consolidate, key_of, row_size, apply_bag.
+"""Twin of ``engine.dataflow.records`` kernels: exact_key, consolidate, key_of, row_size,
+apply_bag.
 
 Same contracts as the pure functions (parity-tested); imports nothing from the project.
 """
@@ -7,15 +8,31 @@ Same contracts as the pure functions (parity-tested); imports nothing from the p
 from decimal import Decimal
 
 cdef object _NoneType = type(None)
+cdef str _EXACT = "\x00exact"
+
+
+cpdef tuple exact_key(tuple row):
+    cdef object v, t
+    for v in row:
+        t = type(v)
+        if t is float or t is Decimal:
+            return tuple([(_EXACT, repr(x)) if (type(x) is float or type(x) is Decimal) else x
+                          for x in row])
+    return row
 
 
 cpdef list consolidate(object delta):
     cdef dict acc = {}
-    cdef object row, w, prev
+    cdef object row, w, k
+    cdef list entry
     for row, w in delta:
-        prev = acc.get(row)
-        acc[row] = w if prev is None else prev + w
-    return [(row, w) for row, w in acc.items() if w]
+        k = exact_key(row)
+        entry = acc.get(k)
+        if entry is None:
+            acc[k] = [row, w]
+        else:
+            entry[1] = entry[1] + w
+    return [(entry[0], entry[1]) for entry in acc.values() if entry[1]]
 
 
 cpdef tuple key_of(object row, object cols):
@@ -52,20 +69,23 @@ cpdef Py_ssize_t row_size(tuple row) except -1:
 
 cpdef Py_ssize_t apply_bag(dict state, dict answers, dict sizes, list delta,
                            object key_cols) except? -1:
-    cdef Py_ssize_t total = 0, size, n, w
-    cdef object row, k, prev
+    cdef Py_ssize_t total = 0, size, w
+    cdef object row, k, x
     cdef dict bag
+    cdef list entry
     for row, w in delta:
         k = key_of(row, key_cols)
         bag = state.get(k)
         if bag is None:
             continue
-        prev = bag.get(row)
-        n = (0 if prev is None else <Py_ssize_t>prev) + w
-        if n:
-            bag[row] = n
+        x = exact_key(row)
+        entry = bag.get(x)
+        if entry is None:
+            bag[x] = [row, w]
+        elif <Py_ssize_t>entry[1] + w:
+            entry[1] = entry[1] + w
         else:
-            del bag[row]
+            del bag[x]
         size = row_size(row) * w
         sizes[k] = sizes[k] + size
         total += size

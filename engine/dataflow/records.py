@@ -67,12 +67,33 @@ def dedupe(rows: Iterable[Row]) -> list[Row]:
     return out
 
 
+def exact_key(row: Row) -> Row:
+    """A key under which rows are the same only if PostgreSQL prints them the same: numerics
+    that differ only in scale (1.0, 1.00) and floats 0.0/-0.0 are equal values but different
+    rows of a result, and float NaN is one row although NaN != NaN in Python."""
+    for v in row:
+        t = v.__class__
+        if t is float or t is Decimal:
+            return tuple([(_EXACT, repr(x)) if x.__class__ in (float, Decimal) else x
+                          for x in row])
+    return row
+
+
+_EXACT = "\x00exact"
+
+
 def consolidate(delta: Iterable[tuple[Row, int]]) -> Delta:
-    """Sum the weights of equal rows and drop rows whose weight is zero (first-seen order)."""
-    acc: dict[Row, int] = {}
+    """Sum the weights of identical rows (``exact_key``) and drop rows whose weight is zero
+    (first-seen order)."""
+    acc: dict[Row, list[Any]] = {}
     for row, w in delta:
-        acc[row] = acc.get(row, 0) + w
-    return [(row, w) for row, w in acc.items() if w]
+        k = exact_key(row)
+        entry = acc.get(k)
+        if entry is None:
+            acc[k] = [row, w]
+        else:
+            entry[1] += w
+    return [(row, w) for row, w in acc.values() if w]
 
 
 def key_of(row: Sequence[Any], cols: Sequence[int]) -> Row:
@@ -111,22 +132,25 @@ def row_size(row: Row) -> int:
     return size
 
 
-def apply_bag(state: dict[Row, dict[Row, int]], answers: dict[Row, Any],
+def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any],
               sizes: dict[Row, int], delta: Delta, key_cols: Sequence[int]) -> int:
-    """A reader's delta loop: add ``delta`` to the bags of present keys (keys missing from
-    ``state`` are dropped), forget their finished answers, keep per-key byte sizes; return the
-    change of the total size."""
+    """A reader's delta loop: add ``delta`` to the bags (``exact_key(row) -> [row, count]``)
+    of present keys (keys missing from ``state`` are dropped), forget their finished answers,
+    keep per-key byte sizes; return the change of the total size."""
     total = 0
     for row, w in delta:
         k = tuple([row[i] for i in key_cols])
         bag = state.get(k)
         if bag is None:
             continue
-        n = bag.get(row, 0) + w
-        if n:
-            bag[row] = n
+        x = exact_key(row)
+        entry = bag.get(x)
+        if entry is None:
+            bag[x] = [row, w]
+        elif entry[1] + w:
+            entry[1] += w
         else:
-            del bag[row]
+            del bag[x]
         size = row_size(row) * w
         sizes[k] += size
         total += size
@@ -135,7 +159,8 @@ def apply_bag(state: dict[Row, dict[Row, int]], answers: dict[Row, Any],
 
 
 #: The pure-Python kernels (the parity tests compare the Cython twins with these).
-PURE = {"consolidate": consolidate, "key_of": key_of, "row_size": row_size, "apply_bag": apply_bag}
+PURE = {"consolidate": consolidate, "key_of": key_of, "row_size": row_size, "apply_bag": apply_bag,
+        "exact_key": exact_key}
 
 _fast = cython_ext.load("records")
 if _fast is not None:
@@ -143,3 +168,4 @@ if _fast is not None:
     key_of = _fast.key_of
     row_size = _fast.row_size
     apply_bag = _fast.apply_bag
+    exact_key = _fast.exact_key

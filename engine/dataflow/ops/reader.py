@@ -1,6 +1,7 @@
 """The reader: a cache's parameter-keyed view, the leaf that clients read.
 
-State: key -> bag of rows (row -> multiplicity) for present keys, plus the finished answer per
+State: key -> bag of rows (``exact_key(row) -> [row, multiplicity]``: rows that print
+differently stay apart) for present keys, plus the finished answer per
 key (output columns, ORDER BY, OFFSET/LIMIT applied) computed on first read after a change,
 so that a hit is a dictionary lookup.
 
@@ -11,12 +12,20 @@ key; a key containing NULL matches nothing and is answered empty without state.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Hashable
+from typing import Any
 
 from engine.dataflow.node import Node, PullCtx, Runtime
 from engine.dataflow.ordering import order_key
-from engine.dataflow.records import Delta, Row, apply_bag, has_unknown, key_of, row_size
+from engine.dataflow.records import (
+    Delta,
+    Row,
+    apply_bag,
+    exact_key,
+    has_unknown,
+    key_of,
+    row_size,
+)
 from engine.plan import ir
 
 Answer = tuple[Row, ...]
@@ -33,7 +42,7 @@ class ReaderNode(Node):
         self.lo = plan.offset
         self.hi = None if plan.limit is None else plan.offset + plan.limit
         self.rt = runtime
-        self.state: dict[Row, dict[Row, int]] = {}
+        self.state: dict[Row, dict[Row, list[Any]]] = {}
         self.sizes: dict[Row, int] = {}
         self.answers: dict[Row, Answer] = {}
 
@@ -74,8 +83,8 @@ class ReaderNode(Node):
         self.rt.touch(self.nid, key)
         return answer
 
-    def _finish(self, bag: dict[Row, int]) -> Answer:
-        rows = [r for r, n in bag.items() for _ in range(n)]
+    def _finish(self, bag: dict[Row, list[Any]]) -> Answer:
+        rows = [r for r, n in bag.values() for _ in range(n)]
         if self.sort is not None:
             rows.sort(key=self.sort)
         if self.lo or self.hi is not None:
@@ -88,7 +97,13 @@ class ReaderNode(Node):
         rows = self.inputs[0].pull(self.key, key, ctx)
         if rows is None:
             return None
-        bag = dict(Counter(rows))
+        bag: dict[Row, list[Any]] = {}
+        for row in rows:
+            entry = bag.get(x := exact_key(row))
+            if entry is None:
+                bag[x] = [row, 1]
+            else:
+                entry[1] += 1
         self.state[key] = bag
         size = sum(row_size(r) for r in rows) + 64
         self.sizes[key] = size

@@ -14,14 +14,13 @@ Rows tied on all sort keys are ordered by the whole row (one of PostgreSQL's val
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from engine.dataflow.node import Cols, Node, Runtime
 from engine.dataflow.ops.keyed import KeyedNode
 from engine.dataflow.ordering import order_key
-from engine.dataflow.records import Delta, Row, key_of, row_size
+from engine.dataflow.records import Delta, Row, consolidate, exact_key, key_of, row_size
 from engine.plan.ir import SortKey
 
 
@@ -89,11 +88,15 @@ class TopKNode(KeyedNode):
 
     def _remove(self, top: Top, row: Row) -> None:
         k = self.sort_key(row)
+        x = exact_key(row)
         i = bisect.bisect_left(top.keys, k)
-        if i < len(top.rows) and top.rows[i] == row:
-            del top.keys[i]
-            del top.rows[i]
-            self.bytes -= row_size(row) + 80
+        while i < len(top.rows) and top.keys[i] == k:  # equal values may print differently
+            if exact_key(top.rows[i]) == x:
+                del top.keys[i]
+                del top.rows[i]
+                self.bytes -= row_size(row) + 80
+                return
+            i += 1
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         touched: dict[Row, list[Row]] = {}
@@ -121,9 +124,8 @@ class TopKNode(KeyedNode):
                 underflow.add(self.d_of(g))
                 out.extend((r, -1) for r in old)  # retract what was shown; key goes missing
                 continue
-            diff = Counter(self._window(top))
-            diff.subtract(Counter(old))
-            out.extend((r, n) for r, n in diff.items() if n)
+            out.extend(consolidate([*((r, 1) for r in self._window(top)),
+                                    *((r, -1) for r in old)]))
             if top.complete and not top.rows:
                 self.drop_group(g)
                 self.forget_group(g)

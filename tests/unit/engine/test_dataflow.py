@@ -370,3 +370,13 @@ def test_numeric_sum_keeps_postgres_scale_and_specials_under_retraction() -> Non
     avg.add(1, 1)
     avg.add(2, 1)
     assert str(avg.value()) == "1.5000000000000000"
+
+
+def test_update_that_only_changes_numeric_scale_is_visible() -> None:
+    host = make({VOTES.oid: [(1, 5, 1, Decimal("1.0"))]},
+                {"w": ir.Reader(ir.Scan(VOTES), (1,), (3,))})
+    assert [str(r[0]) for r in answer(host, "w", (5,))] == ["1.0"]
+    write(host, upd(VOTES, (1, 5, 1, Decimal("1.00"))))
+    assert [str(r[0]) for r in peek(host, "w", (5,)) or ()] == ["1.00"]
+    write(host, ins(VOTES, (2, 5, 1, Decimal("1"))))
+    assert sorted(str(r[0]) for r in peek(host, "w", (5,)) or ()) == ["1", "1.00"]

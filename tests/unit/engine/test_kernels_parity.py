@@ -38,6 +38,25 @@ def test_consolidate(delta: list[tuple[tuple[object, ...], int]]) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(ROWS)
+def test_exact_key(row: tuple[object, ...]) -> None:
+    assert fast is not None
+    assert fast.exact_key(row) == _pure("exact_key")(row)
+
+
+def test_exact_key_separates_what_prints_differently() -> None:
+    exact = _pure("exact_key")
+    assert exact((Decimal("1.0"),)) != exact((Decimal("1.00"),))
+    assert exact((0.0,)) != exact((-0.0,))
+    assert exact((float("nan"), 1)) == exact((float("nan"), 1))
+    assert exact((1, "a")) == (1, "a")
+    mixed = [((Decimal("1.0"),), 1), ((Decimal("1.00"),), -1), ((float("nan"),), 1),
+             ((float("nan"),), -1)]
+    assert [(str(r[0]), w) for r, w in _pure("consolidate")(mixed)] == [("1.0", 1),
+                                                                        ("1.00", -1)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(ROWS)
 def test_row_size_and_key_of(row: tuple[object, ...]) -> None:
     assert fast is not None
     assert fast.row_size(row) == _pure("row_size")(row)
@@ -54,7 +73,7 @@ def test_apply_bag(delta: list[tuple[tuple[object, ...], int]], present: set[int
     delta = [(r, w) for r, w in delta if w]
     results = []
     for fn in (fast.apply_bag, _pure("apply_bag")):
-        state = {(k,): {(k, "a"): 5, (k, None): 5, (k, "b"): 5} for k in present}
+        state = {(k,): {(k, v): [(k, v), 5] for v in ("a", None, "b")} for k in present}
         sizes = {(k,): 0 for k in present}
         answers = {(k,): () for k in range(4)}
         total = fn(state, answers, sizes, list(delta), (0,))
