@@ -384,6 +384,8 @@ class Extended:
             self._answer(local.result)
             return True
         if local.rows is None:
+            if not self.session.ctx.defaults_applied:  # type: ignore[union-attr]
+                return False
             prepared = self._prepare(local)
             if prepared is None:
                 rows = None
@@ -445,6 +447,10 @@ class Extended:
         return data
 
     async def _cached_rows(self, local: LocalPortal) -> list[bytes] | None:
+        ctx = self.session.ctx
+        assert ctx is not None
+        if not ctx.defaults_applied:  # output settings may come from the role's defaults
+            await self.session.server.service.ensure_defaults(ctx)
         prepared = self._prepare(local)
         if prepared is None:
             return None

@@ -224,6 +224,7 @@ class Session:
             raise ProtocolViolation("no PostgreSQL user name specified in startup packet", "28000")
         self.startup = msg
         self.ctx = _context(msg.parameters)
+        self.ctx.parameters = self.state.parameters
         self.phase = Phase.CONNECTING
         self.client.pause_reading()
         self.server.spawn(self._connect(msg))

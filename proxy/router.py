@@ -47,6 +47,8 @@ class SessionContext:
     settings: dict[str, str] = field(default_factory=dict)
     settings_version: int = 0  # bumped whenever ``settings`` changes
     output: Any = None  # (versions, OutputSettings) memo kept by CacheService
+    defaults_applied: bool = False  # role/database defaults read (CacheService)
+    parameters: dict[str, str] | None = None  # the session's ParameterStatus values
 
 
 @dataclass(frozen=True, slots=True)

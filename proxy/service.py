@@ -23,7 +23,7 @@ from proxy.admin import CreateCache, DropCache, Show
 from proxy.caching import FAILED, CacheHost, ReadOutcome
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
-from proxy.router import Route, SessionContext, route_query
+from proxy.router import Route, SessionContext, output_unsupported, route_query
 from proxy.session import SessionState
 from proxy.settings import Settings
 from proxy.wire import backend as be
@@ -52,6 +52,8 @@ class CacheService:
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
+        #: (role, database) -> (default settings, loop time read); see ``_apply_defaults``
+        self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
         #: (role, cache) -> (may read, loop time of the check); see ``_authorized``
         self._grants: dict[tuple[str, str], tuple[bool, float]] = {}
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
@@ -151,6 +153,8 @@ class CacheService:
         assert ctx is not None and route.keys is not None and route.classified is not None
         if ctx.wrote and self.settings.read_your_writes == "on":
             return None
+        if not ctx.defaults_applied:
+            return None
         allowed = self._granted(ctx.user, route.cache.name)
         if allowed is None:
             return None
@@ -179,6 +183,13 @@ class CacheService:
         if host is None:
             return None, "caching is not running"
         assert ctx is not None
+        if not ctx.defaults_applied:
+            await self._apply_defaults(ctx)
+            if ctx.tainted is not None:
+                return None, ctx.tainted
+            reason = output_unsupported(route.cache.fields, {**parameters_of(ctx), **ctx.settings})
+            if reason is not None:
+                return None, reason
         if not await self._authorized(ctx.user, route.cache):
             return None, f"role {ctx.user} is not known to be allowed to read this cache"
         lag = host.staleness()
@@ -260,6 +271,57 @@ class CacheService:
             return None, f"a cached value cannot be encoded exactly: {exc}"
         return (be.RowDescription(entry.fields).encode() + body
                 + be.CommandComplete(f"SELECT {len(rows)}").encode()), reason
+
+    # -- role and database defaults -----------------------------------------------------------
+
+    DEFAULTS_QUERY = """
+        SELECT s.setrole <> 0, s.setdatabase <> 0, s.setconfig
+        FROM pg_db_role_setting s
+        WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = $2))
+          AND s.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = $1))"""
+    SERVER_QUERY = """
+        SELECT name, CASE WHEN source IN ('user', 'database', 'client', 'session')
+                          THEN boot_val ELSE setting END
+        FROM pg_settings WHERE name IN ('search_path', 'extra_float_digits', 'bytea_output')"""
+
+    async def ensure_defaults(self, ctx: SessionContext) -> None:
+        if not ctx.defaults_applied and self.host is not None:
+            await self._apply_defaults(ctx)
+
+    async def _apply_defaults(self, ctx: SessionContext) -> None:
+        """Follow what ALTER ROLE/DATABASE ... SET (and the server configuration) make the
+        session's defaults, which the wire never shows: output settings the client did not
+        SET itself, and search_path (a different one sends the session's reads upstream)."""
+        key = (ctx.user, ctx.database)
+        found = self._defaults.get(key)
+        if found is None or asyncio.get_running_loop().time() - found[1] > self.GRANT_TTL:
+            assert self.host is not None
+            try:
+                values = dict(await self.host.pool.fetch(self.SERVER_QUERY))
+                rows = await self.host.pool.fetch(self.DEFAULTS_QUERY, ctx.user, ctx.database)
+            except Exception as exc:
+                log.info("reading role defaults for %s failed: %s", ctx.user, exc)
+                ctx.tainted = ctx.tainted or "the session's role defaults could not be read"
+                ctx.defaults_applied = True
+                return
+            # precedence: global < database < role < role in database
+            for _, _, config in sorted(rows, key=lambda r: (r[0], r[1])):
+                for item in config or ():
+                    name, _, value = item.partition("=")
+                    values[name.lower()] = value
+            found = self._defaults[key] = (values, asyncio.get_running_loop().time())
+        values = found[0]
+        for name in ("extra_float_digits", "bytea_output"):
+            if name in values and name not in ctx.settings:
+                ctx.settings[name] = values[name]
+                ctx.settings_version += 1
+        path = values.get("search_path")
+        if path is not None and ctx.tainted is None:
+            from engine.sql.catalog import effective_search_path
+
+            if effective_search_path(path, ctx.user) != ctx.search_path:
+                ctx.tainted = f"the role's or database's search_path is {path}"
+        ctx.defaults_applied = True
 
     # -- authorization ------------------------------------------------------------------------
 
@@ -374,6 +436,11 @@ class CacheService:
             ("evictions", str(engine.stats.evictions)),
         ]
         return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
+
+
+def parameters_of(ctx: SessionContext) -> dict[str, str]:
+    """The ParameterStatus values of the session a context belongs to."""
+    return ctx.parameters if ctx.parameters is not None else {}
 
 
 def _lsn(value: int) -> str:

@@ -265,3 +265,39 @@ def test_caches_are_served_only_to_roles_that_may_read(pg: Any, dbname: str) -> 
                 assert _last(reader) == ("cache", "served by cache secret_by_k")
     finally:
         server.stop()
+
+
+def test_role_defaults_are_followed(pg: Any, dbname: str) -> None:
+    """ALTER ROLE ... SET is invisible on the wire: weir reads it. A role whose default
+    extra_float_digits is 0 gets PostgreSQL's rounded floats from the cache, and a role with
+    another search_path reads upstream."""
+    floaty, pathy = f"floaty_{dbname}", f"pathy_{dbname}"
+    pg.psql("CREATE TABLE m (k int PRIMARY KEY, x float8);"
+            "INSERT INTO m VALUES (1, 0.1 + 0.2), (2, 1.0 / 3)", dbname)
+    pg.psql(f"CREATE ROLE {floaty} LOGIN; CREATE ROLE {pathy} LOGIN")
+    pg.psql(f"ALTER ROLE {floaty} SET extra_float_digits = 0")
+    pg.psql(f"ALTER ROLE {pathy} SET search_path = elsewhere, public")
+    pg.psql(f"GRANT SELECT ON m TO {floaty}, {pathy}", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as owner:
+            owner.execute("CREATE CACHE m_by_k FROM SELECT x FROM m WHERE k = $1")
+        for role in (floaty, pathy):
+            with psycopg.connect(server.dsn(role, dbname), autocommit=True) as through, \
+                    psycopg.connect(pg.dsn(role, dbname), autocommit=True) as direct:
+                for k in (1, 2, 1):
+                    sql = f"SELECT x::text, x FROM m WHERE k = {k}"  # text shows the digits
+                    plain = f"SELECT x FROM m WHERE k = {k}"
+                    got = through.execute(plain).fetchone()
+                    assert got == direct.execute(plain).fetchone()
+                    assert direct.execute(sql).fetchone() is not None
+                route = _last(through)
+                if role == floaty:
+                    assert route[0] == "cache"
+                    raw = through.execute("SELECT x FROM m WHERE k = 1", binary=False)
+                    assert raw.fetchone() == (0.3,)  # rounded by extra_float_digits = 0
+                else:
+                    assert route == ("upstream", "the role's or database's search_path is "
+                                                 "elsewhere, public")
+    finally:
+        server.stop()
