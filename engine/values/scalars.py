@@ -68,14 +68,12 @@ def _shortest_float4_digits(value: float) -> str:
     return f"{value:.8e}"
 
 
-def _pg_float_text(value: float, sci: str, digits_limit: int) -> str:
-    """Lay out shortest digits (given in Python's ``d.ddde±XX`` form) the way PostgreSQL does."""
-    mantissa, exp_text = sci.split("e")
-    exponent = int(exp_text)
-    negative = mantissa.startswith("-")
-    digits = mantissa.lstrip("-").replace(".", "").rstrip("0") or "0"
+def _layout(negative: bool, digits: str, exponent: int, limit: int) -> str:
+    """Digits d1d2... with decimal exponent of d1, laid out as PostgreSQL's d2s/f2s do:
+    plain notation for exponents in [-4, limit), ``d.ddde+XX`` otherwise."""
+    digits = digits.rstrip("0") or "0"
     sign = "-" if negative else ""
-    if exponent < -4 or exponent >= digits_limit:
+    if exponent < -4 or exponent >= limit:
         body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
         return f"{sign}{body}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
     if exponent < 0:
@@ -83,6 +81,13 @@ def _pg_float_text(value: float, sci: str, digits_limit: int) -> str:
     if len(digits) <= exponent + 1:
         return sign + digits + "0" * (exponent + 1 - len(digits))
     return f"{sign}{digits[: exponent + 1]}.{digits[exponent + 1 :]}"
+
+
+def _pg_float_text(value: float, sci: str, digits_limit: int) -> str:
+    """Lay out shortest digits (given in Python's ``d.ddde±XX`` form) the way PostgreSQL does."""
+    mantissa, exp_text = sci.split("e")
+    negative = mantissa.startswith("-")
+    return _layout(negative, mantissa.lstrip("-").replace(".", ""), int(exp_text), digits_limit)
 
 
 def _special_float(value: float) -> str | None:
@@ -96,24 +101,56 @@ def _special_float(value: float) -> str | None:
 
 
 def format_float8(value: float) -> str:
-    """PostgreSQL's float8out (shortest exact digits, exponent outside [-4, 15))."""
+    """PostgreSQL's float8out (extra_float_digits > 0): the shortest digits that read back as
+    the value (Ryu), plain notation for decimal exponents in [-4, 15).
+
+    Ryu accepts only digit strings strictly inside the value's rounding interval, whereas
+    Python's ``repr`` also accepts one lying exactly on a bound (round-half-even); that can
+    happen only for doubles of magnitude >= 2**53, whose bounds are integers, so there the
+    shortest string strictly inside is searched (the nearest, ties upward, as Ryu)."""
     special = _special_float(value)
     if special is not None:
         return special
-    return _pg_float_text(value, _repr_as_sci(value), 15)
+    if abs(value) >= _TWO_53:
+        digits, exponent = _inside_digits(abs(value))
+    else:
+        digits, exponent = _repr_digits(value)
+    return _layout(value < 0, digits, exponent, 15)
 
 
-def _repr_as_sci(value: float) -> str:
-    """Python's shortest round-trip digits of ``value`` rewritten as ``d.ddde±X``."""
-    text = repr(value)
-    sign = "-" if text.startswith("-") else ""
-    mantissa, _, exp_text = text.lstrip("-").partition("e")
-    exponent = int(exp_text or "0")
-    whole, _, frac = mantissa.partition(".")
-    digits = (whole + frac).lstrip("0")
-    exponent += len(whole) - 1 - (len(whole + frac) - len(digits))
-    digits = digits.rstrip("0") or "0"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}e{exponent:+d}"
+_TWO_53 = float(2**53)
+
+
+def _repr_digits(value: float) -> tuple[str, int]:
+    """Python's shortest round-trip digits of abs(value) and the decimal exponent of the first."""
+    text = repr(abs(value))
+    whole, _, rest = text.partition("e")
+    exponent = int(rest or "0")
+    intpart, _, frac = whole.partition(".")
+    digits = (intpart + frac).lstrip("0")
+    exponent += len(intpart) - 1 - (len(intpart + frac) - len(digits))
+    return digits.rstrip("0") or "0", exponent
+
+
+def _inside_digits(value: float) -> tuple[str, int]:
+    """Shortest digits strictly inside the rounding interval of an integral double >= 2**53."""
+    v = int(value)
+    below = int(math.nextafter(value, 0.0))
+    above = math.nextafter(value, math.inf)
+    low2 = v + below  # twice the lower bound
+    high2 = v + (int(above) if above != math.inf else 2 * v - below)  # twice the upper bound
+    exponent = len(str(v)) - 1
+    for length in range(1, 18):
+        scale = 10 ** (exponent + 1 - length)
+        down = v // scale * scale
+        best: int | None = None
+        for cand in (down, down + scale):
+            if low2 < 2 * cand < high2 and (best is None or abs(cand - v) <= abs(best - v)):
+                best = cand
+        if best is not None:
+            text = str(best)
+            return text.rstrip("0") or "0", len(text) - 1
+    return str(v), exponent
 
 
 def format_float4(value: float) -> str:

@@ -145,3 +145,10 @@ def test_interval_round_trips(months: int, days: int, usecs: int) -> None:
 def test_text_arrays_round_trip(items: list[str | None]) -> None:
     value = tuple(items)
     assert decode_text(1009, encode_text(1009, value)) == value
+
+
+def test_float8_text_on_a_rounding_boundary() -> None:
+    """Ryu never picks digits on the rounding interval's bound; Python's repr may (>= 2**53)."""
+    assert format_float8(1e23) == "9.999999999999999e+22"
+    assert format_float8(4.260872852980234e16) == "4.2608728529802336e+16"
+    assert encode_text(oids.FLOAT8, 1e23) == "9.999999999999999e+22"
