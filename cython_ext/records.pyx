@@ -16,8 +16,8 @@ cpdef tuple exact_key(tuple row):
     for v in row:
         t = type(v)
         if t is float or t is Decimal:
-            return tuple([(_EXACT, repr(x)) if (type(x) is float or type(x) is Decimal) else x
-                          for x in row])
+            return tuple([(_EXACT, str(x)) if type(x) is Decimal else
+                          (_EXACT, repr(x)) if type(x) is float else x for x in row])
     return row
 
 

@@ -74,8 +74,8 @@ def exact_key(row: Row) -> Row:
     for v in row:
         t = v.__class__
         if t is float or t is Decimal:
-            return tuple([(_EXACT, repr(x)) if x.__class__ in (float, Decimal) else x
-                          for x in row])
+            return tuple([(_EXACT, str(x) if x.__class__ is Decimal else repr(x))
+                          if x.__class__ in (float, Decimal) else x for x in row])
     return row
 
 

@@ -117,8 +117,7 @@ class NumericSum(Acc):
                 else:
                     self.ninf += weight
                 return
-            exp = value.as_tuple().exponent
-            scale = -exp if exp < 0 else 0  # type: ignore[operator]
+            scale = decimal_scale(value)
         ctx = pgmath.CTX
         if weight == 1:
             self.total = ctx.add(self.total, value)
@@ -155,6 +154,20 @@ class NumericSum(Acc):
 
     def value(self) -> Any:
         return pgmath.finish_sum(self.exact_total(), self.nonnull, self.oid)
+
+
+def decimal_scale(value: Decimal) -> int:
+    """Digits after the point of a finite Decimal (its PostgreSQL display scale); parsing
+    ``str`` is several times faster than ``as_tuple``."""
+    text = str(value)
+    e = text.find("E")
+    if e < 0:
+        dot = text.find(".")
+        return 0 if dot < 0 else len(text) - dot - 1
+    mantissa = text[:e]
+    dot = mantissa.find(".")
+    frac = 0 if dot < 0 else len(mantissa) - dot - 1
+    return max(0, frac - int(text[e + 1:]))
 
 
 class NumericAvg(NumericSum):

@@ -100,3 +100,13 @@ def test_row_size_tracks_the_measured_size() -> None:
             sys.getsizeof(v) for v in row if v is not None and not isinstance(v, bool))
         estimate = _pure("row_size")(row)
         assert abs(estimate - measured) <= 0.15 * measured, (row, estimate, measured)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.decimals(allow_nan=False, allow_infinity=False))
+def test_decimal_scale_matches_the_exponent(value: Decimal) -> None:
+    from engine.dataflow.ops.accumulators import decimal_scale
+
+    exp = value.as_tuple().exponent
+    assert isinstance(exp, int)
+    assert decimal_scale(value) == max(0, -exp)
