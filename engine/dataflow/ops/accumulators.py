@@ -17,6 +17,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+import cython_ext
 from engine.dataflow import pgmath
 from engine.dataflow.ordering import value_key
 from engine.values import oids as T
@@ -234,3 +235,21 @@ def accumulator(func: str, result_oid: int, arg_oid: int | None) -> Acc:
     if func in ("sum", "avg") and result_oid == T.NUMERIC:
         return NumericSum(result_oid) if func == "sum" else NumericAvg(result_oid)
     return ACCUMULATORS[func](result_oid)
+
+
+#: The pure-Python accumulators (the parity tests compare the Cython twins with these).
+PURE: dict[str, Any] = {
+    "CountStar": CountStar, "Count": Count, "IntSum": IntSum, "NumericSum": NumericSum,
+    "NumericAvg": NumericAvg, "decimal_scale": decimal_scale,
+}
+
+_fast = cython_ext.load("accumulators")
+if _fast is not None:
+    _fast.configure(pgmath.CTX, pgmath.finish_sum, pgmath.finish_avg)
+    CountStar = _fast.CountStar  # type: ignore[misc]
+    Count = _fast.Count  # type: ignore[misc]
+    IntSum = _fast.IntSum  # type: ignore[misc]
+    NumericSum = _fast.NumericSum  # type: ignore[misc]
+    NumericAvg = _fast.NumericAvg  # type: ignore[misc]
+    decimal_scale = _fast.decimal_scale
+    ACCUMULATORS.update(count_star=CountStar, count=Count)

@@ -110,3 +110,46 @@ def test_decimal_scale_matches_the_exponent(value: Decimal) -> None:
     exp = value.as_tuple().exponent
     assert isinstance(exp, int)
     assert decimal_scale(value) == max(0, -exp)
+
+
+ACC = cython_ext.load_pair("accumulators")
+NUMERICS = st.one_of(st.none(), st.integers(-1000, 1000),
+                     st.decimals(allow_nan=False, places=3, min_value=-1000, max_value=1000),
+                     st.sampled_from((Decimal("NaN"), Decimal("Infinity"),
+                                      Decimal("-Infinity"), Decimal("1E+2"),
+                                      Decimal("0.00"))))
+
+
+def test_accumulator_twins_are_built() -> None:
+    assert ACC is not None, "cython_ext.accumulators is not built: run `make compile`"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(NUMERICS, st.sampled_from((1, 1, -1, 2))), max_size=12))
+def test_accumulator_parity(ops: list[tuple[object, int]]) -> None:
+    from engine.dataflow import pgmath
+    from engine.dataflow.ops import accumulators as pure
+    from engine.values import oids as T
+
+    assert ACC is not None
+    ACC.configure(pgmath.CTX, pgmath.finish_sum, pgmath.finish_avg)
+    for name, oid, ints_only in (("CountStar", T.INT8, False), ("Count", T.INT8, False),
+                                 ("IntSum", T.INT8, True), ("NumericSum", T.NUMERIC, False),
+                                 ("NumericAvg", T.NUMERIC, False)):
+        a, b = pure.PURE[name](oid), getattr(ACC, name)(oid)
+        for value, weight in ops:
+            if ints_only and isinstance(value, Decimal):
+                continue
+            a.add(value, weight)
+            b.add(value, weight)
+        assert str(_value(a)) == str(_value(b)), name
+    for value, _ in ops:
+        if isinstance(value, Decimal) and value.is_finite():
+            assert ACC.decimal_scale(value) == pure.PURE["decimal_scale"](value)
+
+
+def _value(acc: Any) -> object:
+    try:
+        return acc.value()
+    except Exception as exc:  # the same error on both sides (e.g. avg of nothing overflow)
+        return type(exc).__name__

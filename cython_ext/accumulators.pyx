@@ -1,0 +1,146 @@
+# cython: language_level=3
+"""Twins of the hot aggregate accumulators of ``engine.dataflow.ops.accumulators``:
+CountStar, Count, IntSum, NumericSum, NumericAvg (same contracts, parity-tested).
+
+Imports nothing from the project: ``configure`` receives the wide decimal context and the
+SUM/AVG finishing functions from the pure module when it loads this twin.
+"""
+
+from decimal import Decimal
+
+cdef object CTX = None
+cdef object FINISH_SUM = None
+cdef object FINISH_AVG = None
+cdef object ZERO = Decimal(0)
+
+
+def configure(ctx, finish_sum, finish_avg):
+    global CTX, FINISH_SUM, FINISH_AVG
+    CTX, FINISH_SUM, FINISH_AVG = ctx, finish_sum, finish_avg
+
+
+cpdef Py_ssize_t decimal_scale(object value) except -1:
+    cdef str text = str(value)
+    cdef Py_ssize_t e = text.find("E"), dot, frac
+    if e < 0:
+        dot = text.find(".")
+        return 0 if dot < 0 else len(text) - dot - 1
+    dot = text.find(".", 0, e)
+    frac = 0 if dot < 0 else e - dot - 1
+    frac -= int(text[e + 1:])
+    return frac if frac > 0 else 0
+
+
+cdef class CountStar:
+    cdef public object n
+    cdef public int oid
+
+    def __init__(self, int oid):
+        self.oid = oid
+        self.n = 0
+
+    cpdef add(self, object value, object weight):
+        self.n += weight
+
+    cpdef value(self):
+        return self.n
+
+
+cdef class Count(CountStar):
+    cpdef add(self, object value, object weight):
+        if value is not None:
+            self.n += weight
+
+
+cdef class IntSum:
+    cdef public object total
+    cdef public object nonnull
+    cdef public int oid
+
+    def __init__(self, int oid):
+        self.oid = oid
+        self.total = 0
+        self.nonnull = 0
+
+    cpdef add(self, object value, object weight):
+        if value is not None:
+            self.total += value * weight
+            self.nonnull += weight
+
+    cpdef value(self):
+        return FINISH_SUM(self.total, self.nonnull, self.oid)
+
+
+cdef class NumericSum:
+    cdef public object total
+    cdef public object nonnull, finite, nan, pinf, ninf
+    cdef public dict scales
+    cdef public Py_ssize_t maxscale, seen
+    cdef public bint max_ok
+    cdef public int oid
+
+    def __init__(self, int oid):
+        self.oid = oid
+        self.total = ZERO
+        self.nonnull = self.finite = self.nan = self.pinf = self.ninf = 0
+        self.scales = {}
+        self.maxscale = self.seen = 0
+        self.max_ok = True
+
+    cpdef add(self, object value, object weight):
+        cdef Py_ssize_t scale = 0
+        cdef object n
+        if value is None:
+            return
+        self.nonnull += weight
+        if type(value) is Decimal:
+            if not value.is_finite():
+                if value.is_nan():
+                    self.nan += weight
+                elif value > 0:
+                    self.pinf += weight
+                else:
+                    self.ninf += weight
+                return
+            scale = decimal_scale(value)
+        if weight == 1:
+            self.total = CTX.add(self.total, value)
+        elif weight == -1:
+            self.total = CTX.subtract(self.total, value)
+        else:
+            self.total = CTX.add(self.total, CTX.multiply(value, weight))
+        self.finite += weight
+        n = self.scales.get(scale, 0) + weight
+        if n:
+            self.scales[scale] = n
+            if scale > self.maxscale:
+                self.maxscale = scale
+        else:
+            del self.scales[scale]
+            self.max_ok = False
+        if scale > self.seen:
+            self.seen = scale
+        if not self.finite:
+            self.total = ZERO
+            self.seen = self.maxscale = 0
+            self.max_ok = True
+
+    cpdef exact_total(self):
+        if self.nan or (self.pinf and self.ninf):
+            return Decimal("NaN")
+        if self.pinf or self.ninf:
+            return Decimal("Infinity" if self.pinf else "-Infinity")
+        if not self.max_ok:
+            self.maxscale = max(self.scales) if self.scales else 0
+            self.max_ok = True
+        if self.seen == self.maxscale:
+            return self.total
+        return self.total.quantize(Decimal(1).scaleb(-self.maxscale), context=CTX)
+
+    cpdef value(self):
+        return FINISH_SUM(self.exact_total(), self.nonnull, self.oid)
+
+
+cdef class NumericAvg(NumericSum):
+    cpdef value(self):
+        return FINISH_AVG(self.exact_total(), self.nonnull, self.oid)
