@@ -10,11 +10,10 @@ value is not known are ``UNKNOWN``. A stateful node receiving one evicts the key
 from it, or every key when a key column is ``UNKNOWN``. Eviction rows never change state
 other than by making keys missing, so sending more of them than needed is always safe.
 
-Two kinds: a plain eviction row stands for rows that *were* part of present state (their
-partners at a join are stored, base invariant S3); an ``Arrival`` stands for a delta that
-could not be applied (a join miss, an expression error, a row with unknown columns), whose
-partners at a later join may not be loaded - a join pairs it with UNKNOWN unless the
-partner key is present.
+An ``Arrival`` is an eviction row standing for a delta that could not be applied (a join
+miss, an expression error, a row with unknown columns) rather than for rows that were part
+of present state; the tag is carried along for diagnostics (joins treat both alike: they
+pair an eviction row with UNKNOWN unless the partner key is present).
 """
 
 from __future__ import annotations

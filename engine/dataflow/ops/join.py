@@ -12,10 +12,9 @@ the padded rows and the last one brings them back, also within one batch.
 Join miss (a lookup finds j missing while processing deltas): the deltas for j are dropped
 and become ``Arrival`` eviction rows - each delta row combined with the stored rows of the
 other side, with NULLs (LEFT JOIN) and with an all-UNKNOWN other side - so every downstream
-key the change could touch is evicted (thesis section 4.5.2). Plain eviction rows (rows that
-were part of present state) pair with the stored rows of the other side only: a row that is
-not stored contributes to no present key (base invariant S3); an ``Arrival`` also pairs with
-UNKNOWN unless the other side's key is present.
+key the change could touch is evicted (thesis section 4.5.2). An eviction row arriving at a
+join pairs with the other side's rows for its join value when that key is present there
+(then they are complete), else with the stored ones and with an all-UNKNOWN row.
 
 Pulls (replays): drive from the side the bound columns select (the left, full side of a LEFT
 JOIN unless the right join key is bound) and look the other side up per join value; when the
@@ -132,10 +131,10 @@ class JoinNode(Node):
         return self.inputs[side].pull(cols, j, PullCtx(partial=True)) or []
 
     def _partners(self, side: int, j: Row, row: Row) -> tuple[list[Row], bool]:
-        """The other side's rows for ``j`` and whether unknown partners are possible: only
-        for an ``Arrival`` whose partner key is not present (S3 covers plain rows)."""
-        if row.__class__ is not Arrival:
-            return self._stored(side, j), False
+        """The other side's rows for ``j`` and whether unknown partners are possible: when
+        the other side's key is not present, its stored rows may be incomplete - rows that
+        were partners may have been dropped earlier in the same eviction (a self-join, or
+        one base under both sides), and an ``Arrival`` may have partners never loaded."""
         cols = self.lk if side == 0 else self.rk
         complete = self.inputs[side].pull(cols, j, PullCtx(probe=True))
         return (complete, False) if complete is not None else (self._stored(side, j), True)
