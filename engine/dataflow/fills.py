@@ -23,8 +23,8 @@ Invariants:
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +90,7 @@ class Pending:
 @dataclass(slots=True)
 class FillManager:
     log_cap: int = 100_000
-    log: list[Transaction] = field(default_factory=list)
+    log: deque[Transaction] = field(default_factory=deque)
     pending: dict[int, Pending] = field(default_factory=dict)
     in_flight: dict[BaseKey, int] = field(default_factory=dict)
     arrivals: list[tuple[int, Snapshot]] = field(default_factory=list)
@@ -124,10 +124,8 @@ class FillManager:
         changes = tuple(c for c in txn.changes if c.table_oid in tables)
         if changes:
             self.log.append(Transaction(txn.xid, txn.commit_lsn, changes))
-            if len(self.log) > self.log_cap:
-                drop = len(self.log) - self.log_cap
-                self.lost.update(t.xid for t in self.log[:drop])
-                del self.log[:drop]
+            while len(self.log) > self.log_cap:
+                self.lost.add(self.log.popleft().xid)
 
     def probe(self, snapshot: Snapshot) -> None:
         self.arrivals.append((next(self._seq), snapshot))
@@ -212,7 +210,7 @@ class FillManager:
         # arrival order is not snapshot order (a fill's snapshot may arrive after a later
         # probe's): an entry visible in any usable snapshot goes; the newest one is kept
         snaps = [a[1] for a in usable]
-        self.log = [t for t in self.log if not any(sn.visible(t.xid) for sn in snaps)]
+        self.log = deque(t for t in self.log if not any(sn.visible(t.xid) for sn in snaps))
         self.lost = {x for x in self.lost if not any(sn.visible(x) for sn in snaps)}
         newest = max(usable, key=lambda a: (a[1].xmin, a[1].xmax))
         self.arrivals = [newest] + [a for a in self.arrivals if a not in usable]
@@ -221,7 +219,7 @@ class FillManager:
 
 
 def patch(rows: tuple[Row, ...], req: FillRequest, snap: Snapshot,
-          log: list[Transaction]) -> list[Row] | None:
+          log: Iterable[Transaction]) -> list[Row] | None:
     """``rows`` (fetched under ``snap``) brought forward by the applied transactions of ``log``
     that ``snap`` does not see; None when a row cannot be completed."""
     table, cols, key = req.table, req.columns, req.key

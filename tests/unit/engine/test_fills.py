@@ -33,7 +33,7 @@ def test_entries_stay_until_a_snapshot_older_than_every_pending_fill_sees_them()
     assert fill is not None
     ((_, rows),) = fm.finish(fill)
     assert rows == [(6, 1, "t", 1)]  # patched with the applied, invisible transaction 6
-    assert fm.log == []  # no fill pending: the probe's snapshot sees both
+    assert not fm.log  # no fill pending: the probe's snapshot sees both
 
 
 def test_capped_log_makes_fills_that_needed_dropped_entries_retry() -> None:
