@@ -14,8 +14,9 @@ Protocol:
 - ``fill_response(fill_id, snapshot, rows)`` and ``marker(fill_id)`` - in either order - install
   a fill; installation may start dependent fills (a replay looked up a key that is missing)
   and completes waiting reads. ``abandon_fill(fill_id)`` when the host gives up on one.
-- ``lookup(cache, key)`` is the hit path (rows or None, no effects); ``snapshot_probe`` feeds
-  the log's pruning (call it periodically, e.g. with the heartbeat).
+- ``lookup(cache, key)`` is the hit path (rows or None, no effects). ``snapshot_probe`` feeds
+  the log's pruning; ``apply`` asks for one with a ``TakeSnapshot`` effect once the log holds
+  ``probe_every`` transactions (the host may also probe on its own, e.g. with a heartbeat).
 - Memory: ``memory_budget`` bytes (None = unlimited); after every call the least recently
   used present keys are evicted (with their downstream dependents) until the estimate is
   within budget; the keys a waiting read replayed from or waits for stay pinned until it
@@ -55,7 +56,13 @@ class ReadFailed:
     message: str
 
 
-Effect = RunFill | ReadReady | ReadFailed
+@dataclass(frozen=True, slots=True)
+class TakeSnapshot:
+    """Effect: run ``SELECT pg_current_snapshot()`` upstream (any session) and report it with
+    ``Engine.snapshot_probe``, so that the recent-transaction log can be pruned."""
+
+
+Effect = RunFill | ReadReady | ReadFailed | TakeSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +90,16 @@ class Stats:
 
 
 class Engine:
-    def __init__(self, memory_budget: int | None = None, log_cap: int = 100_000) -> None:
+    def __init__(self, memory_budget: int | None = None, log_cap: int = 100_000,
+                 probe_every: int = 1000) -> None:
         self.rt = Runtime()
         self.graph = Graph(self.rt)
         self.fills = FillManager(log_cap=log_cap)
         self.budget = memory_budget
         self.stats = Stats()
         self.applied_lsn = 0
+        self.probe_every = probe_every
+        self._probe_pending = False
         self._readers: dict[str, ReaderNode] = {}
         self._waiters: dict[tuple[int, Row], _Waiter] = {}
         self._by_key: dict[BaseKey, set[tuple[int, Row]]] = {}
@@ -200,9 +210,14 @@ class Engine:
         self.graph.apply(txn)
         self.fills.record(txn, set(self.graph.bases))
         self._enforce()
+        if len(self.fills.log) >= self.probe_every and not self._probe_pending:
+            self._probe_pending = True
+            return (TakeSnapshot(),)
         return ()
 
     def snapshot_probe(self, snapshot: Snapshot) -> None:
+        """A snapshot the host took (asked for by ``TakeSnapshot``, or periodically)."""
+        self._probe_pending = False
         self.fills.probe(snapshot)
 
     def fill_response(self, fill_id: int, snapshot: Snapshot,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from engine.api import Engine, ReadFailed, ReadReady, ReadResult
+from engine.api import Engine, ReadFailed, ReadReady, ReadResult, TakeSnapshot
 from engine.changes import (
     UNCHANGED_TOAST,
     ChangeKind,
@@ -190,6 +190,8 @@ class Host:
                 self.waiting.discard((e.cache, e.key))
             elif isinstance(e, ReadFailed):
                 self.waiting.discard((e.cache, e.key))
+            elif isinstance(e, TakeSnapshot):
+                self.probe()
             else:  # pragma: no cover
                 raise AssertionError(e)
 

@@ -25,7 +25,7 @@ def drive(seed: int, ops: list[tuple[int, int]], budget: int | None, lag: bool,
           log_cap: int = 1_000_000) -> Host:
     rng = random.Random(seed)
     up = Upstream(TABLES, initial_data(rng))
-    engine = Engine(memory_budget=budget, log_cap=log_cap)
+    engine = Engine(memory_budget=budget, log_cap=log_cap, probe_every=5)
     for name, plan in PLANS.items():
         engine.add_cache(name, plan)
     host = Host(engine, up, dict(PLANS), rng, lag=lag)

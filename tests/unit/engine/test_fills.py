@@ -48,3 +48,16 @@ def test_capped_log_makes_fills_that_needed_dropped_entries_retry() -> None:
     assert fill is not None
     ((_, rows),) = fm.finish(fill)
     assert rows is None  # cannot be patched: re-issue
+
+
+def test_engine_asks_for_a_snapshot_when_the_log_grows() -> None:
+    from engine.api import Engine, TakeSnapshot
+    from tests.property.catalog import PLANS
+
+    engine = Engine(probe_every=3)
+    engine.add_cache("hot", PLANS["hot_by_author"])
+    asked = [e for x in range(10, 15) for e in engine.apply(txn(x))]
+    assert asked == [TakeSnapshot()]  # once, until the probe arrives
+    engine.snapshot_probe(Snapshot(15, 15))
+    assert not engine.fills.log
+    assert [e for x in range(15, 18) for e in engine.apply(txn(x))] == [TakeSnapshot()]
