@@ -1,7 +1,7 @@
 """The engine's facade: caches, reads, upstream transactions, fills and memory - sans-I/O.
 
 Owns: ``Engine`` and the effects it returns (``RunFill`` from ``engine.dataflow.fills``,
-``ReadReady``, ``ReadFailed``). The host (the proxy's asyncio loop; a simulated upstream in
+``ReadReady``, ``ReadFailed``, ``TakeSnapshot``). The host (the proxy's asyncio loop; a simulated upstream in
 tests) performs effects and reports back; nothing here blocks or does I/O.
 
 Protocol:
