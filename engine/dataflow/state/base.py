@@ -45,7 +45,12 @@ class Index:
         self.by_key: dict[Row, set[Row]] = {}
 
     def add(self, ident: Row, row: Row) -> None:
-        self.by_key.setdefault(key_of(row, self.cols), set()).add(ident)
+        key = key_of(row, self.cols)
+        idents = self.by_key.get(key)
+        if idents is None:
+            self.by_key[key] = {ident}
+        else:
+            idents.add(ident)
 
     def remove(self, ident: Row, row: Row) -> None:
         key = key_of(row, self.cols)
