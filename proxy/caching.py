@@ -29,7 +29,7 @@ import asyncpg
 from cdc.connection import ConnectParams
 from cdc.events import TableSchema
 from cdc.stream import ReplicationStream, StreamConfig
-from engine.api import Engine, ReadFailed, ReadReady
+from engine.api import Engine, ReadFailed, ReadReady, TakeSnapshot
 from engine.changes import Snapshot, Transaction
 from engine.dataflow.fills import FillRequest, RunFill
 from engine.plan import ir
@@ -100,6 +100,7 @@ class CacheHost:
             self, on_marker=self._on_marker)
         self._plans: dict[str, ir.Reader] = {}
         self.fresh_as_of = 0.0
+        self._probing = False  # a snapshot probe is in flight
         self.fills_done = 0
         self.fill_seconds = 0.0
 
@@ -125,6 +126,9 @@ class CacheHost:
                 self.fresh_as_of = started
             except Exception as exc:  # the stream is down or slow: reads will see staleness
                 log.debug("heartbeat barrier failed: %s", exc)
+            if not self._probing:  # keep the recent-transaction log pruned when idle too
+                self._probing = True
+                await self._probe()
             await asyncio.sleep(interval)
 
     def staleness(self) -> float:
@@ -204,6 +208,10 @@ class CacheHost:
                 self._spawn(self._fill(effect))
             elif isinstance(effect, ReadReady):
                 self._wake(effect.cache, effect.key, Served(effect.rows))
+            elif isinstance(effect, TakeSnapshot):
+                if not self._probing:
+                    self._probing = True
+                    self._spawn(self._probe())
             elif isinstance(effect, ReadFailed):
                 log.info("cache %s cannot answer a key (%s): forwarding upstream",
                          effect.cache, effect.sqlstate)
@@ -260,6 +268,16 @@ class CacheHost:
             await conn.execute("SELECT pg_logical_emit_message(true, 'weir', $1)",
                                f"{_FILL_PREFIX}{run.fill_id}")
         return snapshot, rows
+
+    async def _probe(self) -> None:
+        """A snapshot for the engine's recent-transaction log pruning (``TakeSnapshot``)."""
+        try:
+            text = await self.pool.fetchval("SELECT pg_current_snapshot()::text")
+            self.engine.snapshot_probe(parse_snapshot(text))
+        except Exception as exc:  # the next request or heartbeat tries again
+            log.debug("snapshot probe failed: %s", exc)
+        finally:
+            self._probing = False
 
     def _on_marker(self, content: str, lsn: int) -> None:
         if not content.startswith(_FILL_PREFIX):

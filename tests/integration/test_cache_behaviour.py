@@ -301,3 +301,22 @@ def test_role_defaults_are_followed(pg: Any, dbname: str) -> None:
                                                  "elsewhere, public")
     finally:
         server.stop()
+
+
+def test_recent_transaction_log_is_pruned_without_fills(pg: Any, dbname: str) -> None:
+    """Writes to a cached table with no reads (so no fills bring snapshots): the host's
+    snapshot probes keep the engine's recent-transaction log from growing."""
+    pg.psql("CREATE TABLE w (k int PRIMARY KEY, v int)", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            conn.execute("CREATE CACHE w1 FROM SELECT v FROM w WHERE k = $1")
+            conn.execute("SELECT v FROM w WHERE k = %s", (1,))
+            for i in range(300):
+                direct.execute("INSERT INTO w VALUES (%s, %s)", (i + 10, i))
+            host = server.server.service.host
+            server.call(host.barrier(10))
+            eventually(lambda: len(host.engine.fills.log) < 10, timeout=20)
+    finally:
+        server.stop()
