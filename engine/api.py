@@ -1,8 +1,9 @@
 """The engine's facade: caches, reads, upstream transactions, fills and memory - sans-I/O.
 
 Owns: ``Engine`` and the effects it returns (``RunFill`` from ``engine.dataflow.fills``,
-``ReadReady``, ``ReadFailed``, ``TakeSnapshot``). The host (the proxy's asyncio loop; a simulated upstream in
-tests) performs effects and reports back; nothing here blocks or does I/O.
+``ReadReady``, ``ReadFailed``, ``TakeSnapshot``). The host (the proxy's asyncio loop; a
+simulated upstream in tests) performs effects and reports back; nothing here blocks or does
+I/O.
 
 Protocol:
 - ``read(cache, key)`` -> ``ReadResult``: ``rows`` when the key is present (a hit) or could be
@@ -297,7 +298,9 @@ class Engine:
         total = self.memory_total()
         lru, pinned = self.rt.lru, self.rt.pinned
         skipped: list[tuple[int, Hashable]] = []
-        while total > self.budget and lru:
+        rounds = 2 * len(lru) + 16  # bound: evicting never re-adds keys, but never loop
+        while total > self.budget and lru and rounds > 0:
+            rounds -= 1
             item, _ = lru.popitem(last=False)
             if item in pinned:
                 skipped.append(item)

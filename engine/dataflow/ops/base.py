@@ -50,10 +50,12 @@ class BaseNode(Node):
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         if ctx.partial:
             return self.store.stored(cols, key)
-        rows, backing = self.store.lookup(cols, key)
+        rows, backing = self.store.lookup(cols, key, mark=not ctx.probe)
         if rows is None:
             ctx.missing.add((self.nid, cols, key))
             return None
+        if ctx.probe:  # deciding what to evict: no recency, no new presence
+            return rows
         if backing is not None and (not ctx.lookup or (self.nid, backing) not in self.rt.lru):
             ctx.used.add((self.nid, backing))
             self.rt.touch(self.nid, backing)

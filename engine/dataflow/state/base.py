@@ -94,12 +94,14 @@ class BaseStore:
         return idx is not None and key in idx.present
 
     # ------------------------------------------------------------------ reads
-    def lookup(self, cols: Cols, key: Row) -> tuple[list[Row] | None, tuple[Cols, Row] | None]:
+    def lookup(self, cols: Cols, key: Row,
+               mark: bool = True) -> tuple[list[Row] | None, tuple[Cols, Row] | None]:
         """All rows with ``cols = key`` (None when that is not known: missing), and the
         present index key that guarantees the answer (for recency; None for NULL keys).
 
-        A lookup that binds the whole primary key of a stored row is complete (S1); it marks
-        that primary-key index key present, so that the row stays covered (S3)."""
+        A lookup that binds the whole primary key of a stored row is complete (S1); unless
+        ``mark`` is false (probes while evicting) it marks that primary-key index key present,
+        so that the row stays covered (S3)."""
         if None in key:
             return [], None
         idx = self.indexes.get(cols)
@@ -112,7 +114,8 @@ class BaseStore:
             pk_key = tuple(key[cols.index(c)] for c in self.pk)
             entry = self.rows.get(pk_key)
             if entry is not None:
-                self.index(self.pk).present.add(pk_key)
+                if mark:
+                    self.index(self.pk).present.add(pk_key)
                 found: Row = entry[0]
                 rows = [found] * entry[1] if key_of(found, cols) == key else []
                 return rows, (self.pk, pk_key)
