@@ -172,7 +172,7 @@ class KeyedNode(Node):
         return _filter(found, bound)
 
     def _touch(self, d: Row, ctx: PullCtx) -> None:
-        if ctx.lookup or ctx.probe:
+        if ctx.lookup or ctx.probe or ctx.partial:
             return
         key = FULL if self.full else d
         self.rt.touch(self.nid, key)
