@@ -255,9 +255,12 @@ class CacheHost:
         self._perform(effects)
 
     def _abandon(self, run: RunFill) -> None:
-        """Give up on a fill: every read waiting on anything goes upstream."""
-        for key in list(self._waiting):
-            self._wake(*key, Served(None, ReadOutcome.FAILED))
+        """Give up on a fill: the reads waiting for its keys go upstream, and the engine
+        forgets it (it would otherwise hold back the log's pruning)."""
+        try:
+            self._perform(self.engine.abandon_fill(run.fill_id, "the fill failed upstream"))
+        except Exception:
+            log.exception("abandoning fill %d failed", run.fill_id)
 
     async def _fetch(self, run: RunFill) -> tuple[Snapshot, list[list[Row]]]:
         async with self.pool.acquire() as conn, conn.transaction(

@@ -320,3 +320,30 @@ def test_recent_transaction_log_is_pruned_without_fills(pg: Any, dbname: str) ->
             eventually(lambda: len(host.engine.fills.log) < 10, timeout=20)
     finally:
         server.stop()
+
+
+def test_a_failed_fill_sends_its_reads_upstream(pg: Any, dbname: str) -> None:
+    """Fault injection at the host's fetch: the waiting read is answered from upstream, the
+    engine forgets the fill, and the next read of the key fills and is served."""
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 5) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            real_fetch = host._fetch
+
+            async def broken(run: Any) -> Any:
+                raise RuntimeError("injected fill failure")
+
+            host._fetch = broken
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (2,)).fetchone() == ("v2",)
+            assert _last(conn) == ("upstream", "the cache could not evaluate the query for "
+                                               "this key")
+            host._fetch = real_fetch
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (2,)).fetchone() == ("v2",)
+            assert _last(conn) == ("cache", "served by cache kv1")
+            assert not host.engine.fills.pending
+    finally:
+        server.stop()
