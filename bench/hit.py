@@ -111,16 +111,22 @@ def pgbench(bindir: Path, dsn: str, script: str, seconds: int, clients: int) -> 
     return Run("", "", tps, p50, p99)
 
 
-def freshness(direct: str, through: str, seconds: float, rate: int) -> list[float]:
-    """Commit-to-visible lags (ms) of single-row commits while a writer adds ``rate`` votes/s."""
+def freshness(direct: str, through: str, seconds: float, rate: int, stories: int
+              ) -> list[float]:
+    """Commit-to-visible lags (ms) of single-row commits while a writer adds ``rate`` votes/s
+    to random stories."""
     stop = threading.Event()
 
     def background() -> None:
+        import random
+
+        rng = random.Random(1)
         with psycopg.connect(direct, autocommit=True) as conn:
             interval = 1.0 / rate
             next_at = time.perf_counter()
             while not stop.is_set():
-                conn.execute("INSERT INTO votes (story_id, user_id) VALUES (2, 0)")
+                conn.execute("INSERT INTO votes (story_id, user_id) VALUES (%s, 0)",
+                             (rng.randint(2, stories),))
                 next_at += interval
                 delay = next_at - time.perf_counter()
                 if delay > 0:
@@ -142,7 +148,8 @@ def freshness(direct: str, through: str, seconds: float, rate: int) -> list[floa
                 w.execute("INSERT INTO votes (story_id, user_id) VALUES (1, -1)")
                 committed = time.perf_counter()
                 while r.execute(query, (1,)).fetchone() == before:
-                    pass
+                    if time.perf_counter() - committed > 30:
+                        raise RuntimeError("a write was not visible through weir within 30 s")
                 lags.append((time.perf_counter() - committed) * 1000)
     finally:
         stop.set()
@@ -189,7 +196,7 @@ def main() -> int:
                 print(f"{name:24} {target:7} tps={run.tps:9.0f} p50={run.p50_ms:.3f} ms "
                       f"p99={run.p99_ms:.3f} ms", flush=True)
         after = status(through)
-        lags = freshness(direct, through, min(10.0, args.seconds), args.write_rate)
+        lags = freshness(direct, through, min(10.0, args.seconds), args.write_rate, args.stories)
     finally:
         weir.terminate()
         weir.wait(10)
