@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.plan.queries import merge_lookups
-from proxy.admin import CreateCache, DropCache, Show
+from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import FAILED, CacheHost, ReadOutcome
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
@@ -111,8 +111,6 @@ class CacheService:
         registry = self.registry
         auto = self.settings.caching == "auto"
         if registry is None or (not auto and not self._mentions_cached_table(text)):
-            from proxy.admin import parse_admin
-
             admin = parse_admin(text)
             if admin is not None:
                 return Route("admin", "weir command", admin=admin)
@@ -387,9 +385,8 @@ class CacheService:
             qid, text, supported = registry.explain(cmd.source, ctx.search_path)
             return result_set(["query_id", "query", "supported"], [(qid, text, supported)],
                               "SELECT 1")
-        entry = await registry.create(cmd.source, ctx.search_path, cmd.name)
+        await registry.create(cmd.source, ctx.search_path, cmd.name)
         self._refresh_names()
-        del entry
         return be.CommandComplete("CREATE CACHE").encode()
 
     def _show(self, registry: Registry, what: str) -> bytes:

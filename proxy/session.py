@@ -1,10 +1,10 @@
 """What a client session looks like, derived from the messages that pass through it (sans-I/O).
 
-Owns: the transaction status, the server-reported parameters (ParameterStatus), the prepared
-statements and portals the upstream really holds, and the settings the client changed with
-SET. It observes decoded frontend messages as they are forwarded and backend messages as they
-come back, and matches each response to the request it answers with a queue of outstanding
-requests, the way the server processes them:
+Owns: the transaction status, the server-reported parameters (ParameterStatus), and the
+prepared statements and portals the upstream really holds (settings the client changes with
+SET are followed by ``proxy.router.observe_set``). It observes decoded frontend messages as
+they are forwarded and backend messages as they come back, and matches each response to the
+request it answers with a queue of outstanding requests, the way the server processes them:
 
 - a Parse/Bind/Close takes effect only when its ParseComplete/BindComplete/CloseComplete
   arrives; an ErrorResponse in an extended-protocol batch cancels the failing request and
@@ -67,7 +67,6 @@ class SessionState:
     parameters: dict[str, str] = field(default_factory=dict)
     statements: dict[str, PreparedStatement] = field(default_factory=dict)
     portals: dict[str, Portal] = field(default_factory=dict)
-    set_parameters: dict[str, str] = field(default_factory=dict)
     parameters_version: int = 0  # bumped whenever ``parameters`` changes
     _pending: deque[_Pending] = field(default_factory=deque)
 
@@ -194,7 +193,6 @@ def _simple_query_effect(query: str) -> Callable[[SessionState], None] | None:
 def _discard_all(state: SessionState) -> None:
     state.statements.clear()
     state.portals.clear()
-    state.set_parameters.clear()
 
 
 def _forget_statement(state: SessionState, name: str) -> None:
