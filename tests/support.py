@@ -101,13 +101,29 @@ def create_database(cluster: Any, prefix: str = "t") -> str:
     return name
 
 
-class WeirProcess:
+class WeirEndpoint:
+    """Where a weir under test listens; ``dsn()`` connects through it."""
+
+    host = "127.0.0.1"
+    port = 0
+
+    def dsn(
+        self,
+        user: str = "postgres",
+        dbname: str = "postgres",
+        password: str | None = None,
+        sslmode: str = "disable",
+    ) -> str:
+        auth = user if password is None else f"{user}:{password}"
+        return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
+
+
+class WeirProcess(WeirEndpoint):
     """``python -m proxy.cli serve`` in a subprocess; ``dsn()`` connects through it."""
 
     def __init__(self, proc: Any, port: int) -> None:
         self.proc = proc
         self.port = port
-        self.host = "127.0.0.1"
 
     @classmethod
     def start(
@@ -149,16 +165,6 @@ class WeirProcess:
         threading.Thread(target=proc.stderr.read, daemon=True).start()
         return cls(proc, port)
 
-    def dsn(
-        self,
-        user: str = "postgres",
-        dbname: str = "postgres",
-        password: str | None = None,
-        sslmode: str = "disable",
-    ) -> str:
-        auth = user if password is None else f"{user}:{password}"
-        return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
-
     def stop(self) -> None:
         self.proc.terminate()
         try:
@@ -167,7 +173,7 @@ class WeirProcess:
             self.proc.kill()
 
 
-class InProcessWeir:
+class InProcessWeir(WeirEndpoint):
     """A Server on its own event loop in a daemon thread (for white-box tests)."""
 
     def __init__(self) -> None:
@@ -176,8 +182,6 @@ class InProcessWeir:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.server: Any = None
-        self.host = "127.0.0.1"
-        self.port = 0
 
     @classmethod
     def start(cls, upstream: str, **settings: Any) -> InProcessWeir:
@@ -194,16 +198,6 @@ class InProcessWeir:
     def call(self, coro: Any, timeout: float = 30.0) -> Any:
         """Run a coroutine on the server's loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def dsn(
-        self,
-        user: str = "postgres",
-        dbname: str = "postgres",
-        password: str | None = None,
-        sslmode: str = "disable",
-    ) -> str:
-        auth = user if password is None else f"{user}:{password}"
-        return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
 
     def stop(self) -> None:
         self.call(self.server.close())

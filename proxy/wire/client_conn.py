@@ -19,17 +19,14 @@ from __future__ import annotations
 
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
-from proxy.wire.conversation import Conversation
+from proxy.wire.endpoint import Endpoint
 from proxy.wire.events import (
-    CONNECTION_CLOSED,
-    NEED_DATA,
     ConnectionClosed,
     GSSENCResponse,
     NeedData,
     NegotiationResponse,
     Phase,
     SSLResponse,
-    State,
 )
 from proxy.wire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 
@@ -47,38 +44,14 @@ _S = ord("S")
 _K = ord("K")
 
 
-class ClientConnection:
+class ClientConnection(Endpoint):
     """One upstream connection, seen from weir (the client side)."""
 
-    __slots__ = (
-        "_eof",
-        "_framer",
-        "_negotiating",
-        "backend_key",
-        "conversation",
-        "parameters",
-    )
+    __slots__ = ("_negotiating",)
 
     def __init__(self, max_message_length: int = UPSTREAM_MAX_MESSAGE_LENGTH) -> None:
-        self.conversation = Conversation()
-        self._framer = Framer(max_message_length)
-        self._eof = False
+        super().__init__(Framer(max_message_length))
         self._negotiating = ""
-        self.parameters: dict[str, str] = {}
-        self.backend_key: be.BackendKeyData | None = None
-
-    @property
-    def phase(self) -> Phase:
-        return self.conversation.phase
-
-    @property
-    def state(self) -> State:
-        return self.conversation.state
-
-    @property
-    def transaction_status(self) -> str:
-        """'I' idle, 'T' in a transaction block, 'E' in a failed one (last ReadyForQuery)."""
-        return self.conversation.transaction_status
 
     def send(self, msg: fe.FrontendMessage | fe.StartupPhaseMessage) -> bytes:
         """The bytes for ``msg``; the conversation records it (and refuses misplaced ones)."""
@@ -97,16 +70,6 @@ class ClientConnection:
         for mtype, start, end in index:
             record(mtype, raw[start:end])
         return raw
-
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Bytes from the upstream; ``b""`` means it closed the connection."""
-        if not data:
-            self._eof = True
-        else:
-            self._framer.feed(data)
-
-    def _nothing(self) -> NeedData | ConnectionClosed:
-        return CONNECTION_CLOSED if self._eof else NEED_DATA
 
     def next_event(self) -> ClientEvent:
         """The next complete backend message, or NEED_DATA / CONNECTION_CLOSED."""

@@ -24,17 +24,16 @@ from collections.abc import Callable
 
 from proxy.wire import frontend as fe
 from proxy.wire.backend import BackendKeyData, BackendMessage, ParameterStatus
-from proxy.wire.conversation import Conversation, PasswordKind
+from proxy.wire.conversation import PasswordKind
+from proxy.wire.endpoint import Endpoint
 from proxy.wire.events import (
     CONNECTION_CLOSED,
-    NEED_DATA,
     ConnectionClosed,
     GSSENCResponse,
     NeedData,
     NegotiationResponse,
     Phase,
     SSLResponse,
-    State,
 )
 from proxy.wire.framing import DEFAULT_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 
@@ -52,48 +51,14 @@ _S = ord("S")
 _K = ord("K")
 
 
-class ServerConnection:
+class ServerConnection(Endpoint):
     """One application connection, seen from weir (the server side)."""
 
-    __slots__ = (
-        "_eof",
-        "_framer",
-        "backend_key",
-        "conversation",
-        "parameters",
-        "startup_message",
-    )
+    __slots__ = ("startup_message",)
 
     def __init__(self, max_message_length: int = DEFAULT_MAX_MESSAGE_LENGTH) -> None:
-        self.conversation = Conversation()
-        self._framer = Framer(max_message_length, startup=True)
-        self._eof = False
+        super().__init__(Framer(max_message_length, startup=True))
         self.startup_message: fe.StartupMessage | None = None
-        self.parameters: dict[str, str] = {}
-        self.backend_key: BackendKeyData | None = None
-
-    @property
-    def phase(self) -> Phase:
-        return self.conversation.phase
-
-    @property
-    def state(self) -> State:
-        return self.conversation.state
-
-    @property
-    def transaction_status(self) -> str:
-        """'I' idle, 'T' in a transaction block, 'E' in a failed one (last ReadyForQuery)."""
-        return self.conversation.transaction_status
-
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Bytes from the application; ``b""`` means it closed its side."""
-        if not data:
-            self._eof = True
-        else:
-            self._framer.feed(data)
-
-    def _nothing(self) -> NeedData | ConnectionClosed:
-        return CONNECTION_CLOSED if self._eof else NEED_DATA
 
     def next_event(self) -> ServerEvent:
         """The next complete frontend message, or NEED_DATA / CONNECTION_CLOSED."""

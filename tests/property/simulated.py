@@ -14,7 +14,7 @@ gives against the reference evaluator over the data as of the engine's applied p
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -194,6 +194,34 @@ class Host:
                 self.probe()
             else:  # pragma: no cover
                 raise AssertionError(e)
+
+    def play(self, ops: Sequence[tuple[int, int]],
+             changes: Callable[[random.Random], Sequence[RowChange]],
+             key: Callable[[str, random.Random], Row], final_reads: int) -> None:
+        """Drive the host with generated ``(op, arg)`` pairs in an adversarial order — 0-2 an
+        upstream write, 3-5 a read, 6 run a fill, 7 deliver a fill response, 8 deliver the
+        stream, 9 a snapshot probe — then settle and read ``final_reads`` keys of every cache
+        (every answer is checked against the reference)."""
+        names = sorted(self.plans)
+        for op, arg in ops:
+            r = random.Random(arg)
+            if op <= 2:
+                self.write(changes(r))
+            elif op <= 5:
+                cache = names[arg % len(names)]
+                self.read(cache, key(cache, r))
+            elif op == 6 and self.to_run:
+                self.run_fill(arg)
+            elif op == 7 and self.responses:
+                self.respond(arg)
+            elif op == 8:
+                self.deliver(1 + arg % 3)
+            else:
+                self.probe()
+        self.settle()
+        for cache in names:
+            for k in range(final_reads):
+                self.read_settled(cache, key(cache, random.Random(k)))
 
     def settle(self) -> None:
         """Run every fill, deliver every response and stream event until nothing is left."""

@@ -29,26 +29,7 @@ def drive(seed: int, ops: list[tuple[int, int]], budget: int | None, lag: bool,
     for name, plan in PLANS.items():
         engine.add_cache(name, plan)
     host = Host(engine, up, dict(PLANS), rng, lag=lag)
-    names = sorted(PLANS)
-    for op, arg in ops:
-        r = random.Random(arg)
-        if op <= 2:
-            host.write(random_changes(up.data, r))
-        elif op <= 5:
-            cache = names[arg % len(names)]
-            host.read(cache, key_for(cache, r))
-        elif op == 6 and host.to_run:
-            host.run_fill(arg)
-        elif op == 7 and host.responses:
-            host.respond(arg)
-        elif op == 8:
-            host.deliver(1 + arg % 3)
-        else:
-            host.probe()
-    host.settle()
-    for cache in names:
-        for k in range(4):
-            host.read_settled(cache, key_for(cache, random.Random(k)))
+    host.play(ops, lambda r: random_changes(up.data, r), key_for, final_reads=4)
     assert not host.waiting
     return host
 

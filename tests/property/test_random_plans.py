@@ -38,26 +38,8 @@ def drive(seed: int, ops: list[tuple[int, int]], budget: int | None) -> Host:
     for name, plan in plans.items():
         engine.add_cache(name, plan)
     host = Host(engine, up, plans, rng, lag=True)
-    names = sorted(plans)
-    for op, arg in ops:
-        r = random.Random(arg)
-        if op <= 2:
-            host.write(random_changes(tables, up.data, r))
-        elif op <= 5:
-            cache = names[arg % len(names)]
-            host.read(cache, random_key(plans[cache], r))
-        elif op == 6 and host.to_run:
-            host.run_fill(arg)
-        elif op == 7 and host.responses:
-            host.respond(arg)
-        elif op == 8:
-            host.deliver(1 + arg % 3)
-        else:
-            host.probe()
-    host.settle()
-    for cache in names:
-        for k in range(3):
-            host.read_settled(cache, random_key(plans[cache], random.Random(k)))
+    host.play(ops, lambda r: random_changes(tables, up.data, r),
+              lambda cache, r: random_key(plans[cache], r), final_reads=3)
     return host
 
 
