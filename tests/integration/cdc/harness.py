@@ -43,6 +43,12 @@ async def streaming(pg: Any, dbname: str, temporary: bool = True, slot: str | No
         await stream.stop()
 
 
+def persistent_stream(pg: Any, dbname: str, slot: str, sink: Any) -> ReplicationStream:
+    """A stream on a persistent slot (publication ``p``) that a test starts and stops itself."""
+    return ReplicationStream(StreamConfig(params(pg, dbname), publication="p", slot=slot,
+                                          temporary=False), sink)
+
+
 async def execute(pg: Any, dbname: str, *statements: str) -> None:
     """Run statements in autocommit mode (each its own transaction unless it says BEGIN)."""
     async with await psycopg.AsyncConnection.connect(pg.dsn(dbname=dbname),

@@ -10,9 +10,8 @@ import pytest
 
 from cdc import admin
 from cdc.slots import SystemInfo
-from cdc.stream import ReplicationStream, StreamConfig
 from engine.values import decode_text, encode_text
-from tests.integration.cdc.harness import changes_of, execute, params, run
+from tests.integration.cdc.harness import changes_of, execute, persistent_stream, run
 from tests.support import unique_name
 from tests.unit.cdc.recording import RecordingSink
 
@@ -37,8 +36,7 @@ def test_changed_system_identifier_resets_everything(pg: Any, dbname: str) -> No
 
     async def body() -> None:
         sink = RecordingSink()
-        stream = ReplicationStream(StreamConfig(params(pg, dbname), publication="p", slot=slot,
-                                                temporary=False), sink)
+        stream = persistent_stream(pg, dbname, slot, sink)
         await stream.start()
         await execute(pg, dbname, "INSERT INTO t VALUES (1)")
         await stream.barrier()

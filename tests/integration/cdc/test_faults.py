@@ -10,7 +10,7 @@ import pytest
 from cdc import slots
 from cdc.connection import PgConnection, UpstreamError
 from cdc.stream import ReplicationStream, StreamConfig
-from tests.integration.cdc.harness import changes_of, execute, params, run
+from tests.integration.cdc.harness import changes_of, execute, params, persistent_stream, run
 from tests.support import unique_name
 from tests.unit.cdc.recording import RecordingSink
 
@@ -75,8 +75,7 @@ def test_lost_persistent_slot_resets_everything(pg: Any, dbname: str) -> None:
 
     async def body() -> None:
         sink = RecordingSink()
-        stream = ReplicationStream(StreamConfig(params(pg, dbname), publication="p", slot=slot,
-                                                temporary=False), sink)
+        stream = persistent_stream(pg, dbname, slot, sink)
         await stream.start()
         await execute(pg, dbname, "INSERT INTO t VALUES (1)")
         await stream.barrier()
@@ -188,8 +187,7 @@ def test_a_failing_sink_resets_everything_and_the_stream_goes_on(pg: Any, dbname
 
     async def body() -> None:
         sink = _FailingOnce()
-        stream = ReplicationStream(StreamConfig(params(pg, dbname), publication="p", slot=slot,
-                                                temporary=False), sink)
+        stream = persistent_stream(pg, dbname, slot, sink)
         await stream.start()
         try:
             await execute(pg, dbname, "INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (2)")
