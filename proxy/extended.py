@@ -14,7 +14,9 @@ Rules that keep the client's view identical to PostgreSQL's:
 - a held statement or local portal that must be used upstream after all (the session entered
   a transaction, the cache declined the read, a binary format weir cannot produce, ...) is
   first recreated upstream from the client's own Parse/Bind bytes, and the upstream's
-  ParseComplete/BindComplete for them are swallowed (``SessionState.injected``);
+  ParseComplete/BindComplete for them are swallowed (``SessionState.injected``); a statement
+  recreated upstream stays held (later runs outside a transaction block are answered by weir
+  again), and closing it closes the upstream's copy too;
 - a batch answered entirely by weir ends with weir's own ReadyForQuery.
 """
 
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.sql.cacheable import Unsupported
 from proxy.admin import CreateCache, Show, parse_admin
+from proxy.hitpath import Hit, bind_rest
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.results import OutputSettings, encode_rows
 from proxy.router import Route
@@ -54,6 +57,9 @@ class HeldStatement:
     parse: fe.Parse
     route: Route  # destination "cache" (with a cache entry) or "admin"
     upstream: bool = False  # recreated upstream already
+    #: the hit path's memo for this statement and the output settings it was taken for
+    memo: dict[bytes, Hit] | None = None
+    memo_sid: int = -1
 
     @property
     def columns(self) -> tuple[str, ...] | None:
@@ -75,6 +81,10 @@ class LocalPortal:
     result: bytes | None = None  # admin: the whole answer, computed at first Execute
     rows: list[bytes] | None = None  # cache: encoded DataRows, computed at first Execute
     sent: int = 0
+    #: for the hit path's memo: the Bind after the statement name (unnamed portal only),
+    #: and the engine answers the rows were encoded from
+    rest: bytes | None = None
+    reads: list[tuple[str, tuple[Any, ...], object]] | None = None
 
 
 @dataclass(slots=True)
@@ -220,8 +230,9 @@ class Extended:
             self.session.client.write(data)
 
     def _materialize(self, statement: str) -> None:
-        """Recreate a held statement upstream (its ParseComplete is swallowed)."""
-        held = self.held.pop(statement, None)
+        """Recreate a held statement upstream (its ParseComplete is swallowed). It stays
+        held: later runs outside a transaction block are answered by weir again."""
+        held = self.held.get(statement)
         if held is not None and not held.upstream:
             held.upstream = True
             self.session.inject(held.parse)
@@ -232,8 +243,6 @@ class Extended:
         if local is None:
             return
         held = local.statement
-        if self.held.get(held.parse.name) is held:
-            del self.held[held.parse.name]
         if not held.upstream:
             held.upstream = True
             self.session.inject(held.parse)
@@ -261,7 +270,8 @@ class Extended:
             lookup = self._keys(held, msg)
             if lookup is not None or held.route.destination == "admin":
                 keys, params = lookup or (None, ())
-                self.portals[msg.portal] = LocalPortal(held, msg, keys, params)
+                self.portals[msg.portal] = LocalPortal(held, msg, keys, params,
+                                                       rest=bind_rest(raw))
                 self._answer(be.BIND_COMPLETE.encode())
                 return
         if held is not None:
@@ -390,10 +400,13 @@ class Extended:
             if prepared is None:
                 rows = None
             else:
-                read = self.session.server.service.read_rows_now(prepared[0], self.session.ctx)
+                reads: list[tuple[str, tuple[Any, ...], object]] = []
+                read = self.session.server.service.read_rows_now(
+                    prepared[0], self.session.ctx, reads)
                 if read is None:
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
                 rows = self._encode(local, read, prepared)
+                local.reads = reads
             if rows is None:
                 self._materialize_portal(msg.portal)
                 self.forward(msg, raw)
@@ -401,14 +414,34 @@ class Extended:
             local.rows = rows
         limit = msg.max_rows if msg.max_rows > 0 else len(local.rows)
         chunk = local.rows[local.sent : local.sent + limit]
+        whole = local.sent == 0 and len(chunk) == len(local.rows)
         local.sent += len(chunk)
         tail = (
             be.PORTAL_SUSPENDED.encode()
             if local.sent < len(local.rows)
             else be.CommandComplete(f"SELECT {len(chunk)}").encode()
         )
-        self._answer(b"".join(chunk) + tail)
+        body = b"".join(chunk) + tail
+        if whole:
+            self._remember(local, body)
+        self._answer(body)
         return True
+
+    def _remember(self, local: LocalPortal, body: bytes) -> None:
+        """Give a whole cached answer of the unnamed portal to the hit path's memo."""
+        session = self.session
+        held = local.statement
+        if local.rest is None or local.reads is None or session.ctx is None \
+                or held.route.cache is None:
+            return
+        service = session.server.service
+        _, sid = service.output_settings_id(session.state, session.ctx)
+        if held.memo is None or held.memo_sid != sid:
+            held.memo = service.hits.memo(held, sid)
+            held.memo_sid = sid
+        description = self._row_description(held, local.bind.result_formats)
+        service.hits.remember(held.memo, local.rest, Hit(
+            tuple(local.reads), description, body, session.ctx.last))
 
     def _prepare(self, local: LocalPortal) -> tuple[Route, OutputSettings, tuple[int, ...]] | None:
         """The read of a local portal, or None (and why, in EXPLAIN LAST STATEMENT) when
@@ -454,7 +487,9 @@ class Extended:
         prepared = self._prepare(local)
         if prepared is None:
             return None
-        read = await self.session.server.service.read_rows(prepared[0], self.session.ctx)
+        reads: list[tuple[str, tuple[Any, ...], object]] = []
+        read = await self.session.server.service.read_rows(prepared[0], self.session.ctx, reads)
+        local.reads = reads
         return self._encode(local, read, prepared)
 
     async def _execute_admin(self, local: LocalPortal) -> None:
@@ -474,8 +509,10 @@ class Extended:
 
     def _close(self, msg: fe.Close, raw: bytes) -> None:
         table: dict[str, Any] = self.held if msg.kind == "S" else self.portals
+        gone = table.pop(msg.name, None)
         if (
-            table.pop(msg.name, None) is not None
+            gone is not None
+            and not (msg.kind == "S" and gone.upstream)  # the upstream holds it too
             and not self.batch_upstream
             and self.session.state.idle
         ):

@@ -25,6 +25,7 @@ import logging
 from typing import TYPE_CHECKING, cast
 
 from proxy.extended import Extended
+from proxy.hitpath import try_answer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
@@ -271,8 +272,10 @@ class Session:
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """Observe and forward client messages until one needs weir's own answer; from there
         on the asynchronous pump takes over (reading from the client pauses meanwhile)."""
-        state = self.state
         ext = self.extended
+        if ext.held and try_answer(self, raw, index):  # the hit path: a memoized answer
+            return
+        state = self.state
         local = self.server.service.enabled and self.ctx is not None
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:

@@ -46,7 +46,7 @@ class SessionContext:
     #: output settings PostgreSQL does not report with ParameterStatus, as the client set them
     settings: dict[str, str] = field(default_factory=dict)
     settings_version: int = 0  # bumped whenever ``settings`` changes
-    output: Any = None  # (versions, OutputSettings) memo kept by CacheService
+    output: Any = None  # (versions, (OutputSettings, id)) memo kept by CacheService
     defaults_applied: bool = False  # role/database defaults read (CacheService)
     parameters: dict[str, str] | None = None  # the session's ParameterStatus values
 

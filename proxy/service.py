@@ -21,6 +21,7 @@ from typing import Any
 from engine.plan.queries import merge_lookups
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import FAILED, CacheHost, ReadOutcome
+from proxy.hitpath import HitMemos
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -58,6 +59,7 @@ class CacheService:
         self._grants: dict[tuple[str, str], tuple[bool, float]] = {}
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
                              tuple[str | None, list[Any]]] = {}
+        self.hits = HitMemos()  # encoded answers of the hit path (``proxy.hitpath``)
 
     @property
     def enabled(self) -> bool:
@@ -141,10 +143,12 @@ class CacheService:
 
     # -- cached reads -------------------------------------------------------------------------
 
-    def read_rows_now(self, route: Route, ctx: SessionContext | None
+    def read_rows_now(self, route: Route, ctx: SessionContext | None,
+                      reads: list[tuple[str, tuple[Any, ...], object]] | None = None
                       ) -> tuple[tuple[Any, ...] | None, str] | None:
         """:meth:`read_rows` without waiting: None when it would have to wait (a key is
-        missing — its fill is started — or a read-your-writes barrier is due)."""
+        missing — its fill is started — or a read-your-writes barrier is due). ``reads``,
+        if given, receives (cache, key, engine answer) for each key read."""
         host = self.host
         if host is None:
             return None, "caching is not running"
@@ -153,7 +157,7 @@ class CacheService:
             return None
         if not ctx.defaults_applied:
             return None
-        allowed = self._granted(ctx.user, route.cache.name)
+        allowed = self.granted(ctx.user, route.cache.name)
         if allowed is None:
             return None
         if not allowed:
@@ -171,12 +175,16 @@ class CacheService:
             if rows is FAILED:
                 return None, ReadOutcome.FAILED
             results.append(rows)
+            if reads is not None:
+                reads.append((route.cache.name, tuple(key), rows))
         plan = route.classified.query.plan  # type: ignore[union-attr]
         return tuple(merge_lookups(plan, results, route.params)), route.reason
 
-    async def read_rows(self, route: Route, ctx: SessionContext | None
+    async def read_rows(self, route: Route, ctx: SessionContext | None,
+                        reads: list[tuple[str, tuple[Any, ...], object]] | None = None
                         ) -> tuple[tuple[Any, ...] | None, str]:
-        """The cached rows for a routed read, or None and why the read must go upstream."""
+        """The cached rows for a routed read, or None and why the read must go upstream
+        (``reads`` as for :meth:`read_rows_now`)."""
         host = self.host
         if host is None:
             return None, "caching is not running"
@@ -207,6 +215,8 @@ class CacheService:
             if served.rows is None:
                 return None, served.reason
             results.append(served.rows)
+            if reads is not None:
+                reads.append((entry.name, tuple(key), served.rows))
         plan = route.classified.query.plan  # type: ignore[union-attr]
         return tuple(merge_lookups(plan, results, route.params)), route.reason
 
@@ -231,14 +241,20 @@ class CacheService:
 
     def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings:
         """The session's output settings, recomputed only when its parameters change."""
-        version = (state.parameters_version, ctx.settings_version)
+        return self.output_settings_id(state, ctx)[0]
+
+    def output_settings_id(self, state: SessionState, ctx: SessionContext
+                           ) -> tuple[OutputSettings, int]:
+        """:meth:`output_settings` and a small number standing for them (the hit path's
+        memos are per settings)."""
         cached = ctx.output
-        if cached is not None and cached[0] == version:
-            settings: OutputSettings = cached[1]
-            return settings
+        if cached is not None and cached[0] == state.parameters_version \
+                and cached[1] == ctx.settings_version:
+            return cached[2]  # type: ignore[no-any-return]
         settings = OutputSettings.from_parameters({**state.parameters, **ctx.settings})
-        ctx.output = (version, settings)
-        return settings
+        found = (settings, self.hits.settings_id(settings))
+        ctx.output = (state.parameters_version, ctx.settings_version, found)
+        return found
 
     def serve_now(self, route: Route, ctx: SessionContext, parameters: dict[str, str]
                   ) -> tuple[bytes | None, str] | None:
@@ -325,7 +341,7 @@ class CacheService:
 
     GRANT_TTL = 60.0
 
-    def _granted(self, user: str, cache: str) -> bool | None:
+    def granted(self, user: str, cache: str) -> bool | None:
         """The remembered verdict for (role, cache), or None when it must be checked."""
         verdict = self._grants.get((user, cache))
         if verdict is None:
@@ -337,7 +353,7 @@ class CacheService:
     async def _authorized(self, user: str, entry: Any) -> bool:
         """Whether ``user`` may SELECT from every relation the cache reads (checked on
         weir's connection with ``has_table_privilege``, remembered for ``GRANT_TTL``)."""
-        known = self._granted(user, entry.name)
+        known = self.granted(user, entry.name)
         if known is not None:
             return known
         assert self.host is not None
@@ -431,6 +447,7 @@ class CacheService:
             ("fills", str(host.fills_done)),
             ("fill_ms_avg", f"{1000 * host.fill_seconds / max(1, host.fills_done):.2f}"),
             ("evictions", str(engine.stats.evictions)),
+            ("memoized_answers", str(self.hits.served)),
         ]
         return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
 

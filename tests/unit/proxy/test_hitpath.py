@@ -1,0 +1,52 @@
+"""The hit path's pure parts: which Bind messages it recognises, and its memo bounds."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from proxy import hitpath
+from proxy.hitpath import Hit, HitMemos, bind_rest
+from proxy.wire import frontend as fe
+
+
+def test_bind_rest_only_for_the_unnamed_portal() -> None:
+    raw = fe.Bind("", "s1", (0,), (b"5",), (1,)).encode()
+    rest = bind_rest(raw)
+    assert rest is not None and raw.endswith(rest) and rest.startswith(b"\x00\x01\x00\x00")
+    assert bind_rest(fe.Bind("p", "s1", (), (b"5",), ()).encode()) is None
+    # the statement name does not take part: two sessions' names share one memo entry
+    assert bind_rest(fe.Bind("", "other", (0,), (b"5",), (1,)).encode()) == rest
+
+
+def _held(name: str = "c") -> SimpleNamespace:
+    return SimpleNamespace(route=SimpleNamespace(cache=SimpleNamespace(name=name)),
+                           parse=fe.Parse("s", "SELECT 1", ()))
+
+
+def test_memo_bounds() -> None:
+    memos = HitMemos()
+    sid = memos.settings_id(("some", "settings"))
+    assert memos.settings_id(("some", "settings")) == sid
+    assert memos.settings_id(("other",)) != sid
+    memo = memos.memo(_held(), sid)  # type: ignore[arg-type]
+    assert memos.memo(_held(), sid) is memo  # type: ignore[arg-type]
+    for i in range(hitpath.MEMO_ENTRIES + 10):
+        memos.remember(memo, str(i).encode(), Hit((), b"", b"C", ("cache", "x")))
+    assert len(memo) == hitpath.MEMO_ENTRIES and b"0" not in memo
+    memos.remember(memo, b"big", Hit((), b"", b"x" * (hitpath.MAX_ANSWER_BYTES + 1), ("", "")))
+    assert b"big" not in memo
+
+
+def test_other_batches_are_left_to_the_general_path() -> None:
+    bind = fe.Bind("", "s1", (), (b"5",), ()).encode()
+    session = SimpleNamespace(extended=SimpleNamespace(held={}))
+    for batch in ([bind, fe.Sync().encode()],
+                  [bind, fe.Execute("", 10).encode(), fe.Sync().encode()],
+                  [bind, fe.Describe("S", "s1").encode(), fe.Execute().encode(),
+                   fe.Sync().encode()],
+                  [bind, fe.Execute().encode(), fe.Sync().encode()]):  # not held
+        raw, index, pos = b"".join(batch), [], 0
+        for msg in batch:
+            index.append((msg[0], pos + 5, pos + len(msg)))
+            pos += len(msg)
+        assert hitpath.try_answer(session, raw, index) is False  # type: ignore[arg-type]
