@@ -3,8 +3,11 @@
 The graph is the seeds' example: ``stories LEFT JOIN (SELECT story_id, count(*), sum(weight)
 FROM votes GROUP BY story_id)`` read by story id, plus a reader on the vote counts. All keys
 are loaded first (fills answered at once from in-memory tables), then:
-- changes: transactions of ``--batch`` vote inserts/deletes spread over all stories;
-- lookups: ``Engine.lookup`` of present keys (the hit path), round-robin.
+- changes: transactions of ``--batch`` vote inserts/deletes spread over all stories (inserts
+  go to random stories, deletes remove the oldest votes, so most changes move a count);
+- lookups: ``Engine.lookup`` of present keys (the hit path), round-robin;
+- hot key: ``stories LEFT JOIN votes`` with one story holding ``--hot`` votes (and, for
+  comparison, 10): vote inserts/deletes on that story; the rate must not fall with the size.
 
 Run ``python bench/engine.py`` (both implementations, each in a fresh process, writes
 docs/benchmarks/engine.md) or ``python bench/engine.py --one`` (only the implementation
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import subprocess
 import sys
 import time
@@ -30,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from engine.api import Engine, ReadReady  # noqa: E402
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange, Snapshot, Transaction  # noqa: E402
-from engine.dataflow.fills import RunFill  # noqa: E402
+from engine.dataflow.fills import FillRequest, RunFill  # noqa: E402
 from engine.plan import ir  # noqa: E402
 from engine.values import oids as T  # noqa: E402
 
@@ -42,45 +46,66 @@ VOTES = ir.TableRef(2, "public", "votes", (
 VC = ir.Aggregate(ir.Scan(VOTES), (1,), (
     ir.AggCall("count_star", None, T.INT8, "n"),
     ir.AggCall("sum", ir.ColumnRef(2, T.NUMERIC), T.NUMERIC, "w")))
+HOT = ir.Reader(ir.Join(ir.Scan(STORIES), ir.Scan(VOTES), (0,), (1,), "left"), (0,),
+                (0, 1, 2, 4))
 PLANS = {
     "story_vc": ir.Reader(ir.Join(ir.Scan(STORIES), VC, (0,), (0,), "left"), (0,), (0, 1, 3, 4)),
     "votecount": ir.Reader(VC, (0,), (0, 1, 2)),
 }
 
 
-def load(engine: Engine, stories: int, votes_per: int) -> dict[int, list[tuple[object, ...]]]:
-    data: dict[int, list[tuple[object, ...]]] = {
+Row = tuple[object, ...]
+Data = dict[int, list[Row]]
+
+
+def load(engine: Engine, stories: int, votes_per: int) -> Data:
+    data: Data = {
         1: [(i, f"story {i}") for i in range(stories)],
         2: [(i, i % stories, Decimal(1)) for i in range(stories * votes_per)],
     }
+    fill_all(engine, data, list(PLANS), stories)
+    return data
+
+
+def fetch(data: Data, q: FillRequest) -> tuple[tuple[object, ...], ...]:
+    """The rows a fill request selects (a prefetch: by the join values of its source rows)."""
+    def where(oid: int, cols: tuple[int, ...], key: tuple[object, ...]) -> list[Row]:
+        return [r for r in data[oid] if all(r[c] == v for c, v in zip(cols, key, strict=True))]
+
+    if q.via is None:
+        return tuple(where(q.table.oid, q.columns, q.key))
+    via = q.via
+    js = {tuple(r[c] for c in via.join_columns) for r in where(via.table.oid, via.columns, via.key)}
+    return tuple(r for r in data[q.table.oid] if tuple(r[c] for c in q.columns) in js)
+
+
+def fill_all(engine: Engine, data: Data, caches: list[str], stories: int) -> None:
     snap = Snapshot(10, 10)
-    for cache in PLANS:
+    for cache in caches:
         for k in range(stories):
             effects = list(engine.read(cache, (k,)).effects)
             while effects:
                 e = effects.pop()
                 if isinstance(e, RunFill):
-                    rows = [tuple(r for r in data[q.table.oid]
-                                  if all(r[c] == v for c, v in zip(q.columns, q.key, strict=True)))
-                            for q in e.requests]
+                    rows = [fetch(data, q) for q in e.requests]
                     effects.extend(engine.fill_response(e.fill_id, snap, rows))
                     effects.extend(engine.marker(e.fill_id))
                 else:
                     assert isinstance(e, ReadReady)
-    return data
 
 
 def make_transactions(stories: int, votes_per: int, batch: int, count: int) -> list[Transaction]:
     """``count`` transactions of ``batch`` vote inserts/deletes (built before timing)."""
     next_id = stories * votes_per
     live = deque(range(next_id))
+    rng = random.Random(7)
     out = []
     for xid in range(100, 100 + count):
         changes = []
         for j in range(batch):
             if j % 2 == 0:
                 changes.append(RowChange(2, ChangeKind.INSERT, None,
-                                         (next_id, (next_id * 7919) % stories, Decimal(2))))
+                                         (next_id, rng.randrange(stories), Decimal(2))))
                 live.append(next_id)
                 next_id += 1
             else:
@@ -114,6 +139,24 @@ def bench_lookups(engine: Engine, stories: int, seconds: float) -> float:
     return n / (time.process_time() - start)
 
 
+def bench_hot(votes: int, seconds: float) -> int:
+    """Changes/s of vote inserts/deletes (2 per transaction) on one story with ``votes``
+    votes under ``stories LEFT JOIN votes``."""
+    engine = Engine()
+    engine.add_cache("hot", HOT)
+    data: Data = {1: [(0, "story 0")], 2: [(i, 0, Decimal(1)) for i in range(votes)]}
+    fill_all(engine, data, ["hot"], 1)
+    live = deque(range(votes))
+    txns = []
+    for xid in range(100, 100 + int(seconds * 150_000)):
+        victim = live.popleft()
+        live.append(votes + xid)
+        txns.append(Transaction(xid, xid, (
+            RowChange(2, ChangeKind.INSERT, None, (votes + xid, 0, Decimal(2))),
+            RowChange(2, ChangeKind.DELETE, (victim, UNCHANGED_TOAST, UNCHANGED_TOAST), None))))
+    return int(bench_changes(engine, txns, seconds))
+
+
 def run_one(args: argparse.Namespace) -> tuple[int, int]:
     engine = Engine()
     for name, plan in PLANS.items():
@@ -137,9 +180,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10, help="changes per transaction")
     parser.add_argument("--seconds", type=float, default=1.0, help="per measurement round")
     parser.add_argument("--rounds", type=int, default=3, help="best of this many rounds")
+    parser.add_argument("--hot", type=int, default=10_000, help="votes of the hot story")
     parser.add_argument("--one", action="store_true", help="only the WEIR_IMPL selection")
     args = parser.parse_args()
     if args.one:
+        small, hot = (max(bench_hot(n, args.seconds / 2) for _ in range(args.rounds))
+                      for n in (10, args.hot))
+        print(f"hot_key_10_per_s={small} hot_key_{args.hot}_per_s={hot}")
         c, lk = run_one(args)
         print(f"changes_per_s={c} lookups_per_s={lk}")
         return
@@ -147,11 +194,11 @@ def main() -> None:
     for impl in ("python", "cython"):
         cmd = [sys.executable, __file__, "--one", "--stories", str(args.stories), "--votes",
                str(args.votes), "--batch", str(args.batch), "--seconds", str(args.seconds),
-               "--rounds", str(args.rounds)]
+               "--rounds", str(args.rounds), "--hot", str(args.hot)]
         out = subprocess.run(cmd, env={**os.environ, "WEIR_IMPL": impl}, capture_output=True,
-                             text=True, check=True).stdout.strip().splitlines()[-1]
-        results[impl] = dict(kv.split("=") for kv in out.split())
-        print(f"{impl}: {out}")
+                             text=True, check=True).stdout.split()
+        results[impl] = dict(kv.split("=") for kv in out)
+        print(f"{impl}: {' '.join(out)}")
     write_report(args, results)
     selected = os.environ.get("WEIR_IMPL", "auto")
     pick = results["python" if selected == "python" else "cython"]
@@ -163,17 +210,21 @@ def write_report(args: argparse.Namespace, results: dict[str, dict[str, str]]) -
         "# Engine benchmark", "",
         "Command: `.venv/bin/python bench/engine.py` "
         f"(`--stories {args.stories} --votes {args.votes} --batch {args.batch} "
-        f"--seconds {args.seconds} --rounds {args.rounds}`), one process per implementation; "
+        f"--seconds {args.seconds} --rounds {args.rounds} --hot {args.hot}`), one process per "
+        "implementation; "
         "rates per CPU-second of that process (one core), best of the rounds.", "",
         f"Machine: {platform.machine()}, Python {platform.python_version()}.", "",
         "Graph: `stories LEFT JOIN (votes GROUP BY story_id: count(*), sum(weight))` read by "
         "story id, plus a reader on the vote counts; every key present. Changes are vote "
         f"inserts and deletes (primary-key-only old rows), {args.batch} per transaction. "
         "Lookups are hits on the join's reader.", "",
-        "| implementation | changes/s | lookups/s |", "|---|---:|---:|",
+        "| implementation | changes/s | lookups/s | hot key, 10 rows | "
+        f"hot key, {args.hot:,} rows |", "|---|---:|---:|---:|---:|",
     ]
     for impl, r in results.items():
-        lines.append(f"| {impl} | {int(r['changes_per_s']):,} | {int(r['lookups_per_s']):,} |")
+        lines.append(f"| {impl} | {int(r['changes_per_s']):,} | {int(r['lookups_per_s']):,} | "
+                     f"{int(r['hot_key_10_per_s']):,} | "
+                     f"{int(r[f'hot_key_{args.hot}_per_s']):,} |")
     lines += [
         "",
         "Where the time of a change goes (cProfile, Cython build): the base store's apply "

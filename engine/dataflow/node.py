@@ -14,6 +14,8 @@ Operations:
   it needs is missing (recorded in ``ctx.missing``). With ``ctx.partial`` it never misses and
   returns just the rows it knows (used to name eviction targets). A stateful node whose key
   the pull determines installs the key it computed ("replay into the hole").
+- ``count(cols, key, ctx)``: the number of rows ``pull`` would return (O(1) where the state
+  keeps it: base stores with a primary key, projections of them, keyed states).
 - stateful nodes also ``evict_key(key)`` -> eviction rows, and account ``bytes``.
 """
 
@@ -82,6 +84,13 @@ class Node:
 
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         raise NotImplementedError
+
+    def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
+        """``len(self.pull(cols, key, ctx))`` (None when missing), with the same effects on
+        ``ctx`` and recency; nodes whose state knows the count override it so that a hot key
+        is not enumerated just to be counted."""
+        rows = self.pull(cols, key, ctx)
+        return None if rows is None else len(rows)
 
     def evict_key(self, key: Hashable) -> list[Row]:
         return []

@@ -9,13 +9,15 @@ patched fill), ``pull`` (index lookups; a missing index key is what fills fetch)
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import cast
+from typing import TypeVar, cast
 
 from engine.changes import RowChange
 from engine.dataflow.node import Cols, Node, PullCtx, Runtime
 from engine.dataflow.records import Delta, Row
 from engine.dataflow.state.base import BaseStore
 from engine.plan.ir import TableRef
+
+T = TypeVar("T")
 
 
 class BaseNode(Node):
@@ -51,15 +53,28 @@ class BaseNode(Node):
         if ctx.partial:
             return self.store.stored(cols, key)
         rows, backing = self.store.lookup(cols, key, mark=not ctx.probe)
-        if rows is None:
+        if ctx.probe and rows is not None:
+            return rows
+        return self._used(rows, backing, cols, key, ctx)
+
+    def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
+        if ctx.partial:
+            return len(self.store.stored(cols, key))
+        n, backing = self.store.count(cols, key, mark=not ctx.probe)
+        if ctx.probe and n is not None:
+            return n
+        return self._used(n, backing, cols, key, ctx)
+
+    def _used(self, found: T | None, backing: tuple[Cols, Row] | None, cols: Cols, key: Row,
+              ctx: PullCtx) -> T | None:
+        """Recency and ``ctx`` bookkeeping of a lookup's answer (None: missing)."""
+        if found is None:
             ctx.missing.add((self.nid, cols, key))
             return None
-        if ctx.probe:  # deciding what to evict: no recency, no new presence
-            return rows
         if backing is not None and (not ctx.lookup or (self.nid, backing) not in self.rt.lru):
             ctx.used.add((self.nid, backing))
             self.rt.touch(self.nid, backing)
-        return rows
+        return found
 
     def base_columns(self) -> tuple[Node, list[int | None]] | None:
         return self, list(range(self.width))

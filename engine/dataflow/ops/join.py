@@ -75,9 +75,13 @@ class JoinNode(Node):
     def _join_one(self, j: Row, dl: Delta, dr: Delta, out: Delta, evict: list[Row],
                   ctx: PullCtx) -> None:
         left_join = self.kind == "left"
-        rrows = self.inputs[1].pull(self.rk, j, ctx) if dl or left_join else []
+        right = self.inputs[1]
+        rrows: list[Row] | None = right.pull(self.rk, j, ctx) if dl else []
+        # LEFT JOIN with only right-side changes: the padding needs just the right count
+        r_new = (len(rrows) if dl else right.count(self.rk, j, ctx)) if (
+            left_join and rrows is not None) else 0
         lrows = self.inputs[0].pull(self.lk, j, ctx) if dr else []
-        if rrows is None or lrows is None:
+        if rrows is None or lrows is None or r_new is None:
             evict.extend(self._miss_rows(j, dl, dr))
             return
         for lrow, lw in dl:
@@ -89,17 +93,17 @@ class JoinNode(Node):
             for lrow, lw in dl:
                 out.append((lrow + rrow, -lw * rw))
         if left_join:
-            self._padding(dl, dr, lrows, rrows, out)
+            self._padding(dl, dr, lrows, r_new, out)
 
-    def _padding(self, dl: Delta, dr: Delta, lrows: list[Row], rrows: list[Row],
-                 out: Delta) -> None:
+    def _padding(self, dl: Delta, dr: Delta, lrows: list[Row], r_new: int, out: Delta) -> None:
+        """NULL-extended rows: only when the right side for ``j`` is or was empty (``r_new``
+        right rows now, ``r_new - sum(dr)`` before the batch)."""
         pad = self.pad
-        r_new = len(rrows)
-        r_old = r_new - sum(w for _, w in dr)
         if not dr:
             if r_new == 0:
                 out.extend((lrow + pad, lw) for lrow, lw in dl)
             return
+        r_old = r_new - sum(w for _, w in dr)
         if r_new == 0:
             out.extend((lrow + pad, 1) for lrow in lrows)
         if r_old == 0:

@@ -60,6 +60,16 @@ class ProjectNode(Node):
         base, cols = below
         return base, [cols[s] if s is not None else None for s in self.src]
 
+    def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
+        src = self.src
+        if None in key or any(src[c] is None for c in cols):
+            return super().count(cols, key, ctx)
+        bound: dict[int, object] = {}
+        for c, v in zip(cols, key, strict=True):
+            if bound.setdefault(src[c], v) != v:  # type: ignore[arg-type]
+                return 0
+        return self.inputs[0].count(tuple(bound), tuple(bound.values()), ctx)
+
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         if any(v is None for v in key):
             return []

@@ -102,14 +102,36 @@ class BaseStore:
         A lookup that binds the whole primary key of a stored row is complete (S1); unless
         ``mark`` is false (probes while evicting) it marks that primary-key index key present,
         so that the row stays covered (S3)."""
+        found, backing = self._find(cols, key, mark)
+        if isinstance(found, Index):
+            return self._rows_of(found, key), backing
+        return found, backing
+
+    def count(self, cols: Cols, key: Row,
+              mark: bool = True) -> tuple[int | None, tuple[Cols, Row] | None]:
+        """``len`` of ``lookup``'s rows without listing them (O(1) with a primary key; else
+        O(distinct rows of the key)), with the same effects."""
+        found, backing = self._find(cols, key, mark)
+        if not isinstance(found, Index):
+            return (None if found is None else len(found)), backing
+        idents = found.by_key.get(key, ())
+        if self.pk:
+            return len(idents), backing
+        rows = self.rows
+        return sum(rows[i][1] for i in idents), backing
+
+    def _find(self, cols: Cols, key: Row,
+              mark: bool) -> tuple[Index | list[Row] | None, tuple[Cols, Row] | None]:
+        """Where the complete answer for ``cols = key`` is: an index holding it under ``key``,
+        the rows themselves, or None (missing); and the backing present key."""
         if None in key:
             return [], None
         idx = self.indexes.get(cols)
         if idx is not None and key in idx.present:
-            return self._rows_of(idx, key), (cols, key)
+            return idx, (cols, key)
         full = self.indexes.get(())
         if full is not None and () in full.present:
-            return self._rows_of(self.index(cols), key), ((), ())
+            return self.index(cols), ((), ())
         if self.pk and set(self.pk) <= set(cols):
             pk_key = tuple(key[cols.index(c)] for c in self.pk)
             entry = self.rows.get(pk_key)

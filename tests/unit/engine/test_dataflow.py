@@ -23,7 +23,7 @@ I4 = T.INT4
 
 def make(data: dict[int, list[tuple[object, ...]]], plans: dict[str, ir.Reader] | None = None,
          budget: int | None = None) -> Host:
-    full = {oid: {} for oid in TABLES}
+    full: dict[int, dict[tuple[object, ...], tuple[object, ...]]] = {oid: {} for oid in TABLES}
     for oid, rows in data.items():
         full[oid] = {(r[0],): r for r in rows}
     plans = plans if plans is not None else dict(PLANS)
