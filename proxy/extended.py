@@ -105,6 +105,9 @@ class Extended:
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
+    #: an unnamed Parse/Bind/Execute batch the hit path may learn: (memo, batch bytes,
+    #: whether it describes the portal); dropped at Sync or when anything goes upstream
+    recording: tuple[dict[bytes, Hit], bytes, bool] | None = None
 
     # -- deciding ---------------------------------------------------------------------------
 
@@ -212,6 +215,7 @@ class Extended:
         self.handle_now(msg, raw)
 
     def forward(self, msg: object, raw: bytes) -> None:
+        self.recording = None
         self.session.forward(msg, raw)
         if isinstance(msg, fe.Sync):
             self.batch_upstream = self.batch_local = False
@@ -440,8 +444,16 @@ class Extended:
             held.memo = service.hits.memo(held, sid)
             held.memo_sid = sid
         description = self._row_description(held, local.bind.result_formats)
-        service.hits.remember(held.memo, local.rest, Hit(
-            tuple(local.reads), description, body, session.ctx.last))
+        reads = tuple(local.reads)
+        service.hits.remember(held.memo, local.rest, Hit(reads, description, body,
+                                                         session.ctx.last))
+        if self.recording is not None and self.held.get("") is held:
+            memo, batch, describe = self.recording
+            self.recording = None
+            answer = (be.PARSE_COMPLETE.encode() + be.BIND_COMPLETE.encode()
+                      + (description if describe else b"") + body)
+            service.hits.remember(memo, batch, Hit(reads, b"", answer, session.ctx.last,
+                                                   statement=held))
 
     def _prepare(self, local: LocalPortal) -> tuple[Route, OutputSettings, tuple[int, ...]] | None:
         """The read of a local portal, or None (and why, in EXPLAIN LAST STATEMENT) when
@@ -521,6 +533,7 @@ class Extended:
             self.forward(msg, raw)
 
     def _sync(self, msg: fe.Sync, raw: bytes) -> None:
+        self.recording = None
         if self.batch_upstream or not self.batch_local:
             self.forward(msg, raw)
             return

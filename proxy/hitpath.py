@@ -1,12 +1,19 @@
-"""The hit path: a held (cached) prepared statement run again, answered in one step.
+"""The hit path: a cached read the session has run before, answered in one step.
 
-Owns: recognising the batch a driver sends to run a prepared statement — ``Bind`` to the
-unnamed portal, optionally ``Describe`` of that portal, ``Execute`` of all rows, ``Sync`` — for
-a statement weir holds, and answering it from a memo of complete encoded answers without
-decoding the messages or building portal objects. It also owns the memo itself
-(:class:`HitMemos`): per (cache, statement text, declared parameter types, output settings),
-the raw Bind parameter bytes mapped to the answer encoded the last time, together with the
-engine answers it was encoded from.
+Owns: recognising the three batches drivers send for a read, and answering them from memos of
+complete encoded answers without decoding the messages or building statement and portal
+objects:
+- a prepared statement weir holds run again: ``Bind`` to the unnamed portal, optionally
+  ``Describe`` of that portal, ``Execute`` of all rows, ``Sync`` — memoized per (cache,
+  statement text, declared parameter types, output settings) by the Bind's bytes after the
+  statement name;
+- an unnamed statement parsed and run in one batch (``Parse``, ``Bind``, optionally
+  ``Describe`` of the portal, ``Execute``, ``Sync``; libpq's PQexecParams, JDBC, psycopg before
+  it prepares) — memoized per (database, search_path, output settings) by the batch's bytes;
+  the session's unnamed statement becomes the held one, as on the general path;
+- a simple ``Query`` — memoized the same way by the message's bytes.
+It also owns the memos (:class:`HitMemos`); every entry keeps the engine answers it was
+encoded from.
 
 Invariants:
 - a memo entry is used only while every engine answer it was encoded from is still the
@@ -18,7 +25,8 @@ Invariants:
   transaction block, no read-your-writes barrier due, role defaults read, the role known to
   be allowed to read the cache, the replication stream up and within the staleness bound;
 - anything else (another message shape, a named portal, a row limit, a memo miss) returns
-  False having changed nothing, and the general path handles the batch.
+  False having changed nothing but, for a batch the memo may learn, ``Extended.recording``
+  (where the general path's answer is to be remembered), and the general path handles it.
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ _T_BIND = ord("B")
 _T_DESCRIBE = ord("D")
 _T_EXECUTE = ord("E")
 _T_SYNC = ord("S")
+_T_QUERY = ord("Q")
+_T_PARSE = ord("P")
 #: Execute of the unnamed portal with no row limit, and Describe of the unnamed portal.
 _EXECUTE_ALL = b"\x00\x00\x00\x00\x00"
 _DESCRIBE_PORTAL = b"P\x00"
@@ -53,9 +63,10 @@ class Hit:
     """One remembered answer: the engine answers it came from and its encoding."""
 
     reads: tuple[tuple[str, tuple[Any, ...], object], ...]  # (cache, key, answer object)
-    row_description: bytes  # for a Describe of the portal
-    body: bytes  # DataRows + CommandComplete
+    row_description: bytes  # for a Describe of the portal (prepared statements)
+    body: bytes  # DataRows + CommandComplete (for batches: every answer up to ReadyForQuery)
     last: tuple[str, str]  # EXPLAIN LAST STATEMENT after serving it
+    statement: Any = None  # an unnamed batch: the HeldStatement the session then holds
 
 
 class HitMemos:
@@ -84,12 +95,24 @@ class HitMemos:
             memo = self._memos[key] = {}
         return memo
 
-    def remember(self, memo: dict[bytes, Hit], bind_rest: bytes, hit: Hit) -> None:
+    def batches(self, database: str, search_path: tuple[str, ...], sid: int
+                ) -> dict[bytes, Hit]:
+        """The memo of unnamed batches and simple queries for a session's name resolution
+        and output settings."""
+        key = (database, search_path, sid)
+        memo = self._memos.get(key)
+        if memo is None:
+            if len(self._memos) >= MEMOS:
+                del self._memos[next(iter(self._memos))]
+            memo = self._memos[key] = {}
+        return memo
+
+    def remember(self, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> None:
         if len(hit.body) > MAX_ANSWER_BYTES:
             return
         if len(memo) >= MEMO_ENTRIES:
             del memo[next(iter(memo))]
-        memo[bind_rest] = hit
+        memo[key] = hit
 
     def clear(self) -> None:
         self._memos.clear()
@@ -105,70 +128,140 @@ def bind_rest(raw_bind: bytes) -> bytes | None:
 
 
 def try_answer(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
-    """Answer ``raw`` (whole messages, framed in ``index``) from the memo and return True,
-    or return False having changed nothing."""
-    count = len(index)
-    if count == 3:
-        (bt, bs, be_), (et, es, ee), (st, ss, se) = index
-        describe = False
-    elif count == 4:
-        (bt, bs, be_), (dt, ds, de), (et, es, ee), (st, ss, se) = index
+    """Answer ``raw`` (whole messages, framed in ``index``) from a memo and return True,
+    or return False (see the module docstring)."""
+    first = index[0][0]
+    if first == _T_BIND:
+        return _prepared(session, raw, index)
+    if first in (_T_QUERY, _T_PARSE):
+        return _batch(session, raw, index)
+    return False
+
+
+def _tail(raw: bytes, index: list[tuple[int, int, int]], at: int) -> bool | None:
+    """Whether ``index[at:]`` is [Describe portal ""] Execute("", all) Sync: True with the
+    Describe, False without, None if it is something else."""
+    rest = index[at:]
+    describe = len(rest) == 3
+    if describe:
+        dt, ds, de = rest[0]
         if dt != _T_DESCRIBE or raw[ds:de] != _DESCRIBE_PORTAL:
-            return False
-        describe = True
-    else:
-        return False
-    if bt != _T_BIND or et != _T_EXECUTE or st != _T_SYNC or ss != se \
-            or raw[es:ee] != _EXECUTE_ALL or raw[bs] != 0:
+            return None
+    elif len(rest) != 2:
+        return None
+    (et, es, ee), (st, ss, se) = rest[-2:]
+    if et != _T_EXECUTE or st != _T_SYNC or ss != se or raw[es:ee] != _EXECUTE_ALL:
+        return None
+    return describe
+
+
+def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
+    describe = _tail(raw, index, 1)
+    _, bs, be_ = index[0]
+    if describe is None or raw[bs] != 0:
         return False
     name_end = raw.find(b"\x00", bs + 1, be_)
     if name_end < 0:
         return False
     ext = session.extended
     held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
-    if held is None or held.route.cache is None:
+    if held is None or held.route.cache is None or not _may_serve(session):
         return False
-    hit = _lookup(session, held, raw[name_end + 1 : be_])
-    if hit is None:
+    sid = session.server.service.output_settings_id(session.state, session.ctx)[1]  # type: ignore[arg-type]
+    if held.memo_sid != sid or held.memo is None:
+        held.memo = session.server.service.hits.memo(held, sid)
+        held.memo_sid = sid
+    rest = raw[name_end + 1 : be_]
+    hit = held.memo.get(rest)
+    if hit is None or not _current(session, held.memo, rest, hit):
         return False
     ext.portals.pop("", None)  # the unnamed portal is replaced, then ends with the Sync
-    session.server.service.hits.served += 1
-    assert session.ctx is not None
-    session.ctx.last = hit.last
     head = _BIND_COMPLETE + hit.row_description if describe else _BIND_COMPLETE
-    session.client.write(head + hit.body + _READY_IDLE)
+    _serve(session, hit, head + hit.body)
     return True
 
 
-def _lookup(session: Session, held: HeldStatement, rest: bytes) -> Hit | None:
-    """The memo entry for this Bind if it may be served now (see the module docstring)."""
+def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
+    """A simple Query, or Parse + Bind (unnamed statement and portal) + the tail."""
+    ctx = session.ctx
+    service = session.server.service
+    if ctx is None or service.host is None:
+        return False
+    describe = False
+    if index[0][0] == _T_PARSE:
+        describe_ = _tail(raw, index, 2)
+        (_, ps, _), (bt, bs, _) = index[0], index[1]
+        if describe_ is None or raw[ps] != 0 or bt != _T_BIND or raw[bs] != 0 \
+                or raw[bs + 1] != 0:
+            return False
+        describe = describe_
+    elif len(index) != 1:
+        return False
+    if not _may_serve(session) or ctx.tainted is not None:
+        return False
+    sid = service.output_settings_id(session.state, ctx)[1]
+    memo = service.hits.batches(ctx.database, ctx.search_path, sid)
+    hit = memo.get(raw)
+    if hit is None:
+        if index[0][0] == _T_PARSE:
+            session.extended.recording = (memo, raw, describe)
+        return False
+    if not _current(session, memo, raw, hit):
+        return False
+    ext = session.extended
+    if hit.statement is not None:
+        ext.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
+        ext.portals.pop("", None)
+    _serve(session, hit, hit.body)
+    return True
+
+
+def remember_query(session: Session, raw: bytes, reads: list[Any], answer: bytes) -> None:
+    """Remember a simple Query's answer (without ReadyForQuery) served from the caches."""
+    ctx = session.ctx
+    if ctx is None or not reads or ctx.tainted is not None:
+        return
+    service = session.server.service
+    sid = service.output_settings_id(session.state, ctx)[1]
+    memo = service.hits.batches(ctx.database, ctx.search_path, sid)
+    service.hits.remember(memo, raw, Hit(tuple(reads), b"", answer, ctx.last))
+
+
+def _serve(session: Session, hit: Hit, answer: bytes) -> None:
+    session.server.service.hits.served += 1
+    session.ctx.last = hit.last  # type: ignore[union-attr]
+    session.client.write(answer + _READY_IDLE)
+
+
+def _may_serve(session: Session) -> bool:
+    """The gates of the general path that do not depend on the cache (module docstring)."""
     ext = session.extended
     state = session.state
     ctx = session.ctx
     if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
             or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied:
-        return None
+        return False
     service = session.server.service
     if ctx.wrote and service.settings.read_your_writes == "on":
-        return None
+        return False
     host = service.host
-    if host is None or not host.connected \
-            or host.staleness() > service.settings.staleness_bound:
-        return None
-    _, sid = service.output_settings_id(state, ctx)
-    if held.memo_sid != sid or held.memo is None:
-        held.memo = service.hits.memo(held, sid)
-        held.memo_sid = sid
-    hit = held.memo.get(rest)
-    if hit is None or service.granted(ctx.user, held.route.cache.name) is not True:
-        return None
-    engine = host.engine
+    return host is not None and host.connected \
+        and host.staleness() <= service.settings.staleness_bound
+
+
+def _current(session: Session, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> bool:
+    """Whether ``hit`` is still what the caches answer, for a role allowed to read them."""
+    service = session.server.service
+    user = session.ctx.user  # type: ignore[union-attr]
+    engine = service.host.engine  # type: ignore[union-attr]
     try:
-        for cache, key, answer in hit.reads:
-            if engine.lookup(cache, key) is not answer:
-                del held.memo[rest]
-                return None
+        for cache, k, answer in hit.reads:
+            if service.granted(user, cache) is not True:
+                return False
+            if engine.lookup(cache, k) is not answer:
+                del memo[key]
+                return False
     except Exception:  # a dropped cache, an engine failure: the general path decides
-        held.memo.pop(rest, None)
-        return None
-    return hit
+        memo.pop(key, None)
+        return False
+    return True

@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from proxy.extended import Extended
-from proxy.hitpath import try_answer
+from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
@@ -273,7 +273,7 @@ class Session:
         """Observe and forward client messages until one needs weir's own answer; from there
         on the asynchronous pump takes over (reading from the client pauses meanwhile)."""
         ext = self.extended
-        if ext.held and try_answer(self, raw, index):  # the hit path: a memoized answer
+        if self.ctx is not None and try_answer(self, raw, index):  # hit path: memoized
             return
         state = self.state
         local = self.server.service.enabled and self.ctx is not None
@@ -334,10 +334,13 @@ class Session:
             return True
         if route.destination != "cache":
             return False
-        served = service.serve_now(route, self.ctx, self.state.parameters)
+        reads: list[tuple[str, tuple[Any, ...], object]] = []
+        served = service.serve_now(route, self.ctx, self.state.parameters, reads)
         if served is None:
             return False
         self._finish_query(msg, raw, *served)
+        if served[0] is not None:
+            remember_query(self, raw, reads, served[0])
         return True
 
     def _finish_query(self, msg: fe.Query, raw: bytes, answer: bytes | None, reason: str) -> None:
@@ -424,9 +427,12 @@ class Session:
                 self.extended.flush()
                 self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
             return
-        served = await service.serve(route, ctx, self.state.parameters)
+        reads: list[tuple[str, tuple[Any, ...], object]] = []
+        served = await service.serve(route, ctx, self.state.parameters, reads)
         if self.phase is not Phase.CLOSED:
             self._finish_query(msg, raw, *served)
+            if served[0] is not None:
+                remember_query(self, raw, reads, served[0])
 
     def client_eof(self) -> bool:
         """The client closed its sending side: finish what it sent, then end the session."""

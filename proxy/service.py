@@ -256,17 +256,19 @@ class CacheService:
         ctx.output = (state.parameters_version, ctx.settings_version, found)
         return found
 
-    def serve_now(self, route: Route, ctx: SessionContext, parameters: dict[str, str]
+    def serve_now(self, route: Route, ctx: SessionContext, parameters: dict[str, str],
+                  reads: list[tuple[str, tuple[Any, ...], object]] | None = None
                   ) -> tuple[bytes | None, str] | None:
         """:meth:`serve` without waiting; None when it would have to wait."""
-        read = self.read_rows_now(route, ctx)
+        read = self.read_rows_now(route, ctx, reads)
         return None if read is None else self._answer(route, ctx, parameters, read)
 
-    async def serve(self, route: Route, ctx: SessionContext, parameters: dict[str, str]
+    async def serve(self, route: Route, ctx: SessionContext, parameters: dict[str, str],
+                    reads: list[tuple[str, tuple[Any, ...], object]] | None = None
                     ) -> tuple[bytes | None, str]:
         """The complete text-format answer for a simple-protocol cached read (without
-        ReadyForQuery), or None and why not."""
-        read = await self.read_rows(route, ctx)
+        ReadyForQuery), or None and why not (``reads`` as for :meth:`read_rows_now`)."""
+        read = await self.read_rows(route, ctx, reads)
         return self._answer(route, ctx, parameters, read)
 
     def _answer(self, route: Route, ctx: SessionContext, parameters: dict[str, str],

@@ -81,7 +81,8 @@ def test_differential_random_writes_and_reads(pg: Any, dbname: str) -> None:
                     mismatches += 1
                     print("MISMATCH", sql, got, want)
         stats = dict(through.execute("SHOW WEIR STATUS").fetchall())
-        print(f"served from cache: {served} of {120 * 12}; evictions {stats['evictions']}")
+        print(f"served from cache: {served} of {120 * 12}; evictions {stats['evictions']}; "
+              f"memoized answers {stats['memoized_answers']}")
         assert mismatches == 0
         assert served > 120 * 12 * 0.8
         assert int(stats["evictions"]) > 0
