@@ -22,12 +22,12 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from proxy.extended import Extended
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
-from proxy.session import SessionState
+from proxy.session import SessionState, has_effect
 from proxy.upstream import UpstreamUnavailable, open_stream
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from proxy.server import Server
 
 log = logging.getLogger("weir.relay")
+_V = TypeVar("_V")
 
 _T_AUTH = ord("R")
 _T_KEY = ord("K")
@@ -54,8 +55,13 @@ _T_QUERY = ord("Q")
 _T_SYNC = ord("S")
 #: CommandComplete tags after which remembered privilege checks are dropped.
 _PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"RESET")
-#: frontend messages whose content the session state does not need: type -> pending kind
-_CONTENT_FREE = {ord("E"): "execute", _T_SYNC: "sync", ord("H"): ""}
+_T_BIND = ord("B")
+_T_PARSE = ord("P")
+#: frontend messages whose content neither the session state nor ``Extended`` needs while
+#: nothing is held locally: type -> pending kind
+_CONTENT_FREE = {ord("E"): "execute", _T_SYNC: "sync", ord("H"): "", ord("D"): "describe"}
+#: bound of each per-session memo of forwarded messages (cleared when full)
+_MEMO_ENTRIES = 256
 _T_COMMAND_COMPLETE = ord("C")
 #: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
 _READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
@@ -63,6 +69,8 @@ _READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", 
                    b"RESET", b"MOVE", b"EXPLAIN")
 #: backend messages whose content the session state needs.
 _DECODED_BACKEND = frozenset(map(ord, "ZSE"))
+#: backend messages the relay looks at one by one (when not summed up by ``scan_backend``)
+_OBSERVED_BACKEND = frozenset(map(ord, "ZSE123nTCIs"))
 
 
 class Phase(enum.Enum):
@@ -151,6 +159,13 @@ class Session:
         self._local_busy = False
         self._route = Route("upstream", "")
         self.extended = Extended(self)
+        #: forwarded messages seen before (see ``_forward_seen``): Query payload -> what
+        #: ``ctx.last`` becomes; Parse payload -> the decoded Parse; Bind names -> a Bind
+        #: holding just them; valid while ``_memo_token`` is the service's routing state
+        self._queries: dict[bytes, tuple[str, str]] = {}
+        self._parses: dict[bytes, fe.Parse] = {}
+        self._binds: dict[bytes, fe.Bind] = {}
+        self._memo_token: tuple[object, object] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
 
@@ -158,13 +173,14 @@ class Session:
 
     def client_data(self, data: bytes) -> None:
         try:
+            if self.phase is Phase.READY:
+                self._forward_from_client(data)
+                return
             self._cframer.feed(data)
             if self.phase is Phase.STARTUP:
                 self._startup_messages()
             elif self.phase is Phase.AUTH:
                 self._forward_auth_from_client()
-            elif self.phase is Phase.READY:
-                self._forward_from_client()
         except ProtocolViolation as exc:
             log.warning("protocol violation from client: %s", exc.message)
             self._fatal(violation_response(exc).encode())
@@ -260,8 +276,8 @@ class Session:
             if any(t == _T_TERMINATE for t, _, _ in index):
                 self._terminated = True
 
-    def _forward_from_client(self) -> None:
-        raw, index = self._cframer.drain()
+    def _forward_from_client(self, data: bytes) -> None:
+        raw, index = self._cframer.take(data)
         if not raw:
             return
         if self._local_busy:
@@ -277,19 +293,27 @@ class Session:
             return
         state = self.state
         local = self.server.service.enabled and self.ctx is not None
+        if local:
+            self._check_memos()
+        # nothing held locally: stays so in this loop (only a local answer, which ends the
+        # loop, starts holding something)
+        quiet = ext.quiet
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
                 continue
-            kind = _CONTENT_FREE.get(mtype)
-            if kind is not None and ext.quiet:
-                # Execute/Sync/Flush with nothing held locally: no decoding on the hot path
-                # (PostgreSQL validates their content itself)
-                state.expect(kind)
-                if mtype == _T_SYNC:
-                    ext.batch_upstream = False
-                elif kind:  # Execute (a Flush leaves the batch as it is)
-                    ext.batch_upstream = True
-                continue
+            if quiet:
+                kind = _CONTENT_FREE.get(mtype)
+                if kind is not None:
+                    # Execute/Sync/Flush/Describe with nothing held locally: no decoding on
+                    # the hot path (PostgreSQL validates their content itself)
+                    state.expect(kind)
+                    if mtype == _T_SYNC:
+                        ext.batch_upstream = False
+                    elif kind:  # a Flush leaves the batch as it is
+                        ext.batch_upstream = True
+                    continue
+                if self._forward_seen(mtype, raw, start, end, local):
+                    continue
             msg = fe.decode_frontend(mtype, raw[start:end])
             if local and self._needs_local(mtype, msg):
                 self._upstream_write(raw[: start - 5])
@@ -297,11 +321,81 @@ class Session:
                 return
             if mtype == _T_QUERY and local:
                 self._upstream_query(self._route, msg)  # type: ignore[arg-type]
+                self._remember(raw[start:end], msg)  # type: ignore[arg-type]
+            elif mtype == _T_PARSE and local:
+                self._remember(raw[start:end], msg)  # type: ignore[arg-type]
+            elif mtype == _T_BIND:
+                self._remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
             state.frontend(msg)
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self._terminated = True
         self._upstream_write(raw)
+
+    # -- forwarding what was seen before ----------------------------------------------------
+
+    def _check_memos(self) -> None:
+        """Forget the memos when the service's routing state changed (a cache was created or
+        dropped): they hold only verdicts that depend on the message and that state alone."""
+        service = self.server.service
+        token = (service.registry, service._names)
+        if token != self._memo_token:
+            self._memo_token = token
+            self._queries.clear()
+            self._parses.clear()
+
+    def _forward_seen(self, mtype: int, raw: bytes, start: int, end: int, local: bool) -> bool:
+        """Observe a Query, Parse or Bind seen before (nothing held locally) without decoding
+        or routing it again; False when it was not seen before (or is another type)."""
+        if mtype == _T_BIND:
+            names = _bind_names(raw, start, end)
+            bind = self._binds.get(names) if names else None
+            if bind is None:
+                return False
+            self.state.frontend(bind)
+            self.extended.observe_forwarded(bind)
+            return True
+        if not local:
+            return False
+        if mtype == _T_QUERY:
+            last = self._queries.get(raw[start:end])
+            if last is None:
+                return False
+            assert self.ctx is not None
+            self.ctx.last = last
+            self.state.expect("query")
+            return True
+        if mtype == _T_PARSE:
+            parse = self._parses.get(raw[start:end])
+            if parse is None:
+                return False
+            self.state.frontend(parse)
+            self.extended.observe_forwarded(parse)
+            return True
+        return False
+
+    def _remember(self, payload: bytes, msg: fe.Query | fe.Parse) -> None:
+        """Memoize a Query or Parse just forwarded whose forwarding depends on its bytes
+        alone: routed upstream with nothing to count or follow (no SET, DEALLOCATE, ...)."""
+        service = self.server.service
+        if isinstance(msg, fe.Parse):
+            # the registry, when running, may route the statement (Extended._holdable)
+            if service.registry is None and not self.extended.held:
+                _put(self._parses, payload, msg)
+            return
+        # the route depends on the text alone unless the registry's router looked at it
+        routed = service.registry is not None and (
+            service.settings.caching == "auto" or service._mentions_cached_table(msg.query))
+        route = self._route
+        if not routed and route.destination == "upstream" and route.classified is None \
+                and not has_effect(msg.query) and not _follows_settings(msg.query):
+            assert self.ctx is not None
+            _put(self._queries, payload, self.ctx.last)
+
+    def _remember_bind(self, raw: bytes, start: int, end: int, msg: fe.Bind) -> None:
+        names = _bind_names(raw, start, end)
+        if names:
+            _put(self._binds, names, fe.Bind(msg.portal, msg.statement))
 
     def _answer_now(self, pending: list[bytes]) -> None:
         """Handle messages one by one without waiting; hand the rest to the asynchronous
@@ -454,11 +548,12 @@ class Session:
 
     def upstream_data(self, data: bytes) -> None:
         try:
+            if self.phase is Phase.READY:
+                self._relay_from_upstream(data)
+                return
             self._uframer.feed(data)
             if self.phase is Phase.AUTH:
                 self._relay_auth_from_upstream()
-            if self.phase is Phase.READY:
-                self._relay_from_upstream()
         except ProtocolViolation as exc:
             log.error("protocol violation from upstream: %s", exc.message)
             self._fatal(
@@ -485,6 +580,8 @@ class Session:
                 self._fatal_relayed = True
         if out:
             self.client.write(b"".join(out))
+        if self.phase is Phase.READY:
+            self._relay_from_upstream(b"")  # what came after ReadyForQuery
 
     def _rewrite_auth(self, mtype: int, payload: bytes) -> bytes:
         if mtype == _T_KEY:
@@ -500,13 +597,26 @@ class Session:
                 return AuthenticationSASL(offered).encode()
         return bytes([mtype]) + (len(payload) + 4).to_bytes(4, "big") + payload
 
-    def _relay_from_upstream(self) -> None:
-        raw, index = self._uframer.drain()
-        if not raw:
-            return
+    def _relay_from_upstream(self, data: bytes) -> None:
+        """Relay whole messages; the session state observes runs that end with
+        ReadyForQuery in one step (``scan_backend``), the rest message by message."""
+        state = self.state
+        raw, statuses, marks = self._uframer.take_backend(
+            data, _READ_ONLY_TAGS, not state.swallowing)
+        if statuses:
+            state.ready(statuses)
+        if marks:
+            raw = self._observe_upstream(raw, marks)
+        if raw:
+            self.client.write(raw)
+
+    def _observe_upstream(self, raw: bytes, marks: list[tuple[int, int, int]]) -> bytes:
+        """Observe messages one by one; ``raw`` without the answers weir swallows."""
         state = self.state
         swallowed: list[tuple[int, int]] = []
-        for mtype, start, end in index:
+        for mtype, start, end in marks:
+            if mtype not in _OBSERVED_BACKEND:
+                continue
             if mtype in _DECODED_BACKEND:
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
@@ -519,10 +629,7 @@ class Session:
                 self.ctx.wrote = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.forget_grants()
-        if swallowed:
-            raw = _without(raw, swallowed)
-        if raw:
-            self.client.write(raw)
+        return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:
         if self.phase is Phase.CLOSED:
@@ -564,6 +671,26 @@ class Session:
         if self.key is not None:
             self.server.release_key(self.key)
             self.key = None
+
+
+def _bind_names(raw: bytes, start: int, end: int) -> bytes:
+    """The portal and statement names at the start of a Bind payload (with their NULs), or
+    b"" when they are not both there."""
+    portal_end = raw.find(b"\0", start, end)
+    statement_end = raw.find(b"\0", portal_end + 1, end) if portal_end >= 0 else -1
+    return raw[start : statement_end + 1] if statement_end >= 0 else b""
+
+
+def _follows_settings(query: str) -> bool:
+    """Whether ``proxy.router.observe_set`` looks at ``query`` (SET or RESET)."""
+    head = query.lstrip()[:5].upper()
+    return head.startswith(("SET", "RESET"))
+
+
+def _put(memo: dict[bytes, _V], key: bytes, value: _V) -> None:
+    if len(memo) >= _MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = value
 
 
 def _without(raw: bytes, spans: list[tuple[int, int]]) -> bytes:

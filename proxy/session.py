@@ -2,9 +2,9 @@
 
 Owns: the transaction status, the server-reported parameters (ParameterStatus), and the
 prepared statements and portals the upstream really holds (settings the client changes with
-SET are followed by ``proxy.router.observe_set``). It observes decoded frontend messages as
-they are forwarded and backend messages as they come back, and matches each response to the
-request it answers with a queue of outstanding requests, the way the server processes them:
+SET are followed by ``proxy.router.observe_set``). It observes frontend messages as they are
+forwarded and backend messages as they come back, and matches each response to the request
+it answers with a queue of outstanding requests, the way the server processes them:
 
 - a Parse/Bind/Close takes effect only when its ParseComplete/BindComplete/CloseComplete
   arrives; an ErrorResponse in an extended-protocol batch cancels the failing request and
@@ -13,6 +13,13 @@ request it answers with a queue of outstanding requests, the way the server proc
   status returns to idle, portals are gone (holdable cursors are not tracked: weir never
   serves a portal it did not see bound);
 - simple-query ``DEALLOCATE``/``DISCARD`` are honoured on their CommandComplete.
+
+The hot path is cheap by construction: requests whose success changes nothing here share one
+queue item per kind (:meth:`expect`), a Parse or Bind repeated as the same message object
+reuses its item, and a run of responses that ends with ReadyForQuery and holds no
+ErrorResponse or ParameterStatus is observed in one step (:meth:`ready`): without an error
+every request up to that Sync or Query succeeded, so their effects apply in order, exactly
+as one-by-one observation would apply them.
 
 Routing (a later layer) reads this state; it never changes it.
 """
@@ -38,25 +45,21 @@ class PreparedStatement:
 
 
 @dataclass(frozen=True, slots=True)
-class Portal:
-    """A bound portal: the statement it came from and its parameters and result formats."""
-
-    name: str
-    statement: str
-    params: tuple[bytes | None, ...]
-    param_formats: tuple[int, ...]
-    result_formats: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class _Pending:
     """An outstanding request: what it was, and the effect to apply on success."""
 
-    kind: str  # "parse", "bind", "close", "describe", "execute", "sync", "query", "other"
+    kind: str  # "parse", "bind", "close", "describe", "execute", "sync", "query"
     apply: Callable[[SessionState], None] | None = None
     #: weir sent this request itself (a statement or portal it had answered for locally is
     #: being recreated upstream): its answer must not reach the client.
     swallow: bool = False
+
+
+#: requests answered by ReadyForQuery (the end of a batch)
+_BARRIERS = ("sync", "query")
+#: one shared item per kind, for requests whose success has no effect here
+_PLAIN = {kind: _Pending(kind) for kind in ("describe", "execute", "sync", "query")}
+_STATUS = {ord(s): s for s in "ITE"}
 
 
 @dataclass
@@ -66,9 +69,15 @@ class SessionState:
     transaction_status: str = "I"
     parameters: dict[str, str] = field(default_factory=dict)
     statements: dict[str, PreparedStatement] = field(default_factory=dict)
-    portals: dict[str, Portal] = field(default_factory=dict)
+    #: the portals the upstream holds: name -> the statement each was bound from
+    portals: dict[str, str] = field(default_factory=dict)
     parameters_version: int = 0  # bumped whenever ``parameters`` changes
     _pending: deque[_Pending] = field(default_factory=deque)
+    _swallowing: int = 0  # outstanding requests whose answers are swallowed
+    #: the last Parse and the last Bind observed, with their queue items (reused when the
+    #: same message object comes again, as the relay's memos make it)
+    _last_parse: tuple[object, _Pending] | None = None
+    _last_bind: tuple[object, _Pending] | None = None
 
     @property
     def in_transaction(self) -> bool:
@@ -80,12 +89,18 @@ class SessionState:
         """No request is outstanding."""
         return not self._pending
 
+    @property
+    def swallowing(self) -> bool:
+        """Some outstanding request's answer must not reach the client (see :meth:`answer`)."""
+        return self._swallowing > 0
+
     # -- frontend ---------------------------------------------------------------------------
 
     def expect(self, kind: str) -> None:
-        """A request of ``kind`` went upstream (``""``: one that gets no answer, e.g. Flush)."""
+        """A request of ``kind`` whose success changes nothing here went upstream (``""``:
+        one that gets no answer, e.g. Flush)."""
         if kind:
-            self._pending.append(_Pending(kind))
+            self._pending.append(_PLAIN[kind])
 
     def frontend(self, msg: object) -> None:
         """Observe a message the client sent (before it is forwarded)."""
@@ -94,14 +109,24 @@ class SessionState:
             handler(self, msg)
 
     def _on_parse(self, msg: fe.Parse) -> None:
+        last = self._last_parse
+        if last is not None and last[0] is msg:
+            self._pending.append(last[1])
+            return
         stmt = PreparedStatement(msg.name, msg.query, msg.param_types)
-        self._pending.append(_Pending("parse", lambda s: s.statements.__setitem__(stmt.name, stmt)))
+        item = _Pending("parse", lambda s: s.statements.__setitem__(stmt.name, stmt))
+        self._last_parse = (msg, item)
+        self._pending.append(item)
 
     def _on_bind(self, msg: fe.Bind) -> None:
-        portal = Portal(
-            msg.portal, msg.statement, msg.params, msg.param_formats, msg.result_formats
-        )
-        self._pending.append(_Pending("bind", lambda s: s.portals.__setitem__(portal.name, portal)))
+        last = self._last_bind
+        if last is not None and last[0] is msg:
+            self._pending.append(last[1])
+            return
+        portal, statement = msg.portal, msg.statement
+        item = _Pending("bind", lambda s: s.portals.__setitem__(portal, statement))
+        self._last_bind = (msg, item)
+        self._pending.append(item)
 
     def _on_close(self, msg: fe.Close) -> None:
         table = "statements" if msg.kind == "S" else "portals"
@@ -109,7 +134,15 @@ class SessionState:
         self._pending.append(_Pending("close", lambda s: getattr(s, table).pop(name, None)))
 
     def _on_query(self, msg: fe.Query) -> None:
-        self._pending.append(_Pending("query", _simple_query_effect(msg.query)))
+        effect = _simple_query_effect(msg.query)
+        self._pending.append(_PLAIN["query"] if effect is None else _Pending("query", effect))
+
+    def injected(self, msg: fe.Parse | fe.Bind) -> None:
+        """weir sends ``msg`` upstream on its own: track it, and swallow its answer."""
+        self.frontend(msg)
+        item = self._pending.pop()
+        self._pending.append(_Pending(item.kind, item.apply, swallow=True))
+        self._swallowing += 1
 
     # -- backend ----------------------------------------------------------------------------
 
@@ -129,38 +162,62 @@ class SessionState:
         kind = _ANSWER_BY_TYPE.get(mtype)
         return kind is not None and self._complete(kind)
 
-    def injected(self, msg: fe.Parse | fe.Bind) -> None:
-        """weir sends ``msg`` upstream on its own: track it, and swallow its answer."""
-        self.frontend(msg)
-        item = self._pending.pop()
-        self._pending.append(_Pending(item.kind, item.apply, swallow=True))
+    def ready(self, statuses: bytes) -> None:
+        """Observe a run of backend messages holding one ReadyForQuery per byte of
+        ``statuses`` (its status), ending with the last of them, and no ErrorResponse or
+        ParameterStatus: every outstanding request up to as many Syncs/Queries succeeded.
+
+        Equivalent to observing the run message by message; only for runs with no swallowed
+        request outstanding (:attr:`swallowing`), whose answers must be cut out one by one.
+        """
+        pending = self._pending
+        for status in statuses:
+            while pending:
+                item = pending.popleft()
+                if item.apply is not None:
+                    item.apply(self)
+                if item.kind in _BARRIERS:
+                    break
+            if status == 73:  # "I": the transaction ended, and its portals with it
+                self.portals.clear()
+        if statuses:
+            self.transaction_status = _STATUS[statuses[-1]]
+
+    def _pop(self) -> _Pending:
+        item = self._pending.popleft()
+        if item.swallow:
+            self._swallowing -= 1
+        return item
 
     def _complete(self, kind: str) -> bool:
         """Pop the oldest outstanding request of ``kind`` (skipping describe-like ones)."""
-        while self._pending:
-            item = self._pending.popleft()
+        pending = self._pending
+        while pending:
+            item = pending[0]
             if item.kind == kind:
+                self._pop()
                 if item.apply is not None:
                     item.apply(self)
                 return item.swallow
-            if item.kind in ("sync", "query"):
-                self._pending.appendleft(item)
+            if item.kind in _BARRIERS:
                 return False
+            self._pop()
         return False
 
     def _on_error(self, msg: ErrorResponse) -> None:
-        if not self._pending:
+        pending = self._pending
+        if not pending:
             return
-        head = self._pending[0]
-        if head.kind == "query":
-            self._pending[0] = _Pending("query")  # the statement's effect did not happen
+        if pending[0].kind == "query":
+            pending[0] = _PLAIN["query"]  # the statement's effect did not happen
             return
-        while self._pending and self._pending[0].kind not in ("sync", "query"):
-            self._pending.popleft()
+        while pending and pending[0].kind not in _BARRIERS:
+            self._pop()
 
     def _on_ready(self, msg: be.ReadyForQuery) -> None:
-        if self._pending and self._pending[0].kind in ("sync", "query"):
-            item = self._pending.popleft()
+        pending = self._pending
+        if pending and pending[0].kind in _BARRIERS:
+            item = pending.popleft()
             if item.apply is not None:
                 item.apply(self)
         self.transaction_status = msg.status
@@ -200,7 +257,8 @@ def _forget_statement(state: SessionState, name: str) -> None:
 
 
 def _expect(kind: str) -> Callable[[SessionState, object], None]:
-    return lambda s, _msg: s._pending.append(_Pending(kind))
+    item = _PLAIN[kind]
+    return lambda s, _msg: s._pending.append(item)
 
 
 def _answer(kind: str) -> Callable[[SessionState, object], None]:
@@ -244,3 +302,8 @@ _BACKEND: dict[type, Callable[[SessionState, object], None]] = {
     be.ReadyForQuery: SessionState._on_ready,  # type: ignore[dict-item]
     be.ParameterStatus: SessionState._on_parameter_status,  # type: ignore[dict-item]
 }
+
+
+def has_effect(query: str) -> bool:
+    """Whether a simple query changes the statements or portals held (DEALLOCATE, DISCARD)."""
+    return _simple_query_effect(query) is not None

@@ -8,10 +8,11 @@ Two shapes of message exist on the wire:
 - *untyped*: the first message a client sends (StartupMessage, SSLRequest, GSSENCRequest,
   CancelRequest): an Int32 length that counts itself, then payload.
 
-Invariant: any split of the same byte stream into ``feed`` calls yields the same messages
-(property-tested). ``scan_messages`` is the hot kernel (its Cython twin lives in
-``cython_ext/framing.pyx``): the relay forwards whole runs of complete messages with one
-write and looks only at the few types it tracks.
+Invariant: any split of the same byte stream into ``feed``/``take`` calls yields the same
+messages (property-tested). ``scan_messages`` and ``scan_backend`` are the hot kernels (their
+Cython twins live in ``cython_ext/framing.pyx`` and ``cython_ext/relay_scan.pyx``): the relay
+forwards whole runs of complete messages with one write, usually the very bytes object it
+received (``Framer.take``), and looks only at the few messages it tracks.
 """
 
 from __future__ import annotations
@@ -61,6 +62,56 @@ def scan_messages(
     return out, pos
 
 
+_T_READY = ord("Z")
+_T_COMMAND_COMPLETE = ord("C")
+_SPECIAL = frozenset(map(ord, "ES"))  # ErrorResponse, ParameterStatus
+_UNMARKED = frozenset(map(ord, "Dd"))  # DataRow, CopyData
+_READY_PAYLOADS = (b"I", b"T", b"E")
+
+
+def scan_backend(
+    buf: bytes, pos: int, max_length: int, quiet_tags: tuple[bytes, ...], bulk: bool
+) -> tuple[int, bytes, list[tuple[int, int, int]]]:
+    """Frame the backend messages in ``buf[pos:]`` and sum up what a session must observe.
+
+    Returns ``(end, statuses, marks)``: ``end`` as for :func:`scan_messages`; with ``bulk``,
+    ``statuses`` has the status byte of every ReadyForQuery up to the last one that comes
+    before any *special* message, and ``marks`` lists ``(type, payload_start, payload_end)``
+    of the messages after that ReadyForQuery, DataRow and CopyData left out. Special are
+    ErrorResponse, ParameterStatus, a malformed ReadyForQuery, and CommandComplete whose tag's
+    first 8 bytes do not start with one of ``quiet_tags``. Without ``bulk``, ``statuses`` is
+    empty and ``marks`` covers every message. Lengths are checked as by :func:`scan_messages`.
+    """
+    statuses = bytearray()
+    marks: list[tuple[int, int, int]] = []
+    clean = bulk
+    n = len(buf)
+    while n - pos >= 5:
+        length = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+        if length < 4:
+            raise ProtocolViolation(f"invalid message length {length}")
+        if length > max_length:
+            raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {max_length}")
+        end = pos + 1 + length
+        if end > n:
+            break
+        mtype = buf[pos]
+        if mtype not in _UNMARKED:
+            if clean:
+                payload = buf[pos + 5 : end]
+                if mtype == _T_READY and payload in _READY_PAYLOADS:
+                    statuses.append(payload[0])
+                    marks = []
+                    pos = end
+                    continue
+                if mtype == _T_READY or mtype in _SPECIAL or (
+                        mtype == _T_COMMAND_COMPLETE and not payload[:8].startswith(quiet_tags)):
+                    clean = False
+            marks.append((mtype, pos + 5, end))
+        pos = end
+    return pos, bytes(statuses), marks
+
+
 class Framer:
     """Incremental splitter: ``feed`` bytes, take messages with ``next`` / ``drain``.
 
@@ -91,6 +142,55 @@ class Framer:
             del self._buf[: self._pos]
             self._pos = 0
         self._buf += data
+
+    def take(self, data: bytes) -> tuple[bytes, list[tuple[int, int, int]]]:
+        """``feed(data)`` then :meth:`drain`, without copying when ``data`` holds whole
+        messages and nothing was waiting (the usual case: then ``raw`` is ``data`` itself)."""
+        joined = self._join(data)
+        if not joined:
+            return b"", []
+        found, end = scan_messages(joined, 0, self._max)
+        return self._keep(joined, end), found
+
+    def take_backend(
+        self, data: bytes, quiet_tags: tuple[bytes, ...], bulk: bool
+    ) -> tuple[bytes, bytes, list[tuple[int, int, int]]]:
+        """:meth:`take` for the upstream side: ``(raw, statuses, marks)`` as described by
+        :func:`scan_backend` (offsets relative to ``raw``)."""
+        joined = self._join(data)
+        if not joined:
+            return b"", b"", []
+        end, statuses, marks = scan_backend(joined, 0, self._max, quiet_tags, bulk)
+        return self._keep(joined, end), statuses, marks
+
+    def _join(self, data: bytes) -> bytes:
+        """What is waiting followed by ``data``; empty while the first waiting message is
+        still incomplete (so a large message arriving in pieces is copied once, not per
+        piece)."""
+        buf, pos = self._buf, self._pos
+        if len(buf) == pos:
+            if pos:
+                buf.clear()
+                self._pos = 0
+            return data
+        buf += data
+        if len(buf) - pos >= 5:
+            length = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+            if 4 <= length <= self._max and len(buf) - pos < 1 + length:
+                return b""
+        else:
+            return b""
+        joined = bytes(buf[pos:])
+        buf.clear()
+        self._pos = 0
+        return joined
+
+    def _keep(self, joined: bytes, end: int) -> bytes:
+        """Keep ``joined[end:]`` (an incomplete message) waiting; return ``joined[:end]``."""
+        if end == len(joined):
+            return joined
+        self._buf += memoryview(joined)[end:]
+        return joined[:end]
 
     def next_startup(self) -> bytes | None:
         """The next untyped message's payload (without its length), or None if incomplete."""
@@ -152,7 +252,13 @@ class Framer:
 #: The pure-Python reference, whatever ``WEIR_IMPL`` selects (for parity tests).
 scan_messages_python = scan_messages
 
+scan_backend_python = scan_backend
+
 _fast = cython_ext.load("framing")
 if _fast is not None:
     _fast.set_error_class(ProtocolViolation)
     scan_messages = _fast.scan_messages
+_fast_relay = cython_ext.load("relay_scan")
+if _fast_relay is not None:
+    _fast_relay.set_error_class(ProtocolViolation)
+    scan_backend = _fast_relay.scan_backend

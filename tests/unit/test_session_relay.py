@@ -1,0 +1,276 @@
+"""The relay's cheap paths give exactly what message-by-message observation gives.
+
+- ``scan_backend``: the Cython twin equals the pure-Python one;
+- ``Framer.take`` / ``take_backend``: any split of a stream yields the same messages;
+- a relayed session (fake transports, scripted PostgreSQL conversations) ends up in the same
+  state, writes the same bytes and records the same ``ctx.last`` as a reference session that
+  observes every backend message one by one and decodes and routes every client message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cython_ext
+from proxy.relay import _READ_ONLY_TAGS, Phase, Session, _context
+from proxy.server import Server
+from proxy.session import SessionState
+from proxy.settings import Settings
+from proxy.wire import backend as be
+from proxy.wire import framing
+from proxy.wire import frontend as fe
+from proxy.wire.errors import error_response
+from proxy.wire.framing import Framer, ProtocolViolation
+
+SCAN = cython_ext.load_pair("relay_scan")
+if SCAN is not None:
+    SCAN.set_error_class(ProtocolViolation)
+
+
+def test_twin_is_built() -> None:
+    assert SCAN is not None, "cython_ext.relay_scan is not built: run `make compile`"
+
+
+def _frame(mtype: bytes, payload: bytes) -> bytes:
+    return mtype + struct.pack("!I", len(payload) + 4) + payload
+
+
+_TAGS = [b"SELECT 1", b"INSERT 0 1", b"GRANT", b"SET", b"DEALLOCATE", b"ROLLBACK", b"", b"SE"]
+backend_message = st.one_of(
+    st.tuples(st.sampled_from(b"ZZZCCESDd123nTtsIN"), st.binary(max_size=12)).map(
+        lambda t: _frame(bytes((t[0],)), t[1])),
+    st.sampled_from([b"I", b"T", b"E", b"X", b"", b"II"]).map(lambda p: _frame(b"Z", p)),
+    st.sampled_from(_TAGS).map(lambda tag: _frame(b"C", tag + b"\0")),
+)
+bad_header = st.tuples(st.integers(0, 255), st.integers(0, 2**32 - 1)).map(
+    lambda t: bytes((t[0],)) + struct.pack("!I", t[1]))
+
+
+def _outcome(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    try:
+        return ("ok", fn(*args))
+    except ProtocolViolation as exc:
+        return ("violation", exc.message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(backend_message, max_size=10), st.binary(max_size=8) | bad_header,
+       st.integers(0, 60), st.booleans(), st.data())
+def test_scan_backend_parity(msgs: list[bytes], tail: bytes, limit: int, bulk: bool,
+                             data: st.DataObject) -> None:
+    assert SCAN is not None
+    buf = b"".join(msgs) + tail
+    pos = data.draw(st.integers(0, len(buf)))
+    for max_length in (limit, 1 << 20):
+        expected = _outcome(framing.scan_backend_python, buf, pos, max_length,
+                            _READ_ONLY_TAGS, bulk)
+        assert _outcome(SCAN.scan_backend, buf, pos, max_length, _READ_ONLY_TAGS,
+                        bulk) == expected
+
+
+def test_scan_backend_sums_up_runs_that_end_with_ready() -> None:
+    run = (_frame(b"2", b"") + _frame(b"D", b"x") + _frame(b"C", b"SELECT 1\0")
+           + _frame(b"Z", b"I") + _frame(b"T", b"") + _frame(b"Z", b"T"))
+    end, statuses, marks = framing.scan_backend(run + b"Z\0", 0, 1000, _READ_ONLY_TAGS, True)
+    assert (end, statuses, marks) == (len(run), b"IT", [])
+    tail = _frame(b"C", b"INSERT 0 1\0") + _frame(b"Z", b"I")
+    _, statuses, marks = framing.scan_backend(run + tail, 0, 1000, _READ_ONLY_TAGS, True)
+    assert statuses == b"IT" and [m[0] for m in marks] == [ord("C"), ord("Z")]
+    _, statuses, marks = framing.scan_backend(run, 0, 1000, _READ_ONLY_TAGS, False)
+    assert statuses == b"" and bytes(m[0] for m in marks) == b"2CZTZ"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(backend_message, max_size=8), st.lists(st.integers(0, 200), max_size=6))
+def test_take_is_split_invariant(msgs: list[bytes], cuts: list[int]) -> None:
+    stream = b"".join(msgs)
+    points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
+    whole, _, whole_marks = Framer().take_backend(stream, _READ_ONLY_TAGS, False)
+    front, back = Framer(), Framer()
+    got_front: list[bytes] = []
+    got_back: list[bytes] = []
+    for a, b in itertools.pairwise(points):
+        raw, index = front.take(stream[a:b])
+        got_front.extend(raw[s - 5 : e] for _, s, e in index)
+        raw, _, marks = back.take_backend(stream[a:b], _READ_ONLY_TAGS, False)
+        got_back.extend(raw[s - 5 : e] for _, s, e in marks)
+    assert got_front == msgs
+    assert got_back == [whole[s - 5 : e] for _, s, e in whole_marks]
+    assert front.buffered == back.buffered == 0
+
+
+def test_take_refuses_an_oversized_message_before_it_arrives() -> None:
+    framer = Framer(100)
+    try:
+        framer.take(b"Q" + struct.pack("!I", 1000) + b"x")
+    except ProtocolViolation as exc:
+        assert "exceeds the limit" in exc.message
+    else:
+        raise AssertionError("no violation")
+
+
+# -- relayed sessions -----------------------------------------------------------------------
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def set_write_buffer_limits(self, high: int) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+class _OneByOne(SessionState):
+    """The reference: backend messages are never summed up."""
+
+    @property
+    def swallowing(self) -> bool:
+        return True
+
+
+class _Reference(Session):
+    """The reference: client messages are always decoded and routed."""
+
+    def _forward_seen(self, *args: Any) -> bool:
+        return False
+
+
+def _session(server: Server, reference: bool) -> Session:
+    cls = _Reference if reference else Session
+    session = cls(server, _Transport(), None)  # type: ignore[arg-type]
+    if reference:
+        session.state = _OneByOne()
+    session.upstream = _Transport()  # type: ignore[assignment]
+    session.phase = Phase.READY
+    session.ctx = _context({"user": "u", "database": "d"})
+    session.ctx.parameters = session.state.parameters
+    return session
+
+
+QUERIES = ["SELECT 1", "select 1", "SELECT 2;", "SET work_mem = '1MB'",
+           "SET extra_float_digits = 2", "DEALLOCATE a", "DISCARD ALL", "BEGIN", "COMMIT",
+           "INSERT INTO t VALUES (1)", "GRANT SELECT ON t TO u", "SHOW CACHES", ""]
+_READY = {s: be.ReadyForQuery(s).encode() for s in "ITE"}
+
+
+@st.composite
+def batch(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """One client batch and PostgreSQL's answer to it."""
+    status = _READY[draw(st.sampled_from("ITE"))]
+    notice = draw(st.booleans())
+    extra = be.ParameterStatus("TimeZone", "UTC").encode() if draw(st.booleans()) else b""
+    if draw(st.booleans()):
+        query = draw(st.sampled_from(QUERIES))
+        if query == "SHOW CACHES":
+            query = "SELECT 3"  # admin commands are answered locally (not this test's subject)
+        if draw(st.integers(0, 5)) == 0:
+            answer = error_response("42601", "syntax error").encode()
+        elif query:
+            tag = query.split()[0].upper()
+            answer = (be.encode_row_description(()) + be.encode_data_row([b"1"])
+                      + be.encode_command_complete(tag)) + extra
+        else:
+            answer = be.EmptyQueryResponse().encode()
+        if notice:
+            answer = _frame(b"N", b"Mhello\0\0") + answer
+        return fe.Query(query).encode(), answer + status
+    requests = draw(st.lists(st.sampled_from("PBDdECcH"), max_size=6))
+    fail = draw(st.integers(0, 8))
+    client, server = [], []
+    for i, kind in enumerate(requests):
+        name = draw(st.sampled_from(["", "a", "b"]))
+        if kind == "P":
+            client.append(fe.Parse(name, draw(st.sampled_from(QUERIES[:3])), ()).encode())
+            reply = be.ParseComplete().encode()
+        elif kind == "B":
+            client.append(fe.Bind(name, draw(st.sampled_from(["", "a"])), (0,), (b"7",),
+                                  ()).encode())
+            reply = be.BindComplete().encode()
+        elif kind in "Dd":
+            target = "S" if kind == "d" else "P"
+            client.append(fe.Describe(target, name).encode())
+            rows = draw(st.booleans())
+            reply = (b"t\0\0\0\x06\0\0" if target == "S" else b"") + (
+                be.encode_row_description(()) if rows else be.NoData().encode())
+        elif kind == "E":
+            client.append(fe.Execute(name, 0).encode())
+            reply = be.encode_data_row([b"1"]) + be.encode_command_complete(
+                draw(st.sampled_from(["SELECT 1", "UPDATE 2"]))) + extra
+        elif kind in "Cc":
+            client.append(fe.Close("S" if kind == "C" else "P", name).encode())
+            reply = be.CloseComplete().encode()
+        else:
+            client.append(fe.Flush().encode())
+            reply = b""
+        if i == fail:  # PostgreSQL skips the rest of the batch
+            server.append(error_response("42P01", "no such thing").encode())
+        elif i < fail:
+            server.append(reply)
+    return b"".join(client) + fe.Sync().encode(), b"".join(server) + status
+
+
+def _snapshot(session: Session) -> tuple[Any, ...]:
+    state, ctx = session.state, session.ctx
+    assert ctx is not None
+    return (state.transaction_status, dict(state.parameters), state.parameters_version,
+            {k: (v.query, v.param_types) for k, v in state.statements.items()},
+            dict(state.portals), [p.kind for p in state._pending], ctx.last, ctx.wrote,
+            dict(ctx.settings), ctx.tainted, session.extended.batch_upstream)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(batch(), min_size=1, max_size=3), max_size=6),
+       st.sampled_from(["explicit", "off"]), st.data())
+def test_relayed_session_matches_one_by_one_observation(
+    rounds: list[list[tuple[bytes, bytes]]], caching: str, data: st.DataObject
+) -> None:
+    server = Server(Settings(upstream="postgresql://u@127.0.0.1:1/d", caching=caching))
+    fast, slow = _session(server, False), _session(server, True)
+    for batches in rounds:  # a round is pipelined: its batches go out before any answer
+        client = b"".join(c for c, _ in batches)
+        answer = b"".join(a for _, a in batches)
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(answer)), max_size=4)))
+        for session in (fast, slow):
+            session.client_data(client)
+        for a, b in zip([0, *cuts], [*cuts, len(answer)], strict=True):
+            for session in (fast, slow):
+                session.upstream_data(answer[a:b])
+            assert _snapshot(fast) == _snapshot(slow)
+    for attr in ("client", "upstream"):
+        assert b"".join(getattr(fast, attr).written) == b"".join(getattr(slow, attr).written)
+    assert fast.phase is slow.phase is Phase.READY
+
+
+def test_memos_are_forgotten_when_routing_changes() -> None:
+    server = Server(Settings(upstream="postgresql://u@127.0.0.1:1/d"))
+    session = _session(server, False)
+    query = fe.Query("SELECT 1").encode()
+    session.client_data(query)
+    assert len(session._queries) == 1
+    session.client_data(fe.Query("SET work_mem = 1").encode())
+    session.client_data(fe.Query("DEALLOCATE a").encode())
+    assert len(session._queries) == 1  # followed statements are never memoized
+    session.server.service._names = ("t",)  # as when a cache over t is created
+    session.client_data(query)
+    assert len(session._queries) == 1 and session._memo_token == (None, ("t",))
