@@ -13,14 +13,19 @@ Invariants:
 - fill rows are fetched as text under fixed output settings and decoded with
   ``engine.values`` exactly as the CDC applier decodes pgoutput text, so a row from a fill and
   the same row from the stream are equal;
-- any engine error makes that read go upstream (logged), never an error for the client.
+- any engine error makes that read go upstream (logged), never an error for the client;
+- ``fresh_as_of`` (the staleness bound's clock) advances only when a heartbeat barrier passed
+  *and* the ``verify`` hook (the service's check that the relations of every cache still have
+  the shape their plans assumed) ran after it, with no :meth:`distrust` in between: schema
+  changes are caught within the same bound as data changes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +105,10 @@ class CacheHost:
             self, on_marker=self._on_marker)
         self._plans: dict[str, ir.Reader] = {}
         self.fresh_as_of = 0.0
+        #: run by every heartbeat after its barrier, before ``fresh_as_of`` advances
+        self.verify: Callable[[], Awaitable[None]] | None = None
+        self._trust = 0  # bumped by distrust(): a heartbeat begun before it does not count
+        self._nudge = asyncio.Event()  # set by distrust(): check again now
         self._probing = False  # a snapshot probe is in flight
         self.fills_done = 0
         self.fill_seconds = 0.0
@@ -120,16 +129,29 @@ class CacheHost:
         passed, so everything committed upstream before it has been applied."""
         loop = asyncio.get_running_loop()
         while True:
-            started = loop.time()
+            started, trust = loop.time(), self._trust
+            self._nudge.clear()
             try:
                 await self.stream.barrier(30.0)
-                self.fresh_as_of = started
+                if self.verify is not None:
+                    await self.verify()
+                if trust == self._trust:
+                    self.fresh_as_of = started
             except Exception as exc:  # the stream is down or slow: reads will see staleness
-                log.debug("heartbeat barrier failed: %s", exc)
+                log.debug("heartbeat failed: %s", exc)
             if not self._probing:  # keep the recent-transaction log pruned when idle too
                 self._probing = True
                 await self._probe()
-            await asyncio.sleep(interval)
+            if not self._nudge.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._nudge.wait(), interval)
+
+    def distrust(self) -> None:
+        """The upstream's catalog may have changed (DDL passed through weir): no cached read
+        until a heartbeat begun after now has verified the caches' relations."""
+        self._trust += 1
+        self.fresh_as_of = float("-inf")
+        self._nudge.set()
 
     def staleness(self) -> float:
         """Seconds by which cached state may lag the upstream (an upper bound)."""

@@ -1,7 +1,10 @@
 """The catalog of caches and of the queries weir has seen (the state behind the admin SQL).
 
-Owns: the upstream catalog snapshot and the ``QueryPlanner`` built on it (reloaded when DDL
-passes through weir and before every CREATE CACHE), the caches by name and by query identity
+Owns: the upstream catalog snapshot and the ``QueryPlanner`` built on it (reloaded before
+every CREATE CACHE and whenever a relation a cache reads changed), checking those relations
+against the upstream (:meth:`Registry.changed_relations`; the service runs it with every
+heartbeat) and planning the affected caches again — or dropping them, with the reason, when
+their query no longer plans — the caches by name and by query identity
 with the RowDescription the upstream gave for each at creation, persistence of the cache
 list to a JSON file (caches survive restarts), the proxied-query statistics behind
 ``SHOW PROXIED QUERIES``, and auto mode (a supported shape seen N times becomes a cache).
@@ -29,6 +32,11 @@ from proxy.caching import CacheHost
 from proxy.wire.backend import FieldDescription
 
 log = logging.getLogger("weir.registry")
+
+#: ``CATALOG_QUERY`` for the relations with the given OIDs only.
+RELATIONS_QUERY = CATALOG_QUERY.replace(
+    "\nORDER BY c.oid", "\n  AND c.oid = ANY($1::oid[])\nORDER BY c.oid")
+assert RELATIONS_QUERY != CATALOG_QUERY
 
 
 class AdminError(Exception):
@@ -169,6 +177,41 @@ class Registry:
                 self.proxied[entry.query_id].supported = "yes"
         self._save_state()
         return len(names)
+
+    # -- schema changes -----------------------------------------------------------------------
+
+    def relations(self, entry: CacheEntry) -> frozenset[int]:
+        """The relations a cache depends on: those its names resolve to and those it reads."""
+        return frozenset(entry.query.identity.relations) | frozenset(entry.query.plan.relations)
+
+    async def changed_relations(self) -> set[int]:
+        """The relations of caches whose definition upstream (name, schema, columns and their
+        types, primary key, view text, row security) differs from the planner's catalog."""
+        oids = sorted(set().union(*(self.relations(e) for e in self.caches.values())))
+        if not oids:
+            return set()
+        rows = await self.host.pool.fetch(RELATIONS_QUERY, oids)
+        now = {r.oid: r for r in Catalog.from_rows([tuple(r) for r in rows]).relations}
+        known = {r.oid: r for r in self.planner.catalog.relations}
+        return {oid for oid in oids if now.get(oid) != known.get(oid)}
+
+    async def replan(self, changed: set[int]) -> list[str]:
+        """Plan the caches over ``changed`` relations again under the current catalog; those
+        whose query no longer plans are dropped. Returns what happened, one line a cache."""
+        affected = [e for e in self.caches.values() if self.relations(e) & changed]
+        for entry in affected:
+            self.drop(entry.name)
+        outcome = []
+        for entry in affected:
+            try:
+                await self.create(entry.text, entry.search_path, entry.name)
+                outcome.append(f"cache {entry.name} planned again after a schema change")
+            except Exception as exc:  # AdminError, an upstream error: the cache is gone
+                reason = str(exc).splitlines()[0]
+                outcome.append(f"cache {entry.name} dropped after a schema change: {reason}")
+        if not affected:
+            await self.reload_catalog()
+        return outcome
 
     # -- persistence --------------------------------------------------------------------------
 

@@ -628,7 +628,7 @@ class Session:
                     and not raw[start : start + 8].startswith(_READ_ONLY_TAGS):
                 self.ctx.wrote = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.forget_grants()
+                    self.server.service.forget_grants(raw[start : start + 6])
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:

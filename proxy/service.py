@@ -33,6 +33,8 @@ from proxy.wire.errors import error_response
 log = logging.getLogger("weir.service")
 
 TEXT_OID = 25
+#: CommandComplete tags of statements that may change a relation a cache reads
+_DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
 
 
 def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
@@ -60,6 +62,7 @@ class CacheService:
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
                              tuple[str | None, list[Any]]] = {}
         self.hits = HitMemos()  # encoded answers of the hit path (``proxy.hitpath``)
+        self._mutating = asyncio.Lock()  # admin commands and schema checks change the caches
 
     @property
     def enabled(self) -> bool:
@@ -90,12 +93,30 @@ class CacheService:
                 await registry.start()
                 self.host, self.registry = host, registry
                 self._refresh_names()
+                host.verify = self._verify_schema
         assert self.registry is not None
         return self.registry
 
     async def stop(self) -> None:
         if self.host is not None:
             await self.host.stop()
+
+    async def _verify_schema(self) -> None:
+        """Run by every heartbeat: caches whose relations changed upstream are planned again
+        (or dropped, when their query no longer plans) before reads may use them."""
+        registry = self.registry
+        if registry is None:
+            return
+        async with self._mutating:
+            changed = await registry.changed_relations()
+            if not changed:
+                return
+            for line in await registry.replan(changed):
+                log.warning("%s", line)
+            # state built under the old shapes (shared base nodes, their rows) goes too
+            registry.host.reset_all("a relation that caches read changed")
+            self._refresh_names()
+            self.hits.clear()
 
     def _refresh_names(self) -> None:
         names: set[str] = set()
@@ -166,7 +187,7 @@ class CacheService:
             return None, ReadOutcome.DOWN
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
-            return None, f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
+            return None, _stale(lag)
         results = []
         for key in route.keys:
             rows = host.try_read(route.cache.name, key)
@@ -200,7 +221,7 @@ class CacheService:
             return None, f"role {ctx.user} is not known to be allowed to read this cache"
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
-            return None, f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
+            return None, _stale(lag)
         if ctx.wrote and self.settings.read_your_writes == "on":
             try:
                 await host.barrier(self.settings.read_timeout)
@@ -369,9 +390,13 @@ class CacheService:
         self._grants[(user, entry.name)] = (allowed, asyncio.get_running_loop().time())
         return allowed
 
-    def forget_grants(self) -> None:
-        """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir)."""
+    def forget_grants(self, tag: bytes = b"") -> None:
+        """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
+        after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
+        changed too: no cached read until a heartbeat has checked them."""
         self._grants.clear()
+        if tag.startswith(_DDL_TAGS) and self.host is not None:
+            self.host.distrust()
 
     # -- admin --------------------------------------------------------------------------------
 
@@ -382,13 +407,14 @@ class CacheService:
             if isinstance(cmd, Show) and cmd.what == "last":
                 return result_set(["destination", "reason"], [ctx.last], "SELECT 1")
             registry = await self.ensure()
-            if isinstance(cmd, CreateCache):
-                return await self._create(registry, cmd, ctx)
-            if isinstance(cmd, DropCache):
-                n = registry.drop(cmd.name)
-                self._refresh_names()
-                return be.CommandComplete("DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}"
-                                          ).encode()
+            async with self._mutating:
+                if isinstance(cmd, CreateCache):
+                    return await self._create(registry, cmd, ctx)
+                if isinstance(cmd, DropCache):
+                    n = registry.drop(cmd.name)
+                    self._refresh_names()
+                    return be.CommandComplete(
+                        "DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}").encode()
             assert isinstance(cmd, Show)
             return self._show(registry, cmd.what)
         except AdminError as exc:
@@ -452,6 +478,12 @@ class CacheService:
             ("memoized_answers", str(self.hits.served)),
         ]
         return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
+
+
+def _stale(lag: float) -> str:
+    if lag == float("inf"):
+        return "a schema change passed through weir: the caches' tables are being checked"
+    return f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
 
 
 def parameters_of(ctx: SessionContext) -> dict[str, str]:

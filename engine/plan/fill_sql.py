@@ -67,7 +67,7 @@ def fill_sql(schema: str, table: str, columns: Sequence[str], key_columns: Seque
     return FillStatement(query.sql(dialect="postgres"), key_count, width)
 
 
-_CACHE: dict[tuple[int, tuple[int, ...]], FillStatement] = {}
+_CACHE: dict[tuple[Any, tuple[int, ...]], FillStatement] = {}
 
 
 def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
@@ -79,7 +79,7 @@ def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
     if via is not None:
         return _prefetch_query(request, via)
     table = request.table
-    cache_key = (table.oid, request.columns)
+    cache_key = (table, request.columns)  # the whole table ref: names change with DDL
     stmt = _CACHE.get(cache_key)
     if stmt is None:
         names = [c.name for c in table.columns]
