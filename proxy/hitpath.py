@@ -190,9 +190,10 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
     describe = False
     if index[0][0] == _T_PARSE:
         describe_ = _tail(raw, index, 2)
+        if describe_ is None:
+            return False
         (_, ps, _), (bt, bs, _) = index[0], index[1]
-        if describe_ is None or raw[ps] != 0 or bt != _T_BIND or raw[bs] != 0 \
-                or raw[bs + 1] != 0:
+        if raw[ps] != 0 or bt != _T_BIND or raw[bs] != 0 or raw[bs + 1] != 0:
             return False
         describe = describe_
     elif len(index) != 1:

@@ -39,8 +39,13 @@ def test_memo_bounds() -> None:
 
 def test_other_batches_are_left_to_the_general_path() -> None:
     bind = fe.Bind("", "s1", (), (b"5",), ()).encode()
-    session = SimpleNamespace(extended=SimpleNamespace(held={}))
+    # a session busy upstream: a batch of a recognised shape gets as far as the gates
+    session = SimpleNamespace(extended=SimpleNamespace(held={}, batch_upstream=True),
+                              ctx=SimpleNamespace(tainted=None), state=None,
+                              server=SimpleNamespace(service=SimpleNamespace(host=object())))
+    parse = fe.Parse("", "SELECT 1").encode()
     for batch in ([bind, fe.Sync().encode()],
+                  [parse], [parse, fe.Sync().encode()], [fe.Query("SELECT 1").encode()],
                   [bind, fe.Execute("", 10).encode(), fe.Sync().encode()],
                   [bind, fe.Describe("S", "s1").encode(), fe.Execute().encode(),
                    fe.Sync().encode()],
