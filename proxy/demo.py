@@ -117,7 +117,8 @@ def caching(through: psycopg.Connection[Any], direct: psycopg.Connection[Any]) -
         "CREATE CACHE story_votes FROM " + sql.replace("%s", "$1")))
     miss = _step("first read of story 42 (a miss: snapshot-consistent fill)",
                  _fetch(through, sql, 42))
-    print(f"      -> EXPLAIN LAST STATEMENT: {through.execute('EXPLAIN LAST STATEMENT').fetchone()}")
+    first_route = through.execute("EXPLAIN LAST STATEMENT").fetchone()
+    print(f"      -> EXPLAIN LAST STATEMENT: {first_route}")
     hit = _step("second read of story 42 (a hit)", _fetch(through, sql, 42))
     _step("the same query directly upstream", _fetch(direct, sql, 42))
     route = through.execute("EXPLAIN LAST STATEMENT").fetchone()
