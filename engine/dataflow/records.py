@@ -81,9 +81,50 @@ def exact_key(row: Row) -> Row:
 _EXACT = "\x00exact"
 
 
+def row_key(row: Row) -> Row:
+    """The dictionary key of a row in a bag: the row itself (Python equality; print variants
+    such as 1.0 and 1.00 are told apart by ``same_print`` on collision), or ``exact_key`` for
+    a row holding a NaN (NaN is not equal to itself, so it cannot key by value)."""
+    for v in row:
+        t = v.__class__
+        if (t is float and v != v) or (t is Decimal and v.is_nan()):
+            return exact_key(row)
+    return row
+
+
+def same_print(a: Row, b: Row) -> bool:
+    """``exact_key(a) == exact_key(b)`` for rows known to be equal keys (``row_key``)."""
+    if a is b:
+        return True
+    for x, y in zip(a, b, strict=True):
+        if x is not y and (x.__class__ in _INEXACT or y.__class__ in _INEXACT) and (
+                exact_key((x,)) != exact_key((y,))):
+            return False
+    return True
+
+
+_INEXACT = (float, Decimal)
+
+
 def consolidate(delta: Iterable[tuple[Row, int]]) -> Delta:
     """Sum the weights of identical rows (``exact_key``) and drop rows whose weight is zero
-    (first-seen order)."""
+    (first-seen order). Rows key by ``row_key``; only when two print variants of one value
+    meet does it fall back to keying every row by ``exact_key`` (same result)."""
+    delta = list(delta)
+    acc: dict[Row, list[Any]] = {}
+    for row, w in delta:
+        k = row_key(row)
+        entry = acc.get(k)
+        if entry is None:
+            acc[k] = [row, w]
+        elif same_print(entry[0], row):
+            entry[1] += w
+        else:
+            return _consolidate_exact(delta)
+    return [(row, w) for row, w in acc.values() if w]
+
+
+def _consolidate_exact(delta: list[tuple[Row, int]]) -> Delta:
     acc: dict[Row, list[Any]] = {}
     for row, w in delta:
         k = exact_key(row)
@@ -131,25 +172,48 @@ def row_size(row: Row) -> int:
     return size
 
 
+def bag_add(bag: dict[Row, list[Any]], row: Row, w: int) -> None:
+    """Add ``w`` copies of ``row`` to a bag: ``row_key(row) -> [row, n, row2, n2, ...]``, one
+    ``(row, n)`` pair per print variant (almost always one), no pair with ``n == 0``."""
+    k = row_key(row)
+    entry = bag.get(k)
+    if entry is None:
+        bag[k] = [row, w]
+        return
+    for i in range(0, len(entry), 2):
+        if same_print(entry[i], row):
+            n = entry[i + 1] + w
+            if n:
+                entry[i + 1] = n
+            elif len(entry) == 2:
+                del bag[k]
+            else:
+                del entry[i:i + 2]
+            return
+    entry += [row, w]
+
+
+def bag_rows(bag: dict[Row, list[Any]]) -> list[Row]:
+    """The rows of a bag, each as often as its multiplicity."""
+    rows: list[Row] = []
+    for entry in bag.values():
+        for i in range(0, len(entry), 2):
+            rows.extend([entry[i]] * entry[i + 1])
+    return rows
+
+
 def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any],
               sizes: dict[Row, int], delta: Delta, key_cols: Sequence[int]) -> int:
-    """A reader's delta loop: add ``delta`` to the bags (``exact_key(row) -> [row, count]``)
-    of present keys (keys missing from ``state`` are dropped), forget their finished answers,
-    keep per-key byte sizes; return the change of the total size."""
+    """A reader's delta loop: add ``delta`` to the bags (``bag_add``) of present keys (keys
+    missing from ``state`` are dropped), forget their finished answers, keep per-key byte
+    sizes; return the change of the total size."""
     total = 0
     for row, w in delta:
         k = tuple([row[i] for i in key_cols])
         bag = state.get(k)
         if bag is None:
             continue
-        x = exact_key(row)
-        entry = bag.get(x)
-        if entry is None:
-            bag[x] = [row, w]
-        elif entry[1] + w:
-            entry[1] += w
-        else:
-            del bag[x]
+        bag_add(bag, row, w)
         size = row_size(row) * w
         sizes[k] += size
         total += size
@@ -159,7 +223,9 @@ def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any],
 
 #: The pure-Python kernels (the parity tests compare the Cython twins with these).
 PURE = {"consolidate": consolidate, "key_of": key_of, "row_size": row_size, "apply_bag": apply_bag,
-        "exact_key": exact_key}
+        "exact_key": exact_key, "row_key": row_key, "same_print": same_print,
+        "bag_add": bag_add, "bag_rows": bag_rows,
+        "_consolidate_exact": _consolidate_exact}
 
 _fast = cython_ext.load("records")
 if _fast is not None:
@@ -168,3 +234,7 @@ if _fast is not None:
     row_size = _fast.row_size
     apply_bag = _fast.apply_bag
     exact_key = _fast.exact_key
+    row_key = _fast.row_key
+    same_print = _fast.same_print
+    bag_add = _fast.bag_add
+    bag_rows = _fast.bag_rows

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import cython_ext
 from engine.dataflow.expr import compile_expr
 from engine.dataflow.node import Cols, Node, Runtime
 from engine.dataflow.ops.accumulators import Acc, accumulator
@@ -34,6 +35,9 @@ class AggregateNode(KeyedNode):
                          runtime)
         self.aggs = tuple(aggs)
         self.args = [compile_expr(a.arg) if a.arg is not None else None for a in aggs]
+        #: per aggregate: the input column of a plain column argument, else -1 (use ``args``)
+        self.arg_cols = tuple(a.arg.index if isinstance(a.arg, ir.ColumnRef) else -1
+                              for a in aggs)
         self.groups: dict[Row, GroupState] = {}
         self.sizes: dict[Row, int] = {}
         self.outs: dict[Row, Row | None] = {}  # output row per group, computed on demand
@@ -49,7 +53,7 @@ class AggregateNode(KeyedNode):
         for acc, arg in zip(st[1], self.args, strict=True):
             acc.add(arg(row) if arg is not None else None, w)
 
-    def _out(self, g: Row, st: GroupState | None) -> Row | None:
+    def result_row(self, g: Row, st: GroupState | None) -> Row | None:
         if st is None or (st[0] == 0 and self.group):
             return None
         return g + tuple([acc.value() for acc in st[1]])
@@ -59,7 +63,7 @@ class AggregateNode(KeyedNode):
             out = self.outs[g]
         except KeyError:
             try:
-                out = self.outs[g] = self._out(g, self.groups.get(g))
+                out = self.outs[g] = self.result_row(g, self.groups.get(g))
             except EvalError:
                 return []
         return [out] if out is not None else []
@@ -87,46 +91,70 @@ class AggregateNode(KeyedNode):
             states[()] = self._new()
         return states
 
+    def new_group(self, g: Row) -> GroupState:
+        st = self._new()
+        self.adopt(g, st)
+        self.note_group(g)
+        return st
+
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
-        touched: dict[Row, Row | None] = {}
-        errors: set[Row] = set()
-        groups, present, outs = self.groups, self.present, self.outs
-        full, d_is_g, gcols = self.full, self.d_is_g, self.group
-        for row, w in deltas[0]:
-            g = key_of(row, gcols)
-            d = g if d_is_g else self.d_of(g)
-            if not (full or d in present) or d in errors:
-                continue
-            st = groups.get(g)
-            try:
-                if g not in touched:
-                    touched[g] = outs.pop(g) if g in outs else self._out(g, st)
-                if st is None:
-                    st = self._new()
-                    self.adopt(g, st)
-                    self.note_group(g)
-                self._add(st, row, w)
-            except EvalError:
-                errors.add(d)
-        out: Delta = []
-        for g, old in touched.items():
-            if self.d_of(g) in errors:
-                continue
-            st = groups[g]
-            try:
-                new = self.outs[g] = self._out(g, st)
-            except EvalError:
-                errors.add(self.d_of(g))
-                continue
-            if st[0] == 0 and self.group:
-                self.drop_group(g)
-                self.forget_group(g)
-            if old != new:
-                if old is not None:
-                    out.append((old, -1))
-                if new is not None:
-                    out.append((new, 1))
+        out, errors = fold(self, deltas[0])
         evict: list[Row] = []
         for d in errors:
             evict.extend(self.evict_key(d))
         return out, evict
+
+
+def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
+    """The aggregate's per-row loop (with a Cython twin): add ``delta`` to the groups of
+    present keys; return the output delta (``-old, +new`` once per changed group; an emptied
+    group is dropped) and the state keys of groups that raised (to be evicted)."""
+    touched: dict[Row, Row | None] = {}
+    errors: set[Row] = set()
+    groups, present, outs, args = node.groups, node.present, node.outs, node.args
+    full, d_is_g, gcols, kpos = node.full, node.d_is_g, node.group, node.key_pos
+    for row, w in delta:
+        g = key_of(row, gcols)
+        d = g if d_is_g else key_of(g, kpos)
+        if not (full or d in present) or d in errors:
+            continue
+        st = groups.get(g)
+        try:
+            if g not in touched:
+                touched[g] = outs.pop(g) if g in outs else node.result_row(g, st)
+            if st is None:
+                st = node.new_group(g)
+            st[0] += w
+            for acc, arg in zip(st[1], args, strict=True):
+                acc.add(arg(row) if arg is not None else None, w)
+        except EvalError:
+            errors.add(d)
+    out: Delta = []
+    for g, old in touched.items():
+        d = g if d_is_g else key_of(g, kpos)
+        if d in errors:
+            continue
+        st = groups[g]
+        try:
+            new = outs[g] = node.result_row(g, st)
+        except EvalError:
+            errors.add(d)
+            continue
+        if st[0] == 0 and gcols:
+            node.drop_group(g)
+            node.forget_group(g)
+        if old != new:
+            if old is not None:
+                out.append((old, -1))
+            if new is not None:
+                out.append((new, 1))
+    return out, errors
+
+
+#: The pure-Python kernel (the parity tests compare the Cython twin with it).
+PURE = {"fold": fold}
+
+_fast = cython_ext.load("aggregate")
+if _fast is not None:
+    _fast.configure(EvalError)
+    fold = _fast.fold

@@ -1,7 +1,7 @@
 """The reader: a cache's parameter-keyed view, the leaf that clients read.
 
-State: key -> bag of rows (``exact_key(row) -> [row, multiplicity]``: rows that print
-differently stay apart) for present keys, plus the finished answer per
+State: key -> bag of rows (``records.bag_add``: rows that print differently stay apart) for
+present keys, plus the finished answer per
 key (output columns, ORDER BY, OFFSET/LIMIT applied) computed on first read after a change,
 so that a hit is a dictionary lookup.
 
@@ -21,7 +21,8 @@ from engine.dataflow.records import (
     Delta,
     Row,
     apply_bag,
-    exact_key,
+    bag_add,
+    bag_rows,
     has_unknown,
     key_of,
     row_size,
@@ -84,7 +85,7 @@ class ReaderNode(Node):
         return answer
 
     def _finish(self, bag: dict[Row, list[Any]]) -> Answer:
-        rows = [r for r, n in bag.values() for _ in range(n)]
+        rows = bag_rows(bag)
         if self.sort is not None:
             rows.sort(key=self.sort)
         if self.lo or self.hi is not None:
@@ -99,11 +100,7 @@ class ReaderNode(Node):
             return None
         bag: dict[Row, list[Any]] = {}
         for row in rows:
-            entry = bag.get(x := exact_key(row))
-            if entry is None:
-                bag[x] = [row, 1]
-            else:
-                entry[1] += 1
+            bag_add(bag, row, 1)
         self.state[key] = bag
         size = sum(row_size(r) for r in rows) + 64
         self.sizes[key] = size

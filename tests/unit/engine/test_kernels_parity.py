@@ -153,3 +153,43 @@ def _value(acc: Any) -> object:
         return acc.value()
     except Exception as exc:  # the same error on both sides (e.g. avg of nothing overflow)
         return type(exc).__name__
+
+
+#: Values that are equal but print differently, NaNs (not equal to themselves) and plain ones.
+TRICKY = st.sampled_from((Decimal("1.0"), Decimal("1.00"), Decimal(1), Decimal("-0"),
+                          Decimal(0), Decimal("NaN"), float("nan"), 0.0, -0.0, 1.0, 1, "a"))
+TRICKY_ROWS = st.tuples(st.integers(0, 2), TRICKY)
+
+
+def _exact_multiset(delta: list[tuple[tuple[object, ...], int]]) -> dict[object, int]:
+    out: dict[object, int] = {}
+    for row, w in delta:
+        k = _pure("exact_key")(row)
+        out[k] = out.get(k, 0) + w
+    return {k: n for k, n in out.items() if n}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(TRICKY_ROWS, st.integers(-2, 2)), max_size=20))
+def test_row_keyed_consolidate_and_bags_equal_exact_keying(
+        delta: list[tuple[tuple[object, ...], int]]) -> None:
+    """Keying by the row with print-variant pairs gives what keying by ``exact_key`` gives."""
+    assert fast is not None
+    want = _exact_multiset(delta)
+    impls: tuple[dict[str, Any], ...] = (fast.__dict__, PURE)
+    for impl in impls:
+        got = impl["consolidate"](delta)
+        assert [(repr(r), w) for r, w in got] == [
+            (repr(r), w) for r, w in _pure("_consolidate_exact")(delta)]
+        bag: dict[tuple[object, ...], list[object]] = {}
+        for row, w in delta:
+            if w:
+                impl["bag_add"](bag, row, w)
+        assert all(n != 0 for entry in bag.values() for n in entry[1::2])
+        assert _exact_multiset([(r, 1) for r in impl["bag_rows"](bag)]) == {
+            k: n for k, n in want.items() if n > 0}
+        for a, _ in delta:
+            for b, _ in delta:
+                same = _pure("exact_key")(a) == _pure("exact_key")(b)
+                assert impl["row_key"](a) != impl["row_key"](b) or (
+                    impl["same_print"](a, b) == same)

@@ -1,0 +1,87 @@
+# cython: language_level=3
+"""Twin of ``engine.dataflow.ops.aggregate.fold``: the aggregate's per-row loop (same contract,
+parity-tested). Reads the node's state attributes (groups, present, outs, full, d_is_g,
+group, key_pos, args, arg_cols) and calls its ``new_group``, ``drop_group`` and
+``forget_group`` hooks; an argument that is a plain column is read directly (``arg_cols``).
+
+Imports nothing from the project: ``configure`` receives the evaluation error class.
+"""
+
+cdef object EvalError = None
+cdef object _MISSING = object()
+
+
+def configure(eval_error):
+    global EvalError
+    EvalError = eval_error
+
+
+cdef inline tuple _key(tuple row, tuple cols):
+    cdef Py_ssize_t n = len(cols), i
+    if n == 1:
+        return (row[<Py_ssize_t>cols[0]],)
+    cdef list out = [None] * n
+    for i in range(n):
+        out[i] = row[<Py_ssize_t>cols[i]]
+    return tuple(out)
+
+
+cdef object _result(tuple g, object st, bint grouped):
+    if st is None or (grouped and (<list>st)[0] == 0):
+        return None
+    return g + tuple([acc.value() for acc in <list>(<list>st)[1]])
+
+
+def fold(object node, list delta):
+    cdef dict touched = {}, groups = node.groups, outs = node.outs
+    cdef set errors = set(), present = node.present
+    cdef bint full = node.full, d_is_g = node.d_is_g
+    cdef tuple gcols = node.group, kpos = node.key_pos, arg_cols = node.arg_cols
+    cdef bint grouped = len(gcols) > 0
+    cdef list args = node.args, accs, out = []
+    cdef Py_ssize_t nacc = len(args), i, c
+    cdef object row, w, g, d, st, old, new, v, fn
+    for row, w in delta:
+        g = _key(<tuple>row, gcols)
+        d = g if d_is_g else _key(<tuple>g, kpos)
+        if not (full or d in present) or d in errors:
+            continue
+        st = groups.get(g)
+        try:
+            if g not in touched:
+                old = outs.pop(g, _MISSING)
+                touched[g] = _result(<tuple>g, st, grouped) if old is _MISSING else old
+            if st is None:
+                st = node.new_group(g)
+            (<list>st)[0] = (<list>st)[0] + w
+            accs = (<list>st)[1]
+            for i in range(nacc):
+                c = <Py_ssize_t>arg_cols[i]
+                if c >= 0:
+                    v = (<tuple>row)[c]
+                else:
+                    fn = args[i]
+                    v = fn(row) if fn is not None else None
+                accs[i].add(v, w)
+        except EvalError:
+            errors.add(d)
+    for g, old in touched.items():
+        d = g if d_is_g else _key(<tuple>g, kpos)
+        if d in errors:
+            continue
+        st = groups[g]
+        try:
+            new = _result(<tuple>g, st, grouped)
+        except EvalError:
+            errors.add(d)
+            continue
+        outs[g] = new
+        if grouped and (<list>st)[0] == 0:
+            node.drop_group(g)
+            node.forget_group(g)
+        if old != new:
+            if old is not None:
+                out.append((old, -1))
+            if new is not None:
+                out.append((new, 1))
+    return out, errors
