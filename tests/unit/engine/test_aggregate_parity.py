@@ -60,7 +60,7 @@ def test_fold_parity(batches: list[list[tuple[tuple[object, ...], int]]],
     assert fast is not None
     fast.configure(pgmath.EvalError)
     group, key_pos = grouping
-    keys = {(k,) for k in present} if key_pos else {()}
+    keys: set[tuple[object, ...]] = {(k,) for k in present} if key_pos else {()}
     nodes = [_node(group, key_pos, keys) for _ in range(2)]
     for delta in batches:
         results = []
