@@ -2,8 +2,9 @@
 through weir, in one invocation, same duration and client count.
 
 Writes ``docs/benchmarks/passthrough.md`` (the table, the ratios weir/direct and
-weir/PgBouncer, and the command) and prints the same table. Starts a throw-away PostgreSQL
-unless ``WEIR_BENCH_DSN`` names one (superuser URL).
+weir/PgBouncer, the CPU time the proxy process spent per transaction — user and system, from
+``/proc/PID/stat`` around each run — and the command) and prints the same table. Starts a
+throw-away PostgreSQL unless ``WEIR_BENCH_DSN`` names one (superuser URL).
 
     .venv/bin/python bench/passthrough.py [--seconds 10] [--clients 8] [--scale 10]
 """
@@ -37,6 +38,16 @@ class Result:
     mode: str
     tps: float
     latency_ms: float
+    user_us: float | None = None  # proxy process CPU per transaction (None: direct)
+    sys_us: float | None = None
+
+
+def cpu_ticks(pid: int | None) -> tuple[int, int]:
+    """(user, system) clock ticks used so far by process ``pid`` ((0, 0) for None)."""
+    if pid is None:
+        return 0, 0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]), int(fields[12])
 
 
 def pgbench(bindir: Path, dsn: str, args: list[str]) -> str:
@@ -47,17 +58,18 @@ def pgbench(bindir: Path, dsn: str, args: list[str]) -> str:
     return proc.stdout
 
 
-def parse(out: str) -> tuple[float, float]:
+def parse(out: str) -> tuple[float, float, int]:
     tps = re.search(r"tps = ([\d.]+)", out)
     lat = re.search(r"latency average = ([\d.]+) ms", out)
-    if not tps or not lat:
+    count = re.search(r"actually processed: (\d+)", out)
+    if not tps or not lat or not count:
         raise RuntimeError(f"unexpected pgbench output:\n{out}")
-    return float(tps.group(1)), float(lat.group(1))
+    return float(tps.group(1)), float(lat.group(1)), int(count.group(1))
 
 
 @contextmanager
-def pgbouncer(host: str, port: int, clients: int) -> Iterator[int]:
-    """PgBouncer in session mode in front of host:port; yields its port."""
+def pgbouncer(host: str, port: int, clients: int) -> Iterator[tuple[int, int]]:
+    """PgBouncer in session mode in front of host:port; yields its port and process id."""
     exe = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
     workdir = Path(tempfile.mkdtemp(prefix="weir-bouncer-"))
     listen = localpg.free_port()
@@ -85,7 +97,7 @@ def pgbouncer(host: str, port: int, clients: int) -> Iterator[int]:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait_port(listen)
-        yield listen
+        yield listen, int((workdir / "pgbouncer.pid").read_text())
     finally:
         proc.terminate()
         proc.wait(10)
@@ -93,7 +105,7 @@ def pgbouncer(host: str, port: int, clients: int) -> Iterator[int]:
 
 
 @contextmanager
-def weir(upstream: str) -> Iterator[int]:
+def weir(upstream: str) -> Iterator[tuple[int, int]]:
     port = localpg.free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream,
@@ -101,7 +113,7 @@ def weir(upstream: str) -> Iterator[int]:
         cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
         _wait_port(port)
-        yield port
+        yield port, proc.pid
     finally:
         proc.terminate()
         proc.wait(10)
@@ -132,30 +144,43 @@ def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int) -
         host, port = parts.hostname or "127.0.0.1", parts.port or 5432
         pgbench(bindir, upstream, ["-i", "-q", "-s", str(scale)])
         results: list[Result] = []
-        with pgbouncer(host, port, clients) as bport, weir(upstream) as wport:
-            targets = {
-                "direct": upstream,
-                "pgbouncer": f"postgresql://postgres@127.0.0.1:{bport}/postgres",
-                "weir": f"postgresql://postgres@127.0.0.1:{wport}/postgres",
+        with pgbouncer(host, port, clients) as (bport, bpid), weir(upstream) as (wport, wpid):
+            targets: dict[str, tuple[str, int | None]] = {
+                "direct": (upstream, None),
+                "pgbouncer": (f"postgresql://postgres@127.0.0.1:{bport}/postgres", bpid),
+                "weir": (f"postgresql://postgres@127.0.0.1:{wport}/postgres", wpid),
             }
             for mode in modes:
-                samples: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
+                samples: dict[str, list[tuple[float, ...]]] = {name: [] for name in targets}
                 for r in range(rounds):  # alternate the order so drift hits every target alike
                     order = list(targets) if r % 2 == 0 else list(reversed(targets))
                     for name in order:
-                        args = ["-S", "-M", mode, "-c", str(clients), "-j", "2", "-T",
-                                str(seconds), "-n"]
-                        tps, lat = parse(pgbench(bindir, targets[name], args))
-                        samples[name].append((tps, lat))
-                        print(f"{mode:9} {name:10} tps={tps:10.1f} latency={lat:.3f} ms",
-                              flush=True)
+                        samples[name].append(_run_one(bindir, *targets[name], mode, clients,
+                                                      seconds))
+                        tps, lat, user, system = samples[name][-1]
+                        print(f"{mode:9} {name:10} tps={tps:10.1f} latency={lat:.3f} ms "
+                              f"proxy cpu/tx user={user:.1f} us sys={system:.1f} us", flush=True)
                 for name, values in samples.items():
-                    results.append(Result(name, mode, sum(v[0] for v in values) / len(values),
-                                          sum(v[1] for v in values) / len(values)))
+                    mean = [sum(v[i] for v in values) / len(values) for i in range(4)]
+                    proxy = targets[name][1] is not None
+                    results.append(Result(name, mode, mean[0], mean[1],
+                                          mean[2] if proxy else None, mean[3] if proxy else None))
         return results
     finally:
         if cluster is not None:
             cluster.stop()
+
+
+def _run_one(bindir: Path, dsn: str, pid: int | None, mode: str, clients: int,
+             seconds: int) -> tuple[float, float, float, float]:
+    """One pgbench run: TPS, latency (ms), and the proxy's user and system CPU per
+    transaction (us)."""
+    args = ["-S", "-M", mode, "-c", str(clients), "-j", "2", "-T", str(seconds), "-n"]
+    before = cpu_ticks(pid)
+    tps, lat, count = parse(pgbench(bindir, dsn, args))
+    after = cpu_ticks(pid)
+    per_tx = 1e6 / os.sysconf("SC_CLK_TCK") / max(count, 1)
+    return tps, lat, (after[0] - before[0]) * per_tx, (after[1] - before[1]) * per_tx
 
 
 def report(results: list[Result], seconds: int, clients: int, scale: int, command: str) -> str:
@@ -170,8 +195,12 @@ def report(results: list[Result], seconds: int, clients: int, scale: int, comman
         "",
         f"Command: `{command}`",
         "",
-        "| mode | target | TPS | avg latency (ms) | weir / direct | weir / PgBouncer |",
-        "|---|---|---:|---:|---:|---:|",
+        "Proxy CPU: user and system CPU time of the proxy process per transaction "
+        "(microseconds; pgbench's connection setup included).",
+        "",
+        "| mode | target | TPS | avg latency (ms) | proxy CPU user/sys (us/tx) | weir / direct "
+        "| weir / PgBouncer |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     by = {(r.mode, r.target): r for r in results}
     for r in results:
@@ -179,8 +208,9 @@ def report(results: list[Result], seconds: int, clients: int, scale: int, comman
         if r.target == "weir":
             ratio_d = f"{r.tps / by[(r.mode, 'direct')].tps:.2f}"
             ratio_b = f"{r.tps / by[(r.mode, 'pgbouncer')].tps:.2f}"
-        lines.append(f"| {r.mode} | {r.target} | {r.tps:.0f} | {r.latency_ms:.3f} | {ratio_d} | "
-                     f"{ratio_b} |")
+        cpu = "" if r.user_us is None else f"{r.user_us:.1f} / {r.sys_us:.1f}"
+        lines.append(f"| {r.mode} | {r.target} | {r.tps:.0f} | {r.latency_ms:.3f} | {cpu} | "
+                     f"{ratio_d} | {ratio_b} |")
     return "\n".join(lines) + "\n"
 
 

@@ -24,10 +24,11 @@ import enum
 import logging
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from proxy.admin import _FIRST_WORDS as _ADMIN_WORDS
 from proxy.extended import Extended
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
-from proxy.session import SessionState, has_effect
+from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
@@ -62,6 +63,10 @@ _T_PARSE = ord("P")
 _CONTENT_FREE = {ord("E"): "execute", _T_SYNC: "sync", ord("H"): "", ord("D"): "describe"}
 #: bound of each per-session memo of forwarded messages (cleared when full)
 _MEMO_ENTRIES = 256
+#: first words after which a simple query may matter to weir beyond its routing: admin
+#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state)
+_WATCHED_WORDS = (*(w.encode() for w in _ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
+                  b"DEALLOCATE")
 _T_COMMAND_COMPLETE = ord("C")
 #: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
 _READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
@@ -159,13 +164,14 @@ class Session:
         self._local_busy = False
         self._route = Route("upstream", "")
         self.extended = Extended(self)
-        #: forwarded messages seen before (see ``_forward_seen``): Query payload -> what
-        #: ``ctx.last`` becomes; Parse payload -> the decoded Parse; Bind names -> a Bind
+        #: forwarded messages seen before (see ``_forward_seen``): what ``ctx.last`` becomes
+        #: for a plain Query (one whose route depends on nothing but its first word and the
+        #: cached tables' names); Parse payload -> the decoded Parse; Bind names -> a Bind
         #: holding just them; valid while ``_memo_token`` is the service's routing state
-        self._queries: dict[bytes, tuple[str, str]] = {}
+        self._plain_last: tuple[str, str] | None = None
         self._parses: dict[bytes, fe.Parse] = {}
         self._binds: dict[bytes, fe.Bind] = {}
-        self._memo_token: tuple[object, object] | None = None
+        self._memo_token: tuple[object, object] = (None, None)
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
 
@@ -174,7 +180,9 @@ class Session:
     def client_data(self, data: bytes) -> None:
         try:
             if self.phase is Phase.READY:
-                self._forward_from_client(data)
+                raw, index = self._cframer.take(data)
+                if raw:
+                    self._forward_from_client(raw, index)
                 return
             self._cframer.feed(data)
             if self.phase is Phase.STARTUP:
@@ -276,10 +284,7 @@ class Session:
             if any(t == _T_TERMINATE for t, _, _ in index):
                 self._terminated = True
 
-    def _forward_from_client(self, data: bytes) -> None:
-        raw, index = self._cframer.take(data)
-        if not raw:
-            return
+    def _forward_from_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         if self._local_busy:
             self._held.extend(raw[start - 5 : end] for _, start, end in index)
             return
@@ -292,9 +297,11 @@ class Session:
         if self.ctx is not None and try_answer(self, raw, index):  # hit path: memoized
             return
         state = self.state
-        local = self.server.service.enabled and self.ctx is not None
-        if local:
-            self._check_memos()
+        service = self.server.service
+        local = service.enabled and self.ctx is not None
+        if local and (service.registry is not self._memo_token[0]
+                      or service._names is not self._memo_token[1]):
+            self._forget_memos()
         # nothing held locally: stays so in this loop (only a local answer, which ends the
         # loop, starts holding something)
         quiet = ext.quiet
@@ -312,7 +319,13 @@ class Session:
                     elif kind:  # a Flush leaves the batch as it is
                         ext.batch_upstream = True
                     continue
-                if self._forward_seen(mtype, raw, start, end, local):
+                if mtype == _T_BIND:  # seen before: only its names matter
+                    bind = self._binds.get(_bind_names(raw, start, end))
+                    if bind is not None:
+                        state.frontend(bind)
+                        ext.observe_forwarded(bind)
+                        continue
+                elif local and self._forward_seen(mtype, raw, start, end):
                     continue
             msg = fe.decode_frontend(mtype, raw[start:end])
             if local and self._needs_local(mtype, msg):
@@ -334,32 +347,20 @@ class Session:
 
     # -- forwarding what was seen before ----------------------------------------------------
 
-    def _check_memos(self) -> None:
-        """Forget the memos when the service's routing state changed (a cache was created or
-        dropped): they hold only verdicts that depend on the message and that state alone."""
+    def _forget_memos(self) -> None:
+        """The service's routing state changed (a cache was created or dropped): the memos
+        hold verdicts that depend on the message and that state alone."""
         service = self.server.service
-        token = (service.registry, service._names)
-        if token != self._memo_token:
-            self._memo_token = token
-            self._queries.clear()
-            self._parses.clear()
+        self._memo_token = (service.registry, service._names)
+        self._plain_last = None
+        self._parses.clear()
 
-    def _forward_seen(self, mtype: int, raw: bytes, start: int, end: int, local: bool) -> bool:
-        """Observe a Query, Parse or Bind seen before (nothing held locally) without decoding
-        or routing it again; False when it was not seen before (or is another type)."""
-        if mtype == _T_BIND:
-            names = _bind_names(raw, start, end)
-            bind = self._binds.get(names) if names else None
-            if bind is None:
-                return False
-            self.state.frontend(bind)
-            self.extended.observe_forwarded(bind)
-            return True
-        if not local:
-            return False
+    def _forward_seen(self, mtype: int, raw: bytes, start: int, end: int) -> bool:
+        """Observe a plain Query or a Parse seen before (nothing held locally, weir's own
+        answers enabled) without decoding or routing it again; False otherwise."""
         if mtype == _T_QUERY:
-            last = self._queries.get(raw[start:end])
-            if last is None:
+            last = self._plain_last
+            if last is None or not self._plain_query(raw, start, end):
                 return False
             assert self.ctx is not None
             self.ctx.last = last
@@ -374,23 +375,37 @@ class Session:
             return True
         return False
 
+    def _plain_query(self, raw: bytes, start: int, end: int) -> bool:
+        """Whether a Query is plain: well-formed, its first word (ASCII) none of
+        ``_WATCHED_WORDS``, and no registry router looks at it. Its route is then what
+        ``CacheService.route`` gives any such text: upstream, for the same reason."""
+        if raw.find(b"\0", start, end) != end - 1:
+            return False
+        text = raw[start : end - 1]
+        head = text.lstrip()[:10]
+        if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(_WATCHED_WORDS):
+            return False
+        service = self.server.service
+        if service.registry is None:
+            return text.isascii() or _utf8(text) is not None
+        if service.settings.caching == "auto":
+            return False
+        decoded = _utf8(text)
+        return decoded is not None and not service._mentions_cached_table(decoded)
+
     def _remember(self, payload: bytes, msg: fe.Query | fe.Parse) -> None:
-        """Memoize a Query or Parse just forwarded whose forwarding depends on its bytes
-        alone: routed upstream with nothing to count or follow (no SET, DEALLOCATE, ...)."""
+        """Learn from a Query or Parse just forwarded (see ``_forward_seen``)."""
         service = self.server.service
         if isinstance(msg, fe.Parse):
             # the registry, when running, may route the statement (Extended._holdable)
             if service.registry is None and not self.extended.held:
                 _put(self._parses, payload, msg)
             return
-        # the route depends on the text alone unless the registry's router looked at it
-        routed = service.registry is not None and (
-            service.settings.caching == "auto" or service._mentions_cached_table(msg.query))
         route = self._route
-        if not routed and route.destination == "upstream" and route.classified is None \
-                and not has_effect(msg.query) and not _follows_settings(msg.query):
+        if self._plain_last is None and route.destination == "upstream" \
+                and route.classified is None and self._plain_query(payload, 0, len(payload)):
             assert self.ctx is not None
-            _put(self._queries, payload, self.ctx.last)
+            self._plain_last = self.ctx.last
 
     def _remember_bind(self, raw: bytes, start: int, end: int, msg: fe.Bind) -> None:
         names = _bind_names(raw, start, end)
@@ -450,7 +465,7 @@ class Session:
         if mtype == _T_QUERY:
             assert isinstance(msg, fe.Query) and self.ctx is not None
             self._route = self.server.service.route(msg.query, self.state, self.ctx)
-            return self._route.destination != "upstream"
+            return self._route.destination != "upstream" or self.extended.releases(msg.query)
         return self.extended.involves(msg)
 
     def _upstream_write(self, data: bytes) -> None:
@@ -476,6 +491,7 @@ class Session:
         self.ctx.last = ("upstream", route.reason)
         self.server.service.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx)
+        self.extended.release(msg.query)  # before the query itself is written
 
     async def _pump(self) -> None:
         """Process held client messages in order, answering weir's own ones."""
@@ -681,10 +697,11 @@ def _bind_names(raw: bytes, start: int, end: int) -> bytes:
     return raw[start : statement_end + 1] if statement_end >= 0 else b""
 
 
-def _follows_settings(query: str) -> bool:
-    """Whether ``proxy.router.observe_set`` looks at ``query`` (SET or RESET)."""
-    head = query.lstrip()[:5].upper()
-    return head.startswith(("SET", "RESET"))
+def _utf8(text: bytes) -> str | None:
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _put(memo: dict[bytes, _V], key: bytes, value: _V) -> None:

@@ -146,22 +146,22 @@ class Framer:
     def take(self, data: bytes) -> tuple[bytes, list[tuple[int, int, int]]]:
         """``feed(data)`` then :meth:`drain`, without copying when ``data`` holds whole
         messages and nothing was waiting (the usual case: then ``raw`` is ``data`` itself)."""
-        joined = self._join(data)
+        joined = data if self._pos == len(self._buf) == 0 else self._join(data)
         if not joined:
             return b"", []
         found, end = scan_messages(joined, 0, self._max)
-        return self._keep(joined, end), found
+        return (joined if end == len(joined) else self._keep(joined, end)), found
 
     def take_backend(
         self, data: bytes, quiet_tags: tuple[bytes, ...], bulk: bool
     ) -> tuple[bytes, bytes, list[tuple[int, int, int]]]:
         """:meth:`take` for the upstream side: ``(raw, statuses, marks)`` as described by
         :func:`scan_backend` (offsets relative to ``raw``)."""
-        joined = self._join(data)
+        joined = data if self._pos == len(self._buf) == 0 else self._join(data)
         if not joined:
             return b"", b"", []
         end, statuses, marks = scan_backend(joined, 0, self._max, quiet_tags, bulk)
-        return self._keep(joined, end), statuses, marks
+        return (joined if end == len(joined) else self._keep(joined, end)), statuses, marks
 
     def _join(self, data: bytes) -> bytes:
         """What is waiting followed by ``data``; empty while the first waiting message is

@@ -262,15 +262,25 @@ def test_relayed_session_matches_one_by_one_observation(
     assert fast.phase is slow.phase is Phase.READY
 
 
-def test_memos_are_forgotten_when_routing_changes() -> None:
+def test_plain_queries_are_recognised_and_forgotten_when_routing_changes() -> None:
     server = Server(Settings(upstream="postgresql://u@127.0.0.1:1/d"))
     session = _session(server, False)
-    query = fe.Query("SELECT 1").encode()
-    session.client_data(query)
-    assert len(session._queries) == 1
-    session.client_data(fe.Query("SET work_mem = 1").encode())
-    session.client_data(fe.Query("DEALLOCATE a").encode())
-    assert len(session._queries) == 1  # followed statements are never memoized
+    assert session.ctx is not None
+    for text in ("SET work_mem = 1", "DEALLOCATE a", "\u017fET x = 1"):
+        session.client_data(fe.Query(text).encode())
+        assert session._plain_last is None  # watched first words are never plain
+    session.client_data(fe.Query("SELECT 1").encode())
+    assert session._plain_last == session.ctx.last == ("upstream", "no cache for this query")
+    assert session._plain_query(*_payload(fe.Query(" select 2;").encode()))
+    for text in ("\x1cSET x = 1", " \tReset all", "discard all", "-- c\nSELECT 1", "",
+                 " show caches"):
+        assert not session._plain_query(*_payload(fe.Query(text).encode()))
+    assert not session._plain_query(*_payload(b"Q\0\0\0\x0bSELECT\0\0"))  # NUL inside
+    assert not session._plain_query(*_payload(b"Q\0\0\0\x0aSELE\xff\0"))  # not UTF-8
     session.server.service._names = ("t",)  # as when a cache over t is created
-    session.client_data(query)
-    assert len(session._queries) == 1 and session._memo_token == (None, ("t",))
+    session.client_data(fe.Query("SELECT 1").encode())
+    assert session._memo_token == (None, ("t",))
+
+
+def _payload(message: bytes) -> tuple[bytes, int, int]:
+    return message, 5, len(message)
