@@ -31,7 +31,7 @@ from proxy.admin import CreateCache, Show, parse_admin
 from proxy.hitpath import Hit, bind_rest
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.results import OutputSettings, encode_rows
-from proxy.router import Route
+from proxy.router import Route, deallocated
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
 
@@ -126,6 +126,24 @@ class Extended:
             return self.batch_local
         return False
 
+    def releases(self, query: str) -> bool:
+        """Whether a simple query deallocates a statement weir holds (see :meth:`release`)."""
+        if not self.held:
+            return False
+        name = deallocated(query)
+        return name is not None and (name == "*" or name in self.held)
+
+    def release(self, query: str) -> None:
+        """Before a DEALLOCATE/DISCARD ALL goes upstream: the held statements it names are
+        recreated upstream first (answers swallowed) and no longer held, so the upstream
+        deallocates them — or, should the command fail, keeps them — as PostgreSQL would."""
+        name = deallocated(query) if self.held else None
+        if name is None:
+            return
+        for held in [n for n in self.held if name in ("*", n)]:
+            self._materialize(held)
+            del self.held[held]
+
     @property
     def quiet(self) -> bool:
         """Nothing is held or answered locally: content-free messages need no look."""
@@ -135,6 +153,7 @@ class Extended:
         """A message went upstream on the synchronous path: keep the bookkeeping right."""
         if isinstance(msg, fe.Sync):
             self.batch_upstream = self.batch_local = False
+            self.portals.clear()  # local portals end with the implicit transaction
         elif isinstance(msg, fe.Parse | fe.Bind | fe.Describe | fe.Execute | fe.Close):
             self.batch_upstream = True
             if isinstance(msg, fe.Parse):
@@ -219,6 +238,7 @@ class Extended:
         self.session.forward(msg, raw)
         if isinstance(msg, fe.Sync):
             self.batch_upstream = self.batch_local = False
+            self.portals.clear()  # local portals end with the implicit transaction
         elif not isinstance(msg, fe.Flush):
             self.batch_upstream = True
 
@@ -538,7 +558,7 @@ class Extended:
             self.forward(msg, raw)
             return
         self.batch_local = self.batch_failed = False
-        self.portals.pop("", None)  # the implicit transaction ends: unnamed portal gone
+        self.portals.clear()  # the implicit transaction ends: its portals are gone
         self.out.append(be.ReadyForQuery(self.session.state.transaction_status).encode())
         self.flush()
 

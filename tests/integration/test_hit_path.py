@@ -217,3 +217,44 @@ def test_a_statement_used_in_a_transaction_stays_held(pg: Any, dbname: str) -> N
         s.close()
     finally:
         server.stop()
+
+
+def test_deallocate_and_discard_of_held_statements(pg: Any, dbname: str) -> None:
+    """DEALLOCATE and DISCARD ALL of statements only weir held behave as in PostgreSQL, and a
+    named local portal does not outlive its implicit transaction."""
+    from types import SimpleNamespace
+
+    from proxy.wire import backend as be
+    from proxy.wire import frontend as fe
+    from tests.integration.test_wire_client import connect
+
+    _setup(pg, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        s = connect(SimpleNamespace(host="127.0.0.1", port=server.port), "postgres", dbname)
+        s.send(fe.Query("CREATE CACHE name_by_id FROM SELECT name FROM things WHERE id = $1"))
+        s.until_ready()
+        parse = fe.Parse("s1", "SELECT name FROM things WHERE id = $1")
+        run = (fe.Bind("", "s1", (), (b"5",), ()), fe.Execute(), fe.Sync())
+
+        def errors(*msgs: Any) -> list[str]:
+            s.send(*msgs)
+            return [e.message for e in s.until_ready() if isinstance(e, be.ErrorResponse)]
+
+        assert errors(parse, fe.Sync()) == []
+        assert errors(fe.Query("DEALLOCATE s1")) == []
+        assert errors(parse, fe.Sync()) == []  # the name is free again
+        assert errors(*run) == []
+        assert errors(fe.Query("DEALLOCATE ALL")) == []
+        assert errors(*run) == ['prepared statement "s1" does not exist']
+        assert errors(parse, fe.Sync()) == []
+        assert errors(fe.Query("DISCARD ALL")) == []
+        assert errors(*run) == ['prepared statement "s1" does not exist']
+        assert errors(fe.Query('DEALLOCATE "nothing"')) == \
+            ['prepared statement "nothing" does not exist']
+
+        assert errors(parse, fe.Bind("p1", "s1", (), (b"5",), ()), fe.Sync()) == []
+        assert errors(fe.Execute("p1"), fe.Sync()) == ['portal "p1" does not exist']
+        s.close()
+    finally:
+        server.stop()
