@@ -179,10 +179,22 @@ class Extended:
 
     def _can_answer(self, held: HeldStatement | None = None) -> bool:
         """Whether weir may answer now: nothing of the batch upstream, nothing pending, and
-        (for cached reads, not admin commands) no transaction block."""
+        (for cached reads, not admin commands) no transaction block and no setting weir does
+        not follow (a statement prepared before ``SET search_path`` is re-analyzed by
+        PostgreSQL under the new path)."""
         state = self.session.state
-        admin = held is not None and held.route.destination == "admin"
-        return not self.batch_upstream and state.idle and (admin or not state.in_transaction)
+        if held is not None and held.route.destination == "admin":
+            return not self.batch_upstream and state.idle
+        ctx = self.session.ctx
+        return not self.batch_upstream and state.idle and not state.in_transaction \
+            and (ctx is None or ctx.tainted is None)
+
+    def _why_not(self) -> str:
+        """Why :meth:`_can_answer` said no (for EXPLAIN LAST STATEMENT)."""
+        ctx = self.session.ctx
+        if ctx is not None and ctx.tainted is not None:
+            return ctx.tainted
+        return "the session is in a transaction block or busy upstream"
 
     def _holdable(self, msg: fe.Parse) -> Route | None:
         session = self.session
@@ -300,8 +312,7 @@ class Extended:
                 return
         if held is not None:
             self._reasons[msg.statement] = (
-                "the session is in a transaction block or busy upstream"
-                if not self._can_answer()
+                self._why_not() if not self._can_answer()
                 else "a parameter is not usable as a cache key"
             )
         self._materialize(msg.statement)
@@ -406,9 +417,7 @@ class Extended:
             self.forward(msg, raw)
             return True
         if not self._can_answer(local.statement):
-            self._note_upstream(
-                local.statement.parse.name, "the session is in a transaction block or busy upstream"
-            )
+            self._note_upstream(local.statement.parse.name, self._why_not())
             self._materialize_portal(msg.portal)
             self.forward(msg, raw)
             return True

@@ -198,7 +198,7 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
         describe = describe_
     elif len(index) != 1:
         return False
-    if not _may_serve(session) or ctx.tainted is not None:
+    if not _may_serve(session):
         return False
     sid = service.output_settings_id(session.state, ctx)[1]
     memo = service.hits.batches(ctx.database, ctx.search_path, sid)
@@ -240,7 +240,8 @@ def _may_serve(session: Session) -> bool:
     state = session.state
     ctx = session.ctx
     if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
-            or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied:
+            or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied \
+            or ctx.tainted is not None:
         return False
     service = session.server.service
     if ctx.wrote and service.settings.read_your_writes == "on":

@@ -258,3 +258,26 @@ def test_deallocate_and_discard_of_held_statements(pg: Any, dbname: str) -> None
         s.close()
     finally:
         server.stop()
+
+
+def test_search_path_change_after_prepare_reads_upstream(pg: Any, dbname: str) -> None:
+    """PostgreSQL analyzes a prepared statement again when search_path changes; weir, which
+    does not follow search_path, must then leave the statement to the upstream."""
+    _setup(pg, dbname)
+    pg.psql("CREATE SCHEMA other; CREATE TABLE other.things (id int PRIMARY KEY, grp int, "
+            "name text, score int); INSERT INTO other.things VALUES (5, 0, 'other', 0)", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    query = "SELECT name FROM things WHERE id = %s"
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=0) as conn:
+            conn.execute("CREATE CACHE name_by_id FROM SELECT name FROM things WHERE id = $1",
+                         prepare=False)
+            for _ in range(2):
+                assert conn.execute(query, (5,)).fetchone() == ("n9",)
+            assert _last(conn)[0] == "cache"
+            conn.execute("SET search_path = other, public", prepare=False)
+            assert conn.execute(query, (5,)).fetchone() == ("other",)
+            assert _last(conn)[0] == "upstream"
+    finally:
+        server.stop()
