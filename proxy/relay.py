@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from proxy.admin import _FIRST_WORDS as _ADMIN_WORDS
 from proxy.extended import Extended
+from proxy.forwarding import Memos, bind_names, plain_query
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.session import SessionState
@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from proxy.server import Server
 
 log = logging.getLogger("weir.relay")
-_V = TypeVar("_V")
 
 _T_AUTH = ord("R")
 _T_KEY = ord("K")
@@ -61,12 +60,6 @@ _T_PARSE = ord("P")
 #: frontend messages whose content neither the session state nor ``Extended`` needs while
 #: nothing is held locally: type -> pending kind
 _CONTENT_FREE = {ord("E"): "execute", _T_SYNC: "sync", ord("H"): "", ord("D"): "describe"}
-#: bound of each per-session memo of forwarded messages (cleared when full)
-_MEMO_ENTRIES = 256
-#: first words after which a simple query may matter to weir beyond its routing: admin
-#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state)
-_WATCHED_WORDS = (*(w.encode() for w in _ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
-                  b"DEALLOCATE")
 _T_COMMAND_COMPLETE = ord("C")
 #: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
 _READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
@@ -164,14 +157,8 @@ class Session:
         self._local_busy = False
         self._route = Route("upstream", "")
         self.extended = Extended(self)
-        #: forwarded messages seen before (see ``_forward_seen``): what ``ctx.last`` becomes
-        #: for a plain Query (one whose route depends on nothing but its first word and the
-        #: cached tables' names); Parse payload -> the decoded Parse; Bind names -> a Bind
-        #: holding just them; valid while ``_memo_token`` is the service's routing state
-        self._plain_last: tuple[str, str] | None = None
-        self._parses: dict[bytes, fe.Parse] = {}
-        self._binds: dict[bytes, fe.Bind] = {}
-        self._memo_token: tuple[object, object] = (None, None)
+        self.memos = Memos()  # forwarded messages seen before (see ``_forward_seen``)
+        self._caching = server.service.enabled  # weir answers some statements itself
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
 
@@ -181,8 +168,12 @@ class Session:
         try:
             if self.phase is Phase.READY:
                 raw, index = self._cframer.take(data)
-                if raw:
-                    self._forward_from_client(raw, index)
+                if not raw:
+                    return
+                if self._local_busy:
+                    self._held.extend(raw[start - 5 : end] for _, start, end in index)
+                else:
+                    self._process_client(raw, index)
                 return
             self._cframer.feed(data)
             if self.phase is Phase.STARTUP:
@@ -284,12 +275,6 @@ class Session:
             if any(t == _T_TERMINATE for t, _, _ in index):
                 self._terminated = True
 
-    def _forward_from_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
-        if self._local_busy:
-            self._held.extend(raw[start - 5 : end] for _, start, end in index)
-            return
-        self._process_client(raw, index)
-
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """Observe and forward client messages until one needs weir's own answer; from there
         on the asynchronous pump takes over (reading from the client pauses meanwhile)."""
@@ -298,10 +283,9 @@ class Session:
             return
         state = self.state
         service = self.server.service
-        local = service.enabled and self.ctx is not None
-        if local and (service.registry is not self._memo_token[0]
-                      or service._names is not self._memo_token[1]):
-            self._forget_memos()
+        local = self._caching and self.ctx is not None
+        if local:
+            self.memos.current(service)
         # nothing held locally: stays so in this loop (only a local answer, which ends the
         # loop, starts holding something)
         quiet = ext.quiet
@@ -320,12 +304,12 @@ class Session:
                         ext.batch_upstream = True
                     continue
                 if mtype == _T_BIND:  # seen before: only its names matter
-                    bind = self._binds.get(_bind_names(raw, start, end))
+                    bind = self.memos.binds.get(bind_names(raw, start, end))
                     if bind is not None:
                         state.frontend(bind)
                         ext.observe_forwarded(bind)
                         continue
-                elif local and self._forward_seen(mtype, raw, start, end):
+                elif self._forward_seen(mtype, raw, start, end, local):
                     continue
             msg = fe.decode_frontend(mtype, raw[start:end])
             if local and self._needs_local(mtype, msg):
@@ -335,10 +319,10 @@ class Session:
             if mtype == _T_QUERY and local:
                 self._upstream_query(self._route, msg)  # type: ignore[arg-type]
                 self._remember(raw[start:end], msg)  # type: ignore[arg-type]
-            elif mtype == _T_PARSE and local:
+            elif mtype == _T_PARSE:
                 self._remember(raw[start:end], msg)  # type: ignore[arg-type]
             elif mtype == _T_BIND:
-                self._remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
+                self.memos.remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
             state.frontend(msg)
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
@@ -347,27 +331,21 @@ class Session:
 
     # -- forwarding what was seen before ----------------------------------------------------
 
-    def _forget_memos(self) -> None:
-        """The service's routing state changed (a cache was created or dropped): the memos
-        hold verdicts that depend on the message and that state alone."""
-        service = self.server.service
-        self._memo_token = (service.registry, service._names)
-        self._plain_last = None
-        self._parses.clear()
-
-    def _forward_seen(self, mtype: int, raw: bytes, start: int, end: int) -> bool:
-        """Observe a plain Query or a Parse seen before (nothing held locally, weir's own
-        answers enabled) without decoding or routing it again; False otherwise."""
+    def _forward_seen(self, mtype: int, raw: bytes, start: int, end: int, local: bool) -> bool:
+        """Observe a plain Query or a Parse seen before (nothing held locally) without
+        decoding or routing it again; False otherwise."""
         if mtype == _T_QUERY:
-            last = self._plain_last
-            if last is None or not self._plain_query(raw, start, end):
+            if local:
+                last = self.memos.plain_last
+                if last is None or not plain_query(raw, start, end, self.server.service):
+                    return False
+                self.ctx.last = last  # type: ignore[union-attr]
+            elif not plain_query(raw, start, end, self.server.service):
                 return False
-            assert self.ctx is not None
-            self.ctx.last = last
             self.state.expect("query")
             return True
         if mtype == _T_PARSE:
-            parse = self._parses.get(raw[start:end])
+            parse = self.memos.parses.get(raw[start:end])
             if parse is None:
                 return False
             self.state.frontend(parse)
@@ -375,42 +353,19 @@ class Session:
             return True
         return False
 
-    def _plain_query(self, raw: bytes, start: int, end: int) -> bool:
-        """Whether a Query is plain: well-formed, its first word (ASCII) none of
-        ``_WATCHED_WORDS``, and no registry router looks at it. Its route is then what
-        ``CacheService.route`` gives any such text: upstream, for the same reason."""
-        if raw.find(b"\0", start, end) != end - 1:
-            return False
-        text = raw[start : end - 1]
-        head = text.lstrip()[:10]
-        if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(_WATCHED_WORDS):
-            return False
-        service = self.server.service
-        if service.registry is None:
-            return text.isascii() or _utf8(text) is not None
-        if service.settings.caching == "auto":
-            return False
-        decoded = _utf8(text)
-        return decoded is not None and not service._mentions_cached_table(decoded)
-
     def _remember(self, payload: bytes, msg: fe.Query | fe.Parse) -> None:
         """Learn from a Query or Parse just forwarded (see ``_forward_seen``)."""
         service = self.server.service
         if isinstance(msg, fe.Parse):
             # the registry, when running, may route the statement (Extended._holdable)
-            if service.registry is None and not self.extended.held:
-                _put(self._parses, payload, msg)
+            if service.registry is None or not self._caching:
+                self.memos.remember_parse(payload, msg)
             return
         route = self._route
-        if self._plain_last is None and route.destination == "upstream" \
-                and route.classified is None and self._plain_query(payload, 0, len(payload)):
+        if self.memos.plain_last is None and route.destination == "upstream" \
+                and route.classified is None and plain_query(payload, 0, len(payload), service):
             assert self.ctx is not None
-            self._plain_last = self.ctx.last
-
-    def _remember_bind(self, raw: bytes, start: int, end: int, msg: fe.Bind) -> None:
-        names = _bind_names(raw, start, end)
-        if names:
-            _put(self._binds, names, fe.Bind(msg.portal, msg.statement))
+            self.memos.plain_last = self.ctx.last
 
     def _answer_now(self, pending: list[bytes]) -> None:
         """Handle messages one by one without waiting; hand the rest to the asynchronous
@@ -564,8 +519,16 @@ class Session:
 
     def upstream_data(self, data: bytes) -> None:
         try:
-            if self.phase is Phase.READY:
-                self._relay_from_upstream(data)
+            if self.phase is Phase.READY:  # the hot path, inline: see _relay_from_upstream
+                state = self.state
+                raw, statuses, marks = self._uframer.take_backend(
+                    data, _READ_ONLY_TAGS, not state.swallowing)
+                if statuses:
+                    state.ready(statuses)
+                if marks:
+                    raw = self._observe_upstream(raw, marks)
+                if raw:
+                    self.client.write(raw)
                 return
             self._uframer.feed(data)
             if self.phase is Phase.AUTH:
@@ -687,27 +650,6 @@ class Session:
         if self.key is not None:
             self.server.release_key(self.key)
             self.key = None
-
-
-def _bind_names(raw: bytes, start: int, end: int) -> bytes:
-    """The portal and statement names at the start of a Bind payload (with their NULs), or
-    b"" when they are not both there."""
-    portal_end = raw.find(b"\0", start, end)
-    statement_end = raw.find(b"\0", portal_end + 1, end) if portal_end >= 0 else -1
-    return raw[start : statement_end + 1] if statement_end >= 0 else b""
-
-
-def _utf8(text: bytes) -> str | None:
-    try:
-        return text.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _put(memo: dict[bytes, _V], key: bytes, value: _V) -> None:
-    if len(memo) >= _MEMO_ENTRIES:
-        memo.clear()
-    memo[key] = value
 
 
 def _without(raw: bytes, spans: list[tuple[int, int]]) -> bytes:

@@ -73,7 +73,8 @@ class SessionState:
     portals: dict[str, str] = field(default_factory=dict)
     parameters_version: int = 0  # bumped whenever ``parameters`` changes
     _pending: deque[_Pending] = field(default_factory=deque)
-    _swallowing: int = 0  # outstanding requests whose answers are swallowed
+    #: outstanding requests whose answers must not reach the client (see :meth:`answer`)
+    swallowing: int = 0
     #: the last Parse and the last Bind observed, with their queue items (reused when the
     #: same message object comes again, as the relay's memos make it)
     _last_parse: tuple[object, _Pending] | None = None
@@ -88,11 +89,6 @@ class SessionState:
     def idle(self) -> bool:
         """No request is outstanding."""
         return not self._pending
-
-    @property
-    def swallowing(self) -> bool:
-        """Some outstanding request's answer must not reach the client (see :meth:`answer`)."""
-        return self._swallowing > 0
 
     # -- frontend ---------------------------------------------------------------------------
 
@@ -142,7 +138,7 @@ class SessionState:
         self.frontend(msg)
         item = self._pending.pop()
         self._pending.append(_Pending(item.kind, item.apply, swallow=True))
-        self._swallowing += 1
+        self.swallowing += 1
 
     # -- backend ----------------------------------------------------------------------------
 
@@ -186,7 +182,7 @@ class SessionState:
     def _pop(self) -> _Pending:
         item = self._pending.popleft()
         if item.swallow:
-            self._swallowing -= 1
+            self.swallowing -= 1
         return item
 
     def _complete(self, kind: str) -> bool:

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
+from proxy.forwarding import plain_query
 from proxy.relay import _READ_ONLY_TAGS, Phase, Session, _context
 from proxy.server import Server
 from proxy.session import SessionState
@@ -141,12 +142,11 @@ class _Transport:
         pass
 
 
-class _OneByOne(SessionState):
-    """The reference: backend messages are never summed up."""
-
-    @property
-    def swallowing(self) -> bool:
-        return True
+def _one_by_one() -> SessionState:
+    """The reference: backend messages are never summed up (as while weir swallows)."""
+    state = SessionState()
+    state.swallowing = 1 << 40
+    return state
 
 
 class _Reference(Session):
@@ -160,7 +160,7 @@ def _session(server: Server, reference: bool) -> Session:
     cls = _Reference if reference else Session
     session = cls(server, _Transport(), None)  # type: ignore[arg-type]
     if reference:
-        session.state = _OneByOne()
+        session.state = _one_by_one()
     session.upstream = _Transport()  # type: ignore[assignment]
     session.phase = Phase.READY
     session.ctx = _context({"user": "u", "database": "d"})
@@ -264,22 +264,25 @@ def test_relayed_session_matches_one_by_one_observation(
 
 def test_plain_queries_are_recognised_and_forgotten_when_routing_changes() -> None:
     server = Server(Settings(upstream="postgresql://u@127.0.0.1:1/d"))
+    service = server.service
     session = _session(server, False)
     assert session.ctx is not None
     for text in ("SET work_mem = 1", "DEALLOCATE a", "\u017fET x = 1"):
         session.client_data(fe.Query(text).encode())
-        assert session._plain_last is None  # watched first words are never plain
+        assert session.memos.plain_last is None  # watched first words are never plain
     session.client_data(fe.Query("SELECT 1").encode())
-    assert session._plain_last == session.ctx.last == ("upstream", "no cache for this query")
-    assert session._plain_query(*_payload(fe.Query(" select 2;").encode()))
+    assert session.memos.plain_last == session.ctx.last == ("upstream", "no cache for this query")
+    assert plain_query(*_payload(fe.Query(" select 2;").encode()), service)
     for text in ("\x1cSET x = 1", " \tReset all", "discard all", "-- c\nSELECT 1", "",
                  " show caches"):
-        assert not session._plain_query(*_payload(fe.Query(text).encode()))
-    assert not session._plain_query(*_payload(b"Q\0\0\0\x0bSELECT\0\0"))  # NUL inside
-    assert not session._plain_query(*_payload(b"Q\0\0\0\x0aSELE\xff\0"))  # not UTF-8
-    session.server.service._names = ("t",)  # as when a cache over t is created
-    session.client_data(fe.Query("SELECT 1").encode())
-    assert session._memo_token == (None, ("t",))
+        assert not plain_query(*_payload(fe.Query(text).encode()), service)
+    assert not plain_query(*_payload(b"Q\0\0\0\x0bSELECT\0\0"), service)  # NUL inside
+    assert not plain_query(*_payload(b"Q\0\0\0\x0aSELE\xff\0"), service)  # not UTF-8
+    session.client_data(fe.Parse("", "SELECT 1").encode())
+    assert len(session.memos.parses) == 1
+    service._names = ("t",)  # as when a cache over t is created: the memos are forgotten
+    session.client_data(fe.Query("SELECT 2").encode())
+    assert session.memos.parses == {} and session.memos.plain_last is not None
 
 
 def _payload(message: bytes) -> tuple[bytes, int, int]:

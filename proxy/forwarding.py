@@ -1,0 +1,103 @@
+"""What a session remembers about client messages it forwarded untouched, so that seeing the
+same kind of message again costs neither decoding nor routing (used by ``proxy.relay``).
+
+Owns: recognising a *plain* simple Query, and the per-session memos — the ``ctx.last`` a
+plain Query records, the decoded Parse messages and the Bind names seen before.
+
+Invariants:
+- a plain Query is well-formed (one NUL, at the end; UTF-8), its first word is ASCII and none
+  of ``WATCHED_WORDS``, and no registry router looks at it (no registry, or explicit caching
+  and no cached table named): ``CacheService.route`` then routes it upstream for the same
+  reason as any other plain Query, ``observe_set`` ignores it and it has no effect on the
+  session's statements; so the relay learns that reason once and only records it after;
+- the memos hold only what depends on the message bytes and on the service's routing state
+  (its registry and cached table names); :meth:`Memos.current` forgets them when that state
+  changes;
+- each memo is bounded (``MEMO_ENTRIES``; cleared when full).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from proxy.admin import _FIRST_WORDS as _ADMIN_WORDS
+from proxy.wire import frontend as fe
+
+if TYPE_CHECKING:
+    from proxy.service import CacheService
+
+_V = TypeVar("_V")
+
+#: bound of each memo
+MEMO_ENTRIES = 256
+#: first words after which a simple query may matter to weir beyond its routing: admin
+#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state)
+WATCHED_WORDS = (*(w.encode() for w in _ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
+                 b"DEALLOCATE")
+
+
+def plain_query(raw: bytes, start: int, end: int, service: CacheService) -> bool:
+    """Whether the Query payload ``raw[start:end]`` is plain (see the module docstring)."""
+    if raw.find(b"\0", start, end) != end - 1:
+        return False
+    text = raw[start : end - 1]
+    head = text.lstrip()[:10]
+    if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(WATCHED_WORDS):
+        return False
+    if service.registry is None:
+        return text.isascii() or _utf8(text) is not None
+    if service.settings.caching == "auto":
+        return False
+    decoded = _utf8(text)
+    return decoded is not None and not service._mentions_cached_table(decoded)
+
+
+def bind_names(raw: bytes, start: int, end: int) -> bytes:
+    """The portal and statement names at the start of the Bind payload ``raw[start:end]``
+    (with their NULs), or b"" when they are not both there."""
+    portal_end = raw.find(b"\0", start, end)
+    statement_end = raw.find(b"\0", portal_end + 1, end) if portal_end >= 0 else -1
+    return raw[start : statement_end + 1] if statement_end >= 0 else b""
+
+
+class Memos:
+    """One session's memos (see the module docstring)."""
+
+    __slots__ = ("_names", "_registry", "binds", "parses", "plain_last")
+
+    def __init__(self) -> None:
+        #: what ``ctx.last`` becomes for a plain Query, once learnt
+        self.plain_last: tuple[str, str] | None = None
+        self.parses: dict[bytes, fe.Parse] = {}  # Parse payload -> the decoded Parse
+        self.binds: dict[bytes, fe.Bind] = {}  # Bind names -> a Bind holding just them
+        self._registry: object = None
+        self._names: object = None
+
+    def current(self, service: CacheService) -> None:
+        """Forget what depends on the routing state if it changed (a cache was created or
+        dropped) since the last call."""
+        if service.registry is not self._registry or service._names is not self._names:
+            self._registry, self._names = service.registry, service._names
+            self.plain_last = None
+            self.parses.clear()
+
+    def remember_parse(self, payload: bytes, msg: fe.Parse) -> None:
+        _put(self.parses, payload, msg)
+
+    def remember_bind(self, raw: bytes, start: int, end: int, msg: fe.Bind) -> None:
+        names = bind_names(raw, start, end)
+        if names:
+            _put(self.binds, names, fe.Bind(msg.portal, msg.statement))
+
+
+def _utf8(text: bytes) -> str | None:
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _put(memo: dict[bytes, _V], key: bytes, value: _V) -> None:
+    if len(memo) >= MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = value
