@@ -1,11 +1,10 @@
 """One client session relayed to its own upstream connection (asyncio protocols).
 
-Owns: the life of a session — startup (SSLRequest/GSSENCRequest answered, CancelRequest
-forwarded, StartupMessage passed on with the client's own parameters), the relayed
-authentication (the upstream decides; SASL mechanisms ending in ``-PLUS`` are withheld
-because channel binding cannot cross a proxy; the upstream's BackendKeyData is replaced by
-weir's own), then the relay of every message in both directions, byte for byte, while the
-session state (``proxy.session``) observes them.
+Owns: the life of a session — startup and the relayed authentication (``proxy.handshake``,
+the base class), then the relay of every message in both directions, byte for byte, while
+the session state (``proxy.session``) observes them, weir answering the statements it
+serves itself (``proxy.hitpath``, ``proxy.extended``, the cache service) and the end of the
+session.
 
 Invariants:
 - bytes are forwarded in the order received, whole messages at a time, with one write per
@@ -20,19 +19,17 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 from typing import TYPE_CHECKING, Any, cast
 
 from proxy.extended import Extended
 from proxy.forwarding import Memos, bind_names, plain_query
+from proxy.handshake import Handshake, Phase, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.session import SessionState
-from proxy.upstream import UpstreamUnavailable, open_stream
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
-from proxy.wire.authmsg import AuthenticationSASL, decode_authentication
 from proxy.wire.errors import error_response, violation_response
 from proxy.wire.framing import (
     UPSTREAM_MAX_MESSAGE_LENGTH,
@@ -45,9 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("weir.relay")
 
-_T_AUTH = ord("R")
-_T_KEY = ord("K")
-_T_READY = ord("Z")
 _T_ERROR = ord("E")
 _T_COPY_DATA = ord("d")
 _T_TERMINATE = ord("X")
@@ -71,12 +65,7 @@ _DECODED_BACKEND = frozenset(map(ord, "ZSE"))
 _OBSERVED_BACKEND = frozenset(map(ord, "ZSE123nTCIs"))
 
 
-class Phase(enum.Enum):
-    STARTUP = "startup"  # waiting for the client's first message
-    CONNECTING = "connecting"  # opening the upstream connection
-    AUTH = "auth"  # relaying the authentication exchange
-    READY = "ready"  # relaying queries
-    CLOSED = "closed"
+__all__ = ["ClientEndpoint", "Phase", "Session", "UpstreamEndpoint", "context"]
 
 
 class ClientEndpoint(asyncio.Protocol):
@@ -132,7 +121,7 @@ class UpstreamEndpoint(asyncio.Protocol):
         self.session.client.resume_reading()
 
 
-class Session:
+class Session(Handshake):
     """A relayed client session (see the module docstring)."""
 
     def __init__(
@@ -183,97 +172,6 @@ class Session:
         except ProtocolViolation as exc:
             log.warning("protocol violation from client: %s", exc.message)
             self._fatal(violation_response(exc).encode())
-
-    def _startup_messages(self) -> None:
-        while self.phase is Phase.STARTUP:
-            payload = self._cframer.next_startup()
-            if payload is None:
-                return
-            msg = fe.decode_startup(payload)
-            if isinstance(msg, fe.SSLRequest):
-                self._answer_ssl_request()
-            elif isinstance(msg, fe.GSSENCRequest):
-                self.client.write(b"N")
-                self._cframer.expect_startup()
-            elif isinstance(msg, fe.CancelRequest):
-                self.server.cancel(msg.process_id, msg.secret_key)
-                self._close()
-            else:
-                self._begin(msg)
-
-    def _answer_ssl_request(self) -> None:
-        if self._cframer.buffered:
-            raise ProtocolViolation("unencrypted data after SSL request")
-        self._cframer.expect_startup()
-        if self.server.tls is None:
-            self.client.write(b"N")
-            return
-        self.client.write(b"S")
-        self.phase = Phase.CONNECTING  # nothing may be processed until the handshake is done
-        self.server.spawn(self._start_tls())
-
-    async def _start_tls(self) -> None:
-        assert self.server.tls is not None
-        loop = asyncio.get_running_loop()
-        try:
-            transport = await loop.start_tls(
-                self.client, self.endpoint, self.server.tls, server_side=True
-            )
-        except (OSError, ConnectionError) as exc:
-            log.info("client TLS handshake failed: %s", exc)
-            self._close()
-            return
-        if transport is None or self.phase is Phase.CLOSED:
-            return
-        self.client = transport
-        self.phase = Phase.STARTUP
-        self._startup_messages()
-
-    def _begin(self, msg: fe.StartupMessage) -> None:
-        if msg.protocol_version >> 16 != 3:
-            raise ProtocolViolation(
-                f"unsupported frontend protocol {msg.protocol_version >> 16}."
-                f"{msg.protocol_version & 0xFFFF}: server supports 3.0 to 3.0",
-                "0A000",
-            )
-        if "user" not in msg.parameters:
-            raise ProtocolViolation("no PostgreSQL user name specified in startup packet", "28000")
-        self.startup = msg
-        self.ctx = _context(msg.parameters)
-        self.ctx.parameters = self.state.parameters
-        self.phase = Phase.CONNECTING
-        self.client.pause_reading()
-        self.server.spawn(self._connect(msg))
-
-    async def _connect(self, msg: fe.StartupMessage) -> None:
-        try:
-            reader, writer = await open_stream(
-                self.server.upstream, self.server.settings.connect_timeout
-            )
-        except UpstreamUnavailable as exc:
-            log.warning("%s", exc)
-            self._fatal(error_response("08006", str(exc), severity="FATAL").encode())
-            return
-        transport = cast(asyncio.Transport, writer.transport)
-        if self.phase is Phase.CLOSED:
-            transport.close()
-            return
-        # StreamWriter closes its transport when collected: keep the pair for the session's life.
-        self._streams = (reader, writer)
-        transport.set_protocol(UpstreamEndpoint(self))
-        transport.set_write_buffer_limits(high=self.server.settings.write_buffer_bytes)
-        self.upstream = transport
-        self.phase = Phase.AUTH
-        transport.write(msg.encode())
-        self.client.resume_reading()
-        self._forward_auth_from_client()
-
-    def _forward_auth_from_client(self) -> None:
-        raw, index = self._cframer.drain()
-        if raw and self.upstream is not None:
-            self.upstream.write(raw)
-            if any(t == _T_TERMINATE for t, _, _ in index):
-                self._terminated = True
 
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """Observe and forward client messages until one needs weir's own answer; from there
@@ -541,40 +439,8 @@ class Session:
                 ).encode()
             )
 
-    def _relay_auth_from_upstream(self) -> None:
-        """Relay messages one by one until ReadyForQuery, rewriting K and SASL offers."""
-        out: list[bytes] = []
-        while self.phase is Phase.AUTH:
-            item = self._uframer.next()
-            if item is None:
-                break
-            mtype, payload = item
-            out.append(self._rewrite_auth(mtype, payload))
-            if mtype == _T_READY:
-                self.phase = Phase.READY
-                self.state.backend(be.decode_backend(mtype, payload))
-            elif mtype == ord("S"):
-                self.state.backend(be.decode_backend(mtype, payload))
-            elif mtype == _T_ERROR:
-                self._fatal_relayed = True
-        if out:
-            self.client.write(b"".join(out))
-        if self.phase is Phase.READY:
-            self._relay_from_upstream(b"")  # what came after ReadyForQuery
-
-    def _rewrite_auth(self, mtype: int, payload: bytes) -> bytes:
-        if mtype == _T_KEY:
-            key = be.decode_backend(mtype, payload)
-            assert isinstance(key, be.BackendKeyData)
-            self.upstream_key = (key.process_id, key.secret_key)
-            self.key = self.server.register_key(self)
-            return be.BackendKeyData(*self.key).encode()
-        if mtype == _T_AUTH:
-            auth = decode_authentication(payload)
-            if isinstance(auth, AuthenticationSASL):
-                offered = tuple(m for m in auth.mechanisms if not m.endswith("-PLUS"))
-                return AuthenticationSASL(offered).encode()
-        return bytes([mtype]) + (len(payload) + 4).to_bytes(4, "big") + payload
+    def _upstream_protocol(self) -> asyncio.Protocol:
+        return UpstreamEndpoint(self)
 
     def _relay_from_upstream(self, data: bytes) -> None:
         """Relay whole messages; the session state observes runs that end with
@@ -660,20 +526,3 @@ def _without(raw: bytes, spans: list[tuple[int, int]]) -> bytes:
         pos = end
     out.append(raw[pos:])
     return b"".join(out)
-
-
-def _context(parameters: dict[str, str]) -> SessionContext:
-    """Routing context from the client's startup parameters."""
-    from engine.sql.catalog import effective_search_path
-
-    user = parameters.get("user", "")
-    ctx = SessionContext(database=parameters.get("database") or user, user=user,
-                         search_path=effective_search_path('"$user", public', user))
-    if "search_path" in parameters.get("options", "") or "search_path" in parameters:
-        ctx.tainted = "the session set search_path at startup, which weir does not follow yet"
-    for name in ("extra_float_digits", "bytea_output"):
-        if name in parameters:
-            ctx.settings[name] = parameters[name]
-    if "-c" in parameters.get("options", "") and ctx.tainted is None:
-        ctx.tainted = "the session set options at startup, which weir does not follow yet"
-    return ctx

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import cython_ext
 from proxy.forwarding import plain_query
-from proxy.relay import _READ_ONLY_TAGS, Phase, Session, _context
+from proxy.relay import _READ_ONLY_TAGS, Phase, Session, context
 from proxy.server import Server
 from proxy.session import SessionState
 from proxy.settings import Settings
@@ -163,7 +163,7 @@ def _session(server: Server, reference: bool) -> Session:
         session.state = _one_by_one()
     session.upstream = _Transport()  # type: ignore[assignment]
     session.phase = Phase.READY
-    session.ctx = _context({"user": "u", "database": "d"})
+    session.ctx = context({"user": "u", "database": "d"})
     session.ctx.parameters = session.state.parameters
     return session
 
