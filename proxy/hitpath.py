@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import cython_ext
 from proxy.wire import backend as be
 
 if TYPE_CHECKING:
@@ -267,3 +268,9 @@ def _current(session: Session, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> 
         memo.pop(key, None)
         return False
     return True
+
+
+pure_try_answer = try_answer  # the reference the parity tests hold the twin to
+_fast = cython_ext.load("hitpath")
+if _fast is not None:
+    try_answer = _fast.try_answer

@@ -1,0 +1,167 @@
+# cython: language_level=3
+"""Twin of proxy.hitpath.try_answer (same contract, same side effects; see that module).
+
+Works on the session's Python objects by attribute, as the pure version does; what it saves
+is the interpreter's work between them. Imports nothing from the project.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+cdef int T_BIND = ord("B")
+cdef int T_DESCRIBE = ord("D")
+cdef int T_EXECUTE = ord("E")
+cdef int T_SYNC = ord("S")
+cdef int T_QUERY = ord("Q")
+cdef int T_PARSE = ord("P")
+cdef bytes READY_IDLE = b"Z\x00\x00\x00\x05I"
+cdef bytes BIND_COMPLETE = b"2\x00\x00\x00\x04"
+
+
+cdef inline bint _is(const unsigned char* p, Py_ssize_t start, Py_ssize_t end,
+                     const char* want, Py_ssize_t n):
+    """Whether p[start:end] equals the n bytes at want."""
+    cdef Py_ssize_t i
+    if end - start != n:
+        return False
+    for i in range(n):
+        if p[start + i] != <unsigned char>want[i]:
+            return False
+    return True
+
+
+cdef int _tail(const unsigned char* p, list index, Py_ssize_t at):
+    """1: [Describe portal ""] Execute("", all) Sync with the Describe, 0 without, -1 else."""
+    cdef Py_ssize_t count = len(index) - at
+    cdef tuple m
+    cdef int describe = 0
+    if count == 3:
+        m = index[at]
+        if m[0] != T_DESCRIBE or not _is(p, m[1], m[2], b"P\x00", 2):
+            return -1
+        describe = 1
+    elif count != 2:
+        return -1
+    m = index[len(index) - 2]
+    if m[0] != T_EXECUTE or not _is(p, m[1], m[2], b"\x00\x00\x00\x00\x00", 5):
+        return -1
+    m = index[len(index) - 1]
+    if m[0] != T_SYNC or m[1] != m[2]:
+        return -1
+    return describe
+
+
+cdef bint _may_serve(object session):
+    ext = session.extended
+    state = session.state
+    ctx = session.ctx
+    if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
+            or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied \
+            or ctx.tainted is not None:
+        return False
+    service = session.server.service
+    if ctx.wrote and service.settings.read_your_writes == "on":
+        return False
+    host = service.host
+    return host is not None and host.connected \
+        and host.staleness() <= service.settings.staleness_bound
+
+
+cdef bint _current(object session, dict memo, bytes key, object hit):
+    service = session.server.service
+    user = session.ctx.user
+    engine = service.host.engine
+    try:
+        for cache, k, answer in hit.reads:
+            if service.granted(user, cache) is not True:
+                return False
+            if engine.lookup(cache, k) is not answer:
+                del memo[key]
+                return False
+    except Exception:
+        memo.pop(key, None)
+        return False
+    return True
+
+
+cdef void _serve(object session, object hit, bytes answer):
+    session.server.service.hits.served += 1
+    session.ctx.last = hit.last
+    session.client.write(answer + READY_IDLE)
+
+
+cdef bint _prepared(object session, bytes raw, list index):
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef int describe = _tail(p, index, 1)
+    cdef tuple first = index[0]
+    cdef Py_ssize_t bs = first[1], be = first[2], name_end
+    if describe < 0 or p[bs] != 0:
+        return False
+    name_end = raw.find(b"\x00", bs + 1, be)
+    if name_end < 0:
+        return False
+    ext = session.extended
+    held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
+    if held is None or held.route.cache is None or not _may_serve(session):
+        return False
+    service = session.server.service
+    sid = service.output_settings_id(session.state, session.ctx)[1]
+    if held.memo_sid != sid or held.memo is None:
+        held.memo = service.hits.memo(held, sid)
+        held.memo_sid = sid
+    cdef bytes rest = raw[name_end + 1 : be]
+    cdef dict memo = held.memo
+    hit = memo.get(rest)
+    if hit is None or not _current(session, memo, rest, hit):
+        return False
+    ext.portals.pop("", None)
+    head = BIND_COMPLETE + hit.row_description if describe else BIND_COMPLETE
+    _serve(session, hit, head + hit.body)
+    return True
+
+
+cdef bint _batch(object session, bytes raw, list index):
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef int describe = 0
+    cdef tuple m0, m1
+    ctx = session.ctx
+    service = session.server.service
+    if ctx is None or service.host is None:
+        return False
+    m0 = index[0]
+    if m0[0] == T_PARSE:
+        describe = _tail(p, index, 2)
+        if describe < 0:
+            return False
+        m1 = index[1]
+        if p[<Py_ssize_t>m0[1]] != 0 or m1[0] != T_BIND or p[<Py_ssize_t>m1[1]] != 0 \
+                or p[<Py_ssize_t>m1[1] + 1] != 0:
+            return False
+    elif len(index) != 1:
+        return False
+    if not _may_serve(session):
+        return False
+    sid = service.output_settings_id(session.state, ctx)[1]
+    cdef dict memo = service.hits.batches(ctx.database, ctx.search_path, sid)
+    hit = memo.get(raw)
+    if hit is None:
+        if m0[0] == T_PARSE:
+            session.extended.recording = (memo, raw, bool(describe))
+        return False
+    if not _current(session, memo, raw, hit):
+        return False
+    ext = session.extended
+    statement = hit.statement
+    if statement is not None:
+        ext.held[""] = type(statement)(statement.parse, statement.route)
+        ext.portals.pop("", None)
+    _serve(session, hit, hit.body)
+    return True
+
+
+def try_answer(object session, bytes raw not None, list index not None):
+    cdef int first = (<tuple>index[0])[0]
+    if first == T_BIND:
+        return _prepared(session, raw, index)
+    if first == T_QUERY or first == T_PARSE:
+        return _batch(session, raw, index)
+    return False

@@ -1,0 +1,124 @@
+"""Parity: ``cython_ext.hitpath.try_answer`` does exactly what ``proxy.hitpath``'s pure
+version does — same answer, same writes, same changes to the session and the memos — for
+random batches, memo contents and session gates."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cython_ext
+from proxy import hitpath
+from proxy.extended import HeldStatement
+from proxy.wire import frontend as fe
+from proxy.wire.framing import scan_messages
+
+fast = cython_ext.load_pair("hitpath")
+QUERY = "SELECT v FROM t WHERE k = $1"
+
+
+def test_twin_is_built() -> None:
+    assert fast is not None, "cython_ext.hitpath is not built: run `make compile`"
+
+
+class _Engine:
+    def __init__(self, answers: dict[tuple[str, tuple[Any, ...]], object], fail: bool) -> None:
+        self.answers, self.fail = answers, fail
+
+    def lookup(self, cache: str, key: tuple[Any, ...]) -> object:
+        if self.fail:
+            raise KeyError(cache)
+        return self.answers.get((cache, key))
+
+
+def _batch(kind: str, describe: bool, param: bytes, shape_ok: bool) -> bytes:
+    tail: list[Any] = [fe.Describe("P", "")] if describe else []
+    tail += [fe.Execute("", 0 if shape_ok else 5), fe.Sync()]
+    if kind == "prepared":
+        msgs: list[Any] = [fe.Bind("", "s1", (), (param,), ()), *tail]
+    elif kind == "unnamed":
+        msgs = [fe.Parse("", QUERY), fe.Bind("", "", (), (param,), ()), *tail]
+    elif kind == "query":
+        msgs = [fe.Query(f"SELECT v FROM t WHERE k = {param.decode()}")]
+    else:
+        msgs = [fe.Bind("p", "s1", (), (param,), ()), *tail]
+    return b"".join(m.encode() for m in msgs)
+
+
+def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
+    """A session as the hit path sees it, built afresh from the drawn configuration."""
+    raw = _batch(c["kind"], c["describe"], c["param"], c["shape_ok"])
+    index, _ = scan_messages(raw, 0, 1 << 20)
+    route = SimpleNamespace(cache=SimpleNamespace(name="c") if c["cached"] else None)
+    held = HeldStatement(fe.Parse("s1", QUERY), route)  # type: ignore[arg-type]
+    answer = ("row",)
+    engine = _Engine({("c", (1,)): answer if c["current"] else ("other",)}, c["fail"])
+    hits = hitpath.HitMemos()
+    service = SimpleNamespace(
+        settings=SimpleNamespace(read_your_writes="on", staleness_bound=5.0),
+        host=SimpleNamespace(connected=c["connected"], staleness=lambda: c["lag"],
+                             engine=engine),
+        hits=hits, granted=lambda user, cache: c["granted"],
+        output_settings_id=lambda state, ctx: (None, 0))
+    hit = hitpath.Hit(((("c", (1,), answer)),), b"T-desc", b"D-rows C-tag", ("cache", "c"),
+                      statement=held if c["kind"] == "unnamed" else None)
+    if c["memo"]:
+        if c["kind"] == "prepared" and c["cached"]:
+            rest = hitpath.bind_rest(raw[: index[0][2]])
+            assert rest is not None
+            hits.remember(hits.memo(held, 0), rest, hit)
+        elif c["kind"] != "prepared":
+            hits.remember(hits.batches("db", ("public",), 0), raw, hit)
+    writes: list[bytes] = []
+    session = SimpleNamespace(
+        extended=SimpleNamespace(held={"s1": held}, portals={"": object(), "q": object()},
+                                 batch_upstream=c["busy"], batch_local=False,
+                                 batch_failed=False, recording=None),
+        state=SimpleNamespace(idle=c["idle"], transaction_status=c["tx"]),
+        ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"], wrote=c["wrote"],
+                            user="u", last=("upstream", "before"), database="db",
+                            search_path=("public",)),
+        server=SimpleNamespace(service=service), client=SimpleNamespace(write=writes.append))
+    return session, raw, index
+
+
+def _outcome(session: Any, result: bool) -> tuple[Any, ...]:
+    ext, hits = session.extended, session.server.service.hits
+    recording = None if ext.recording is None else ext.recording[1:]
+    # (a prepared statement's memo key holds id(cache entry): differs between the worlds)
+    memos = sorted((repr(k[:1] + k[2:] if len(k) == 5 else k), sorted(m))
+                   for k, m in hits._memos.items())
+    held = {name: (type(h).__name__, h.parse, h.memo_sid) for name, h in ext.held.items()}
+    return (result, session.client.write.__self__, session.ctx.last, hits.served, memos,
+            sorted(ext.portals), held, recording)
+
+
+def _mostly(good: Any, bad: Any) -> st.SearchStrategy[Any]:
+    """``good`` six times in seven: most examples pass every gate and reach the answer."""
+    return st.sampled_from((good,) * 6 + (bad,))
+
+
+CONFIG = st.fixed_dictionaries({
+    "kind": st.sampled_from(("prepared", "prepared", "unnamed", "query", "named-portal")),
+    "describe": st.booleans(), "param": st.sampled_from((b"1", b"2")),
+    "shape_ok": _mostly(True, False), "cached": _mostly(True, False),
+    "memo": _mostly(True, False), "current": _mostly(True, False),
+    "fail": _mostly(False, True), "granted": st.sampled_from((True,) * 6 + (False, None)),
+    "connected": _mostly(True, False), "lag": _mostly(0.1, 9.0), "busy": _mostly(False, True),
+    "idle": _mostly(True, False), "tx": _mostly("I", "T"), "wrote": _mostly(False, True),
+    "tainted": _mostly(None, "SET search_path"),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(CONFIG)
+def test_twin_matches_pure(config: dict[str, Any]) -> None:
+    assert fast is not None
+    pure_session, raw, index = _world(config)
+    fast_session, raw2, index2 = _world(config)
+    expected = _outcome(pure_session, hitpath.pure_try_answer(pure_session, raw, index))
+    got = _outcome(fast_session, fast.try_answer(fast_session, raw2, index2))
+    assert got == expected
