@@ -88,19 +88,16 @@ class HitMemos:
     def memo(self, held: HeldStatement, sid: int) -> dict[bytes, Hit]:
         """The memo of a held statement under the output settings ``sid``."""
         entry = held.route.cache
-        key = (entry.name, id(entry), held.parse.query, held.parse.param_types, sid)
-        memo = self._memos.get(key)
-        if memo is None:
-            if len(self._memos) >= MEMOS:
-                del self._memos[next(iter(self._memos))]
-            memo = self._memos[key] = {}
-        return memo
+        return self._memo((entry.name, id(entry), held.parse.query, held.parse.param_types,
+                           sid))
 
     def batches(self, database: str, search_path: tuple[str, ...], sid: int
                 ) -> dict[bytes, Hit]:
         """The memo of unnamed batches and simple queries for a session's name resolution
         and output settings."""
-        key = (database, search_path, sid)
+        return self._memo((database, search_path, sid))
+
+    def _memo(self, key: tuple[Any, ...]) -> dict[bytes, Hit]:
         memo = self._memos.get(key)
         if memo is None:
             if len(self._memos) >= MEMOS:

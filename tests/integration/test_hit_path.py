@@ -13,13 +13,19 @@ are answered from memoized encodings, and never once the answer they came from i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
 import psycopg
 import pytest
 
+from proxy.wire import backend as be
+from proxy.wire import frontend as fe
+from tests.integration.test_wire_client import connect
 from tests.support import InProcessWeir
 
 SHAPES = [
@@ -165,21 +171,26 @@ def test_memoized_answers_respect_session_rules(pg: Any, dbname: str) -> None:
         server.stop()
 
 
-def test_a_statement_used_in_a_transaction_stays_held(pg: Any, dbname: str) -> None:
-    """Run in a transaction block, a held statement is recreated upstream; afterwards weir
-    answers it again, and closing it closes the upstream's copy (the name is free again)."""
-    from types import SimpleNamespace
-
-    from proxy.wire import backend as be
-    from proxy.wire import frontend as fe
-    from tests.integration.test_wire_client import connect
-
+@contextlib.contextmanager
+def _wire_session(pg: Any, dbname: str) -> Iterator[Any]:
+    """A wire-level session (``tests.integration.test_wire_client``) through weir, with the
+    cache ``name_by_id`` on the test tables."""
     _setup(pg, dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname))
     try:
         s = connect(SimpleNamespace(host="127.0.0.1", port=server.port), "postgres", dbname)
         s.send(fe.Query("CREATE CACHE name_by_id FROM SELECT name FROM things WHERE id = $1"))
         s.until_ready()
+        yield s
+        s.close()
+    finally:
+        server.stop()
+
+
+def test_a_statement_used_in_a_transaction_stays_held(pg: Any, dbname: str) -> None:
+    """Run in a transaction block, a held statement is recreated upstream; afterwards weir
+    answers it again, and closing it closes the upstream's copy (the name is free again)."""
+    with _wire_session(pg, dbname) as s:
         query = "SELECT name FROM things WHERE id = $1"
         run = (fe.Bind("", "s1", (), (b"5",), ()), fe.Execute(), fe.Sync())
 
@@ -214,26 +225,12 @@ def test_a_statement_used_in_a_transaction_stays_held(pg: Any, dbname: str) -> N
         assert rows(s.until_ready()) == [(b"n9",)]
         s.send(fe.Query("COMMIT"))
         s.until_ready()
-        s.close()
-    finally:
-        server.stop()
 
 
 def test_deallocate_and_discard_of_held_statements(pg: Any, dbname: str) -> None:
     """DEALLOCATE and DISCARD ALL of statements only weir held behave as in PostgreSQL, and a
     named local portal does not outlive its implicit transaction."""
-    from types import SimpleNamespace
-
-    from proxy.wire import backend as be
-    from proxy.wire import frontend as fe
-    from tests.integration.test_wire_client import connect
-
-    _setup(pg, dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname))
-    try:
-        s = connect(SimpleNamespace(host="127.0.0.1", port=server.port), "postgres", dbname)
-        s.send(fe.Query("CREATE CACHE name_by_id FROM SELECT name FROM things WHERE id = $1"))
-        s.until_ready()
+    with _wire_session(pg, dbname) as s:
         parse = fe.Parse("s1", "SELECT name FROM things WHERE id = $1")
         run = (fe.Bind("", "s1", (), (b"5",), ()), fe.Execute(), fe.Sync())
 
@@ -255,9 +252,6 @@ def test_deallocate_and_discard_of_held_statements(pg: Any, dbname: str) -> None
 
         assert errors(parse, fe.Bind("p1", "s1", (), (b"5",), ()), fe.Sync()) == []
         assert errors(fe.Execute("p1"), fe.Sync()) == ['portal "p1" does not exist']
-        s.close()
-    finally:
-        server.stop()
 
 
 def test_search_path_change_after_prepare_reads_upstream(pg: Any, dbname: str) -> None:

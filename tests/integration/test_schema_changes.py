@@ -8,6 +8,7 @@ when DDL passes through weir itself, until that check has run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -28,60 +29,62 @@ def _caches(conn: psycopg.Connection[Any]) -> list[str]:
     return [r[0] for r in conn.execute("SHOW CACHES").fetchall()]
 
 
-def test_direct_ddl_replans_or_drops_caches(pg: Any, dbname: str) -> None:
+@pytest.fixture
+def server(pg: Any, dbname: str) -> Iterator[InProcessWeir]:
+    """weir over a database with the table ``ddl_t`` (id, a, b) of ten rows."""
     pg.psql("CREATE TABLE ddl_t (id int PRIMARY KEY, a text, b int);"
             "INSERT INTO ddl_t SELECT g, 'a' || g, g FROM generate_series(1, 10) g", dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    weir = InProcessWeir.start(pg.dsn(dbname=dbname))
     try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as through, \
-                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
-            through.execute(f"CREATE CACHE ddl1 FROM {QUERY.replace('%s', '$1')}")
-            through.execute("CREATE CACHE ddl2 FROM SELECT id, b FROM ddl_t WHERE id = $1")
-            assert through.execute(QUERY, (3,)).fetchall() == [(3, "a3", 3)]
-            assert _last(through)[0] == "cache"
-
-            # a column the caches do not read: both planned again, still served, still right
-            direct.execute("ALTER TABLE ddl_t ADD COLUMN c int DEFAULT 7")
-            direct.execute("UPDATE ddl_t SET b = 33, c = 8 WHERE id = 3")
-            eventually(lambda: through.execute(QUERY, (3,)).fetchall() == [(3, "a3", 33)], 10)
-            assert _last(through)[0] == "cache"
-
-            # a column ddl1 reads: ddl1 is dropped and PostgreSQL's own error comes back;
-            # ddl2 is planned again and goes on serving
-            direct.execute("ALTER TABLE ddl_t DROP COLUMN a")
-            eventually(lambda: _caches(through) == ["ddl2"], 10)
-            with pytest.raises(psycopg.errors.UndefinedColumn):
-                through.execute(QUERY, (3,))
-            assert through.execute("SELECT id, b FROM ddl_t WHERE id = %s", (3,)).fetchall() \
-                == [(3, 33)]
-            assert _last(through) == ("cache", "served by cache ddl2")
-
-            # a renamed table: the query's name no longer resolves
-            direct.execute("ALTER TABLE ddl_t RENAME TO ddl_renamed")
-            eventually(lambda: _caches(through) == [], 10)
-            with pytest.raises(psycopg.errors.UndefinedTable):
-                through.execute("SELECT id, b FROM ddl_t WHERE id = %s", (3,))
+        yield weir
     finally:
-        server.stop()
+        weir.stop()
 
 
-def test_ddl_through_weir_stops_cached_reads_until_checked(pg: Any, dbname: str) -> None:
-    pg.psql("CREATE TABLE ddl_t (id int PRIMARY KEY, a text, b int);"
-            "INSERT INTO ddl_t SELECT g, 'a' || g, g FROM generate_series(1, 10) g", dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname))
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as ddl, \
-                psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as reader:
-            ddl.execute(f"CREATE CACHE ddl1 FROM {QUERY.replace('%s', '$1')}")
-            assert reader.execute(QUERY, (3,)).fetchall() == [(3, "a3", 3)]
-            assert _last(reader)[0] == "cache"
-            host = server.server.service.host
-            checks = host._trust
-            ddl.execute("ALTER TABLE ddl_t DROP COLUMN a")
-            # the very next read of *another* session: never the old shape from the cache
-            with pytest.raises(psycopg.errors.UndefinedColumn):
-                reader.execute(QUERY, (3,))
-            assert host._trust > checks
-            eventually(lambda: _caches(reader) == [], 10)
-    finally:
-        server.stop()
+def test_direct_ddl_replans_or_drops_caches(pg: Any, dbname: str,
+                                            server: InProcessWeir) -> None:
+    with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as through, \
+            psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+        through.execute(f"CREATE CACHE ddl1 FROM {QUERY.replace('%s', '$1')}")
+        through.execute("CREATE CACHE ddl2 FROM SELECT id, b FROM ddl_t WHERE id = $1")
+        assert through.execute(QUERY, (3,)).fetchall() == [(3, "a3", 3)]
+        assert _last(through)[0] == "cache"
+
+        # a column the caches do not read: both planned again, still served, still right
+        direct.execute("ALTER TABLE ddl_t ADD COLUMN c int DEFAULT 7")
+        direct.execute("UPDATE ddl_t SET b = 33, c = 8 WHERE id = 3")
+        eventually(lambda: through.execute(QUERY, (3,)).fetchall() == [(3, "a3", 33)], 10)
+        assert _last(through)[0] == "cache"
+
+        # a column ddl1 reads: ddl1 is dropped and PostgreSQL's own error comes back;
+        # ddl2 is planned again and goes on serving
+        direct.execute("ALTER TABLE ddl_t DROP COLUMN a")
+        eventually(lambda: _caches(through) == ["ddl2"], 10)
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            through.execute(QUERY, (3,))
+        assert through.execute("SELECT id, b FROM ddl_t WHERE id = %s", (3,)).fetchall() \
+            == [(3, 33)]
+        assert _last(through) == ("cache", "served by cache ddl2")
+
+        # a renamed table: the query's name no longer resolves
+        direct.execute("ALTER TABLE ddl_t RENAME TO ddl_renamed")
+        eventually(lambda: _caches(through) == [], 10)
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            through.execute("SELECT id, b FROM ddl_t WHERE id = %s", (3,))
+
+
+def test_ddl_through_weir_stops_cached_reads_until_checked(dbname: str,
+                                                           server: InProcessWeir) -> None:
+    with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as ddl, \
+            psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as reader:
+        ddl.execute(f"CREATE CACHE ddl1 FROM {QUERY.replace('%s', '$1')}")
+        assert reader.execute(QUERY, (3,)).fetchall() == [(3, "a3", 3)]
+        assert _last(reader)[0] == "cache"
+        host = server.server.service.host
+        checks = host._trust
+        ddl.execute("ALTER TABLE ddl_t DROP COLUMN a")
+        # the very next read of *another* session: never the old shape from the cache
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            reader.execute(QUERY, (3,))
+        assert host._trust > checks
+        eventually(lambda: _caches(reader) == [], 10)
