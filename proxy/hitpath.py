@@ -53,10 +53,13 @@ _DESCRIBE_PORTAL = b"P\x00"
 _READY_IDLE = be.ReadyForQuery("I").encode()
 _BIND_COMPLETE = be.BIND_COMPLETE.encode()
 
-#: bounds: answers remembered per memo, memos remembered, size of one remembered answer
-MEMO_ENTRIES = 8192
+#: bounds: answers remembered per memo, memos remembered, size of one remembered answer,
+#: answers remembered in all (then every memo starts over: about 100 bytes of key and 200 of
+#: entry each, beyond the engine's answers, which entries share)
+MEMO_ENTRIES = 16384
 MEMOS = 1024
 MAX_ANSWER_BYTES = 16384
+TOTAL_ENTRIES = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,7 @@ class HitMemos:
         self._memos: dict[tuple[Any, ...], dict[bytes, Hit]] = {}
         self._settings: dict[Any, int] = {}
         self.served = 0  # answers given from a memo (SHOW WEIR STATUS)
+        self._remembered = 0  # answers remembered since the last clear (a bound, not a count)
 
     def settings_id(self, settings: Any) -> int:
         """A small number standing for an output-settings value (interned)."""
@@ -110,10 +114,17 @@ class HitMemos:
             return
         if len(memo) >= MEMO_ENTRIES:
             del memo[next(iter(memo))]
+        self._remembered += 1
+        if self._remembered > TOTAL_ENTRIES:
+            self.clear()
         memo[key] = hit
 
     def clear(self) -> None:
+        """Forget every answer (memos held by statements are emptied in place too)."""
+        for memo in self._memos.values():
+            memo.clear()
         self._memos.clear()
+        self._remembered = 0
 
 
 def bind_rest(raw_bind: bytes) -> bytes | None:

@@ -35,6 +35,12 @@ def test_memo_bounds() -> None:
     assert len(memo) == hitpath.MEMO_ENTRIES and b"0" not in memo
     memos.remember(memo, b"big", Hit((), b"", b"x" * (hitpath.MAX_ANSWER_BYTES + 1), ("", "")))
     assert b"big" not in memo
+    other = memos.batches("db", ("public",), sid)
+    for i in range(hitpath.TOTAL_ENTRIES - hitpath.MEMO_ENTRIES - 10):
+        memos.remember(other, str(i % 1000).encode(), Hit((), b"", b"C", ("cache", "x")))
+    assert memo and other
+    memos.remember(other, b"last", Hit((), b"", b"C", ("cache", "x")))
+    assert not memo and list(other) == [b"last"]  # all memos start over, in place
 
 
 def test_other_batches_are_left_to_the_general_path() -> None:
