@@ -225,7 +225,8 @@ class Session(Handshake):
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self._terminated = True
-        self._upstream_write(raw)
+        if self.upstream is not None:
+            self.upstream.write(raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
