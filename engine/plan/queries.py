@@ -208,7 +208,8 @@ class QueryPlanner:
         self._shapes: OrderedDict[tuple[Any, ...],
                                   tuple[frozenset[int], tuple[int, ...]] | Unsupported] = (
             OrderedDict())
-        self._plans: OrderedDict[QueryIdentity, CachedQuery] = OrderedDict()
+        self._plans: OrderedDict[tuple[QueryIdentity, tuple[str, ...]], CachedQuery] = (
+            OrderedDict())
 
     def classify(self, text: str, search_path: Sequence[str] = ("public",)) -> Classified:
         path = tuple(search_path)
@@ -230,7 +231,9 @@ class QueryPlanner:
         if isinstance(known, Unsupported):
             return Classified(known, parsed)
         if known is not None:
-            cached = self._plans.get(_identity(parsed, *known))
+            # one identity, several plans: ``... = 5`` and ``... = $1`` share the identity (a
+            # cache made from either serves both) but not their key sources
+            cached = self._plans.get((_identity(parsed, *known), shape_key[2]))
             if cached is not None:
                 return Classified(cached, parsed)
         screened = check_statement(parsed.stmt)
@@ -246,7 +249,7 @@ class QueryPlanner:
         _put(self._shapes, shape_key, (planned.lifted, planned.relations), self.capacity)
         identity = _identity(parsed, planned.lifted, planned.relations)
         cached = CachedQuery(identity, parsed.fingerprint, planned)
-        _put(self._plans, identity, cached, self.capacity)
+        _put(self._plans, (identity, shape_key[2]), cached, self.capacity)
         return Classified(cached, parsed)
 
 

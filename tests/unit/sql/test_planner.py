@@ -48,6 +48,22 @@ def test_lifted_literals_share_one_cache_and_become_the_key() -> None:
     assert b.key() == (42, "it's")
 
 
+def test_a_literal_and_a_parameter_in_one_place_share_identity_not_plan() -> None:
+    """``= 3`` and ``= $1`` are one query (a cache made from either serves both), but the
+    key comes from the literal in one and from the Bind in the other, whichever came first."""
+    for first, second in ((0, 1), (1, 0)):
+        planner = QueryPlanner(CATALOG)
+        texts = ("SELECT id FROM stories WHERE author_id = 3",
+                 "SELECT id FROM stories WHERE author_id = $1")
+        answers = {i: planner.classify(texts[i]) for i in (first, second)}
+        assert cached(planner, texts[0]).identity == cached(planner, texts[1]).identity
+        assert answers[0].key() == (3,)
+        assert answers[1].key([42]) == (42,)
+        # texts seen later take the plan of their own form
+        assert planner.classify("SELECT id FROM stories WHERE author_id = 4").key() == (4,)
+        assert planner.classify("SELECT id FROM stories WHERE author_id = $1 ").key([5]) == (5,)
+
+
 def test_pinned_literals_are_part_of_the_identity() -> None:
     planner = QueryPlanner(CATALOG)
     a = cached(planner, "SELECT id FROM stories WHERE score > 3")
