@@ -494,6 +494,10 @@ class Extended:
         route = Route("cache", held.reason, classified=held.classified, cache=entry,
                       keys=local.keys, params=local.params)
         service = session.server.service
+        if not service.is_current(entry):
+            session.ctx.last = ("upstream", f"cache {entry.name} was dropped or planned again "
+                                "after this statement was prepared")
+            return None
         settings = service.output_settings(session.state, session.ctx)
         fmts = formats_for(len(entry.fields), local.bind.result_formats)
         reason, _ = service.output_plan(entry, fmts, settings)

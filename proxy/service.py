@@ -118,7 +118,15 @@ class CacheService:
             self._refresh_names()
             self.hits.clear()
 
+    def is_current(self, entry: Any) -> bool:
+        """Whether a cache entry (remembered by a prepared statement) is still the cache of
+        its name: not dropped, and not dropped and created again for another query."""
+        return self.registry is not None and self.registry.caches.get(entry.name) is entry
+
     def _refresh_names(self) -> None:
+        """After caches changed: the relation names of the pre-filter, and no column
+        encoders memoized for a cache name that may now stand for another query."""
+        self._encoders.clear()
         names: set[str] = set()
         if self.registry is not None:
             for entry in self.registry.caches.values():

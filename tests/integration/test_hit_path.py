@@ -275,3 +275,30 @@ def test_search_path_change_after_prepare_reads_upstream(pg: Any, dbname: str) -
             assert _last(conn)[0] == "upstream"
     finally:
         server.stop()
+
+
+def test_a_cache_recreated_for_another_query_does_not_answer_old_statements(
+        pg: Any, dbname: str) -> None:
+    """A statement prepared while cache ``x`` served it must not read the cache that later
+    takes the name ``x`` for another query (nor reuse the old one's column encoders)."""
+    _setup(pg, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    query = "SELECT name FROM things WHERE id = %s"
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin, \
+                psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                                prepare_threshold=0) as conn:
+            admin.execute("CREATE CACHE x FROM SELECT name FROM things WHERE id = $1")
+            for _ in range(2):
+                assert conn.execute(query, (5,)).fetchone() == ("n9",)
+            assert _last(conn)[0] == "cache"
+            admin.execute("DROP CACHE x")
+            admin.execute("CREATE CACHE x FROM SELECT score FROM things WHERE id = $1")
+            for _ in range(2):
+                assert conn.execute(query, (5,)).fetchone() == ("n9",)
+                assert _last(conn)[0] == "upstream"
+            assert conn.execute("SELECT score FROM things WHERE id = %s", (5,)).fetchone() \
+                == (5 * 31 % 50,)
+            assert _last(conn) == ("cache", "served by cache x")
+    finally:
+        server.stop()
