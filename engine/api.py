@@ -209,7 +209,7 @@ class Engine:
             return ()
         self.applied_lsn = txn.commit_lsn
         self.graph.apply(txn)
-        self.fills.record(txn, set(self.graph.bases))
+        self.fills.record(txn, self.graph.bases)
         self._enforce()
         if len(self.fills.log) >= self.probe_every and not self._probe_pending:
             self._probe_pending = True

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,12 +120,14 @@ class FillManager:
             self.in_flight[k] = fill_id
         return RunFill(fill_id, tuple(reqs))
 
-    def record(self, txn: Transaction, tables: set[int]) -> None:
-        changes = tuple(c for c in txn.changes if c.table_oid in tables)
-        if changes:
-            self.log.append(Transaction(txn.xid, txn.commit_lsn, changes))
-            while len(self.log) > self.log_cap:
-                self.lost.add(self.log.popleft().xid)
+    def record(self, txn: Transaction, tables: Container[int]) -> None:
+        changes = tuple([c for c in txn.changes if c.table_oid in tables])
+        if not changes:
+            return
+        same = len(changes) == len(txn.changes)
+        self.log.append(txn if same else Transaction(txn.xid, txn.commit_lsn, changes))
+        while len(self.log) > self.log_cap:
+            self.lost.add(self.log.popleft().xid)
 
     def probe(self, snapshot: Snapshot) -> None:
         self.arrivals.append((next(self._seq), snapshot))

@@ -202,9 +202,15 @@ class Graph:
             evictions = dedupe(evictions)
         for child, i in node.children:
             if delta:
-                pending.setdefault(child.nid, [[] for _ in child.inputs])[i].extend(delta)
+                slots = pending.get(child.nid)
+                if slots is None:
+                    slots = pending[child.nid] = [[] for _ in child.inputs]
+                slots[i].extend(delta)
             if evictions:
-                pending_ev.setdefault(child.nid, [[] for _ in child.inputs])[i].extend(evictions)
+                slots = pending_ev.get(child.nid)
+                if slots is None:
+                    slots = pending_ev[child.nid] = [[] for _ in child.inputs]
+                slots[i].extend(evictions)
 
     def _run(self, pending: Pending, pending_ev: PendingEv) -> None:
         heap = list(set(pending) | set(pending_ev))

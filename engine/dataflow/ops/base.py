@@ -14,7 +14,7 @@ from typing import TypeVar, cast
 from engine.changes import RowChange
 from engine.dataflow.node import Cols, Node, PullCtx, Runtime
 from engine.dataflow.records import Delta, Row
-from engine.dataflow.state.base import BaseStore
+from engine.dataflow.state.base import BaseStore, apply_changes
 from engine.plan.ir import TableRef
 
 T = TypeVar("T")
@@ -38,18 +38,16 @@ class BaseNode(Node):
         pass
 
     def apply(self, changes: Iterable[RowChange]) -> tuple[Delta, list[Row]]:
-        delta: Delta = []
-        evictions: list[Row] = []
-        for change in changes:
-            d, e = self.store.apply(change)
-            delta.extend(d)
-            evictions.extend(e)
-        return delta, evictions
+        return apply_changes(self.store, changes)
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         return [], []
 
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
+        if ctx.lookup and (self.nid, (cols, key)) in self.rt.lru:
+            rows = self.store.present_rows(cols, key)  # present and recent: nothing to record
+            if rows is not None:
+                return rows
         if ctx.partial:
             return self.store.stored(cols, key)
         rows, backing = self.store.lookup(cols, key, mark=not ctx.probe)

@@ -55,45 +55,49 @@ class JoinNode(Node):
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         out: Delta = []
         evict: list[Row] = []
+        left_join = self.kind == "left"
         by_j: dict[Row, tuple[Delta, Delta]] = {}
+        lk, rk = self.lk, self.rk
         for row, w in deltas[0]:
-            j = key_of(row, self.lk)
+            j = key_of(row, lk)
             if None in j:
-                if self.kind == "left":
+                if left_join:
                     out.append((row + self.pad, w))
                 continue
-            by_j.setdefault(j, ([], []))[0].append((row, w))
+            sides = by_j.get(j)
+            if sides is None:
+                by_j[j] = ([(row, w)], [])
+            else:
+                sides[0].append((row, w))
         for row, w in deltas[1]:
-            j = key_of(row, self.rk)
-            if None not in j:
-                by_j.setdefault(j, ([], []))[1].append((row, w))
+            j = key_of(row, rk)
+            if None in j:
+                continue
+            sides = by_j.get(j)
+            if sides is None:
+                by_j[j] = ([], [(row, w)])
+            else:
+                sides[1].append((row, w))
         ctx = PullCtx(lookup=True)
+        left, right = self.inputs
         for j, (dl, dr) in by_j.items():
-            self._join_one(j, dl, dr, out, evict, ctx)
-        return out, evict
-
-    def _join_one(self, j: Row, dl: Delta, dr: Delta, out: Delta, evict: list[Row],
-                  ctx: PullCtx) -> None:
-        left_join = self.kind == "left"
-        right = self.inputs[1]
-        rrows: list[Row] | None = right.pull(self.rk, j, ctx) if dl else []
-        # LEFT JOIN with only right-side changes: the padding needs just the right count
-        r_new = (len(rrows) if dl else right.count(self.rk, j, ctx)) if (
-            left_join and rrows is not None) else 0
-        lrows = self.inputs[0].pull(self.lk, j, ctx) if dr else []
-        if rrows is None or lrows is None or r_new is None:
-            evict.extend(self._miss_rows(j, dl, dr))
-            return
-        for lrow, lw in dl:
-            for rrow in rrows:
-                out.append((lrow + rrow, lw))
-        for rrow, rw in dr:
-            for lrow in lrows:
-                out.append((lrow + rrow, rw))
+            # LEFT JOIN with only right-side changes: the padding needs just the right count
+            rrows: list[Row] | None = right.pull(rk, j, ctx) if dl else []
+            r_new = (len(rrows) if dl else right.count(rk, j, ctx)) if (
+                left_join and rrows is not None) else 0
+            lrows = left.pull(lk, j, ctx) if dr else []
+            if rrows is None or lrows is None or r_new is None:
+                evict.extend(self._miss_rows(j, dl, dr))
+                continue
             for lrow, lw in dl:
-                out.append((lrow + rrow, -lw * rw))
-        if left_join:
-            self._padding(dl, dr, lrows, r_new, out)
+                out.extend([(lrow + rrow, lw) for rrow in rrows])
+            for rrow, rw in dr:
+                out.extend([(lrow + rrow, rw) for lrow in lrows])
+                for lrow, lw in dl:
+                    out.append((lrow + rrow, -lw * rw))
+            if left_join:
+                self._padding(dl, dr, lrows, r_new, out)
+        return out, evict
 
     def _padding(self, dl: Delta, dr: Delta, lrows: list[Row], r_new: int, out: Delta) -> None:
         """NULL-extended rows: only when the right side for ``j`` is or was empty (``r_new``

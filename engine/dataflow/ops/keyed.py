@@ -171,6 +171,13 @@ class KeyedNode(Node):
         found = [r for gs in self.by_d.values() for g in gs for r in self.output_rows(g)]
         return _filter(found, bound)
 
+    def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
+        if cols == self.key_out and (self.full or key in self.present) and None not in key:
+            self._touch(key, ctx)
+            output_rows = self.output_rows
+            return sum([len(output_rows(g)) for g in self.by_d.get(key, ())])
+        return super().count(cols, key, ctx)
+
     def _touch(self, d: Row, ctx: PullCtx) -> None:
         if ctx.lookup or ctx.probe or ctx.partial:
             return

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+import cython_ext
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
 from engine.dataflow.records import UNKNOWN, Delta, Row, arrival, key_of, row_size
 from engine.plan.ir import TableRef
@@ -148,11 +149,25 @@ class BaseStore:
         return self._rows_of(self.index(cols), key)
 
     def _rows_of(self, idx: Index, key: Row) -> list[Row]:
+        idents = idx.by_key.get(key)
+        if not idents:
+            return []
+        rows = self.rows
+        if self.pk:  # one row per identity
+            return [rows[i][0] for i in idents]
         out: list[Row] = []
-        for ident in idx.by_key.get(key, ()):
-            row, count, _ = self.rows[ident]
+        for ident in idents:
+            row, count, _ = rows[ident]
             out.extend([row] * count)
         return out
+
+    def present_rows(self, cols: Cols, key: Row) -> list[Row] | None:
+        """The rows with ``cols = key`` when that index key is present (the common case of a
+        join's lookup), else None (ask ``lookup``)."""
+        idx = self.indexes.get(cols)
+        if idx is None or key not in idx.present:
+            return None
+        return self._rows_of(idx, key)
 
     # ------------------------------------------------------------------ writes
     def _store(self, row: Row) -> None:
@@ -274,3 +289,25 @@ class BaseStore:
         self._store(row)
         delta.append((row, 1))
         return delta, []
+
+
+def apply_changes(store: BaseStore, changes: Iterable[RowChange]) -> tuple[Delta, list[Row]]:
+    """The base store's apply loop (with a Cython twin): the deltas and eviction rows of
+    ``changes`` applied in order (``BaseStore.apply`` each)."""
+    delta: Delta = []
+    evictions: list[Row] = []
+    for change in changes:
+        d, e = store.apply(change)
+        delta.extend(d)
+        evictions.extend(e)
+    return delta, evictions
+
+
+#: The pure-Python kernel (the parity tests compare the Cython twin with it).
+PURE = {"apply_changes": apply_changes}
+
+_fast = cython_ext.load("basestore")
+if _fast is not None:
+    _fast.configure(ChangeKind.INSERT, ChangeKind.UPDATE, ChangeKind.DELETE, UNCHANGED_TOAST,
+                    UNKNOWN, Index)
+    apply_changes = _fast.apply_changes

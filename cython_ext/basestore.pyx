@@ -1,0 +1,176 @@
+# cython: language_level=3
+"""Twin of ``engine.dataflow.state.base.apply_changes``: a base store's apply loop (same
+contract, parity-tested). Inserts, deletes and updates of a table with a primary key are
+applied here, directly on the store's rows and partial indexes; everything else (tables
+without a primary key, TRUNCATE, rows with UNKNOWN columns) is handed to the store's own
+methods.
+
+Imports nothing from the project: ``configure`` receives the change kinds, the sentinels and
+the index class.
+"""
+
+from decimal import Decimal
+
+cdef object INSERT = None, UPDATE = None, DELETE = None, TOAST = None, UNKNOWN = None
+cdef object Index = None
+
+
+def configure(insert, update, delete, toast, unknown, index):
+    global INSERT, UPDATE, DELETE, TOAST, UNKNOWN, Index
+    INSERT, UPDATE, DELETE, TOAST, UNKNOWN, Index = insert, update, delete, toast, unknown, index
+
+
+cdef inline tuple _key(tuple row, tuple cols):
+    cdef Py_ssize_t n = len(cols), i
+    if n == 1:
+        return (row[<Py_ssize_t>cols[0]],)
+    cdef list out = [None] * n
+    for i in range(n):
+        out[i] = row[<Py_ssize_t>cols[i]]
+    return tuple(out)
+
+
+cdef inline bint _has(tuple row, object marker):
+    cdef object v
+    for v in row:
+        if v is marker:
+            return True
+    return False
+
+
+cdef Py_ssize_t _row_size(tuple row):  # records.row_size
+    cdef Py_ssize_t size = 40 + 8 * len(row)
+    cdef object v, t
+    for v in row:
+        t = type(v)
+        if t is int:
+            size += 32
+        elif v is None or t is bool:
+            pass
+        elif t is str:
+            size += 49 + len(<str>v)
+        elif t is float:
+            size += 24
+        elif t is bytes:
+            size += 33 + len(<bytes>v)
+        elif t is Decimal:
+            size += 104
+        else:
+            size += 64
+    return size
+
+
+cdef class _Tables:
+    """The store's structures, read once per batch."""
+    cdef dict rows
+    cdef list indexes  # [(cols, present, by_key)]
+    cdef tuple pk
+    cdef Py_ssize_t bytes
+
+    def __init__(self, store):
+        cdef object idx
+        self.rows = store.rows
+        self.pk = store.pk
+        self.indexes = [(<tuple>idx.cols, <set>idx.present, <dict>idx.by_key)
+                        for idx in store.indexes.values()]
+        self.bytes = 0
+
+    cdef object unstore(self, tuple ident):
+        cdef list entry = self.rows.get(ident)
+        cdef tuple row, item
+        cdef set idents
+        cdef object key
+        if entry is None:
+            return None
+        row = entry[0]
+        del self.rows[ident]
+        self.bytes -= <Py_ssize_t>entry[2]
+        for item in self.indexes:
+            key = _key(row, <tuple>item[0])
+            idents = (<dict>item[2]).get(key)
+            if idents is not None:
+                idents.discard(ident)
+                if not idents:
+                    del (<dict>item[2])[key]
+        return row
+
+    cdef bint covered(self, tuple row):
+        cdef tuple item
+        cdef set present
+        for item in self.indexes:
+            present = item[1]
+            if present and _key(row, <tuple>item[0]) in present:
+                return True
+        return False
+
+    cdef void store(self, tuple row):
+        cdef tuple ident = _key(row, self.pk), item
+        cdef Py_ssize_t size
+        cdef object key
+        cdef set idents
+        if ident in self.rows:
+            return
+        size = _row_size(row)
+        self.rows[ident] = [row, 1, size]
+        self.bytes += size
+        for item in self.indexes:
+            key = _key(row, <tuple>item[0])
+            idents = (<dict>item[2]).get(key)
+            if idents is None:
+                (<dict>item[2])[key] = {ident}
+            else:
+                idents.add(ident)
+
+
+def apply_changes(object store, object changes):
+    if not store.pk:
+        return _fallback(store, changes)
+    cdef list delta = [], evictions = []
+    cdef _Tables t = _Tables(store)
+    cdef object change, kind, old, new, stored
+    for change in changes:
+        kind = change.kind
+        new = change.new
+        if kind is INSERT:
+            stored = None
+        elif kind is DELETE or kind is UPDATE:
+            old = change.old
+            if old is None:
+                old = new
+            stored = t.unstore(_key(<tuple>old, t.pk))
+            if stored is not None:
+                delta.append((stored, -1))
+            if kind is DELETE:
+                continue
+            if _has(<tuple>new, TOAST):
+                new = tuple([(stored[i] if stored is not None else UNKNOWN) if v is TOAST
+                             else v for i, v in enumerate(new)])
+        else:  # TRUNCATE: the store's own method (it may change the index set)
+            store.bytes += t.bytes
+            d, e = store.apply(change)
+            delta.extend(d)
+            evictions.extend(e)
+            t = _Tables(store)
+            continue
+        if _has(<tuple>new, UNKNOWN):  # evicts index keys: the store's own method
+            store.bytes += t.bytes
+            d, e = store._arrive(new, [])
+            delta.extend(d)
+            evictions.extend(e)
+            t = _Tables(store)
+        elif t.covered(<tuple>new):
+            t.store(<tuple>new)
+            delta.append((new, 1))
+        else:
+            evictions.append(new)
+    store.bytes += t.bytes
+    return delta, evictions
+
+
+cdef tuple _fallback(object store, object changes):
+    cdef list delta = [], evictions = []
+    for change in changes:
+        d, e = store.apply(change)
+        delta.extend(d)
+        evictions.extend(e)
+    return delta, evictions
