@@ -29,8 +29,9 @@ ROW = st.tuples(st.integers(0, 5), st.integers(0, 2), st.sampled_from(("a", "bb"
 @st.composite
 def changes(draw: st.DrawFn, table: ir.TableRef) -> RowChange:
     kind = draw(st.sampled_from(("i", "i", "u", "u", "d", "t")))
-    new = draw(ROW)
-    old = draw(ROW)
+    new: tuple[object, ...] = draw(ROW)
+    old: tuple[object, ...] = draw(ROW)
+    old_row: tuple[object, ...] | None
     if kind == "i":
         return RowChange(table.oid, ChangeKind.INSERT, None, new)
     if kind == "t":
