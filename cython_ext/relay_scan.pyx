@@ -91,3 +91,51 @@ def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_
     finally:
         PyBuffer_Release(&view)
     return pos, statuses, marks
+
+
+cdef inline bint _blank(unsigned char c):
+    return c == 32 or (9 <= c <= 13)  # what bytes.strip() strips
+
+
+def query_head(bytes raw, Py_ssize_t start, Py_ssize_t end, tuple watched):
+    """Twin of proxy.forwarding.query_head (same contract; see that module)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), i, h, k, size
+    cdef unsigned char c
+    cdef bytes word
+    cdef const unsigned char* w
+    if start < 0 or end <= start or end > n:
+        return 0
+    for i in range(start, end - 1):
+        if p[i] == 0:
+            return 0
+    if p[end - 1] != 0:
+        return 0
+    h = start
+    while h < end - 1 and _blank(p[h]):
+        h += 1
+    size = end - 1 - h
+    if size > 10:
+        size = 10
+    if size == 0 or not ((65 <= p[h] <= 90) or (97 <= p[h] <= 122)):
+        return 0
+    for i in range(size):
+        if p[h + i] >= 128:
+            return 0
+    for word in watched:
+        k = PyBytes_GET_SIZE(word)
+        if k > size:
+            continue
+        w = <const unsigned char*>PyBytes_AS_STRING(word)
+        for i in range(k):
+            c = p[h + i]
+            if 97 <= c <= 122:
+                c -= 32
+            if c != w[i]:
+                break
+        else:
+            return 0
+    for i in range(h + size, end - 1):
+        if p[i] >= 128:
+            return 2
+    return 1

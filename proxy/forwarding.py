@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
+import cython_ext
 from proxy.admin import _FIRST_WORDS as _ADMIN_WORDS
 from proxy.wire import frontend as fe
 
@@ -36,19 +37,30 @@ WATCHED_WORDS = (*(w.encode() for w in _ADMIN_WORDS), b"SET", b"RESET", b"DISCAR
                  b"DEALLOCATE")
 
 
-def plain_query(raw: bytes, start: int, end: int, service: CacheService) -> bool:
-    """Whether the Query payload ``raw[start:end]`` is plain (see the module docstring)."""
-    if raw.find(b"\0", start, end) != end - 1:
-        return False
+def query_head(raw: bytes, start: int, end: int, watched: tuple[bytes, ...]) -> int:
+    """What the bytes of the Query payload ``raw[start:end]`` say: 0 — not plain (a NUL
+    before the end or none at the end; the first word, after ASCII white space, not ASCII
+    letters first, or one of ``watched`` in any case); 1 — plain so far, all ASCII; 2 —
+    plain so far, UTF-8 validity still to check. Hot kernel (twin in relay_scan.pyx)."""
+    if end <= start or raw.find(b"\0", start, end) != end - 1:
+        return 0
     text = raw[start : end - 1]
     head = text.lstrip()[:10]
-    if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(WATCHED_WORDS):
+    if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(watched):
+        return 0
+    return 1 if text.isascii() else 2
+
+
+def plain_query(raw: bytes, start: int, end: int, service: CacheService) -> bool:
+    """Whether the Query payload ``raw[start:end]`` is plain (see the module docstring)."""
+    head = query_head(raw, start, end, WATCHED_WORDS)
+    if head == 0:
         return False
     if service.registry is None:
-        return text.isascii() or _utf8(text) is not None
+        return head == 1 or _utf8(raw[start : end - 1]) is not None
     if service.settings.caching == "auto":
         return False
-    decoded = _utf8(text)
+    decoded = _utf8(raw[start : end - 1])
     return decoded is not None and not service._mentions_cached_table(decoded)
 
 
@@ -101,3 +113,11 @@ def _put(memo: dict[bytes, _V], key: bytes, value: _V) -> None:
     if len(memo) >= MEMO_ENTRIES:
         memo.clear()
     memo[key] = value
+
+
+#: The pure-Python reference, whatever ``WEIR_IMPL`` selects (for parity tests).
+query_head_python = query_head
+
+_fast = cython_ext.load("relay_scan")
+if _fast is not None:
+    query_head = _fast.query_head
