@@ -486,18 +486,18 @@ class Extended:
 
     def _prepare(self, local: LocalPortal) -> tuple[Route, OutputSettings, tuple[int, ...]] | None:
         """The read of a local portal, or None (and why, in EXPLAIN LAST STATEMENT) when
-        its results cannot be encoded exactly."""
+        its cache is gone or its results cannot be encoded exactly."""
         session = self.session
         assert session.ctx is not None
-        entry = local.statement.route.cache
+        service = session.server.service
+        if not service.is_current(local.statement.route.cache) and not self._renew(local):
+            session.ctx.last = ("upstream", f"cache {local.statement.route.cache.name} was "
+                                "dropped after this statement was prepared")
+            return None
         held = local.statement.route
+        entry = held.cache
         route = Route("cache", held.reason, classified=held.classified, cache=entry,
                       keys=local.keys, params=local.params)
-        service = session.server.service
-        if not service.is_current(entry):
-            session.ctx.last = ("upstream", f"cache {entry.name} was dropped or planned again "
-                                "after this statement was prepared")
-            return None
         settings = service.output_settings(session.state, session.ctx)
         fmts = formats_for(len(entry.fields), local.bind.result_formats)
         reason, _ = service.output_plan(entry, fmts, settings)
@@ -505,6 +505,23 @@ class Extended:
             session.ctx.last = ("upstream", reason)
             return None
         return route, settings, fmts
+
+    def _renew(self, local: LocalPortal) -> bool:
+        """The cache a held statement was routed to is gone (dropped, or planned again after
+        a schema change): route its text again; with a cache for it, the statement and the
+        portal's keys follow that cache (False: none, or the keys do not fit it)."""
+        session = self.session
+        assert session.ctx is not None
+        held = local.statement
+        route = session.server.service.route(held.parse.query, session.state, session.ctx)
+        if route.cache is None or route.classified is None:
+            return False
+        held.route, held.memo, held.memo_sid = route, None, -1
+        lookup = self._keys(held, local.bind)
+        if lookup is None:
+            return False
+        local.keys, local.params = lookup
+        return True
 
     def _encode(self, local: LocalPortal, read: tuple[tuple[Any, ...] | None, str],
                 prepared: tuple[Route, OutputSettings, tuple[int, ...]]) -> list[bytes] | None:

@@ -88,3 +88,23 @@ def test_ddl_through_weir_stops_cached_reads_until_checked(dbname: str,
             reader.execute(QUERY, (3,))
         assert host._trust > checks
         eventually(lambda: _caches(reader) == [], 10)
+
+
+def test_prepared_statements_follow_their_cache_through_a_schema_change(
+        pg: Any, dbname: str, server: InProcessWeir) -> None:
+    with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin, \
+            psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                            prepare_threshold=0) as conn, \
+            psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+        admin.execute(f"CREATE CACHE ddl1 FROM {QUERY.replace('%s', '$1')}")
+        for _ in range(2):
+            assert conn.execute(QUERY, (3,)).fetchall() == [(3, "a3", 3)]
+        assert _last(conn)[0] == "cache"
+        registry = server.server.service.registry
+        before = registry.caches["ddl1"]
+        direct.execute("ALTER TABLE ddl_t ADD COLUMN c int")
+        eventually(lambda: registry.caches.get("ddl1") not in (None, before), 10)
+        direct.execute("UPDATE ddl_t SET b = 30 WHERE id = 3")
+        # the statement prepared before the change is served by the cache planned again
+        eventually(lambda: conn.execute(QUERY, (3,)).fetchall() == [(3, "a3", 30)], 10)
+        assert _last(conn) == ("cache", "served by cache ddl1")
