@@ -6,7 +6,10 @@ weir/PgBouncer, the CPU time the proxy process spent per transaction — user an
 ``/proc/PID/stat`` around each run — and the command) and prints the same table. Starts a
 throw-away PostgreSQL unless ``WEIR_BENCH_DSN`` names one (superuser URL).
 
-    .venv/bin/python bench/passthrough.py [--seconds 10] [--clients 8] [--scale 10]
+    .venv/bin/python bench/passthrough.py [--seconds 10] [--clients 8] [--scale 10] [--floor]
+
+``--floor`` adds a reference target, ``python-relay`` (``bench/floor_relay.py``): a uvloop
+relay that only copies bytes, the floor for any Python proxy on this event loop.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +122,20 @@ def weir(upstream: str) -> Iterator[tuple[int, int]]:
         proc.wait(10)
 
 
+@contextmanager
+def floor_relay(host: str, upstream_port: int) -> Iterator[tuple[int, int]]:
+    port = localpg.free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "floor_relay.py"), str(port), host,
+         str(upstream_port)], stderr=subprocess.DEVNULL)
+    try:
+        _wait_port(port)
+        yield port, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 def _wait_port(port: int, timeout: float = 20.0) -> None:
     import socket
 
@@ -132,7 +149,8 @@ def _wait_port(port: int, timeout: float = 20.0) -> None:
     raise RuntimeError(f"nothing listens on port {port}")
 
 
-def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int) -> list[Result]:
+def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int,
+        floor: bool = False) -> list[Result]:
     external = os.environ.get("WEIR_BENCH_DSN")
     cluster = None if external else localpg.start(tls=False)
     try:
@@ -144,12 +162,18 @@ def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int) -
         host, port = parts.hostname or "127.0.0.1", parts.port or 5432
         pgbench(bindir, upstream, ["-i", "-q", "-s", str(scale)])
         results: list[Result] = []
-        with pgbouncer(host, port, clients) as (bport, bpid), weir(upstream) as (wport, wpid):
+        with ExitStack() as stack:
+            bport, bpid = stack.enter_context(pgbouncer(host, port, clients))
+            wport, wpid = stack.enter_context(weir(upstream))
             targets: dict[str, tuple[str, int | None]] = {
                 "direct": (upstream, None),
                 "pgbouncer": (f"postgresql://postgres@127.0.0.1:{bport}/postgres", bpid),
                 "weir": (f"postgresql://postgres@127.0.0.1:{wport}/postgres", wpid),
             }
+            if floor:
+                fport, fpid = stack.enter_context(floor_relay(host, port))
+                targets["python-relay"] = (f"postgresql://postgres@127.0.0.1:{fport}/postgres",
+                                           fpid)
             for mode in modes:
                 samples: dict[str, list[tuple[float, ...]]] = {name: [] for name in targets}
                 for r in range(rounds):  # alternate the order so drift hits every target alike
@@ -188,9 +212,10 @@ def report(results: list[Result], seconds: int, clients: int, scale: int, comman
         "# Pass-through benchmark (uncached queries)",
         "",
         f"pgbench `-S` (select-only), {clients} clients, 2 threads, {seconds} s per run, "
-        f"scale {scale}; direct PostgreSQL, PgBouncer (session mode) and weir, one after the "
-        "other in one invocation on the same machine, in alternating order over several "
-        "rounds (figures are the means) "
+        f"scale {scale}; direct PostgreSQL, PgBouncer (session mode) and weir (and, where "
+        "listed, python-relay: a uvloop relay that only copies bytes, the floor for a Python "
+        "proxy), one after the other in one invocation on the same machine, in alternating "
+        "order over several rounds (figures are the means) "
         f"({platform.machine()}, {os.cpu_count()} cores; client, proxy and server share them).",
         "",
         f"Command: `{command}`",
@@ -198,14 +223,14 @@ def report(results: list[Result], seconds: int, clients: int, scale: int, comman
         "Proxy CPU: user and system CPU time of the proxy process per transaction "
         "(microseconds; pgbench's connection setup included).",
         "",
-        "| mode | target | TPS | avg latency (ms) | proxy CPU user/sys (us/tx) | weir / direct "
-        "| weir / PgBouncer |",
+        "| mode | target | TPS | avg latency (ms) | proxy CPU user/sys (us/tx) | / direct "
+        "| / PgBouncer |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     by = {(r.mode, r.target): r for r in results}
     for r in results:
         ratio_d = ratio_b = ""
-        if r.target == "weir":
+        if r.target in ("weir", "python-relay"):
             ratio_d = f"{r.tps / by[(r.mode, 'direct')].tps:.2f}"
             ratio_b = f"{r.tps / by[(r.mode, 'pgbouncer')].tps:.2f}"
         cpu = "" if r.user_us is None else f"{r.user_us:.1f} / {r.sys_us:.1f}"
@@ -221,10 +246,12 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=10)
     parser.add_argument("--modes", default="simple,extended,prepared")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure python-relay (bench/floor_relay.py)")
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks" / "passthrough.md"))
     args = parser.parse_args()
     modes = args.modes.split(",")
-    results = run(args.seconds, args.clients, args.scale, modes, args.rounds)
+    results = run(args.seconds, args.clients, args.scale, modes, args.rounds, args.floor)
     command = ("python bench/passthrough.py " + " ".join(sys.argv[1:])).strip()
     text = report(results, args.seconds, args.clients, args.scale, command)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
