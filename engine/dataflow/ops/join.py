@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import cython_ext
 from engine.dataflow.fills import FillRequest, SemiJoin
 from engine.dataflow.node import BaseKey, Cols, Node, PullCtx
 from engine.dataflow.records import (
@@ -53,68 +54,7 @@ class JoinNode(Node):
 
     # ------------------------------------------------------------------ deltas
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
-        out: Delta = []
-        evict: list[Row] = []
-        left_join = self.kind == "left"
-        by_j: dict[Row, tuple[Delta, Delta]] = {}
-        lk, rk = self.lk, self.rk
-        for row, w in deltas[0]:
-            j = key_of(row, lk)
-            if None in j:
-                if left_join:
-                    out.append((row + self.pad, w))
-                continue
-            sides = by_j.get(j)
-            if sides is None:
-                by_j[j] = ([(row, w)], [])
-            else:
-                sides[0].append((row, w))
-        for row, w in deltas[1]:
-            j = key_of(row, rk)
-            if None in j:
-                continue
-            sides = by_j.get(j)
-            if sides is None:
-                by_j[j] = ([], [(row, w)])
-            else:
-                sides[1].append((row, w))
-        ctx = PullCtx(lookup=True)
-        left, right = self.inputs
-        for j, (dl, dr) in by_j.items():
-            # LEFT JOIN with only right-side changes: the padding needs just the right count
-            rrows: list[Row] | None = right.pull(rk, j, ctx) if dl else []
-            r_new = (len(rrows) if dl else right.count(rk, j, ctx)) if (
-                left_join and rrows is not None) else 0
-            lrows = left.pull(lk, j, ctx) if dr else []
-            if rrows is None or lrows is None or r_new is None:
-                evict.extend(self._miss_rows(j, dl, dr))
-                continue
-            for lrow, lw in dl:
-                out.extend([(lrow + rrow, lw) for rrow in rrows])
-            for rrow, rw in dr:
-                out.extend([(lrow + rrow, rw) for lrow in lrows])
-                for lrow, lw in dl:
-                    out.append((lrow + rrow, -lw * rw))
-            if left_join:
-                self._padding(dl, dr, lrows, r_new, out)
-        return out, evict
-
-    def _padding(self, dl: Delta, dr: Delta, lrows: list[Row], r_new: int, out: Delta) -> None:
-        """NULL-extended rows: only when the right side for ``j`` is or was empty (``r_new``
-        right rows now, ``r_new - sum(dr)`` before the batch)."""
-        pad = self.pad
-        if not dr:
-            if r_new == 0:
-                out.extend((lrow + pad, lw) for lrow, lw in dl)
-            return
-        r_old = r_new - sum(w for _, w in dr)
-        if r_new == 0:
-            out.extend((lrow + pad, 1) for lrow in lrows)
-        if r_old == 0:
-            old = Counter(lrows)
-            for lrow, lw in dl:
-                old[lrow] -= lw
-            out.extend((lrow + pad, -n) for lrow, n in old.items() if n)
+        return join_deltas(self, deltas[0], deltas[1])
 
     def _miss_rows(self, j: Row, dl: Delta, dr: Delta) -> list[Row]:
         rows: list[Row] = []
@@ -248,5 +188,82 @@ class JoinNode(Node):
                 ctx.prefetch.append((other[0].nid, req))
 
 
+def join_deltas(node: JoinNode, dl_all: Delta, dr_all: Delta) -> tuple[Delta, list[Row]]:
+    """The join's delta loop (with a Cython twin): group both inputs' deltas by join value,
+    look the other side up per value (a LEFT JOIN with only right-side changes for a value
+    counts the right rows instead of listing them), emit the joined and padded rows; a miss
+    turns that value's deltas into eviction rows (``JoinNode._miss_rows``)."""
+    out: Delta = []
+    evict: list[Row] = []
+    left_join = node.kind == "left"
+    by_j: dict[Row, tuple[Delta, Delta]] = {}
+    lk, rk, pad = node.lk, node.rk, node.pad
+    for row, w in dl_all:
+        j = key_of(row, lk)
+        if None in j:
+            if left_join:
+                out.append((row + pad, w))
+            continue
+        sides = by_j.get(j)
+        if sides is None:
+            by_j[j] = ([(row, w)], [])
+        else:
+            sides[0].append((row, w))
+    for row, w in dr_all:
+        j = key_of(row, rk)
+        if None in j:
+            continue
+        sides = by_j.get(j)
+        if sides is None:
+            by_j[j] = ([], [(row, w)])
+        else:
+            sides[1].append((row, w))
+    ctx = PullCtx(lookup=True)
+    left, right = node.inputs
+    for j, (dl, dr) in by_j.items():
+        rrows: list[Row] | None = right.pull(rk, j, ctx) if dl else []
+        r_new = (len(rrows) if dl else right.count(rk, j, ctx)) if (
+            left_join and rrows is not None) else 0
+        lrows = left.pull(lk, j, ctx) if dr else []
+        if rrows is None or lrows is None or r_new is None:
+            evict.extend(node._miss_rows(j, dl, dr))
+            continue
+        for lrow, lw in dl:
+            out.extend([(lrow + rrow, lw) for rrow in rrows])
+        for rrow, rw in dr:
+            out.extend([(lrow + rrow, rw) for lrow in lrows])
+            for lrow, lw in dl:
+                out.append((lrow + rrow, -lw * rw))
+        if left_join:
+            _padding(pad, dl, dr, lrows, r_new, out)
+    return out, evict
+
+
+def _padding(pad: Row, dl: Delta, dr: Delta, lrows: list[Row], r_new: int, out: Delta) -> None:
+    """NULL-extended rows: only when the right side for ``j`` is or was empty (``r_new``
+    right rows now, ``r_new - sum(dr)`` before the batch)."""
+    if not dr:
+        if r_new == 0:
+            out.extend((lrow + pad, lw) for lrow, lw in dl)
+        return
+    r_old = r_new - sum(w for _, w in dr)
+    if r_new == 0:
+        out.extend((lrow + pad, 1) for lrow in lrows)
+    if r_old == 0:
+        old = Counter(lrows)
+        for lrow, lw in dl:
+            old[lrow] -= lw
+        out.extend((lrow + pad, -n) for lrow, n in old.items() if n)
+
+
 def _matches(row: Row, bound: dict[int, object]) -> bool:
     return all(row[c] == v or row[c] is UNKNOWN for c, v in bound.items())
+
+
+#: The pure-Python kernel (the parity tests compare the Cython twin with it).
+PURE = {"join_deltas": join_deltas}
+
+_fast = cython_ext.load("join")
+if _fast is not None:
+    _fast.configure(PullCtx)
+    join_deltas = _fast.join_deltas
