@@ -126,6 +126,26 @@ class Extended:
             return self.batch_local
         return False
 
+    def adopt(self) -> None:
+        """The caches changed: statements this session prepared upstream whose text a cache
+        now serves are held too (``upstream=True``: both have them), so their next runs
+        outside a transaction block are answered by weir — a cache created while an
+        application keeps its connections and prepared statements serves them at once."""
+        session = self.session
+        registry, ctx = session.server.service.registry, session.ctx
+        if registry is None or ctx is None or ctx.tainted is not None:
+            return
+        for name, stmt in session.state.statements.items():
+            if name in self.held or parse_admin(stmt.query) is not None:
+                continue
+            classified = registry.classify(stmt.query, ctx.search_path)
+            entry = registry.cache_for(classified)
+            if entry is not None:
+                route = Route("cache", f"served by cache {entry.name}", classified=classified,
+                              cache=entry)
+                self.held[name] = HeldStatement(fe.Parse(name, stmt.query, stmt.param_types),
+                                                route, upstream=True)
+
     def releases(self, query: str) -> bool:
         """Whether a simple query deallocates a statement weir holds (see :meth:`release`)."""
         if not self.held:

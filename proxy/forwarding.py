@@ -85,13 +85,15 @@ class Memos:
         self._registry: object = None
         self._names: object = None
 
-    def current(self, service: CacheService) -> None:
+    def current(self, service: CacheService) -> bool:
         """Forget what depends on the routing state if it changed (a cache was created or
-        dropped) since the last call."""
+        dropped) since the last call; True when it did."""
         if service.registry is not self._registry or service._names is not self._names:
             self._registry, self._names = service.registry, service._names
             self.plain_last = None
             self.parses.clear()
+            return True
+        return False
 
     def remember_parse(self, payload: bytes, msg: fe.Parse) -> None:
         _put(self.parses, payload, msg)

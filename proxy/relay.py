@@ -182,8 +182,8 @@ class Session(Handshake):
         state = self.state
         service = self.server.service
         local = self._caching and self.ctx is not None
-        if local:
-            self.memos.current(service)
+        if local and self.memos.current(service):
+            ext.adopt()  # caches changed: statements prepared upstream may now be served
         # nothing held locally: stays so in this loop (only a local answer, which ends the
         # loop, starts holding something)
         quiet = ext.quiet
