@@ -49,7 +49,7 @@ def fold(object node, list delta):
         st = groups.get(g)
         try:
             if g not in touched:
-                old = outs.pop(g, _MISSING)
+                old = outs.get(g, _MISSING)
                 touched[g] = _result(<tuple>g, st, grouped) if old is _MISSING else old
             if st is None:
                 st = node.new_group(g)

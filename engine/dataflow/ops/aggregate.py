@@ -121,7 +121,7 @@ def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
         st = groups.get(g)
         try:
             if g not in touched:
-                touched[g] = outs.pop(g) if g in outs else node.result_row(g, st)
+                touched[g] = outs[g] if g in outs else node.result_row(g, st)
             if st is None:
                 st = node.new_group(g)
             st[0] += w
