@@ -153,16 +153,26 @@ class Extended:
         name = deallocated(query)
         return name is not None and (name == "*" or name in self.held)
 
-    def release(self, query: str) -> None:
-        """Before a DEALLOCATE/DISCARD ALL goes upstream: the held statements it names are
-        recreated upstream first (answers swallowed) and no longer held, so the upstream
-        deallocates them — or, should the command fail, keeps them — as PostgreSQL would."""
+    def release(self, query: str) -> bytes | None:
+        """A DEALLOCATE/DISCARD ALL of statements weir holds goes upstream next: they stop
+        being held, and the upstream deallocates its own copies. Returns weir's own answer
+        (CommandComplete) when the command names a statement only weir holds and the session
+        is idle — then the query must not go upstream, which would say it does not exist."""
         name = deallocated(query) if self.held else None
-        if name is None:
-            return
-        for held in [n for n in self.held if name in ("*", n)]:
-            self._materialize(held)
-            del self.held[held]
+        state = self.session.state
+        if name is None or state.transaction_status == "E":  # PostgreSQL refuses it there
+            return None
+        if name == "*":
+            if not (query.lstrip()[:7].upper() == "DISCARD" and state.in_transaction):
+                self.held.clear()  # (DISCARD ALL fails inside a transaction block)
+            return None
+        held = self.held.get(name)
+        if held is None:
+            return None
+        if not held.upstream and not (state.idle and not self.batch_upstream):
+            self._materialize(name)  # requests are pending upstream: answer in their order
+        del self.held[name]
+        return None if held.upstream else be.CommandComplete("DEALLOCATE").encode()
 
     @property
     def quiet(self) -> bool:

@@ -292,8 +292,7 @@ class Session(Handshake):
         service = self.server.service
         route = service.route(msg.query, self.state, self.ctx)
         if route.destination == "upstream":
-            self._upstream_query(route, msg)
-            self.forward(msg, raw)
+            self._forward_query(route, msg, raw)
             return True
         if route.destination != "cache":
             return False
@@ -345,7 +344,17 @@ class Session(Handshake):
         self.ctx.last = ("upstream", route.reason)
         self.server.service.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx)
-        self.extended.release(msg.query)  # before the query itself is written
+
+    def _forward_query(self, route: Route, msg: fe.Query, raw: bytes) -> None:
+        """A Query that goes upstream — unless it deallocates a statement only weir holds:
+        weir answers that itself (``Extended.release``)."""
+        answer = self.extended.release(msg.query)
+        self._upstream_query(route, msg)
+        if answer is None:
+            self.forward(msg, raw)
+            return
+        self.extended.flush()
+        self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
 
     async def _pump(self) -> None:
         """Process held client messages in order, answering weir's own ones."""
@@ -380,8 +389,7 @@ class Session(Handshake):
         assert ctx is not None
         route = service.route(msg.query, self.state, ctx)
         if route.destination == "upstream":
-            self._upstream_query(route, msg)
-            self.forward(msg, raw)
+            self._forward_query(route, msg, raw)
             return
         if route.destination == "admin":
             answer = await service.admin(route, ctx)

@@ -253,6 +253,15 @@ def test_deallocate_and_discard_of_held_statements(pg: Any, dbname: str) -> None
         assert errors(parse, fe.Bind("p1", "s1", (), (b"5",), ()), fe.Sync()) == []
         assert errors(fe.Execute("p1"), fe.Sync()) == ['portal "p1" does not exist']
 
+        # a statement only weir holds, whose table is gone upstream: still deallocated
+        pg.psql("CREATE TABLE gone (id int PRIMARY KEY, v text)", dbname)
+        assert errors(fe.Query("CREATE CACHE gone_by_id FROM SELECT v FROM gone WHERE id = $1")) \
+            == []
+        assert errors(fe.Parse("s2", "SELECT v FROM gone WHERE id = $1"), fe.Sync()) == []
+        pg.psql("DROP TABLE gone", dbname)
+        assert errors(fe.Query("DEALLOCATE s2")) == []
+        assert errors(fe.Query("DEALLOCATE s2")) == ['prepared statement "s2" does not exist']
+
 
 def test_search_path_change_after_prepare_reads_upstream(pg: Any, dbname: str) -> None:
     """PostgreSQL analyzes a prepared statement again when search_path changes; weir, which
