@@ -78,6 +78,10 @@ class ClientEndpoint(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not subclass asyncio.Transport; they have its interface.
         self.session = Session(self.server, cast(asyncio.Transport, transport), self)
+        # one call less per read: the session takes the data itself (the transport keeps
+        # the bound ``data_received`` it finds when the protocol is set, so set it again)
+        self.data_received = self.session.client_data  # type: ignore[method-assign]
+        cast(asyncio.Transport, transport).set_protocol(self)
 
     def data_received(self, data: bytes) -> None:
         if self.session is not None:
@@ -104,6 +108,8 @@ class UpstreamEndpoint(asyncio.Protocol):
 
     def __init__(self, session: Session) -> None:
         self.session = session
+        # one call less per read (see ClientEndpoint.connection_made)
+        self.data_received = session.upstream_data  # type: ignore[method-assign]
 
     def data_received(self, data: bytes) -> None:
         self.session.upstream_data(data)
