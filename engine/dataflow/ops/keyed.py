@@ -173,9 +173,15 @@ class KeyedNode(Node):
 
     def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
         if cols == self.key_out and (self.full or key in self.present) and None not in key:
-            self._touch(key, ctx)
+            if not ctx.lookup:
+                self._touch(key, ctx)
+            gs = self.by_d.get(key)
+            if not gs:
+                return 0
+            if self.d_is_g:  # the one group is the key
+                return len(self.output_rows(key))
             output_rows = self.output_rows
-            return sum([len(output_rows(g)) for g in self.by_d.get(key, ())])
+            return sum([len(output_rows(g)) for g in gs])
         return super().count(cols, key, ctx)
 
     def _touch(self, d: Row, ctx: PullCtx) -> None:
