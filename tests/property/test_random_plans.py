@@ -15,6 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.api import Engine
+from engine.dataflow.node import PullCtx
+from engine.dataflow.ops.join import JoinNode
+from engine.dataflow.records import UNKNOWN
 from tests.property.random_plans import (
     PlanGen,
     random_changes,
@@ -53,3 +56,23 @@ def test_random_plans_unbounded(seed: int, ops: list[tuple[int, int]]) -> None:
 @given(st.integers(0, 2**32), OPS)
 def test_random_plans_tiny_budget(seed: int, ops: list[tuple[int, int]]) -> None:
     drive(seed, ops, 2500)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32), OPS)
+def test_count_equals_the_length_of_pull(seed: int, ops: list[tuple[int, int]]) -> None:
+    """Every join input counts a join value's rows as many as its pull lists (or misses
+    alike), whatever the node: base, projection, union, keyed state, filter, join."""
+    host = drive(seed, ops, None)
+    for node in list(host.engine.graph.nodes.values()):
+        if not isinstance(node, JoinNode):
+            continue
+        for side, cols in ((0, node.lk), (1, node.rk)):
+            source = node.inputs[side]
+            known = source.pull((), (), PullCtx(partial=True)) or []
+            for key in {tuple(r[c] for c in cols) for r in known} | {(None,) * len(cols)}:
+                if any(v is UNKNOWN for v in key):
+                    continue
+                rows = source.pull(cols, key, PullCtx(probe=True))
+                n = source.count(cols, key, PullCtx(probe=True))
+                assert n == (None if rows is None else len(rows)), (source, cols, key)

@@ -29,3 +29,14 @@ class UnionNode(Node):
             else:
                 out.extend(rows)
         return out if complete else None
+
+    def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
+        total = 0
+        complete = True
+        for source in self.inputs:  # count every input, as ``pull`` pulls every input
+            n = source.count(cols, key, ctx)
+            if n is None:
+                complete = False
+            else:
+                total += n
+        return total if complete else None
