@@ -117,7 +117,8 @@ class CacheHost:
 
     async def start(self) -> None:
         self._pool = await asyncpg.create_pool(
-            self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS)
+            self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS,
+            reset=_keep_session)
         await self.stream.start()
         started = asyncio.get_running_loop().time()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
@@ -288,10 +289,13 @@ class CacheHost:
         async with self.pool.acquire() as conn, conn.transaction(
             isolation="repeatable_read", readonly=True
         ):
-            snapshot = parse_snapshot(await conn.fetchval("SELECT pg_current_snapshot()::text"))
+            # the first statement takes the transaction's snapshot; the marker, a
+            # transactional message, reaches the stream with the commit wherever it is sent
+            head = await conn.fetchrow(
+                "SELECT pg_current_snapshot()::text, pg_logical_emit_message(true, 'weir', $1)",
+                f"{_FILL_PREFIX}{run.fill_id}")
+            snapshot = parse_snapshot(head[0])
             rows = [await _fetch_rows(conn, req) for req in run.requests]
-            await conn.execute("SELECT pg_logical_emit_message(true, 'weir', $1)",
-                               f"{_FILL_PREFIX}{run.fill_id}")
         return snapshot, rows
 
     async def _probe(self) -> None:
@@ -351,6 +355,12 @@ def _as_output_text(column: ir.Column) -> str:
     if column.type_oid == 16:  # bool::text is 'true'/'false'; the output form is 't'/'f'
         return f"CASE WHEN {ref} THEN 't' WHEN NOT {ref} THEN 'f' END"
     return f"{ref}::text"
+
+
+async def _keep_session(conn: Any) -> None:
+    """The fill pool's reset: nothing. Its connections carry no session state beyond their
+    fixed settings (transactions end before release), so asyncpg's default reset (advisory
+    unlock, CLOSE ALL, UNLISTEN, RESET ALL: a round trip per fill) is not needed."""
 
 
 async def _fetch_rows(conn: Any, req: FillRequest) -> list[Row]:
