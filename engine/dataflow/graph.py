@@ -15,7 +15,7 @@ deltas are consolidated on every edge; evictions travel after the deltas of the 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 from engine.changes import RowChange, Transaction
 from engine.dataflow.expr import walk
@@ -169,10 +169,16 @@ class Graph:
     # ------------------------------------------------------------------ batches
     def apply(self, txn: Transaction) -> None:
         """Apply one upstream transaction as one batch."""
-        per_base: dict[int, list[RowChange]] = {}
-        for change in txn.changes:
-            if change.table_oid in self.bases:
-                per_base.setdefault(change.table_oid, []).append(change)
+        oids = {c.table_oid for c in txn.changes}
+        per_base: dict[int, Sequence[RowChange]]
+        if len(oids) == 1:  # the common case: the changes of one table, in order
+            per_base = {oid: txn.changes for oid in oids if oid in self.bases}
+        else:
+            lists: dict[int, list[RowChange]] = {}
+            for change in txn.changes:
+                if change.table_oid in self.bases:
+                    lists.setdefault(change.table_oid, []).append(change)
+            per_base = dict(lists)
         if not per_base:
             return
         pending: Pending = {}
