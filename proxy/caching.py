@@ -56,6 +56,8 @@ FILL_SETTINGS = {
 }
 
 _FILL_PREFIX = "fill-"
+#: most fills that run in one upstream transaction
+FILL_BATCH = 32
 
 Row = tuple[Any, ...]
 
@@ -96,6 +98,8 @@ class CacheHost:
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
         self._fill_slots = asyncio.Semaphore(max_fills)
+        self._queued: list[tuple[RunFill, float]] = []  # fills waiting for a slot, and since
+        self._draining = False  # a task hands queued fills to free slots
         self._waiting: dict[tuple[str, Row], list[asyncio.Future[Served]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: asyncpg.Pool | None = None
@@ -111,6 +115,7 @@ class CacheHost:
         self._nudge = asyncio.Event()  # set by distrust(): check again now
         self._probing = False  # a snapshot probe is in flight
         self.fills_done = 0
+        self.fill_transactions = 0  # upstream transactions that ran them (fills are batched)
         self.fill_seconds = 0.0
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -228,7 +233,7 @@ class CacheHost:
     def _perform(self, effects: Sequence[object]) -> None:
         for effect in effects:
             if isinstance(effect, RunFill):
-                self._spawn(self._fill(effect))
+                self._queue_fill(effect)
             elif isinstance(effect, ReadReady):
                 self._wake(effect.cache, effect.key, Served(effect.rows))
             elif isinstance(effect, TakeSnapshot):
@@ -250,32 +255,57 @@ class CacheHost:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _fill(self, run: RunFill) -> None:
+    def _queue_fill(self, run: RunFill) -> None:
+        """Fills wait for a slot (at most ``max_fills`` upstream transactions at once); those
+        that waited together run in one transaction (see :meth:`_fetch`)."""
+        self._queued.append((run, asyncio.get_running_loop().time()))
+        if not self._draining:
+            self._draining = True
+            self._spawn(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self._queued:
+                await self._fill_slots.acquire()
+                batch, self._queued = self._queued[:FILL_BATCH], self._queued[FILL_BATCH:]
+                self._spawn(self._fill(batch))
+        finally:
+            self._draining = False
+
+    async def _fill(self, queued: list[tuple[RunFill, float]]) -> None:
+        """Run a batch of fills (holding one slot) and hand each response to the engine."""
         loop = asyncio.get_running_loop()
-        started = loop.time()
-        async with self._fill_slots:
+        batch = [run for run, _ in queued]
+        rows: list[list[list[Row]]] | None = None
+        try:
             for attempt in range(3):
                 try:
-                    snapshot, rows = await self._fetch(run)
+                    snapshot, rows = await self._fetch(batch)
                     break
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                    log.warning("fill %d failed (attempt %d): %s", run.fill_id, attempt + 1, exc)
+                    log.warning("fills %s failed (attempt %d): %s",
+                                [r.fill_id for r in batch], attempt + 1, exc)
                 except Exception:
-                    log.exception("fill %d failed; its reads go upstream", run.fill_id)
-                    self._abandon(run)
-                    return
-            else:
+                    log.exception("fills %s failed; their reads go upstream",
+                                  [r.fill_id for r in batch])
+                    break
+        finally:
+            self._fill_slots.release()
+        if rows is None:
+            for run in batch:
                 self._abandon(run)
-                return
-        self.fills_done += 1
-        self.fill_seconds += loop.time() - started
-        try:
-            effects = self.engine.fill_response(run.fill_id, snapshot, rows)
-        except Exception:
-            log.exception("installing fill %d failed", run.fill_id)
-            self._abandon(run)
             return
-        self._perform(effects)
+        self.fills_done += len(batch)
+        self.fill_transactions += 1
+        self.fill_seconds += sum(loop.time() - at for _, at in queued)
+        for run, run_rows in zip(batch, rows, strict=True):
+            try:
+                effects = self.engine.fill_response(run.fill_id, snapshot, run_rows)
+            except Exception:
+                log.exception("installing fill %d failed", run.fill_id)
+                self._abandon(run)
+                continue
+            self._perform(effects)
 
     def _abandon(self, run: RunFill) -> None:
         """Give up on a fill: the reads waiting for its keys go upstream, and the engine
@@ -285,17 +315,20 @@ class CacheHost:
         except Exception:
             log.exception("abandoning fill %d failed", run.fill_id)
 
-    async def _fetch(self, run: RunFill) -> tuple[Snapshot, list[list[Row]]]:
+    async def _fetch(self, batch: list[RunFill]) -> tuple[Snapshot, list[list[list[Row]]]]:
+        """One REPEATABLE READ transaction for a batch of fills: one snapshot, every fill's
+        marker, then every fill's base rows (per fill, per request)."""
         async with self.pool.acquire() as conn, conn.transaction(
             isolation="repeatable_read", readonly=True
         ):
-            # the first statement takes the transaction's snapshot; the marker, a
-            # transactional message, reaches the stream with the commit wherever it is sent
+            # the first statement takes the transaction's snapshot; the markers, transactional
+            # messages, reach the stream with the commit wherever they are sent
             head = await conn.fetchrow(
-                "SELECT pg_current_snapshot()::text, pg_logical_emit_message(true, 'weir', $1)",
-                f"{_FILL_PREFIX}{run.fill_id}")
+                "SELECT pg_current_snapshot()::text, (SELECT count(pg_logical_emit_message("
+                "true, 'weir', m)) FROM unnest($1::text[]) AS m)",
+                [f"{_FILL_PREFIX}{run.fill_id}" for run in batch])
             snapshot = parse_snapshot(head[0])
-            rows = [await _fetch_rows(conn, req) for req in run.requests]
+            rows = [[await _fetch_rows(conn, req) for req in run.requests] for run in batch]
         return snapshot, rows
 
     async def _probe(self) -> None:

@@ -481,6 +481,7 @@ class CacheService:
             ("hits", str(engine.stats.hits)),
             ("misses", str(engine.stats.misses)),
             ("fills", str(host.fills_done)),
+            ("fill_transactions", str(host.fill_transactions)),
             ("fill_ms_avg", f"{1000 * host.fill_seconds / max(1, host.fills_done):.2f}"),
             ("evictions", str(engine.stats.evictions)),
             ("memoized_answers", str(self.hits.served)),

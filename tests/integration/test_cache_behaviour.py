@@ -347,3 +347,38 @@ def test_a_failed_fill_sends_its_reads_upstream(pg: Any, dbname: str) -> None:
             assert not host.engine.fills.pending
     finally:
         server.stop()
+
+
+def test_fills_waiting_for_a_slot_share_one_transaction(pg: Any, dbname: str) -> None:
+    """A burst of misses beyond the fill slots: the fills that waited run together, one
+    snapshot and one upstream transaction, and every read gets its own key's rows."""
+    import asyncio
+
+    import asyncpg
+
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 100) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+        host = server.server.service.host
+
+        async def one_slot() -> None:
+            host._fill_slots = asyncio.Semaphore(1)
+
+        server.call(one_slot())
+
+        async def burst() -> list[Any]:
+            conns = [await asyncpg.connect(server.dsn(dbname=dbname)) for _ in range(30)]
+            try:
+                return await asyncio.gather(*(c.fetchval("SELECT v FROM kv WHERE k = $1", k)
+                                              for k, c in enumerate(conns, 1)))
+            finally:
+                await asyncio.gather(*(c.close() for c in conns))
+
+        assert asyncio.run(burst()) == [f"v{k}" for k in range(1, 31)]
+        assert host.fills_done == 30
+        assert host.fill_transactions < 30
+    finally:
+        server.stop()
