@@ -286,54 +286,54 @@ def test_search_path_change_after_prepare_reads_upstream(pg: Any, dbname: str) -
         server.stop()
 
 
-def test_a_cache_recreated_for_another_query_does_not_answer_old_statements(
-        pg: Any, dbname: str) -> None:
-    """A statement prepared while cache ``x`` served it must not read the cache that later
-    takes the name ``x`` for another query (nor reuse the old one's column encoders)."""
+@contextlib.contextmanager
+def _admin_and_prepared(pg: Any, dbname: str) -> Iterator[tuple[Any, Any]]:
+    """weir over the test tables, an admin connection and one that prepares everything."""
     _setup(pg, dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname))
-    query = "SELECT name FROM things WHERE id = %s"
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin, \
                 psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
                                 prepare_threshold=0) as conn:
-            admin.execute("CREATE CACHE x FROM SELECT name FROM things WHERE id = $1")
-            for _ in range(2):
-                assert conn.execute(query, (5,)).fetchone() == ("n9",)
-            assert _last(conn)[0] == "cache"
-            admin.execute("DROP CACHE x")
-            admin.execute("CREATE CACHE x FROM SELECT score FROM things WHERE id = $1")
-            for _ in range(2):
-                assert conn.execute(query, (5,)).fetchone() == ("n9",)
-                assert _last(conn)[0] == "upstream"
-            assert conn.execute("SELECT score FROM things WHERE id = %s", (5,)).fetchone() \
-                == (5 * 31 % 50,)
-            assert _last(conn) == ("cache", "served by cache x")
+            yield admin, conn
     finally:
         server.stop()
+
+
+def test_a_cache_recreated_for_another_query_does_not_answer_old_statements(
+        pg: Any, dbname: str) -> None:
+    """A statement prepared while cache ``x`` served it must not read the cache that later
+    takes the name ``x`` for another query (nor reuse the old one's column encoders)."""
+    query = "SELECT name FROM things WHERE id = %s"
+    with _admin_and_prepared(pg, dbname) as (admin, conn):
+        admin.execute("CREATE CACHE x FROM SELECT name FROM things WHERE id = $1")
+        for _ in range(2):
+            assert conn.execute(query, (5,)).fetchone() == ("n9",)
+        assert _last(conn)[0] == "cache"
+        admin.execute("DROP CACHE x")
+        admin.execute("CREATE CACHE x FROM SELECT score FROM things WHERE id = $1")
+        for _ in range(2):
+            assert conn.execute(query, (5,)).fetchone() == ("n9",)
+            assert _last(conn)[0] == "upstream"
+        assert conn.execute("SELECT score FROM things WHERE id = %s", (5,)).fetchone() \
+            == (5 * 31 % 50,)
+        assert _last(conn) == ("cache", "served by cache x")
 
 
 def test_statements_prepared_before_the_cache_existed_are_served(pg: Any, dbname: str) -> None:
     """An application keeps its connections and prepared statements while the operator
     creates a cache: the very next runs are served by it."""
-    _setup(pg, dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname))
     query = "SELECT name FROM things WHERE id = %s"
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin, \
-                psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
-                                prepare_threshold=0) as conn:
-            admin.execute("CREATE CACHE other FROM SELECT score FROM things WHERE id = $1")
-            for _ in range(2):
-                assert conn.execute(query, (5,)).fetchone() == ("n9",)
-                assert _last(conn)[0] == "upstream"
-            admin.execute("CREATE CACHE names FROM SELECT name FROM things WHERE id = $1")
+    with _admin_and_prepared(pg, dbname) as (admin, conn):
+        admin.execute("CREATE CACHE other FROM SELECT score FROM things WHERE id = $1")
+        for _ in range(2):
             assert conn.execute(query, (5,)).fetchone() == ("n9",)
-            assert _last(conn) == ("cache", "served by cache names")
-            with conn.transaction():  # both weir and the upstream hold it: still fine
-                assert conn.execute(query, (6,)).fetchone() == ("n3",)
-                assert _last(conn)[0] == "upstream"
+            assert _last(conn)[0] == "upstream"
+        admin.execute("CREATE CACHE names FROM SELECT name FROM things WHERE id = $1")
+        assert conn.execute(query, (5,)).fetchone() == ("n9",)
+        assert _last(conn) == ("cache", "served by cache names")
+        with conn.transaction():  # both weir and the upstream hold it: still fine
             assert conn.execute(query, (6,)).fetchone() == ("n3",)
-            assert _last(conn)[0] == "cache"
-    finally:
-        server.stop()
+            assert _last(conn)[0] == "upstream"
+        assert conn.execute(query, (6,)).fetchone() == ("n3",)
+        assert _last(conn)[0] == "cache"
