@@ -4,16 +4,18 @@ parity-tested). Reads the node's state attributes (groups, present, outs, full, 
 group, key_pos, args, arg_cols) and calls its ``new_group``, ``drop_group`` and
 ``forget_group`` hooks; an argument that is a plain column is read directly (``arg_cols``).
 
-Imports nothing from the project: ``configure`` receives the evaluation error class.
+Imports nothing from the project: ``configure`` receives the evaluation error class and
+``records.same_print``.
 """
 
 cdef object EvalError = None
+cdef object same_print = None
 cdef object _MISSING = object()
 
 
-def configure(eval_error):
-    global EvalError
-    EvalError = eval_error
+def configure(eval_error, same_print_fn):
+    global EvalError, same_print
+    EvalError, same_print = eval_error, same_print_fn
 
 
 cdef inline tuple _key(tuple row, tuple cols):
@@ -79,7 +81,7 @@ def fold(object node, list delta):
         if grouped and (<list>st)[0] == 0:
             node.drop_group(g)
             node.forget_group(g)
-        if old != new:
+        if old != new or (old is not None and not same_print(old, new)):
             if old is not None:
                 out.append((old, -1))
             if new is not None:

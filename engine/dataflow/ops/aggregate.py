@@ -6,7 +6,8 @@ one column per aggregate.
 
 Invariants: a group whose row count drops to zero disappears (its row is retracted, nothing
 replaces it) unless there are no group columns - then there is always exactly one row;
-a delta emits ``-old, +new`` once per touched group per batch; a group whose aggregate raises
+a delta emits ``-old, +new`` once per touched group per batch whose row changed - in value
+or only in print (a numeric SUM whose result scale changed); a group whose aggregate raises
 (e.g. an integer SUM overflowing its type) has its key evicted, so a read refetches it and
 reports the error.
 """
@@ -22,7 +23,7 @@ from engine.dataflow.node import Cols, Node, Runtime
 from engine.dataflow.ops.accumulators import Acc, accumulator
 from engine.dataflow.ops.keyed import KeyedNode
 from engine.dataflow.pgmath import EvalError
-from engine.dataflow.records import Delta, Row, key_of, row_size
+from engine.dataflow.records import Delta, Row, key_of, row_size, same_print
 from engine.plan import ir
 
 GroupState = list[Any]  # [row count, [accumulators]]
@@ -143,7 +144,7 @@ def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
         if st[0] == 0 and gcols:
             node.drop_group(g)
             node.forget_group(g)
-        if old != new:
+        if old != new or (old is not None and not same_print(old, new)):  # SUM's scale
             if old is not None:
                 out.append((old, -1))
             if new is not None:
@@ -156,5 +157,5 @@ PURE = {"fold": fold}
 
 _fast = cython_ext.load("aggregate")
 if _fast is not None:
-    _fast.configure(EvalError)
+    _fast.configure(EvalError, same_print)
     fold = _fast.fold

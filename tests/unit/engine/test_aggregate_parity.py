@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
-from engine.dataflow import pgmath
+from engine.dataflow import pgmath, records
 from engine.dataflow.node import Node, Runtime
 from engine.dataflow.ops import aggregate
 from engine.plan import ir
@@ -58,7 +58,7 @@ def test_fold_parity(batches: list[list[tuple[tuple[object, ...], int]]],
                      grouping: tuple[tuple[int, ...], tuple[int, ...]],
                      present: set[int]) -> None:
     assert fast is not None
-    fast.configure(pgmath.EvalError)
+    fast.configure(pgmath.EvalError, records.same_print)
     group, key_pos = grouping
     keys: set[tuple[object, ...]] = {(k,) for k in present} if key_pos else {()}
     nodes = [_node(group, key_pos, keys) for _ in range(2)]

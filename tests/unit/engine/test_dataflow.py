@@ -380,3 +380,13 @@ def test_update_that_only_changes_numeric_scale_is_visible() -> None:
     assert [str(r[0]) for r in peek(host, "w", (5,)) or ()] == ["1.00"]
     write(host, ins(VOTES, (2, 5, 1, Decimal("1"))))
     assert sorted(str(r[0]) for r in peek(host, "w", (5,)) or ()) == ["1", "1.00"]
+
+
+def test_sum_whose_scale_alone_changes_is_re_emitted() -> None:
+    """1.5 + 0.00 prints 1.50; updating 0.00 to 0 leaves an equal value that prints 1.5."""
+    host = make({VOTES.oid: [(1, 7, 1, Decimal("1.5")), (2, 7, 1, Decimal("0.00"))]})
+    assert str(answer(host, "votecount", (7,))[0][3]) == "1.50"
+    write(host, upd(VOTES, (2, 7, 1, Decimal("0"))))
+    rows = peek(host, "votecount", (7,)) or ()
+    assert [str(r[3]) for r in rows] == ["1.5"]
+    assert answer(host, "votecount", (7,)) == rows
