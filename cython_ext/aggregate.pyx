@@ -81,7 +81,7 @@ def fold(object node, list delta):
         if grouped and (<list>st)[0] == 0:
             node.drop_group(g)
             node.forget_group(g)
-        if old != new or (old is not None and not same_print(old, new)):
+        if old != new or (old is not None and new is not None and not same_print(old, new)):
             if old is not None:
                 out.append((old, -1))
             if new is not None:

@@ -144,7 +144,8 @@ def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
         if st[0] == 0 and gcols:
             node.drop_group(g)
             node.forget_group(g)
-        if old != new or (old is not None and not same_print(old, new)):  # SUM's scale
+        # equal values may print differently (a numeric SUM's result scale)
+        if old != new or (old is not None and new is not None and not same_print(old, new)):
             if old is not None:
                 out.append((old, -1))
             if new is not None:
