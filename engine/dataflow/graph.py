@@ -9,7 +9,8 @@ evictions downstream.
 
 Invariants: node ids increase from inputs to outputs, so processing nodes in id order is a
 topological order; a batch is fully applied (every node processed) before ``apply`` returns;
-deltas are consolidated on every edge; evictions travel after the deltas of the same batch.
+deltas are consolidated on every edge (by ``consolidate``, or by construction where a node
+says so); evictions travel after the deltas of the same batch.
 """
 
 from __future__ import annotations
@@ -202,7 +203,7 @@ class Graph:
 
     def _emit(self, node: Node, delta: Delta, evictions: list[Row], pending: Pending,
               pending_ev: PendingEv) -> None:
-        if delta:
+        if delta and not node.consolidated:
             delta = consolidate(delta)
         if evictions:
             evictions = dedupe(evictions)

@@ -67,6 +67,8 @@ class Node:
     """Base class: a stateless node with no inputs (operators override what they need)."""
 
     stateful = False
+    #: ``process`` returns consolidated deltas by construction (the graph skips consolidating)
+    consolidated = False
 
     def __init__(self, nid: int, inputs: Sequence[Node], width: int) -> None:
         self.nid = nid

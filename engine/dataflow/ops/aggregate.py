@@ -30,6 +30,7 @@ GroupState = list[Any]  # [row count, [accumulators]]
 
 
 class AggregateNode(KeyedNode):
+    consolidated = True  # one -old/+new per group, and only when the row prints differently
     def __init__(self, nid: int, source: Node, group_by: Cols, aggs: Sequence[ir.AggCall],
                  key_pos: Cols, runtime: Runtime) -> None:
         super().__init__(nid, source, len(group_by) + len(aggs), group_by, key_pos, key_pos,

@@ -66,6 +66,7 @@ def test_fold_parity(batches: list[list[tuple[tuple[object, ...], int]]],
         results = []
         for node, fold in zip(nodes, (aggregate.PURE["fold"], fast.fold), strict=True):
             out, errors = fold(node, list(delta))
+            assert out == records.consolidate(out)  # consolidated by construction
             for d in errors:
                 node.evict_key(d)
             results.append((out, sorted(errors), _state(node)))
