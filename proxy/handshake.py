@@ -67,6 +67,21 @@ class Handshake:
     _terminated: bool
     _fatal_relayed: bool
     _streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None
+    _paused: set[str]
+
+    def pause_client(self, why: str) -> None:
+        """Stop reading from the client for ``why`` (connecting upstream, the upstream's or
+        the client's own send buffer full, weir answering held messages); reading resumes
+        once every reason is gone."""
+        if not self._paused:
+            self.client.pause_reading()
+        self._paused.add(why)
+
+    def resume_client(self, why: str) -> None:
+        if why in self._paused:
+            self._paused.discard(why)
+            if not self._paused and self.phase is not Phase.CLOSED:
+                self.client.resume_reading()
 
     def _startup_messages(self) -> None:
         while self.phase is Phase.STARTUP:
@@ -126,7 +141,7 @@ class Handshake:
         self.ctx = context(msg.parameters)
         self.ctx.parameters = self.state.parameters
         self.phase = Phase.CONNECTING
-        self.client.pause_reading()
+        self.pause_client("connecting")
         self.server.spawn(self._connect(msg))
 
     async def _connect(self, msg: fe.StartupMessage) -> None:
@@ -149,7 +164,7 @@ class Handshake:
         self.upstream = transport
         self.phase = Phase.AUTH
         transport.write(msg.encode())
-        self.client.resume_reading()
+        self.resume_client("connecting")
         self._forward_auth_from_client()
 
     def _forward_auth_from_client(self) -> None:

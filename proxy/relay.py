@@ -95,12 +95,18 @@ class ClientEndpoint(asyncio.Protocol):
             self.session.client_lost()
 
     def pause_writing(self) -> None:
-        if self.session is not None and self.session.upstream is not None:
-            self.session.upstream.pause_reading()
+        # the client is not reading: stop reading what would be sent to it, from the
+        # upstream and from the client itself (weir's own answers)
+        if self.session is not None:
+            if self.session.upstream is not None:
+                self.session.upstream.pause_reading()
+            self.session.pause_client("client send buffer full")
 
     def resume_writing(self) -> None:
-        if self.session is not None and self.session.upstream is not None:
-            self.session.upstream.resume_reading()
+        if self.session is not None:
+            if self.session.upstream is not None:
+                self.session.upstream.resume_reading()
+            self.session.resume_client("client send buffer full")
 
 
 class UpstreamEndpoint(asyncio.Protocol):
@@ -121,10 +127,10 @@ class UpstreamEndpoint(asyncio.Protocol):
         self.session.upstream_lost()
 
     def pause_writing(self) -> None:
-        self.session.client.pause_reading()
+        self.session.pause_client("upstream send buffer full")
 
     def resume_writing(self) -> None:
-        self.session.client.resume_reading()
+        self.session.resume_client("upstream send buffer full")
 
 
 class Session(Handshake):
@@ -154,6 +160,7 @@ class Session(Handshake):
         self.extended = Extended(self)
         self.memos = Memos()  # forwarded messages seen before (see ``_forward_seen``)
         self._caching = server.service.enabled  # weir answers some statements itself
+        self._paused: set[str] = set()  # why reading from the client is paused
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
 
@@ -286,7 +293,7 @@ class Session(Handshake):
             if not done:
                 self.extended.flush()
                 self._local_busy = True
-                self.client.pause_reading()
+                self.pause_client("answering")
                 self._held = pending[j:] + self._held
                 self.server.spawn(self._pump())
                 return
@@ -386,7 +393,7 @@ class Session(Handshake):
             self._local_busy = False
             if self.phase is not Phase.CLOSED:
                 self.extended.flush()
-                self.client.resume_reading()
+                self.resume_client("answering")
 
     async def _query(self, msg: fe.Query, raw: bytes) -> None:
         """A simple-protocol Query: answered by weir (admin or cache) or forwarded."""

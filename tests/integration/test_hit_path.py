@@ -337,3 +337,47 @@ def test_statements_prepared_before_the_cache_existed_are_served(pg: Any, dbname
             assert _last(conn)[0] == "upstream"
         assert conn.execute(query, (6,)).fetchone() == ("n3",)
         assert _last(conn)[0] == "cache"
+
+
+def test_a_client_that_does_not_read_stops_weir_answering(pg: Any, dbname: str) -> None:
+    """Backpressure for weir's own answers: a client that pipelines cached reads without
+    reading the results makes weir stop reading from it (as PostgreSQL would), instead of
+    buffering answers without bound; reading again resumes the session."""
+    import socket
+    import threading
+
+    from tests.support import eventually
+
+    _setup(pg, dbname)
+    limit = 64 * 1024
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), write_buffer_bytes=limit)
+    try:
+        s = connect(SimpleNamespace(host="127.0.0.1", port=server.port), "postgres", dbname)
+        s.send(fe.Query("CREATE CACHE name_by_id FROM SELECT name FROM things WHERE id = $1"))
+        s.until_ready()
+        s.send(fe.Parse("s1", "SELECT name FROM things WHERE id = $1"), fe.Sync())
+        s.until_ready()
+        batch = b"".join(m.encode() for m in (fe.Bind("", "s1", (), (b"5",), ()),
+                                                fe.Execute(), fe.Sync()))
+        count = 200_000  # about 7 MB of requests, 9 MB of answers
+        sock = s.sock
+        assert isinstance(sock, socket.socket)
+        sender = threading.Thread(target=sock.sendall, args=(batch * count,))
+        sender.start()
+        session = next(iter(server.server.sessions))
+        eventually(lambda: "client send buffer full" in session._paused, 20)
+        assert session.client.get_write_buffer_size() < limit + len(batch) * 1000
+        ready = received = 0
+        pending = b""
+        while ready < count:
+            chunk = sock.recv(1 << 20)
+            assert chunk
+            received += len(chunk)
+            pending += chunk
+            ready += pending.count(b"Z\x00\x00\x00\x05I")
+            pending = pending[-5:]
+        sender.join()
+        assert ready == count
+        s.close()
+    finally:
+        server.stop()
