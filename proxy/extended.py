@@ -52,6 +52,13 @@ ADMIN_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: message classes tested on every forwarded message (tuples: a ``X | Y`` union would be
+#: built again on each test)
+_NAMED = (fe.Describe, fe.Close)
+_BATCH_ENDS = (fe.Sync, fe.Flush)
+_EXTENDED = (fe.Parse, fe.Bind, fe.Describe, fe.Execute, fe.Close)
+
+
 @dataclass(slots=True)
 class HeldStatement:
     parse: fe.Parse
@@ -117,12 +124,12 @@ class Extended:
             return self._holdable(msg) is not None or msg.name in self.held
         if isinstance(msg, fe.Bind):
             return msg.statement in self.held or msg.portal in self.portals
-        if isinstance(msg, fe.Describe | fe.Close):
+        if isinstance(msg, _NAMED):
             table = self.held if msg.kind == "S" else self.portals
             return msg.name in table
         if isinstance(msg, fe.Execute):
             return msg.portal in self.portals
-        if isinstance(msg, fe.Sync | fe.Flush):
+        if isinstance(msg, _BATCH_ENDS):
             return self.batch_local
         return False
 
@@ -184,7 +191,7 @@ class Extended:
         if isinstance(msg, fe.Sync):
             self.batch_upstream = self.batch_local = False
             self.portals.clear()  # local portals end with the implicit transaction
-        elif isinstance(msg, fe.Parse | fe.Bind | fe.Describe | fe.Execute | fe.Close):
+        elif isinstance(msg, _EXTENDED):
             self.batch_upstream = True
             if isinstance(msg, fe.Parse):
                 self.held.pop(msg.name, None)
