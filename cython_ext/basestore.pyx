@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""Twin of ``engine.dataflow.state.base.apply_changes``: a base store's apply loop (same
-contract, parity-tested). Inserts, deletes and updates of a table with a primary key are
+"""Twins of ``engine.dataflow.state.base``: ``apply_changes``, a base store's apply loop, and
+``present_rows``, the lookup of a present index key (same contracts, parity-tested). Inserts, deletes and updates of a table with a primary key are
 applied here, directly on the store's rows and partial indexes; everything else (tables
 without a primary key, TRUNCATE, rows with UNKNOWN columns) is handed to the store's own
 methods.
@@ -174,3 +174,25 @@ cdef tuple _fallback(object store, object changes):
         delta.extend(d)
         evictions.extend(e)
     return delta, evictions
+
+
+def present_rows(object store, tuple cols, tuple key):
+    cdef object idx = (<dict>store.indexes).get(cols), ident
+    cdef object idents
+    cdef dict rows
+    cdef list out, entry
+    if idx is None or key not in <set>idx.present:
+        return None
+    idents = (<dict>idx.by_key).get(key)
+    if not idents:
+        return []
+    rows = store.rows
+    out = []
+    if store.pk:  # one row per identity
+        for ident in <set>idents:
+            out.append((<list>rows[ident])[0])
+        return out
+    for ident in <set>idents:
+        entry = rows[ident]
+        out.extend([entry[0]] * <Py_ssize_t>entry[1])
+    return out

@@ -164,10 +164,7 @@ class BaseStore:
     def present_rows(self, cols: Cols, key: Row) -> list[Row] | None:
         """The rows with ``cols = key`` when that index key is present (the common case of a
         join's lookup), else None (ask ``lookup``)."""
-        idx = self.indexes.get(cols)
-        if idx is None or key not in idx.present:
-            return None
-        return self._rows_of(idx, key)
+        return present_rows(self, cols, key)
 
     # ------------------------------------------------------------------ writes
     def _store(self, row: Row) -> None:
@@ -291,6 +288,14 @@ class BaseStore:
         return delta, []
 
 
+def present_rows(store: BaseStore, cols: Cols, key: Row) -> list[Row] | None:
+    """``BaseStore.present_rows`` (with a Cython twin)."""
+    idx = store.indexes.get(cols)
+    if idx is None or key not in idx.present:
+        return None
+    return store._rows_of(idx, key)
+
+
 def apply_changes(store: BaseStore, changes: Iterable[RowChange]) -> tuple[Delta, list[Row]]:
     """The base store's apply loop (with a Cython twin): the deltas and eviction rows of
     ``changes`` applied in order (``BaseStore.apply`` each)."""
@@ -304,10 +309,11 @@ def apply_changes(store: BaseStore, changes: Iterable[RowChange]) -> tuple[Delta
 
 
 #: The pure-Python kernel (the parity tests compare the Cython twin with it).
-PURE = {"apply_changes": apply_changes}
+PURE: dict[str, Any] = {"apply_changes": apply_changes, "present_rows": present_rows}
 
 _fast = cython_ext.load("basestore")
 if _fast is not None:
     _fast.configure(ChangeKind.INSERT, ChangeKind.UPDATE, ChangeKind.DELETE, UNCHANGED_TOAST,
                     UNKNOWN, Index)
     apply_changes = _fast.apply_changes
+    present_rows = _fast.present_rows

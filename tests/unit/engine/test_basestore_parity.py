@@ -80,3 +80,7 @@ def test_apply_changes_parity(data: st.DataObject, table: ir.TableRef, present: 
             stores, (base.PURE["apply_changes"], fast.apply_changes), strict=True)]
         assert repr(got[0]) == repr(got[1])
         assert _state(stores[0]) == _state(stores[1])
+        for cols in stores[0].indexes:
+            for key in [(g,) for g in range(3)] if cols else [()]:
+                assert fast.present_rows(stores[0], cols, key) == base.PURE["present_rows"](
+                    stores[0], cols, key)
