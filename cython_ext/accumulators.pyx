@@ -9,14 +9,16 @@ SUM/AVG finishing functions from the pure module when it loads this twin.
 from decimal import Decimal
 
 cdef object CTX = None
+cdef object _ADD = None, _SUB = None, _MUL = None  # CTX's bound methods
 cdef object FINISH_SUM = None
 cdef object FINISH_AVG = None
 cdef object ZERO = Decimal(0)
 
 
 def configure(ctx, finish_sum, finish_avg):
-    global CTX, FINISH_SUM, FINISH_AVG
+    global CTX, FINISH_SUM, FINISH_AVG, _ADD, _SUB, _MUL
     CTX, FINISH_SUM, FINISH_AVG = ctx, finish_sum, finish_avg
+    _ADD, _SUB, _MUL = ctx.add, ctx.subtract, ctx.multiply
 
 
 cpdef Py_ssize_t decimal_scale(object value) except -1:
@@ -73,7 +75,7 @@ cdef class IntSum:
 
 cdef class NumericSum:
     cdef public object total
-    cdef public object nonnull, finite, nan, pinf, ninf
+    cdef public long long nonnull, finite, nan, pinf, ninf
     cdef public dict scales
     cdef public Py_ssize_t maxscale, seen
     cdef public bint max_ok
@@ -89,28 +91,30 @@ cdef class NumericSum:
 
     cpdef add(self, object value, object weight):
         cdef Py_ssize_t scale = 0
-        cdef object n
+        cdef long long w = weight, n
+        cdef object count
         if value is None:
             return
-        self.nonnull += weight
+        self.nonnull += w
         if type(value) is Decimal:
             if not value.is_finite():
                 if value.is_nan():
-                    self.nan += weight
+                    self.nan += w
                 elif value > 0:
-                    self.pinf += weight
+                    self.pinf += w
                 else:
-                    self.ninf += weight
+                    self.ninf += w
                 return
             scale = decimal_scale(value)
-        if weight == 1:
-            self.total = CTX.add(self.total, value)
-        elif weight == -1:
-            self.total = CTX.subtract(self.total, value)
+        if w == 1:
+            self.total = _ADD(self.total, value)
+        elif w == -1:
+            self.total = _SUB(self.total, value)
         else:
-            self.total = CTX.add(self.total, CTX.multiply(value, weight))
-        self.finite += weight
-        n = self.scales.get(scale, 0) + weight
+            self.total = _ADD(self.total, _MUL(value, weight))
+        self.finite += w
+        count = self.scales.get(scale)
+        n = w if count is None else <long long>count + w
         if n:
             self.scales[scale] = n
             if scale > self.maxscale:
