@@ -382,3 +382,31 @@ def test_fills_waiting_for_a_slot_share_one_transaction(pg: Any, dbname: str) ->
         assert host.fill_transactions < 30
     finally:
         server.stop()
+
+
+def test_writes_to_keys_not_cached_leave_cached_join_keys_alone(pg: Any, dbname: str) -> None:
+    """Votes for stories the join does not hold make eviction rows whose unknown story still
+    carries the join value, so the cached aggregate of another story stays present (it used
+    to be evicted with every key, and every read replayed it)."""
+    pg.psql("CREATE TABLE stories (id int PRIMARY KEY, title text);"
+            "CREATE TABLE votes (id serial PRIMARY KEY, story_id int, user_id int);"
+            "INSERT INTO stories SELECT g, 's' || g FROM generate_series(1, 50) g;"
+            "INSERT INTO votes (story_id, user_id) SELECT 1 + g % 50, g "
+            "FROM generate_series(1, 500) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    query = ("SELECT count(v.user_id) FROM stories s LEFT JOIN votes v ON v.story_id = s.id "
+             "WHERE s.id = %s GROUP BY s.id, s.title")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE n FROM " + query.replace("%s", "$1"))
+            assert conn.execute(query, (1,)).fetchone() == (10,)
+            engine = server.server.service.host.engine
+            misses = engine.stats.misses
+            pg.psql("INSERT INTO votes (story_id, user_id) SELECT 2 + g % 40, 0 "
+                    "FROM generate_series(1, 40) g", dbname)
+            server.call(server.server.service.host.barrier(10))
+            assert conn.execute(query, (1,)).fetchone() == (10,)
+            assert _last(conn)[0] == "cache"
+            assert engine.stats.misses == misses  # answered without a refill
+    finally:
+        server.stop()

@@ -56,20 +56,31 @@ class JoinNode(Node):
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         return join_deltas(self, deltas[0], deltas[1])
 
+    def _unknown(self, side: int, j: Row) -> Row:
+        """An eviction row's unknown partner on ``side`` for join value ``j``: every column
+        UNKNOWN but the join columns, which any real partner has equal to ``j`` - so nodes
+        downstream keyed by them evict one key, not every key."""
+        row = list(self.unknown_l if side == 0 else self.unknown_r)
+        for col, value in zip(self.lk if side == 0 else self.rk, j, strict=True):
+            row[col] = value
+        return tuple(row)
+
     def _miss_rows(self, j: Row, dl: Delta, dr: Delta) -> list[Row]:
         rows: list[Row] = []
         if dl:
             stored_r = self._stored(1, j)
+            unknown_r = self._unknown(1, j)
             for lrow, _ in dl:
                 rows.extend(arrival(lrow + r) for r in stored_r)
-                rows.append(arrival(lrow + self.unknown_r))
+                rows.append(arrival(lrow + unknown_r))
                 if self.kind == "left":
                     rows.append(arrival(lrow + self.pad))
         if dr:
             stored_l = self._stored(0, j)
+            unknown_l = self._unknown(0, j)
             for rrow, _ in dr:
                 rows.extend(arrival(lrow + rrow) for lrow in stored_l)
-                rows.append(arrival(self.unknown_l + rrow))
+                rows.append(arrival(unknown_l + rrow))
             if self.kind == "left":
                 rows.extend(arrival(lrow + self.pad) for lrow in stored_l)
         return rows
@@ -100,7 +111,7 @@ class JoinNode(Node):
                 partners, unknown = self._partners(1, j, lrow)
                 out.extend(tag(lrow + r) for r in partners)
                 if unknown:
-                    out.append(tag(lrow + self.unknown_r))
+                    out.append(tag(lrow + self._unknown(1, j)))
             if self.kind == "left":
                 out.append(tag(lrow + self.pad))
         for rrow in rows[1]:
@@ -116,11 +127,11 @@ class JoinNode(Node):
             partners, unknown = self._partners(0, j, rrow)
             out.extend(tag(lrow + rrow) for lrow in partners)
             if unknown:
-                out.append(tag(self.unknown_l + rrow))
+                out.append(tag(self._unknown(0, j) + rrow))
             if self.kind == "left":
                 out.extend(tag(lrow + self.pad) for lrow in partners)
                 if unknown:
-                    out.append(tag(self.unknown_l + self.pad))
+                    out.append(tag(self._unknown(0, j) + self.pad))
         return out
 
     # ------------------------------------------------------------------ pulls
