@@ -216,8 +216,8 @@ class FillManager:
         self.lost = {x for x in self.lost if not any(sn.visible(x) for sn in snaps)}
         newest = max(usable, key=lambda a: (a[1].xmin, a[1].xmax))
         self.arrivals = [newest] + [a for a in self.arrivals if a not in usable]
-        if not self.pending:
-            self.lost.clear()
+        # lost entries follow the same rule (not cleared when no fill is pending: a fill
+        # re-issued for a stale snapshot is issued after this, and its snapshot may lag too)
 
 
 def patch(rows: tuple[Row, ...], req: FillRequest, snap: Snapshot,

@@ -59,3 +59,11 @@ def test_many_seeds_long_runs() -> None:
         ops = [(rng.randint(0, 9), rng.randint(0, 2**16)) for _ in range(250)]
         host = drive(seed, ops, budget=4000 if seed % 2 else None, lag=seed % 3 != 0)
         assert host.checked > 50
+
+
+def test_reissued_fill_whose_snapshot_lags_again_is_not_installed() -> None:
+    """Found by hypothesis: with a 2-entry log, a fill whose snapshot misses a transaction
+    that fell out of the log is re-issued; the re-issue's snapshot lags too, so it must be
+    re-issued again - the dropped transaction is remembered until a snapshot sees it."""
+    drive(10381940, [(6, 0), (0, 0), (0, 0), (0, 0), (0, 0), (0, 0)], budget=None, lag=True,
+          log_cap=2)
