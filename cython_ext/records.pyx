@@ -145,9 +145,8 @@ cpdef list bag_rows(dict bag):
     return rows
 
 
-cpdef Py_ssize_t apply_bag(dict state, dict answers, dict sizes, list delta,
-                           object key_cols) except? -1:
-    cdef Py_ssize_t total = 0, size, w
+cpdef Py_ssize_t apply_bag(dict state, dict answers, list delta, object key_cols) except? -1:
+    cdef Py_ssize_t total = 0, w
     cdef object row, k
     cdef dict bag
     for row, w in delta:
@@ -156,8 +155,6 @@ cpdef Py_ssize_t apply_bag(dict state, dict answers, dict sizes, list delta,
         if bag is None:
             continue
         bag_add(bag, row, w)
-        size = row_size(row) * w
-        sizes[k] = sizes[k] + size
-        total += size
+        total += row_size(row) * w
         answers.pop(k, None)
     return total

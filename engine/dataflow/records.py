@@ -202,11 +202,17 @@ def bag_rows(bag: dict[Row, list[Any]]) -> list[Row]:
     return rows
 
 
-def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any],
-              sizes: dict[Row, int], delta: Delta, key_cols: Sequence[int]) -> int:
+def bag_size(bag: dict[Row, list[Any]]) -> int:
+    """Bytes of a bag's rows: ``row_size`` times multiplicity (what ``apply_bag`` added)."""
+    return sum([row_size(entry[i]) * entry[i + 1]
+                for entry in bag.values() for i in range(0, len(entry), 2)])
+
+
+def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any], delta: Delta,
+              key_cols: Sequence[int]) -> int:
     """A reader's delta loop: add ``delta`` to the bags (``bag_add``) of present keys (keys
-    missing from ``state`` are dropped), forget their finished answers, keep per-key byte
-    sizes; return the change of the total size."""
+    missing from ``state`` are dropped) and forget their finished answers; return the change
+    of the bags' total size (``row_size`` times weight; a key's share is ``bag_size``)."""
     total = 0
     for row, w in delta:
         k = tuple([row[i] for i in key_cols])
@@ -214,9 +220,7 @@ def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any],
         if bag is None:
             continue
         bag_add(bag, row, w)
-        size = row_size(row) * w
-        sizes[k] += size
-        total += size
+        total += row_size(row) * w
         answers.pop(k, None)
     return total
 
@@ -225,7 +229,7 @@ def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any],
 PURE = {"consolidate": consolidate, "key_of": key_of, "row_size": row_size, "apply_bag": apply_bag,
         "exact_key": exact_key, "row_key": row_key, "same_print": same_print,
         "bag_add": bag_add, "bag_rows": bag_rows,
-        "_consolidate_exact": _consolidate_exact}
+        "_consolidate_exact": _consolidate_exact, "bag_size": bag_size}
 
 _fast = cython_ext.load("records")
 if _fast is not None:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from engine.api import Engine
 from engine.dataflow.node import PullCtx
 from engine.dataflow.ops.join import JoinNode
+from engine.dataflow.ops.reader import ReaderNode
 from engine.dataflow.records import UNKNOWN
 from tests.property.random_plans import (
     PlanGen,
@@ -62,7 +63,8 @@ def test_random_plans_tiny_budget(seed: int, ops: list[tuple[int, int]]) -> None
 @given(st.integers(0, 2**32), OPS)
 def test_count_equals_the_length_of_pull(seed: int, ops: list[tuple[int, int]]) -> None:
     """Every join input counts a join value's rows as many as its pull lists (or misses
-    alike), whatever the node: base, projection, union, keyed state, filter, join."""
+    alike), whatever the node: base, projection, union, keyed state, filter, join; and a
+    reader's byte count returns to zero when its keys are evicted."""
     host = drive(seed, ops, None)
     for node in list(host.engine.graph.nodes.values()):
         if not isinstance(node, JoinNode):
@@ -76,3 +78,7 @@ def test_count_equals_the_length_of_pull(seed: int, ops: list[tuple[int, int]]) 
                 rows = source.pull(cols, key, PullCtx(probe=True))
                 n = source.count(cols, key, PullCtx(probe=True))
                 assert n == (None if rows is None else len(rows)), (source, cols, key)
+    for node in host.engine.graph.nodes.values():  # a reader's bytes are exactly its keys'
+        if isinstance(node, ReaderNode):
+            node.clear()
+            assert node.bytes == 0

@@ -23,6 +23,7 @@ from engine.dataflow.records import (
     apply_bag,
     bag_add,
     bag_rows,
+    bag_size,
     has_unknown,
     key_of,
     row_size,
@@ -30,6 +31,9 @@ from engine.dataflow.records import (
 from engine.plan import ir
 
 Answer = tuple[Row, ...]
+
+#: Bytes a present key costs besides its rows (its entries in the reader's dictionaries).
+KEY_BYTES = 64
 
 
 class ReaderNode(Node):
@@ -44,11 +48,10 @@ class ReaderNode(Node):
         self.hi = None if plan.limit is None else plan.offset + plan.limit
         self.rt = runtime
         self.state: dict[Row, dict[Row, list[Any]]] = {}
-        self.sizes: dict[Row, int] = {}
         self.answers: dict[Row, Answer] = {}
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
-        self.bytes += apply_bag(self.state, self.answers, self.sizes, deltas[0], self.key)
+        self.bytes += apply_bag(self.state, self.answers, deltas[0], self.key)
         return [], []
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
@@ -63,8 +66,9 @@ class ReaderNode(Node):
 
     def evict_key(self, key: Hashable) -> list[Row]:
         k: Row = key  # type: ignore[assignment]
-        if self.state.pop(k, None) is not None:
-            self.bytes -= self.sizes.pop(k)
+        bag = self.state.pop(k, None)
+        if bag is not None:
+            self.bytes -= bag_size(bag) + KEY_BYTES
             self.answers.pop(k, None)
             self.rt.forget(self.nid, k)
         return []
@@ -102,9 +106,7 @@ class ReaderNode(Node):
         for row in rows:
             bag_add(bag, row, 1)
         self.state[key] = bag
-        size = sum(row_size(r) for r in rows) + 64
-        self.sizes[key] = size
-        self.bytes += size
+        self.bytes += sum(row_size(r) for r in rows) + KEY_BYTES
         self.rt.touch(self.nid, key)
         answer = self.answers[key] = self._finish(bag)
         return answer

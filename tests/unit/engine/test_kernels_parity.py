@@ -74,10 +74,12 @@ def test_apply_bag(delta: list[tuple[tuple[object, ...], int]], present: set[int
     results = []
     for fn in (fast.apply_bag, _pure("apply_bag")):
         state = {(k,): {(k, v): [(k, v), 5] for v in ("a", None, "b")} for k in present}
-        sizes = {(k,): 0 for k in present}
         answers = {(k,): () for k in range(4)}
-        total = fn(state, answers, sizes, list(delta), (0,))
-        results.append((state, sizes, answers, total))
+        before = {k: _pure("bag_size")(bag) for k, bag in state.items()}
+        total = fn(state, answers, list(delta), (0,))
+        after = {k: _pure("bag_size")(bag) for k, bag in state.items()}
+        assert total == sum(after.values()) - sum(before.values())
+        results.append((state, answers, total))
     assert results[0] == results[1]
 
 
