@@ -221,18 +221,18 @@ NOTES = [
     "listed the story's votes to decide the LEFT JOIN padding.",
     "",
     "Where the time of a change goes now (Cython build, random workload, per node's "
-    "`process`, machine partly busy): base store apply 12%, aggregate 21% (two thirds of "
-    "it the numeric SUM: exact `Context.add` and the result scale), join 27% (mostly its "
-    "two lookups per join value: the story row from the base index, the count from the "
-    "aggregate; cold dictionaries - LRU, index, group state - dominate), the two readers "
-    "26% (20 rows each per transaction: bag, size, answer invalidation), the graph's batch "
-    "bookkeeping and edge consolidation the rest. Twins: records (consolidation, bags, "
-    "keys, sizes), accumulators, the base store's apply loop, the aggregate's per-row loop "
-    "and the join's delta loop. The cyclic workload (base store and aggregate only) "
-    "reaches the 200k goal; the random one, where every change travels the whole graph, "
+    "`process`): base store apply 13%, aggregate 22% (half of it the numeric SUM: exact "
+    "`Context.add` and the result scale), join 28% (mostly its two lookups per join value: "
+    "the story row from the base index, the count from the aggregate; cold dictionaries - "
+    "LRU, index, group state - dominate), the two readers 21% (20 rows each per "
+    "transaction: bag update and answer invalidation), the graph's batch bookkeeping and "
+    "edge consolidation the rest. Twins: records (consolidation, bags, keys, sizes), "
+    "accumulators, the base store's apply loop and present-key lookup, the aggregate's "
+    "per-row loop and the join's delta loop. The cyclic workload (base store and aggregate "
+    "only) reaches the 200k goal; the random one, where every change travels the whole graph, "
     "does not: what is left is spread over every node (no kernel above a third), the next "
-    "steps are batched lookups for the join, one dictionary per reader key instead of "
-    "three, and a cheaper exact numeric sum.",
+    "steps are batched lookups for the join, fewer dictionaries per group and per reader "
+    "key (cache misses), and a cheaper exact numeric sum.",
 ]
 
 
