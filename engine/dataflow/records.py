@@ -2,8 +2,15 @@
 
 Owns: ``Delta`` (a list of ``(row, weight)``; weight > 0 adds copies of the row, < 0 revokes
 them), ``consolidate`` (sum weights per row, drop zeros: the batch kernel with a Cython twin),
-``key_of`` (key extraction), the ``UNKNOWN`` column value of *eviction rows*, and
-``row_size`` (the measured byte size used by memory accounting).
+``key_of`` (key extraction), the ``UNKNOWN`` column value of *eviction rows*,
+``row_size`` (the measured byte size used by memory accounting), and bags of rows
+(``bag_add``/``bag_rows``/``bag_size``, the reader's ``apply_bag``).
+
+Row identity: two rows are the same row of a result only if PostgreSQL prints them the same
+(``exact_key``). Dictionaries key rows by themselves (``row_key``: cheap, hashes once per
+value object) and tell print variants of one value apart (``same_print``) only when two equal
+rows meet; rows holding a NaN key by ``exact_key`` (NaN is not equal to itself). Every
+kernel here has a Cython twin (``cython_ext.records``).
 
 An *eviction row* names the rows a change or an eviction may have touched: columns whose
 value is not known are ``UNKNOWN``. A stateful node receiving one evicts the key it computes

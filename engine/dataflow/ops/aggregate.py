@@ -10,6 +10,9 @@ a delta emits ``-old, +new`` once per touched group per batch whose row changed 
 or only in print (a numeric SUM whose result scale changed); a group whose aggregate raises
 (e.g. an integer SUM overflowing its type) has its key evicted, so a read refetches it and
 reports the error.
+
+The per-row loop is ``fold`` (with a Cython twin); its output is consolidated by
+construction (``Node.consolidated``).
 """
 
 from __future__ import annotations

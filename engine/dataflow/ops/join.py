@@ -1,5 +1,7 @@
 """Equi-join (inner and left): joins each delta with the other input's current rows.
 
+Owns: ``JoinNode`` and ``join_deltas``, its delta loop (with a Cython twin).
+
 Stateless itself; its lookups are pulls into the inputs by join key (base-store indexes or
 a stateful input keyed by its join columns). Output = left columns + right columns.
 
@@ -7,7 +9,9 @@ Delta rule per join value j (inputs are already updated for the batch):
 ``d(L join R) = dL join R_new + L_new join dR - dL join dR``; for LEFT JOIN the NULL-extended
 rows change by ``pad(L_new)[R_new empty] - pad(L_old)[R_old empty]`` with
 ``L_old = L_new - dL`` and ``|R_old| = |R_new| - |dR|``, so the first right row for j retracts
-the padded rows and the last one brings them back, also within one batch.
+the padded rows and the last one brings them back, also within one batch. Only ``|R_new|``
+is needed when the left side did not change: the right input *counts* (``Node.count``, O(1)
+for a base store with a primary key or a keyed state), so a hot join value is not listed.
 
 Join miss (a lookup finds j missing while processing deltas): the deltas for j are dropped
 and become ``Arrival`` eviction rows - each delta row combined with the stored rows of the

@@ -3,7 +3,9 @@
 Owns: ``BaseStore`` - the rows of an upstream table that present downstream keys derive from,
 by row identity (primary key, or the whole row for tables without one), with *partial
 indexes*: per column set, the index keys that are *present* (every upstream row with those
-column values is stored) and, for every stored row, its position in each index.
+column values is stored) and, for every stored row, its position in each index; and the
+kernels with Cython twins: ``apply_changes`` (the apply loop of a batch) and
+``present_rows`` (a present index key's rows: a join's lookup).
 
 Invariants (the engine's correctness rests on them):
 - S1. A stored row equals the upstream row as of the applied position (fills install patched
