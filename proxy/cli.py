@@ -93,7 +93,10 @@ async def _serve(settings: Settings) -> None:
         f"weir listening on {settings.listen_address[0]}:{server.port}", file=sys.stderr, flush=True
     )
     await stop.wait()
-    await server.close()
+    try:  # a stuck upstream or client must not keep weir from exiting
+        await asyncio.wait_for(server.close(), 20)
+    except TimeoutError:
+        logging.getLogger("weir").warning("shutdown did not finish within 20 s; exiting")
 
 
 def _run(coro: object) -> None:

@@ -67,14 +67,23 @@ class Server:
         assert self._server is not None
         await self._server.serve_forever()
 
-    async def close(self) -> None:
-        """Stop accepting, end every session, wait for background tasks."""
+    async def close(self, grace: float = 5.0) -> None:
+        """Stop accepting, end every session (a client that does not take its last bytes
+        within ``grace`` seconds is cut off), wait for background tasks."""
         if self._server is not None:
             self._server.close()
         for session in list(self.sessions):
             session.client.close()
         if self._server is not None:
-            await self._server.wait_closed()
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), grace)
+            except TimeoutError:
+                log.warning("%d sessions did not close within %.0f s: cut off",
+                            len(self.sessions), grace)
+                for session in list(self.sessions):
+                    session.client.abort()
+                    if session.upstream is not None:
+                        session.upstream.abort()
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
