@@ -109,6 +109,9 @@ class Extended:
     _portal_statements: dict[str, str] = field(default_factory=dict)
     _last_reason: str = "not a cached query"
     _last_route: Route | None = None  # the last Parse that goes upstream (for statistics)
+    #: statements parsed upstream that routing classified: each run (Bind) of one counts for
+    #: SHOW PROXIED QUERIES and auto mode
+    _routes: dict[str, Route] = field(default_factory=dict)
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
@@ -196,16 +199,27 @@ class Extended:
             if isinstance(msg, fe.Parse):
                 self.held.pop(msg.name, None)
                 self._reasons[msg.name] = self._last_reason
-                self._note_proxied()
+                self._note_proxied(msg.name)
             elif isinstance(msg, fe.Bind):
                 self.portals.pop(msg.portal, None)
                 self._portal_statements[msg.portal] = msg.statement
+                if self._routes:
+                    self._count_run(msg.statement)
             elif isinstance(msg, fe.Execute):
                 self._note_upstream(self._portal_statements.get(msg.portal, ""))
 
-    def _note_proxied(self) -> None:
-        """Count the statement just parsed for SHOW PROXIED QUERIES (and auto mode)."""
+    def _note_proxied(self, name: str) -> None:
+        """Remember the route of the statement just parsed upstream, so that each of its
+        runs counts for SHOW PROXIED QUERIES and auto mode (:meth:`_count_run`)."""
         route, self._last_route = self._last_route, None
+        if route is not None and route.classified is not None:
+            self._routes[name] = route
+        else:
+            self._routes.pop(name, None)
+
+    def _count_run(self, statement: str) -> None:
+        """A statement parsed upstream runs again (its Bind went upstream)."""
+        route = self._routes.get(statement)
         if route is not None and self.session.ctx is not None:
             self.session.server.service.note_upstream(route, self.session.ctx)
 
@@ -330,7 +344,7 @@ class Extended:
         if route is None:
             self._materialize(msg.name)
             self._reasons[msg.name] = self._last_reason
-            self._note_proxied()
+            self._note_proxied(msg.name)
             self.forward(msg, raw)
             return
         self.held[msg.name] = HeldStatement(msg, route)
@@ -354,6 +368,8 @@ class Extended:
             )
         self._materialize(msg.statement)
         self._portal_statements[msg.portal] = msg.statement
+        if held is None:
+            self._count_run(msg.statement)
         self.forward(msg, raw)
 
     def _keys(

@@ -1,7 +1,7 @@
 """The caching side of the server: routing statements, answering from caches, admin SQL.
 
 Owns: ``CacheService`` — started lazily (the replication stream and fill pool exist only once
-a cache does, or when caches are restored from the state directory), the per-statement
+a cache does, in auto mode, or when caches are restored from the state directory), the per-statement
 decision (``proxy.router``) with a cheap pre-filter while no cache could match, answering a
 cached read (read-your-writes barrier, staleness bound, the read itself, encoding the rows),
 and executing the admin commands into complete backend message bytes.
@@ -69,8 +69,11 @@ class CacheService:
         return self.settings.caching != "off"
 
     async def start_if_restoring(self) -> None:
-        """Start at boot when a persisted cache catalog exists."""
-        if self.enabled and self._state_file() is not None and self._state_file().exists():  # type: ignore[union-attr]
+        """Start at boot in auto mode (queries are counted from the first one on) and when a
+        persisted cache catalog exists."""
+        state = self._state_file()
+        if self.settings.caching == "auto" or (
+                self.enabled and state is not None and state.exists()):
             await self.ensure()
 
     def _state_file(self) -> Path | None:

@@ -410,3 +410,27 @@ def test_writes_to_keys_not_cached_leave_cached_join_keys_alone(pg: Any, dbname:
             assert engine.stats.misses == misses  # answered without a refill
     finally:
         server.stop()
+
+
+def test_auto_mode_caches_a_prepared_statement_from_boot(pg: Any, dbname: str) -> None:
+    """Auto mode counts from the first query (no admin command needed to start it) and counts
+    each run of a prepared statement (not its one Parse); once the cache exists, the
+    session's statement is served by it."""
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=3)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=0) as conn:
+            for k in (1, 2, 3):
+                assert conn.execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone() \
+                    == (f"v{k}",)
+
+            def served() -> bool:
+                conn.execute("SELECT v FROM kv WHERE k = %s", (7,)).fetchone()
+                return _last(conn)[0] == "cache"
+
+            eventually(served, timeout=30)
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (8,)).fetchone() == ("v8",)
+    finally:
+        server.stop()
