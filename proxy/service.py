@@ -72,9 +72,13 @@ class CacheService:
         """Start at boot in auto mode (queries are counted from the first one on) and when a
         persisted cache catalog exists."""
         state = self._state_file()
-        if self.settings.caching == "auto" or (
-                self.enabled and state is not None and state.exists()):
+        if self.enabled and state is not None and state.exists():
             await self.ensure()
+        elif self.settings.caching == "auto":
+            try:
+                await self.ensure()
+            except Exception as exc:  # weir still relays; the next admin command tries again
+                log.error("auto mode could not start caching: %s", exc)
 
     def _state_file(self) -> Path | None:
         d = self.settings.state_dir
