@@ -88,7 +88,10 @@ class Server:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.service.stop()
+        try:  # the replication stream or a fill stuck on the upstream must not hold us
+            await asyncio.wait_for(self.service.stop(), grace)
+        except TimeoutError:
+            log.warning("the cache service did not stop within %.0f s", grace)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a session's background step, keeping a reference until it ends."""

@@ -359,7 +359,7 @@ def test_a_client_that_does_not_read_stops_weir_answering(pg: Any, dbname: str) 
         s.until_ready()
         batch = b"".join(m.encode() for m in (fe.Bind("", "s1", (), (b"5",), ()),
                                                 fe.Execute(), fe.Sync()))
-        count = 200_000  # about 7 MB of requests, 9 MB of answers
+        count = 200_000  # about 7 MB of requests, 9 MB of answers: more than socket buffers
         sock = s.sock
         assert isinstance(sock, socket.socket)
         sender = threading.Thread(target=sock.sendall, args=(batch * count,))
