@@ -31,7 +31,8 @@ from proxy.admin import CreateCache, Show, parse_admin
 from proxy.hitpath import Hit, bind_rest
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.results import OutputSettings, encode_rows
-from proxy.router import Route, deallocated
+from proxy.router import Route
+from proxy.session import deallocation
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
 
@@ -158,22 +159,21 @@ class Extended:
 
     def releases(self, query: str) -> bool:
         """Whether a simple query deallocates a statement weir holds (see :meth:`release`)."""
-        if not self.held:
-            return False
-        name = deallocated(query)
-        return name is not None and (name == "*" or name in self.held)
+        found = deallocation(query) if self.held else None
+        return found is not None and (found[0] != "name" or found[1] in self.held)
 
     def release(self, query: str) -> bytes | None:
         """A DEALLOCATE/DISCARD ALL of statements weir holds goes upstream next: they stop
         being held, and the upstream deallocates its own copies. Returns weir's own answer
         (CommandComplete) when the command names a statement only weir holds and the session
         is idle — then the query must not go upstream, which would say it does not exist."""
-        name = deallocated(query) if self.held else None
+        found = deallocation(query) if self.held else None
         state = self.session.state
-        if name is None or state.transaction_status == "E":  # PostgreSQL refuses it there
+        if found is None or state.transaction_status == "E":  # PostgreSQL refuses it there
             return None
-        if name == "*":
-            if not (query.lstrip()[:7].upper() == "DISCARD" and state.in_transaction):
+        kind, name = found
+        if kind != "name":
+            if not (kind == "discard" and state.in_transaction):
                 self.held.clear()  # (DISCARD ALL fails inside a transaction block)
             return None
         held = self.held.get(name)

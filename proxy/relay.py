@@ -439,16 +439,8 @@ class Session(Handshake):
 
     def upstream_data(self, data: bytes) -> None:
         try:
-            if self.phase is Phase.READY:  # the hot path, inline: see _relay_from_upstream
-                state = self.state
-                raw, statuses, marks = self._uframer.take_backend(
-                    data, _READ_ONLY_TAGS, not state.swallowing)
-                if statuses:
-                    state.ready(statuses)
-                if marks:
-                    raw = self._observe_upstream(raw, marks)
-                if raw:
-                    self.client.write(raw)
+            if self.phase is Phase.READY:
+                self._relay_from_upstream(data)
                 return
             self._uframer.feed(data)
             if self.phase is Phase.AUTH:

@@ -96,26 +96,6 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
                  keys=keys)
 
 
-def deallocated(query: str) -> str | None:
-    """The prepared statement a simple query deallocates: its name, ``"*"`` for all of them
-    (``DEALLOCATE ALL``, ``DISCARD ALL``), or None."""
-    words = query.strip().rstrip(";").split()
-    if not words:
-        return None
-    head = words[0].upper()
-    if head == "DISCARD":
-        return "*" if len(words) == 2 and words[1].upper() == "ALL" else None
-    if head != "DEALLOCATE":
-        return None
-    rest = words[2:] if len(words) > 1 and words[1].upper() == "PREPARE" else words[1:]
-    if len(rest) != 1:
-        return None
-    name = rest[0]
-    if name.upper() == "ALL":
-        return "*"
-    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
-
-
 def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:
     """Why weir cannot encode these columns exactly in text under these session settings."""
     from proxy.results import OutputSettings, supports

@@ -225,22 +225,38 @@ class SessionState:
         self.parameters_version += 1
 
 
-def _simple_query_effect(query: str) -> Callable[[SessionState], None] | None:
-    """The statement-cache effect of a simple query, if it is DEALLOCATE or DISCARD."""
+def deallocation(query: str) -> tuple[str, str] | None:
+    """What a simple query deallocates: ``("name", statement)`` for ``DEALLOCATE [PREPARE]
+    name``, ``("all", "")`` for ``DEALLOCATE [PREPARE] ALL``, ``("discard", "")`` for
+    ``DISCARD ALL`` (statements and portals), or None."""
     words = query.strip().rstrip(";").split()
     if not words:
         return None
     head = words[0].upper()
-    if head == "DISCARD" and len(words) == 2 and words[1].upper() == "ALL":
+    if head == "DISCARD":
+        return ("discard", "") if len(words) == 2 and words[1].upper() == "ALL" else None
+    if head != "DEALLOCATE":
+        return None
+    rest = words[2:] if len(words) > 1 and words[1].upper() == "PREPARE" else words[1:]
+    if len(rest) != 1:
+        return None
+    name = rest[0]
+    if name.upper() == "ALL":
+        return ("all", "")
+    return "name", name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+
+
+def _simple_query_effect(query: str) -> Callable[[SessionState], None] | None:
+    """The statement-cache effect of a simple query, if it is DEALLOCATE or DISCARD."""
+    found = deallocation(query)
+    if found is None:
+        return None
+    kind, name = found
+    if kind == "discard":
         return _discard_all
-    if head == "DEALLOCATE":
-        rest = [w for w in words[1:] if w.upper() != "PREPARE"]
-        if len(rest) == 1 and rest[0].upper() == "ALL":
-            return lambda s: s.statements.clear()
-        if len(rest) == 1:
-            name = rest[0].strip('"') if rest[0].startswith('"') else rest[0].lower()
-            return lambda s: _forget_statement(s, name)
-    return None
+    if kind == "all":
+        return lambda s: s.statements.clear()
+    return lambda s: _forget_statement(s, name)
 
 
 def _discard_all(state: SessionState) -> None:

@@ -13,6 +13,12 @@ import pytest
 from tests.support import InProcessWeir, eventually
 
 
+def _kv(pg: Any, dbname: str, rows: int) -> None:
+    """The table ``kv (k, v)`` with ``rows`` rows: k = 1..rows, v = 'v' || k."""
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            f"INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, {rows}) g", dbname)
+
+
 def _last(conn: Any) -> tuple[str, str]:
     row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
     return (row[0], row[1])
@@ -120,8 +126,7 @@ async def _status(server: InProcessWeir) -> dict[str, str]:
 
 
 def test_auto_mode_caches_a_repeated_shape(pg: Any, dbname: str) -> None:
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    _kv(pg, dbname, 20)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=3)
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
@@ -139,8 +144,7 @@ def test_auto_mode_caches_a_repeated_shape(pg: Any, dbname: str) -> None:
 
 
 def test_caches_survive_a_restart(pg: Any, dbname: str, tmp_path: Path) -> None:
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    _kv(pg, dbname, 20)
     state = str(tmp_path / "state")
     server = InProcessWeir.start(pg.dsn(dbname=dbname), state_dir=state)
     try:
@@ -162,8 +166,7 @@ def test_caches_survive_a_restart(pg: Any, dbname: str, tmp_path: Path) -> None:
 
 
 def test_reads_go_upstream_while_replication_is_down(pg: Any, dbname: str) -> None:
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    _kv(pg, dbname, 20)
     server = InProcessWeir.start(pg.dsn(dbname=dbname))
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
@@ -325,8 +328,7 @@ def test_recent_transaction_log_is_pruned_without_fills(pg: Any, dbname: str) ->
 def test_a_failed_fill_sends_its_reads_upstream(pg: Any, dbname: str) -> None:
     """Fault injection at the host's fetch: the waiting read is answered from upstream, the
     engine forgets the fill, and the next read of the key fills and is served."""
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 5) g", dbname)
+    _kv(pg, dbname, 5)
     server = InProcessWeir.start(pg.dsn(dbname=dbname))
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
@@ -356,8 +358,7 @@ def test_fills_waiting_for_a_slot_share_one_transaction(pg: Any, dbname: str) ->
 
     import asyncpg
 
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 100) g", dbname)
+    _kv(pg, dbname, 100)
     server = InProcessWeir.start(pg.dsn(dbname=dbname))
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
@@ -416,8 +417,7 @@ def test_auto_mode_caches_a_prepared_statement_from_boot(pg: Any, dbname: str) -
     """Auto mode counts from the first query (no admin command needed to start it) and counts
     each run of a prepared statement (not its one Parse); once the cache exists, the
     session's statement is served by it."""
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 20) g", dbname)
+    _kv(pg, dbname, 20)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=3)
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
