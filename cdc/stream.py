@@ -123,6 +123,8 @@ class ReplicationStream:
         self.confirmed_lsn = 0
         self.sessions = 0
         self.connected = asyncio.Event()
+        #: ``connected.is_set()`` as a plain attribute (read on every cached answer)
+        self.up = False
         self.last_error: BaseException | None = None
         self._conn: PgConnection | None = None
         self._task: asyncio.Task[None] | None = None
@@ -182,6 +184,7 @@ class ReplicationStream:
                 self._lose_continuity(f"applying the stream failed: {exc!r}")
             finally:
                 self.connected.clear()
+                self.up = False
                 self.applier.connection_lost()
                 await self._close()
             if self.sessions > before:
@@ -219,6 +222,7 @@ class ReplicationStream:
         self.sessions += 1
         self.last_error = None
         self.connected.set()
+        self.up = True
         feedback = asyncio.create_task(self._feedback_loop(conn))
         try:
             await self._stream(conn)

@@ -6,6 +6,7 @@ is the interpreter's work between them. Imports nothing from the project.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 cdef int T_BIND = ord("B")
 cdef int T_DESCRIBE = ord("D")
@@ -50,6 +51,13 @@ cdef int _tail(const unsigned char* p, list index, Py_ssize_t at):
     return describe
 
 
+cdef inline double _monotonic() noexcept:
+    """time.monotonic() (CLOCK_MONOTONIC, as CPython reads it on Linux)."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
+
 cdef bint _may_serve(object session):
     ext = session.extended
     state = session.state
@@ -59,20 +67,35 @@ cdef bint _may_serve(object session):
             or ctx.tainted is not None:
         return False
     service = session.server.service
-    if ctx.wrote and service.settings.read_your_writes == "on":
+    settings = service.settings
+    if ctx.wrote and settings.read_your_writes == "on":
         return False
     host = service.host
-    return host is not None and host.connected \
-        and host.staleness() <= service.settings.staleness_bound
+    return host is not None and host.stream.up \
+        and _monotonic() - <double>host.fresh_as_of <= <double>settings.staleness_bound
+
+
+cdef object _settings_id(object session):
+    state = session.state
+    ctx = session.ctx
+    known = ctx.output
+    if known is not None and known[0] == state.parameters_version \
+            and known[1] == ctx.settings_version:
+        return known[2][1]
+    return session.server.service.output_settings_id(state, ctx)[1]
 
 
 cdef bint _current(object session, dict memo, bytes key, object hit):
     service = session.server.service
     user = session.ctx.user
     engine = service.host.engine
+    cdef dict grants = service.grants
+    cdef double now = _monotonic()
+    cdef tuple verdict
     try:
         for cache, k, answer in hit.reads:
-            if service.granted(user, cache) is not True:
+            verdict = grants.get((user, cache))
+            if verdict is None or not verdict[0] or now > <double>verdict[1]:
                 return False
             if engine.lookup(cache, k) is not answer:
                 del memo[key]
@@ -104,7 +127,7 @@ cdef bint _prepared(object session, bytes raw, list index):
     if held is None or held.route.cache is None or not _may_serve(session):
         return False
     service = session.server.service
-    sid = service.output_settings_id(session.state, session.ctx)[1]
+    sid = _settings_id(session)
     if held.memo_sid != sid or held.memo is None:
         held.memo = service.hits.memo(held, sid)
         held.memo_sid = sid
@@ -140,7 +163,7 @@ cdef bint _batch(object session, bytes raw, list index):
         return False
     if not _may_serve(session):
         return False
-    sid = service.output_settings_id(session.state, ctx)[1]
+    sid = _settings_id(session)
     cdef dict memo = service.hits.batches(ctx.database, ctx.search_path, sid)
     hit = memo.get(raw)
     if hit is None:

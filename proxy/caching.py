@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -108,7 +109,7 @@ class CacheHost:
             StreamConfig(ConnectParams.from_url(upstream_url), publication=publication),
             self, on_marker=self._on_marker)
         self._plans: dict[str, ir.Reader] = {}
-        self.fresh_as_of = 0.0
+        self.fresh_as_of = float("-inf")
         #: run by every heartbeat after its barrier, before ``fresh_as_of`` advances
         self.verify: Callable[[], Awaitable[None]] | None = None
         self._trust = 0  # bumped by distrust(): a heartbeat begun before it does not count
@@ -125,17 +126,16 @@ class CacheHost:
             self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS,
             reset=_keep_session)
         await self.stream.start()
-        started = asyncio.get_running_loop().time()
+        started = time.monotonic()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
         self.fresh_as_of = started
         self._spawn(self._heartbeat())
 
     async def _heartbeat(self, interval: float = 0.5) -> None:
-        """Barriers in a loop: ``fresh_as_of`` is the loop time before the last barrier that
-        passed, so everything committed upstream before it has been applied."""
-        loop = asyncio.get_running_loop()
+        """Barriers in a loop: ``fresh_as_of`` is the ``time.monotonic()`` before the last
+        barrier that passed, so everything committed upstream before it has been applied."""
         while True:
-            started, trust = loop.time(), self._trust
+            started, trust = time.monotonic(), self._trust
             self._nudge.clear()
             try:
                 await self.stream.barrier(30.0)
@@ -161,7 +161,7 @@ class CacheHost:
 
     def staleness(self) -> float:
         """Seconds by which cached state may lag the upstream (an upper bound)."""
-        return asyncio.get_running_loop().time() - self.fresh_as_of
+        return time.monotonic() - self.fresh_as_of
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -179,7 +179,7 @@ class CacheHost:
 
     @property
     def connected(self) -> bool:
-        return self.stream.connected.is_set()
+        return self.stream.up
 
     # -- caches -------------------------------------------------------------------------------
 

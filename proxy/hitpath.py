@@ -27,10 +27,16 @@ Invariants:
 - anything else (another message shape, a named portal, a row limit, a memo miss) returns
   False having changed nothing but, for a batch the memo may learn, ``Extended.recording``
   (where the general path's answer is to be remembered), and the general path handles it.
+
+It runs for every cached answer, so it reads the state behind those gates directly — the
+host's ``stream.up`` and ``fresh_as_of``, ``service.grants``, the session's memo of its output
+settings id — instead of calling the methods that own them (``host.connected``,
+``host.staleness()``, ``service.granted()``, ``service.output_settings_id()``).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -176,7 +182,7 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
     if held is None or held.route.cache is None or not _may_serve(session):
         return False
-    sid = session.server.service.output_settings_id(session.state, session.ctx)[1]  # type: ignore[arg-type]
+    sid = _settings_id(session)
     if held.memo_sid != sid or held.memo is None:
         held.memo = session.server.service.hits.memo(held, sid)
         held.memo_sid = sid
@@ -209,7 +215,7 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
         return False
     if not _may_serve(session):
         return False
-    sid = service.output_settings_id(session.state, ctx)[1]
+    sid = _settings_id(session)
     memo = service.hits.batches(ctx.database, ctx.search_path, sid)
     hit = memo.get(raw)
     if hit is None:
@@ -232,7 +238,7 @@ def remember_query(session: Session, raw: bytes, reads: list[Any], answer: bytes
     if ctx is None or not reads or ctx.tainted is not None:
         return
     service = session.server.service
-    sid = service.output_settings_id(session.state, ctx)[1]
+    sid = _settings_id(session)
     memo = service.hits.batches(ctx.database, ctx.search_path, sid)
     service.hits.remember(memo, raw, Hit(tuple(reads), b"", answer, ctx.last))
 
@@ -256,18 +262,33 @@ def _may_serve(session: Session) -> bool:
     if ctx.wrote and service.settings.read_your_writes == "on":
         return False
     host = service.host
-    return host is not None and host.connected \
-        and host.staleness() <= service.settings.staleness_bound
+    # ``host.connected`` and ``host.staleness()``, read directly
+    return host is not None and host.stream.up \
+        and time.monotonic() - host.fresh_as_of <= service.settings.staleness_bound
+
+
+def _settings_id(session: Session) -> int:
+    """``service.output_settings_id(...)[1]``, from the session's memo of it when current."""
+    state, ctx = session.state, session.ctx
+    known = ctx.output  # type: ignore[union-attr]
+    if known is not None and known[0] == state.parameters_version \
+            and known[1] == ctx.settings_version:  # type: ignore[union-attr]
+        return known[2][1]  # type: ignore[no-any-return]
+    return session.server.service.output_settings_id(state, ctx)[1]  # type: ignore[arg-type]
 
 
 def _current(session: Session, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> bool:
-    """Whether ``hit`` is still what the caches answer, for a role allowed to read them."""
+    """Whether ``hit`` is still what the caches answer, for a role allowed to read them
+    (``service.granted`` read directly)."""
     service = session.server.service
     user = session.ctx.user  # type: ignore[union-attr]
     engine = service.host.engine  # type: ignore[union-attr]
+    grants = service.grants
+    now = time.monotonic()
     try:
         for cache, k, answer in hit.reads:
-            if service.granted(user, cache) is not True:
+            verdict = grants.get((user, cache))
+            if verdict is None or not verdict[0] or now > verdict[1]:
                 return False
             if engine.lookup(cache, k) is not answer:
                 del memo[key]

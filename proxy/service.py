@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,11 @@ class CacheService:
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
-        #: (role, database) -> (default settings, loop time read); see ``_apply_defaults``
+        #: (role, database) -> (default settings, time.monotonic() read); ``_apply_defaults``
         self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
-        #: (role, cache) -> (may read, loop time of the check); see ``_authorized``
-        self._grants: dict[tuple[str, str], tuple[bool, float]] = {}
+        #: (role, cache) -> (may read, time.monotonic() it expires); see ``_authorized`` (the
+        #: hit path reads it directly)
+        self.grants: dict[tuple[str, str], tuple[bool, float]] = {}
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
                              tuple[str | None, list[Any]]] = {}
         self.hits = HitMemos()  # encoded answers of the hit path (``proxy.hitpath``)
@@ -346,7 +348,7 @@ class CacheService:
         SET itself, and search_path (a different one sends the session's reads upstream)."""
         key = (ctx.user, ctx.database)
         found = self._defaults.get(key)
-        if found is None or asyncio.get_running_loop().time() - found[1] > self.GRANT_TTL:
+        if found is None or time.monotonic() - found[1] > self.GRANT_TTL:
             assert self.host is not None
             try:
                 values = dict(await self.host.pool.fetch(self.SERVER_QUERY))
@@ -361,7 +363,7 @@ class CacheService:
                 for item in config or ():
                     name, _, value = item.partition("=")
                     values[name.lower()] = value
-            found = self._defaults[key] = (values, asyncio.get_running_loop().time())
+            found = self._defaults[key] = (values, time.monotonic())
         values = found[0]
         for name in ("extra_float_digits", "bytea_output"):
             if name in values and name not in ctx.settings:
@@ -381,10 +383,8 @@ class CacheService:
 
     def granted(self, user: str, cache: str) -> bool | None:
         """The remembered verdict for (role, cache), or None when it must be checked."""
-        verdict = self._grants.get((user, cache))
-        if verdict is None:
-            return None
-        if asyncio.get_running_loop().time() - verdict[1] > self.GRANT_TTL:
+        verdict = self.grants.get((user, cache))
+        if verdict is None or time.monotonic() > verdict[1]:
             return None
         return verdict[0]
 
@@ -402,14 +402,14 @@ class CacheService:
         except Exception as exc:  # unknown role, lost connection: not known to be allowed
             log.info("privilege check for role %s failed: %s", user, exc)
             allowed = False
-        self._grants[(user, entry.name)] = (allowed, asyncio.get_running_loop().time())
+        self.grants[(user, entry.name)] = (allowed, time.monotonic() + self.GRANT_TTL)
         return allowed
 
     def forget_grants(self, tag: bytes = b"") -> None:
         """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
         after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
         changed too: no cached read until a heartbeat has checked them."""
-        self._grants.clear()
+        self.grants.clear()
         if tag.startswith(_DDL_TAGS) and self.host is not None:
             self.host.distrust()
 

@@ -4,6 +4,7 @@ random batches, memo contents and session gates."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -57,12 +58,14 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
     answer = ("row",)
     engine = _Engine({("c", (1,)): answer if c["current"] else ("other",)}, c["fail"])
     hits = hitpath.HitMemos()
+    now = time.monotonic()
+    grants = {} if c["granted"] is None else {
+        ("u", "c"): (c["granted"] != "no", now + (-1.0 if c["granted"] == "expired" else 60.0))}
     service = SimpleNamespace(
         settings=SimpleNamespace(read_your_writes="on", staleness_bound=5.0),
-        host=SimpleNamespace(connected=c["connected"], staleness=lambda: c["lag"],
-                             engine=engine),
-        hits=hits, granted=lambda user, cache: c["granted"],
-        output_settings_id=lambda state, ctx: (None, 0))
+        host=SimpleNamespace(stream=SimpleNamespace(up=c["connected"]),
+                             fresh_as_of=now - c["lag"], engine=engine),
+        hits=hits, grants=grants, output_settings_id=lambda state, ctx: (None, 0))
     hit = hitpath.Hit(((("c", (1,), answer)),), b"T-desc", b"D-rows C-tag", ("cache", "c"),
                       statement=held if c["kind"] == "unnamed" else None)
     if c["memo"]:
@@ -77,10 +80,13 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
         extended=SimpleNamespace(held={"s1": held}, portals={"": object(), "q": object()},
                                  batch_upstream=c["busy"], batch_local=False,
                                  batch_failed=False, recording=None),
-        state=SimpleNamespace(idle=c["idle"], transaction_status=c["tx"]),
+        state=SimpleNamespace(idle=c["idle"], transaction_status=c["tx"],
+                              parameters_version=3),
         ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"], wrote=c["wrote"],
                             user="u", last=("upstream", "before"), database="db",
-                            search_path=("public",)),
+                            search_path=("public",), settings_version=1,
+                            # the session's memo of its output settings id: current or not
+                            output=(3 if c["output_memo"] else 2, 1, (None, 0))),
         server=SimpleNamespace(service=service), client=SimpleNamespace(write=writes.append))
     return session, raw, index
 
@@ -106,10 +112,11 @@ CONFIG = st.fixed_dictionaries({
     "describe": st.booleans(), "param": st.sampled_from((b"1", b"2")),
     "shape_ok": _mostly(True, False), "cached": _mostly(True, False),
     "memo": _mostly(True, False), "current": _mostly(True, False),
-    "fail": _mostly(False, True), "granted": st.sampled_from((True,) * 6 + (False, None)),
+    "fail": _mostly(False, True),
+    "granted": st.sampled_from(("yes",) * 6 + ("no", "expired", None)),
     "connected": _mostly(True, False), "lag": _mostly(0.1, 9.0), "busy": _mostly(False, True),
     "idle": _mostly(True, False), "tx": _mostly("I", "T"), "wrote": _mostly(False, True),
-    "tainted": _mostly(None, "SET search_path"),
+    "tainted": _mostly(None, "SET search_path"), "output_memo": _mostly(True, False),
 })
 
 
