@@ -67,27 +67,37 @@ def load(engine: Engine, stories: int, votes_per: int) -> Data:
     return data
 
 
-def fetch(data: Data, q: FillRequest) -> tuple[tuple[object, ...], ...]:
-    """The rows a fill request selects (a prefetch: by the join values of its source rows)."""
+Indexes = dict[tuple[int, tuple[int, ...]], dict[tuple[object, ...], list[Row]]]
+
+
+def fetch(data: Data, q: FillRequest, indexes: Indexes) -> tuple[tuple[object, ...], ...]:
+    """The rows a fill request selects (a prefetch: by the join values of its source rows);
+    ``indexes`` caches the in-memory tables grouped by column sets (built on first use)."""
     def where(oid: int, cols: tuple[int, ...], key: tuple[object, ...]) -> list[Row]:
-        return [r for r in data[oid] if all(r[c] == v for c, v in zip(cols, key, strict=True))]
+        index = indexes.get((oid, cols))
+        if index is None:
+            index = indexes[oid, cols] = {}
+            for r in data[oid]:
+                index.setdefault(tuple(r[c] for c in cols), []).append(r)
+        return index.get(key, [])
 
     if q.via is None:
         return tuple(where(q.table.oid, q.columns, q.key))
     via = q.via
     js = {tuple(r[c] for c in via.join_columns) for r in where(via.table.oid, via.columns, via.key)}
-    return tuple(r for r in data[q.table.oid] if tuple(r[c] for c in q.columns) in js)
+    return tuple(r for j in js for r in where(q.table.oid, q.columns, j))
 
 
 def fill_all(engine: Engine, data: Data, caches: list[str], stories: int) -> None:
     snap = Snapshot(10, 10)
+    indexes: Indexes = {}
     for cache in caches:
         for k in range(stories):
             effects = list(engine.read(cache, (k,)).effects)
             while effects:
                 e = effects.pop()
                 if isinstance(e, RunFill):
-                    rows = [fetch(data, q) for q in e.requests]
+                    rows = [fetch(data, q, indexes) for q in e.requests]
                     effects.extend(engine.fill_response(e.fill_id, snap, rows))
                     effects.extend(engine.marker(e.fill_id))
                 else:

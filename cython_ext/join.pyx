@@ -1,17 +1,106 @@
 # cython: language_level=3
 """Twin of ``engine.dataflow.ops.join.join_deltas``: the join's delta loop (same contract,
 parity-tested). Lookups go through the inputs' ``pull``/``count`` and a miss through the
-node's ``_miss_rows``, exactly as in the pure loop.
+node's ``_miss_rows``, exactly as in the pure loop - except that a lookup of a *present* key
+of a base node's index or of an aggregate's state key reads their dictionaries directly
+(``_Side``: what ``pull``/``count`` would return there, without their bookkeeping, which a
+join's lookup of a present key does not do either).
 
-Imports nothing from the project: ``configure`` receives the pull context class.
+Imports nothing from the project: ``configure`` receives the pull context class and the
+base and aggregate node classes.
 """
 
 cdef object PullCtx = None
+cdef object BaseNode = None
+cdef object AggregateNode = None
+cdef object _MISSING = object()
 
 
-def configure(pull_ctx):
-    global PullCtx
-    PullCtx = pull_ctx
+def configure(pull_ctx, base_node, aggregate_node):
+    global PullCtx, BaseNode, AggregateNode
+    PullCtx, BaseNode, AggregateNode = pull_ctx, base_node, aggregate_node
+
+
+cdef enum:
+    GENERIC = 0
+    BASE = 1
+    AGGREGATE = 2
+
+
+cdef class _Side:
+    """One input's lookups by join value for one batch (``rows``: ``pull``, ``count``)."""
+    cdef object node, ctx
+    cdef tuple cols
+    cdef int kind
+    cdef set present
+    cdef dict by_key, stored, outs, by_d
+    cdef bint pk_index, has_pk
+
+    def __init__(self, object node, tuple cols, object ctx):
+        cdef object store, idx
+        self.node, self.cols, self.ctx, self.kind = node, cols, ctx, GENERIC
+        if type(node) is BaseNode:
+            store = node.store
+            idx = (<dict>store.indexes).get(cols)
+            if idx is not None:
+                self.kind = BASE
+                self.present, self.by_key, self.stored = idx.present, idx.by_key, store.rows
+                self.has_pk = len(<tuple>store.pk) > 0
+                self.pk_index = self.has_pk and store.pk == cols
+        elif type(node) is AggregateNode and node.d_is_g and node.key_out == cols \
+                and not node.full:
+            self.kind = AGGREGATE
+            self.present, self.by_d, self.outs = node.present, node.by_d, node.outs
+
+    cdef object rows(self, tuple j):
+        cdef object entry, idents, ident, out
+        cdef list found
+        if self.kind == BASE and j in self.present:
+            if self.pk_index:  # the identity is the key: at most one row
+                entry = self.stored.get(j)
+                return [] if entry is None else [(<list>entry)[0]]
+            idents = self.by_key.get(j)
+            if not idents:
+                return []
+            found = []
+            if self.has_pk:
+                for ident in <set>idents:
+                    found.append((<list>self.stored[ident])[0])
+            else:
+                for ident in <set>idents:
+                    entry = self.stored[ident]
+                    found.extend([(<list>entry)[0]] * <Py_ssize_t>(<list>entry)[1])
+            return found
+        if self.kind == AGGREGATE and j in self.present:
+            if not self.by_d.get(j):
+                return []
+            out = self.outs.get(j, _MISSING)
+            if out is not _MISSING:
+                return [] if out is None else [out]
+        return self.node.pull(self.cols, j, self.ctx)
+
+    cdef object count(self, tuple j):
+        cdef object entry, idents, ident, out
+        cdef Py_ssize_t n
+        if self.kind == BASE and j in self.present:
+            if self.pk_index:
+                return 1 if j in self.stored else 0
+            idents = self.by_key.get(j)
+            if not idents:
+                return 0
+            if self.has_pk:
+                return len(<set>idents)
+            n = 0
+            for ident in <set>idents:
+                n += <Py_ssize_t>(<list>self.stored[ident])[1]
+            return n
+        if self.kind == AGGREGATE and j in self.present:
+            if not self.by_d.get(j):
+                return 0
+            out = self.outs.get(j, _MISSING)
+            if out is not _MISSING:
+                return 0 if out is None else 1
+        return self.node.count(self.cols, j, self.ctx)
 
 
 cdef inline tuple _key(tuple row, tuple cols):
@@ -58,17 +147,20 @@ def join_deltas(object node, list dl_all, list dr_all):
             by_j[j] = ([], [(row, w)])
         else:
             (<list>sides[1]).append((row, w))
+    if not by_j:
+        return out, evict
     ctx = PullCtx(lookup=True)
     left, right = node.inputs
+    cdef _Side lside = _Side(left, lk, ctx), rside = _Side(right, rk, ctx)
     for j, sides in by_j.items():
         dl = sides[0]
         dr = sides[1]
-        found = right.pull(rk, j, ctx) if dl else []
+        found = rside.rows(j) if dl else []
         r_new = 0
         if left_join and found is not None:
-            r_new = len(found) if dl else right.count(rk, j, ctx)
+            r_new = len(found) if dl else rside.count(j)
         rrows = found
-        lrows = left.pull(lk, j, ctx) if dr else []
+        lrows = lside.rows(j) if dr else []
         if rrows is None or lrows is None or r_new is None:
             evict.extend(node._miss_rows(j, dl, dr))
             continue

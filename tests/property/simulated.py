@@ -105,6 +105,16 @@ def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
                  if all(r[c] == v for c, v in zip(req.columns, req.key, strict=True)))
 
 
+def check_recency(engine: Engine) -> None:
+    """Every present base index key is in the LRU (a join's lookup of a present key relies
+    on it: it records no recency)."""
+    lru = engine.rt.lru
+    for base in engine.graph.bases.values():
+        for cols, idx in base.store.indexes.items():
+            for k in idx.present:
+                assert (base.nid, (cols, k)) in lru, (base.table.name, cols, k)
+
+
 def _exact(rows: Sequence[Row]) -> list[Row]:
     """Rows with numerics as text: 1.50 and 1.5 are equal values but print differently."""
     return [tuple(str(v) if isinstance(v, Decimal) else v for v in r) for r in rows]
@@ -178,6 +188,7 @@ class Host:
         want = evaluate_reader(plan, {o: list(r.values()) for o, r in self.applied.items()},
                                key)
         assert same_rows(plan, rows, want), (cache, key, rows, want)
+        check_recency(self.engine)
         self.checked += 1
         self.answers[(cache, key)] = tuple(rows)
 

@@ -4,6 +4,10 @@ Owns: the table's ``BaseStore`` (see ``engine.dataflow.state.base`` for the inva
 its entry points: ``apply`` (upstream changes -> delta + eviction rows), ``install`` (a
 patched fill), ``pull`` (index lookups; a missing index key is what fills fetch) and
 ``evict_key`` (an index key ``(cols, key)``).
+
+Invariant: every present index key is in the runtime's LRU (``install`` touches it, a lookup
+that marks a primary-key index key present records it, only ``evict_key`` forgets it), so a
+join's lookup (``ctx.lookup``) of a present key has nothing to record.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import TypeVar, cast
 from engine.changes import RowChange
 from engine.dataflow.node import Cols, Node, PullCtx, Runtime
 from engine.dataflow.records import Delta, Row
-from engine.dataflow.state.base import BaseStore, apply_changes
+from engine.dataflow.state import base as _store
+from engine.dataflow.state.base import BaseStore
 from engine.plan.ir import TableRef
 
 T = TypeVar("T")
@@ -38,14 +43,14 @@ class BaseNode(Node):
         pass
 
     def apply(self, changes: Iterable[RowChange]) -> tuple[Delta, list[Row]]:
-        return apply_changes(self.store, changes)
+        return _store.apply_changes(self.store, changes)
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         return [], []
 
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
-        if ctx.lookup and (self.nid, (cols, key)) in self.rt.lru:
-            rows = self.store.present_rows(cols, key)  # present and recent: nothing to record
+        if ctx.lookup:  # a present index key is in the LRU already: nothing to record
+            rows = _store.present_rows(self.store, cols, key)
             if rows is not None:
                 return rows
         if ctx.partial:

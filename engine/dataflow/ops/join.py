@@ -280,5 +280,8 @@ PURE = {"join_deltas": join_deltas}
 
 _fast = cython_ext.load("join")
 if _fast is not None:
-    _fast.configure(PullCtx)
+    from engine.dataflow.ops.aggregate import AggregateNode
+    from engine.dataflow.ops.base import BaseNode
+
+    _fast.configure(PullCtx, BaseNode, AggregateNode)
     join_deltas = _fast.join_deltas
