@@ -58,15 +58,11 @@ cdef inline double _monotonic() noexcept:
     return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
 
 
-cdef bint _may_serve(object session):
-    ext = session.extended
-    state = session.state
-    ctx = session.ctx
+cdef bint _may_serve(object ext, object state, object ctx, object service):
     if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
-            or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied \
+            or state.transaction_status != "I" or not ctx.defaults_applied \
             or ctx.tainted is not None:
         return False
-    service = session.server.service
     settings = service.settings
     if ctx.wrote and settings.read_your_writes == "on":
         return False
@@ -75,19 +71,16 @@ cdef bint _may_serve(object session):
         and _monotonic() - <double>host.fresh_as_of <= <double>settings.staleness_bound
 
 
-cdef object _settings_id(object session):
-    state = session.state
-    ctx = session.ctx
+cdef object _settings_id(object state, object ctx, object service):
     known = ctx.output
     if known is not None and known[0] == state.parameters_version \
             and known[1] == ctx.settings_version:
         return known[2][1]
-    return session.server.service.output_settings_id(state, ctx)[1]
+    return service.output_settings_id(state, ctx)[1]
 
 
-cdef bint _current(object session, dict memo, bytes key, object hit):
-    service = session.server.service
-    user = session.ctx.user
+cdef bint _current(object ctx, object service, dict memo, bytes key, object hit):
+    user = ctx.user
     engine = service.host.engine
     cdef dict grants = service.grants
     cdef double now = _monotonic()
@@ -106,13 +99,14 @@ cdef bint _current(object session, dict memo, bytes key, object hit):
     return True
 
 
-cdef void _serve(object session, object hit, bytes answer):
-    session.server.service.hits.served += 1
-    session.ctx.last = hit.last
-    session.client.write(answer + READY_IDLE)
+cdef inline void _serve(object session, object ctx, object service, object hit, bytes reply):
+    hits = service.hits
+    hits.served += 1
+    ctx.last = hit.last
+    session.client.write(reply)
 
 
-cdef bint _prepared(object session, bytes raw, list index):
+cdef bint _prepared(object session, object ctx, bytes raw, list index):
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
     cdef int describe = _tail(p, index, 1)
     cdef tuple first = index[0]
@@ -124,31 +118,32 @@ cdef bint _prepared(object session, bytes raw, list index):
         return False
     ext = session.extended
     held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
-    if held is None or held.route.cache is None or not _may_serve(session):
+    if held is None or held.route.cache is None:
         return False
+    state = session.state
     service = session.server.service
-    sid = _settings_id(session)
+    if not _may_serve(ext, state, ctx, service):
+        return False
+    sid = _settings_id(state, ctx, service)
     if held.memo_sid != sid or held.memo is None:
         held.memo = service.hits.memo(held, sid)
         held.memo_sid = sid
     cdef bytes rest = raw[name_end + 1 : be]
     cdef dict memo = held.memo
     hit = memo.get(rest)
-    if hit is None or not _current(session, memo, rest, hit):
+    if hit is None or not _current(ctx, service, memo, rest, hit):
         return False
     ext.portals.pop("", None)
-    head = BIND_COMPLETE + hit.row_description if describe else BIND_COMPLETE
-    _serve(session, hit, head + hit.body)
+    _serve(session, ctx, service, hit, (<tuple>hit.replies)[describe])
     return True
 
 
-cdef bint _batch(object session, bytes raw, list index):
+cdef bint _batch(object session, object ctx, bytes raw, list index):
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
     cdef int describe = 0
     cdef tuple m0, m1
-    ctx = session.ctx
     service = session.server.service
-    if ctx is None or service.host is None:
+    if service.host is None:
         return False
     m0 = index[0]
     if m0[0] == T_PARSE:
@@ -161,30 +156,34 @@ cdef bint _batch(object session, bytes raw, list index):
             return False
     elif len(index) != 1:
         return False
-    if not _may_serve(session):
+    ext = session.extended
+    state = session.state
+    if not _may_serve(ext, state, ctx, service):
         return False
-    sid = _settings_id(session)
+    sid = _settings_id(state, ctx, service)
     cdef dict memo = service.hits.batches(ctx.database, ctx.search_path, sid)
     hit = memo.get(raw)
     if hit is None:
         if m0[0] == T_PARSE:
-            session.extended.recording = (memo, raw, bool(describe))
+            ext.recording = (memo, raw, bool(describe))
         return False
-    if not _current(session, memo, raw, hit):
+    if not _current(ctx, service, memo, raw, hit):
         return False
-    ext = session.extended
     statement = hit.statement
     if statement is not None:
         ext.held[""] = type(statement)(statement.parse, statement.route)
         ext.portals.pop("", None)
-    _serve(session, hit, hit.body)
+    _serve(session, ctx, service, hit, (<tuple>hit.replies)[0])
     return True
 
 
 def try_answer(object session, bytes raw not None, list index not None):
     cdef int first = (<tuple>index[0])[0]
+    if first != T_BIND and first != T_QUERY and first != T_PARSE:
+        return False
+    ctx = session.ctx
+    if ctx is None:
+        return False
     if first == T_BIND:
-        return _prepared(session, raw, index)
-    if first == T_QUERY or first == T_PARSE:
-        return _batch(session, raw, index)
-    return False
+        return _prepared(session, ctx, raw, index)
+    return _batch(session, ctx, raw, index)

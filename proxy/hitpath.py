@@ -37,7 +37,7 @@ settings id — instead of calling the methods that own them (``host.connected``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import cython_ext
@@ -77,6 +77,18 @@ class Hit:
     body: bytes  # DataRows + CommandComplete (for batches: every answer up to ReadyForQuery)
     last: tuple[str, str]  # EXPLAIN LAST STATEMENT after serving it
     statement: Any = None  # an unnamed batch: the HeldStatement the session then holds
+    #: what is written, ReadyForQuery included: for a held statement's Bind without and with
+    #: a Describe of the portal; for a batch, ``body`` then ReadyForQuery (twice)
+    replies: tuple[bytes, bytes] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if self.row_description:
+            replies = (_BIND_COMPLETE + self.body + _READY_IDLE,
+                       _BIND_COMPLETE + self.row_description + self.body + _READY_IDLE)
+        else:
+            reply = self.body + _READY_IDLE
+            replies = (reply, reply)
+        object.__setattr__(self, "replies", replies)
 
 
 class HitMemos:
@@ -191,8 +203,7 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     if hit is None or not _current(session, held.memo, rest, hit):
         return False
     ext.portals.pop("", None)  # the unnamed portal is replaced, then ends with the Sync
-    head = _BIND_COMPLETE + hit.row_description if describe else _BIND_COMPLETE
-    _serve(session, hit, head + hit.body)
+    _serve(session, hit, hit.replies[describe])
     return True
 
 
@@ -228,7 +239,7 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
     if hit.statement is not None:
         ext.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
         ext.portals.pop("", None)
-    _serve(session, hit, hit.body)
+    _serve(session, hit, hit.replies[0])
     return True
 
 
@@ -243,10 +254,10 @@ def remember_query(session: Session, raw: bytes, reads: list[Any], answer: bytes
     service.hits.remember(memo, raw, Hit(tuple(reads), b"", answer, ctx.last))
 
 
-def _serve(session: Session, hit: Hit, answer: bytes) -> None:
+def _serve(session: Session, hit: Hit, reply: bytes) -> None:
     session.server.service.hits.served += 1
     session.ctx.last = hit.last  # type: ignore[union-attr]
-    session.client.write(answer + _READY_IDLE)
+    session.client.write(reply)
 
 
 def _may_serve(session: Session) -> bool:

@@ -66,7 +66,8 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
         host=SimpleNamespace(stream=SimpleNamespace(up=c["connected"]),
                              fresh_as_of=now - c["lag"], engine=engine),
         hits=hits, grants=grants, output_settings_id=lambda state, ctx: (None, 0))
-    hit = hitpath.Hit(((("c", (1,), answer)),), b"T-desc", b"D-rows C-tag", ("cache", "c"),
+    description = b"T-desc" if c["kind"] == "prepared" else b""  # as the memos are filled
+    hit = hitpath.Hit(((("c", (1,), answer)),), description, b"D-rows C-tag", ("cache", "c"),
                       statement=held if c["kind"] == "unnamed" else None)
     if c["memo"]:
         if c["kind"] == "prepared" and c["cached"]:
