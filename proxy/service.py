@@ -498,7 +498,8 @@ class CacheService:
 
 def _stale(lag: float) -> str:
     if lag == float("inf"):
-        return "a schema change passed through weir: the caches' tables are being checked"
+        return ("no heartbeat has passed since the caches started or a schema change passed "
+                "through weir: the caches' tables are being checked")
     return f"replication lag of up to {lag:.1f}s exceeds the staleness bound"
 
 
