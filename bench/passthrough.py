@@ -7,6 +7,7 @@ weir/PgBouncer, the CPU time the proxy process spent per transaction — user an
 throw-away PostgreSQL unless ``WEIR_BENCH_DSN`` names one (superuser URL).
 
     .venv/bin/python bench/passthrough.py [--seconds 10] [--clients 8] [--scale 10] [--floor]
+        [--modes simple,extended,prepared] [--rounds 2] [--targets weir,python-relay]
 
 ``--floor`` adds a reference target, ``python-relay`` (``bench/floor_relay.py``): a uvloop
 relay that only copies bytes, the floor for any Python proxy on this event loop.
@@ -150,7 +151,7 @@ def _wait_port(port: int, timeout: float = 20.0) -> None:
 
 
 def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int,
-        floor: bool = False) -> list[Result]:
+        floor: bool = False, only: list[str] | None = None) -> list[Result]:
     external = os.environ.get("WEIR_BENCH_DSN")
     cluster = None if external else localpg.start(tls=False)
     try:
@@ -174,6 +175,8 @@ def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int,
                 fport, fpid = stack.enter_context(floor_relay(host, port))
                 targets["python-relay"] = (f"postgresql://postgres@127.0.0.1:{fport}/postgres",
                                            fpid)
+            if only:
+                targets = {name: target for name, target in targets.items() if name in only}
             for mode in modes:
                 samples: dict[str, list[tuple[float, ...]]] = {name: [] for name in targets}
                 for r in range(rounds):  # alternate the order so drift hits every target alike
@@ -230,9 +233,10 @@ def report(results: list[Result], seconds: int, clients: int, scale: int, comman
     by = {(r.mode, r.target): r for r in results}
     for r in results:
         ratio_d = ratio_b = ""
+        direct, bouncer = by.get((r.mode, "direct")), by.get((r.mode, "pgbouncer"))
         if r.target in ("weir", "python-relay"):
-            ratio_d = f"{r.tps / by[(r.mode, 'direct')].tps:.2f}"
-            ratio_b = f"{r.tps / by[(r.mode, 'pgbouncer')].tps:.2f}"
+            ratio_d = f"{r.tps / direct.tps:.2f}" if direct else ""
+            ratio_b = f"{r.tps / bouncer.tps:.2f}" if bouncer else ""
         cpu = "" if r.user_us is None else f"{r.user_us:.1f} / {r.sys_us:.1f}"
         lines.append(f"| {r.mode} | {r.target} | {r.tps:.0f} | {r.latency_ms:.3f} | {cpu} | "
                      f"{ratio_d} | {ratio_b} |")
@@ -248,10 +252,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--floor", action="store_true",
                         help="also measure python-relay (bench/floor_relay.py)")
+    parser.add_argument("--targets", default="",
+                        help="comma-separated subset of direct,pgbouncer,weir,python-relay "
+                             "(default: all)")
     parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks" / "passthrough.md"))
     args = parser.parse_args()
     modes = args.modes.split(",")
-    results = run(args.seconds, args.clients, args.scale, modes, args.rounds, args.floor)
+    only = [t for t in args.targets.split(",") if t] or None
+    results = run(args.seconds, args.clients, args.scale, modes, args.rounds, args.floor, only)
     command = ("python bench/passthrough.py " + " ".join(sys.argv[1:])).strip()
     text = report(results, args.seconds, args.clients, args.scale, command)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -1,16 +1,19 @@
 # cython: language_level=3
-"""Twin of proxy.wire.framing.scan_backend (same contract; see that module).
+"""The relay's hot kernels: twins of proxy.wire.framing.scan_backend and
+proxy.forwarding.query_head (same contracts; see those modules), and ``Relay``, the relay
+core of a session (its twin is the session's own Python path; see the class).
 
-Two passes over the message headers: the first finds the end of the complete messages,
-checks their lengths and finds the cut (the last well-formed ReadyForQuery before any special
-message); the second builds the statuses up to the cut and the marks after it. Raises the
-error class bound with ``set_error_class`` (ValueError until then), since this package
-imports nothing from the project.
+``scan_backend`` makes two passes over the message headers: the first finds the end of the
+complete messages, checks their lengths and finds the cut (the last well-formed ReadyForQuery
+before any special message); the second builds the statuses up to the cut and the marks after
+it. Raises the error class bound with ``set_error_class`` (ValueError until then). This
+package imports nothing from the project: ``configure`` hands the core what it calls.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.string cimport memcmp
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memchr, memcmp
 
 cdef object _error = ValueError
 
@@ -99,8 +102,13 @@ cdef inline bint _blank(unsigned char c):
 
 def query_head(bytes raw, Py_ssize_t start, Py_ssize_t end, tuple watched):
     """Twin of proxy.forwarding.query_head (same contract; see that module)."""
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), i, h, k, size
+    return _query_head(<const unsigned char*>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw),
+                       start, end, watched)
+
+
+cdef int _query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end,
+                     tuple watched):
+    cdef Py_ssize_t i, h, k, size
     cdef unsigned char c
     cdef bytes word
     cdef const unsigned char* w
@@ -139,3 +147,344 @@ def query_head(bytes raw, Py_ssize_t start, Py_ssize_t end, tuple watched):
         if p[i] >= 128:
             return 2
     return 1
+
+
+# -- the relay core -----------------------------------------------------------------------------
+#
+# ``Relay`` is what a READY session's transports deliver data to (proxy.relay.relay_entries).
+# Its pure-Python twin is the session's own path (``Session.client_data`` and
+# ``Session.upstream_data``), to which it hands every chunk it does not fully handle, before
+# changing anything: a chunk is either handled here whole or not at all.
+
+cdef object _try_answer = None  # proxy.hitpath.try_answer
+cdef object _ready_phase = None  # Phase.READY
+cdef object _violation = ValueError  # ProtocolViolation
+cdef object _plain_query = None  # proxy.forwarding.plain_query (when a registry runs)
+cdef tuple _watched = ()  # proxy.forwarding.WATCHED_WORDS
+cdef tuple _read_only_tags = ()  # CommandComplete tags that cannot have written anything
+#: SessionState's shared queue items of the requests whose success changes nothing
+cdef object _describe = None, _execute = None, _sync = None, _query = None
+cdef bint _configured = False
+
+
+def configure(try_answer, ready_phase, violation, dict plain, tuple read_only_tags,
+              tuple watched, plain_query):
+    """Hand the core what it uses from the project (this package imports none of it)."""
+    global _try_answer, _ready_phase, _violation, _plain_query, _watched, _read_only_tags
+    global _describe, _execute, _sync, _query, _configured
+    _try_answer, _ready_phase, _violation, _plain_query = (try_answer, ready_phase, violation,
+                                                           plain_query)
+    _watched, _read_only_tags = watched, read_only_tags
+    _describe, _execute = plain["describe"], plain["execute"]
+    _sync, _query = plain["sync"], plain["query"]
+    _configured = True
+
+
+def configured():
+    """Whether :func:`configure` was called."""
+    return _configured
+
+
+cdef inline Py_ssize_t _length(const unsigned char* p, Py_ssize_t pos):
+    return <Py_ssize_t>((<unsigned long>p[pos + 1] << 24) | (<unsigned long>p[pos + 2] << 16)
+                        | (<unsigned long>p[pos + 3] << 8) | <unsigned long>p[pos + 4])
+
+
+cdef list _frame(bytes raw, Py_ssize_t max_length):
+    """``(type, payload_start, payload_end)`` of each message if ``raw`` is whole, valid
+    typed messages (at least one); None otherwise (the session's framer decides then)."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, length, end
+    cdef list index = []
+    while n - pos >= 5:
+        length = _length(p, pos)
+        if length < 4 or length > max_length:
+            return None
+        end = pos + 1 + length
+        if end > n:
+            return None
+        index.append((p[pos], pos + 5, end))
+        pos = end
+    return index if pos == n and pos else None
+
+
+cdef bint _utf8(const unsigned char* p, Py_ssize_t size):
+    try:
+        PyUnicode_DecodeUTF8(<const char*>p, size, NULL)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+cdef object _bind_names(bytes raw, const unsigned char* p, Py_ssize_t start, Py_ssize_t end):
+    """Twin of proxy.forwarding.bind_names, None instead of b""."""
+    cdef const void* found = memchr(p + start, 0, end - start)
+    if found == NULL:
+        return None
+    found = memchr(<const unsigned char*>found + 1, 0,
+                   end - (<const unsigned char*>found + 1 - p))
+    if found == NULL:
+        return None
+    return raw[start : <const unsigned char*>found - p + 1]
+
+
+cdef class Relay:
+    """One session's relay core: ``client_data`` and ``upstream_data`` do what the session's
+    methods of those names do (same contract), handling here the quiet cases of a READY
+    session — a chunk of whole messages with nothing waiting in the framer:
+
+    - from the client: after the hit path declined (``try_answer``, called exactly as
+      ``Session._process_client`` does), a chunk whose every message the quiet loop of
+      ``Session.forward_client`` would observe without decoding (content-free messages,
+      Binds and Parses seen before, plain simple Queries, CopyData), with nothing held
+      locally and the routing state unchanged: the same observations, then one write;
+    - from the upstream: a run of messages ending with ReadyForQuery with no special message
+      (``scan_backend``) and nothing swallowed: ``SessionState.ready`` in C, then one write.
+    """
+
+    cdef object session
+    cdef bint bound, caching
+    cdef object state, pending, append, popleft, ctx, upstream_write, client_write
+    cdef object ext, memos, service, cframer, uframer
+    cdef dict binds, parses, held, portals, reasons, routes, portal_statements, state_portals
+    cdef Py_ssize_t cmax, umax
+
+    def __init__(self, session):
+        self.session = session
+
+    cdef bint _bind(self) except -1:
+        """Take the session's parts once it is READY (none of them is replaced after)."""
+        s = self.session
+        if s.upstream is None:
+            return False
+        self.state = s.state
+        self.pending = self.state._pending
+        self.append = self.pending.append
+        self.popleft = self.pending.popleft
+        self.state_portals = self.state.portals
+        self.ctx = s.ctx
+        self.upstream_write = s.upstream.write
+        self.client_write = s.client.write
+        self.ext = s.extended
+        self.held, self.portals = self.ext.held, self.ext.portals
+        self.reasons, self.routes = self.ext._reasons, self.ext._routes
+        self.portal_statements = self.ext._portal_statements
+        self.memos = s.memos
+        self.binds, self.parses = self.memos.binds, self.memos.parses
+        self.service = s.server.service
+        self.caching = s._caching
+        self.cframer, self.uframer = s._cframer, s._uframer
+        self.cmax, self.umax = self.cframer._max, self.uframer._max
+        self.bound = True
+        return True
+
+    # -- client -> upstream ---------------------------------------------------------------------
+
+    def client_data(self, data):
+        s = self.session
+        if s.phase is not _ready_phase or type(data) is not bytes or s._local_busy \
+                or (not self.bound and not self._bind()):
+            return s.client_data(data)
+        framer = self.cframer
+        index = None if framer._pos or len(framer._buf) else _frame(data, self.cmax)
+        if index is None:
+            return s.client_data(data)
+        try:
+            ctx = self.ctx
+            if ctx is not None and _try_answer(s, data, index):  # hit path first
+                return
+            if not self._forward_quiet(data, ctx):
+                s.forward_client(data, index)
+        except _violation as exc:
+            s.client_violation(exc)
+
+    cdef bint _forward_quiet(self, bytes raw, object ctx) except -1:
+        """Observe and forward ``raw`` if every message in it is quiet; False (nothing
+        done) otherwise."""
+        cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, end
+        cdef unsigned char t
+        cdef bint local = self.caching and ctx is not None
+        cdef list found = []
+        memos, service = self.memos, self.service
+        if local and (service.registry is not memos._registry
+                      or service._names is not memos._names):
+            return False  # the routing state changed (Memos.current, Extended.adopt)
+        if self.held or self.portals or self.ext.batch_local:
+            return False  # not quiet
+        last = None
+        while pos < n:  # look: all or nothing
+            t = p[pos]
+            end = pos + 1 + _length(p, pos)
+            if t == 66:  # B
+                msg = _bind_names(raw, p, pos + 5, end)
+                msg = None if msg is None else self.binds.get(msg)
+                if msg is None:
+                    return False
+                found.append(msg)
+            elif t == 80:  # P
+                msg = self.parses.get(raw[pos + 5 : end])
+                if msg is None:
+                    return False
+                found.append(msg)
+            elif t == 81:  # Q
+                if local:
+                    last = memos.plain_last
+                    if last is None:
+                        return False
+                if not self._plain(raw, p, pos + 5, end):
+                    return False
+            elif t != 69 and t != 83 and t != 72 and t != 68 and t != 100:  # E S H D d
+                return False
+            pos = end
+        self._observe(p, n, found, local, ctx, last)
+        self.upstream_write(raw)
+        return True
+
+    cdef int _observe(self, const unsigned char* p, Py_ssize_t n, list found, bint local,
+                      object ctx, object last) except -1:
+        """What ``Session.forward_client``'s quiet loop observes for these messages."""
+        cdef Py_ssize_t pos = 0, i = 0
+        cdef unsigned char t
+        cdef int batch = -1  # Extended.batch_upstream at the end (-1: unchanged)
+        append = self.append
+        while pos < n:
+            t = p[pos]
+            if t == 69:  # E
+                append(_execute)
+                batch = 1
+            elif t == 83:  # S
+                append(_sync)
+                batch = 0
+            elif t == 68:  # D
+                append(_describe)
+                batch = 1
+            elif t == 66:
+                self._bind_seen(found[i])
+                i += 1
+                batch = 1
+            elif t == 80:
+                self._parse_seen(found[i])
+                i += 1
+                batch = 1
+            elif t == 81:
+                if local:
+                    ctx.last = last
+                append(_query)
+            pos += 1 + _length(p, pos)
+        if batch >= 0:
+            self.ext.batch_upstream = batch == 1
+        return 0
+
+    cdef bint _plain(self, bytes raw, const unsigned char* p, Py_ssize_t start,
+                     Py_ssize_t end) except -1:
+        """proxy.forwarding.plain_query."""
+        cdef int head = _query_head(p, PyBytes_GET_SIZE(raw), start, end, _watched)
+        if head == 0:
+            return False
+        if self.service.registry is None:
+            return head == 1 or _utf8(p + start, end - 1 - start)
+        return _plain_query(raw, start, end, self.service)
+
+    cdef int _bind_seen(self, object msg) except -1:
+        """SessionState.frontend and Extended.observe_forwarded for a Bind seen before."""
+        last = self.state._last_bind
+        if last is not None and (<tuple>last)[0] is msg:
+            self.append((<tuple>last)[1])
+        else:
+            self.state.frontend(msg)
+        portal, statement = msg.portal, msg.statement
+        if self.portals:
+            self.portals.pop(portal, None)
+        self.portal_statements[portal] = statement
+        if self.routes:
+            self.ext._count_run(statement)
+        return 0
+
+    cdef int _parse_seen(self, object msg) except -1:
+        """SessionState.frontend and Extended.observe_forwarded for a Parse seen before."""
+        ext = self.ext
+        last = self.state._last_parse
+        if last is not None and (<tuple>last)[0] is msg:
+            self.append((<tuple>last)[1])
+        else:
+            self.state.frontend(msg)
+        name = msg.name
+        if self.held:
+            self.held.pop(name, None)
+        self.reasons[name] = ext._last_reason
+        route = ext._last_route  # Extended._note_proxied
+        if route is not None:
+            ext._last_route = None
+        if route is not None and route.classified is not None:
+            self.routes[name] = route
+        elif self.routes:
+            self.routes.pop(name, None)
+        return 0
+
+    # -- upstream -> client ---------------------------------------------------------------------
+
+    def upstream_data(self, data):
+        s = self.session
+        if s.phase is not _ready_phase or type(data) is not bytes \
+                or (not self.bound and not self._bind()):
+            return s.upstream_data(data)
+        framer = self.uframer
+        if framer._pos or len(framer._buf) or self.state.swallowing \
+                or not self._ready_run(data):
+            return s.upstream_data(data)
+        self.client_write(data)
+
+    cdef bint _ready_run(self, bytes raw) except -1:
+        """If ``raw`` is whole messages ending with ReadyForQuery, none special (see
+        ``scan_backend``): observe them (``SessionState.ready``) and return True; False
+        (nothing done) otherwise."""
+        cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, length, end
+        cdef unsigned char t, status = 0
+        while n - pos >= 5:
+            length = _length(p, pos)
+            if length < 4 or length > self.umax:
+                return False
+            end = pos + 1 + length
+            if end > n:
+                return False
+            t = p[pos]
+            status = 0
+            if t == 90:  # Z
+                status = p[pos + 5] if length == 5 else 0
+                if status != 73 and status != 84 and status != 69:  # I T E
+                    return False
+            elif t == 69 or t == 83:  # E S
+                return False
+            elif t == 67 and not _quiet(p + pos + 5, length - 4, _read_only_tags):
+                return False
+            pos = end
+        if pos != n or status == 0:
+            return False
+        pos = 0
+        while pos < n:
+            if p[pos] == 90:
+                self._ready(p[pos + 5])
+            pos += 1 + _length(p, pos)
+        self.state.transaction_status = "I" if status == 73 else "T" if status == 84 else "E"
+        return True
+
+    cdef int _ready(self, unsigned char status) except -1:
+        """SessionState.ready for one ReadyForQuery."""
+        pending, popleft = self.pending, self.popleft
+        while len(pending):
+            item = popleft()
+            if item is _sync or item is _query:
+                break
+            if item is _execute or item is _describe:
+                continue
+            apply = item.apply
+            if apply is not None:
+                apply()
+            kind = item.kind
+            if kind == "sync" or kind == "query":
+                break
+        if status == 73 and self.state_portals:  # the transaction ended, its portals too
+            self.state_portals.clear()
+        return 0

@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
+import cython_ext
 from proxy.extended import Extended
-from proxy.forwarding import Memos, bind_names, plain_query
+from proxy.forwarding import WATCHED_WORDS, Memos, bind_names, plain_query
 from proxy.handshake import Handshake, Phase, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
-from proxy.session import SessionState
+from proxy.session import PLAIN_REQUESTS, SessionState
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
 from proxy.wire.errors import error_response, violation_response
@@ -80,7 +83,7 @@ class ClientEndpoint(asyncio.Protocol):
         self.session = Session(self.server, cast(asyncio.Transport, transport), self)
         # one call less per read: the session takes the data itself (the transport keeps
         # the bound ``data_received`` it finds when the protocol is set, so set it again)
-        self.data_received = self.session.client_data  # type: ignore[method-assign]
+        self.data_received = self.session.client_received  # type: ignore[method-assign, assignment]
         cast(asyncio.Transport, transport).set_protocol(self)
 
     def data_received(self, data: bytes) -> None:
@@ -115,7 +118,7 @@ class UpstreamEndpoint(asyncio.Protocol):
     def __init__(self, session: Session) -> None:
         self.session = session
         # one call less per read (see ClientEndpoint.connection_made)
-        self.data_received = session.upstream_data  # type: ignore[method-assign]
+        self.data_received = session.upstream_received  # type: ignore[method-assign, assignment]
 
     def data_received(self, data: bytes) -> None:
         self.session.upstream_data(data)
@@ -163,6 +166,8 @@ class Session(Handshake):
         self._paused: set[str] = set()  # why reading from the client is paused
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
+        #: what the transports deliver data to (see ``relay_entries``)
+        self.client_received, self.upstream_received = relay_entries(self, _core)
 
     # -- client side ------------------------------------------------------------------------
 
@@ -183,15 +188,23 @@ class Session(Handshake):
             elif self.phase is Phase.AUTH:
                 self._forward_auth_from_client()
         except ProtocolViolation as exc:
-            log.warning("protocol violation from client: %s", exc.message)
-            self._fatal(violation_response(exc).encode())
+            self.client_violation(exc)
+
+    def client_violation(self, exc: ProtocolViolation) -> None:
+        """The client sent something malformed: tell it why and end the session."""
+        log.warning("protocol violation from client: %s", exc.message)
+        self._fatal(violation_response(exc).encode())
 
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """Observe and forward client messages until one needs weir's own answer; from there
         on the asynchronous pump takes over (reading from the client pauses meanwhile)."""
-        ext = self.extended
         if self.ctx is not None and try_answer(self, raw, index):  # hit path: memoized
             return
+        self.forward_client(raw, index)
+
+    def forward_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
+        """:meth:`_process_client` after the hit path declined."""
+        ext = self.extended
         state = self.state
         service = self.server.service
         local = self._caching and self.ctx is not None
@@ -540,3 +553,21 @@ def _without(raw: bytes, spans: list[tuple[int, int]]) -> bytes:
         pos = end
     out.append(raw[pos:])
     return b"".join(out)
+
+
+def relay_entries(session: Session, core: ModuleType | None
+                  ) -> tuple[Callable[[bytes], None], Callable[[bytes], None]]:
+    """The callables ``session``'s transports deliver data to: with ``core`` (the compiled
+    ``cython_ext.relay_scan``), its ``Relay``'s methods, which handle the quiet cases of a
+    READY session in C and hand everything else to the session's own methods; without it,
+    :meth:`Session.client_data` and :meth:`Session.upstream_data` (the pure-Python twin)."""
+    if core is None:
+        return session.client_data, session.upstream_data
+    if not core.configured():
+        core.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
+                       _READ_ONLY_TAGS, WATCHED_WORDS, plain_query)
+    relay = core.Relay(session)
+    return relay.client_data, relay.upstream_data
+
+
+_core = cython_ext.load("relay_scan")

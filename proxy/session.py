@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
@@ -49,7 +51,9 @@ class _Pending:
     """An outstanding request: what it was, and the effect to apply on success."""
 
     kind: str  # "parse", "bind", "close", "describe", "execute", "sync", "query"
-    apply: Callable[[SessionState], None] | None = None
+    #: the effect, bound to the session state's own tables (for Parse, Bind and Close a
+    #: ``functools.partial`` of a dict method: applying it runs no Python frame)
+    apply: Callable[[], object] | None = None
     #: weir sent this request itself (a statement or portal it had answered for locally is
     #: being recreated upstream): its answer must not reach the client.
     swallow: bool = False
@@ -59,6 +63,9 @@ class _Pending:
 _BARRIERS = ("sync", "query")
 #: one shared item per kind, for requests whose success has no effect here
 _PLAIN = {kind: _Pending(kind) for kind in ("describe", "execute", "sync", "query")}
+#: the shared items by kind, for the relay core (``cython_ext/relay_scan.pyx``), which
+#: queues and answers them as :meth:`SessionState.expect` and :meth:`SessionState.ready` do
+PLAIN_REQUESTS = _PLAIN
 _STATUS = {ord(s): s for s in "ITE"}
 
 
@@ -110,7 +117,7 @@ class SessionState:
             self._pending.append(last[1])
             return
         stmt = PreparedStatement(msg.name, msg.query, msg.param_types)
-        item = _Pending("parse", lambda s: s.statements.__setitem__(stmt.name, stmt))
+        item = _Pending("parse", partial(self.statements.__setitem__, stmt.name, stmt))
         self._last_parse = (msg, item)
         self._pending.append(item)
 
@@ -119,19 +126,18 @@ class SessionState:
         if last is not None and last[0] is msg:
             self._pending.append(last[1])
             return
-        portal, statement = msg.portal, msg.statement
-        item = _Pending("bind", lambda s: s.portals.__setitem__(portal, statement))
+        item = _Pending("bind", partial(self.portals.__setitem__, msg.portal, msg.statement))
         self._last_bind = (msg, item)
         self._pending.append(item)
 
     def _on_close(self, msg: fe.Close) -> None:
-        table = "statements" if msg.kind == "S" else "portals"
-        name = msg.name
-        self._pending.append(_Pending("close", lambda s: getattr(s, table).pop(name, None)))
+        table: dict[str, Any] = self.statements if msg.kind == "S" else self.portals
+        self._pending.append(_Pending("close", partial(table.pop, msg.name, None)))
 
     def _on_query(self, msg: fe.Query) -> None:
         effect = _simple_query_effect(msg.query)
-        self._pending.append(_PLAIN["query"] if effect is None else _Pending("query", effect))
+        self._pending.append(_PLAIN["query"] if effect is None
+                             else _Pending("query", partial(effect, self)))
 
     def injected(self, msg: fe.Parse | fe.Bind) -> None:
         """weir sends ``msg`` upstream on its own: track it, and swallow its answer."""
@@ -171,7 +177,7 @@ class SessionState:
             while pending:
                 item = pending.popleft()
                 if item.apply is not None:
-                    item.apply(self)
+                    item.apply()
                 if item.kind in _BARRIERS:
                     break
             if status == 73:  # "I": the transaction ended, and its portals with it
@@ -193,7 +199,7 @@ class SessionState:
             if item.kind == kind:
                 self._pop()
                 if item.apply is not None:
-                    item.apply(self)
+                    item.apply()
                 return item.swallow
             if item.kind in _BARRIERS:
                 return False
@@ -215,7 +221,7 @@ class SessionState:
         if pending and pending[0].kind in _BARRIERS:
             item = pending.popleft()
             if item.apply is not None:
-                item.apply(self)
+                item.apply()
         self.transaction_status = msg.status
         if msg.status == "I":
             self.portals.clear()

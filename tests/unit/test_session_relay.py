@@ -4,7 +4,9 @@
 - ``Framer.take`` / ``take_backend``: any split of a stream yields the same messages;
 - a relayed session (fake transports, scripted PostgreSQL conversations) ends up in the same
   state, writes the same bytes and records the same ``ctx.last`` as a reference session that
-  observes every backend message one by one and decodes and routes every client message.
+  observes every backend message one by one and decodes and routes every client message —
+  through the session's own Python path and through the relay core (``Relay`` in
+  ``cython_ext/relay_scan.pyx``, whatever ``WEIR_IMPL`` selects).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 import cython_ext
 from proxy import forwarding
 from proxy.forwarding import plain_query
-from proxy.relay import _READ_ONLY_TAGS, Phase, Session, context
+from proxy.relay import _READ_ONLY_TAGS, Phase, Session, context, relay_entries
 from proxy.server import Server
 from proxy.session import SessionState
 from proxy.settings import Settings
@@ -157,7 +159,9 @@ class _Reference(Session):
         return False
 
 
-def _session(server: Server, reference: bool) -> Session:
+def _session(server: Server, reference: bool, core: bool = False) -> Session:
+    """A READY session on fake transports; ``client_received``/``upstream_received`` go
+    through the compiled relay core with ``core``, else through the Python path."""
     cls = _Reference if reference else Session
     session = cls(server, _Transport(), None)  # type: ignore[arg-type]
     if reference:
@@ -166,6 +170,8 @@ def _session(server: Server, reference: bool) -> Session:
     session.phase = Phase.READY
     session.ctx = context({"user": "u", "database": "d"})
     session.ctx.parameters = session.state.parameters
+    session.client_received, session.upstream_received = relay_entries(
+        session, SCAN if core else None)
     return session
 
 
@@ -232,12 +238,19 @@ def batch(draw: st.DrawFn) -> tuple[bytes, bytes]:
 
 
 def _snapshot(session: Session) -> tuple[Any, ...]:
-    state, ctx = session.state, session.ctx
+    state, ctx, ext = session.state, session.ctx, session.extended
     assert ctx is not None
     return (state.transaction_status, dict(state.parameters), state.parameters_version,
             {k: (v.query, v.param_types) for k, v in state.statements.items()},
             dict(state.portals), [p.kind for p in state._pending], ctx.last, ctx.wrote,
-            dict(ctx.settings), ctx.tainted, session.extended.batch_upstream)
+            dict(ctx.settings), ctx.tainted, ext.batch_upstream, ext.batch_local,
+            sorted(ext.held), sorted(ext.portals), dict(ext._reasons), dict(ext._routes),
+            dict(ext._portal_statements), session.phase)
+
+
+def _pieces(data: st.DataObject, whole: bytes) -> list[bytes]:
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(whole)), max_size=4)))
+    return [whole[a:b] for a, b in zip([0, *cuts], [*cuts, len(whole)], strict=True)]
 
 
 @settings(max_examples=150, deadline=None)
@@ -246,21 +259,26 @@ def _snapshot(session: Session) -> tuple[Any, ...]:
 def test_relayed_session_matches_one_by_one_observation(
     rounds: list[list[tuple[bytes, bytes]]], caching: str, data: st.DataObject
 ) -> None:
+    assert SCAN is not None
     server = Server(Settings(upstream="postgresql://u@127.0.0.1:1/d", caching=caching))
-    fast, slow = _session(server, False), _session(server, True)
+    slow = _session(server, True)
+    sessions = (_session(server, False), _session(server, False, core=True), slow)
     for batches in rounds:  # a round is pipelined: its batches go out before any answer
         client = b"".join(c for c, _ in batches)
         answer = b"".join(a for _, a in batches)
-        cuts = sorted(data.draw(st.lists(st.integers(0, len(answer)), max_size=4)))
-        for session in (fast, slow):
-            session.client_data(client)
-        for a, b in zip([0, *cuts], [*cuts, len(answer)], strict=True):
-            for session in (fast, slow):
-                session.upstream_data(answer[a:b])
-            assert _snapshot(fast) == _snapshot(slow)
-    for attr in ("client", "upstream"):
-        assert b"".join(getattr(fast, attr).written) == b"".join(getattr(slow, attr).written)
-    assert fast.phase is slow.phase is Phase.READY
+        for piece in _pieces(data, client):
+            for session in sessions:
+                session.client_received(piece)
+        for piece in _pieces(data, answer):
+            for session in sessions:
+                session.upstream_received(piece)
+            for session in sessions[:2]:
+                assert _snapshot(session) == _snapshot(slow)
+    for session in sessions[:2]:
+        for attr in ("client", "upstream"):
+            assert b"".join(getattr(session, attr).written) \
+                == b"".join(getattr(slow, attr).written)
+    assert all(session.phase is Phase.READY for session in sessions)
 
 
 def test_plain_queries_are_recognised_and_forgotten_when_routing_changes() -> None:
