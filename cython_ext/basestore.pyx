@@ -12,12 +12,13 @@ the index class.
 from decimal import Decimal
 
 cdef object INSERT = None, UPDATE = None, DELETE = None, TOAST = None, UNKNOWN = None
-cdef object Index = None
+cdef object Index = None, consolidate = None
 
 
-def configure(insert, update, delete, toast, unknown, index):
-    global INSERT, UPDATE, DELETE, TOAST, UNKNOWN, Index
+def configure(insert, update, delete, toast, unknown, index, consolidate_fn):
+    global INSERT, UPDATE, DELETE, TOAST, UNKNOWN, Index, consolidate
     INSERT, UPDATE, DELETE, TOAST, UNKNOWN, Index = insert, update, delete, toast, unknown, index
+    consolidate = consolidate_fn
 
 
 cdef inline tuple _key(tuple row, tuple cols):
@@ -127,17 +128,27 @@ def apply_changes(object store, object changes):
         return _fallback(store, changes)
     cdef list delta = [], evictions = []
     cdef _Tables t = _Tables(store)
-    cdef object change, kind, old, new, stored
+    cdef object change, kind, old, new, stored, ident
+    cdef set seen = set()  # identities changed: all distinct (and no update) = consolidated
+    cdef bint distinct = True
     for change in changes:
         kind = change.kind
         new = change.new
         if kind is INSERT:
             stored = None
+            if distinct and new is not None:
+                ident = _key(<tuple>new, t.pk)
+                distinct = ident not in seen
+                seen.add(ident)
         elif kind is DELETE or kind is UPDATE:
             old = change.old
             if old is None:
                 old = new
-            stored = t.unstore(_key(<tuple>old, t.pk))
+            ident = _key(<tuple>old, t.pk)
+            if distinct:
+                distinct = kind is DELETE and ident not in seen
+                seen.add(ident)
+            stored = t.unstore(ident)
             if stored is not None:
                 delta.append((stored, -1))
             if kind is DELETE:
@@ -146,6 +157,7 @@ def apply_changes(object store, object changes):
                 new = tuple([(stored[i] if stored is not None else UNKNOWN) if v is TOAST
                              else v for i, v in enumerate(new)])
         else:  # TRUNCATE: the store's own method (it may change the index set)
+            distinct = False
             store.bytes += t.bytes
             d, e = store.apply(change)
             delta.extend(d)
@@ -164,7 +176,7 @@ def apply_changes(object store, object changes):
         else:
             evictions.append(new)
     store.bytes += t.bytes
-    return delta, evictions
+    return (delta if distinct else consolidate(delta)), evictions
 
 
 cdef tuple _fallback(object store, object changes):
@@ -173,7 +185,7 @@ cdef tuple _fallback(object store, object changes):
         d, e = store.apply(change)
         delta.extend(d)
         evictions.extend(e)
-    return delta, evictions
+    return consolidate(delta), evictions
 
 
 def present_rows(object store, tuple cols, tuple key):

@@ -13,12 +13,14 @@ base and aggregate node classes.
 cdef object PullCtx = None
 cdef object BaseNode = None
 cdef object AggregateNode = None
+cdef object consolidate = None
 cdef object _MISSING = object()
 
 
-def configure(pull_ctx, base_node, aggregate_node):
-    global PullCtx, BaseNode, AggregateNode
+def configure(pull_ctx, base_node, aggregate_node, consolidate_fn):
+    global PullCtx, BaseNode, AggregateNode, consolidate
     PullCtx, BaseNode, AggregateNode = pull_ctx, base_node, aggregate_node
+    consolidate = consolidate_fn
 
 
 cdef enum:
@@ -35,6 +37,7 @@ cdef class _Side:
     cdef set present
     cdef dict by_key, stored, outs, by_d
     cdef bint pk_index, has_pk
+    cdef bint distinct  # the last ``rows`` had no repeated row
 
     def __init__(self, object node, tuple cols, object ctx):
         cdef object store, idx
@@ -55,7 +58,9 @@ cdef class _Side:
     cdef object rows(self, tuple j):
         cdef object entry, idents, ident, out
         cdef list found
+        self.distinct = True
         if self.kind == BASE and j in self.present:
+            self.distinct = self.has_pk  # one row per identity
             if self.pk_index:  # the identity is the key: at most one row
                 entry = self.stored.get(j)
                 return [] if entry is None else [(<list>entry)[0]]
@@ -77,7 +82,9 @@ cdef class _Side:
             out = self.outs.get(j, _MISSING)
             if out is not _MISSING:
                 return [] if out is None else [out]
-        return self.node.pull(self.cols, j, self.ctx)
+        found = self.node.pull(self.cols, j, self.ctx)
+        self.distinct = found is None or len(found) < 2
+        return found
 
     cdef object count(self, tuple j):
         cdef object entry, idents, ident, out
@@ -127,6 +134,7 @@ def join_deltas(object node, list dl_all, list dr_all):
     cdef dict by_j = {}
     cdef tuple lk = node.lk, rk = node.rk, pad = node.pad, row, j, lrow, rrow, sides
     cdef object w, lw, rw, r_new, found, ctx, left, right
+    cdef bint merge = False  # the output may repeat a row: consolidate it
     for row, w in dl_all:
         j = _key(row, lk)
         if _has_null(j):
@@ -164,6 +172,10 @@ def join_deltas(object node, list dl_all, list dr_all):
         if rrows is None or lrows is None or r_new is None:
             evict.extend(node._miss_rows(j, dl, dr))
             continue
+        if dl and dr:
+            merge = True
+        elif not (rside.distinct if dl else lside.distinct):
+            merge = True
         for lrow, lw in dl:
             for rrow in rrows:
                 out.append((lrow + rrow, lw))
@@ -172,12 +184,15 @@ def join_deltas(object node, list dl_all, list dr_all):
                 out.append((lrow + rrow, rw))
             for lrow, lw in dl:
                 out.append((lrow + rrow, -lw * rw))
-        if left_join:
-            _padding(pad, dl, dr, lrows, r_new, out)
-    return out, evict
+        if left_join and _padding(pad, dl, dr, lrows, r_new, out):
+            merge = True
+    return (consolidate(out) if merge else out), evict
 
 
-cdef void _padding(tuple pad, list dl, list dr, list lrows, object r_new, list out) except *:
+cdef bint _padding(tuple pad, list dl, list dr, list lrows, object r_new,
+                   list out) except -1:
+    """Emit the NULL-extended rows; True when both the new and the old padding were emitted
+    (they cancel: the output needs consolidating)."""
     cdef tuple lrow
     cdef object lw, w, r_old, n
     cdef dict old
@@ -185,7 +200,7 @@ cdef void _padding(tuple pad, list dl, list dr, list lrows, object r_new, list o
         if r_new == 0:
             for lrow, lw in dl:
                 out.append((lrow + pad, lw))
-        return
+        return False
     r_old = r_new
     for _, w in dr:
         r_old = r_old - w
@@ -201,3 +216,4 @@ cdef void _padding(tuple pad, list dl, list dr, list lrows, object r_new, list o
         for lrow, n in old.items():
             if n:
                 out.append((lrow + pad, -n))
+    return r_new == 0 and r_old == 0

@@ -21,6 +21,9 @@ cpdef tuple exact_key(tuple row):
     return row
 
 
+cdef object _is_nan = Decimal.is_nan  # the unbound method: no attribute lookup per value
+
+
 cpdef tuple row_key(tuple row):
     cdef object v, t
     for v in row:
@@ -28,7 +31,7 @@ cpdef tuple row_key(tuple row):
         if t is float:
             if v != v:
                 return exact_key(row)
-        elif t is Decimal and v.is_nan():
+        elif t is Decimal and _is_nan(v):
             return exact_key(row)
     return row
 
@@ -147,14 +150,17 @@ cpdef list bag_rows(dict bag):
 
 cpdef Py_ssize_t apply_bag(dict state, dict answers, list delta, object key_cols) except? -1:
     cdef Py_ssize_t total = 0, w
-    cdef object row, k
-    cdef dict bag
+    cdef object row, k, last = None
+    cdef dict bag = None
     for row, w in delta:
         k = key_of(row, key_cols)
-        bag = state.get(k)
+        if last is None or k != last:  # runs of one key (-old, +new) look it up once
+            last = k
+            bag = state.get(k)
+            if bag is not None:
+                answers.pop(k, None)
         if bag is None:
             continue
         bag_add(bag, row, w)
         total += row_size(row) * w
-        answers.pop(k, None)
     return total

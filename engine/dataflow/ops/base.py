@@ -27,6 +27,7 @@ T = TypeVar("T")
 
 class BaseNode(Node):
     stateful = True
+    consolidated = True  # ``apply_changes`` consolidates
 
     def __init__(self, nid: int, table: TableRef, runtime: Runtime) -> None:
         super().__init__(nid, (), len(table.columns))

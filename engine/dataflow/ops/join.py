@@ -40,6 +40,7 @@ from engine.dataflow.records import (
     Delta,
     Row,
     arrival,
+    consolidate,
     has_unknown,
     key_of,
 )
@@ -47,6 +48,8 @@ from engine.plan.ir import TableRef
 
 
 class JoinNode(Node):
+    consolidated = True  # ``join_deltas`` consolidates (its twin only where rows may repeat)
+
     def __init__(self, nid: int, left: Node, right: Node, left_keys: Cols, right_keys: Cols,
                  kind: str) -> None:
         super().__init__(nid, (left, right), left.width + right.width)
@@ -207,7 +210,8 @@ def join_deltas(node: JoinNode, dl_all: Delta, dr_all: Delta) -> tuple[Delta, li
     """The join's delta loop (with a Cython twin): group both inputs' deltas by join value,
     look the other side up per value (a LEFT JOIN with only right-side changes for a value
     counts the right rows instead of listing them), emit the joined and padded rows; a miss
-    turns that value's deltas into eviction rows (``JoinNode._miss_rows``)."""
+    turns that value's deltas into eviction rows (``JoinNode._miss_rows``). The inputs are
+    consolidated deltas; so is the output."""
     out: Delta = []
     evict: list[Row] = []
     left_join = node.kind == "left"
@@ -251,7 +255,7 @@ def join_deltas(node: JoinNode, dl_all: Delta, dr_all: Delta) -> tuple[Delta, li
                 out.append((lrow + rrow, -lw * rw))
         if left_join:
             _padding(pad, dl, dr, lrows, r_new, out)
-    return out, evict
+    return consolidate(out), evict
 
 
 def _padding(pad: Row, dl: Delta, dr: Delta, lrows: list[Row], r_new: int, out: Delta) -> None:
@@ -283,5 +287,5 @@ if _fast is not None:
     from engine.dataflow.ops.aggregate import AggregateNode
     from engine.dataflow.ops.base import BaseNode
 
-    _fast.configure(PullCtx, BaseNode, AggregateNode)
+    _fast.configure(PullCtx, BaseNode, AggregateNode, consolidate)
     join_deltas = _fast.join_deltas

@@ -31,7 +31,7 @@ from typing import Any
 
 import cython_ext
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
-from engine.dataflow.records import UNKNOWN, Delta, Row, arrival, key_of, row_size
+from engine.dataflow.records import UNKNOWN, Delta, Row, arrival, consolidate, key_of, row_size
 from engine.plan.ir import TableRef
 
 Cols = tuple[int, ...]
@@ -300,14 +300,16 @@ def present_rows(store: BaseStore, cols: Cols, key: Row) -> list[Row] | None:
 
 def apply_changes(store: BaseStore, changes: Iterable[RowChange]) -> tuple[Delta, list[Row]]:
     """The base store's apply loop (with a Cython twin): the deltas and eviction rows of
-    ``changes`` applied in order (``BaseStore.apply`` each)."""
+    ``changes`` applied in order (``BaseStore.apply`` each); the delta is consolidated (the
+    twin skips that when it is so by construction: inserts and deletes of distinct primary
+    keys)."""
     delta: Delta = []
     evictions: list[Row] = []
     for change in changes:
         d, e = store.apply(change)
         delta.extend(d)
         evictions.extend(e)
-    return delta, evictions
+    return consolidate(delta), evictions
 
 
 #: The pure-Python kernel (the parity tests compare the Cython twin with it).
@@ -316,6 +318,6 @@ PURE: dict[str, Any] = {"apply_changes": apply_changes, "present_rows": present_
 _fast = cython_ext.load("basestore")
 if _fast is not None:
     _fast.configure(ChangeKind.INSERT, ChangeKind.UPDATE, ChangeKind.DELETE, UNCHANGED_TOAST,
-                    UNKNOWN, Index)
+                    UNKNOWN, Index, consolidate)
     apply_changes = _fast.apply_changes
     present_rows = _fast.present_rows

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import cython_ext
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
+from engine.dataflow import records
 from engine.dataflow.records import UNKNOWN
 from engine.dataflow.state import base
 from engine.plan import ir
@@ -66,7 +67,7 @@ def test_apply_changes_parity(data: st.DataObject, table: ir.TableRef, present: 
                               whole: bool) -> None:
     assert fast is not None
     fast.configure(ChangeKind.INSERT, ChangeKind.UPDATE, ChangeKind.DELETE, UNCHANGED_TOAST,
-                   UNKNOWN, base.Index)
+                   UNKNOWN, base.Index, records.PURE["consolidate"])
     stores = [base.BaseStore(table) for _ in range(2)]
     for store in stores:
         store.install((1,), (0,), [])

@@ -10,7 +10,7 @@ import random
 from decimal import Decimal
 from typing import Literal
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import cython_ext
@@ -19,6 +19,7 @@ from engine.dataflow.node import PullCtx
 from engine.dataflow.ops import join
 from engine.dataflow.ops.aggregate import AggregateNode
 from engine.dataflow.ops.base import BaseNode
+from engine.dataflow.records import consolidate
 from engine.plan import ir
 from tests.property.catalog import STORIES, STORY_VC, TABLES, VOTES
 from tests.property.simulated import Host, Upstream
@@ -89,8 +90,9 @@ def test_twin_is_built() -> None:
 def test_join_deltas_parity(kind: str, dl: list[tuple[tuple[object, ...], int]],
                             dr: list[tuple[tuple[object, ...], int]]) -> None:
     assert fast is not None
-    fast.configure(PullCtx, BaseNode, AggregateNode)
+    fast.configure(PullCtx, BaseNode, AggregateNode, consolidate)
     node = NODES[kind]
+    dl, dr = consolidate(dl), consolidate(dr)  # as every edge of the graph carries
     want = join.PURE["join_deltas"](node, list(dl), list(dr))
     got = fast.join_deltas(node, list(dl), list(dr))
     assert repr(got) == repr(want)
@@ -102,6 +104,8 @@ TAG = st.tuples(st.sampled_from((1, 2, 3, None)), st.sampled_from(("x", "y")))
 
 
 @settings(max_examples=150, deadline=None)
+@example(True, [], [((2, 1, 0, Decimal(2), None, 1, None, 1), 1),
+                    ((2, 2, 0, Decimal(2), None, 1, None, 1), -1)], [])  # padding in and out
 @given(st.booleans(), st.lists(st.tuples(STORY, WEIGHT), max_size=5),
        st.lists(st.tuples(VC_ROW, WEIGHT), max_size=5),
        st.lists(st.tuples(TAG, WEIGHT), max_size=5))
@@ -110,11 +114,12 @@ def test_join_deltas_parity_aggregate_and_no_primary_key(
         dr: list[tuple[tuple[object, ...], int]],
         tags: list[tuple[tuple[object, ...], int]]) -> None:
     assert fast is not None
-    fast.configure(PullCtx, BaseNode, AggregateNode)
+    fast.configure(PullCtx, BaseNode, AggregateNode, consolidate)
     if aggregate:
         node, left, right = NODES["aggregate"], dl, dr
     else:  # tags LEFT JOIN stories: the left input (no primary key) is looked up by stories
         node, left, right = NODES["no_pk"], tags, dl
+    left, right = consolidate(left), consolidate(right)
     want = join.PURE["join_deltas"](node, list(left), list(right))
     got = fast.join_deltas(node, list(left), list(right))
     assert repr(got) == repr(want)
