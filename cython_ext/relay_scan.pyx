@@ -12,6 +12,9 @@ package imports nothing from the project: ``configure`` hands the core what it c
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp
 
@@ -165,6 +168,10 @@ cdef tuple _read_only_tags = ()  # CommandComplete tags that cannot have written
 #: SessionState's shared queue items of the requests whose success changes nothing
 cdef object _describe = None, _execute = None, _sync = None, _query = None
 cdef bint _configured = False
+cdef object _false = False
+#: Binds and Parses per chunk the core observes (more: the Python path does)
+cdef enum:
+    MAX_FOUND = 64
 
 
 def configure(try_answer, ready_phase, violation, dict plain, tuple read_only_tags,
@@ -247,6 +254,11 @@ cdef class Relay:
     cdef object state, pending, append, popleft, ctx, upstream_write, client_write
     cdef object ext, memos, service, cframer, uframer
     cdef dict binds, parses, held, portals, reasons, routes, portal_statements, state_portals
+    #: the instance dictionaries of the session, its state and the cache service: their plain
+    #: attributes (no class defines a descriptor for them) are read there directly
+    cdef dict sdict, stdict, svdict
+    #: the cache service's routing state last seen equal to the memos' (see _forward_quiet)
+    cdef object seen_registry, seen_names
     cdef Py_ssize_t cmax, umax
 
     def __init__(self, session):
@@ -255,9 +267,11 @@ cdef class Relay:
     cdef bint _bind(self) except -1:
         """Take the session's parts once it is READY (none of them is replaced after)."""
         s = self.session
-        if s.upstream is None:
+        if s.phase is not _ready_phase or s.upstream is None:
             return False
+        self.sdict = s.__dict__
         self.state = s.state
+        self.stdict = self.state.__dict__
         self.pending = self.state._pending
         self.append = self.pending.append
         self.popleft = self.pending.popleft
@@ -272,6 +286,7 @@ cdef class Relay:
         self.memos = s.memos
         self.binds, self.parses = self.memos.binds, self.memos.parses
         self.service = s.server.service
+        self.svdict = self.service.__dict__
         self.caching = s._caching
         self.cframer, self.uframer = s._cframer, s._uframer
         self.cmax, self.umax = self.cframer._max, self.uframer._max
@@ -280,10 +295,16 @@ cdef class Relay:
 
     # -- client -> upstream ---------------------------------------------------------------------
 
+    cdef inline bint _ready_now(self, bint client) except -1:
+        """READY (and, for the client side, not answering locally), parts taken."""
+        if not self.bound and not self._bind():
+            return False
+        return PyDict_GetItem(self.sdict, "phase") == <PyObject*>_ready_phase and (
+            not client or PyDict_GetItem(self.sdict, "_local_busy") == <PyObject*>_false)
+
     def client_data(self, data):
         s = self.session
-        if s.phase is not _ready_phase or type(data) is not bytes or s._local_busy \
-                or (not self.bound and not self._bind()):
+        if type(data) is not bytes or not self._ready_now(True):
             return s.client_data(data)
         framer = self.cframer
         index = None if framer._pos or len(framer._buf) else _frame(data, self.cmax)
@@ -305,43 +326,60 @@ cdef class Relay:
         cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, end
         cdef unsigned char t
         cdef bint local = self.caching and ctx is not None
-        cdef list found = []
-        memos, service = self.memos, self.service
-        if local and (service.registry is not memos._registry
-                      or service._names is not memos._names):
-            return False  # the routing state changed (Memos.current, Extended.adopt)
+        cdef PyObject* found[MAX_FOUND]  # the chunk's Binds and Parses seen before (owned)
+        cdef Py_ssize_t nfound = 0, i
+        cdef PyObject* registry
+        cdef PyObject* names
+        memos = self.memos
+        if local:
+            registry = PyDict_GetItem(self.svdict, "registry")
+            names = PyDict_GetItem(self.svdict, "_names")
+            # the memos take the service's state only (Memos.current): while it is the one
+            # last seen equal to theirs, theirs has not changed either
+            if registry != <PyObject*>self.seen_registry or names != <PyObject*>self.seen_names:
+                if registry != <PyObject*>memos._registry or names != <PyObject*>memos._names:
+                    return False  # the routing state changed (Memos.current, Extended.adopt)
+                self.seen_registry, self.seen_names = memos._registry, memos._names
         if self.held or self.portals or self.ext.batch_local:
             return False  # not quiet
         last = None
-        while pos < n:  # look: all or nothing
-            t = p[pos]
-            end = pos + 1 + _length(p, pos)
-            if t == 66:  # B
-                msg = _bind_names(raw, p, pos + 5, end)
-                msg = None if msg is None else self.binds.get(msg)
-                if msg is None:
-                    return False
-                found.append(msg)
-            elif t == 80:  # P
-                msg = self.parses.get(raw[pos + 5 : end])
-                if msg is None:
-                    return False
-                found.append(msg)
-            elif t == 81:  # Q
-                if local:
-                    last = memos.plain_last
-                    if last is None:
+        try:
+            while pos < n:  # look: all or nothing
+                t = p[pos]
+                end = pos + 1 + _length(p, pos)
+                if t == 66:  # B
+                    msg = _bind_names(raw, p, pos + 5, end)
+                    msg = None if msg is None else self.binds.get(msg)
+                    if msg is None or nfound == MAX_FOUND:
                         return False
-                if not self._plain(raw, p, pos + 5, end):
+                    Py_INCREF(msg)
+                    found[nfound] = <PyObject*>msg
+                    nfound += 1
+                elif t == 80:  # P
+                    msg = self.parses.get(raw[pos + 5 : end])
+                    if msg is None or nfound == MAX_FOUND:
+                        return False
+                    Py_INCREF(msg)
+                    found[nfound] = <PyObject*>msg
+                    nfound += 1
+                elif t == 81:  # Q
+                    if local:
+                        last = memos.plain_last
+                        if last is None:
+                            return False
+                    if not self._plain(raw, p, pos + 5, end):
+                        return False
+                elif t != 69 and t != 83 and t != 72 and t != 68 and t != 100:  # E S H D d
                     return False
-            elif t != 69 and t != 83 and t != 72 and t != 68 and t != 100:  # E S H D d
-                return False
-            pos = end
-        self._observe(p, n, found, local, ctx, last)
+                pos = end
+            self._observe(p, n, found, local, ctx, last)
+        finally:
+            for i in range(nfound):
+                Py_XDECREF(found[i])
         self.upstream_write(raw)
         return True
 
-    cdef int _observe(self, const unsigned char* p, Py_ssize_t n, list found, bint local,
+    cdef int _observe(self, const unsigned char* p, Py_ssize_t n, PyObject** found, bint local,
                       object ctx, object last) except -1:
         """What ``Session.forward_client``'s quiet loop observes for these messages."""
         cdef Py_ssize_t pos = 0, i = 0
@@ -360,11 +398,11 @@ cdef class Relay:
                 append(_describe)
                 batch = 1
             elif t == 66:
-                self._bind_seen(found[i])
+                self._bind_seen(<object>found[i])
                 i += 1
                 batch = 1
             elif t == 80:
-                self._parse_seen(found[i])
+                self._parse_seen(<object>found[i])
                 i += 1
                 batch = 1
             elif t == 81:
@@ -382,13 +420,13 @@ cdef class Relay:
         cdef int head = _query_head(p, PyBytes_GET_SIZE(raw), start, end, _watched)
         if head == 0:
             return False
-        if self.service.registry is None:
+        if PyDict_GetItem(self.svdict, "registry") == <PyObject*>None:
             return head == 1 or _utf8(p + start, end - 1 - start)
         return _plain_query(raw, start, end, self.service)
 
     cdef int _bind_seen(self, object msg) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Bind seen before."""
-        last = self.state._last_bind
+        last = <object>PyDict_GetItem(self.stdict, "_last_bind")
         if last is not None and (<tuple>last)[0] is msg:
             self.append((<tuple>last)[1])
         else:
@@ -404,7 +442,7 @@ cdef class Relay:
     cdef int _parse_seen(self, object msg) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Parse seen before."""
         ext = self.ext
-        last = self.state._last_parse
+        last = <object>PyDict_GetItem(self.stdict, "_last_parse")
         if last is not None and (<tuple>last)[0] is msg:
             self.append((<tuple>last)[1])
         else:
@@ -426,14 +464,17 @@ cdef class Relay:
 
     def upstream_data(self, data):
         s = self.session
-        if s.phase is not _ready_phase or type(data) is not bytes \
-                or (not self.bound and not self._bind()):
+        if type(data) is not bytes or not self._ready_now(False):
             return s.upstream_data(data)
         framer = self.uframer
-        if framer._pos or len(framer._buf) or self.state.swallowing \
+        if framer._pos or len(framer._buf) or self._swallowing() \
                 or not self._ready_run(data):
             return s.upstream_data(data)
         self.client_write(data)
+
+    cdef inline bint _swallowing(self) except -1:
+        cdef PyObject* value = PyDict_GetItem(self.stdict, "swallowing")
+        return value == NULL or <object>value
 
     cdef bint _ready_run(self, bytes raw) except -1:
         """If ``raw`` is whole messages ending with ReadyForQuery, none special (see
@@ -467,7 +508,8 @@ cdef class Relay:
             if p[pos] == 90:
                 self._ready(p[pos + 5])
             pos += 1 + _length(p, pos)
-        self.state.transaction_status = "I" if status == 73 else "T" if status == 84 else "E"
+        PyDict_SetItem(self.stdict, "transaction_status",
+                       "I" if status == 73 else "T" if status == 84 else "E")
         return True
 
     cdef int _ready(self, unsigned char status) except -1:

@@ -141,6 +141,23 @@ def test_what_the_core_declines_ends_as_on_the_python_path(chunks: list[bytes]) 
         assert getattr(core, attr).written == getattr(python, attr).written
 
 
+def test_a_long_pipeline_is_observed_alike() -> None:
+    python, core = _pair()
+    learn = fe.Parse("s", "SELECT $1", ()).encode() + PREPARED
+    run = fe.Bind("", "s", (0,), (b"1",), ()).encode() + fe.Execute("", 0).encode()
+    for session in (python, core):
+        session.client_received(learn)
+        session.upstream_received(be.ParseComplete().encode() + PREPARED_ANSWER)
+        session.client_received(run * 100 + fe.Sync().encode())  # more than the core keeps
+    assert _snapshot(core) == _snapshot(python)
+    answer = (be.BindComplete().encode() + SELECT_ANSWER) * 100 + READY_IDLE
+    for session in (python, core):
+        session.upstream_received(answer)
+    assert _snapshot(core) == _snapshot(python) and core.state.idle
+    for attr in ("client", "upstream"):
+        assert getattr(core, attr).written == getattr(python, attr).written
+
+
 def test_the_core_passes_data_on_outside_ready() -> None:
     python, core = _pair()
     for session in (python, core):
