@@ -6,6 +6,8 @@ is the interpreter's work between them. Imports nothing from the project.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.string cimport memchr
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 cdef int T_BIND = ord("B")
@@ -113,11 +115,13 @@ cdef bint _prepared(object session, object ctx, bytes raw, list index):
     cdef Py_ssize_t bs = first[1], be = first[2], name_end
     if describe < 0 or p[bs] != 0:
         return False
-    name_end = raw.find(b"\x00", bs + 1, be)
-    if name_end < 0:
+    cdef const unsigned char* nul = <const unsigned char*>memchr(p + bs + 1, 0, be - bs - 1)
+    if nul == NULL:
         return False
+    name_end = nul - p
     ext = session.extended
-    held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
+    held = ext.held.get(PyUnicode_DecodeUTF8(<const char*>p + bs + 1, name_end - bs - 1,
+                                             "replace"))
     if held is None or held.route.cache is None:
         return False
     state = session.state
