@@ -2,8 +2,10 @@
 """Twins of the hot aggregate accumulators of ``engine.dataflow.ops.accumulators``:
 CountStar, Count, IntSum, NumericSum, NumericAvg (same contracts, parity-tested).
 
-Imports nothing from the project: ``configure`` receives the wide decimal context and the
-SUM/AVG finishing functions from the pure module when it loads this twin.
+Imports nothing from the project: ``configure`` receives the wide decimal context, the
+SUM/AVG finishing functions and the numeric type's oid from the pure module when it loads
+this twin (a numeric SUM finishes here: NULL over no values, else its exact total).
+Declarations are in ``accumulators.pxd`` (the aggregate's twin calls these classes directly).
 """
 
 from decimal import Decimal
@@ -13,11 +15,12 @@ cdef object _ADD = None, _SUB = None, _MUL = None  # CTX's bound methods
 cdef object FINISH_SUM = None
 cdef object FINISH_AVG = None
 cdef object ZERO = Decimal(0)
+cdef int NUMERIC = -1
 
 
-def configure(ctx, finish_sum, finish_avg):
-    global CTX, FINISH_SUM, FINISH_AVG, _ADD, _SUB, _MUL
-    CTX, FINISH_SUM, FINISH_AVG = ctx, finish_sum, finish_avg
+def configure(ctx, finish_sum, finish_avg, int numeric_oid):
+    global CTX, FINISH_SUM, FINISH_AVG, _ADD, _SUB, _MUL, NUMERIC
+    CTX, FINISH_SUM, FINISH_AVG, NUMERIC = ctx, finish_sum, finish_avg, numeric_oid
     _ADD, _SUB, _MUL = ctx.add, ctx.subtract, ctx.multiply
 
 
@@ -34,9 +37,6 @@ cpdef Py_ssize_t decimal_scale(object value) except -1:
 
 
 cdef class CountStar:
-    cdef public object n
-    cdef public int oid
-
     def __init__(self, int oid):
         self.oid = oid
         self.n = 0
@@ -55,10 +55,6 @@ cdef class Count(CountStar):
 
 
 cdef class IntSum:
-    cdef public object total
-    cdef public object nonnull
-    cdef public int oid
-
     def __init__(self, int oid):
         self.oid = oid
         self.total = 0
@@ -74,13 +70,6 @@ cdef class IntSum:
 
 
 cdef class NumericSum:
-    cdef public object total
-    cdef public long long nonnull, finite, nan, pinf, ninf
-    cdef public dict scales
-    cdef public Py_ssize_t maxscale, seen
-    cdef public bint max_ok
-    cdef public int oid
-
     def __init__(self, int oid):
         self.oid = oid
         self.total = ZERO
@@ -142,6 +131,8 @@ cdef class NumericSum:
         return self.total.quantize(Decimal(1).scaleb(-self.maxscale), context=CTX)
 
     cpdef value(self):
+        if self.oid == NUMERIC:  # pgmath.finish_sum of a Decimal total into numeric
+            return None if self.nonnull == 0 else self.exact_total()
         return FINISH_SUM(self.exact_total(), self.nonnull, self.oid)
 
 

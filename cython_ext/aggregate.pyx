@@ -5,8 +5,11 @@ group, key_pos, args, arg_cols) and calls its ``new_group``, ``drop_group`` and
 ``forget_group`` hooks; an argument that is a plain column is read directly (``arg_cols``).
 
 Imports nothing from the project: ``configure`` receives the evaluation error class and
-``records.same_print``.
+``records.same_print``. The accumulator twins (``cython_ext.accumulators``) are called
+directly; any other accumulator (the pure ones, in parity tests) through ``add``/``value``.
 """
+
+from cython_ext.accumulators cimport CountStar, NumericSum
 
 cdef object EvalError = None
 cdef object same_print = None
@@ -29,9 +32,29 @@ cdef inline tuple _key(tuple row, tuple cols):
 
 
 cdef object _result(tuple g, object st, bint grouped):
+    cdef list accs, values
+    cdef object acc
     if st is None or (grouped and (<list>st)[0] == 0):
         return None
-    return g + tuple([acc.value() for acc in <list>(<list>st)[1]])
+    accs = (<list>st)[1]
+    values = list(g)
+    for acc in accs:
+        if type(acc) is NumericSum:
+            values.append((<NumericSum>acc).value())
+        elif type(acc) is CountStar:
+            values.append((<CountStar>acc).n)
+        else:
+            values.append(acc.value())
+    return tuple(values)
+
+
+cdef inline _add(object acc, object v, object w):
+    if type(acc) is NumericSum:
+        (<NumericSum>acc).add(v, w)
+    elif type(acc) is CountStar:
+        (<CountStar>acc).n = (<CountStar>acc).n + w
+    else:
+        acc.add(v, w)
 
 
 def fold(object node, list delta):
@@ -64,7 +87,7 @@ def fold(object node, list delta):
                 else:
                     fn = args[i]
                     v = fn(row) if fn is not None else None
-                accs[i].add(v, w)
+                _add(accs[i], v, w)
         except EvalError:
             errors.add(d)
     for g, old in touched.items():

@@ -1,10 +1,12 @@
 # cython: language_level=3
 """Twin of ``engine.dataflow.records`` kernels: exact_key, row_key, same_print, consolidate,
-key_of, row_size, bag_add, bag_rows, apply_bag.
+key_of, row_size, bag_add, bag_rows, bag_size, apply_bag.
 
 Same contracts as the pure functions (parity-tested); imports nothing from the project.
 """
 
+from cpython.exc cimport PyErr_Occurred
+from cpython.object cimport PyObject
 from decimal import Decimal
 
 cdef object _NoneType = type(None)
@@ -119,48 +121,156 @@ cpdef Py_ssize_t row_size(tuple row) except -1:
     return size
 
 
-cpdef bag_add(dict bag, tuple row, object w):
+cdef extern from "Python.h":
+    # CPython's dictionary operations with a precomputed hash: a bag update hashes its row
+    # once (tuples do not cache their hash), not once for the lookup and once for the store
+    PyObject* _PyDict_GetItem_KnownHash(object mp, object key, Py_hash_t hash)
+    int _PyDict_SetItem_KnownHash(object mp, object key, object item, Py_hash_t hash) except -1
+    int _PyDict_DelItem_KnownHash(object mp, object key, Py_hash_t hash) except -1
+
+
+cdef Py_ssize_t SMALL_BAG = 8
+
+
+cdef inline bint _same_row(tuple x, tuple row, tuple k) except -1:
+    if x is row:
+        return True
+    if k is row:
+        return x == row and same_print(x, row)
+    return row_key(x) == k and same_print(x, row)
+
+
+cdef inline Py_ssize_t _find(list small, tuple row) except -2:
+    """The position of ``row`` in a list bag, or -1: rows equal to it are tried first (no
+    ``row_key`` needed); only a row that matches none of them and holds a NaN (so that it
+    is not its own key) is compared by key."""
+    cdef Py_ssize_t i, n = len(small)
+    cdef tuple x, k
+    for i in range(0, n, 2):
+        x = small[i]
+        if x is row or (x == row and same_print(x, row)):
+            return i
+    k = row_key(row)
+    if k is not row:
+        for i in range(0, n, 2):
+            if _same_row(<tuple>small[i], row, k):
+                return i
+    return -1
+
+
+cpdef object bag_add(object bag, tuple row, object w):
+    cdef list small, pairs
+    cdef dict big
+    cdef Py_ssize_t i, n
+    cdef object m
+    if type(bag) is list:
+        small = bag
+        n = len(small)
+        i = _find(small, row)
+        if i >= 0:
+            m = small[i + 1] + w
+            if m:
+                small[i + 1] = m
+            elif n == 2:
+                small.clear()
+            else:
+                del small[i + 1]
+                del small[i]
+            return small
+        if n < 2 * SMALL_BAG:
+            small.append(row)
+            small.append(w)
+            return small
+        big = {}
+        for i in range(0, n, 2):
+            _dict_add(big, <tuple>small[i], small[i + 1])
+        _dict_add(big, row, w)
+        return big
+    _dict_add(<dict>bag, row, w)
+    return bag
+
+
+cdef int _dict_add(dict bag, tuple row, object w) except -1:
     cdef object k = row_key(row), n
-    cdef list entry = bag.get(k)
+    cdef Py_hash_t h = hash(k)
+    cdef PyObject* found = _PyDict_GetItem_KnownHash(bag, k, h)
+    cdef list entry
     cdef Py_ssize_t i
-    if entry is None:
-        bag[k] = [row, w]
-        return
+    if found == NULL:
+        if PyErr_Occurred():
+            return -1
+        _PyDict_SetItem_KnownHash(bag, k, [row, w], h)
+        return 0
+    entry = <list>found
     for i in range(0, len(entry), 2):
         if same_print(entry[i], row):
             n = entry[i + 1] + w
             if n:
                 entry[i + 1] = n
             elif len(entry) == 2:
-                del bag[k]
+                _PyDict_DelItem_KnownHash(bag, k, h)
             else:
                 del entry[i:i + 2]
-            return
+            return 0
     entry += [row, w]
+    return 0
 
 
-cpdef list bag_rows(dict bag):
+cpdef list bag_rows(object bag):
     cdef list rows = [], entry
     cdef Py_ssize_t i
-    for entry in bag.values():
+    for entry in ([bag] if type(bag) is list else (<dict>bag).values()):
         for i in range(0, len(entry), 2):
             rows.extend([entry[i]] * entry[i + 1])
     return rows
 
 
+cpdef Py_ssize_t bag_size(object bag) except? -1:
+    cdef list entry
+    cdef Py_ssize_t i, total = 0
+    for entry in ([bag] if type(bag) is list else (<dict>bag).values()):
+        for i in range(0, len(entry), 2):
+            total += row_size(<tuple>entry[i]) * <Py_ssize_t>entry[i + 1]
+    return total
+
+
+cdef inline tuple _key(tuple row, tuple cols):
+    cdef Py_ssize_t n = len(cols), i
+    if n == 1:
+        return (row[<Py_ssize_t>cols[0]],)
+    cdef list out = [None] * n
+    for i in range(n):
+        out[i] = row[<Py_ssize_t>cols[i]]
+    return tuple(out)
+
+
+cdef inline bint _same_key(tuple a, tuple b) except -1:
+    cdef Py_ssize_t i, n = len(a)
+    if len(b) != n:
+        return False
+    for i in range(n):
+        if a[i] is not b[i]:
+            return a == b
+    return True
+
+
 cpdef Py_ssize_t apply_bag(dict state, dict answers, list delta, object key_cols) except? -1:
     cdef Py_ssize_t total = 0, w
-    cdef object row, k, last = None
-    cdef dict bag = None
+    cdef object row, k, last = None, bag = None, new
+    cdef tuple cols = tuple(key_cols)
     for row, w in delta:
-        k = key_of(row, key_cols)
-        if last is None or k != last:  # runs of one key (-old, +new) look it up once
+        k = _key(<tuple>row, cols)
+        if last is None or not _same_key(<tuple>k, <tuple>last):  # a run of one key
+            # (-old, +new) looks it up once
             last = k
             bag = state.get(k)
             if bag is not None:
                 answers.pop(k, None)
         if bag is None:
             continue
-        bag_add(bag, row, w)
+        new = bag_add(bag, <tuple>row, w)
+        if new is not bag:
+            state[k] = new
+            bag = new
         total += row_size(row) * w
     return total

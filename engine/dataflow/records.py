@@ -4,7 +4,7 @@ Owns: ``Delta`` (a list of ``(row, weight)``; weight > 0 adds copies of the row,
 them), ``consolidate`` (sum weights per row, drop zeros: the batch kernel with a Cython twin),
 ``key_of`` (key extraction), the ``UNKNOWN`` column value of *eviction rows*,
 ``row_size`` (the measured byte size used by memory accounting), and bags of rows
-(``bag_add``/``bag_rows``/``bag_size``, the reader's ``apply_bag``).
+(``Bag``; ``bag_add``/``bag_rows``/``bag_size``, the reader's ``apply_bag``).
 
 Row identity: two rows are the same row of a result only if PostgreSQL prints them the same
 (``exact_key``). Dictionaries key rows by themselves (``row_key``: cheap, hashes once per
@@ -179,9 +179,52 @@ def row_size(row: Row) -> int:
     return size
 
 
-def bag_add(bag: dict[Row, list[Any]], row: Row, w: int) -> None:
-    """Add ``w`` copies of ``row`` to a bag: ``row_key(row) -> [row, n, row2, n2, ...]``, one
-    ``(row, n)`` pair per print variant (almost always one), no pair with ``n == 0``."""
+#: A bag of rows: a flat list ``[row, n, row2, n2, ...]`` while it holds at most
+#: ``SMALL_BAG`` distinct rows (found by comparison: no row is hashed - a fresh numeric's hash
+#: is expensive), else a dict ``row_key(row) -> [row, n, variant, n2, ...]``.
+Bag = list[Any] | dict[Row, list[Any]]
+SMALL_BAG = 8
+
+
+def _same_row(x: Row, row: Row, k: Row) -> bool:
+    """``x`` and ``row`` (whose ``row_key`` is ``k``) are one row of a bag: equal keys and the
+    same print. A row without NaN is its own key, and then ``x`` cannot hold a NaN either
+    if it equals it."""
+    if x is row:
+        return True
+    if k is row:
+        return x == row and same_print(x, row)
+    return row_key(x) == k and same_print(x, row)
+
+
+def bag_add(bag: Bag, row: Row, w: int) -> Bag:
+    """Add ``w`` copies of ``row`` to a bag (a new empty bag is ``[]``); return the bag - a new
+    object when a list outgrows ``SMALL_BAG`` rows. Rows that print differently stay apart,
+    no row has multiplicity 0."""
+    k = row_key(row)
+    if bag.__class__ is list:
+        for i in range(0, len(bag), 2):
+            if _same_row(bag[i], row, k):
+                n = bag[i + 1] + w
+                if n:
+                    bag[i + 1] = n
+                else:
+                    del bag[i:i + 2]
+                return bag
+        if len(bag) < 2 * SMALL_BAG:
+            bag += [row, w]
+            return bag
+        big: dict[Row, list[Any]] = {}
+        for i in range(0, len(bag), 2):
+            _dict_add(big, bag[i], bag[i + 1])
+        bag = big
+    _dict_add(bag, row, w)  # type: ignore[arg-type]
+    return bag
+
+
+def _dict_add(bag: dict[Row, list[Any]], row: Row, w: int) -> None:
+    """``bag_add`` into the dict form: ``row_key(row) -> [row, n, variant, n2, ...]``, one
+    ``(row, n)`` pair per print variant (almost always one)."""
     k = row_key(row)
     entry = bag.get(k)
     if entry is None:
@@ -200,22 +243,27 @@ def bag_add(bag: dict[Row, list[Any]], row: Row, w: int) -> None:
     entry += [row, w]
 
 
-def bag_rows(bag: dict[Row, list[Any]]) -> list[Row]:
+def _pairs(bag: Bag) -> list[list[Any]]:
+    """A bag's ``[row, n, ...]`` lists (the list itself, or the dict's entries)."""
+    return [bag] if bag.__class__ is list else list(bag.values())  # type: ignore[union-attr]
+
+
+def bag_rows(bag: Bag) -> list[Row]:
     """The rows of a bag, each as often as its multiplicity."""
     rows: list[Row] = []
-    for entry in bag.values():
+    for entry in _pairs(bag):
         for i in range(0, len(entry), 2):
             rows.extend([entry[i]] * entry[i + 1])
     return rows
 
 
-def bag_size(bag: dict[Row, list[Any]]) -> int:
+def bag_size(bag: Bag) -> int:
     """Bytes of a bag's rows: ``row_size`` times multiplicity (what ``apply_bag`` added)."""
     return sum([row_size(entry[i]) * entry[i + 1]
-                for entry in bag.values() for i in range(0, len(entry), 2)])
+                for entry in _pairs(bag) for i in range(0, len(entry), 2)])
 
 
-def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any], delta: Delta,
+def apply_bag(state: dict[Row, Bag], answers: dict[Row, Any], delta: Delta,
               key_cols: Sequence[int]) -> int:
     """A reader's delta loop: add ``delta`` to the bags (``bag_add``) of present keys (keys
     missing from ``state`` are dropped) and forget their finished answers; return the change
@@ -226,7 +274,9 @@ def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any], d
         bag = state.get(k)
         if bag is None:
             continue
-        bag_add(bag, row, w)
+        new = bag_add(bag, row, w)
+        if new is not bag:
+            state[k] = new
         total += row_size(row) * w
         answers.pop(k, None)
     return total
@@ -235,8 +285,8 @@ def apply_bag(state: dict[Row, dict[Row, list[Any]]], answers: dict[Row, Any], d
 #: The pure-Python kernels (the parity tests compare the Cython twins with these).
 PURE = {"consolidate": consolidate, "key_of": key_of, "row_size": row_size, "apply_bag": apply_bag,
         "exact_key": exact_key, "row_key": row_key, "same_print": same_print,
-        "bag_add": bag_add, "bag_rows": bag_rows,
-        "_consolidate_exact": _consolidate_exact, "bag_size": bag_size}
+        "bag_add": bag_add, "bag_rows": bag_rows, "bag_size": bag_size,
+        "_consolidate_exact": _consolidate_exact}
 
 _fast = cython_ext.load("records")
 if _fast is not None:
@@ -249,3 +299,4 @@ if _fast is not None:
     same_print = _fast.same_print
     bag_add = _fast.bag_add
     bag_rows = _fast.bag_rows
+    bag_size = _fast.bag_size

@@ -245,7 +245,7 @@ PURE: dict[str, Any] = {
 
 _fast = cython_ext.load("accumulators")
 if _fast is not None:
-    _fast.configure(pgmath.CTX, pgmath.finish_sum, pgmath.finish_avg)
+    _fast.configure(pgmath.CTX, pgmath.finish_sum, pgmath.finish_avg, T.NUMERIC)
     CountStar = _fast.CountStar  # type: ignore[misc]
     Count = _fast.Count  # type: ignore[misc]
     IntSum = _fast.IntSum  # type: ignore[misc]

@@ -13,11 +13,11 @@ key; a key containing NULL matches nothing and is answered empty without state.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from typing import Any
 
 from engine.dataflow.node import Node, PullCtx, Runtime
 from engine.dataflow.ordering import order_key
 from engine.dataflow.records import (
+    Bag,
     Delta,
     Row,
     apply_bag,
@@ -47,7 +47,7 @@ class ReaderNode(Node):
         self.lo = plan.offset
         self.hi = None if plan.limit is None else plan.offset + plan.limit
         self.rt = runtime
-        self.state: dict[Row, dict[Row, list[Any]]] = {}
+        self.state: dict[Row, Bag] = {}
         self.answers: dict[Row, Answer] = {}
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
@@ -88,7 +88,7 @@ class ReaderNode(Node):
         self.rt.touch(self.nid, key)
         return answer
 
-    def _finish(self, bag: dict[Row, list[Any]]) -> Answer:
+    def _finish(self, bag: Bag) -> Answer:
         rows = bag_rows(bag)
         if self.sort is not None:
             rows.sort(key=self.sort)
@@ -102,9 +102,9 @@ class ReaderNode(Node):
         rows = self.inputs[0].pull(self.key, key, ctx)
         if rows is None:
             return None
-        bag: dict[Row, list[Any]] = {}
+        bag: Bag = []
         for row in rows:
-            bag_add(bag, row, 1)
+            bag = bag_add(bag, row, 1)
         self.state[key] = bag
         self.bytes += sum(row_size(r) for r in rows) + KEY_BYTES
         self.rt.touch(self.nid, key)

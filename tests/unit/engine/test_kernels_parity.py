@@ -27,6 +27,9 @@ VALUES = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.fl
                    st.decimals(allow_nan=False, places=2), st.dates())
 ROWS = st.lists(VALUES, min_size=0, max_size=4).map(tuple)
 SMALL_ROWS = st.tuples(st.integers(0, 3), st.sampled_from(("a", "b", None)))
+#: Up to 14 distinct rows per key (a small bag outgrows its list) with print variants and NaN.
+BAG_ROWS = st.tuples(st.integers(0, 3), st.sampled_from(
+    ("a", "b", None, 1, 2, 3, 4, 5, 6, 7, Decimal("1.0"), Decimal("1.00"), float("nan"))))
 
 
 @settings(max_examples=100, deadline=None)
@@ -66,14 +69,18 @@ def test_row_size_and_key_of(row: tuple[object, ...]) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(SMALL_ROWS, st.integers(-2, 2)), max_size=30),
+@given(st.lists(st.tuples(BAG_ROWS, st.integers(-2, 2)), max_size=40),
        st.sets(st.integers(0, 3)))
 def test_apply_bag(delta: list[tuple[tuple[object, ...], int]], present: set[int]) -> None:
+    """Bags of both forms: keys 0 and 2 start as dicts, 1 and 3 as small lists (which a
+    long delta makes outgrow ``SMALL_BAG``)."""
     assert fast is not None
     delta = [(r, w) for r, w in delta if w]
     results = []
     for fn in (fast.apply_bag, _pure("apply_bag")):
-        state = {(k,): {(k, v): [(k, v), 5] for v in ("a", None, "b")} for k in present}
+        state: dict[tuple[object, ...], Any] = {
+            (k,): {(k, v): [(k, v), 5] for v in ("a", None, "b")} if k % 2 == 0 else
+            [x for v in ("a", None, "b") for x in ((k, v), 5)] for k in present}
         answers = {(k,): () for k in range(4)}
         before = {k: _pure("bag_size")(bag) for k, bag in state.items()}
         total = fn(state, answers, list(delta), (0,))
@@ -134,7 +141,7 @@ def test_accumulator_parity(ops: list[tuple[object, int]]) -> None:
     from engine.values import oids as T
 
     assert ACC is not None
-    ACC.configure(pgmath.CTX, pgmath.finish_sum, pgmath.finish_avg)
+    ACC.configure(pgmath.CTX, pgmath.finish_sum, pgmath.finish_avg, T.NUMERIC)
     for name, oid, ints_only in (("CountStar", T.INT8, False), ("Count", T.INT8, False),
                                  ("IntSum", T.INT8, True), ("NumericSum", T.NUMERIC, False),
                                  ("NumericAvg", T.NUMERIC, False)):
@@ -183,13 +190,18 @@ def test_row_keyed_consolidate_and_bags_equal_exact_keying(
         got = impl["consolidate"](delta)
         assert [(repr(r), w) for r, w in got] == [
             (repr(r), w) for r, w in _pure("_consolidate_exact")(delta)]
-        bag: dict[tuple[object, ...], list[object]] = {}
-        for row, w in delta:
-            if w:
-                impl["bag_add"](bag, row, w)
-        assert all(n != 0 for entry in bag.values() for n in entry[1::2])
-        assert _exact_multiset([(r, 1) for r in impl["bag_rows"](bag)]) == {
-            k: n for k, n in want.items() if n > 0}
+        for start in ([], {}):  # a bag starts as a list (and may outgrow it) or as a dict
+            bag: Any = start
+            for row, w in delta:
+                if w:
+                    bag = impl["bag_add"](bag, row, w)
+            pairs = [bag] if isinstance(bag, list) else list(bag.values())
+            assert all(n != 0 for entry in pairs for n in entry[1::2])
+            assert _exact_multiset([(r, 1) for r in impl["bag_rows"](bag)]) == {
+                k: n for k, n in want.items() if n > 0}
+            assert impl["bag_size"](bag) == sum(
+                _pure("row_size")(entry[i]) * entry[i + 1]
+                for entry in pairs for i in range(0, len(entry), 2))
         for a, _ in delta:
             for b, _ in delta:
                 same = _pure("exact_key")(a) == _pure("exact_key")(b)
