@@ -190,7 +190,8 @@ def test_row_keyed_consolidate_and_bags_equal_exact_keying(
         got = impl["consolidate"](delta)
         assert [(repr(r), w) for r, w in got] == [
             (repr(r), w) for r, w in _pure("_consolidate_exact")(delta)]
-        for start in ([], {}):  # a bag starts as a list (and may outgrow it) or as a dict
+        starts: tuple[Any, ...] = ([], {})
+        for start in starts:  # a bag starts as a list (and may outgrow it) or as a dict
             bag: Any = start
             for row, w in delta:
                 if w:
