@@ -14,6 +14,13 @@ Invariants:
 - the upstream going away is reported to the client as a FATAL error, never a hang;
 - backpressure: when one side's write buffer passes its high-water mark, reading from the
   other side pauses, so a slow client cannot make weir buffer without bound.
+
+The hot path: the transports deliver data to ``relay_entries``' callables. With the compiled
+relay core (``Relay`` in ``cython_ext/relay_scan.pyx``) a READY session's quiet chunks — the
+hit path declined, every message one ``forward_client`` observes without decoding, or an
+upstream run ending with ReadyForQuery — are observed and forwarded without a Python frame;
+any other chunk goes, whole and untouched, to :meth:`Session.client_data` /
+:meth:`Session.upstream_data`, which are also the core's pure-Python twin (same contract).
 """
 
 from __future__ import annotations
