@@ -1,8 +1,9 @@
 # cython: language_level=3
 """Twin of ``engine.dataflow.ops.aggregate.fold``: the aggregate's per-row loop (same contract,
-parity-tested). Reads the node's state attributes (groups, present, outs, full, d_is_g,
-group, key_pos, args, arg_cols) and calls its ``new_group``, ``drop_group`` and
-``forget_group`` hooks; an argument that is a plain column is read directly (``arg_cols``).
+parity-tested). Reads the node's state attributes (groups, present, full, d_is_g, group,
+key_pos, args, arg_cols) and calls its ``new_group``, ``drop_group`` and ``forget_group``
+hooks; an argument that is a plain column is read directly (``arg_cols``). A group's state is
+``[count, accumulators, output row or STALE, bytes]``.
 
 Imports nothing from the project: ``configure`` receives the evaluation error class and
 ``records.same_print``. The accumulator twins (``cython_ext.accumulators``) are called
@@ -13,12 +14,12 @@ from cython_ext.accumulators cimport CountStar, NumericSum
 
 cdef object EvalError = None
 cdef object same_print = None
-cdef object _MISSING = object()
+cdef object STALE = None
 
 
-def configure(eval_error, same_print_fn):
-    global EvalError, same_print
-    EvalError, same_print = eval_error, same_print_fn
+def configure(eval_error, same_print_fn, stale):
+    global EvalError, same_print, STALE
+    EvalError, same_print, STALE = eval_error, same_print_fn, stale
 
 
 cdef inline tuple _key(tuple row, tuple cols):
@@ -58,7 +59,7 @@ cdef inline _add(object acc, object v, object w):
 
 
 def fold(object node, list delta):
-    cdef dict touched = {}, groups = node.groups, outs = node.outs
+    cdef dict touched = {}, groups = node.groups
     cdef set errors = set(), present = node.present
     cdef bint full = node.full, d_is_g = node.d_is_g
     cdef tuple gcols = node.group, kpos = node.key_pos, arg_cols = node.arg_cols
@@ -69,13 +70,13 @@ def fold(object node, list delta):
     for row, w in delta:
         g = _key(<tuple>row, gcols)
         d = g if d_is_g else _key(<tuple>g, kpos)
-        if not (full or d in present) or d in errors:
+        if not (full or d in present) or (errors and d in errors):
             continue
         st = groups.get(g)
         try:
             if g not in touched:
-                old = outs.get(g, _MISSING)
-                touched[g] = _result(<tuple>g, st, grouped) if old is _MISSING else old
+                old = STALE if st is None else (<list>st)[2]
+                touched[g] = _result(<tuple>g, st, grouped) if old is STALE else old
             if st is None:
                 st = node.new_group(g)
             (<list>st)[0] = (<list>st)[0] + w
@@ -91,16 +92,17 @@ def fold(object node, list delta):
         except EvalError:
             errors.add(d)
     for g, old in touched.items():
-        d = g if d_is_g else _key(<tuple>g, kpos)
-        if d in errors:
-            continue
+        if errors:
+            d = g if d_is_g else _key(<tuple>g, kpos)
+            if d in errors:
+                continue
         st = groups[g]
         try:
             new = _result(<tuple>g, st, grouped)
         except EvalError:
-            errors.add(d)
+            errors.add(g if d_is_g else _key(<tuple>g, kpos))
             continue
-        outs[g] = new
+        (<list>st)[2] = new
         if grouped and (<list>st)[0] == 0:
             node.drop_group(g)
             node.forget_group(g)

@@ -6,21 +6,21 @@ of a base node's index or of an aggregate's state key reads their dictionaries d
 (``_Side``: what ``pull``/``count`` would return there, without their bookkeeping, which a
 join's lookup of a present key does not do either).
 
-Imports nothing from the project: ``configure`` receives the pull context class and the
-base and aggregate node classes.
+Imports nothing from the project: ``configure`` receives the pull context class, the base
+and aggregate node classes, ``records.consolidate`` and the aggregate's ``STALE`` marker.
 """
 
 cdef object PullCtx = None
 cdef object BaseNode = None
 cdef object AggregateNode = None
 cdef object consolidate = None
-cdef object _MISSING = object()
+cdef object STALE = None
 
 
-def configure(pull_ctx, base_node, aggregate_node, consolidate_fn):
-    global PullCtx, BaseNode, AggregateNode, consolidate
+def configure(pull_ctx, base_node, aggregate_node, consolidate_fn, stale):
+    global PullCtx, BaseNode, AggregateNode, consolidate, STALE
     PullCtx, BaseNode, AggregateNode = pull_ctx, base_node, aggregate_node
-    consolidate = consolidate_fn
+    consolidate, STALE = consolidate_fn, stale
 
 
 cdef enum:
@@ -30,18 +30,26 @@ cdef enum:
 
 
 cdef class _Side:
-    """One input's lookups by join value for one batch (``rows``: ``pull``, ``count``)."""
+    """One input's lookups by join value (``rows``: ``pull``, ``count``). Kept on the join
+    node between batches (``JoinNode.lookups``): the dictionaries and sets it reads are
+    never replaced while the node lives (a base index, once created, keeps its sets; a keyed
+    node clears its own). A generic side looks again at the start of every batch (an index
+    may have been created since); ``ctx`` is made per batch, when a lookup needs it."""
     cdef object node, ctx
     cdef tuple cols
     cdef int kind
     cdef set present
-    cdef dict by_key, stored, outs, by_d
+    cdef dict by_key, stored, groups
     cdef bint pk_index, has_pk
     cdef bint distinct  # the last ``rows`` had no repeated row
 
-    def __init__(self, object node, tuple cols, object ctx):
-        cdef object store, idx
-        self.node, self.cols, self.ctx, self.kind = node, cols, ctx, GENERIC
+    def __init__(self, object node, tuple cols):
+        self.node, self.cols, self.kind = node, cols, GENERIC
+        self.setup()
+
+    cdef setup(self):
+        cdef object store, idx, node = self.node
+        cdef tuple cols = self.cols
         if type(node) is BaseNode:
             store = node.store
             idx = (<dict>store.indexes).get(cols)
@@ -53,10 +61,10 @@ cdef class _Side:
         elif type(node) is AggregateNode and node.d_is_g and node.key_out == cols \
                 and not node.full:
             self.kind = AGGREGATE
-            self.present, self.by_d, self.outs = node.present, node.by_d, node.outs
+            self.present, self.groups = node.present, node.groups
 
     cdef object rows(self, tuple j):
-        cdef object entry, idents, ident, out
+        cdef object entry, idents, ident, out, st
         cdef list found
         self.distinct = True
         if self.kind == BASE and j in self.present:
@@ -76,18 +84,19 @@ cdef class _Side:
                     entry = self.stored[ident]
                     found.extend([(<list>entry)[0]] * <Py_ssize_t>(<list>entry)[1])
             return found
-        if self.kind == AGGREGATE and j in self.present:
-            if not self.by_d.get(j):
+        if self.kind == AGGREGATE and j in self.present:  # the group is the key
+            st = self.groups.get(j)
+            if st is None:
                 return []
-            out = self.outs.get(j, _MISSING)
-            if out is not _MISSING:
+            out = (<list>st)[2]  # the output row, unless STALE
+            if out is not STALE:
                 return [] if out is None else [out]
-        found = self.node.pull(self.cols, j, self.ctx)
+        found = self.node.pull(self.cols, j, self._ctx())
         self.distinct = found is None or len(found) < 2
         return found
 
     cdef object count(self, tuple j):
-        cdef object entry, idents, ident, out
+        cdef object entry, idents, ident, out, st
         cdef Py_ssize_t n
         if self.kind == BASE and j in self.present:
             if self.pk_index:
@@ -102,12 +111,32 @@ cdef class _Side:
                 n += <Py_ssize_t>(<list>self.stored[ident])[1]
             return n
         if self.kind == AGGREGATE and j in self.present:
-            if not self.by_d.get(j):
+            st = self.groups.get(j)
+            if st is None:
                 return 0
-            out = self.outs.get(j, _MISSING)
-            if out is not _MISSING:
+            out = (<list>st)[2]
+            if out is not STALE:
                 return 0 if out is None else 1
-        return self.node.count(self.cols, j, self.ctx)
+        return self.node.count(self.cols, j, self._ctx())
+
+    cdef object _ctx(self):
+        if self.ctx is None:
+            self.ctx = PullCtx(lookup=True)
+        return self.ctx
+
+
+cdef tuple _sides(object node):
+    """The node's two ``_Side`` objects, ready for a batch."""
+    cdef object sides = node.lookups
+    cdef _Side side
+    if sides is None or (<_Side>(<tuple>sides)[0]).node is not node.inputs[0] \
+            or (<_Side>(<tuple>sides)[1]).node is not node.inputs[1]:
+        sides = node.lookups = (_Side(node.inputs[0], node.lk), _Side(node.inputs[1], node.rk))
+    for side in <tuple>sides:
+        side.ctx = None
+        if side.kind == GENERIC:
+            side.setup()
+    return <tuple>sides
 
 
 cdef inline tuple _key(tuple row, tuple cols):
@@ -133,33 +162,34 @@ def join_deltas(object node, list dl_all, list dr_all):
     cdef bint left_join = node.kind == "left"
     cdef dict by_j = {}
     cdef tuple lk = node.lk, rk = node.rk, pad = node.pad, row, j, lrow, rrow, sides
-    cdef object w, lw, rw, r_new, found, ctx, left, right
+    cdef object w, lw, rw, r_new, found, item
     cdef bint merge = False  # the output may repeat a row: consolidate it
-    for row, w in dl_all:
+    for item in dl_all:
+        row = (<tuple>item)[0]
         j = _key(row, lk)
         if _has_null(j):
             if left_join:
-                out.append((row + pad, w))
+                out.append((row + pad, (<tuple>item)[1]))
             continue
         sides = by_j.get(j)
         if sides is None:
-            by_j[j] = ([(row, w)], [])
+            by_j[j] = ([item], [])
         else:
-            (<list>sides[0]).append((row, w))
-    for row, w in dr_all:
+            (<list>sides[0]).append(item)
+    for item in dr_all:
+        row = (<tuple>item)[0]
         j = _key(row, rk)
         if _has_null(j):
             continue
         sides = by_j.get(j)
         if sides is None:
-            by_j[j] = ([], [(row, w)])
+            by_j[j] = ([], [item])
         else:
-            (<list>sides[1]).append((row, w))
+            (<list>sides[1]).append(item)
     if not by_j:
         return out, evict
-    ctx = PullCtx(lookup=True)
-    left, right = node.inputs
-    cdef _Side lside = _Side(left, lk, ctx), rside = _Side(right, rk, ctx)
+    cdef tuple both = _sides(node)
+    cdef _Side lside = both[0], rside = both[1]
     for j, sides in by_j.items():
         dl = sides[0]
         dr = sides[1]

@@ -29,7 +29,19 @@ from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import Delta, Row, key_of, row_size, same_print
 from engine.plan import ir
 
-GroupState = list[Any]  # [row count, [accumulators]]
+#: ``[row count, [accumulators], output row (``STALE`` until computed), bytes]``
+GroupState = list[Any]
+
+
+class _Stale:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "STALE"
+
+
+#: A group's output row is not computed (``output_rows`` computes it on demand).
+STALE: Any = _Stale()
 
 
 class AggregateNode(KeyedNode):
@@ -44,14 +56,12 @@ class AggregateNode(KeyedNode):
         self.arg_cols = tuple(a.arg.index if isinstance(a.arg, ir.ColumnRef) else -1
                               for a in aggs)
         self.groups: dict[Row, GroupState] = {}
-        self.sizes: dict[Row, int] = {}
-        self.outs: dict[Row, Row | None] = {}  # output row per group, computed on demand
 
     def _new(self) -> GroupState:
         accs: list[Acc] = [accumulator(a.func, a.type_oid,
                                        a.arg.type_oid if a.arg is not None else None)
                            for a in self.aggs]
-        return [0, accs]
+        return [0, accs, STALE, 0]
 
     def _add(self, st: GroupState, row: Row, w: int) -> None:
         st[0] += w
@@ -64,25 +74,28 @@ class AggregateNode(KeyedNode):
         return g + tuple([acc.value() for acc in st[1]])
 
     def output_rows(self, g: Row) -> list[Row]:
-        try:
-            out = self.outs[g]
-        except KeyError:
+        st = self.groups.get(g)
+        if st is None:
+            return []
+        out = st[2]
+        if out is STALE:
             try:
-                out = self.outs[g] = self.result_row(g, self.groups.get(g))
+                out = st[2] = self.result_row(g, st)
             except EvalError:
                 return []
         return [out] if out is not None else []
 
     def drop_group(self, g: Row) -> None:
-        self.outs.pop(g, None)
-        self.groups.pop(g, None)
-        self.bytes -= self.sizes.pop(g, 0)
+        st = self.groups.pop(g, None)
+        if st is not None:
+            self.bytes -= st[3]
 
     def adopt(self, g: Row, state: object) -> None:
-        self.groups[g] = state  # type: ignore[assignment]
-        size = row_size(g) + 64 + 48 * len(self.aggs)
-        self.sizes[g] = size
-        self.bytes += size
+        st: GroupState = state  # type: ignore[assignment]
+        st[2] = STALE
+        st[3] = row_size(g) + 64 + 48 * len(self.aggs)
+        self.groups[g] = st
+        self.bytes += st[3]
 
     def build(self, rows: Iterable[Row]) -> dict[Row, object]:
         states: dict[Row, object] = {}
@@ -116,7 +129,7 @@ def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
     group is dropped) and the state keys of groups that raised (to be evicted)."""
     touched: dict[Row, Row | None] = {}
     errors: set[Row] = set()
-    groups, present, outs, args = node.groups, node.present, node.outs, node.args
+    groups, present, args = node.groups, node.present, node.args
     full, d_is_g, gcols, kpos = node.full, node.d_is_g, node.group, node.key_pos
     for row, w in delta:
         g = key_of(row, gcols)
@@ -126,7 +139,8 @@ def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
         st = groups.get(g)
         try:
             if g not in touched:
-                touched[g] = outs[g] if g in outs else node.result_row(g, st)
+                touched[g] = st[2] if st is not None and st[2] is not STALE else (
+                    node.result_row(g, st))
             if st is None:
                 st = node.new_group(g)
             st[0] += w
@@ -141,7 +155,7 @@ def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
             continue
         st = groups[g]
         try:
-            new = outs[g] = node.result_row(g, st)
+            new = st[2] = node.result_row(g, st)
         except EvalError:
             errors.add(d)
             continue
@@ -162,5 +176,5 @@ PURE = {"fold": fold}
 
 _fast = cython_ext.load("aggregate")
 if _fast is not None:
-    _fast.configure(EvalError, same_print)
+    _fast.configure(EvalError, same_print, STALE)
     fold = _fast.fold

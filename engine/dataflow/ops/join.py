@@ -58,6 +58,9 @@ class JoinNode(Node):
         self.pad: Row = (None,) * right.width
         self.unknown_l: Row = (UNKNOWN,) * left.width
         self.unknown_r: Row = (UNKNOWN,) * right.width
+        #: the Cython twin's lookup state per input (``cython_ext.join._Side``), made on
+        #: first use and kept while the node lives
+        self.lookups: object = None
 
     # ------------------------------------------------------------------ deltas
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
@@ -284,8 +287,8 @@ PURE = {"join_deltas": join_deltas}
 
 _fast = cython_ext.load("join")
 if _fast is not None:
-    from engine.dataflow.ops.aggregate import AggregateNode
+    from engine.dataflow.ops.aggregate import STALE, AggregateNode
     from engine.dataflow.ops.base import BaseNode
 
-    _fast.configure(PullCtx, BaseNode, AggregateNode, consolidate)
+    _fast.configure(PullCtx, BaseNode, AggregateNode, consolidate, STALE)
     join_deltas = _fast.join_deltas

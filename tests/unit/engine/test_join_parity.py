@@ -17,7 +17,7 @@ import cython_ext
 from engine.api import Engine
 from engine.dataflow.node import PullCtx
 from engine.dataflow.ops import join
-from engine.dataflow.ops.aggregate import AggregateNode
+from engine.dataflow.ops.aggregate import STALE, AggregateNode
 from engine.dataflow.ops.base import BaseNode
 from engine.dataflow.records import consolidate
 from engine.plan import ir
@@ -90,7 +90,7 @@ def test_twin_is_built() -> None:
 def test_join_deltas_parity(kind: str, dl: list[tuple[tuple[object, ...], int]],
                             dr: list[tuple[tuple[object, ...], int]]) -> None:
     assert fast is not None
-    fast.configure(PullCtx, BaseNode, AggregateNode, consolidate)
+    fast.configure(PullCtx, BaseNode, AggregateNode, consolidate, STALE)
     node = NODES[kind]
     dl, dr = consolidate(dl), consolidate(dr)  # as every edge of the graph carries
     want = join.PURE["join_deltas"](node, list(dl), list(dr))
@@ -114,7 +114,7 @@ def test_join_deltas_parity_aggregate_and_no_primary_key(
         dr: list[tuple[tuple[object, ...], int]],
         tags: list[tuple[tuple[object, ...], int]]) -> None:
     assert fast is not None
-    fast.configure(PullCtx, BaseNode, AggregateNode, consolidate)
+    fast.configure(PullCtx, BaseNode, AggregateNode, consolidate, STALE)
     if aggregate:
         node, left, right = NODES["aggregate"], dl, dr
     else:  # tags LEFT JOIN stories: the left input (no primary key) is looked up by stories
