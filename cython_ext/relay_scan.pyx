@@ -223,16 +223,26 @@ cdef bint _utf8(const unsigned char* p, Py_ssize_t size):
     return True
 
 
-cdef object _bind_names(bytes raw, const unsigned char* p, Py_ssize_t start, Py_ssize_t end):
-    """Twin of proxy.forwarding.bind_names, None instead of b""."""
+cdef Py_ssize_t _bind_names(const unsigned char* p, Py_ssize_t start, Py_ssize_t end):
+    """Where proxy.forwarding.bind_names of p[start:end] ends (-1 for b"")."""
     cdef const void* found = memchr(p + start, 0, end - start)
     if found == NULL:
-        return None
+        return -1
     found = memchr(<const unsigned char*>found + 1, 0,
                    end - (<const unsigned char*>found + 1 - p))
     if found == NULL:
-        return None
-    return raw[start : <const unsigned char*>found - p + 1]
+        return -1
+    return <const unsigned char*>found - p + 1
+
+
+cdef inline bytes _same_or_new(bytes last, const unsigned char* p, Py_ssize_t start,
+                               Py_ssize_t end):
+    """``last`` if it holds the bytes p[start:end] (its hash is kept), else those bytes."""
+    cdef Py_ssize_t size = end - start
+    if last is not None and PyBytes_GET_SIZE(last) == size \
+            and memcmp(PyBytes_AS_STRING(last), p + start, size) == 0:
+        return last
+    return PyBytes_FromStringAndSize(<const char*>p + start, size)
 
 
 cdef class Relay:
@@ -259,6 +269,9 @@ cdef class Relay:
     cdef dict sdict, stdict, svdict
     #: the cache service's routing state last seen equal to the memos' (see _forward_quiet)
     cdef object seen_registry, seen_names
+    #: the last Bind names and Parse payload looked up in the memos (a repeated one is not
+    #: copied nor hashed again)
+    cdef bytes bind_key, parse_key
     cdef Py_ssize_t cmax, umax
 
     def __init__(self, session):
@@ -327,7 +340,7 @@ cdef class Relay:
         cdef unsigned char t
         cdef bint local = self.caching and ctx is not None
         cdef PyObject* found[MAX_FOUND]  # the chunk's Binds and Parses seen before (owned)
-        cdef Py_ssize_t nfound = 0, i
+        cdef Py_ssize_t nfound = 0, i, names_end
         cdef PyObject* registry
         cdef PyObject* names
         memos = self.memos
@@ -348,15 +361,19 @@ cdef class Relay:
                 t = p[pos]
                 end = pos + 1 + _length(p, pos)
                 if t == 66:  # B
-                    msg = _bind_names(raw, p, pos + 5, end)
-                    msg = None if msg is None else self.binds.get(msg)
+                    names_end = _bind_names(p, pos + 5, end)
+                    msg = None
+                    if names_end >= 0:
+                        self.bind_key = _same_or_new(self.bind_key, p, pos + 5, names_end)
+                        msg = self.binds.get(self.bind_key)
                     if msg is None or nfound == MAX_FOUND:
                         return False
                     Py_INCREF(msg)
                     found[nfound] = <PyObject*>msg
                     nfound += 1
                 elif t == 80:  # P
-                    msg = self.parses.get(raw[pos + 5 : end])
+                    self.parse_key = _same_or_new(self.parse_key, p, pos + 5, end)
+                    msg = self.parses.get(self.parse_key)
                     if msg is None or nfound == MAX_FOUND:
                         return False
                     Py_INCREF(msg)
