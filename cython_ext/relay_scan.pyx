@@ -272,10 +272,16 @@ cdef class Relay:
     #: the last Bind names and Parse payload looked up in the memos (a repeated one is not
     #: copied nor hashed again)
     cdef bytes bind_key, parse_key
+    #: the last two queue items with effects answered, their effect and whether each ends a
+    #: batch (a Parse's and a Bind's, repeated, are the same objects each time)
+    cdef list items, applies
+    cdef bint barriers[2]
+    cdef int next_slot
     cdef Py_ssize_t cmax, umax
 
     def __init__(self, session):
         self.session = session
+        self.items, self.applies = [None, None], [None, None]
 
     cdef bint _bind(self) except -1:
         """Take the session's parts once it is READY (none of them is replaced after)."""
@@ -531,6 +537,7 @@ cdef class Relay:
 
     cdef int _ready(self, unsigned char status) except -1:
         """SessionState.ready for one ReadyForQuery."""
+        cdef int slot
         pending, popleft = self.pending, self.popleft
         while len(pending):
             item = popleft()
@@ -538,11 +545,20 @@ cdef class Relay:
                 break
             if item is _execute or item is _describe:
                 continue
-            apply = item.apply
+            if item is self.items[0]:
+                slot = 0
+            elif item is self.items[1]:
+                slot = 1
+            else:  # items are frozen: what they hold is read once (a repeated Parse's or
+                slot = self.next_slot  # Bind's item is the same object each time)
+                self.next_slot = 1 - slot
+                kind = item.kind
+                self.items[slot], self.applies[slot] = item, item.apply
+                self.barriers[slot] = kind == "sync" or kind == "query"
+            apply = self.applies[slot]
             if apply is not None:
                 apply()
-            kind = item.kind
-            if kind == "sync" or kind == "query":
+            if self.barriers[slot]:
                 break
         if status == 73 and self.state_portals:  # the transaction ended, its portals too
             self.state_portals.clear()
