@@ -10,14 +10,18 @@ evictions downstream.
 Invariants: node ids increase from inputs to outputs, so processing nodes in id order is a
 topological order; a batch is fully applied (every node processed) before ``apply`` returns;
 deltas are consolidated on every edge (by ``consolidate``, or by construction where a node
-says so); evictions travel after the deltas of the same batch.
+says so); evictions travel after the deltas of the same batch; a node's ``process`` and
+``evict_rows`` never change the lists they are given (one list goes to every child).
+The batch loop (``emit``, ``run``) has a Cython twin (``cython_ext.graph``).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
 
+import cython_ext
 from engine.changes import RowChange, Transaction
 from engine.dataflow.expr import walk
 from engine.dataflow.node import Cols, Node, Runtime
@@ -187,8 +191,8 @@ class Graph:
         for oid, changes in per_base.items():
             base = self.bases[oid]
             delta, evictions = base.apply(changes)
-            self._emit(base, delta, evictions, pending, pending_ev)
-        self._run(pending, pending_ev)
+            emit(base, delta, evictions, pending, pending_ev)
+        run(self.nodes, pending, pending_ev)
 
     def evict(self, nid: int, key: Hashable) -> None:
         """Make ``key`` missing at node ``nid`` and evict what depends on it downstream."""
@@ -198,43 +202,61 @@ class Graph:
         rows = node.evict_key(key)
         pending: Pending = {}
         pending_ev: PendingEv = {}
-        self._emit(node, [], rows, pending, pending_ev)
-        self._run(pending, pending_ev)
+        emit(node, [], rows, pending, pending_ev)
+        run(self.nodes, pending, pending_ev)
 
-    def _emit(self, node: Node, delta: Delta, evictions: list[Row], pending: Pending,
-              pending_ev: PendingEv) -> None:
-        if delta and not node.consolidated:
-            delta = consolidate(delta)
+
+def emit(node: Node, delta: Delta, evictions: list[Row], pending: Pending,
+         pending_ev: PendingEv) -> None:
+    """Queue ``node``'s output for its children: the delta (consolidated unless the node
+    says it is) and the eviction rows (deduplicated), per child input. A list is shared by
+    the children it goes to (``process`` and ``evict_rows`` never change their inputs)."""
+    if delta and not node.consolidated:
+        delta = consolidate(delta)
+    if evictions:
+        evictions = dedupe(evictions)
+    for child, i in node.children:
+        if delta:
+            _put(pending, child, i, delta)
         if evictions:
-            evictions = dedupe(evictions)
-        for child, i in node.children:
-            if delta:
-                slots = pending.get(child.nid)
-                if slots is None:
-                    slots = pending[child.nid] = [[] for _ in child.inputs]
-                slots[i].extend(delta)
-            if evictions:
-                slots = pending_ev.get(child.nid)
-                if slots is None:
-                    slots = pending_ev[child.nid] = [[] for _ in child.inputs]
-                slots[i].extend(evictions)
+            _put(pending_ev, child, i, evictions)
 
-    def _run(self, pending: Pending, pending_ev: PendingEv) -> None:
-        heap = list(set(pending) | set(pending_ev))
-        heapq.heapify(heap)
-        queued = set(heap)
-        while heap:
-            nid = heapq.heappop(heap)
-            node = self.nodes[nid]
-            deltas = pending.pop(nid, None)
-            evs = pending_ev.pop(nid, None)
-            out, ev = node.process(deltas) if deltas is not None else ([], [])
-            if evs is not None:
-                ev = ev + node.evict_rows(evs)
-            if not out and not ev:
-                continue
-            self._emit(node, out, ev, pending, pending_ev)
-            for child, _ in node.children:
-                if child.nid not in queued:
-                    queued.add(child.nid)
-                    heapq.heappush(heap, child.nid)
+
+def _put(pending: Pending | PendingEv, child: Node, i: int, rows: list[Any]) -> None:
+    slots = pending.get(child.nid)
+    if slots is None:
+        slots = pending[child.nid] = [[] for _ in child.inputs]
+    slots[i] = rows if not slots[i] else slots[i] + rows
+
+
+def run(nodes: dict[int, Node], pending: Pending, pending_ev: PendingEv) -> None:
+    """Process the queued nodes in id (topological) order until nothing is queued; the
+    batch loop (with a Cython twin)."""
+    heap = list(set(pending) | set(pending_ev))
+    heapq.heapify(heap)
+    queued = set(heap)
+    while heap:
+        nid = heapq.heappop(heap)
+        node = nodes[nid]
+        deltas = pending.pop(nid, None)
+        evs = pending_ev.pop(nid, None)
+        out, ev = node.process(deltas) if deltas is not None else ([], [])
+        if evs is not None:
+            ev = ev + node.evict_rows(evs)
+        if not out and not ev:
+            continue
+        emit(node, out, ev, pending, pending_ev)
+        for child, _ in node.children:
+            if child.nid not in queued:
+                queued.add(child.nid)
+                heapq.heappush(heap, child.nid)
+
+
+#: The pure-Python kernels (the parity test compares the Cython twins with these).
+PURE: dict[str, Any] = {"emit": emit, "run": run}
+
+_fast = cython_ext.load("graph")
+if _fast is not None:
+    _fast.configure(consolidate, dedupe)
+    emit = _fast.emit
+    run = _fast.run
