@@ -60,12 +60,17 @@ _READY_IDLE = be.ReadyForQuery("I").encode()
 _BIND_COMPLETE = be.BIND_COMPLETE.encode()
 
 #: bounds: answers remembered per memo, memos remembered, size of one remembered answer,
-#: answers remembered in all (then every memo starts over: about 100 bytes of key and 200 of
-#: entry each, beyond the engine's answers, which entries share)
+#: answers and bytes (keys and encoded replies; the engine's answers, which entries share, are
+#: the engine's) remembered in all — past either total every memo starts over
 MEMO_ENTRIES = 16384
 MEMOS = 1024
 MAX_ANSWER_BYTES = 16384
 TOTAL_ENTRIES = 200_000
+TOTAL_BYTES = 64 << 20
+#: the key of the entry that marks a memo dropped from :class:`HitMemos` (real keys are whole
+#: messages or a Bind's tail: never empty); a statement holding such a memo fetches its
+#: memo again before remembering (``Extended``), so no answer goes where no bound counts it
+DEAD = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,7 @@ class HitMemos:
         self._settings: dict[Any, int] = {}
         self.served = 0  # answers given from a memo (SHOW WEIR STATUS)
         self._remembered = 0  # answers remembered since the last clear (a bound, not a count)
+        self.bytes = 0  # bytes remembered since the last clear (SHOW WEIR STATUS)
 
     def settings_id(self, settings: Any) -> int:
         """A small number standing for an output-settings value (interned)."""
@@ -123,26 +129,39 @@ class HitMemos:
         memo = self._memos.get(key)
         if memo is None:
             if len(self._memos) >= MEMOS:
-                del self._memos[next(iter(self._memos))]
+                _drop(self._memos.pop(next(iter(self._memos))))
             memo = self._memos[key] = {}
         return memo
 
     def remember(self, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> None:
-        if len(hit.body) > MAX_ANSWER_BYTES:
+        if len(hit.body) > MAX_ANSWER_BYTES or DEAD in memo:
             return
         if len(memo) >= MEMO_ENTRIES:
             del memo[next(iter(memo))]
         self._remembered += 1
-        if self._remembered > TOTAL_ENTRIES:
+        plain, described = hit.replies
+        self.bytes += len(key) + len(plain) + (len(described) if described is not plain else 0)
+        if self._remembered > TOTAL_ENTRIES or self.bytes > TOTAL_BYTES:
             self.clear()
+            if DEAD in memo:  # it was one of them: this answer is not remembered either
+                return
         memo[key] = hit
 
     def clear(self) -> None:
-        """Forget every answer (memos held by statements are emptied in place too)."""
+        """Forget every answer: every memo is emptied and dropped (marked :data:`DEAD`)."""
         for memo in self._memos.values():
-            memo.clear()
+            _drop(memo)
         self._memos.clear()
         self._remembered = 0
+        self.bytes = 0
+
+
+def _drop(memo: dict[bytes, Hit]) -> None:
+    memo.clear()
+    memo[DEAD] = _DEAD_HIT
+
+
+_DEAD_HIT = Hit((), b"", b"", ("", ""))
 
 
 def bind_rest(raw_bind: bytes) -> bytes | None:

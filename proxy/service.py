@@ -492,6 +492,7 @@ class CacheService:
             ("fill_ms_avg", f"{1000 * host.fill_seconds / max(1, host.fills_done):.2f}"),
             ("evictions", str(engine.stats.evictions)),
             ("memoized_answers", str(self.hits.served)),
+            ("memo_bytes", str(self.hits.bytes)),
         ]
         return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
 

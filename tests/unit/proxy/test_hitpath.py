@@ -40,7 +40,30 @@ def test_memo_bounds() -> None:
         memos.remember(other, str(i % 1000).encode(), Hit((), b"", b"C", ("cache", "x")))
     assert memo and other
     memos.remember(other, b"last", Hit((), b"", b"C", ("cache", "x")))
-    assert not memo and list(other) == [b"last"]  # all memos start over, in place
+    # all memos start over: each is emptied and marked dropped, so a statement holding one
+    # fetches a live memo before remembering again, and nothing is remembered out of count
+    assert list(memo) == list(other) == [hitpath.DEAD]
+    memos.remember(memo, b"late", Hit((), b"", b"C", ("cache", "x")))
+    assert b"late" not in memo
+    fresh = memos.batches("db", ("public",), sid)
+    assert fresh is not other and not fresh
+    memos.remember(fresh, b"again", Hit((), b"", b"C", ("cache", "x")))
+    assert list(fresh) == [b"again"]
+
+
+def test_memo_byte_bound() -> None:
+    memos = HitMemos()
+    memo = memos.batches("db", ("public",), 0)
+    body = b"x" * (hitpath.MAX_ANSWER_BYTES - 100)
+    count = 0
+    while hitpath.DEAD not in memo:
+        memos.remember(memo, str(count).encode(), Hit((), b"", body, ("cache", "x")))
+        count += 1
+    # keys and whole replies are counted (a batch's one reply once): past TOTAL_BYTES, the
+    # memos start over
+    # (each entry: its key, its body and ReadyForQuery)
+    assert (count - 1) * len(body) < hitpath.TOTAL_BYTES <= count * (len(body) + 16)
+    assert memos.bytes == 0 and count < hitpath.TOTAL_ENTRIES
 
 
 def test_other_batches_are_left_to_the_general_path() -> None:
