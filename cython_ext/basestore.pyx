@@ -62,11 +62,13 @@ cdef Py_ssize_t _row_size(tuple row):  # records.row_size
 
 
 cdef class _Tables:
-    """The store's structures, read once per batch."""
+    """The store's structures (kept on the store, ``BaseStore.twin``: its row dictionary and
+    an index's sets are never replaced; rebuilt when an index is added)."""
     cdef dict rows
     cdef list indexes  # [(cols, present, by_key)]
     cdef tuple pk
     cdef Py_ssize_t bytes
+    cdef Py_ssize_t nindexes
 
     def __init__(self, store):
         cdef object idx
@@ -75,6 +77,7 @@ cdef class _Tables:
         self.indexes = [(<tuple>idx.cols, <set>idx.present, <dict>idx.by_key)
                         for idx in store.indexes.values()]
         self.bytes = 0
+        self.nindexes = len(<dict>store.indexes)
 
     cdef object unstore(self, tuple ident):
         cdef list entry = self.rows.get(ident)
@@ -123,11 +126,21 @@ cdef class _Tables:
                 idents.add(ident)
 
 
+cdef _Tables _tables(object store):
+    """The store's ``_Tables`` with a zero byte count (made anew if an index was added)."""
+    cdef object t = store.twin
+    if t is None or (<_Tables>t).nindexes != len(<dict>store.indexes) \
+            or (<_Tables>t).rows is not store.rows:
+        t = store.twin = _Tables(store)
+    (<_Tables>t).bytes = 0
+    return <_Tables>t
+
+
 def apply_changes(object store, object changes):
     if not store.pk:
         return _fallback(store, changes)
     cdef list delta = [], evictions = []
-    cdef _Tables t = _Tables(store)
+    cdef _Tables t = _tables(store)
     cdef object change, kind, old, new, stored, ident
     cdef set seen = set()  # identities changed: all distinct (and no update) = consolidated
     cdef bint distinct = True
@@ -162,14 +175,14 @@ def apply_changes(object store, object changes):
             d, e = store.apply(change)
             delta.extend(d)
             evictions.extend(e)
-            t = _Tables(store)
+            t = _tables(store)
             continue
         if _has(<tuple>new, UNKNOWN):  # evicts index keys: the store's own method
             store.bytes += t.bytes
             d, e = store._arrive(new, [])
             delta.extend(d)
             evictions.extend(e)
-            t = _Tables(store)
+            t = _tables(store)
         elif t.covered(<tuple>new):
             t.store(<tuple>new)
             delta.append((new, 1))

@@ -208,8 +208,8 @@ class Engine:
         if txn.commit_lsn <= self.applied_lsn:
             return ()
         self.applied_lsn = txn.commit_lsn
-        self.graph.apply(txn)
-        self.fills.record(txn, self.graph.bases)
+        oids = self.graph.apply(txn)
+        self.fills.record(txn, self.graph.bases, oids)
         self._enforce()
         if len(self.fills.log) >= self.probe_every and not self._probe_pending:
             self._probe_pending = True

@@ -120,8 +120,14 @@ class FillManager:
             self.in_flight[k] = fill_id
         return RunFill(fill_id, tuple(reqs))
 
-    def record(self, txn: Transaction, tables: Container[int]) -> None:
-        changes = tuple([c for c in txn.changes if c.table_oid in tables])
+    def record(self, txn: Transaction, tables: Container[int],
+               oids: Iterable[int] | None = None) -> None:
+        """Log ``txn``'s changes to ``tables`` (``oids``, when given: the tables it changes)."""
+        changes = txn.changes
+        for oid in oids if oids is not None else (None,):
+            if oid not in tables:
+                changes = tuple([c for c in txn.changes if c.table_oid in tables])
+                break
         if not changes:
             return
         same = len(changes) == len(txn.changes)

@@ -172,8 +172,8 @@ class Graph:
         return node
 
     # ------------------------------------------------------------------ batches
-    def apply(self, txn: Transaction) -> None:
-        """Apply one upstream transaction as one batch."""
+    def apply(self, txn: Transaction) -> set[int]:
+        """Apply one upstream transaction as one batch; the tables it changes."""
         oids = {c.table_oid for c in txn.changes}
         per_base: dict[int, Sequence[RowChange]]
         if len(oids) == 1:  # the common case: the changes of one table, in order
@@ -185,7 +185,7 @@ class Graph:
                     lists.setdefault(change.table_oid, []).append(change)
             per_base = dict(lists)
         if not per_base:
-            return
+            return oids
         pending: Pending = {}
         pending_ev: PendingEv = {}
         for oid, changes in per_base.items():
@@ -193,6 +193,7 @@ class Graph:
             delta, evictions = base.apply(changes)
             emit(base, delta, evictions, pending, pending_ev)
         run(self.nodes, pending, pending_ev)
+        return oids
 
     def evict(self, nid: int, key: Hashable) -> None:
         """Make ``key`` missing at node ``nid`` and evict what depends on it downstream."""

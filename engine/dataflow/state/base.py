@@ -73,6 +73,8 @@ class BaseStore:
         self.rows: dict[Row, list[Any]] = {}  # ident -> [row, multiplicity, size]
         self.indexes: dict[Cols, Index] = {}
         self.bytes = 0
+        #: the Cython twin's view of ``rows`` and ``indexes`` (rebuilt when an index is added)
+        self.twin: object = None
 
     # ------------------------------------------------------------------ identity, coverage
     def ident(self, row: Row) -> Row:
