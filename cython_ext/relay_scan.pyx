@@ -262,7 +262,7 @@ cdef class Relay:
     cdef object session
     cdef bint bound, caching
     cdef object state, pending, append, popleft, ctx, upstream_write, client_write
-    cdef object ext, memos, service, cframer, uframer
+    cdef object ext, memos, service
     cdef dict binds, parses, held, portals, reasons, routes, portal_statements, state_portals
     #: the instance dictionaries of the session, its state and the cache service: their plain
     #: attributes (no class defines a descriptor for them) are read there directly
@@ -278,6 +278,9 @@ cdef class Relay:
     cdef bint barriers[2]
     cdef int next_slot
     cdef Py_ssize_t cmax, umax
+    #: the framers' buffers (never replaced; empty exactly when nothing waits, since a
+    #: framer's read position never passes the end of its buffer)
+    cdef bytearray cbuf, ubuf
 
     def __init__(self, session):
         self.session = session
@@ -307,8 +310,9 @@ cdef class Relay:
         self.service = s.server.service
         self.svdict = self.service.__dict__
         self.caching = s._caching
-        self.cframer, self.uframer = s._cframer, s._uframer
-        self.cmax, self.umax = self.cframer._max, self.uframer._max
+        cframer, uframer = s._cframer, s._uframer
+        self.cmax, self.umax = cframer._max, uframer._max
+        self.cbuf, self.ubuf = cframer._buf, uframer._buf
         self.bound = True
         return True
 
@@ -325,8 +329,7 @@ cdef class Relay:
         s = self.session
         if type(data) is not bytes or not self._ready_now(True):
             return s.client_data(data)
-        framer = self.cframer
-        index = None if framer._pos or len(framer._buf) else _frame(data, self.cmax)
+        index = None if len(self.cbuf) else _frame(data, self.cmax)
         if index is None:
             return s.client_data(data)
         try:
@@ -489,9 +492,7 @@ cdef class Relay:
         s = self.session
         if type(data) is not bytes or not self._ready_now(False):
             return s.upstream_data(data)
-        framer = self.uframer
-        if framer._pos or len(framer._buf) or self._swallowing() \
-                or not self._ready_run(data):
+        if len(self.ubuf) or self._swallowing() or not self._ready_run(data):
             return s.upstream_data(data)
         self.client_write(data)
 

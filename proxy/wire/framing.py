@@ -118,6 +118,10 @@ class Framer:
     ``startup=True`` makes the first message untyped (the client side of a fresh
     connection); after it (or after an SSLRequest answered ``N``, by calling
     ``expect_startup`` again) messages are typed.
+
+    Invariants the relay core (``cython_ext/relay_scan.pyx``) relies on: ``_buf`` is one
+    bytearray for the framer's life (changed in place only), and the read position never
+    passes its end, so nothing waits exactly when ``_buf`` is empty.
     """
 
     __slots__ = ("_buf", "_max", "_pos", "_startup")

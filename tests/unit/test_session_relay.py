@@ -97,6 +97,7 @@ def test_take_is_split_invariant(msgs: list[bytes], cuts: list[int]) -> None:
     points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
     whole, _, whole_marks = Framer().take_backend(stream, _READ_ONLY_TAGS, False)
     front, back = Framer(), Framer()
+    buffers = (front._buf, back._buf)
     got_front: list[bytes] = []
     got_back: list[bytes] = []
     for a, b in itertools.pairwise(points):
@@ -104,6 +105,9 @@ def test_take_is_split_invariant(msgs: list[bytes], cuts: list[int]) -> None:
         got_front.extend(raw[s - 5 : e] for _, s, e in index)
         raw, _, marks = back.take_backend(stream[a:b], _READ_ONLY_TAGS, False)
         got_back.extend(raw[s - 5 : e] for _, s, e in marks)
+        # what the relay core relies on: one buffer, the read position within it
+        assert front._buf is buffers[0] and front._pos <= len(front._buf)
+        assert back._buf is buffers[1] and back._pos <= len(back._buf)
     assert got_front == msgs
     assert got_back == [whole[s - 5 : e] for _, s, e in whole_marks]
     assert front.buffered == back.buffered == 0
