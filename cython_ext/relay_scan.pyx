@@ -452,8 +452,8 @@ cdef class Relay:
 
     cdef int _bind_seen(self, object msg) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Bind seen before."""
-        last = <object>PyDict_GetItem(self.stdict, "_last_bind")
-        if last is not None and (<tuple>last)[0] is msg:
+        cdef PyObject* last = PyDict_GetItem(self.stdict, "_last_bind")
+        if last != NULL and <object>last is not None and (<tuple>last)[0] is msg:
             self.append((<tuple>last)[1])
         else:
             self.state.frontend(msg)
@@ -468,8 +468,8 @@ cdef class Relay:
     cdef int _parse_seen(self, object msg) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Parse seen before."""
         ext = self.ext
-        last = <object>PyDict_GetItem(self.stdict, "_last_parse")
-        if last is not None and (<tuple>last)[0] is msg:
+        cdef PyObject* last = PyDict_GetItem(self.stdict, "_last_parse")
+        if last != NULL and <object>last is not None and (<tuple>last)[0] is msg:
             self.append((<tuple>last)[1])
         else:
             self.state.frontend(msg)
