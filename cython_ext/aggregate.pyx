@@ -10,6 +10,9 @@ Imports nothing from the project: ``configure`` receives the evaluation error cl
 directly; any other accumulator (the pure ones, in parity tests) through ``add``/``value``.
 """
 
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+
 from cython_ext.accumulators cimport CountStar, NumericSum
 
 cdef object EvalError = None
@@ -33,20 +36,28 @@ cdef inline tuple _key(tuple row, tuple cols):
 
 
 cdef object _result(tuple g, object st, bint grouped):
-    cdef list accs, values
-    cdef object acc
+    cdef list accs
+    cdef object acc, v, res
+    cdef Py_ssize_t n = len(g), i
     if st is None or (grouped and (<list>st)[0] == 0):
         return None
     accs = (<list>st)[1]
-    values = list(g)
+    res = PyTuple_New(n + len(accs))  # g + values, filled in place
+    for i in range(n):
+        v = g[i]
+        Py_INCREF(v)
+        PyTuple_SET_ITEM(res, i, v)
     for acc in accs:
         if type(acc) is NumericSum:
-            values.append((<NumericSum>acc).value())
+            v = (<NumericSum>acc).value()
         elif type(acc) is CountStar:
-            values.append((<CountStar>acc).n)
+            v = (<CountStar>acc).n
         else:
-            values.append(acc.value())
-    return tuple(values)
+            v = acc.value()
+        Py_INCREF(v)
+        PyTuple_SET_ITEM(res, n, v)
+        n += 1
+    return res
 
 
 cdef inline _add(object acc, object v, object w):
@@ -66,19 +77,24 @@ def fold(object node, list delta):
     cdef bint grouped = len(gcols) > 0
     cdef list args = node.args, accs, out = []
     cdef Py_ssize_t nacc = len(args), i, c
-    cdef object row, w, g, d, st, old, new, v, fn
+    cdef object row, w, g, d, st, old, new, v, fn, entry
     for row, w in delta:
         g = _key(<tuple>row, gcols)
         d = g if d_is_g else _key(<tuple>g, kpos)
         if not (full or d in present) or (errors and d in errors):
             continue
-        st = groups.get(g)
+        entry = touched.get(g)  # [old output row, group state] once touched in this batch
         try:
-            if g not in touched:
+            if entry is None:
+                st = groups.get(g)
                 old = STALE if st is None else (<list>st)[2]
-                touched[g] = _result(<tuple>g, st, grouped) if old is STALE else old
-            if st is None:
-                st = node.new_group(g)
+                if old is STALE:
+                    old = _result(<tuple>g, st, grouped)
+                if st is None:
+                    st = node.new_group(g)
+                touched[g] = [old, st]
+            else:
+                st = (<list>entry)[1]
             (<list>st)[0] = (<list>st)[0] + w
             accs = (<list>st)[1]
             for i in range(nacc):
@@ -91,12 +107,13 @@ def fold(object node, list delta):
                 _add(accs[i], v, w)
         except EvalError:
             errors.add(d)
-    for g, old in touched.items():
+    for g, entry in touched.items():
         if errors:
             d = g if d_is_g else _key(<tuple>g, kpos)
             if d in errors:
                 continue
-        st = groups[g]
+        old = (<list>entry)[0]
+        st = (<list>entry)[1]
         try:
             new = _result(<tuple>g, st, grouped)
         except EvalError:
