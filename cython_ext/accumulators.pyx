@@ -26,11 +26,17 @@ def configure(ctx, finish_sum, finish_avg, int numeric_oid):
 
 cpdef Py_ssize_t decimal_scale(object value) except -1:
     cdef str text = str(value)
-    cdef Py_ssize_t e = text.find("E"), dot, frac
+    cdef Py_ssize_t n = len(text), i, dot = -1, e = -1, frac
+    cdef Py_UCS4 ch
+    for i in range(n):  # one pass over the characters: the point, then an exponent
+        ch = text[i]
+        if ch == u'.':
+            dot = i
+        elif ch == u'E':
+            e = i
+            break
     if e < 0:
-        dot = text.find(".")
-        return 0 if dot < 0 else len(text) - dot - 1
-    dot = text.find(".", 0, e)
+        return 0 if dot < 0 else n - dot - 1
     frac = 0 if dot < 0 else e - dot - 1
     frac -= int(text[e + 1:])
     return frac if frac > 0 else 0
