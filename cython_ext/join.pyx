@@ -157,42 +157,73 @@ cdef inline bint _has_null(tuple j):
     return False
 
 
+cdef list _NONE = []  # an empty side of a join value (never appended to)
+
+
+cdef inline bint _same_cols(tuple a, tuple b, tuple cols) except -1:
+    """``a`` and ``b`` have equal values in ``cols`` (the equality of ``by_j``'s keys)."""
+    cdef object x, y
+    cdef Py_ssize_t c
+    for c in cols:
+        x = a[c]
+        y = b[c]
+        if x is not y and not (x == y):
+            return False
+    return True
+
+
+cdef int _group(list items, tuple cols, Py_ssize_t side, dict by_j, list nulls) except -1:
+    """Add ``items`` to their join value's ``[dl, dr]`` in ``by_j`` (first-seen order); rows
+    with a NULL join value go to ``nulls``. A run of rows with one join value (an aggregate's
+    -old, +new) is grouped without looking its value up again."""
+    cdef tuple row, j, last = None
+    cdef list sides, run = None
+    cdef object item
+    for item in items:
+        row = (<tuple>item)[0]
+        if last is not None and _same_cols(row, last, cols):
+            run.append(item)
+            continue
+        j = _key(row, cols)
+        if _has_null(j):
+            nulls.append(item)
+            last = None
+            continue
+        sides = by_j.get(j)
+        if sides is None:
+            run = [item]
+            by_j[j] = [run, _NONE] if side == 0 else [_NONE, run]
+        else:
+            run = sides[side]
+            if run is _NONE:
+                run = sides[side] = [item]
+            else:
+                run.append(item)
+        last = row
+    return 0
+
+
 def join_deltas(object node, list dl_all, list dr_all):
-    cdef list out = [], evict = [], dl, dr, rrows, lrows
+    cdef list out = [], evict = [], dl, dr, rrows, lrows, nulls = [], sides
     cdef bint left_join = node.kind == "left"
     cdef dict by_j = {}
-    cdef tuple lk = node.lk, rk = node.rk, pad = node.pad, row, j, lrow, rrow, sides
+    cdef tuple lk = node.lk, rk = node.rk, pad = node.pad, row, j, lrow, rrow
     cdef object w, lw, rw, r_new, found, item
     cdef bint merge = False  # the output may repeat a row: consolidate it
-    for item in dl_all:
-        row = (<tuple>item)[0]
-        j = _key(row, lk)
-        if _has_null(j):
-            if left_join:
-                out.append((row + pad, (<tuple>item)[1]))
-            continue
-        sides = by_j.get(j)
-        if sides is None:
-            by_j[j] = ([item], [])
-        else:
-            (<list>sides[0]).append(item)
-    for item in dr_all:
-        row = (<tuple>item)[0]
-        j = _key(row, rk)
-        if _has_null(j):
-            continue
-        sides = by_j.get(j)
-        if sides is None:
-            by_j[j] = ([], [item])
-        else:
-            (<list>sides[1]).append(item)
+    if dl_all:
+        _group(dl_all, lk, 0, by_j, nulls)
+        if left_join:
+            for item in nulls:
+                out.append(((<tuple>item)[0] + pad, (<tuple>item)[1]))
+    if dr_all:
+        _group(dr_all, rk, 1, by_j, nulls)
     if not by_j:
         return out, evict
     cdef tuple both = _sides(node)
     cdef _Side lside = both[0], rside = both[1]
     for j, sides in by_j.items():
-        dl = sides[0]
-        dr = sides[1]
+        dl = <list>sides[0]
+        dr = <list>sides[1]
         found = rside.rows(j) if dl else []
         r_new = 0
         if left_join and found is not None:
