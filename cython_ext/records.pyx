@@ -244,31 +244,36 @@ cdef inline tuple _key(tuple row, tuple cols):
     return tuple(out)
 
 
-cdef inline bint _same_key(tuple a, tuple b) except -1:
-    cdef Py_ssize_t i, n = len(a)
-    if len(b) != n:
-        return False
-    for i in range(n):
-        if a[i] is not b[i]:
-            return a == b
+cdef inline bint _same_cols(tuple a, tuple b, tuple cols) except -1:
+    """``a`` and ``b`` have equal values in ``cols`` (equal keys)."""
+    cdef object x, y
+    cdef Py_ssize_t c
+    for c in cols:
+        x = a[c]
+        y = b[c]
+        if x is not y and not (x == y):
+            return False
     return True
 
 
 cpdef Py_ssize_t apply_bag(dict state, dict answers, list delta, object key_cols) except? -1:
     cdef Py_ssize_t total = 0, w
-    cdef object row, k, last = None, bag = None, new
+    cdef object item, k = None, bag = None, new
+    cdef tuple row, last = None
     cdef tuple cols = tuple(key_cols)
-    for row, w in delta:
-        k = _key(<tuple>row, cols)
-        if last is None or not _same_key(<tuple>k, <tuple>last):  # a run of one key
-            # (-old, +new) looks it up once
-            last = k
+    for item in delta:
+        row = (<tuple>item)[0]
+        w = (<tuple>item)[1]
+        if last is None or not _same_cols(row, last, cols):  # a run of one key (-old,
+            # +new) looks it up once
+            last = row
+            k = _key(row, cols)
             bag = state.get(k)
             if bag is not None:
                 answers.pop(k, None)
         if bag is None:
             continue
-        new = bag_add(bag, <tuple>row, w)
+        new = bag_add(bag, row, w)
         if new is not bag:
             state[k] = new
             bag = new
