@@ -146,6 +146,8 @@ cdef inline Py_ssize_t _find(list small, tuple row) except -2:
     is not its own key) is compared by key."""
     cdef Py_ssize_t i, n = len(small)
     cdef tuple x, k
+    if n == 0:
+        return -1
     for i in range(0, n, 2):
         x = small[i]
         if x is row or (x == row and same_print(x, row)):
