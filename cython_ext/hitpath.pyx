@@ -92,7 +92,7 @@ cdef bint _current(object ctx, object service, dict memo, bytes key, object hit)
             verdict = grants.get((user, cache))
             if verdict is None or not verdict[0] or now > <double>verdict[1]:
                 return False
-            if engine.lookup(cache, k) is not answer:
+            if not engine.current(cache, k, answer):
                 del memo[key]
                 return False
     except Exception:

@@ -130,6 +130,24 @@ class Engine:
             self.stats.hits += 1
         return rows
 
+    def current(self, cache: str, key: Row, answer: object) -> bool:
+        """Whether ``answer`` (returned by :meth:`lookup` before) is still the answer for
+        ``key``: the proxy's check of an answer it encoded earlier. True counts a hit and
+        records the read's recency, as a hit of :meth:`lookup` does; never has effects
+        otherwise. (An answer a reader holds is replaced, never changed, when the key's rows
+        change, and dropped when the key is evicted.)"""
+        reader = self._readers[cache]
+        if reader.answers.get(key) is not answer:
+            return False
+        item = (reader.nid, key)  # Runtime.touch, inlined: this runs for every cached answer
+        lru = reader.rt.lru
+        try:
+            lru.move_to_end(item)
+        except KeyError:
+            lru[item] = None
+        self.stats.hits += 1
+        return True
+
     def read(self, cache: str, key: Sequence[Any]) -> ReadResult:
         reader = self.graph.caches[cache][0]
         k = tuple(key)

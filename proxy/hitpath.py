@@ -320,7 +320,7 @@ def _current(session: Session, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> 
             verdict = grants.get((user, cache))
             if verdict is None or not verdict[0] or now > verdict[1]:
                 return False
-            if engine.lookup(cache, k) is not answer:
+            if not engine.current(cache, k, answer):
                 del memo[key]
                 return False
     except Exception:  # a dropped cache, an engine failure: the general path decides

@@ -34,6 +34,9 @@ class _Engine:
             raise KeyError(cache)
         return self.answers.get((cache, key))
 
+    def current(self, cache: str, key: tuple[Any, ...], answer: object) -> bool:
+        return self.lookup(cache, key) is answer
+
 
 def _batch(kind: str, describe: bool, param: bytes, shape_ok: bool) -> bytes:
     tail: list[Any] = [fe.Describe("P", "")] if describe else []

@@ -1,0 +1,75 @@
+"""``Engine.current``: the proxy's check that an answer it encoded earlier is still the
+reader's answer — True exactly when :meth:`Engine.lookup` would hand out that same object,
+counting a hit and recording the read's recency as a hit of ``lookup`` does."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.api import Engine
+from tests.property.catalog import PLANS, TABLES, initial_data, key_for, random_changes
+from tests.property.simulated import Host, Upstream
+
+OPS = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=80)
+
+
+def _check(engine: Engine, seen: dict[tuple[str, Any], list[object]]) -> None:
+    """Every answer handed out before for a key is checked: the one ``lookup`` returns now
+    (if any) is current, every older one is not."""
+    for (cache, key), answers in list(seen.items()):
+        now = engine.lookup(cache, key)
+        for answer in answers:
+            hits = engine.stats.hits
+            current = engine.current(cache, key, answer)
+            assert engine.stats.hits == hits + current
+            if current:
+                reader = engine._readers[cache]
+                assert next(reversed(engine.rt.lru)) == (reader.nid, key)  # most recent read
+            if answer != ():  # (a key with a NULL reads as the shared empty answer, uncached)
+                assert current == (now is answer), (cache, key)
+            else:
+                assert not current or now is answer
+        if now is not None and all(now is not a for a in answers):
+            answers.append(now)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32), OPS, st.sampled_from((None, 3000)))
+def test_current_is_lookup_identity(seed: int, ops: list[tuple[int, int]],
+                                    budget: int | None) -> None:
+    rng = random.Random(seed)
+    up = Upstream(TABLES, initial_data(rng))
+    engine = Engine(memory_budget=budget, probe_every=5)
+    for name, plan in PLANS.items():
+        engine.add_cache(name, plan)
+    host = Host(engine, up, dict(PLANS), rng)
+    names = sorted(PLANS)
+    seen: dict[tuple[str, Any], list[object]] = {}
+    for op, arg in ops:
+        r = random.Random(arg)
+        cache = names[arg % len(names)]
+        if op <= 2:
+            host.write(random_changes(up.data, r))
+        elif op <= 5:
+            key = key_for(cache, r)
+            host.read(cache, key)
+            if engine.lookup(cache, key) is not None:
+                seen.setdefault((cache, key), [])
+        else:
+            host.settle()
+        _check(engine, seen)
+    host.settle()
+    _check(engine, seen)
+
+
+def test_unknown_cache_raises() -> None:
+    engine = Engine()
+    try:
+        engine.current("nope", (1,), ())
+    except KeyError:
+        return
+    raise AssertionError("a dropped cache must not validate an answer")
