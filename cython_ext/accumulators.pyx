@@ -15,6 +15,7 @@ cdef object _ADD = None, _SUB = None, _MUL = None  # CTX's bound methods
 cdef object FINISH_SUM = None
 cdef object FINISH_AVG = None
 cdef object ZERO = Decimal(0)
+cdef object _IS_FINITE = Decimal.is_finite  # the unbound method: no lookup per value
 cdef int NUMERIC = -1
 
 
@@ -92,7 +93,7 @@ cdef class NumericSum:
             return
         self.nonnull += w
         if type(value) is Decimal:
-            if not value.is_finite():
+            if not _IS_FINITE(value):
                 if value.is_nan():
                     self.nan += w
                 elif value > 0:
