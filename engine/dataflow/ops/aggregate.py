@@ -1,8 +1,9 @@
 """Grouped aggregation (COUNT(*), COUNT, COUNT(DISTINCT), SUM, AVG, MIN, MAX).
 
-State: per group ``g`` its input row count and one accumulator per aggregate, partial by the
-state key ``d`` (a subset of the group columns; see ``keyed``). Output: group columns, then
-one column per aggregate.
+State: per group ``g`` one list (``GroupState``): its input row count, one accumulator per
+aggregate, its output row (``STALE`` until computed; ``fold`` recomputes it for the groups a
+batch touches) and its byte size - partial by the state key ``d`` (a subset of the group
+columns; see ``keyed``). Output: group columns, then one column per aggregate.
 
 Invariants: a group whose row count drops to zero disappears (its row is retracted, nothing
 replaces it) unless there are no group columns - then there is always exactly one row;
