@@ -2,7 +2,8 @@
 """Twin of proxy.hitpath.try_answer (same contract, same side effects; see that module).
 
 Works on the session's Python objects by attribute, as the pure version does; what it saves
-is the interpreter's work between them. Imports nothing from the project.
+is the interpreter's work between them and, with ``_View``, the reads of the session's parts
+that never change. Imports nothing from the project.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -60,31 +61,65 @@ cdef inline double _monotonic() noexcept:
     return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
 
 
-cdef bint _may_serve(object ext, object state, object ctx, object service):
+cdef class _View:
+    """The parts of a READY session the hit path reads, taken once: none of them is replaced
+    for the session's life (the session's ``extended``, ``state``, ``ctx``, the cache
+    service, its ``settings``, ``hits`` and ``grants``, ``Extended.held``/``portals`` and
+    the client transport's ``write``). What changes (the host, its engine, every gate's
+    value) is still read on every answer."""
+
+    cdef object ext, state, ctx, service, settings, hits, write
+    cdef dict held, portals, grants
+
+
+cdef _View _view(object session, object ctx):
+    cdef _View v = getattr(session, "_hit_view", None)
+    if v is None:
+        v = _View()
+        v.ext = session.extended
+        v.state = session.state
+        v.ctx = ctx
+        v.service = session.server.service
+        v.settings = v.service.settings
+        v.hits = v.service.hits
+        v.grants = v.service.grants
+        v.write = session.client.write
+        v.held = v.ext.held
+        v.portals = v.ext.portals
+        session._hit_view = v
+    return v
+
+
+cdef bint _may_serve(_View v):
+    ext = v.ext
+    state = v.state
+    ctx = v.ctx
     if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
             or state.transaction_status != "I" or not ctx.defaults_applied \
             or ctx.tainted is not None:
         return False
-    settings = service.settings
+    settings = v.settings
     if ctx.wrote and settings.read_your_writes == "on":
         return False
-    host = service.host
+    host = v.service.host
     return host is not None and host.stream.up \
         and _monotonic() - <double>host.fresh_as_of <= <double>settings.staleness_bound
 
 
-cdef object _settings_id(object state, object ctx, object service):
+cdef object _settings_id(_View v):
+    state = v.state
+    ctx = v.ctx
     known = ctx.output
     if known is not None and known[0] == state.parameters_version \
             and known[1] == ctx.settings_version:
         return known[2][1]
-    return service.output_settings_id(state, ctx)[1]
+    return v.service.output_settings_id(state, ctx)[1]
 
 
-cdef bint _current(object ctx, object service, dict memo, bytes key, object hit):
-    user = ctx.user
-    engine = service.host.engine
-    cdef dict grants = service.grants
+cdef bint _current(_View v, dict memo, bytes key, object hit):
+    user = v.ctx.user
+    engine = v.service.host.engine
+    cdef dict grants = v.grants
     cdef double now = _monotonic()
     cdef tuple verdict
     try:
@@ -101,14 +136,14 @@ cdef bint _current(object ctx, object service, dict memo, bytes key, object hit)
     return True
 
 
-cdef inline void _serve(object session, object ctx, object service, object hit, bytes reply):
-    hits = service.hits
+cdef inline void _serve(_View v, object hit, bytes reply):
+    hits = v.hits
     hits.served += 1
-    ctx.last = hit.last
-    session.client.write(reply)
+    v.ctx.last = hit.last
+    v.write(reply)
 
 
-cdef bint _prepared(object session, object ctx, bytes raw, list index):
+cdef bint _prepared(_View v, bytes raw, list index):
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
     cdef int describe = _tail(p, index, 1)
     cdef tuple first = index[0]
@@ -119,35 +154,29 @@ cdef bint _prepared(object session, object ctx, bytes raw, list index):
     if nul == NULL:
         return False
     name_end = nul - p
-    ext = session.extended
-    held = ext.held.get(PyUnicode_DecodeUTF8(<const char*>p + bs + 1, name_end - bs - 1,
-                                             "replace"))
-    if held is None or held.route.cache is None:
+    held = v.held.get(PyUnicode_DecodeUTF8(<const char*>p + bs + 1, name_end - bs - 1,
+                                           "replace"))
+    if held is None or held.route.cache is None or not _may_serve(v):
         return False
-    state = session.state
-    service = session.server.service
-    if not _may_serve(ext, state, ctx, service):
-        return False
-    sid = _settings_id(state, ctx, service)
+    sid = _settings_id(v)
     if held.memo_sid != sid or held.memo is None:
-        held.memo = service.hits.memo(held, sid)
+        held.memo = v.hits.memo(held, sid)
         held.memo_sid = sid
     cdef bytes rest = raw[name_end + 1 : be]
     cdef dict memo = held.memo
     hit = memo.get(rest)
-    if hit is None or not _current(ctx, service, memo, rest, hit):
+    if hit is None or not _current(v, memo, rest, hit):
         return False
-    ext.portals.pop("", None)
-    _serve(session, ctx, service, hit, (<tuple>hit.replies)[describe])
+    v.portals.pop("", None)
+    _serve(v, hit, (<tuple>hit.replies)[describe])
     return True
 
 
-cdef bint _batch(object session, object ctx, bytes raw, list index):
+cdef bint _batch(_View v, bytes raw, list index):
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
     cdef int describe = 0
     cdef tuple m0, m1
-    service = session.server.service
-    if service.host is None:
+    if v.service.host is None:
         return False
     m0 = index[0]
     if m0[0] == T_PARSE:
@@ -160,24 +189,23 @@ cdef bint _batch(object session, object ctx, bytes raw, list index):
             return False
     elif len(index) != 1:
         return False
-    ext = session.extended
-    state = session.state
-    if not _may_serve(ext, state, ctx, service):
+    if not _may_serve(v):
         return False
-    sid = _settings_id(state, ctx, service)
-    cdef dict memo = service.hits.batches(ctx.database, ctx.search_path, sid)
+    sid = _settings_id(v)
+    ctx = v.ctx
+    cdef dict memo = v.hits.batches(ctx.database, ctx.search_path, sid)
     hit = memo.get(raw)
     if hit is None:
         if m0[0] == T_PARSE:
-            ext.recording = (memo, raw, bool(describe))
+            v.ext.recording = (memo, raw, bool(describe))
         return False
-    if not _current(ctx, service, memo, raw, hit):
+    if not _current(v, memo, raw, hit):
         return False
     statement = hit.statement
     if statement is not None:
-        ext.held[""] = type(statement)(statement.parse, statement.route)
-        ext.portals.pop("", None)
-    _serve(session, ctx, service, hit, (<tuple>hit.replies)[0])
+        v.held[""] = type(statement)(statement.parse, statement.route)
+        v.portals.pop("", None)
+    _serve(v, hit, (<tuple>hit.replies)[0])
     return True
 
 
@@ -188,6 +216,7 @@ def try_answer(object session, bytes raw not None, list index not None):
     ctx = session.ctx
     if ctx is None:
         return False
+    cdef _View v = _view(session, ctx)
     if first == T_BIND:
-        return _prepared(session, ctx, raw, index)
-    return _batch(session, ctx, raw, index)
+        return _prepared(v, raw, index)
+    return _batch(v, raw, index)

@@ -69,9 +69,11 @@ def test_memo_byte_bound() -> None:
 def test_other_batches_are_left_to_the_general_path() -> None:
     bind = fe.Bind("", "s1", (), (b"5",), ()).encode()
     # a session busy upstream: a batch of a recognised shape gets as far as the gates
-    session = SimpleNamespace(extended=SimpleNamespace(held={}, batch_upstream=True),
+    service = SimpleNamespace(host=object(), settings=None, hits=None, grants={})
+    session = SimpleNamespace(extended=SimpleNamespace(held={}, portals={}, batch_upstream=True),
                               ctx=SimpleNamespace(tainted=None), state=None,
-                              server=SimpleNamespace(service=SimpleNamespace(host=object())))
+                              server=SimpleNamespace(service=service),
+                              client=SimpleNamespace(write=None))
     parse = fe.Parse("", "SELECT 1").encode()
     for batch in ([bind, fe.Sync().encode()],
                   [parse], [parse, fe.Sync().encode()], [fe.Query("SELECT 1").encode()],
