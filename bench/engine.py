@@ -225,24 +225,32 @@ def main() -> None:
 
 #: Where the time goes (kept by hand from the last profile of the Cython build).
 NOTES = [
-    "Before this round (same machine and session, random workload; the cyclic figure is the "
-    "first version's benchmark, documented as 138,644): python 34,349 / cyclic 89,171; "
-    "cython 49,292 / cyclic 103,296; hot key with 10,000 rows 430/s (Cython) - every vote "
-    "listed the story's votes to decide the LEFT JOIN padding.",
+    "Before this round (random workload; figures of the previous report, quiet machine): "
+    "python 48,830, cython 100,584 changes/s. Deterministic measure of the same work "
+    "(callgrind, Cython build, instructions per change of 1,000 random-workload transactions "
+    "after 3,000 of warm-up): 55,400 before, 24,800 after (2.2x fewer).",
     "",
-    "Where the time of a change goes now (Cython build, random workload, per node's "
-    "`process`): base store apply 13%, aggregate 22% (half of it the numeric SUM: exact "
-    "`Context.add` and the result scale), join 28% (mostly its two lookups per join value: "
-    "the story row from the base index, the count from the aggregate; cold dictionaries - "
-    "LRU, index, group state - dominate), the two readers 21% (20 rows each per "
-    "transaction: bag update and answer invalidation), the graph's batch bookkeeping and "
-    "edge consolidation the rest. Twins: records (consolidation, bags, keys, sizes), "
-    "accumulators, the base store's apply loop and present-key lookup, the aggregate's "
-    "per-row loop and the join's delta loop. The cyclic workload (base store and aggregate "
-    "only) reaches the 200k goal; the random one, where every change travels the whole graph, "
-    "does not: what is left is spread over every node (no kernel above a third), the next "
-    "steps are batched lookups for the join, fewer dictionaries per group and per reader "
-    "key (cache misses), and a cheaper exact numeric sum.",
+    "What changed: the join's twin reads a present key of a base index or of an aggregate "
+    "directly (no pull/count call per join value; a present base key is always in the LRU, "
+    "checked by the property tests) and keeps that lookup state on the node; the base store "
+    "and the join return consolidated deltas (their twins skip consolidating where it holds "
+    "by construction), so the graph no longer consolidates them; a reader's bag is a flat "
+    "list while it holds at most 8 rows (rows are found by comparison: no tuple hash, no "
+    "hash of a fresh numeric); an aggregate group's state list holds its output row and "
+    "size (one dictionary instead of three) and calls the accumulator twins directly "
+    "(accumulators.pxd); runs of one key (an aggregate's -old, +new) are grouped by the join "
+    "and the readers without a lookup per row; the graph's batch loop has a Cython twin "
+    "(cython_ext.graph) and a delta list goes to every child unchanged.",
+    "",
+    "Where the time of a change goes now (Cython build, random workload, callgrind "
+    "instructions): base store apply 15%, aggregate 25% (the numeric SUM's add 10%: the "
+    "exact context add and the scale read from the value's text), join 22% (grouping by "
+    "join value 5%, the two present-key lookups per value 8%), the two readers 17%, the "
+    "graph's batch loop and the nodes' process wrappers 12%, Engine.apply, Graph.apply and "
+    "the fill log 8%. What is left is spread thin: dictionary lookups of cold keys, a tuple "
+    "per key and per row, one Python frame per node; the next steps would be an integer "
+    "numeric sum (it needs a value's scale without formatting it) and calling the kernels "
+    "from the batch loop without the nodes' Python wrappers.",
 ]
 
 
