@@ -257,6 +257,24 @@ def test_read_of_an_erroring_row_fails_and_goes_upstream() -> None:
 # ----------------------------------------------------------------------------- eviction
 
 
+def test_reader_key_outgrowing_a_small_bag_and_back() -> None:
+    """A reader key's bag is a list up to 8 rows and a dict beyond: 20 rows (equal weights
+    printed differently among them) come in several batches and leave again, every answer
+    checked against the reference on the way."""
+    plan = ir.Reader(ir.Scan(VOTES), (1,), (0, 3))
+    host = make({VOTES.oid: [(1, 7, 1, Decimal("1"))]}, {"by_story": plan})
+    assert answer(host, "by_story", (7,)) == ((1, Decimal("1")),)
+    weights = (Decimal("1"), Decimal("1.0"), Decimal("1.00"), Decimal("2"))
+    for start in range(2, 22, 5):
+        write(host, *(ins(VOTES, (i, 7, 1, weights[i % 4])) for i in range(start, start + 5)))
+        assert len(answer(host, "by_story", (7,))) == start + 4
+    assert isinstance(host.engine._readers["by_story"].state[(7,)], dict)  # outgrown
+    for start in range(1, 22, 3):
+        write(host, *(dele(VOTES, i) for i in range(start, min(start + 3, 22))))
+        answer(host, "by_story", (7,))
+    assert answer(host, "by_story", (7,)) == ()
+
+
 def test_eviction_at_the_reader_replays_locally_without_a_fill() -> None:
     host = make({VOTES.oid: [(1, 5, 1, Decimal(1))]})
     answer(host, "votecount", (5,))
