@@ -126,7 +126,8 @@ NUMERICS = st.one_of(st.none(), st.integers(-1000, 1000),
                      st.decimals(allow_nan=False, places=3, min_value=-1000, max_value=1000),
                      st.sampled_from((Decimal("NaN"), Decimal("Infinity"),
                                       Decimal("-Infinity"), Decimal("1E+2"),
-                                      Decimal("0.00"))))
+                                      Decimal("0.00"), Decimal("-0"), Decimal("7E+3000"),
+                                      10**1000)))
 
 
 def test_accumulator_twins_are_built() -> None:
