@@ -81,20 +81,19 @@ def fold(object node, list delta):
     for row, w in delta:
         g = _key(<tuple>row, gcols)
         d = g if d_is_g else _key(<tuple>g, kpos)
-        if not (full or d in present) or (errors and d in errors):
-            continue
         entry = touched.get(g)  # [old output row, group state] once touched in this batch
+        st = groups.get(g) if entry is None else (<list>entry)[1]
+        # a group exists only while its key is present (invariant K): no set lookup then
+        if (st is None and not (full or d in present)) or (errors and d in errors):
+            continue
         try:
             if entry is None:
-                st = groups.get(g)
                 old = STALE if st is None else (<list>st)[2]
                 if old is STALE:
                     old = _result(<tuple>g, st, grouped)
                 if st is None:
                     st = node.new_group(g)
                 touched[g] = [old, st]
-            else:
-                st = (<list>entry)[1]
             (<list>st)[0] = (<list>st)[0] + w
             accs = (<list>st)[1]
             for i in range(nacc):

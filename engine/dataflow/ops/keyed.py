@@ -8,7 +8,9 @@ so that downstream keys that depended on the key's absence of rows are evicted t
 eviction rows from the input.
 
 Invariant K: a key ``d`` is present iff every group with that ``d`` is in the state with all
-of its input rows accounted; deltas for groups whose ``d`` is not present are dropped.
+of its input rows accounted; deltas for groups whose ``d`` is not present are dropped; a group
+is in the state only while its ``d`` is present or the node is full (the aggregate's twin
+skips the present check for a group it finds).
 
 Full mode: a pull whose columns do not determine ``d`` (a key without provenance - e.g. a
 reader keyed on an aggregate's output, or a join driven through this node by a non-key
