@@ -28,6 +28,7 @@ from engine.changes import (
     Transaction,
 )
 from engine.dataflow.fills import FillRequest, RunFill
+from engine.dataflow.ops.aggregate import AggregateNode
 from engine.dataflow.ordering import row_key
 from engine.plan import ir
 from engine.plan.evaluate import evaluate_reader
@@ -107,12 +108,17 @@ def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
 
 def check_recency(engine: Engine) -> None:
     """Every present base index key is in the LRU (a join's lookup of a present key relies
-    on it: it records no recency)."""
+    on it: it records no recency), and an aggregate holds a group only while the group's key
+    is present or the aggregate is full (its twin relies on that)."""
     lru = engine.rt.lru
     for base in engine.graph.bases.values():
         for cols, idx in base.store.indexes.items():
             for k in idx.present:
                 assert (base.nid, (cols, k)) in lru, (base.table.name, cols, k)
+    for node in engine.graph.nodes.values():
+        if isinstance(node, AggregateNode) and not node.full:
+            for g in node.groups:
+                assert node.d_of(g) in node.present, (node.nid, g)
 
 
 def _exact(rows: Sequence[Row]) -> list[Row]:
