@@ -228,7 +228,10 @@ NOTES = [
     "Before this round (random workload; figures of the previous report, quiet machine): "
     "python 48,830, cython 100,584 changes/s. Deterministic measure of the same work "
     "(callgrind, Cython build, instructions per change of 1,000 random-workload transactions "
-    "after 3,000 of warm-up): 55,400 before, 24,800 after (2.2x fewer).",
+    "after 3,000 of warm-up): 55,400 before, 24,400 after (2.3x fewer). Rates on this shared "
+    "host vary with the other guests' load (invisible in the load average): the final build "
+    "measured 158k-279k changes/s within an hour; the previous build run alternately with it "
+    "(best of 5 rounds each): 86k-116k against 202k-241k.",
     "",
     "What changed: the join's twin reads a present key of a base index or of an aggregate "
     "directly (no pull/count call per join value; a present base key is always in the LRU, "
@@ -248,9 +251,11 @@ NOTES = [
     "join value 5%, the two present-key lookups per value 8%), the two readers 17%, the "
     "graph's batch loop and the nodes' process wrappers 12%, Engine.apply, Graph.apply and "
     "the fill log 8%. What is left is spread thin: dictionary lookups of cold keys, a tuple "
-    "per key and per row, one Python frame per node; the next steps would be an integer "
-    "numeric sum (it needs a value's scale without formatting it) and calling the kernels "
-    "from the batch loop without the nodes' Python wrappers.",
+    "per key and per row, one Python frame per node. An integer-scaled numeric sum was "
+    "tried and dropped: converting each value to an int and the sum back to a Decimal costs "
+    "more than the exact context add (+1,400 instructions per change); the numeric SUM would "
+    "need a value's scale and digits without formatting it. Calling the kernels from the "
+    "batch loop without the nodes' Python wrappers would save about 2%.",
 ]
 
 
