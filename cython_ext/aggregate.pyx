@@ -14,6 +14,7 @@ from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 
 from cython_ext.accumulators cimport CountStar, NumericSum
+from cython_ext.rowkeys cimport key_of as _key
 
 cdef object EvalError = None
 cdef object same_print = None
@@ -23,16 +24,6 @@ cdef object STALE = None
 def configure(eval_error, same_print_fn, stale):
     global EvalError, same_print, STALE
     EvalError, same_print, STALE = eval_error, same_print_fn, stale
-
-
-cdef inline tuple _key(tuple row, tuple cols):
-    cdef Py_ssize_t n = len(cols), i
-    if n == 1:
-        return (row[<Py_ssize_t>cols[0]],)
-    cdef list out = [None] * n
-    for i in range(n):
-        out[i] = row[<Py_ssize_t>cols[i]]
-    return tuple(out)
 
 
 cdef object _result(tuple g, object st, bint grouped):

@@ -10,6 +10,7 @@ the index class.
 """
 
 from decimal import Decimal
+from cython_ext.rowkeys cimport key_of as _key
 
 cdef object INSERT = None, UPDATE = None, DELETE = None, TOAST = None, UNKNOWN = None
 cdef object Index = None, consolidate = None
@@ -19,16 +20,6 @@ def configure(insert, update, delete, toast, unknown, index, consolidate_fn):
     global INSERT, UPDATE, DELETE, TOAST, UNKNOWN, Index, consolidate
     INSERT, UPDATE, DELETE, TOAST, UNKNOWN, Index = insert, update, delete, toast, unknown, index
     consolidate = consolidate_fn
-
-
-cdef inline tuple _key(tuple row, tuple cols):
-    cdef Py_ssize_t n = len(cols), i
-    if n == 1:
-        return (row[<Py_ssize_t>cols[0]],)
-    cdef list out = [None] * n
-    for i in range(n):
-        out[i] = row[<Py_ssize_t>cols[i]]
-    return tuple(out)
 
 
 cdef inline bint _has(tuple row, object marker):

@@ -10,6 +10,8 @@ Imports nothing from the project: ``configure`` receives the pull context class,
 and aggregate node classes, ``records.consolidate`` and the aggregate's ``STALE`` marker.
 """
 
+from cython_ext.rowkeys cimport key_of as _key, same_cols as _same_cols
+
 cdef object PullCtx = None
 cdef object BaseNode = None
 cdef object AggregateNode = None
@@ -139,16 +141,6 @@ cdef tuple _sides(object node):
     return <tuple>sides
 
 
-cdef inline tuple _key(tuple row, tuple cols):
-    cdef Py_ssize_t n = len(cols), i
-    if n == 1:
-        return (row[<Py_ssize_t>cols[0]],)
-    cdef list out = [None] * n
-    for i in range(n):
-        out[i] = row[<Py_ssize_t>cols[i]]
-    return tuple(out)
-
-
 cdef inline bint _has_null(tuple j):
     cdef object v
     for v in j:
@@ -158,18 +150,6 @@ cdef inline bint _has_null(tuple j):
 
 
 cdef list _NONE = []  # an empty side of a join value (never appended to)
-
-
-cdef inline bint _same_cols(tuple a, tuple b, tuple cols) except -1:
-    """``a`` and ``b`` have equal values in ``cols`` (the equality of ``by_j``'s keys)."""
-    cdef object x, y
-    cdef Py_ssize_t c
-    for c in cols:
-        x = a[c]
-        y = b[c]
-        if x is not y and not (x == y):
-            return False
-    return True
 
 
 cdef int _group(list items, tuple cols, Py_ssize_t side, dict by_j, list nulls) except -1:

@@ -8,6 +8,7 @@ Same contracts as the pure functions (parity-tested); imports nothing from the p
 from cpython.exc cimport PyErr_Occurred
 from cpython.object cimport PyObject
 from decimal import Decimal
+from cython_ext.rowkeys cimport key_of as _key, same_cols as _same_cols
 
 cdef object _NoneType = type(None)
 cdef str _EXACT = "\x00exact"
@@ -236,26 +237,6 @@ cpdef Py_ssize_t bag_size(object bag) except? -1:
     return total
 
 
-cdef inline tuple _key(tuple row, tuple cols):
-    cdef Py_ssize_t n = len(cols), i
-    if n == 1:
-        return (row[<Py_ssize_t>cols[0]],)
-    cdef list out = [None] * n
-    for i in range(n):
-        out[i] = row[<Py_ssize_t>cols[i]]
-    return tuple(out)
-
-
-cdef inline bint _same_cols(tuple a, tuple b, tuple cols) except -1:
-    """``a`` and ``b`` have equal values in ``cols`` (equal keys)."""
-    cdef object x, y
-    cdef Py_ssize_t c
-    for c in cols:
-        x = a[c]
-        y = b[c]
-        if x is not y and not (x == y):
-            return False
-    return True
 
 
 cpdef Py_ssize_t apply_bag(dict state, dict answers, list delta, object key_cols) except? -1:
