@@ -9,7 +9,7 @@ Imports nothing from the project: ``configure`` receives the change kinds, the s
 the index class.
 """
 
-from decimal import Decimal
+from cython_ext.records cimport row_size
 from cython_ext.rowkeys cimport key_of as _key
 
 cdef object INSERT = None, UPDATE = None, DELETE = None, TOAST = None, UNKNOWN = None
@@ -28,28 +28,6 @@ cdef inline bint _has(tuple row, object marker):
         if v is marker:
             return True
     return False
-
-
-cdef Py_ssize_t _row_size(tuple row):  # records.row_size
-    cdef Py_ssize_t size = 40 + 8 * len(row)
-    cdef object v, t
-    for v in row:
-        t = type(v)
-        if t is int:
-            size += 32
-        elif v is None or t is bool:
-            pass
-        elif t is str:
-            size += 49 + len(<str>v)
-        elif t is float:
-            size += 24
-        elif t is bytes:
-            size += 33 + len(<bytes>v)
-        elif t is Decimal:
-            size += 104
-        else:
-            size += 64
-    return size
 
 
 cdef class _Tables:
@@ -105,7 +83,7 @@ cdef class _Tables:
         cdef set idents
         if ident in self.rows:
             return
-        size = _row_size(row)
+        size = row_size(row)
         self.rows[ident] = [row, 1, size]
         self.bytes += size
         for item in self.indexes:
