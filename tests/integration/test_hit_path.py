@@ -368,9 +368,8 @@ def test_a_client_that_does_not_read_stops_weir_answering(pg: Any, dbname: str) 
         eventually(lambda: "client send buffer full" in session._paused, 20)
         # weir stops reading once the buffer passes the limit; what it has read by then (one
         # read: at most 256 KiB of requests on asyncio's loop, which this runs on) is still
-        # answered, so
-        # the buffer stays within the limit plus the answers to one read (each under 64
-        # bytes here) — not the megabytes of answers the client has asked for
+        # answered, so the buffer stays within the limit plus the answers to one read (each
+        # under 64 bytes here), not the megabytes of answers the client has asked for
         one_read = (256 * 1024 // len(batch) + 1) * 64
         assert session.client.get_write_buffer_size() < limit + one_read
         ready = received = 0
