@@ -110,25 +110,25 @@ def pgbouncer(host: str, port: int, clients: int) -> Iterator[tuple[int, int]]:
 
 @contextmanager
 def weir(upstream: str) -> Iterator[tuple[int, int]]:
-    port = localpg.free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream,
-         "--listen", f"127.0.0.1:{port}", "--log-level", "warning"],
-        cwd=ROOT, stderr=subprocess.DEVNULL)
-    try:
-        _wait_port(port)
-        yield port, proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    with _listening([sys.executable, "-m", "proxy.cli", "serve", "--upstream", upstream,
+                     "--listen", "127.0.0.1:{port}", "--log-level", "warning"]) as found:
+        yield found
 
 
 @contextmanager
 def floor_relay(host: str, upstream_port: int) -> Iterator[tuple[int, int]]:
+    with _listening([sys.executable, str(ROOT / "bench" / "floor_relay.py"), "{port}", host,
+                     str(upstream_port)]) as found:
+        yield found
+
+
+@contextmanager
+def _listening(argv: list[str]) -> Iterator[tuple[int, int]]:
+    """Run ``argv`` (``{port}`` replaced by a free port) until it listens there; yield the
+    port and the process id, and stop the process afterwards."""
     port = localpg.free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "floor_relay.py"), str(port), host,
-         str(upstream_port)], stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([a.replace("{port}", str(port)) for a in argv], cwd=ROOT,
+                            stderr=subprocess.DEVNULL)
     try:
         _wait_port(port)
         yield port, proc.pid

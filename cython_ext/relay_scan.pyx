@@ -369,20 +369,16 @@ cdef class Relay:
             while pos < n:  # look: all or nothing
                 t = p[pos]
                 end = pos + 1 + _length(p, pos)
-                if t == 66:  # B
-                    names_end = _bind_names(p, pos + 5, end)
+                if t == 66 or t == 80:  # B, P: seen before (the memo's decoded message)
                     msg = None
-                    if names_end >= 0:
-                        self.bind_key = _same_or_new(self.bind_key, p, pos + 5, names_end)
-                        msg = self.binds.get(self.bind_key)
-                    if msg is None or nfound == MAX_FOUND:
-                        return False
-                    Py_INCREF(msg)
-                    found[nfound] = <PyObject*>msg
-                    nfound += 1
-                elif t == 80:  # P
-                    self.parse_key = _same_or_new(self.parse_key, p, pos + 5, end)
-                    msg = self.parses.get(self.parse_key)
+                    if t == 80:
+                        self.parse_key = _same_or_new(self.parse_key, p, pos + 5, end)
+                        msg = self.parses.get(self.parse_key)
+                    else:
+                        names_end = _bind_names(p, pos + 5, end)
+                        if names_end >= 0:
+                            self.bind_key = _same_or_new(self.bind_key, p, pos + 5, names_end)
+                            msg = self.binds.get(self.bind_key)
                     if msg is None or nfound == MAX_FOUND:
                         return False
                     Py_INCREF(msg)
