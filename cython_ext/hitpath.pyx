@@ -19,6 +19,7 @@ cdef int T_QUERY = ord("Q")
 cdef int T_PARSE = ord("P")
 cdef bytes READY_IDLE = b"Z\x00\x00\x00\x05I"
 cdef bytes BIND_COMPLETE = b"2\x00\x00\x00\x04"
+cdef bytes DEAD = b""  # proxy.hitpath.DEAD: the key marking a dropped memo
 
 
 cdef inline bint _is(const unsigned char* p, Py_ssize_t start, Py_ssize_t end,
@@ -159,11 +160,11 @@ cdef bint _prepared(_View v, bytes raw, list index):
     if held is None or held.route.cache is None or not _may_serve(v):
         return False
     sid = _settings_id(v)
-    if held.memo_sid != sid or held.memo is None:
-        held.memo = v.hits.memo(held, sid)
-        held.memo_sid = sid
+    memo_ = held.memo  # HitMemos.statement_memo, its usual case inline
+    if memo_ is None or held.memo_sid != sid or DEAD in <dict>memo_:
+        memo_ = v.hits.statement_memo(held, sid)
     cdef bytes rest = raw[name_end + 1 : be]
-    cdef dict memo = held.memo
+    cdef dict memo = memo_
     hit = memo.get(rest)
     if hit is None or not _current(v, memo, rest, hit):
         return False

@@ -258,7 +258,7 @@ class CacheHost:
     def _queue_fill(self, run: RunFill) -> None:
         """Fills wait for a slot (at most ``max_fills`` upstream transactions at once); those
         that waited together run in one transaction (see :meth:`_fetch`)."""
-        self._queued.append((run, asyncio.get_running_loop().time()))
+        self._queued.append((run, time.monotonic()))
         if not self._draining:
             self._draining = True
             self._spawn(self._drain())
@@ -274,7 +274,6 @@ class CacheHost:
 
     async def _fill(self, queued: list[tuple[RunFill, float]]) -> None:
         """Run a batch of fills (holding one slot) and hand each response to the engine."""
-        loop = asyncio.get_running_loop()
         batch = [run for run, _ in queued]
         rows: list[list[list[Row]]] | None = None
         try:
@@ -297,7 +296,7 @@ class CacheHost:
             return
         self.fills_done += len(batch)
         self.fill_transactions += 1
-        self.fill_seconds += sum(loop.time() - at for _, at in queued)
+        self.fill_seconds += sum(time.monotonic() - at for _, at in queued)
         for run, run_rows in zip(batch, rows, strict=True):
             try:
                 effects = self.engine.fill_response(run.fill_id, snapshot, run_rows)

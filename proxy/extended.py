@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.sql.cacheable import Unsupported
 from proxy.admin import CreateCache, Show, parse_admin
-from proxy.hitpath import DEAD, Hit, bind_rest
+from proxy.hitpath import Hit, bind_rest
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.results import OutputSettings, encode_rows
 from proxy.router import Route
@@ -522,13 +522,10 @@ class Extended:
             return
         service = session.server.service
         _, sid = service.output_settings_id(session.state, session.ctx)
-        if held.memo is None or held.memo_sid != sid or DEAD in held.memo:
-            held.memo = service.hits.memo(held, sid)
-            held.memo_sid = sid
         description = self._row_description(held, local.bind.result_formats)
         reads = tuple(local.reads)
-        service.hits.remember(held.memo, local.rest, Hit(reads, description, body,
-                                                         session.ctx.last))
+        service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
+                              Hit(reads, description, body, session.ctx.last))
         if self.recording is not None and self.held.get("") is held:
             memo, batch, describe = self.recording
             self.recording = None

@@ -119,6 +119,15 @@ class HitMemos:
         return self._memo((entry.name, id(entry), held.parse.query, held.parse.param_types,
                            sid))
 
+    def statement_memo(self, held: HeldStatement, sid: int) -> dict[bytes, Hit]:
+        """:meth:`memo`, kept on the statement (``held.memo``/``memo_sid``) and fetched again
+        when the output settings changed or the memo was dropped (:data:`DEAD`)."""
+        memo = held.memo
+        if memo is None or held.memo_sid != sid or DEAD in memo:
+            memo = held.memo = self.memo(held, sid)
+            held.memo_sid = sid
+        return memo
+
     def batches(self, database: str, search_path: tuple[str, ...], sid: int
                 ) -> dict[bytes, Hit]:
         """The memo of unnamed batches and simple queries for a session's name resolution
@@ -213,13 +222,10 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
     if held is None or held.route.cache is None or not _may_serve(session):
         return False
-    sid = _settings_id(session)
-    if held.memo_sid != sid or held.memo is None:
-        held.memo = session.server.service.hits.memo(held, sid)
-        held.memo_sid = sid
+    memo = session.server.service.hits.statement_memo(held, _settings_id(session))
     rest = raw[name_end + 1 : be_]
-    hit = held.memo.get(rest)
-    if hit is None or not _current(session, held.memo, rest, hit):
+    hit = memo.get(rest)
+    if hit is None or not _current(session, memo, rest, hit):
         return False
     ext.portals.pop("", None)  # the unnamed portal is replaced, then ends with the Sync
     _serve(session, hit, hit.replies[describe])

@@ -79,6 +79,9 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
             hits.remember(hits.memo(held, 0), rest, hit)
         elif c["kind"] != "prepared":
             hits.remember(hits.batches("db", ("public",), 0), raw, hit)
+    if c["dead"] and c["cached"]:  # the statement holds a dropped memo: both fetch anew
+        held.memo, held.memo_sid = hits.memo(held, 0), 0
+        hits.clear()
     writes: list[bytes] = []
     session = SimpleNamespace(
         extended=SimpleNamespace(held={"s1": held}, portals={"": object(), "q": object()},
@@ -121,6 +124,7 @@ CONFIG = st.fixed_dictionaries({
     "connected": _mostly(True, False), "lag": _mostly(0.1, 9.0), "busy": _mostly(False, True),
     "idle": _mostly(True, False), "tx": _mostly("I", "T"), "wrote": _mostly(False, True),
     "tainted": _mostly(None, "SET search_path"), "output_memo": _mostly(True, False),
+    "dead": _mostly(False, True),
 })
 
 
@@ -133,3 +137,21 @@ def test_twin_matches_pure(config: dict[str, Any]) -> None:
     expected = _outcome(pure_session, hitpath.pure_try_answer(pure_session, raw, index))
     got = _outcome(fast_session, fast.try_answer(fast_session, raw2, index2))
     assert got == expected
+
+
+def test_twin_matches_pure_when_the_statement_holds_a_dropped_memo() -> None:
+    """Every gate passes and the statement still holds a memo the memos dropped (marked
+    dead): both fetch a live memo, the same way (rare in the random configurations)."""
+    assert fast is not None
+    good = {"kind": "prepared", "param": b"1", "shape_ok": True, "cached": True, "memo": True,
+            "current": True, "fail": False, "granted": "yes", "connected": True, "lag": 0.1,
+            "busy": False, "idle": True, "tx": "I", "wrote": False, "tainted": None,
+            "dead": True}
+    for describe in (False, True):
+        for output_memo in (False, True):
+            config = {**good, "describe": describe, "output_memo": output_memo}
+            pure_session, raw, index = _world(config)
+            fast_session, raw2, index2 = _world(config)
+            expected = _outcome(pure_session, hitpath.pure_try_answer(pure_session, raw, index))
+            assert expected[4], "a live memo was fetched"
+            assert _outcome(fast_session, fast.try_answer(fast_session, raw2, index2)) == expected
