@@ -124,10 +124,8 @@ class FillManager:
                oids: Iterable[int] | None = None) -> None:
         """Log ``txn``'s changes to ``tables`` (``oids``, when given: the tables it changes)."""
         changes = txn.changes
-        for oid in oids if oids is not None else (None,):
-            if oid not in tables:
-                changes = tuple([c for c in txn.changes if c.table_oid in tables])
-                break
+        if oids is None or any(oid not in tables for oid in oids):
+            changes = tuple([c for c in txn.changes if c.table_oid in tables])
         if not changes:
             return
         same = len(changes) == len(txn.changes)

@@ -218,14 +218,16 @@ def bag_add(bag: Bag, row: Row, w: int) -> Bag:
         for i in range(0, len(bag), 2):
             _dict_add(big, bag[i], bag[i + 1])
         bag = big
-    _dict_add(bag, row, w)  # type: ignore[arg-type]
+    _dict_add(bag, row, w, k)  # type: ignore[arg-type]
     return bag
 
 
-def _dict_add(bag: dict[Row, list[Any]], row: Row, w: int) -> None:
+def _dict_add(bag: dict[Row, list[Any]], row: Row, w: int, k: Row | None = None) -> None:
     """``bag_add`` into the dict form: ``row_key(row) -> [row, n, variant, n2, ...]``, one
-    ``(row, n)`` pair per print variant (almost always one)."""
-    k = row_key(row)
+    ``(row, n)`` pair per print variant (almost always one); ``k``: ``row_key(row)`` if
+    known."""
+    if k is None:
+        k = row_key(row)
     entry = bag.get(k)
     if entry is None:
         bag[k] = [row, w]
