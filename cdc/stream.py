@@ -125,6 +125,8 @@ class ReplicationStream:
         self.connected = asyncio.Event()
         #: ``connected.is_set()`` as a plain attribute (read on every cached answer)
         self.up = False
+        #: called with ``up`` whenever it changes
+        self.on_state: Callable[[bool], None] | None = None
         self.last_error: BaseException | None = None
         self._conn: PgConnection | None = None
         self._task: asyncio.Task[None] | None = None
@@ -185,6 +187,8 @@ class ReplicationStream:
             finally:
                 self.connected.clear()
                 self.up = False
+                if self.on_state is not None:
+                    self.on_state(False)
                 self.applier.connection_lost()
                 await self._close()
             if self.sessions > before:
@@ -223,6 +227,8 @@ class ReplicationStream:
         self.last_error = None
         self.connected.set()
         self.up = True
+        if self.on_state is not None:
+            self.on_state(True)
         feedback = asyncio.create_task(self._feedback_loop(conn))
         try:
             await self._stream(conn)

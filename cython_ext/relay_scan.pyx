@@ -335,6 +335,9 @@ cdef class Relay:
         try:
             ctx = self.ctx
             if ctx is not None and _try_answer(s, data, index):  # hit path first
+                lanes = self.service.lanes
+                if lanes is not None:
+                    lanes.offer(s, data)
                 return
             if not self._forward_quiet(data, ctx):
                 s.forward_client(data, index)
@@ -486,6 +489,8 @@ cdef class Relay:
 
     def upstream_data(self, data):
         s = self.session
+        if s.lane:
+            s.server.service.lanes.reclaim(s)
         if type(data) is not bytes or not self._ready_now(False):
             return s.upstream_data(data)
         if len(self.ubuf) or self._swallowing() or not self._ready_run(data):

@@ -26,7 +26,7 @@ Protocol:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +104,9 @@ class Engine:
         self._readers: dict[str, ReaderNode] = {}
         self._waiters: dict[tuple[int, Row], _Waiter] = {}
         self._by_key: dict[BaseKey, set[tuple[int, Row]]] = {}
+        #: called before any change that may replace or drop an answer a reader handed out
+        #: (the proxy's hit lanes stop using what they stamped from earlier answers)
+        self.on_change: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ caches
     def add_cache(self, name: str, plan: ir.Reader) -> None:
@@ -111,6 +114,7 @@ class Engine:
 
     def drop_cache(self, name: str) -> None:
         reader, _ = self.graph.caches[name]
+        self._changing()
         for wid, w in list(self._waiters.items()):
             w.caches.discard(name)
             if not w.caches and w.reader is reader:
@@ -226,6 +230,10 @@ class Engine:
         if txn.commit_lsn <= self.applied_lsn:
             return ()
         self.applied_lsn = txn.commit_lsn
+        if self.on_change is not None:
+            bases = self.graph.bases
+            if any(c.table_oid in bases for c in txn.changes):
+                self.on_change()
         oids = self.graph.apply(txn)
         self.fills.record(txn, self.graph.bases, oids)
         self._enforce()
@@ -263,6 +271,7 @@ class Engine:
         return tuple(effects)
 
     def _install(self, fill: Pending) -> tuple[Effect, ...]:
+        self._changing()
         effects: list[Effect] = []
         done: list[BaseKey] = []
         retry: list[BaseKey] = []
@@ -300,6 +309,10 @@ class Engine:
             if rows is not None:
                 effects.extend(ReadReady(c, w.key, rows) for c in caches)
 
+    def _changing(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
     # ------------------------------------------------------------------ memory
     def memory_total(self) -> int:
         return sum(n.bytes for n in self.graph.nodes.values())
@@ -323,6 +336,7 @@ class Engine:
             if item in pinned:
                 skipped.append(item)
                 continue
+            self._changing()
             self.graph.evict(*item)
             self.stats.evictions += 1
             total = self.memory_total()

@@ -110,6 +110,9 @@ class CacheHost:
             self, on_marker=self._on_marker)
         self._plans: dict[str, ir.Reader] = {}
         self.fresh_as_of = float("-inf")
+        #: called after ``fresh_as_of`` or ``stream.up`` changed (the hit lanes' deadline)
+        self.on_fresh: Callable[[], None] | None = None
+        self.stream.on_state = lambda up: self._fresh_changed()
         #: run by every heartbeat after its barrier, before ``fresh_as_of`` advances
         self.verify: Callable[[], Awaitable[None]] | None = None
         self._trust = 0  # bumped by distrust(): a heartbeat begun before it does not count
@@ -128,7 +131,7 @@ class CacheHost:
         await self.stream.start()
         started = time.monotonic()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
-        self.fresh_as_of = started
+        self._set_fresh(started)
         self._spawn(self._heartbeat())
 
     async def _heartbeat(self, interval: float = 0.5) -> None:
@@ -142,7 +145,7 @@ class CacheHost:
                 if self.verify is not None:
                     await self.verify()
                 if trust == self._trust:
-                    self.fresh_as_of = started
+                    self._set_fresh(started)
             except Exception as exc:  # the stream is down or slow: reads will see staleness
                 log.debug("heartbeat failed: %s", exc)
             if not self._probing:  # keep the recent-transaction log pruned when idle too
@@ -156,8 +159,16 @@ class CacheHost:
         """The upstream's catalog may have changed (DDL passed through weir): no cached read
         until a heartbeat begun after now has verified the caches' relations."""
         self._trust += 1
-        self.fresh_as_of = float("-inf")
+        self._set_fresh(float("-inf"))
         self._nudge.set()
+
+    def _set_fresh(self, value: float) -> None:
+        self.fresh_as_of = value
+        self._fresh_changed()
+
+    def _fresh_changed(self) -> None:
+        if self.on_fresh is not None:
+            self.on_fresh()
 
     def staleness(self) -> float:
         """Seconds by which cached state may lag the upstream (an upper bound)."""
@@ -366,7 +377,11 @@ class CacheHost:
 
     def _reset(self, reason: str) -> None:
         """Rebuild the engine with the same caches (their state starts empty again)."""
+        hook = self.engine.on_change
+        if hook is not None:
+            hook()
         self.engine = Engine(memory_budget=self.engine.budget)
+        self.engine.on_change = hook
         for name, reader in self._plans.items():
             self.engine.add_cache(name, reader)
         for key in list(self._waiting):

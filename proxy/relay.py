@@ -171,6 +171,8 @@ class Session(Handshake):
         self.memos = Memos()  # forwarded messages seen before (see ``_forward_seen``)
         self._caching = server.service.enabled  # weir answers some statements itself
         self._paused: set[str] = set()  # why reading from the client is paused
+        self.lane = 0  # the token of the hit lane reading the client (``proxy.lanes``), or 0
+        self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
@@ -206,6 +208,9 @@ class Session(Handshake):
         """Observe and forward client messages until one needs weir's own answer; from there
         on the asynchronous pump takes over (reading from the client pauses meanwhile)."""
         if self.ctx is not None and try_answer(self, raw, index):  # hit path: memoized
+            lanes = self.server.service.lanes
+            if lanes is not None:
+                lanes.offer(self, raw)
             return
         self.forward_client(raw, index)
 
@@ -458,6 +463,8 @@ class Session(Handshake):
     # -- upstream side ----------------------------------------------------------------------
 
     def upstream_data(self, data: bytes) -> None:
+        if self.lane:
+            self.server.service.lanes.reclaim(self)  # type: ignore[union-attr]
         try:
             if self.phase is Phase.READY:
                 self._relay_from_upstream(data)
@@ -513,6 +520,8 @@ class Session(Handshake):
     def upstream_lost(self) -> None:
         if self.phase is Phase.CLOSED:
             return
+        if self.lane:
+            self.server.service.lanes.reclaim(self, replay=False)  # type: ignore[union-attr]
         if not self._terminated and not self._fatal_relayed:
             self._fatal(
                 error_response(
@@ -535,6 +544,8 @@ class Session(Handshake):
     def _close(self) -> None:
         if self.phase is Phase.CLOSED:
             return
+        if self.lane:
+            self.server.service.lanes.reclaim(self, replay=False)  # type: ignore[union-attr]
         self.phase = Phase.CLOSED
         if self.upstream is not None and not self.upstream.is_closing():
             if not self._terminated:

@@ -51,6 +51,7 @@ class Server:
     async def start(self) -> None:
         host, port = self.settings.listen_address
         loop = asyncio.get_running_loop()
+        self.service.start_lanes()
         await self.service.start_if_restoring()
         self._server = await loop.create_server(
             lambda: ClientEndpoint(self), host, port, reuse_address=True, backlog=1024
@@ -72,6 +73,7 @@ class Server:
         within ``grace`` seconds is cut off), wait for background tasks."""
         if self._server is not None:
             self._server.close()
+        self.service.stop_lanes()
         for session in list(self.sessions):
             session.client.close()
         if self._server is not None:

@@ -19,10 +19,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import cython_ext
 from engine.plan.queries import merge_lookups
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import FAILED, CacheHost, ReadOutcome
 from proxy.hitpath import HitMemos
+from proxy.lanes import HitLanes
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -64,11 +66,41 @@ class CacheService:
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
                              tuple[str | None, list[Any]]] = {}
         self.hits = HitMemos()  # encoded answers of the hit path (``proxy.hitpath``)
+        self.lanes: HitLanes | None = None  # threads answering quiet sessions (``proxy.lanes``)
         self._mutating = asyncio.Lock()  # admin commands and schema checks change the caches
 
     @property
     def enabled(self) -> bool:
         return self.settings.caching != "off"
+
+    def start_lanes(self) -> None:
+        """Start the hit lanes (``--hit-lanes``) when caching is on and they are built."""
+        count = self.settings.hit_lanes
+        if count is None:  # the default: one lane when built
+            count = 1 if HitLanes.available() else 0
+        if not count or not self.enabled or self.lanes is not None:
+            return
+        if not HitLanes.available():
+            log.warning("--hit-lanes %d: the compiled lanes are not available (WEIR_IMPL=%s); "
+                        "the event loop answers every read", count, cython_ext.impl())
+            return
+        self.lanes = HitLanes(count, self)
+        self.lanes.start()
+        if self.host is not None:
+            self._watch(self.host)
+
+    def stop_lanes(self) -> None:
+        if self.lanes is not None:
+            self.lanes.stop()
+
+    def _watch(self, host: CacheHost) -> None:
+        """Tell the lanes about every change of ``host`` they must not answer across."""
+        lanes = self.lanes
+        if lanes is None:
+            return
+        host.engine.on_change = lanes.bump
+        host.on_fresh = lanes.fresh
+        lanes.fresh()
 
     async def start_if_restoring(self) -> None:
         """Start at boot in auto mode (queries are counted from the first one on) and when a
@@ -101,6 +133,7 @@ class CacheService:
                                     s.auto_after if s.caching == "auto" else None)
                 await registry.start()
                 self.host, self.registry = host, registry
+                self._watch(host)
                 self._refresh_names()
                 host.verify = self._verify_schema
         assert self.registry is not None
@@ -126,6 +159,8 @@ class CacheService:
             registry.host.reset_all("a relation that caches read changed")
             self._refresh_names()
             self.hits.clear()
+            if self.lanes is not None:
+                self.lanes.clear()
 
     def is_current(self, entry: Any) -> bool:
         """Whether a cache entry (remembered by a prepared statement) is still the cache of
@@ -410,6 +445,8 @@ class CacheService:
         after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
         changed too: no cached read until a heartbeat has checked them."""
         self.grants.clear()
+        if self.lanes is not None:
+            self.lanes.bump()
         if tag.startswith(_DDL_TAGS) and self.host is not None:
             self.host.distrust()
 
@@ -475,6 +512,7 @@ class CacheService:
             return result_set(["table", "oid", "caches"], rows, f"SELECT {len(rows)}")
         stats = host.stream.stats()
         engine = host.engine
+        lane_answers = self.lanes.core.stats()[0] if self.lanes is not None else 0
         addr = self.settings.upstream_address
         pairs = [
             ("upstream", f"{addr.host}:{addr.port}"),
@@ -485,15 +523,17 @@ class CacheService:
             ("lag_seconds", "" if stats.lag_seconds is None else f"{stats.lag_seconds:.3f}"),
             ("caches", str(len(registry.caches))),
             ("memory_bytes", str(engine.memory_total())),
-            ("hits", str(engine.stats.hits)),
+            ("hits", str(engine.stats.hits + lane_answers)),
             ("misses", str(engine.stats.misses)),
             ("fills", str(host.fills_done)),
             ("fill_transactions", str(host.fill_transactions)),
             ("fill_ms_avg", f"{1000 * host.fill_seconds / max(1, host.fills_done):.2f}"),
             ("evictions", str(engine.stats.evictions)),
-            ("memoized_answers", str(self.hits.served)),
+            ("memoized_answers", str(self.hits.served + lane_answers)),
             ("memo_bytes", str(self.hits.bytes)),
         ]
+        if self.lanes is not None:
+            pairs.extend((k, str(v)) for k, v in self.lanes.stats().items())
         return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
 
 

@@ -110,6 +110,12 @@ class Settings:
     read_your_writes: str = field(
         default="on", metadata={"help": "on: a session's reads after its write wait for it"}
     )
+    hit_lanes: int | None = field(
+        default=None,
+        metadata={"help": "threads answering quiet sessions' memoized reads outside the event "
+                          "loop (0: the event loop answers everything; default: 1 when the "
+                          "compiled lanes are built)"},
+    )
 
     def __post_init__(self) -> None:
         UpstreamAddress.parse(self.upstream)
@@ -122,6 +128,8 @@ class Settings:
             raise SettingsError(f"--caching must be off, explicit or auto, not {self.caching!r}")
         if self.read_your_writes not in ("on", "off"):
             raise SettingsError("--read-your-writes must be on or off")
+        if self.hit_lanes is not None and not 0 <= self.hit_lanes <= 64:
+            raise SettingsError("--hit-lanes must be between 0 and 64")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise SettingsError(
                 f"--log-level must be debug, info, warning or error, not {self.log_level!r}"

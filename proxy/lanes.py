@@ -1,0 +1,249 @@
+"""Hit lanes: quiet sessions whose reads are memoized are answered by threads outside Python.
+
+Owns: the lane threads (``cython_ext.lanes``: epoll loops that run without the GIL), which
+sessions are handed to them and when they are taken back, and what the lanes may answer.
+
+A session is handed to a lane right after the hit path (``proxy.hitpath``) answered a
+prepared statement's Bind from its memo, when nothing else is going on in it: READY, every
+gate of the hit path open, nothing waiting in its framer, nothing buffered for the client, not
+paused, not TLS. Reading from its client socket then pauses (``pause_client("hit lane")``)
+and the lane reads it instead. The lane answers a run of ``Bind`` [``Describe``] ``Execute``
+``Sync`` of a statement the session holds, for a Bind tail whose memoized reply the hit path
+stamped into the lane (:meth:`HitLanes.offer`: each answer the hit path gives is stamped),
+and hands the session back at anything else, with the bytes it did not answer; the session
+then goes on exactly as if its transport had delivered those bytes.
+
+Invariants:
+- a lane answers only what the hit path would answer with the same bytes now: every stamp is
+  made right after the hit path validated that entry against the engine, and the epoch is
+  bumped (no stamp is used again) before any engine change that may replace or drop an
+  answer (``Engine.on_change``), when the remembered privileges are forgotten, when the memos
+  are cleared and when the replication stream or the freshness deadline changes; each
+  statement's gate is the expiry of its role's remembered privilege for its cache, and the
+  freshness deadline is ``fresh_as_of + staleness_bound`` while the stream is up;
+- a session's gates that only the session itself changes (transaction state, pending
+  requests, read-your-writes, output settings, the statements it holds) cannot change while
+  a lane reads it: the lane hands back anything but the answered runs;
+- only one of the lane and the event loop reads the client socket, and writes to it:
+  anything of the session the loop handles while it is in a lane (upstream data, the
+  upstream going away, closing) takes it back first (:meth:`HitLanes.reclaim`), which waits
+  for the lane to finish with it; the lane has its own duplicate of the descriptor, so the
+  socket outlives a close by the transport until the lane lets it go;
+- what the lane did is applied when the session comes back: the answers it gave are
+  counted, the last statement is the cached one, the unnamed portal is gone (as after the
+  hit path), unsent reply bytes are written before anything else.
+
+The pure-Python implementation has no lanes (``WEIR_IMPL=python`` or no compiled module): the
+event loop's hit path, whose contract the lanes keep, answers everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import cython_ext
+from proxy.handshake import Phase
+from proxy.hitpath import Hit, _may_serve, _settings_id
+
+if TYPE_CHECKING:
+    from proxy.relay import Session
+    from proxy.service import CacheService
+
+log = logging.getLogger("weir.lanes")
+
+_T_BIND = ord("B")
+_PAUSE = "hit lane"
+#: bytes of stamped replies past which the lanes forget them all
+MAX_BYTES = 64 << 20
+
+
+class HitLanes:
+    """See the module docstring. ``start()`` in the event loop; ``stop()`` at the end."""
+
+    def __init__(self, count: int, service: CacheService) -> None:
+        core = cython_ext.load("lanes")
+        if core is None:
+            raise RuntimeError("hit lanes need the compiled cython_ext.lanes")
+        self.core = core.Lanes(count)
+        self.service = service
+        self.count = count
+        self._threads: list[threading.Thread] = []
+        self._sessions: dict[int, Session] = {}
+        self._next = 0
+        #: the lane table of each memo in use: id(memo) -> (table, memo kept alive)
+        self._tables: dict[int, tuple[int, dict[bytes, Hit]]] = {}
+        self._lasts: dict[int, tuple[str, str]] = {}  # table -> EXPLAIN LAST STATEMENT
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.entered = 0  # sessions handed to a lane (SHOW WEIR STATUS)
+        self._stopped = False
+
+    @staticmethod
+    def available() -> bool:
+        return cython_ext.load("lanes") is not None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.core.notify_fd, self._handed)
+        for i in range(self.count):
+            thread = threading.Thread(target=self.core.run, args=(i,), name=f"weir-lane-{i}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Take every session back and end the threads."""
+        self._stopped = True
+        for session in list(self._sessions.values()):
+            self.reclaim(session, replay=False)
+        self.core.stop()
+        for thread in self._threads:
+            thread.join()
+        self._threads.clear()
+        if self._loop is not None:
+            self._loop.remove_reader(self.core.notify_fd)
+
+    # -- what the lanes may answer ----------------------------------------------------------
+
+    def bump(self) -> None:
+        """Nothing stamped before now is answered again (see the module docstring)."""
+        self.core.bump()
+
+    def fresh(self) -> None:
+        """The freshness deadline from the cache host's state."""
+        host = self.service.host
+        if host is None or not host.stream.up:
+            self.core.set_fresh_until(float("-inf"))
+        else:
+            self.core.set_fresh_until(host.fresh_as_of + self.service.settings.staleness_bound)
+
+    def clear(self) -> None:
+        self.core.bump()
+        self.core.clear()
+        self._tables.clear()
+        self._lasts.clear()
+
+    def _table(self, memo: dict[bytes, Hit]) -> int:
+        known = self._tables.get(id(memo))
+        if known is not None and known[1] is memo:
+            return known[0]
+        self._next += 1
+        self._tables[id(memo)] = (self._next, memo)
+        return self._next
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def offer(self, session: Session, raw: bytes) -> None:
+        """The hit path just answered ``raw`` (a held statement's Bind run) for ``session``:
+        stamp that answer and hand the session to a lane if it is quiet."""
+        if session.lane or raw[0] != _T_BIND or self._stopped:
+            return
+        fd = session.lane_fd
+        if fd is None:
+            fd = session.lane_fd = _socket_fd(session)
+        if fd < 0:
+            return
+        end = raw.find(b"\x00", 6)
+        held = session.extended.held.get(raw[6:end].decode("utf-8", "replace"))
+        if held is None or held.memo is None:
+            return
+        memo = held.memo
+        length = int.from_bytes(raw[1:5], "big")
+        rest = raw[end + 1 : 1 + length]
+        hit = memo.get(rest)
+        if hit is None or len(hit.reads) != 1:
+            return
+        table = self._table(memo)
+        self._lasts[table] = hit.last
+        self.core.put(table, rest, hit.replies[0], hit.replies[1])
+        if self.core.stats()[2] > MAX_BYTES:
+            self.clear()
+            return
+        if not self._quiet(session):
+            return
+        stmts = self._statements(session)
+        if not stmts:
+            return
+        self._next += 1
+        token = self._next
+        session.pause_client(_PAUSE)
+        try:
+            self.core.enter(token, fd, stmts)
+        except OSError as exc:
+            log.warning("could not hand a session to a lane: %s", exc)
+            session.resume_client(_PAUSE)
+            return
+        session.lane = token
+        self._sessions[token] = session
+        self.entered += 1
+
+    def _quiet(self, session: Session) -> bool:
+        return (session.phase is Phase.READY and not session._paused and not session._held
+                and not session._local_busy and not session._cframer.buffered
+                and session.client.get_write_buffer_size() == 0 and _may_serve(session))
+
+    def _statements(self, session: Session) -> list[tuple[bytes, int, float]]:
+        """(name, table, gate) of each held statement the lane may answer."""
+        service = self.service
+        user = session.ctx.user  # type: ignore[union-attr]
+        sid = _settings_id(session)
+        grants = service.grants
+        out = []
+        for name, held in session.extended.held.items():
+            entry = held.route.cache
+            if entry is None:
+                continue
+            verdict = grants.get((user, entry.name))
+            if verdict is None or not verdict[0]:
+                continue
+            memo = service.hits.statement_memo(held, sid)
+            out.append((name.encode(), self._table(memo), verdict[1]))
+        return out
+
+    def reclaim(self, session: Session, replay: bool = True) -> None:
+        """Take ``session`` back from its lane now (see the module docstring); with
+        ``replay``, the bytes the lane did not answer are then handled as if just read (else
+        they are dropped: the session is ending)."""
+        token = session.lane
+        if not token:
+            return
+        session.lane = 0
+        del self._sessions[token]
+        result = self.core.leave(token)
+        if result is None:
+            return
+        served, table, unanswered, unsent = result
+        if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
+            session.extended.portals.pop("", None)
+            last = self._lasts.get(table)
+            if last is not None and session.ctx is not None:
+                session.ctx.last = last
+        if unsent:
+            session.client.write(unsent)
+        if not replay or session.phase is Phase.CLOSED:
+            return
+        session.resume_client(_PAUSE)
+        if unanswered:
+            session.client_received(unanswered)
+
+    def _handed(self) -> None:
+        for token in self.core.handed():
+            session = self._sessions.get(token)
+            if session is not None:
+                self.reclaim(session)
+
+    def stats(self) -> dict[str, Any]:
+        answers, entries, size, sessions = self.core.stats()
+        return {"lanes": self.count, "lane_answers": answers, "lane_entries": entries,
+                "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered}
+
+
+def _socket_fd(session: Session) -> int:
+    """The descriptor of a plain TCP or Unix client socket, or -1 (TLS, or none)."""
+    transport = session.client
+    if transport.get_extra_info("ssl_object") is not None:
+        return -1
+    sock = transport.get_extra_info("socket")
+    return -1 if sock is None else int(sock.fileno())
