@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import cython_ext
@@ -58,6 +59,12 @@ _T_BIND = ord("B")
 _PAUSE = "hit lane"
 #: bytes of stamped replies past which the lanes forget them all
 MAX_BYTES = 64 << 20
+#: sessions go to a lane only once this many seconds passed since the last bump: under a
+#: steady stream of writes to cached tables every stamp would be stale at once, and each
+#: read would cost a hand-back (the event loop answers then, as without lanes)
+QUIET_EPOCH = 0.02
+#: lane tables remembered before they are all forgotten (memos come and go)
+MAX_TABLES = 4096
 
 
 class HitLanes:
@@ -79,6 +86,7 @@ class HitLanes:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.entered = 0  # sessions handed to a lane (SHOW WEIR STATUS)
         self._stopped = False
+        self._bumped = float("-inf")  # time.monotonic() of the last bump
 
     @staticmethod
     def available() -> bool:
@@ -110,6 +118,7 @@ class HitLanes:
     def bump(self) -> None:
         """Nothing stamped before now is answered again (see the module docstring)."""
         self.core.bump()
+        self._bumped = time.monotonic()
 
     def fresh(self) -> None:
         """The freshness deadline from the cache host's state."""
@@ -120,7 +129,7 @@ class HitLanes:
             self.core.set_fresh_until(host.fresh_as_of + self.service.settings.staleness_bound)
 
     def clear(self) -> None:
-        self.core.bump()
+        self.bump()
         self.core.clear()
         self._tables.clear()
         self._lasts.clear()
@@ -129,6 +138,8 @@ class HitLanes:
         known = self._tables.get(id(memo))
         if known is not None and known[1] is memo:
             return known[0]
+        if len(self._tables) >= MAX_TABLES:
+            self.clear()
         self._next += 1
         self._tables[id(memo)] = (self._next, memo)
         return self._next
@@ -161,7 +172,7 @@ class HitLanes:
         if self.core.stats()[2] > MAX_BYTES:
             self.clear()
             return
-        if not self._quiet(session):
+        if time.monotonic() - self._bumped < QUIET_EPOCH or not self._quiet(session):
             return
         stmts = self._statements(session)
         if not stmts:

@@ -1,0 +1,214 @@
+"""The compiled hit lanes (``cython_ext.lanes``) on socket pairs: what a lane answers, and
+that it hands everything else back untouched (the bytes it did not answer, the reply bytes
+it could not send).
+
+These drive the lane threads directly; ``tests/integration/test_hit_lanes.py`` runs them
+inside weir against the real upstream, byte for byte against the event loop's hit path.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import cython_ext
+
+_core = cython_ext.load_pair("lanes")
+if _core is None:  # the build is part of `make test`; a missing one is an error, not a skip
+    raise RuntimeError("cython_ext.lanes is not built; run `make compile`")
+core: Any = _core
+
+REST = b"\x00\x00\x00\x01\x00\x00\x00\x013\x00\x00"  # no formats, one parameter "3", none
+LATER = 1e12  # a deadline that does not pass
+
+
+def msg(t: bytes, payload: bytes) -> bytes:
+    return t + struct.pack("!I", len(payload) + 4) + payload
+
+
+def unit(name: bytes = b"s1", rest: bytes = REST, describe: bool = False) -> bytes:
+    out = msg(b"B", b"\x00" + name + b"\x00" + rest)
+    if describe:
+        out += msg(b"D", b"P\x00")
+    return out + msg(b"E", b"\x00\x00\x00\x00\x00") + msg(b"S", b"")
+
+
+@pytest.fixture
+def lanes() -> Iterator[Any]:
+    lanes = core.Lanes(2)
+    threads = [threading.Thread(target=lanes.run, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    lanes.set_fresh_until(LATER)
+    try:
+        yield lanes
+    finally:
+        lanes.stop()
+        for t in threads:
+            t.join(10)
+        assert not any(t.is_alive() for t in threads)
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    a, b = socket.socketpair()
+    a.settimeout(10)
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+def handed(lanes: Any) -> list[int]:
+    """Wait for the lanes' notice (the descriptor becoming readable) and drain it."""
+    ready, _, _ = select.select([lanes.notify_fd], [], [], 10)
+    assert ready, "no session was handed back"
+    return list(lanes.handed())
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        assert chunk
+        out += chunk
+    return out
+
+
+def test_answers_stamped_runs_with_and_without_describe(lanes: Any, pair: Any) -> None:
+    a, b = pair
+    lanes.put(7, REST, b"<plain>", b"<described>")
+    lanes.enter(1, b.fileno(), [(b"s1", 7, LATER)])
+    a.sendall(unit() + unit(describe=True) + unit())  # pipelined in one write
+    assert recv_exactly(a, 25) == b"<plain><described><plain>"
+    assert lanes.stats()[0] == 3
+    served, table, unanswered, unsent = lanes.leave(1)
+    assert (served, table, unanswered, unsent) == (3, 7, b"", b"")
+    assert lanes.leave(1) is None
+    assert lanes.stats()[3] == 0
+
+
+@pytest.mark.parametrize("case", ["bump", "other statement", "gate", "fresh", "unknown key",
+                                  "named portal", "row limit", "query"])
+def test_hands_back_what_it_may_not_answer(lanes: Any, pair: Any, case: str) -> None:
+    a, b = pair
+    lanes.put(7, REST, b"<plain>", b"<described>")
+    gate = time.monotonic() - 1 if case == "gate" else LATER
+    lanes.enter(3, b.fileno(), [(b"s1", 7, gate)])
+    chunk = {
+        "other statement": unit(name=b"s2"),
+        "unknown key": unit(rest=REST[:-2] + b"\x00\x01"),
+        "named portal": msg(b"B", b"p\x00s1\x00" + REST) + msg(b"E", b"p\x00\x00\x00\x00\x00")
+        + msg(b"S", b""),
+        "row limit": msg(b"B", b"\x00s1\x00" + REST) + msg(b"E", b"\x00\x00\x00\x00\x01")
+        + msg(b"S", b""),
+        "query": msg(b"Q", b"SELECT 1\x00"),
+    }.get(case, unit())
+    if case == "bump":
+        lanes.bump()
+    if case == "fresh":
+        lanes.set_fresh_until(time.monotonic() - 1)
+    a.sendall(chunk)
+    assert handed(lanes) == [3]
+    assert lanes.leave(3) == (0, -1, chunk, b"")
+    assert lanes.stats()[0] == 0
+
+
+def test_answers_the_leading_runs_and_hands_back_the_rest(lanes: Any, pair: Any) -> None:
+    a, b = pair
+    lanes.put(7, REST, b"<plain>", b"<described>")
+    lanes.enter(4, b.fileno(), [(b"s1", 7, LATER)])
+    rest = msg(b"Q", b"SELECT 1\x00") + unit()
+    a.sendall(unit() + unit(describe=True) + rest)
+    assert handed(lanes) == [4]
+    assert recv_exactly(a, 18) == b"<plain><described>"
+    assert lanes.leave(4) == (2, 7, rest, b"")
+
+
+def test_an_incomplete_run_is_handed_back_whole(lanes: Any, pair: Any) -> None:
+    a, b = pair
+    lanes.put(7, REST, b"<plain>", b"<described>")
+    lanes.enter(5, b.fileno(), [(b"s1", 7, LATER)])
+    whole = unit()
+    a.sendall(whole[:-3])  # the Sync is cut
+    assert handed(lanes) == [5]
+    assert lanes.leave(5) == (0, -1, whole[:-3], b"")
+
+
+def test_end_of_stream_is_handed_back(lanes: Any, pair: Any) -> None:
+    a, b = pair
+    lanes.enter(6, b.fileno(), [(b"s1", 7, LATER)])
+    a.shutdown(socket.SHUT_WR)
+    assert handed(lanes) == [6]
+    assert lanes.leave(6) == (0, -1, b"", b"")
+
+
+def test_reply_bytes_the_socket_does_not_take_are_handed_back(lanes: Any, pair: Any) -> None:
+    a, b = pair
+    big = bytes(range(256)) * 64  # 16 KiB a reply; the peer reads nothing
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    lanes.put(7, REST, big, big)
+    lanes.enter(8, b.fileno(), [(b"s1", 7, LATER)])
+    sent_units = 0
+    tokens: list[int] = []
+    while not tokens:
+        a.sendall(unit() * 16)
+        sent_units += 16
+        ready, _, _ = select.select([lanes.notify_fd], [], [], 0.5)
+        if ready:
+            tokens = list(lanes.handed())
+    assert tokens == [8]
+    served, _, unanswered, unsent = lanes.leave(8)
+    assert unsent  # what the socket would not take
+    received = b""
+    a.setblocking(False)
+    while True:
+        try:
+            chunk = a.recv(1 << 20)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    # every answered run's reply is either received or handed back, in order
+    assert received + unsent == big * served
+    assert len(unanswered) % len(unit()) == 0
+    assert served + len(unanswered) // len(unit()) <= sent_units
+
+
+def test_leave_waits_for_no_one_and_forgets_the_session(lanes: Any, pair: Any) -> None:
+    a, b = pair
+    lanes.enter(9, b.fileno(), [])
+    with pytest.raises(ValueError):
+        lanes.enter(9, b.fileno(), [])
+    with pytest.raises(ValueError):
+        lanes.enter(0, b.fileno(), [])
+    assert lanes.stats()[3] == 1
+    assert lanes.leave(9) == (0, -1, b"", b"")
+    assert lanes.stats()[3] == 0
+    # the lane's duplicate descriptor is closed: the socket is still open for its owner
+    a.sendall(b"x")
+    assert b.recv(1) == b"x"
+
+
+def test_entries_are_stamped_with_the_epoch_of_put(lanes: Any, pair: Any) -> None:
+    a, b = pair
+    lanes.put(7, REST, b"<old>", b"<old>")
+    lanes.bump()
+    lanes.put(7, REST, b"<new>", b"<new>")  # stamped again: answered
+    lanes.enter(10, b.fileno(), [(b"s1", 7, LATER)])
+    a.sendall(unit())
+    assert recv_exactly(a, 5) == b"<new>"
+    lanes.clear()
+    a.sendall(unit())
+    assert handed(lanes) == [10]
+    assert lanes.leave(10)[:3] == (1, 7, unit())
+    assert lanes.stats()[1:3] == (0, 0)
