@@ -186,6 +186,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="runs of each (query, target), alternating; the means are reported")
     parser.add_argument("--stories", type=int, default=10_000)
     parser.add_argument("--votes", type=int, default=200_000)
     parser.add_argument("--write-rate", type=int, default=1000)
@@ -209,22 +211,28 @@ def main() -> int:
         with psycopg.connect(through, autocommit=True) as conn:
             for sql in CACHES:
                 conn.execute("CREATE CACHE FROM " + sql)
-        counted = {"hits": 0, "misses": 0, "fills": 0, "memoized_answers": 0}
-        for name, template in QUERIES.items():
-            script = template.format(stories=args.stories, authors=authors)
-            for target, dsn in (("direct", direct), ("weir", through)):
-                sweep(bindir, dsn, script, args.clients)
-                if args.warmup:
-                    pgbench(bindir, dsn, script, args.warmup, args.clients)
-                before = status(through)
-                run = pgbench(bindir, dsn, script, args.seconds, args.clients)
-                if target == "weir":
-                    after = status(through)
-                    for name_ in counted:
-                        counted[name_] += int(after[name_]) - int(before[name_])
-                runs.append(Run(name, target, run.tps, run.p50_ms, run.p99_ms))
-                print(f"{name:24} {target:7} tps={run.tps:9.0f} p50={run.p50_ms:.3f} ms "
-                      f"p99={run.p99_ms:.3f} ms", flush=True)
+        counted = {"hits": 0, "misses": 0, "fills": 0, "memoized_answers": 0,
+                   "lane_answers": 0}
+        for rnd in range(args.rounds):
+            for name, template in QUERIES.items():
+                script = template.format(stories=args.stories, authors=authors)
+                targets = [("direct", direct), ("weir", through)]
+                if rnd % 2:  # alternate the order: drift of the host's speed cancels out
+                    targets.reverse()
+                for target, dsn in targets:
+                    if rnd == 0:
+                        sweep(bindir, dsn, script, args.clients)
+                        if args.warmup:
+                            pgbench(bindir, dsn, script, args.warmup, args.clients)
+                    before = status(through)
+                    run = pgbench(bindir, dsn, script, args.seconds, args.clients)
+                    if target == "weir":
+                        after = status(through)
+                        for name_ in counted:
+                            counted[name_] += int(after.get(name_, 0)) - int(before.get(name_, 0))
+                    runs.append(Run(name, target, run.tps, run.p50_ms, run.p99_ms))
+                    print(f"{name:24} {target:7} tps={run.tps:9.0f} p50={run.p50_ms:.3f} ms "
+                          f"p99={run.p99_ms:.3f} ms", flush=True)
         fill_ms = status(through).get("fill_ms_avg", "?")
         lags = freshness(direct, through, min(10.0, args.seconds), args.write_rate, args.stories)
     finally:
@@ -249,6 +257,12 @@ def _wait(dsn: str) -> None:
             time.sleep(0.1)
 
 
+def _mean(runs: list[Run]) -> Run:
+    n = len(runs)
+    return Run(runs[0].query, runs[0].target, sum(r.tps for r in runs) / n,
+               sum(r.p50_ms for r in runs) / n, sum(r.p99_ms for r in runs) / n)
+
+
 def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[float],
            args: argparse.Namespace) -> str:
     hits, misses, fills = counted["hits"], counted["misses"], counted["fills"]
@@ -256,7 +270,8 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
     lines = [
         "# Hit-path benchmark (cached queries)",
         "",
-        f"pgbench `-M prepared`, {args.clients} clients, 2 threads, {args.seconds} s per run "
+        f"pgbench `-M prepared`, {args.clients} clients, 2 threads, {args.seconds} s per run, "
+        f"{args.rounds} rounds alternating direct and weir (the means are shown), "
         f"after every key of the script was read once (a sweep) and a {args.warmup} s "
         "warm-up run of the same script against the same target (the steady state: every "
         "key cached; fills and their latency are reported below); "
@@ -271,16 +286,17 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
         "weir p50 / p99 (ms) |",
         "|---|---:|---:|---:|---|---|",
     ]
-    by = {(r.query, r.target): r for r in runs}
     for name in QUERIES:
-        d, w = by[(name, "direct")], by[(name, "weir")]
+        d, w = (_mean([r for r in runs if (r.query, r.target) == (name, t)])
+                for t in ("direct", "weir"))
         lines.append(f"| {name} | {d.tps:.0f} | {w.tps:.0f} | {w.tps / d.tps:.2f} | "
                      f"{d.p50_ms:.3f} / {d.p99_ms:.3f} | {w.p50_ms:.3f} / {w.p99_ms:.3f} |")
     lines += [
         "",
         f"Hit rate during the measured weir runs: {hits / max(1, hits + misses):.4f} "
         f"({hits} hits, {misses} misses, {fills} fills; "
-        f"{counted['memoized_answers']} answers from the hit path's memo; mean fill latency "
+        f"{counted['memoized_answers']} answers from the hit path's memo, "
+        f"{counted['lane_answers']} of them by a hit lane; mean fill latency "
         f"over the whole invocation {fill_ms} ms).",
         "",
         f"Freshness (upstream commit -> visible through weir, {len(lags)} samples under "

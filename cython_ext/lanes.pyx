@@ -134,6 +134,7 @@ cdef cppclass Core:
     vector[int] stops
     int notify_fd
     uint64_t served
+    double spin  # seconds a lane polls before it sleeps
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)
@@ -300,8 +301,15 @@ cdef void _run(Core* c, int lane) noexcept nogil:
     cdef string out
     if buf == NULL:
         return
+    cdef double until
     while True:
-        ready = epoll_wait(epfd, events, EVENTS, -1)
+        ready = epoll_wait(epfd, events, EVENTS, 0)
+        if ready == 0 and c.spin > 0:  # poll a while before sleeping (see Lanes.__cinit__)
+            until = _monotonic() + c.spin
+            while ready == 0 and _monotonic() < until:
+                ready = epoll_wait(epfd, events, EVENTS, 0)
+        if ready == 0:
+            ready = epoll_wait(epfd, events, EVENTS, -1)
         if ready < 0:
             if errno == EINTR:
                 continue
@@ -321,7 +329,7 @@ cdef class Lanes:
     cdef readonly int lanes
     cdef bint closed
 
-    def __cinit__(self, int lanes):
+    def __cinit__(self, int lanes, double spin=0.0):
         cdef epoll_event ev
         cdef int i, fd
         if lanes < 1:
@@ -334,6 +342,7 @@ cdef class Lanes:
         self.c.fresh_until = -1e300
         self.c.entry_bytes = 0
         self.c.served = 0
+        self.c.spin = spin
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i in range(lanes):
             self.c.epfds.push_back(epoll_create1(EPOLL_CLOEXEC))

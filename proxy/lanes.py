@@ -63,6 +63,11 @@ MAX_BYTES = 64 << 20
 #: steady stream of writes to cached tables every stamp would be stale at once, and each
 #: read would cost a hand-back (the event loop answers then, as without lanes)
 QUIET_EPOCH = 0.02
+#: seconds a lane keeps polling its sessions after the last one it served before it sleeps:
+#: a lane that does not sleep is not woken (no wake-up, no cross-CPU interrupt) when the next
+#: request comes, which is most of the cost of an answer on small machines; the threads sleep
+#: after this much quiet, so an idle weir costs nothing
+SPIN = 200e-6
 #: lane tables remembered before they are all forgotten (memos come and go)
 MAX_TABLES = 4096
 
@@ -74,7 +79,7 @@ class HitLanes:
         core = cython_ext.load("lanes")
         if core is None:
             raise RuntimeError("hit lanes need the compiled cython_ext.lanes")
-        self.core = core.Lanes(count)
+        self.core = core.Lanes(count, SPIN)
         self.service = service
         self.count = count
         self._threads: list[threading.Thread] = []
