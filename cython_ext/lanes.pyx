@@ -84,6 +84,9 @@ cdef extern from "<sys/socket.h>" nogil:
         MSG_DONTWAIT
         MSG_NOSIGNAL
 
+cdef extern from "<sched.h>" nogil:
+    int sched_yield()
+
 cdef extern from "<fcntl.h>" nogil:
     int fcntl(int, int, ...)
     enum:
@@ -307,6 +310,7 @@ cdef void _run(Core* c, int lane) noexcept nogil:
         if ready == 0 and c.spin > 0:  # poll a while before sleeping (see Lanes.__cinit__)
             until = _monotonic() + c.spin
             while ready == 0 and _monotonic() < until:
+                sched_yield()  # a task waiting for this CPU (the client, say) goes first
                 ready = epoll_wait(epfd, events, EVENTS, 0)
         if ready == 0:
             ready = epoll_wait(epfd, events, EVENTS, -1)
