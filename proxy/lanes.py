@@ -17,10 +17,11 @@ Invariants:
 - a lane answers only what the hit path would answer with the same bytes now: every stamp is
   made right after the hit path validated that entry against the engine, and the epoch is
   bumped (no stamp is used again) before any engine change that may replace or drop an
-  answer (``Engine.on_change``), when the remembered privileges are forgotten, when the memos
-  are cleared and when the replication stream or the freshness deadline changes; each
-  statement's gate is the expiry of its role's remembered privilege for its cache, and the
-  freshness deadline is ``fresh_as_of + staleness_bound`` while the stream is up;
+  answer (``Engine.on_change``), when the remembered privileges are forgotten and when the
+  memos are cleared; each statement's gate is the expiry of its role's remembered privilege
+  for its cache, and the freshness deadline, set whenever ``fresh_as_of`` or the stream's
+  state changes (``CacheHost.on_fresh``), is ``fresh_as_of + staleness_bound`` while the
+  stream is up and already past while it is down;
 - a session's gates that only the session itself changes (transaction state, pending
   requests, read-your-writes, output settings, the statements it holds) cannot change while
   a lane reads it: the lane hands back anything but the answered runs;
@@ -29,9 +30,10 @@ Invariants:
   upstream going away, closing) takes it back first (:meth:`HitLanes.reclaim`), which waits
   for the lane to finish with it; the lane has its own duplicate of the descriptor, so the
   socket outlives a close by the transport until the lane lets it go;
-- what the lane did is applied when the session comes back: the answers it gave are
-  counted, the last statement is the cached one, the unnamed portal is gone (as after the
-  hit path), unsent reply bytes are written before anything else.
+- what the lane did is applied when the session comes back (the lanes count their answers
+  themselves, for ``SHOW WEIR STATUS``): the last statement is the cached one, the unnamed
+  portal is gone (as after the hit path), unsent reply bytes are written before anything
+  else.
 
 The pure-Python implementation has no lanes (``WEIR_IMPL=python`` or no compiled module): the
 event loop's hit path, whose contract the lanes keep, answers everything.
