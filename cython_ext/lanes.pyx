@@ -141,9 +141,6 @@ cdef cppclass Core:
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)
-cdef inline int deref_state(unordered_map[uint64_t, LSession*].iterator it) noexcept nogil:
-    return it_second(it).state
-
 cdef extern from *:
     """
     template <class It> static inline auto it_second(It it) -> decltype(it->second) {
@@ -236,7 +233,7 @@ cdef void _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil
     cdef const unsigned char* p = <const unsigned char*>buf
     pthread_mutex_lock(&c.mu)
     it = c.sessions.find(token)
-    if it == c.sessions.end() or deref_state(it) != WATCHED:
+    if it == c.sessions.end() or it_second(it).state != WATCHED:
         pthread_mutex_unlock(&c.mu)
         return
     s = it_second(it)

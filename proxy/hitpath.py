@@ -220,9 +220,9 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
         return False
     ext = session.extended
     held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
-    if held is None or held.route.cache is None or not _may_serve(session):
+    if held is None or held.route.cache is None or not may_serve(session):
         return False
-    memo = session.server.service.hits.statement_memo(held, _settings_id(session))
+    memo = session.server.service.hits.statement_memo(held, session_settings_id(session))
     rest = raw[name_end + 1 : be_]
     hit = memo.get(rest)
     if hit is None or not _current(session, memo, rest, hit):
@@ -249,9 +249,9 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
         describe = describe_
     elif len(index) != 1:
         return False
-    if not _may_serve(session):
+    if not may_serve(session):
         return False
-    sid = _settings_id(session)
+    sid = session_settings_id(session)
     memo = service.hits.batches(ctx.database, ctx.search_path, sid)
     hit = memo.get(raw)
     if hit is None:
@@ -274,7 +274,7 @@ def remember_query(session: Session, raw: bytes, reads: list[Any], answer: bytes
     if ctx is None or not reads or ctx.tainted is not None:
         return
     service = session.server.service
-    sid = _settings_id(session)
+    sid = session_settings_id(session)
     memo = service.hits.batches(ctx.database, ctx.search_path, sid)
     service.hits.remember(memo, raw, Hit(tuple(reads), b"", answer, ctx.last))
 
@@ -285,7 +285,7 @@ def _serve(session: Session, hit: Hit, reply: bytes) -> None:
     session.client.write(reply)
 
 
-def _may_serve(session: Session) -> bool:
+def may_serve(session: Session) -> bool:
     """The gates of the general path that do not depend on the cache (module docstring)."""
     ext = session.extended
     state = session.state
@@ -303,7 +303,7 @@ def _may_serve(session: Session) -> bool:
         and time.monotonic() - host.fresh_as_of <= service.settings.staleness_bound
 
 
-def _settings_id(session: Session) -> int:
+def session_settings_id(session: Session) -> int:
     """``service.output_settings_id(...)[1]``, from the session's memo of it when current."""
     state, ctx = session.state, session.ctx
     known = ctx.output  # type: ignore[union-attr]

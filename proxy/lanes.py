@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import cython_ext
 from proxy.handshake import Phase
-from proxy.hitpath import Hit, _may_serve, _settings_id
+from proxy.hitpath import Hit, may_serve, session_settings_id
 
 if TYPE_CHECKING:
     from proxy.relay import Session
@@ -200,13 +200,13 @@ class HitLanes:
     def _quiet(self, session: Session) -> bool:
         return (session.phase is Phase.READY and not session._paused and not session._held
                 and not session._local_busy and not session._cframer.buffered
-                and session.client.get_write_buffer_size() == 0 and _may_serve(session))
+                and session.client.get_write_buffer_size() == 0 and may_serve(session))
 
     def _statements(self, session: Session) -> list[tuple[bytes, int, float]]:
         """(name, table, gate) of each held statement the lane may answer."""
         service = self.service
         user = session.ctx.user  # type: ignore[union-attr]
-        sid = _settings_id(session)
+        sid = session_settings_id(session)
         grants = service.grants
         out = []
         for name, held in session.extended.held.items():
