@@ -1,6 +1,7 @@
 # cython: language_level=3
 # distutils: language = c++
-"""Hit lanes: threads that answer memoized cached reads of quiet sessions without the GIL.
+"""Lanes: threads that answer memoized cached reads of quiet sessions, and relay the requests
+and answers of quiet pass-through sessions, without the GIL.
 
 Owns: the lane threads (each an epoll loop run with the GIL released), the sessions handed
 to them (a duplicate of the client socket's descriptor and the statements the session holds
@@ -13,7 +14,9 @@ statement it knows) [``Describe`` portal] ``Execute`` (all rows) ``Sync`` whose 
 stamped with the current epoch, within the session's gate and the freshness deadline, with
 one ``send``; at the first thing it cannot answer (another message, a stale or missing entry,
 an incomplete message, a short write, end of stream) it stops watching the socket and hands
-the session back with the unanswered bytes and the unsent reply bytes. The proxy
+the session back with the unanswered bytes and the unsent reply bytes. A pass session's lane
+reads both its sockets and relays whole request/answer cycles (see "pass sessions" below).
+The proxy
 (``proxy.lanes``) owns every decision about what may be answered: it stamps entries, sets
 the gates and bumps the epoch before any change that could make a stamped entry wrong.
 
@@ -24,13 +27,15 @@ the thread that marked the session BUSY touches. Imports nothing from the projec
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memchr
-from libcpp.string cimport string
+from libc.string cimport memchr, memcmp
+from libcpp.string cimport npos, string
 from libcpp.unordered_map cimport unordered_map
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close, dup, read, write
+
+from cython_ext.queryhead cimport query_head
 
 
 cdef extern from "<errno.h>" nogil:
@@ -100,6 +105,19 @@ cdef enum:
     HANDED = 2  # out of the epoll set, waiting in the hand-back queue
     READ_BUF = 65536
     EVENTS = 64
+    #: which simple Queries a pass session forwards: none, those whose text is ASCII and
+    #: plain (no registry), those that also name no cached relation (explicit caching)
+    QUERIES_NONE = 0
+    QUERIES_ASCII = 1
+    QUERIES_UNNAMED = 2
+    #: what a pass session's ``events`` record
+    EV_BIND = 1
+    EV_PARSE = 2
+    EV_QUERY = 3
+    EV_BARRIER = 4
+    #: bytes a pass session buffers in either direction before it hands back (a large
+    #: result or batch: the event loop streams it)
+    PASS_BUFFER = 262144
 
 
 cdef cppclass Entry:
@@ -114,14 +132,33 @@ cdef cppclass Stmt:
 
 
 cdef cppclass LSession:
-    int fd
+    int fd  # the client socket (a duplicate)
+    int ufd  # pass sessions: the upstream socket (a duplicate); hit sessions: -1
     int lane
     int state
     unordered_map[string, Stmt] stmts
-    uint64_t served
+    uint64_t served  # answers given (hit sessions), cycles relayed (pass sessions)
     int64_t last_table
-    string pending_in
-    string pending_out
+    string pending_in  # client bytes not handled
+    string pending_out  # bytes for the client not sent
+    # -- pass sessions (see _pass_client and _pass_upstream)
+    uint64_t gen  # the routing generation the session entered at
+    int queries  # which simple Queries are plain: QUERIES_NONE, _ASCII or _UNNAMED
+    unordered_map[string, int] binds  # Bind names (portal, statement, NULs) -> index
+    unordered_map[string, int] parses  # Parse payload -> index
+    vector[uint64_t] bind_runs  # per Bind index: runs in relayed cycles
+    vector[uint64_t] bind_used  # per Bind index: sequence number of its last relayed run
+    vector[uint64_t] parse_used  # per Parse index: the same
+    uint64_t seq
+    bint queried  # a relayed cycle held a simple Query
+    int batch  # Extended.batch_upstream after the last relayed cycle
+    int sent_batch  # the same after everything sent upstream
+    string upstream_in  # upstream bytes not relayed
+    string upstream_out  # bytes for the upstream not sent
+    string inflight  # what went upstream whose cycle is not relayed yet
+    vector[int64_t] events  # what ``inflight`` holds: EV_* << 32 | index, in order
+    vector[size_t] barriers  # the end in ``inflight`` of each Sync or Query
+    vector[int] batches  # ``sent_batch`` after each of them
 
 
 cdef cppclass Core:
@@ -138,6 +175,11 @@ cdef cppclass Core:
     int notify_fd
     uint64_t served
     double spin  # seconds a lane polls before it sleeps
+    uint64_t gen  # the routing generation (pass sessions hand back when it moved)
+    vector[string] names  # relation names of the caches (lower case; QUERIES_UNNAMED)
+    vector[string] watched  # proxy.forwarding.WATCHED_WORDS
+    vector[string] read_only  # CommandComplete tags that cannot have written anything
+    uint64_t relayed  # cycles relayed by pass sessions
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)
@@ -148,10 +190,12 @@ cdef extern from *:
     }
     template <class It> static inline auto& stmt_of(It it) { return it->second; }
     template <class It> static inline auto& entry_of(It it) { return it->second; }
+    template <class It> static inline int index_of(It it) { return it->second; }
     """
     LSession* it_second(unordered_map[uint64_t, LSession*].iterator) nogil
     Stmt& stmt_of(unordered_map[string, Stmt].iterator) nogil
     Entry& entry_of(unordered_map[string, Entry].iterator) nogil
+    int index_of(unordered_map[string, int].iterator) nogil
 
 
 cdef inline double _monotonic() noexcept nogil:
@@ -209,6 +253,8 @@ cdef void _hand_back(Core* c, uint64_t token, LSession* s) noexcept nogil:
     cdef uint64_t one = 1
     cdef bint first
     epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
+    if s.ufd >= 0:
+        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
     pthread_mutex_lock(&c.mu)
     s.state = HANDED
     first = c.handed.empty()
@@ -219,10 +265,43 @@ cdef void _hand_back(Core* c, uint64_t token, LSession* s) noexcept nogil:
         write(c.notify_fd, &one, 8)
 
 
+cdef LSession* _take(Core* c, uint64_t token) noexcept nogil:
+    """Mark the session of ``token`` BUSY if it is WATCHED (NULL otherwise)."""
+    cdef LSession* s = NULL
+    cdef unordered_map[uint64_t, LSession*].iterator it
+    pthread_mutex_lock(&c.mu)
+    it = c.sessions.find(token)
+    if it != c.sessions.end() and it_second(it).state == WATCHED:
+        s = it_second(it)
+        s.state = BUSY
+    pthread_mutex_unlock(&c.mu)
+    return s
+
+
+cdef void _watch(Core* c, LSession* s) noexcept nogil:
+    """A BUSY session is WATCHED again."""
+    pthread_mutex_lock(&c.mu)
+    s.state = WATCHED
+    pthread_cond_broadcast(&c.cv)
+    pthread_mutex_unlock(&c.mu)
+
+
+cdef inline bint _again() noexcept nogil:
+    return errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR
+
+
+cdef Py_ssize_t _send(int fd, const char* data, Py_ssize_t size) noexcept nogil:
+    """Bytes of ``data`` sent now (all of them when the socket is broken: its transport will
+    see that itself)."""
+    cdef ssize_t sent = send(fd, data, size, MSG_DONTWAIT | MSG_NOSIGNAL)
+    if sent < 0:
+        return 0 if _again() else size
+    return sent
+
+
 cdef void _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil:
     """One readable session: answer what can be answered, hand back the rest."""
     cdef LSession* s
-    cdef unordered_map[uint64_t, LSession*].iterator it
     cdef unordered_map[string, Stmt].iterator st
     cdef unordered_map[string, Entry].iterator en
     cdef ssize_t n, sent
@@ -231,20 +310,12 @@ cdef void _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil
     cdef double now
     cdef string name, key
     cdef const unsigned char* p = <const unsigned char*>buf
-    pthread_mutex_lock(&c.mu)
-    it = c.sessions.find(token)
-    if it == c.sessions.end() or it_second(it).state != WATCHED:
-        pthread_mutex_unlock(&c.mu)
+    s = _take(c, token)
+    if s == NULL:
         return
-    s = it_second(it)
-    s.state = BUSY
-    pthread_mutex_unlock(&c.mu)
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
-    if n < 0 and (errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR):
-        pthread_mutex_lock(&c.mu)
-        s.state = WATCHED
-        pthread_cond_broadcast(&c.cv)
-        pthread_mutex_unlock(&c.mu)
+    if n < 0 and _again():
+        _watch(c, s)
         return
     if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
         s.pending_in.clear()
@@ -277,21 +348,298 @@ cdef void _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil
             pos += size
     pthread_mutex_unlock(&c.mu)
     if out.size():
-        sent = send(s.fd, out.data(), out.size(), MSG_DONTWAIT | MSG_NOSIGNAL)
-        if sent < 0:
-            # would block: all of it is pending; a broken socket: the transport will see it
-            sent = 0 if errno == EAGAIN or errno == EWOULDBLOCK or errno == EINTR \
-                else <ssize_t>out.size()
+        sent = _send(s.fd, out.data(), out.size())
         if <size_t>sent < out.size():
             s.pending_out.assign(out.data() + sent, out.size() - sent)
     if pos < n or s.pending_out.size():
         s.pending_in.assign(buf + pos, n - pos)
         _hand_back(c, token, s)
         return
+    _watch(c, s)
+
+
+# -- pass sessions ----------------------------------------------------------------------------
+#
+# A pass session's lane relays whole request/answer cycles between the client and the
+# upstream: client messages up to a Sync or simple Query, when every one of them is one the
+# relay core forwards without a look (Execute, Sync, Flush, Describe, Binds and Parses the
+# session sent before, plain simple Queries), and upstream answers up to a ReadyForQuery
+# (idle), when none of them is one the session state must observe (ErrorResponse,
+# ParameterStatus, a CommandComplete that may have written, another transaction status, the
+# start of a COPY, anything unknown). What it relays is summed up for the proxy (runs per Bind,
+# the last use of each Bind and Parse, whether a Query went by); what went upstream whose
+# answer did not come back yet is kept (``inflight``) for the proxy to observe on hand-back.
+
+
+cdef bint _quiet_upstream(Core* c, const unsigned char* p, Py_ssize_t length) noexcept nogil:
+    """Whether a backend message (type at ``p``, payload after 5 bytes) needs no look."""
+    cdef unsigned char t = p[0]
+    if t == b'D' or t == b'1' or t == b'2' or t == b'3' or t == b'n' or t == b't' \
+            or t == b'T' or t == b'I' or t == b's' or t == b'N' or t == b'A':
+        return True
+    if t == b'Z':
+        return length == 5 and p[5] == b'I'
+    if t == b'C':
+        return _read_only(c, p + 5, length - 4)
+    return False
+
+
+cdef bint _read_only(Core* c, const unsigned char* tag, Py_ssize_t size) noexcept nogil:
+    """A CommandComplete tag that cannot have written anything (``set_words``)."""
+    cdef Py_ssize_t i, k
+    for i in range(<Py_ssize_t>c.read_only.size()):
+        k = c.read_only[i].size()
+        if k <= size and memcmp(tag, c.read_only[i].data(), k) == 0:
+            return True
+    return False
+
+
+cdef Py_ssize_t _names_end(const unsigned char* p, Py_ssize_t start, Py_ssize_t end
+                           ) noexcept nogil:
+    """Where a Bind's portal and statement names (payload p[start:end]) end, or -1."""
+    cdef const unsigned char* nul = <const unsigned char*>memchr(p + start, 0, end - start)
+    if nul == NULL:
+        return -1
+    nul = <const unsigned char*>memchr(nul + 1, 0, end - (nul + 1 - p))
+    return -1 if nul == NULL else nul - p + 1
+
+
+cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
+                 Py_ssize_t end) noexcept nogil:
+    """proxy.forwarding.plain_query for the Query payload p[start:end], or False where only
+    the event loop can tell (non-ASCII text)."""
+    cdef const unsigned char* words[64]
+    cdef Py_ssize_t lens[64]
+    cdef Py_ssize_t count = 0, i, j, k, size
+    cdef string lowered
+    if s.queries == QUERIES_NONE:
+        return False
+    for i in range(min(<Py_ssize_t>c.watched.size(), 64)):
+        words[i] = <const unsigned char*>c.watched[i].data()
+        lens[i] = c.watched[i].size()
+        count += 1
+    if query_head(p, end, start, end, words, lens, count) != 1:
+        return False
+    if s.queries == QUERIES_ASCII or c.names.empty():
+        return True
+    size = end - 1 - start
+    lowered.assign(<const char*>p + start, size)
+    for i in range(size):
+        if 65 <= <unsigned char>lowered[i] <= 90:
+            lowered[i] = lowered[i] + 32
+    for i in range(<Py_ssize_t>c.names.size()):
+        if lowered.find(c.names[i]) != npos:
+            return False
+    return True
+
+
+cdef void _pass_client(Core* c, uint64_t token, char* buf) noexcept nogil:
+    """The client of a pass session is readable: forward whole quiet cycles upstream."""
+    cdef LSession* s = _take(c, token)
+    cdef ssize_t n
+    cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base
+    cdef const unsigned char* p
+    cdef unsigned char t
+    cdef vector[int64_t] found
+    cdef unordered_map[string, int].iterator it
+    cdef string key
+    cdef int batch
+    cdef uint64_t gen
+    if s == NULL:
+        return
+    n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
+    if n < 0 and _again():
+        _watch(c, s)
+        return
+    if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
+        _hand_back(c, token, s)
+        return
+    s.pending_in.append(buf, n)
+    p = <const unsigned char*>s.pending_in.data()
+    size = s.pending_in.size()
+    while size - pos >= 5:  # the end of the last whole Sync or Query
+        length = _u32(p + pos + 1)
+        if length < 4:
+            _hand_back(c, token, s)  # the proxy reports it
+            return
+        end = pos + 1 + length
+        if end > size:
+            break
+        t = p[pos]
+        if t == b'S' or t == b'Q':
+            cut = end
+        elif t == b'H' or (t != b'B' and t != b'P' and t != b'E' and t != b'D'):
+            flushed = end  # (a Flush, a Terminate, ...: not one to wait for a Sync after)
+        pos = end
+    if flushed > cut:  # the client may wait for what no ReadyForQuery ends: the loop's
+        _hand_back(c, token, s)
+        return
+    if cut == 0:
+        if size > PASS_BUFFER:
+            _hand_back(c, token, s)
+        else:
+            _watch(c, s)
+        return
     pthread_mutex_lock(&c.mu)
-    s.state = WATCHED
-    pthread_cond_broadcast(&c.cv)
+    gen = c.gen
+    pos = 0
+    while pos < cut:  # look: all or nothing
+        t = p[pos]
+        end = pos + 1 + _u32(p + pos + 1)
+        if t == b'B':
+            names_end = _names_end(p, pos + 5, end)
+            if names_end < 0:
+                break
+            key.assign(<const char*>p + pos + 5, names_end - pos - 5)
+            it = s.binds.find(key)
+            if it == s.binds.end():
+                break
+            found.push_back((<int64_t>EV_BIND << 32) | index_of(it))
+        elif t == b'P':
+            key.assign(<const char*>p + pos + 5, end - pos - 5)
+            it = s.parses.find(key)
+            if it == s.parses.end():
+                break
+            found.push_back((<int64_t>EV_PARSE << 32) | index_of(it))
+        elif t == b'Q':
+            if not _plain(c, s, p, pos + 5, end):
+                break
+            found.push_back(<int64_t>EV_QUERY << 32)
+        elif t != b'E' and t != b'S' and t != b'H' and t != b'D':
+            break
+        pos = end
     pthread_mutex_unlock(&c.mu)
+    if pos < cut or gen != s.gen:
+        _hand_back(c, token, s)
+        return
+    base = s.inflight.size()
+    s.inflight.append(<const char*>p, cut)
+    batch = s.sent_batch
+    pos = 0
+    n = 0
+    while pos < cut:  # what the relay core observes (its _observe), in ``events``
+        t = p[pos]
+        end = pos + 1 + _u32(p + pos + 1)
+        if t == b'B' or t == b'P' or t == b'Q':
+            s.events.push_back(found[n])
+            n += 1
+        if t == b'E' or t == b'D' or t == b'B' or t == b'P':
+            batch = 1
+        elif t == b'S':
+            batch = 0
+        if t == b'S' or t == b'Q':
+            s.events.push_back(<int64_t>EV_BARRIER << 32)
+            s.barriers.push_back(base + end)
+            s.batches.push_back(batch)
+        pos = end
+    s.sent_batch = batch
+    sent = _send(s.ufd, <const char*>p, cut)
+    if sent < cut:
+        s.upstream_out.assign(<const char*>p + sent, cut - sent)
+    s.pending_in.erase(0, cut)
+    if s.upstream_out.size() or s.pending_in.size() > PASS_BUFFER:
+        _hand_back(c, token, s)
+        return
+    _watch(c, s)
+
+
+cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
+    """The answers of the first ``cycles`` cycles in ``inflight`` went to the client."""
+    cdef Py_ssize_t i = 0, done = 0, kind, index
+    cdef size_t cut = s.barriers[cycles - 1]
+    while done < cycles:
+        kind = s.events[i] >> 32
+        index = s.events[i] & <int64_t>0xffffffff
+        s.seq += 1
+        if kind == EV_BIND:
+            s.bind_runs[index] += 1
+            s.bind_used[index] = s.seq
+        elif kind == EV_PARSE:
+            s.parse_used[index] = s.seq
+        elif kind == EV_QUERY:
+            s.queried = True
+        else:
+            done += 1
+        i += 1
+    s.events.erase(s.events.begin(), s.events.begin() + i)
+    s.batch = s.batches[cycles - 1]
+    s.batches.erase(s.batches.begin(), s.batches.begin() + cycles)
+    s.barriers.erase(s.barriers.begin(), s.barriers.begin() + cycles)
+    for i in range(<Py_ssize_t>s.barriers.size()):
+        s.barriers[i] -= cut
+    s.inflight.erase(0, cut)
+    s.served += cycles
+    pthread_mutex_lock(&c.mu)
+    c.relayed += cycles
+    pthread_mutex_unlock(&c.mu)
+
+
+cdef void _pass_upstream(Core* c, uint64_t token, char* buf) noexcept nogil:
+    """The upstream of a pass session is readable: relay whole quiet answers to the client."""
+    cdef LSession* s = _take(c, token)
+    cdef ssize_t n
+    cdef Py_ssize_t size, pos = 0, cut = 0, end, length, cycles = 0, seen = 0, sent
+    cdef const unsigned char* p
+    cdef bint stop = False
+    if s == NULL:
+        return
+    n = recv(s.ufd, buf, READ_BUF, MSG_DONTWAIT)
+    if n < 0 and _again():
+        _watch(c, s)
+        return
+    if n <= 0:
+        _hand_back(c, token, s)
+        return
+    s.upstream_in.append(buf, n)
+    p = <const unsigned char*>s.upstream_in.data()
+    size = s.upstream_in.size()
+    while size - pos >= 5:
+        length = _u32(p + pos + 1)
+        end = pos + 1 + length
+        if length < 4 or end > size:
+            stop = length < 4
+            break
+        if not _quiet_upstream(c, p + pos, length):
+            stop = True
+            break
+        if p[pos] == b'Z':
+            seen += 1
+            cut = end
+            cycles = seen
+        pos = end
+    if cycles > <Py_ssize_t>s.barriers.size():  # more answers than requests: the proxy sees
+        _hand_back(c, token, s)
+        return
+    if cycles:
+        sent = _send(s.fd, <const char*>p, cut)
+        if sent < cut:
+            s.pending_out.assign(<const char*>p + sent, cut - sent)
+        s.upstream_in.erase(0, cut)
+        _relayed(c, s, cycles)
+    # (what comes with no request outstanding — a notification, a notice, a parameter
+    # status, the server going away — is the event loop's)
+    if stop or s.pending_out.size() or s.upstream_in.size() > PASS_BUFFER \
+            or (s.upstream_in.size() and s.barriers.empty()):
+        _hand_back(c, token, s)
+        return
+    _watch(c, s)
+
+
+cdef void _dispatch(Core* c, uint64_t data, char* buf, string* out) noexcept nogil:
+    """An epoll event: ``data`` is a session's token << 1, plus 1 for its upstream socket."""
+    cdef uint64_t token = data >> 1
+    cdef unordered_map[uint64_t, LSession*].iterator it
+    cdef bint passing
+    pthread_mutex_lock(&c.mu)
+    it = c.sessions.find(token)
+    passing = it != c.sessions.end() and it_second(it).ufd >= 0
+    pthread_mutex_unlock(&c.mu)
+    if not passing:
+        _serve(c, token, buf, out)
+    elif data & 1:
+        _pass_upstream(c, token, buf)
+    else:
+        _pass_client(c, token, buf)
 
 
 cdef void _run(Core* c, int lane) noexcept nogil:
@@ -319,7 +667,7 @@ cdef void _run(Core* c, int lane) noexcept nogil:
             if events[i].data.u64 == 0:  # the stop signal
                 free(buf)
                 return
-            _serve(c, events[i].data.u64, buf, &out)
+            _dispatch(c, events[i].data.u64, buf, &out)
     free(buf)
 
 
@@ -344,6 +692,8 @@ cdef class Lanes:
         self.c.entry_bytes = 0
         self.c.served = 0
         self.c.spin = spin
+        self.c.gen = 1
+        self.c.relayed = 0
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i in range(lanes):
             self.c.epfds.push_back(epoll_create1(EPOLL_CLOEXEC))
@@ -361,6 +711,8 @@ cdef class Lanes:
             return
         for item in self.c.sessions:
             close(item.second.fd)
+            if item.second.ufd >= 0:
+                close(item.second.ufd)
             del item.second
         cdef int fd
         for fd in self.c.epfds:
@@ -440,6 +792,7 @@ cdef class Lanes:
             raise OSError(errno, "dup")
         s = new LSession()
         s.fd = newfd
+        s.ufd = -1
         s.lane = token % self.lanes
         s.state = WATCHED
         s.served = 0
@@ -457,7 +810,7 @@ cdef class Lanes:
         self.c.sessions[token] = s
         pthread_mutex_unlock(&self.c.mu)
         ev.events = EPOLLIN
-        ev.data.u64 = token
+        ev.data.u64 = token << 1
         if epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_ADD, newfd, &ev) < 0:
             err = errno
             pthread_mutex_lock(&self.c.mu)
@@ -484,15 +837,19 @@ cdef class Lanes:
                 self.c.sessions.erase(token)
                 if s.state == WATCHED:
                     epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
+                    if s.ufd >= 0:
+                        epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
             pthread_mutex_unlock(&self.c.mu)
         if s == NULL:
             return None
         close(s.fd)
-        result = (s.served, s.last_table,
-                  PyBytes_FromStringAndSize(s.pending_in.data(), s.pending_in.size()),
-                  PyBytes_FromStringAndSize(s.pending_out.data(), s.pending_out.size()))
-        del s
-        return result
+        try:
+            if s.ufd >= 0:
+                close(s.ufd)
+                return _pass_result(s)
+            return (s.served, s.last_table, _bytes(s.pending_in), _bytes(s.pending_out))
+        finally:
+            del s
 
     def handed(self):
         """The tokens of the sessions handed back since the last call (drains the notice)."""
@@ -505,9 +862,125 @@ cdef class Lanes:
         return [t for t in tokens]
 
     def stats(self):
-        """``(answers given, entries, entry bytes, sessions in lanes)``."""
+        """``(answers given, entries, entry bytes, sessions in lanes, cycles relayed)``."""
         pthread_mutex_lock(&self.c.mu)
         result = (self.c.served, self.c.entries.size(), self.c.entry_bytes,
-                  self.c.sessions.size())
+                  self.c.sessions.size(), self.c.relayed)
         pthread_mutex_unlock(&self.c.mu)
         return result
+
+    # -- pass sessions ----------------------------------------------------------------------
+
+    def set_words(self, tuple watched not None, tuple read_only not None):
+        """The first words that make a simple Query not plain (upper case) and the
+        CommandComplete tags that cannot have written anything."""
+        cdef bytes word
+        pthread_mutex_lock(&self.c.mu)
+        self.c.watched.clear()
+        self.c.read_only.clear()
+        for word in watched[:64]:
+            self.c.watched.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
+        for word in read_only:
+            self.c.read_only.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
+        pthread_mutex_unlock(&self.c.mu)
+
+    def routing(self, tuple names not None):
+        """The routing state changed (caches were created or dropped): every pass session
+        hands back before it forwards anything more; ``names`` are the relations the caches
+        read (lower case)."""
+        cdef bytes name
+        pthread_mutex_lock(&self.c.mu)
+        self.c.gen += 1
+        self.c.names.clear()
+        for name in names:
+            self.c.names.push_back(string(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)))
+        pthread_mutex_unlock(&self.c.mu)
+
+    def enter_pass(self, uint64_t token, int fd, int ufd, list binds not None,
+                   list parses not None, int queries):
+        """Hand a pass session to lane ``token % lanes``: ``fd`` and ``ufd`` are its client
+        and upstream sockets (duplicated here), ``binds`` the Bind names and ``parses`` the
+        Parse payloads it may send again, ``queries`` which simple Queries it forwards
+        (QUERIES_*). The session must be idle: nothing outstanding upstream."""
+        cdef LSession* s
+        cdef epoll_event ev
+        cdef bytes key
+        cdef int i, err
+        if token == 0:
+            raise ValueError("token 0 is reserved")
+        cfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        if cfd < 0:
+            raise OSError(errno, "dup")
+        cufd = fcntl(ufd, F_DUPFD_CLOEXEC, 0)
+        if cufd < 0:
+            err = errno
+            close(cfd)
+            raise OSError(err, "dup")
+        s = new LSession()
+        s.fd, s.ufd = cfd, cufd
+        s.lane = token % self.lanes
+        s.state = WATCHED
+        s.served = s.seq = 0
+        s.last_table = -1
+        s.queries = queries
+        s.queried = False
+        s.batch = s.sent_batch = 0
+        for i, key in enumerate(binds):
+            s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+        s.bind_runs.resize(len(binds), 0)
+        s.bind_used.resize(len(binds), 0)
+        for i, key in enumerate(parses):
+            s.parses[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+        s.parse_used.resize(len(parses), 0)
+        pthread_mutex_lock(&self.c.mu)
+        if self.c.sessions.count(token):
+            pthread_mutex_unlock(&self.c.mu)
+            close(cfd)
+            close(cufd)
+            del s
+            raise ValueError("token in use")
+        s.gen = self.c.gen
+        self.c.sessions[token] = s
+        pthread_mutex_unlock(&self.c.mu)
+        ev.events = EPOLLIN
+        ev.data.u64 = token << 1
+        err = 0
+        if epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_ADD, cfd, &ev) < 0:
+            err = errno
+        else:
+            ev.data.u64 = (token << 1) | 1
+            if epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_ADD, cufd, &ev) < 0:
+                err = errno
+                epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, cfd, NULL)
+        if err:
+            pthread_mutex_lock(&self.c.mu)
+            self.c.sessions.erase(token)
+            pthread_mutex_unlock(&self.c.mu)
+            close(cfd)
+            close(cufd)
+            del s
+            raise OSError(err, "epoll_ctl")
+
+
+QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}
+
+
+cdef inline bytes _bytes(const string& data):
+    return PyBytes_FromStringAndSize(data.data(), data.size())
+
+
+cdef tuple _pass_result(LSession* s):
+    """What ``leave`` returns for a pass session (see ``proxy.lanes``)."""
+    cdef pair[string, int] item
+    binds = []
+    parses = []
+    for item in s.binds:
+        if s.bind_runs[item.second]:
+            binds.append((s.bind_used[item.second], _bytes(item.first),
+                          s.bind_runs[item.second]))
+    for item in s.parses:
+        if s.parse_used[item.second]:
+            parses.append((s.parse_used[item.second], _bytes(item.first)))
+    return (s.served, binds, parses, s.queried, s.batch == 1, _bytes(s.pending_in),
+            _bytes(s.pending_out), _bytes(s.upstream_in), _bytes(s.upstream_out),
+            _bytes(s.inflight))

@@ -18,6 +18,8 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp
 
+from cython_ext.queryhead cimport query_head as _query_head
+
 cdef object _error = ValueError
 
 
@@ -99,57 +101,30 @@ def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_
     return pos, statuses, marks
 
 
-cdef inline bint _blank(unsigned char c):
-    return c == 32 or (9 <= c <= 13)  # what bytes.strip() strips
+cdef enum:
+    MAX_WATCHED = 32  # watched words a tuple may hold (proxy.forwarding.WATCHED_WORDS)
+
+
+cdef Py_ssize_t _words(tuple watched, const unsigned char** words, Py_ssize_t* lens) except -1:
+    """Point ``words``/``lens`` at the bytes of ``watched`` (kept alive by the caller)."""
+    cdef Py_ssize_t i = 0
+    cdef bytes word
+    if len(watched) > MAX_WATCHED:
+        raise ValueError(f"at most {MAX_WATCHED} watched words")
+    for word in watched:
+        words[i] = <const unsigned char*>PyBytes_AS_STRING(word)
+        lens[i] = PyBytes_GET_SIZE(word)
+        i += 1
+    return i
 
 
 def query_head(bytes raw, Py_ssize_t start, Py_ssize_t end, tuple watched):
     """Twin of proxy.forwarding.query_head (same contract; see that module)."""
+    cdef const unsigned char* words[MAX_WATCHED]
+    cdef Py_ssize_t lens[MAX_WATCHED]
+    cdef Py_ssize_t count = _words(watched, words, lens)
     return _query_head(<const unsigned char*>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw),
-                       start, end, watched)
-
-
-cdef int _query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t start, Py_ssize_t end,
-                     tuple watched):
-    cdef Py_ssize_t i, h, k, size
-    cdef unsigned char c
-    cdef bytes word
-    cdef const unsigned char* w
-    if start < 0 or end <= start or end > n:
-        return 0
-    for i in range(start, end - 1):
-        if p[i] == 0:
-            return 0
-    if p[end - 1] != 0:
-        return 0
-    h = start
-    while h < end - 1 and _blank(p[h]):
-        h += 1
-    size = end - 1 - h
-    if size > 10:
-        size = 10
-    if size == 0 or not ((65 <= p[h] <= 90) or (97 <= p[h] <= 122)):
-        return 0
-    for i in range(size):
-        if p[h + i] >= 128:
-            return 0
-    for word in watched:
-        k = PyBytes_GET_SIZE(word)
-        if k > size:
-            continue
-        w = <const unsigned char*>PyBytes_AS_STRING(word)
-        for i in range(k):
-            c = p[h + i]
-            if 97 <= c <= 122:
-                c -= 32
-            if c != w[i]:
-                break
-        else:
-            return 0
-    for i in range(h + size, end - 1):
-        if p[i] >= 128:
-            return 2
-    return 1
+                       start, end, words, lens, count)
 
 
 # -- the relay core -----------------------------------------------------------------------------
@@ -163,7 +138,10 @@ cdef object _try_answer = None  # proxy.hitpath.try_answer
 cdef object _ready_phase = None  # Phase.READY
 cdef object _violation = ValueError  # ProtocolViolation
 cdef object _plain_query = None  # proxy.forwarding.plain_query (when a registry runs)
-cdef tuple _watched = ()  # proxy.forwarding.WATCHED_WORDS
+cdef tuple _watched = ()  # proxy.forwarding.WATCHED_WORDS (its bytes: _wwords, _wlens)
+cdef const unsigned char* _wwords[MAX_WATCHED]
+cdef Py_ssize_t _wlens[MAX_WATCHED]
+cdef Py_ssize_t _nwatched = 0
 cdef tuple _read_only_tags = ()  # CommandComplete tags that cannot have written anything
 #: SessionState's shared queue items of the requests whose success changes nothing
 cdef object _describe = None, _execute = None, _sync = None, _query = None
@@ -178,9 +156,10 @@ def configure(try_answer, ready_phase, violation, dict plain, tuple read_only_ta
               tuple watched, plain_query):
     """Hand the core what it uses from the project (this package imports none of it)."""
     global _try_answer, _ready_phase, _violation, _plain_query, _watched, _read_only_tags
-    global _describe, _execute, _sync, _query, _configured
+    global _describe, _execute, _sync, _query, _configured, _nwatched
     _try_answer, _ready_phase, _violation, _plain_query = (try_answer, ready_phase, violation,
                                                            plain_query)
+    _nwatched = _words(watched, _wwords, _wlens)
     _watched, _read_only_tags = watched, read_only_tags
     _describe, _execute = plain["describe"], plain["execute"]
     _sync, _query = plain["sync"], plain["query"]
@@ -281,6 +260,10 @@ cdef class Relay:
     #: the framers' buffers (never replaced; empty exactly when nothing waits, since a
     #: framer's read position never passes the end of its buffer)
     cdef bytearray cbuf, ubuf
+    #: the lanes' ``offer_pass`` (None without lanes), and the quiet answers to relay before
+    #: calling it again
+    cdef object offer_pass
+    cdef long offer_wait
 
     def __init__(self, session):
         self.session = session
@@ -310,6 +293,8 @@ cdef class Relay:
         self.service = s.server.service
         self.svdict = self.service.__dict__
         self.caching = s._caching
+        lanes = self.service.lanes
+        self.offer_pass = lanes.offer_pass if lanes is not None else None
         cframer, uframer = s._cframer, s._uframer
         self.cmax, self.umax = cframer._max, uframer._max
         self.cbuf, self.ubuf = cframer._buf, uframer._buf
@@ -442,7 +427,8 @@ cdef class Relay:
     cdef bint _plain(self, bytes raw, const unsigned char* p, Py_ssize_t start,
                      Py_ssize_t end) except -1:
         """proxy.forwarding.plain_query."""
-        cdef int head = _query_head(p, PyBytes_GET_SIZE(raw), start, end, _watched)
+        cdef int head = _query_head(p, PyBytes_GET_SIZE(raw), start, end, _wwords, _wlens,
+                                    _nwatched)
         if head == 0:
             return False
         if PyDict_GetItem(self.svdict, "registry") == <PyObject*>None:
@@ -461,7 +447,7 @@ cdef class Relay:
             self.portals.pop(portal, None)
         self.portal_statements[portal] = statement
         if self.routes:
-            self.ext._count_run(statement)
+            self.ext.count_runs(statement)
         return 0
 
     cdef int _parse_seen(self, object msg) except -1:
@@ -496,6 +482,11 @@ cdef class Relay:
         if len(self.ubuf) or self._swallowing() or not self._ready_run(data):
             return s.upstream_data(data)
         self.client_write(data)
+        if self.offer_pass is not None and not len(self.pending):
+            if self.offer_wait:
+                self.offer_wait -= 1
+            else:  # the lanes may relay this session from here on (proxy.lanes)
+                self.offer_wait = self.offer_pass(s)
 
     cdef inline bint _swallowing(self) except -1:
         cdef PyObject* value = PyDict_GetItem(self.stdict, "swallowing")

@@ -204,24 +204,24 @@ class Extended:
                 self.portals.pop(msg.portal, None)
                 self._portal_statements[msg.portal] = msg.statement
                 if self._routes:
-                    self._count_run(msg.statement)
+                    self.count_runs(msg.statement)
             elif isinstance(msg, fe.Execute):
                 self._note_upstream(self._portal_statements.get(msg.portal, ""))
 
     def _note_proxied(self, name: str) -> None:
         """Remember the route of the statement just parsed upstream, so that each of its
-        runs counts for SHOW PROXIED QUERIES and auto mode (:meth:`_count_run`)."""
+        runs counts for SHOW PROXIED QUERIES and auto mode (:meth:`count_runs`)."""
         route, self._last_route = self._last_route, None
         if route is not None and route.classified is not None:
             self._routes[name] = route
         else:
             self._routes.pop(name, None)
 
-    def _count_run(self, statement: str) -> None:
-        """A statement parsed upstream runs again (its Bind went upstream)."""
+    def count_runs(self, statement: str, times: int = 1) -> None:
+        """A statement parsed upstream ran again ``times`` times (its Binds went upstream)."""
         route = self._routes.get(statement)
         if route is not None and self.session.ctx is not None:
-            self.session.server.service.note_upstream(route, self.session.ctx)
+            self.session.server.service.note_upstream(route, self.session.ctx, times)
 
     def _note_upstream(self, statement: str, reason: str | None = None) -> None:
         ctx = self.session.ctx
@@ -369,7 +369,7 @@ class Extended:
         self._materialize(msg.statement)
         self._portal_statements[msg.portal] = msg.statement
         if held is None:
-            self._count_run(msg.statement)
+            self.count_runs(msg.statement)
         self.forward(msg, raw)
 
     def _keys(

@@ -35,6 +35,13 @@ MEMO_ENTRIES = 256
 #: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state)
 WATCHED_WORDS = (*(w.encode() for w in _ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
                  b"DEALLOCATE")
+#: frontend messages whose content neither the session state nor ``Extended`` needs while
+#: nothing is held locally: type -> pending kind (``SessionState.expect``)
+CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
+#: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
+READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
+                  b"UNLISTEN", b"DISCARD", b"DEALLOCATE", b"PREPARE", b"DECLARE", b"CLOSE",
+                  b"RESET", b"MOVE", b"EXPLAIN")
 
 
 def query_head(raw: bytes, start: int, end: int, watched: tuple[bytes, ...]) -> int:

@@ -1,7 +1,9 @@
-"""Hit lanes: quiet sessions whose reads are memoized are answered by threads outside Python.
+"""Lanes: quiet sessions are served by threads outside Python — their memoized cached reads
+answered (hit sessions), their requests and answers relayed (pass sessions).
 
 Owns: the lane threads (``cython_ext.lanes``: epoll loops that run without the GIL), which
-sessions are handed to them and when they are taken back, and what the lanes may answer.
+sessions are handed to them and when they are taken back, and what the lanes may answer or
+relay.
 
 A session is handed to a lane right after the hit path (``proxy.hitpath``) answered a
 prepared statement's Bind from its memo, when nothing else is going on in it: READY, every
@@ -12,6 +14,20 @@ and the lane reads it instead. The lane answers a run of ``Bind`` [``Describe``]
 stamped into the lane (:meth:`HitLanes.offer`: each answer the hit path gives is stamped),
 and hands the session back at anything else, with the bytes it did not answer; the session
 then goes on exactly as if its transport had delivered those bytes.
+
+A session that holds nothing locally is handed to a lane as a *pass session* right after the
+relay core relayed an answer ending idle (:meth:`HitLanes.offer_pass`), when it is quiet:
+READY, idle (nothing outstanding upstream, nothing swallowed, no transaction block, nothing
+held, no batch open), nothing buffered either way, neither socket TLS, its memos current, not
+in auto mode (which counts every run as it comes). Reading pauses on both sockets and the
+lane relays whole cycles: client messages up to a Sync or simple Query when each is one the
+relay core forwards without routing it again (Execute, Sync, Describe, Flush before a Sync,
+the Binds and Parses in the session's memos, plain simple Queries), upstream answers up to
+an idle ReadyForQuery when none needs a look (see ``cython_ext.lanes``). At anything else it
+hands the session back with what it did not relay; the session then observes what the lane
+relayed (each Bind and Parse once, in the order of their last use, every run counted), what
+the lane sent upstream whose answer is still to come, writes what the lane could not send,
+and handles the rest as if just read.
 
 Invariants:
 - a lane answers only what the hit path would answer with the same bytes now: every stamp is
@@ -35,8 +51,16 @@ Invariants:
   portal is gone (as after the hit path), unsent reply bytes are written before anything
   else.
 
+- a pass session's lane forwards only what the relay core would forward without a look, and
+  relays only answers the relay core would relay without a look (``Relay._forward_quiet`` and
+  ``Relay._ready_run``), so that what the session observes on its return is what the relay
+  core would have observed; a change of the routing state (caches created or dropped:
+  ``CacheService._refresh_names`` calls :meth:`HitLanes.routing`) makes every pass session
+  hand back before it forwards anything more; SHOW PROXIED QUERIES first takes every pass
+  session back (:meth:`HitLanes.settle`), so its counts include what lanes relayed.
+
 The pure-Python implementation has no lanes (``WEIR_IMPL=python`` or no compiled module): the
-event loop's hit path, whose contract the lanes keep, answers everything.
+event loop's hit path and relay, whose contracts the lanes keep, do everything.
 """
 
 from __future__ import annotations
@@ -45,11 +69,14 @@ import asyncio
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import cython_ext
+from proxy.forwarding import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS
 from proxy.handshake import Phase
 from proxy.hitpath import Hit, may_serve, session_settings_id
+from proxy.wire import frontend as fe
+from proxy.wire.framing import scan_messages
 
 if TYPE_CHECKING:
     from proxy.relay import Session
@@ -58,7 +85,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("weir.lanes")
 
 _T_BIND = ord("B")
+_T_PARSE = ord("P")
+_T_SYNC = ord("S")
+_T_QUERY = ord("Q")
 _PAUSE = "hit lane"
+_PAUSE_PASS = "pass lane"
+#: quiet upstream runs a pass session waits before it is offered again after a refusal that
+#: may not last (and after one that will: effectively never)
+RETRY = 16
+NEVER = 1 << 30
 #: bytes of stamped replies past which the lanes forget them all
 MAX_BYTES = 64 << 20
 #: sessions go to a lane only once this many seconds passed since the last bump: under a
@@ -82,6 +117,9 @@ class HitLanes:
         if core is None:
             raise RuntimeError("hit lanes need the compiled cython_ext.lanes")
         self.core = core.Lanes(count, SPIN)
+        self.core.set_words(WATCHED_WORDS, READ_ONLY_TAGS)
+        self._queries = core.QUERIES
+        self._passing: set[int] = set()  # tokens of the pass sessions in lanes
         self.service = service
         self.count = count
         self._threads: list[threading.Thread] = []
@@ -92,6 +130,7 @@ class HitLanes:
         self._lasts: dict[int, tuple[str, str]] = {}  # table -> EXPLAIN LAST STATEMENT
         self._loop: asyncio.AbstractEventLoop | None = None
         self.entered = 0  # sessions handed to a lane (SHOW WEIR STATUS)
+        self.passed = 0  # pass sessions handed to a lane (SHOW WEIR STATUS)
         self._stopped = False
         self._bumped = float("-inf")  # time.monotonic() of the last bump
 
@@ -160,7 +199,7 @@ class HitLanes:
             return
         fd = session.lane_fd
         if fd is None:
-            fd = session.lane_fd = _socket_fd(session)
+            fd = session.lane_fd = _socket_fd(session.client)
         if fd < 0:
             return
         end = raw.find(b"\x00", 6)
@@ -232,6 +271,10 @@ class HitLanes:
         result = self.core.leave(token)
         if result is None:
             return
+        if token in self._passing:
+            self._passing.discard(token)
+            self._reclaim_pass(session, result, replay)
+            return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
             session.extended.portals.pop("", None)
@@ -252,15 +295,167 @@ class HitLanes:
             if session is not None:
                 self.reclaim(session)
 
+    def settle(self) -> None:
+        """Take every pass session back, so that what their lanes relayed is counted (SHOW
+        PROXIED QUERIES); they go back to a lane at their next quiet answer."""
+        for token in list(self._passing):
+            session = self._sessions.get(token)
+            if session is not None:
+                self.reclaim(session)
+
+    def routing(self) -> None:
+        """The service's routing state (registry, cached relation names) changed: pass
+        sessions hand back before they forward anything more."""
+        self.core.routing(tuple(name.encode() for name in self.service._names))
+
+    # -- pass sessions ----------------------------------------------------------------------
+
+    def offer_pass(self, session: Session) -> int:
+        """``session`` just relayed a quiet answer ending idle (the relay core calls this):
+        hand it to a lane if it is quiet; returns how many more such answers to wait before
+        offering again (0 when it went)."""
+        service = self.service
+        if self._stopped or session.lane or service.settings.caching == "auto":
+            return NEVER  # auto mode counts every run as it comes (it creates caches)
+        upstream = session.upstream
+        if upstream is None:
+            return NEVER
+        fd = session.lane_fd
+        if fd is None:
+            fd = session.lane_fd = _socket_fd(session.client)
+        ufd = session.upstream_lane_fd
+        if ufd is None:
+            ufd = session.upstream_lane_fd = _socket_fd(upstream)
+        if fd < 0 or ufd < 0:
+            return NEVER
+        state, ext, memos = session.state, session.extended, session.memos
+        if not (session.phase is Phase.READY and not session._paused and not session._held
+                and not session._local_busy and state.transaction_status == "I"
+                and state.idle and not state.swallowing and ext.quiet
+                and not ext.batch_upstream and not session._cframer.buffered
+                and not session._uframer.buffered
+                and session.client.get_write_buffer_size() == 0
+                and upstream.get_write_buffer_size() == 0):
+            return RETRY
+        local = session._caching and session.ctx is not None
+        if local and (memos._registry is not service.registry
+                      or memos._names is not service._names):
+            return RETRY  # the next client message brings the memos up to date first
+        if service.registry is None:
+            queries = "ascii"
+        elif local and memos.plain_last is None:
+            queries = "none"
+        else:
+            queries = "unnamed"
+        self._next += 1
+        token = self._next
+        session.pause_client(_PAUSE_PASS)
+        upstream.pause_reading()
+        try:
+            self.core.enter_pass(token, fd, ufd, list(memos.binds), list(memos.parses),
+                                 self._queries[queries])
+        except OSError as exc:
+            log.warning("could not hand a session to a lane: %s", exc)
+            upstream.resume_reading()
+            session.resume_client(_PAUSE_PASS)
+            return NEVER
+        session.lane = token
+        self._sessions[token] = session
+        self._passing.add(token)
+        self.passed += 1
+        return 0
+
+    def _reclaim_pass(self, session: Session, result: tuple[Any, ...], replay: bool) -> None:
+        """Apply what a pass session's lane did (see ``cython_ext.lanes``), then go on with
+        what it did not handle."""
+        (cycles, binds, parses, queried, batch, unread, unsent, upstream_unread,
+         upstream_unsent, inflight) = result
+        if unsent:
+            session.client.write(unsent)
+        if cycles:
+            _observe_cycles(session, binds, parses, queried, batch)
+        if inflight:
+            _observe_sent(session, inflight)
+        upstream = session.upstream
+        if upstream is None:
+            return
+        if upstream_unsent:
+            upstream.write(upstream_unsent)
+        if not replay or session.phase is Phase.CLOSED:
+            return
+        upstream.resume_reading()
+        session.resume_client(_PAUSE_PASS)
+        if upstream_unread:
+            session.upstream_received(upstream_unread)
+        if unread and session.phase is not Phase.CLOSED:  # type: ignore[comparison-overlap]
+            session.client_received(unread)
+
     def stats(self) -> dict[str, Any]:
-        answers, entries, size, sessions = self.core.stats()
+        answers, entries, size, sessions, relayed = self.core.stats()
         return {"lanes": self.count, "lane_answers": answers, "lane_entries": entries,
-                "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered}
+                "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
+                "lane_pass_entered": self.passed, "lane_relayed": relayed}
 
 
-def _socket_fd(session: Session) -> int:
-    """The descriptor of a plain TCP or Unix client socket, or -1 (TLS, or none)."""
-    transport = session.client
+def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
+                    parses: list[tuple[int, bytes]], queried: bool, batch: bool) -> None:
+    """What observing a pass lane's relayed cycles leaves in the session: each Bind and
+    Parse it relayed observed once, in the order of their last use (what the last one says
+    is what stays), every run of a Bind counted, the cycles answered."""
+    state, ext, memos = session.state, session.extended, session.memos
+    steps: list[tuple[int, int, bytes, int]] = [(used, _T_BIND, key, runs)
+                                                for used, key, runs in binds]
+    steps.extend((used, _T_PARSE, payload, 0) for used, payload in parses)
+    steps.sort()
+    for _, mtype, key, runs in steps:
+        msg: fe.Bind | fe.Parse
+        if mtype == _T_BIND:
+            bind = memos.binds.get(key)
+            if bind is None:
+                portal, statement, _ = key.split(b"\0")
+                bind = fe.Bind(portal.decode(), statement.decode())
+            msg = bind
+        else:
+            parse = memos.parses.get(key)
+            msg = parse if parse is not None else cast(fe.Parse,
+                                                        fe.decode_frontend(_T_PARSE, key))
+        state.frontend(msg)
+        ext.observe_forwarded(msg)
+        if runs > 1 and isinstance(msg, fe.Bind):
+            ext.count_runs(msg.statement, runs - 1)
+    ctx = session.ctx
+    if queried and session._caching and ctx is not None and memos.plain_last is not None:
+        ctx.last = memos.plain_last
+    state.expect("sync")
+    state.ready(b"I")
+    ext.batch_upstream = batch
+
+
+def _observe_sent(session: Session, raw: bytes) -> None:
+    """What ``Session.forward_client`` observes for messages a pass lane already sent
+    upstream (each of a kind the relay forwards without routing it again)."""
+    state, ext = session.state, session.extended
+    found, _ = scan_messages(raw, 0, len(raw))
+    for mtype, start, end in found:
+        kind = CONTENT_FREE.get(mtype)
+        if kind is not None:
+            state.expect(kind)
+            if mtype == _T_SYNC:
+                ext.batch_upstream = False
+            elif kind:
+                ext.batch_upstream = True
+            continue
+        msg = fe.decode_frontend(mtype, raw[start:end])
+        ctx = session.ctx
+        if mtype == _T_QUERY and session._caching and ctx is not None \
+                and session.memos.plain_last is not None:
+            ctx.last = session.memos.plain_last
+        state.frontend(msg)
+        ext.observe_forwarded(msg)
+
+
+def _socket_fd(transport: asyncio.BaseTransport) -> int:
+    """The descriptor of a plain TCP or Unix socket, or -1 (TLS, or none)."""
     if transport.get_extra_info("ssl_object") is not None:
         return -1
     sock = transport.get_extra_info("socket")

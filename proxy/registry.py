@@ -102,8 +102,10 @@ class Registry:
             return None
         return self.by_id.get(query.identity.query_id)
 
-    def note_proxied(self, classified: Classified, search_path: tuple[str, ...]) -> str | None:
-        """Count a query that went upstream; return a query text to auto-cache, if due."""
+    def note_proxied(self, classified: Classified, search_path: tuple[str, ...],
+                     times: int = 1) -> str | None:
+        """Count a query that went upstream (``times`` runs of it); return a query text to
+        auto-cache, if due."""
         query = classified.query
         if isinstance(query, Unsupported):
             qid = "u_" + (classified.parsed.fingerprint or "unparsed")
@@ -119,7 +121,7 @@ class Registry:
                 old, _ = self.proxied.popitem(last=False)
                 self._texts.pop(old, None)
         entry.supported = supported
-        entry.count += 1
+        entry.count += times
         if self.auto_after is not None and supported == "yes" and entry.count >= self.auto_after:
             return classified.parsed.text
         return None

@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import cython_ext
 from proxy.extended import Extended
-from proxy.forwarding import WATCHED_WORDS, Memos, bind_names, plain_query
+from proxy.forwarding import (
+    CONTENT_FREE,
+    READ_ONLY_TAGS,
+    WATCHED_WORDS,
+    Memos,
+    bind_names,
+    plain_query,
+)
 from proxy.handshake import Handshake, Phase, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
@@ -61,14 +68,7 @@ _T_SYNC = ord("S")
 _PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"RESET")
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
-#: frontend messages whose content neither the session state nor ``Extended`` needs while
-#: nothing is held locally: type -> pending kind
-_CONTENT_FREE = {ord("E"): "execute", _T_SYNC: "sync", ord("H"): "", ord("D"): "describe"}
 _T_COMMAND_COMPLETE = ord("C")
-#: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
-_READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
-                   b"UNLISTEN", b"DISCARD", b"DEALLOCATE", b"PREPARE", b"DECLARE", b"CLOSE",
-                   b"RESET", b"MOVE", b"EXPLAIN")
 #: backend messages whose content the session state needs.
 _DECODED_BACKEND = frozenset(map(ord, "ZSE"))
 #: backend messages the relay looks at one by one (when not summed up by ``scan_backend``)
@@ -171,8 +171,9 @@ class Session(Handshake):
         self.memos = Memos()  # forwarded messages seen before (see ``_forward_seen``)
         self._caching = server.service.enabled  # weir answers some statements itself
         self._paused: set[str] = set()  # why reading from the client is paused
-        self.lane = 0  # the token of the hit lane reading the client (``proxy.lanes``), or 0
+        self.lane = 0  # the token of the lane reading the client (``proxy.lanes``), or 0
         self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
+        self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
@@ -229,7 +230,7 @@ class Session(Handshake):
             if mtype == _T_COPY_DATA:
                 continue
             if quiet:
-                kind = _CONTENT_FREE.get(mtype)
+                kind = CONTENT_FREE.get(mtype)
                 if kind is not None:
                     # Execute/Sync/Flush/Describe with nothing held locally: no decoding on
                     # the hot path (PostgreSQL validates their content itself)
@@ -488,7 +489,7 @@ class Session(Handshake):
         ReadyForQuery in one step (``scan_backend``), the rest message by message."""
         state = self.state
         raw, statuses, marks = self._uframer.take_backend(
-            data, _READ_ONLY_TAGS, not state.swallowing)
+            data, READ_ONLY_TAGS, not state.swallowing)
         if statuses:
             state.ready(statuses)
         if marks:
@@ -511,7 +512,7 @@ class Session(Handshake):
             elif state.answer(mtype):
                 swallowed.append((start - 5, end))
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
-                    and not raw[start : start + 8].startswith(_READ_ONLY_TAGS):
+                    and not raw[start : start + 8].startswith(READ_ONLY_TAGS):
                 self.ctx.wrote = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.forget_grants(raw[start : start + 6])
@@ -583,7 +584,7 @@ def relay_entries(session: Session, core: ModuleType | None
         return session.client_data, session.upstream_data
     if not core.configured():
         core.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
-                       _READ_ONLY_TAGS, WATCHED_WORDS, plain_query)
+                       READ_ONLY_TAGS, WATCHED_WORDS, plain_query)
     relay = core.Relay(session)
     return relay.client_data, relay.upstream_data
 

@@ -74,11 +74,12 @@ class CacheService:
         return self.settings.caching != "off"
 
     def start_lanes(self) -> None:
-        """Start the hit lanes (``--hit-lanes``) when caching is on and they are built."""
+        """Start the lanes (``--hit-lanes``) when they are built: they answer cached reads
+        and relay pass-through sessions."""
         count = self.settings.hit_lanes
         if count is None:  # the default: one lane when built
             count = 1 if HitLanes.available() else 0
-        if not count or not self.enabled or self.lanes is not None:
+        if not count or self.lanes is not None:
             return
         if not HitLanes.available():
             log.warning("--hit-lanes %d: the compiled lanes are not available (WEIR_IMPL=%s); "
@@ -179,6 +180,8 @@ class CacheService:
                     if rel is not None:
                         names.add(rel.name.lower())
         self._names = tuple(sorted(names))
+        if self.lanes is not None:
+            self.lanes.routing()
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -198,11 +201,12 @@ class CacheService:
         lowered = text.lower()
         return any(name in lowered for name in self._names)
 
-    def note_upstream(self, route: Route, ctx: SessionContext) -> None:
-        """Record a query that goes upstream; in auto mode, create its cache when due."""
+    def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None:
+        """Record a query that goes upstream (``times`` runs of it); in auto mode, create its
+        cache when due."""
         if self.registry is None or route.classified is None:
             return
-        text = self.registry.note_proxied(route.classified, ctx.search_path)
+        text = self.registry.note_proxied(route.classified, ctx.search_path, times)
         if text is not None:
             asyncio.get_running_loop().create_task(self._auto_create(text, ctx.search_path))
 
@@ -494,6 +498,8 @@ class CacheService:
             return result_set(["name", "query_id", "query", "memory_bytes"], rows,
                               f"SELECT {len(rows)}")
         if what in ("proxied", "supported"):
+            if self.lanes is not None:
+                self.lanes.settle()  # what pass sessions' lanes relayed counts too
             items = [p for p in registry.proxied.values()
                      if what == "proxied" or not p.supported.startswith("unsupported")]
             rows = [(p.query_id, p.text, p.supported, str(p.count)) for p in items]

@@ -112,9 +112,10 @@ class Settings:
     )
     hit_lanes: int | None = field(
         default=None,
-        metadata={"help": "threads answering quiet sessions' memoized reads outside the event "
-                          "loop (0: the event loop answers everything; default: 1 when the "
-                          "compiled lanes are built)"},
+        metadata={"help": "threads answering quiet sessions' memoized reads, and relaying "
+                          "quiet pass-through sessions, outside the event loop (0: the event "
+                          "loop does everything; default: 1 when the compiled lanes are "
+                          "built)"},
     )
 
     def __post_init__(self) -> None:

@@ -212,3 +212,112 @@ def test_entries_are_stamped_with_the_epoch_of_put(lanes: Any, pair: Any) -> Non
     assert handed(lanes) == [10]
     assert lanes.leave(10)[:3] == (1, 7, unit())
     assert lanes.stats()[1:3] == (0, 0)
+
+
+# -- pass sessions ------------------------------------------------------------------------------
+
+WATCHED = (b"CREATE", b"SET")
+READ_ONLY = (b"SELECT", b"BEGIN")
+BIND_NAMES = b"\x00s1\x00"
+PARSE_PAYLOAD = b"\x00SELECT 1\x00\x00\x00"
+ROW = msg(b"2", b"") + msg(b"D", b"\x00\x01\x00\x00\x00\x011") + msg(b"C", b"SELECT 1\x00")
+IDLE = msg(b"Z", b"I")
+
+
+def cycle(names: bytes = BIND_NAMES) -> bytes:
+    return msg(b"B", names + REST) + msg(b"E", b"\x00\x00\x00\x00\x00") + msg(b"S", b"")
+
+
+@pytest.fixture
+def upstream_pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    a, b = socket.socketpair()
+    a.settimeout(10)
+    try:
+        yield a, b
+    finally:
+        a.close()
+        b.close()
+
+
+def enter_pass(lanes: Any, token: int, pair: Any, upstream_pair: Any, queries: str = "ascii",
+               names: tuple[bytes, ...] = ()) -> None:
+    lanes.set_words(WATCHED, READ_ONLY)
+    lanes.routing(names)
+    lanes.enter_pass(token, pair[1].fileno(), upstream_pair[1].fileno(), [BIND_NAMES],
+                     [PARSE_PAYLOAD], core.QUERIES[queries])
+
+
+def test_a_pass_session_relays_quiet_cycles_and_sums_them_up(lanes: Any, pair: Any,
+                                                              upstream_pair: Any) -> None:
+    client, server = pair[0], upstream_pair[0]
+    enter_pass(lanes, 11, pair, upstream_pair)
+    sent = cycle() + msg(b"P", PARSE_PAYLOAD) + cycle() + msg(b"Q", b"SELECT 2\x00")
+    client.sendall(sent[:7])  # a partial message waits for the rest
+    client.sendall(sent[7:])
+    assert recv_exactly(server, len(sent)) == sent
+    answer = ROW + IDLE + msg(b"1", b"") + ROW + IDLE + ROW + IDLE
+    server.sendall(answer[:20])  # an answer goes to the client once its cycle is whole
+    server.sendall(answer[20:])
+    assert recv_exactly(client, len(answer)) == answer
+    client.sendall(cycle())  # in flight when the session is taken back
+    assert recv_exactly(server, len(cycle())) == cycle()
+    result = lanes.leave(11)
+    cycles, binds, parses, queried, batch, unread, unsent, up_unread, up_unsent, inflight = result
+    assert cycles == 3 and queried and not batch
+    assert [(key, runs) for _, key, runs in binds] == [(BIND_NAMES, 2)]
+    assert [key for _, key in parses] == [PARSE_PAYLOAD]
+    assert binds[0][0] > parses[0][0]  # the last Bind came after the Parse
+    assert (unread, unsent, up_unread, up_unsent) == (b"", b"", b"", b"")
+    assert inflight == cycle()
+    assert lanes.stats()[4] == 3
+
+
+@pytest.mark.parametrize("case", ["unknown bind", "unknown parse", "watched query",
+                                  "non-ascii query", "cached relation", "close", "routing",
+                                  "flush"])
+def test_a_pass_session_hands_back_what_it_may_not_forward(
+        lanes: Any, pair: Any, upstream_pair: Any, case: str) -> None:
+    client = pair[0]
+    enter_pass(lanes, 12, pair, upstream_pair, queries="unnamed", names=(b"things",))
+    chunk = {
+        "unknown bind": cycle(b"\x00s2\x00"),
+        "unknown parse": msg(b"P", b"\x00SELECT 3\x00\x00\x00") + msg(b"S", b""),
+        "watched query": msg(b"Q", b" set x = 1\x00"),
+        "non-ascii query": msg(b"Q", "SELECT 'é'\0".encode()),
+        "cached relation": msg(b"Q", b"SELECT * FROM Things\x00"),
+        "close": msg(b"C", b"Ss1\x00") + msg(b"S", b""),
+        "flush": msg(b"B", BIND_NAMES + REST) + msg(b"E", b"\x00\x00\x00\x00\x00")
+        + msg(b"H", b""),
+    }.get(case, cycle())
+    if case == "routing":
+        lanes.routing(())
+    client.sendall(chunk)
+    assert handed(lanes) == [12]
+    result = lanes.leave(12)
+    assert result[0] == 0 and result[5] == chunk and result[9] == b""
+    upstream_pair[0].setblocking(False)
+    with pytest.raises(BlockingIOError):
+        upstream_pair[0].recv(100)  # nothing was forwarded
+
+
+@pytest.mark.parametrize("case", ["error", "write", "transaction", "notification"])
+def test_a_pass_session_hands_back_answers_it_may_not_relay(
+        lanes: Any, pair: Any, upstream_pair: Any, case: str) -> None:
+    client, server = pair[0], upstream_pair[0]
+    enter_pass(lanes, 13, pair, upstream_pair)
+    if case != "notification":
+        client.sendall(cycle())
+        assert recv_exactly(server, len(cycle())) == cycle()
+    answer = {
+        "error": msg(b"E", b"SERROR\x00\x00") + IDLE,
+        "write": msg(b"C", b"INSERT 0 1\x00") + IDLE,
+        "transaction": msg(b"C", b"BEGIN\x00") + msg(b"Z", b"T"),
+        "notification": msg(b"A", b"\x00\x00\x00\x01ch\x00hi\x00"),
+    }[case]
+    server.sendall(ROW + IDLE + answer if case == "error" else answer)
+    assert handed(lanes) == [13]
+    result = lanes.leave(13)
+    if case == "error":  # the whole cycle before it went by
+        assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert result[7] == answer
+    assert result[9] == (b"" if case == "notification" or case == "error" else cycle())

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from proxy import hitpath
-from proxy.forwarding import WATCHED_WORDS, plain_query
-from proxy.relay import _READ_ONLY_TAGS, Phase, Session
+from proxy.forwarding import READ_ONLY_TAGS, WATCHED_WORDS, plain_query
+from proxy.relay import Phase, Session
 from proxy.server import Server
 from proxy.session import PLAIN_REQUESTS
 from proxy.settings import Settings
@@ -101,7 +101,7 @@ def test_the_hit_path_comes_first_with_the_same_arguments() -> None:
         return raw.startswith(b"Q")  # "answers" every simple Query
 
     core = _pair()[1]
-    SCAN.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS, _READ_ONLY_TAGS,
+    SCAN.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS, READ_ONLY_TAGS,
                    WATCHED_WORDS, plain_query)
     try:
         query = fe.Query("SELECT 1").encode()
@@ -109,7 +109,7 @@ def test_the_hit_path_comes_first_with_the_same_arguments() -> None:
         core.client_received(PREPARED)  # declined: goes upstream (the Python path: unknown)
     finally:
         SCAN.configure(hitpath.try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
-                       _READ_ONLY_TAGS, WATCHED_WORDS, plain_query)
+                       READ_ONLY_TAGS, WATCHED_WORDS, plain_query)
     assert calls == [(core, query, [(ord("Q"), 5, len(query))]),
                      (core, PREPARED, [(t, s, e) for t, s, e in _index(PREPARED)])]
     assert core.upstream.written == [PREPARED]  # type: ignore[union-attr]

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import cython_ext
 from proxy import forwarding
-from proxy.forwarding import plain_query
-from proxy.relay import _READ_ONLY_TAGS, Phase, Session, context, relay_entries
+from proxy.forwarding import READ_ONLY_TAGS, plain_query
+from proxy.relay import Phase, Session, context, relay_entries
 from proxy.server import Server
 from proxy.session import SessionState
 from proxy.settings import Settings
@@ -73,20 +73,20 @@ def test_scan_backend_parity(msgs: list[bytes], tail: bytes, limit: int, bulk: b
     pos = data.draw(st.integers(0, len(buf)))
     for max_length in (limit, 1 << 20):
         expected = _outcome(framing.scan_backend_python, buf, pos, max_length,
-                            _READ_ONLY_TAGS, bulk)
-        assert _outcome(SCAN.scan_backend, buf, pos, max_length, _READ_ONLY_TAGS,
+                            READ_ONLY_TAGS, bulk)
+        assert _outcome(SCAN.scan_backend, buf, pos, max_length, READ_ONLY_TAGS,
                         bulk) == expected
 
 
 def test_scan_backend_sums_up_runs_that_end_with_ready() -> None:
     run = (_frame(b"2", b"") + _frame(b"D", b"x") + _frame(b"C", b"SELECT 1\0")
            + _frame(b"Z", b"I") + _frame(b"T", b"") + _frame(b"Z", b"T"))
-    end, statuses, marks = framing.scan_backend(run + b"Z\0", 0, 1000, _READ_ONLY_TAGS, True)
+    end, statuses, marks = framing.scan_backend(run + b"Z\0", 0, 1000, READ_ONLY_TAGS, True)
     assert (end, statuses, marks) == (len(run), b"IT", [])
     tail = _frame(b"C", b"INSERT 0 1\0") + _frame(b"Z", b"I")
-    _, statuses, marks = framing.scan_backend(run + tail, 0, 1000, _READ_ONLY_TAGS, True)
+    _, statuses, marks = framing.scan_backend(run + tail, 0, 1000, READ_ONLY_TAGS, True)
     assert statuses == b"IT" and [m[0] for m in marks] == [ord("C"), ord("Z")]
-    _, statuses, marks = framing.scan_backend(run, 0, 1000, _READ_ONLY_TAGS, False)
+    _, statuses, marks = framing.scan_backend(run, 0, 1000, READ_ONLY_TAGS, False)
     assert statuses == b"" and bytes(m[0] for m in marks) == b"2CZTZ"
 
 
@@ -95,7 +95,7 @@ def test_scan_backend_sums_up_runs_that_end_with_ready() -> None:
 def test_take_is_split_invariant(msgs: list[bytes], cuts: list[int]) -> None:
     stream = b"".join(msgs)
     points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
-    whole, _, whole_marks = Framer().take_backend(stream, _READ_ONLY_TAGS, False)
+    whole, _, whole_marks = Framer().take_backend(stream, READ_ONLY_TAGS, False)
     front, back = Framer(), Framer()
     buffers = (front._buf, back._buf)
     got_front: list[bytes] = []
@@ -103,7 +103,7 @@ def test_take_is_split_invariant(msgs: list[bytes], cuts: list[int]) -> None:
     for a, b in itertools.pairwise(points):
         raw, index = front.take(stream[a:b])
         got_front.extend(raw[s - 5 : e] for _, s, e in index)
-        raw, _, marks = back.take_backend(stream[a:b], _READ_ONLY_TAGS, False)
+        raw, _, marks = back.take_backend(stream[a:b], READ_ONLY_TAGS, False)
         got_back.extend(raw[s - 5 : e] for _, s, e in marks)
         # what the relay core relies on: one buffer, the read position within it
         assert front._buf is buffers[0] and front._pos <= len(front._buf)
