@@ -299,8 +299,9 @@ cdef Py_ssize_t _send(int fd, const char* data, Py_ssize_t size) noexcept nogil:
     return sent
 
 
-cdef void _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil:
-    """One readable session: answer what can be answered, hand back the rest."""
+cdef bint _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil:
+    """One readable session: answer what can be answered, hand back the rest; whether it
+    answered anything."""
     cdef LSession* s
     cdef unordered_map[string, Stmt].iterator st
     cdef unordered_map[string, Entry].iterator en
@@ -312,15 +313,15 @@ cdef void _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil
     cdef const unsigned char* p = <const unsigned char*>buf
     s = _take(c, token)
     if s == NULL:
-        return
+        return False
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
         _watch(c, s)
-        return
+        return False
     if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
         s.pending_in.clear()
         _hand_back(c, token, s)
-        return
+        return False
     out.clear()
     pthread_mutex_lock(&c.mu)
     now = _monotonic()
@@ -354,8 +355,9 @@ cdef void _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil
     if pos < n or s.pending_out.size():
         s.pending_in.assign(buf + pos, n - pos)
         _hand_back(c, token, s)
-        return
+        return out.size() > 0
     _watch(c, s)
+    return out.size() > 0
 
 
 # -- pass sessions ----------------------------------------------------------------------------
@@ -625,8 +627,9 @@ cdef void _pass_upstream(Core* c, uint64_t token, char* buf) noexcept nogil:
     _watch(c, s)
 
 
-cdef void _dispatch(Core* c, uint64_t data, char* buf, string* out) noexcept nogil:
-    """An epoll event: ``data`` is a session's token << 1, plus 1 for its upstream socket."""
+cdef bint _dispatch(Core* c, uint64_t data, char* buf, string* out) noexcept nogil:
+    """An epoll event: ``data`` is a session's token << 1, plus 1 for its upstream socket;
+    whether cached reads were answered."""
     cdef uint64_t token = data >> 1
     cdef unordered_map[uint64_t, LSession*].iterator it
     cdef bint passing
@@ -635,11 +638,12 @@ cdef void _dispatch(Core* c, uint64_t data, char* buf, string* out) noexcept nog
     passing = it != c.sessions.end() and it_second(it).ufd >= 0
     pthread_mutex_unlock(&c.mu)
     if not passing:
-        _serve(c, token, buf, out)
-    elif data & 1:
+        return _serve(c, token, buf, out)
+    if data & 1:
         _pass_upstream(c, token, buf)
     else:
         _pass_client(c, token, buf)
+    return False
 
 
 cdef void _run(Core* c, int lane) noexcept nogil:
@@ -650,9 +654,13 @@ cdef void _run(Core* c, int lane) noexcept nogil:
     if buf == NULL:
         return
     cdef double until
+    cdef bint answered = False  # cached reads were answered at the last wake-up
     while True:
         ready = epoll_wait(epfd, events, EVENTS, 0)
-        if ready == 0 and c.spin > 0:  # poll a while before sleeping (see Lanes.__cinit__)
+        # poll a while before sleeping after answering cached reads (``spin``: a lane that
+        # does not sleep is not woken for the next read); relaying pass sessions waits for
+        # the upstream, so polling then only takes CPU from it
+        if ready == 0 and c.spin > 0 and answered:
             until = _monotonic() + c.spin
             while ready == 0 and _monotonic() < until:
                 sched_yield()  # a task waiting for this CPU (the client, say) goes first
@@ -663,11 +671,13 @@ cdef void _run(Core* c, int lane) noexcept nogil:
             if errno == EINTR:
                 continue
             break
+        answered = False
         for i in range(ready):
             if events[i].data.u64 == 0:  # the stop signal
                 free(buf)
                 return
-            _dispatch(c, events[i].data.u64, buf, &out)
+            if _dispatch(c, events[i].data.u64, buf, &out):
+                answered = True
     free(buf)
 
 
