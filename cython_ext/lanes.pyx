@@ -299,10 +299,9 @@ cdef Py_ssize_t _send(int fd, const char* data, Py_ssize_t size) noexcept nogil:
     return sent
 
 
-cdef bint _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil:
+cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf, string* out) noexcept nogil:
     """One readable session: answer what can be answered, hand back the rest; whether it
     answered anything."""
-    cdef LSession* s
     cdef unordered_map[string, Stmt].iterator st
     cdef unordered_map[string, Entry].iterator en
     cdef ssize_t n, sent
@@ -311,9 +310,6 @@ cdef bint _serve(Core* c, uint64_t token, char* buf, string* out) noexcept nogil
     cdef double now
     cdef string name, key
     cdef const unsigned char* p = <const unsigned char*>buf
-    s = _take(c, token)
-    if s == NULL:
-        return False
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
         _watch(c, s)
@@ -435,9 +431,8 @@ cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
     return True
 
 
-cdef void _pass_client(Core* c, uint64_t token, char* buf) noexcept nogil:
+cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
     """The client of a pass session is readable: forward whole quiet cycles upstream."""
-    cdef LSession* s = _take(c, token)
     cdef ssize_t n
     cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base
     cdef const unsigned char* p
@@ -447,8 +442,6 @@ cdef void _pass_client(Core* c, uint64_t token, char* buf) noexcept nogil:
     cdef string key
     cdef int batch
     cdef uint64_t gen
-    if s == NULL:
-        return
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
         _watch(c, s)
@@ -576,15 +569,12 @@ cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
     pthread_mutex_unlock(&c.mu)
 
 
-cdef void _pass_upstream(Core* c, uint64_t token, char* buf) noexcept nogil:
+cdef void _pass_upstream(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
     """The upstream of a pass session is readable: relay whole quiet answers to the client."""
-    cdef LSession* s = _take(c, token)
     cdef ssize_t n
     cdef Py_ssize_t size, pos = 0, cut = 0, end, length, cycles = 0, seen = 0, sent
     cdef const unsigned char* p
     cdef bint stop = False
-    if s == NULL:
-        return
     n = recv(s.ufd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
         _watch(c, s)
@@ -631,18 +621,15 @@ cdef bint _dispatch(Core* c, uint64_t data, char* buf, string* out) noexcept nog
     """An epoll event: ``data`` is a session's token << 1, plus 1 for its upstream socket;
     whether cached reads were answered."""
     cdef uint64_t token = data >> 1
-    cdef unordered_map[uint64_t, LSession*].iterator it
-    cdef bint passing
-    pthread_mutex_lock(&c.mu)
-    it = c.sessions.find(token)
-    passing = it != c.sessions.end() and it_second(it).ufd >= 0
-    pthread_mutex_unlock(&c.mu)
-    if not passing:
-        return _serve(c, token, buf, out)
+    cdef LSession* s = _take(c, token)
+    if s == NULL:
+        return False
+    if s.ufd < 0:
+        return _serve(c, token, s, buf, out)
     if data & 1:
-        _pass_upstream(c, token, buf)
+        _pass_upstream(c, token, s, buf)
     else:
-        _pass_client(c, token, buf)
+        _pass_client(c, token, s, buf)
     return False
 
 
