@@ -916,7 +916,9 @@ cdef class Lanes:
         s = new LSession()
         s.fd, s.ufd = cfd, cufd
         s.lane = token % self.lanes
-        s.state = WATCHED
+        # BUSY (this thread's) until both sockets are watched: a lane that sees the first
+        # one ready may not hand the session back before the second is in its epoll set
+        s.state = BUSY
         s.served = s.seq = 0
         s.last_table = -1
         s.queries = queries
@@ -957,6 +959,7 @@ cdef class Lanes:
             close(cufd)
             del s
             raise OSError(err, "epoll_ctl")
+        _watch(self.c, s)
 
 
 QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}

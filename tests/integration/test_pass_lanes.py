@@ -21,7 +21,16 @@ from typing import Any
 
 import psycopg
 
-from tests.integration.test_hit_lanes import LANES, _raw_session, msg, parse, query, replies, run
+from tests.integration.test_hit_lanes import (
+    LANES,
+    _raw_session,
+    _status,
+    msg,
+    parse,
+    query,
+    replies,
+    run,
+)
 from tests.support import InProcessWeir, eventually
 
 #: one row per key: a read the cache answers and one a slow fill sends upstream are the same
@@ -46,11 +55,6 @@ def unnamed(sql: str, value: int) -> bytes:
             + msg(b"B", b"\x00\x00\x00\x00\x00\x01" + len(text).to_bytes(4, "big") + text
                   + b"\x00\x00")
             + msg(b"D", b"P\x00") + msg(b"E", b"\x00\x00\x00\x00\x00") + msg(b"S", b""))
-
-
-def _stats(server: InProcessWeir) -> dict[str, Any]:
-    lanes = server.server.service.lanes
-    return lanes.stats() if lanes is not None else {}
 
 
 def _chunk(rng: random.Random, step: int) -> tuple[bytes, int]:
@@ -123,7 +127,7 @@ def test_pass_lanes_relay_byte_for_byte_as_the_event_loop(pg: Any, dbname: str) 
                 mismatches += 1
                 print("MISMATCH", step, chunk, got)
         assert mismatches == 0
-        stats = _stats(with_lane)
+        stats = _status(with_lane)
         print(f"lane stats {stats}")
         if LANES:
             assert stats["lane_relayed"] > 300
@@ -155,7 +159,7 @@ def test_show_proxied_queries_counts_what_lanes_relayed(pg: Any, dbname: str) ->
                     conn.execute(locked, (i % 10,), prepare=True)
                     conn.execute("SELECT 1 + %s", (i,), prepare=True)
                 if server is with_lane and LANES:
-                    assert _stats(server)["lane_relayed"] > 200
+                    assert _status(server)["lane_relayed"] > 200
                 counts.append(_proxied(server, dbname))
                 counts.append(_proxied(server, dbname))  # settled: asking again changes none
         assert counts[0] == counts[1] == counts[2] == counts[3]
@@ -175,7 +179,7 @@ def test_a_session_in_a_lane_learns_its_upstream_went_away(pg: Any, dbname: str)
 
         def in_lane() -> bool:
             conn.execute(SELECT.replace("$1", "%s"), (3,), prepare=True)
-            return not LANES or _stats(server)["lane_sessions"] == 1
+            return not LANES or _status(server)["lane_sessions"] == 1
 
         eventually(in_lane, 10)
         with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
@@ -188,6 +192,6 @@ def test_a_session_in_a_lane_learns_its_upstream_went_away(pg: Any, dbname: str)
         conn.close()
         eventually(lambda: not server.server.sessions, 10)
         if LANES:
-            assert _stats(server)["lane_sessions"] == 0
+            assert _status(server)["lane_sessions"] == 0
     finally:
         server.stop()
