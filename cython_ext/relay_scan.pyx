@@ -331,7 +331,9 @@ cdef class Relay:
 
     cdef bint _forward_quiet(self, bytes raw, object ctx) except -1:
         """Observe and forward ``raw`` if every message in it is quiet; False (nothing
-        done) otherwise."""
+        done) otherwise. (A pass session's lane forwards a subset of what is quiet here,
+        ``cython_ext.lanes._pass_client``: a new quiet case here is not one there until
+        mirrored.)"""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, end
         cdef unsigned char t
@@ -495,7 +497,8 @@ cdef class Relay:
     cdef bint _ready_run(self, bytes raw) except -1:
         """If ``raw`` is whole messages ending with ReadyForQuery, none special (see
         ``scan_backend``): observe them (``SessionState.ready``) and return True; False
-        (nothing done) otherwise."""
+        (nothing done) otherwise. (A pass session's lane relays a subset of these,
+        ``cython_ext.lanes._quiet_upstream``.)"""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, length, end
         cdef unsigned char t, status = 0
