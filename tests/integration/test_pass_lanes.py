@@ -9,6 +9,8 @@ relayed by a lane thread, against the real upstream.
   relayed many cycles. The relay core and the session's Python path are the lanes' twins.
 - SHOW PROXIED QUERIES counts the runs a lane relayed.
 - A session in a lane whose upstream goes away is told so and ends, as without lanes.
+- Sessions moving in and out of lanes concurrently, while caches for their reads come and
+  go and SHOW PROXIED QUERIES settles the lanes, read exactly their own writes.
 
 Under ``WEIR_IMPL=python`` there are no lanes: the same streams must then come from the event
 loop, and the lane-only checks say so.
@@ -16,7 +18,9 @@ loop, and the lane-only checks say so.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import threading
 from typing import Any
 
 import psycopg
@@ -193,5 +197,89 @@ def test_a_session_in_a_lane_learns_its_upstream_went_away(pg: Any, dbname: str)
         eventually(lambda: not server.server.sessions, 10)
         if LANES:
             assert _status(server)["lane_sessions"] == 0
+    finally:
+        server.stop()
+
+
+def test_concurrent_sessions_in_lanes_read_their_own_writes(pg: Any, dbname: str) -> None:
+    """Several sessions move in and out of lanes at once (prepared, unnamed and simple reads,
+    writes in transaction blocks, errors) while caches for their reads are created and
+    dropped and SHOW PROXIED QUERIES settles the lanes: every read returns what the session's
+    own model says (each session owns its rows; read-your-writes covers cached reads)."""
+    pg.psql("CREATE TABLE acct (id int PRIMARY KEY, owner int, balance int);"
+            "INSERT INTO acct SELECT g, g / 100, 0 FROM generate_series(0, 399) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), hit_lanes=1)
+    point = "SELECT balance FROM acct WHERE id = %s"
+    failures: list[str] = []
+    done = threading.Event()
+    progress = threading.Condition()
+    steps = [0]  # reads and writes done by all workers (the admin paces itself on it)
+
+    def worker(owner: int) -> None:
+        rng = random.Random(owner)
+        model = dict.fromkeys(range(owner * 100, owner * 100 + 100), 0)
+        try:
+            with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+                simple = psycopg.ClientCursor(conn)
+                for step in range(400):
+                    with progress:
+                        steps[0] += 1
+                        progress.notify_all()
+                    key = rng.choice(list(model))
+                    kind = rng.random()
+                    if kind < 0.1:
+                        with conn.transaction():
+                            conn.execute("UPDATE acct SET balance = balance + 1 WHERE id = %s",
+                                         (key,))
+                        model[key] += 1
+                        continue
+                    if kind < 0.13:
+                        with contextlib.suppress(psycopg.errors.DivisionByZero):
+                            conn.execute("SELECT 1 / 0")
+                        continue
+                    if kind < 0.5:
+                        row = conn.execute(point, (key,), prepare=True).fetchone()
+                    elif kind < 0.75:
+                        row = conn.execute(point, (key,), prepare=False).fetchone()
+                    else:
+                        row = simple.execute(point.replace("%s", str(key))).fetchone()
+                    if row != (model[key],):
+                        failures.append(f"owner {owner} step {step} key {key}: {row} "
+                                        f"!= {model[key]}")
+        except Exception as exc:  # reported below
+            failures.append(f"owner {owner}: {exc!r}")
+
+    def admin() -> None:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            def after(mark: int) -> None:
+                with progress:
+                    progress.wait_for(lambda: steps[0] >= mark or done.is_set(), 60)
+
+            mark = 0
+            while not done.is_set():  # a cache for a while, then none for a while, ...
+                after(mark := mark + 100)
+                conn.execute(f"CREATE CACHE acct_point FROM {point.replace('%s', '$1')}")
+                conn.execute("SHOW PROXIED QUERIES").fetchall()
+                after(mark := mark + 100)
+                conn.execute("DROP CACHE acct_point")
+
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        keeper = threading.Thread(target=admin)
+        keeper.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        done.set()
+        with progress:
+            progress.notify_all()
+        keeper.join(60)
+        assert not any(t.is_alive() for t in [*threads, keeper])
+        assert failures == []
+        if LANES:
+            stats = _status(server)
+            print(f"lane stats {stats}")
+            assert stats["lane_relayed"] > 30 and stats["lane_pass_entered"] > 5
     finally:
         server.stop()
