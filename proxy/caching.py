@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 
@@ -63,8 +63,11 @@ FILL_BATCH = 32
 Row = tuple[Any, ...]
 
 
-#: ``CacheHost.try_read``'s answer when the engine failed for the key.
+#: ``CacheHost.try_read``'s answers when the engine failed for the key, and when the cache
+#: was dropped after the read was routed to it.
 FAILED: Any = object()
+DROPPED: Any = object()
+_F = TypeVar("_F")
 
 
 class ReadOutcome:
@@ -72,6 +75,7 @@ class ReadOutcome:
 
     TIMEOUT = "the cache fill took longer than the read bound"
     FAILED = "the cache could not evaluate the query for this key"
+    DROPPED = "the cache was dropped"
     DOWN = "the replication stream is not connected"
 
 
@@ -206,7 +210,7 @@ class CacheHost:
                 del self._waiting[(cache, key)]
                 for fut in futures:
                     if not fut.done():
-                        fut.set_result(Served(None, "the cache was dropped"))
+                        fut.set_result(Served(None, ReadOutcome.DROPPED))
 
     def try_read(self, cache: str, key: Sequence[Any]) -> tuple[Row, ...] | None:
         """The rows if present now; None on a miss (its fill is started: call :meth:`read`
@@ -214,8 +218,7 @@ class CacheHost:
         try:
             result = self.engine.read(cache, key)
         except Exception:
-            log.exception("engine read failed for cache %s", cache)
-            return FAILED  # type: ignore[no-any-return]
+            return self._failed(cache, FAILED)  # type: ignore[no-any-return]
         if result.rows is None:
             self._perform(result.effects)
         return result.rows
@@ -227,8 +230,7 @@ class CacheHost:
         try:
             result = self.engine.read(cache, key)
         except Exception:
-            log.exception("engine read failed for cache %s", cache)
-            return Served(None, ReadOutcome.FAILED)
+            return self._failed(cache, Served(None, ReadOutcome.FAILED))
         if result.rows is not None:
             return Served(result.rows)
         fut: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
@@ -238,6 +240,17 @@ class CacheHost:
             return await asyncio.wait_for(asyncio.shield(fut), self.read_timeout)
         except TimeoutError:
             return Served(None, ReadOutcome.TIMEOUT)
+
+    def _failed(self, cache: str, failed: _F) -> _F:
+        """After the engine raised reading ``cache``: ``failed``, logged as an error, unless
+        the cache was dropped meanwhile (a read routed before a DROP CACHE that waited, for a
+        read-your-writes barrier say): then DROPPED, the usual outcome of such a race."""
+        if cache not in self.engine.caches():
+            log.debug("read of cache %s after it was dropped", cache)
+            return (Served(None, ReadOutcome.DROPPED) if isinstance(failed, Served)
+                    else DROPPED)  # type: ignore[return-value]
+        log.exception("engine read failed for cache %s", cache)
+        return failed
 
     # -- effects ------------------------------------------------------------------------------
 

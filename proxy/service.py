@@ -22,7 +22,7 @@ from typing import Any
 import cython_ext
 from engine.plan.queries import merge_lookups
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
-from proxy.caching import FAILED, CacheHost, ReadOutcome
+from proxy.caching import DROPPED, FAILED, CacheHost, ReadOutcome
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes
 from proxy.registry import AdminError, Registry
@@ -251,6 +251,8 @@ class CacheService:
                 return None
             if rows is FAILED:
                 return None, ReadOutcome.FAILED
+            if rows is DROPPED:
+                return None, ReadOutcome.DROPPED
             results.append(rows)
             if reads is not None:
                 reads.append((route.cache.name, tuple(key), rows))
