@@ -152,14 +152,19 @@ class Engine:
         self.stats.hits += 1
         return True
 
-    def read(self, cache: str, key: Sequence[Any]) -> ReadResult:
+    def read(self, cache: str, key: Sequence[Any], count: bool = True) -> ReadResult:
+        """The rows for ``key``, or None with the effects of the fill started for it;
+        ``count=False`` when the proxy reads the key again for the same client read (after a
+        miss it waited on), which ``stats`` counted already."""
         reader = self.graph.caches[cache][0]
         k = tuple(key)
         rows = reader.lookup(k)
         if rows is not None:
-            self.stats.hits += 1
+            if count:
+                self.stats.hits += 1
             return ReadResult(rows)
-        self.stats.misses += 1
+        if count:
+            self.stats.misses += 1
         wid = (reader.nid, k)
         waiter = self._waiters.get(wid)
         if waiter is not None:

@@ -223,12 +223,13 @@ class CacheHost:
             self._perform(result.effects)
         return result.rows
 
-    async def read(self, cache: str, key: Sequence[Any]) -> Served:
-        """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill."""
+    async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:
+        """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill
+        (``count``: as for ``Engine.read``)."""
         if not self.connected:
             return Served(None, ReadOutcome.DOWN)
         try:
-            result = self.engine.read(cache, key)
+            result = self.engine.read(cache, key, count)
         except Exception:
             return self._failed(cache, Served(None, ReadOutcome.FAILED))
         if result.rows is not None:

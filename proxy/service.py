@@ -245,9 +245,11 @@ class CacheService:
         if lag > self.settings.staleness_bound:
             return None, _stale(lag)
         results = []
-        for key in route.keys:
+        ctx.tried = None
+        for i, key in enumerate(route.keys):
             rows = host.try_read(route.cache.name, key)
             if rows is None:
+                ctx.tried = (route.cache.name, route.keys, i + 1)
                 return None
             if rows is FAILED:
                 return None, ReadOutcome.FAILED
@@ -288,9 +290,12 @@ class CacheService:
             ctx.wrote = False
         entry = route.cache
         assert route.keys is not None and route.classified is not None
+        tried, ctx.tried = ctx.tried, None
+        counted = (tried[2] if tried is not None and tried[0] == entry.name
+                   and tried[1] == route.keys else 0)
         results = []
-        for key in route.keys:
-            served = await host.read(entry.name, key)
+        for i, key in enumerate(route.keys):
+            served = await host.read(entry.name, key, count=i >= counted)
             if served.rows is None:
                 return None, served.reason
             results.append(served.rows)

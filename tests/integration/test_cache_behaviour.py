@@ -434,3 +434,43 @@ def test_auto_mode_caches_a_prepared_statement_from_boot(pg: Any, dbname: str) -
             assert conn.execute("SELECT v FROM kv WHERE k = %s", (8,)).fetchone() == ("v8",)
     finally:
         server.stop()
+
+
+def test_each_client_read_counts_one_hit_or_one_miss(pg: Any, dbname: str) -> None:
+    """A cold read tries without waiting, then waits for its fill: one miss, not two; an IN
+    list whose second key is cold counts its first key's hit once."""
+    _kv(pg, dbname, 20)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv_one FROM SELECT v FROM kv WHERE k = $1")
+            conn.execute("CREATE CACHE kv_in FROM SELECT k, v FROM kv WHERE k IN ($1, $2)")
+            stats = server.server.service.host.engine.stats
+
+            def counts() -> tuple[int, int]:
+                return stats.hits, stats.misses
+
+            for prepare in (False, True):  # the simple and the extended protocol
+                key = 3 if prepare else 4
+                before = counts()
+                sql = "SELECT v FROM kv WHERE k = %s" if prepare else \
+                    f"SELECT v FROM kv WHERE k = {key}"
+                cursor = conn if prepare else psycopg.ClientCursor(conn)
+                args = (key,) if prepare else None
+                assert cursor.execute(sql, args).fetchone() == (f"v{key}",)
+                assert _last(conn)[0] == "cache"
+                assert counts() == (before[0], before[1] + 1)
+                before = counts()
+                assert cursor.execute(sql, args).fetchone() == (f"v{key}",)
+                assert counts() == (before[0] + 1, before[1])
+            before = counts()  # 3 is cached (by kv_one, not kv_in: a miss there too)
+            rows = conn.execute("SELECT k, v FROM kv WHERE k IN (%s, %s)", (5, 6)).fetchall()
+            assert sorted(rows) == [(5, "v5"), (6, "v6")]
+            assert counts() == (before[0], before[1] + 2)
+            conn.execute("SELECT k, v FROM kv WHERE k IN (%s, %s)", (5, 6)).fetchall()
+            before = counts()
+            rows = conn.execute("SELECT k, v FROM kv WHERE k IN (%s, %s)", (5, 7)).fetchall()
+            assert sorted(rows) == [(5, "v5"), (7, "v7")]
+            assert counts() == (before[0] + 1, before[1] + 1)
+    finally:
+        server.stop()
