@@ -83,6 +83,24 @@ def replies(sock: socket.socket, ready: int) -> bytes:
     return buf
 
 
+def same_replies(socks: list[socket.socket], chunk: bytes, ready: int, split: int = 0) -> bool:
+    """Send ``chunk`` on every socket (in two writes when ``split`` is inside it) and whether
+    the reply bytes up to its ``ready``-th ReadyForQuery are the same on all (printed if
+    not)."""
+    got = []
+    for sock in socks:
+        if 0 < split < len(chunk):
+            sock.sendall(chunk[:split])
+            sock.sendall(chunk[split:])
+        else:
+            sock.sendall(chunk)
+        got.append(replies(sock, ready))
+    if any(reply != got[0] for reply in got):
+        print("MISMATCH", chunk, got)
+        return False
+    return True
+
+
 def _status(server: InProcessWeir) -> dict[str, Any]:
     lanes = server.server.service.lanes
     return lanes.stats() if lanes is not None else {}
@@ -136,14 +154,8 @@ def test_lanes_answer_byte_for_byte_as_the_event_loop(pg: Any, dbname: str) -> N
                 else:
                     chunk += query(f"SELECT id, name, score FROM things WHERE grp = {key}")
                 ready += 1
-            got = []
-            for sock in socks:
-                sock.sendall(chunk)
-                got.append(replies(sock, ready))
             compared += 1
-            if got[0] != got[1]:
-                mismatches += 1
-                print("MISMATCH", step, chunk, got)
+            mismatches += not same_replies(socks, chunk, ready)
         assert mismatches == 0
         stats = _status(with_lane)
         print(f"compared {compared}; lane stats {stats}")
