@@ -178,6 +178,8 @@ cdef cppclass Core:
     uint64_t gen  # the routing generation (pass sessions hand back when it moved)
     vector[string] names  # relation names of the caches (lower case; QUERIES_UNNAMED)
     vector[string] watched  # proxy.forwarding.WATCHED_WORDS
+    vector[const unsigned char*] watched_at  # their bytes and lengths, for query_head
+    vector[Py_ssize_t] watched_len
     vector[string] read_only  # CommandComplete tags that cannot have written anything
     uint64_t relayed  # cycles relayed by pass sessions
 
@@ -406,17 +408,12 @@ cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
                  Py_ssize_t end) noexcept nogil:
     """proxy.forwarding.plain_query for the Query payload p[start:end], or False where only
     the event loop can tell (non-ASCII text)."""
-    cdef const unsigned char* words[64]
-    cdef Py_ssize_t lens[64]
-    cdef Py_ssize_t count = 0, i, j, k, size
+    cdef Py_ssize_t i, size
     cdef string lowered
     if s.queries == QUERIES_NONE:
         return False
-    for i in range(min(<Py_ssize_t>c.watched.size(), 64)):
-        words[i] = <const unsigned char*>c.watched[i].data()
-        lens[i] = c.watched[i].size()
-        count += 1
-    if query_head(p, end, start, end, words, lens, count) != 1:
+    if query_head(p, end, start, end, c.watched_at.data(), c.watched_len.data(),
+                  c.watched_at.size()) != 1:
         return False
     if s.queries == QUERIES_ASCII or c.names.empty():
         return True
@@ -872,11 +869,17 @@ cdef class Lanes:
         """The first words that make a simple Query not plain (upper case) and the
         CommandComplete tags that cannot have written anything."""
         cdef bytes word
+        cdef size_t i
         pthread_mutex_lock(&self.c.mu)
         self.c.watched.clear()
+        self.c.watched_at.clear()
+        self.c.watched_len.clear()
         self.c.read_only.clear()
-        for word in watched[:64]:
+        for word in watched:
             self.c.watched.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
+        for i in range(self.c.watched.size()):  # (the strings stay where they are now)
+            self.c.watched_at.push_back(<const unsigned char*>self.c.watched[i].data())
+            self.c.watched_len.push_back(self.c.watched[i].size())
         for word in read_only:
             self.c.read_only.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
         pthread_mutex_unlock(&self.c.mu)

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import asyncpg
 
@@ -67,7 +67,6 @@ Row = tuple[Any, ...]
 #: was dropped after the read was routed to it.
 FAILED: Any = object()
 DROPPED: Any = object()
-_F = TypeVar("_F")
 
 
 class ReadOutcome:
@@ -218,7 +217,7 @@ class CacheHost:
         try:
             result = self.engine.read(cache, key)
         except Exception:
-            return self._failed(cache, FAILED)  # type: ignore[no-any-return]
+            return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
         if result.rows is None:
             self._perform(result.effects)
         return result.rows
@@ -231,7 +230,8 @@ class CacheHost:
         try:
             result = self.engine.read(cache, key, count)
         except Exception:
-            return self._failed(cache, Served(None, ReadOutcome.FAILED))
+            return Served(None, ReadOutcome.DROPPED if self._dropped(cache)
+                          else ReadOutcome.FAILED)
         if result.rows is not None:
             return Served(result.rows)
         fut: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
@@ -242,16 +242,15 @@ class CacheHost:
         except TimeoutError:
             return Served(None, ReadOutcome.TIMEOUT)
 
-    def _failed(self, cache: str, failed: _F) -> _F:
-        """After the engine raised reading ``cache``: ``failed``, logged as an error, unless
-        the cache was dropped meanwhile (a read routed before a DROP CACHE that waited, for a
-        read-your-writes barrier say): then DROPPED, the usual outcome of such a race."""
+    def _dropped(self, cache: str) -> bool:
+        """After the engine raised reading ``cache``: whether the cache was dropped meanwhile
+        (a read routed before a DROP CACHE that waited, for a read-your-writes barrier say:
+        the usual outcome of that race); otherwise the failure is logged as an error."""
         if cache not in self.engine.caches():
             log.debug("read of cache %s after it was dropped", cache)
-            return (Served(None, ReadOutcome.DROPPED) if isinstance(failed, Served)
-                    else DROPPED)  # type: ignore[return-value]
+            return True
         log.exception("engine read failed for cache %s", cache)
-        return failed
+        return False
 
     # -- effects ------------------------------------------------------------------------------
 
