@@ -211,11 +211,13 @@ class CacheHost:
                     if not fut.done():
                         fut.set_result(Served(None, ReadOutcome.DROPPED))
 
-    def try_read(self, cache: str, key: Sequence[Any]) -> tuple[Row, ...] | None:
+    def try_read(self, cache: str, key: Sequence[Any], count: bool = True
+                 ) -> tuple[Row, ...] | None:
         """The rows if present now; None on a miss (its fill is started: call :meth:`read`
-        to wait for it); ``FAILED`` when the engine cannot answer the key."""
+        to wait for it); ``FAILED`` when the engine cannot answer the key (``count``: as for
+        ``Engine.read``)."""
         try:
-            result = self.engine.read(cache, key)
+            result = self.engine.read(cache, key, count)
         except Exception:
             return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
         if result.rows is None:

@@ -3,8 +3,9 @@
 Owns: ``CacheService`` — started lazily (the replication stream and fill pool exist only once
 a cache does, in auto mode, or when caches are restored from the state directory), the per-statement
 decision (``proxy.router``) with a cheap pre-filter while no cache could match, answering a
-cached read (read-your-writes barrier, staleness bound, the read itself, encoding the rows),
-and executing the admin commands into complete backend message bytes.
+cached read (read-your-writes barrier, staleness bound, the read itself — every key of an IN
+list from one state of the cache —, encoding the rows), and executing the admin commands
+into complete backend message bytes.
 
 Every failure on the cache side turns into "forward upstream" with the reason recorded for
 EXPLAIN LAST STATEMENT; the client never sees an error it would not get from PostgreSQL.
@@ -38,6 +39,9 @@ log = logging.getLogger("weir.service")
 TEXT_OID = 25
 #: CommandComplete tags of statements that may change a relation a cache reads
 _DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
+#: passes a read of several keys (an IN list) makes to take them all from one state, when
+#: keys it waited for were evicted again before it could (then the read goes upstream)
+ONE_STATE_ATTEMPTS = 3
 
 
 def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
@@ -265,7 +269,8 @@ class CacheService:
                         reads: list[tuple[str, tuple[Any, ...], object]] | None = None
                         ) -> tuple[tuple[Any, ...] | None, str]:
         """The cached rows for a routed read, or None and why the read must go upstream
-        (``reads`` as for :meth:`read_rows_now`)."""
+        (``reads`` as for :meth:`read_rows_now`). The keys of an IN list are answered from
+        one state of the cache, as one upstream snapshot would answer them."""
         host = self.host
         if host is None:
             return None, "caching is not running"
@@ -293,14 +298,32 @@ class CacheService:
         tried, ctx.tried = ctx.tried, None
         counted = (tried[2] if tried is not None and tried[0] == entry.name
                    and tried[1] == route.keys else 0)
-        results = []
-        for i, key in enumerate(route.keys):
-            served = await host.read(entry.name, key, count=i >= counted)
-            if served.rows is None:
-                return None, served.reason
-            results.append(served.rows)
-            if reads is not None:
-                reads.append((entry.name, tuple(key), served.rows))
+        results: list[Any] = []
+        for _ in range(ONE_STATE_ATTEMPTS):
+            results = []
+            for i, key in enumerate(route.keys):
+                served = await host.read(entry.name, key, count=i >= counted)
+                if served.rows is None:
+                    return None, served.reason
+                results.append(served.rows)
+            counted = len(route.keys)  # a later pass counts nothing
+            if len(results) == 1:
+                break
+            # the keys read before a wait are from an older state than those filled after
+            # it: take them all again from the current state, with no wait in between
+            again = [host.try_read(entry.name, key, count=False) for key in route.keys]
+            if any(rows is FAILED for rows in again):
+                return None, ReadOutcome.FAILED
+            if any(rows is DROPPED for rows in again):
+                return None, ReadOutcome.DROPPED
+            if all(rows is not None for rows in again):
+                results = list(again)
+                break
+        else:  # evicted again each time (a memory budget smaller than the IN list's keys)
+            return None, "the keys of the IN list did not stay cached together"
+        if reads is not None:
+            reads.extend((entry.name, tuple(key), rows)
+                          for key, rows in zip(route.keys, results, strict=True))
         plan = route.classified.query.plan  # type: ignore[union-attr]
         return tuple(merge_lookups(plan, results, route.params)), route.reason
 

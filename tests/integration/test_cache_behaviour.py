@@ -474,3 +474,40 @@ def test_each_client_read_counts_one_hit_or_one_miss(pg: Any, dbname: str) -> No
             assert counts() == (before[0] + 1, before[1] + 1)
     finally:
         server.stop()
+
+
+def test_an_in_list_read_is_one_state_when_a_key_fills_late(pg: Any, dbname: str) -> None:
+    """The keys of an IN list come from one state of the cache: a transaction that changes
+    two keys while the read waits for the second one's fill is seen in both or in neither
+    (the first key's rows, read before the wait, are not combined with the fill's)."""
+    _kv(pg, dbname, 10)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), read_timeout=30.0)
+    got: list[Any] = []
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as through, \
+                psycopg.connect(pg.dsn(dbname=dbname)) as locker:
+            through.execute("CREATE CACHE kv_in FROM SELECT k, v FROM kv WHERE k IN ($1, $2)")
+            query = "SELECT k, v FROM kv WHERE k IN (%s, %s)"
+            assert sorted(through.execute(query, (1, 3)).fetchall()) == [(1, "v1"), (3, "v3")]
+            assert _last(through)[0] == "cache"
+            # key 1 is cached; key 2's fill will wait behind this lock, holding a snapshot
+            # taken before the update below commits
+            locker.execute("LOCK TABLE kv IN ACCESS EXCLUSIVE MODE")
+
+            def read() -> None:
+                with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as reader:
+                    got.append(sorted(reader.execute(query, (1, 2)).fetchall()))
+                    got.append(_last(reader)[0])
+
+            reader = threading.Thread(target=read)
+            reader.start()
+            eventually(lambda: pg.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'weir-fill' "
+                "AND wait_event_type = 'Lock'", dbname).strip() == "1", timeout=30)
+            locker.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
+            locker.commit()
+            reader.join(60)
+            assert not reader.is_alive()
+    finally:
+        server.stop()
+    assert got == [[(1, "v1-new"), (2, "v2-new")], "cache"]
