@@ -177,6 +177,10 @@ cdef cppclass Core:
     double spin  # seconds a lane polls before it sleeps
     uint64_t gen  # the routing generation (pass sessions hand back when it moved)
     vector[string] names  # relation names of the caches (lower case; QUERIES_UNNAMED)
+    #: whole words that make a Query hide a write, and the first words that tell one
+    #: (proxy.forwarding.hides_write; QUERIES_UNNAMED)
+    vector[string] hiding
+    vector[string] telling
     vector[string] watched  # proxy.forwarding.WATCHED_WORDS
     vector[const unsigned char*] watched_at  # their bytes and lengths, for query_head
     vector[Py_ssize_t] watched_len
@@ -415,7 +419,7 @@ cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
     if query_head(p, end, start, end, c.watched_at.data(), c.watched_len.data(),
                   c.watched_at.size()) != 1:
         return False
-    if s.queries == QUERIES_ASCII or c.names.empty():
+    if s.queries == QUERIES_ASCII or (c.names.empty() and c.hiding.empty()):
         return True
     size = end - 1 - start
     lowered.assign(<const char*>p + start, size)
@@ -425,7 +429,35 @@ cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
     for i in range(<Py_ssize_t>c.names.size()):
         if lowered.find(c.names[i]) != npos:
             return False
-    return True
+    return not _hides_write(c, lowered)
+
+
+cdef inline bint _word_char(unsigned char ch) noexcept nogil:
+    return (97 <= ch <= 122) or (48 <= ch <= 57) or ch == 95 or ch == 36 or (65 <= ch <= 90)
+
+
+cdef bint _hides_write(Core* c, const string& lowered) noexcept nogil:
+    """proxy.forwarding.hides_write for an ASCII Query text in lower case."""
+    cdef size_t i = 0, first, at, n = lowered.size(), k
+    if c.hiding.empty():
+        return False
+    while i < n and (lowered[i] == 32 or 9 <= <unsigned char>lowered[i] <= 13):
+        i += 1
+    first = i
+    while i < n and ((97 <= <unsigned char>lowered[i] <= 122) or lowered[i] == 95):
+        i += 1
+    for k in range(c.telling.size()):
+        if lowered.compare(first, i - first, c.telling[k]) == 0:
+            return False
+    for k in range(c.hiding.size()):
+        at = lowered.find(c.hiding[k])
+        while at != npos:
+            if (at == 0 or not _word_char(<unsigned char>lowered[at - 1])) and \
+                    (at + c.hiding[k].size() >= n
+                     or not _word_char(<unsigned char>lowered[at + c.hiding[k].size()])):
+                return True
+            at = lowered.find(c.hiding[k], at + 1)
+    return False
 
 
 cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
@@ -884,16 +916,24 @@ cdef class Lanes:
             self.c.read_only.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
         pthread_mutex_unlock(&self.c.mu)
 
-    def routing(self, tuple names not None):
-        """The routing state changed (caches were created or dropped): every pass session
-        hands back before it forwards anything more; ``names`` are the relations the caches
-        read (lower case)."""
+    def routing(self, tuple names not None, tuple hiding=(), tuple telling=()):
+        """The routing state changed (caches were created or dropped, functions that may
+        write changed): every pass session hands back before it forwards anything more;
+        ``names`` are the relations the caches read, ``hiding`` and ``telling`` the words
+        of ``proxy.forwarding.hides_write`` (all lower case bytes; no ``hiding``: no Query
+        hides a write)."""
         cdef bytes name
         pthread_mutex_lock(&self.c.mu)
         self.c.gen += 1
         self.c.names.clear()
+        self.c.hiding.clear()
+        self.c.telling.clear()
         for name in names:
             self.c.names.push_back(string(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)))
+        for name in hiding:
+            self.c.hiding.push_back(string(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)))
+        for name in telling:
+            self.c.telling.push_back(string(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)))
         pthread_mutex_unlock(&self.c.mu)
 
     def enter_pass(self, uint64_t token, int fd, int ufd, list binds not None,

@@ -6,10 +6,12 @@ plain Query records, the decoded Parse messages and the Bind names seen before.
 
 Invariants:
 - a plain Query is well-formed (one NUL, at the end; UTF-8), its first word is ASCII and none
-  of ``WATCHED_WORDS``, and no registry router looks at it (no registry, or explicit caching
-  and no cached table named): ``CacheService.route`` then routes it upstream for the same
-  reason as any other plain Query, ``observe_set`` ignores it and it has no effect on the
-  session's statements; so the relay learns that reason once and only records it after;
+  of ``WATCHED_WORDS``, and no registry router looks at it (no registry, or explicit caching,
+  no cached table named and no write hidden behind a read-only tag, see :func:`hides_write`):
+  ``CacheService.route`` then routes it upstream for the same reason as any other plain
+  Query, ``observe_set`` ignores it, it has no effect on the session's statements and it
+  cannot write without its CommandComplete saying so; so the relay learns that reason once
+  and only records it after;
 - the memos hold only what depends on the message bytes and on the service's routing state
   (its registry and cached table names); :meth:`Memos.current` forgets them when that state
   changes;
@@ -18,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, TypeVar
 
 import cython_ext
@@ -44,6 +47,38 @@ READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b
                   b"RESET", b"MOVE", b"EXPLAIN")
 
 
+#: words of the statements that write; a statement starting with one says so in its
+#: CommandComplete tag, a statement containing one otherwise may hide a write (``WITH ...
+#: UPDATE``, ``EXPLAIN ANALYZE DELETE``)
+WRITE_WORDS = ("insert", "update", "delete", "merge")
+
+
+def hiding_words(functions: tuple[str, ...]) -> tuple[str, ...]:
+    """The words (lower case) that make a statement :func:`hides_write` where they stand as
+    whole words: :data:`WRITE_WORDS`, ``execute`` (a prepared statement's text is not
+    seen) and the ``functions`` that may write (volatile, outside the system schemas)."""
+    return tuple(sorted({*WRITE_WORDS, "execute", *functions}))
+
+
+def writes_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern finding any of ``words`` (:func:`hiding_words`) as a whole word."""
+    return re.compile(r"(?<![\w$])(?:" + "|".join(re.escape(w) for w in words) + r")(?![\w$])")
+
+
+def hides_write(lowered: str, pattern: re.Pattern[str]) -> bool:
+    """Whether a statement (its text in lower case) may write while its CommandComplete tag
+    says it cannot (SELECT calling a function that writes, a data-modifying WITH, EXPLAIN
+    ANALYZE of a write, EXECUTE): read-your-writes must then count it as a write. A
+    statement that starts with one of :data:`WRITE_WORDS` hides nothing (its tag tells)."""
+    first = _FIRST_WORD.match(lowered)
+    if first is not None and first.group(1) in WRITE_WORDS:
+        return False
+    return pattern.search(lowered) is not None
+
+
+_FIRST_WORD = re.compile(r"\s*([a-z_]+)")
+
+
 def query_head(raw: bytes, start: int, end: int, watched: tuple[bytes, ...]) -> int:
     """What the bytes of the Query payload ``raw[start:end]`` say: 0 — not plain (a NUL
     before the end or none at the end; the first word, after ASCII white space, not ASCII
@@ -68,7 +103,8 @@ def plain_query(raw: bytes, start: int, end: int, service: CacheService) -> bool
     if service.settings.caching == "auto":
         return False
     decoded = _utf8(raw[start : end - 1])
-    return decoded is not None and not service._mentions_cached_table(decoded)
+    return decoded is not None and not service._mentions_cached_table(decoded) \
+        and not service.hides_write(decoded)
 
 
 def bind_names(raw: bytes, start: int, end: int) -> bytes:

@@ -72,7 +72,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 import cython_ext
-from proxy.forwarding import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS
+from proxy.forwarding import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
 from proxy.handshake import Phase
 from proxy.hitpath import Hit, may_serve, session_settings_id
 from proxy.wire import frontend as fe
@@ -304,9 +304,14 @@ class HitLanes:
                 self.reclaim(session)
 
     def routing(self) -> None:
-        """The service's routing state (registry, cached relation names) changed: pass
-        sessions hand back before they forward anything more."""
-        self.core.routing(tuple(name.encode() for name in self.service._names))
+        """The service's routing state (registry, cached relation names, functions that may
+        write) changed: pass sessions hand back before they forward anything more."""
+        service = self.service
+        hiding = service.hiding if service.registry is not None \
+            and service.settings.read_your_writes == "on" else ()
+        self.core.routing(tuple(name.encode() for name in service._names),
+                          tuple(w.encode() for w in hiding),
+                          tuple(w.encode() for w in WRITE_WORDS))
 
     # -- pass sessions ----------------------------------------------------------------------
 

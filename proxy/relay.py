@@ -257,8 +257,9 @@ class Session(Handshake):
                 self._upstream_query(self._route, msg)  # type: ignore[arg-type]
                 self._remember(raw[start:end], msg)  # type: ignore[arg-type]
             elif mtype == _T_PARSE:
+                self._note_hidden(msg)
                 self._remember(raw[start:end], msg)  # type: ignore[arg-type]
-            elif mtype == _T_BIND:
+            elif mtype == _T_BIND and not self._note_hidden(msg):
                 self.memos.remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
             state.frontend(msg)
             self.extended.observe_forwarded(msg)
@@ -364,9 +365,29 @@ class Session(Handshake):
         if data and self.upstream is not None:
             self.upstream.write(data)
 
+    def _note_hidden(self, msg: object) -> bool:
+        """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
+        a Parse of such a statement is remembered (and the Bind memos, which skip this, are
+        forgotten), a Bind of one counts as a write; True for such a Bind (not memoized)."""
+        ctx = self.ctx
+        if ctx is None:
+            return False
+        if isinstance(msg, fe.Bind):
+            if msg.statement in ctx.hiding:
+                ctx.wrote = True
+                return True
+        elif isinstance(msg, fe.Parse):
+            if self.server.service.hides_write(msg.query):
+                ctx.hiding.add(msg.name)
+                self.memos.binds.clear()
+            else:
+                ctx.hiding.discard(msg.name)
+        return False
+
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
         self.extended.flush()  # weir's earlier answers come first
+        self._note_hidden(msg)
         self.state.frontend(msg)
         if isinstance(msg, fe.Terminate):
             self._terminated = True
@@ -374,6 +395,7 @@ class Session(Handshake):
 
     def inject(self, msg: fe.Parse | fe.Bind) -> None:
         """Send a message of weir's own upstream; its answer is not relayed."""
+        self._note_hidden(msg)
         self.state.injected(msg)
         self._upstream_write(msg.encode())
 
@@ -381,8 +403,11 @@ class Session(Handshake):
         """Bookkeeping for a Query that goes upstream."""
         assert self.ctx is not None
         self.ctx.last = ("upstream", route.reason)
-        self.server.service.note_upstream(route, self.ctx)
+        service = self.server.service
+        service.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx)
+        if service.hides_write(msg.query):
+            self.ctx.wrote = True  # read-your-writes: as if its tag said it wrote
 
     def _forward_query(self, route: Route, msg: fe.Query, raw: bytes) -> None:
         """A Query that goes upstream — unless it deallocates a statement only weir holds:

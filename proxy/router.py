@@ -53,6 +53,9 @@ class SessionContext:
     #: count those keys again
     tried: tuple[str, list[Any], int] | None = None
     parameters: dict[str, str] | None = None  # the session's ParameterStatus values
+    #: prepared statements whose text may write behind a read-only CommandComplete tag
+    #: (``CacheService.hides_write``): running one counts as a write
+    hiding: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ import cython_ext
 from engine.plan.queries import merge_lookups
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, CacheHost, ReadOutcome
+from proxy.forwarding import hides_write, hiding_words, writes_pattern
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes
 from proxy.registry import AdminError, Registry
@@ -62,6 +63,11 @@ class CacheService:
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
+        #: functions that may write (volatile, outside the system schemas; lower case) and
+        #: the words that make a statement hide a write (``forwarding.hides_write``)
+        self.writers: tuple[str, ...] = ()
+        self.hiding = hiding_words(())
+        self._writes = writes_pattern(self.hiding)
         #: (role, database) -> (default settings, time.monotonic() read); ``_apply_defaults``
         self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
         #: (role, cache) -> (may read, time.monotonic() it expires); see ``_authorized`` (the
@@ -139,6 +145,7 @@ class CacheService:
                 await registry.start()
                 self.host, self.registry = host, registry
                 self._watch(host)
+                await self._load_writers()
                 self._refresh_names()
                 host.verify = self._verify_schema
         assert self.registry is not None
@@ -154,6 +161,8 @@ class CacheService:
         registry = self.registry
         if registry is None:
             return
+        if await self._load_writers():
+            self._refresh_names()
         async with self._mutating:
             changed = await registry.changed_relations()
             if not changed:
@@ -166,6 +175,31 @@ class CacheService:
             self.hits.clear()
             if self.lanes is not None:
                 self.lanes.clear()
+
+    WRITERS_QUERY = """
+        SELECT DISTINCT lower(p.proname) FROM pg_proc p
+        WHERE p.provolatile = 'v' AND p.pronamespace NOT IN
+              ('pg_catalog'::regnamespace, 'information_schema'::regnamespace)
+        ORDER BY 1"""
+
+    async def _load_writers(self) -> bool:
+        """Read the functions that may write (every heartbeat does this too, before the
+        staleness bound's clock may advance: a function created upstream is known within
+        one); True when they changed."""
+        assert self.host is not None
+        rows = await self.host.pool.fetch(self.WRITERS_QUERY)
+        writers = tuple(r[0] for r in rows)
+        if writers == self.writers:
+            return False
+        self.writers, self.hiding = writers, hiding_words(writers)
+        self._writes = writes_pattern(self.hiding)
+        return True
+
+    def hides_write(self, text: str) -> bool:
+        """Whether a statement may write while its CommandComplete tag says it cannot (only
+        while caching runs: read-your-writes has nothing to do otherwise)."""
+        return self.registry is not None and self.settings.read_your_writes == "on" \
+            and hides_write(text.lower(), self._writes)
 
     def is_current(self, entry: Any) -> bool:
         """Whether a cache entry (remembered by a prepared statement) is still the cache of

@@ -511,3 +511,54 @@ def test_an_in_list_read_is_one_state_when_a_key_fills_late(pg: Any, dbname: str
     finally:
         server.stop()
     assert got == [[(1, "v1-new"), (2, "v2-new")], "cache"]
+
+
+def test_writes_behind_read_only_tags_count_for_read_your_writes(pg: Any, dbname: str) -> None:
+    """A statement whose CommandComplete says SELECT (or EXPLAIN) may still write: a call of a
+    volatile function, a data-modifying WITH, EXPLAIN ANALYZE of a write. Running one counts
+    as a write, whatever the protocol, so the session's next cached read waits for a
+    barrier and sees it; a plain read does not."""
+    _kv(pg, dbname, 5)
+    pg.psql("CREATE FUNCTION bump(t text) RETURNS int LANGUAGE sql AS "
+            "$$ UPDATE kv SET v = t WHERE k = 1 RETURNING 1 $$", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    service = server.server.service
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv_one FROM SELECT v FROM kv WHERE k = $1")
+            session = next(s for s in server.server.sessions if s.ctx is not None)
+            simple = psycopg.ClientCursor(conn)
+            read = "SELECT v FROM kv WHERE k = %s"
+            writes = [
+                (simple, "SELECT bump('{v}')"),
+                (conn, "SELECT bump(%s)"),  # extended, unnamed, then prepared (5th run on)
+                (simple, "WITH u AS (UPDATE kv SET v = '{v}' WHERE k = 1 RETURNING 1) "
+                         "SELECT count(*) FROM u"),
+                (conn, "/* hi */ WITH u AS (UPDATE kv SET v = %s WHERE k = 1 RETURNING 1) "
+                       "SELECT count(*) FROM u"),
+                (simple, "EXPLAIN (ANALYZE, COSTS OFF) UPDATE kv SET v = '{v}' WHERE k = 1"),
+            ]
+            for i in range(40):
+                cursor, sql = writes[i % len(writes)]
+                value = f"w{i}"
+                if cursor is simple:
+                    cursor.execute(sql.format(v=value))
+                else:
+                    cursor.execute(sql, (value,))
+                assert session.ctx.wrote, sql
+                assert conn.execute(read, (1,)).fetchone() == (value,), sql
+                assert _last(conn)[0] == "cache"
+            for cursor, sql in ((simple, "SELECT count(*) AS updated_at FROM kv"),
+                                (conn, "SELECT v FROM kv WHERE k = 2")):
+                cursor.execute(sql)
+                assert not session.ctx.wrote, sql
+            # a function created upstream, not through weir, is known within a heartbeat
+            pg.psql("CREATE FUNCTION bump2(t text) RETURNS int LANGUAGE sql AS "
+                    "$$ UPDATE kv SET v = t WHERE k = 1 RETURNING 1 $$", dbname)
+            eventually(lambda: "bump2" in service.writers, timeout=30)
+            for i in range(3):
+                simple.execute(f"SELECT bump2('x{i}')")
+                assert session.ctx.wrote
+                assert conn.execute(read, (1,)).fetchone() == (f"x{i}",)
+    finally:
+        server.stop()

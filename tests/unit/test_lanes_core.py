@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import cython_ext
+from proxy.forwarding import WRITE_WORDS, hides_write, hiding_words, writes_pattern
 
 _core = cython_ext.load_pair("lanes")
 if _core is None:  # the build is part of `make test`; a missing one is an error, not a skip
@@ -232,9 +233,10 @@ upstream_pair = pair  # a second pair of sockets: the upstream's end and the lan
 
 
 def enter_pass(lanes: Any, token: int, pair: Any, upstream_pair: Any, queries: str = "ascii",
-               names: tuple[bytes, ...] = ()) -> None:
+               names: tuple[bytes, ...] = (), hiding: tuple[str, ...] = ()) -> None:
     lanes.set_words(WATCHED, READ_ONLY)
-    lanes.routing(names)
+    lanes.routing(names, tuple(w.encode() for w in hiding),
+                  tuple(w.encode() for w in WRITE_WORDS))
     lanes.enter_pass(token, pair[1].fileno(), upstream_pair[1].fileno(), [BIND_NAMES],
                      [PARSE_PAYLOAD], core.QUERIES[queries])
 
@@ -314,3 +316,31 @@ def test_a_pass_session_hands_back_answers_it_may_not_relay(
         assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
     assert result[7] == answer
     assert result[9] == (b"" if case == "notification" or case == "error" else cycle())
+
+
+HIDING_TEXTS = [
+    "SELECT bump(1)", "select Bump (1)", "SELECT updated_at FROM t", "SELECT bumpy(1)",
+    "WITH u AS (UPDATE t SET a = 1 RETURNING 1) SELECT * FROM u", "UPDATE t SET a = bump(1)",
+    "  delete FROM t WHERE a = 1", "EXPLAIN ANALYZE DELETE FROM t", "EXECUTE p(1)",
+    "SELECT * FROM t FOR UPDATE", "MERGE INTO t USING s ON true WHEN MATCHED THEN DELETE",
+    "SELECT $bump(1)", "SELECT a_bump(1)", "SELECT 1 AS insert_", "SELECT x.bump FROM x",
+    "SELECT bump", "bump(1)",
+]
+
+
+@pytest.mark.parametrize("text", HIDING_TEXTS)
+def test_a_pass_session_hands_back_queries_that_may_hide_a_write(
+        lanes: Any, pair: Any, upstream_pair: Any, text: str) -> None:
+    """The lane's check is ``proxy.forwarding.hides_write``: a Query that may write behind
+    a read-only tag goes to the event loop (read-your-writes counts it); others pass."""
+    client, server = pair[0], upstream_pair[0]
+    hiding = hiding_words(("bump",))
+    enter_pass(lanes, 14, pair, upstream_pair, queries="unnamed", hiding=hiding)
+    query = msg(b"Q", text.encode() + b"\x00")
+    client.sendall(query)
+    if hides_write(text.lower(), writes_pattern(hiding)):
+        assert handed(lanes) == [14]
+        assert lanes.leave(14)[5] == query
+    else:
+        assert recv_exactly(server, len(query)) == query
+        assert lanes.leave(14)[9] == query  # in flight
