@@ -16,13 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psycopg
@@ -68,6 +69,74 @@ class Run:
     tps: float
     p50_ms: float
     p99_ms: float
+    weir_us: float = 0.0  # CPU per transaction (user + system, microseconds): weir's process
+    postgres_us: float = 0.0  # ... PostgreSQL's processes (backends, walsender, ...)
+    client_us: float = 0.0  # ... pgbench
+    idle: float = 0.0  # share of the machine's CPU time left idle during the run
+
+
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _ticks(pid: int) -> tuple[int, int, int]:
+    """(utime + stime, cutime + cstime, parent) of a process, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[1])
+
+
+def _postgres_ticks(postmaster: int) -> tuple[int, int]:
+    """PostgreSQL's CPU so far (the postmaster, its reaped children, its living children)
+    and the number of living children."""
+    own, reaped, _ = _ticks(postmaster)
+    total, children = own + reaped, 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ticks, _, parent = _ticks(int(entry.name))
+            except (OSError, IndexError, ValueError):
+                continue
+            if parent == postmaster:
+                total += ticks
+                children += 1
+    return total, children
+
+
+def _machine() -> tuple[int, int]:
+    """(idle, total) clock ticks of the machine so far."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return values[3] + values[4], sum(values)
+
+
+class CpuMeter:
+    """CPU time per transaction of weir, PostgreSQL and pgbench around one pgbench run."""
+
+    def __init__(self, postmaster: int, weir: int) -> None:
+        self.postmaster, self.weir = postmaster, weir
+
+    def __enter__(self) -> CpuMeter:
+        self.before = (_ticks(self.weir)[0], _postgres_ticks(self.postmaster),
+                       resource.getrusage(resource.RUSAGE_CHILDREN), _machine())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        weir0, (pg0, children0), client0, machine0 = self.before
+        # the run's backends exit with pgbench: wait until the postmaster has reaped them
+        deadline = time.monotonic() + 10
+        while _postgres_ticks(self.postmaster)[1] > children0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        machine1 = _machine()
+        self.weir_ticks = _ticks(self.weir)[0] - weir0
+        self.postgres_ticks = _postgres_ticks(self.postmaster)[0] - pg0
+        self.client_s = (client1.ru_utime + client1.ru_stime
+                         - client0.ru_utime - client0.ru_stime)
+        self.idle = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1])
+
+    def per_tx(self, run: Run, transactions: int) -> Run:
+        us = 1e6 / max(1, transactions)
+        return Run(run.query, run.target, run.tps, run.p50_ms, run.p99_ms,
+                   self.weir_ticks / _HZ * us, self.postgres_ticks / _HZ * us,
+                   self.client_s * us, self.idle)
 
 
 def load(dsn: str, stories: int, authors: int, votes: int) -> None:
@@ -107,7 +176,9 @@ def sweep(bindir: Path, dsn: str, script: str, clients: int) -> None:
             return
 
 
-def pgbench(bindir: Path, dsn: str, script: str, seconds: int, clients: int) -> Run:
+def pgbench(bindir: Path, dsn: str, script: str, seconds: int, clients: int
+            ) -> tuple[Run, int]:
+    """One run: its figures and the number of transactions it made."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "script.sql"
         path.write_text(script)
@@ -128,7 +199,7 @@ def pgbench(bindir: Path, dsn: str, script: str, seconds: int, clients: int) -> 
     latencies.sort()
     p50 = latencies[len(latencies) // 2]
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    return Run("", "", tps, p50, p99)
+    return Run("", "", tps, p50, p99), len(latencies)
 
 
 def freshness(direct: str, through: str, seconds: float, rate: int, stories: int
@@ -203,6 +274,7 @@ def main() -> int:
         [sys.executable, "-m", "proxy.cli", "serve", "--upstream", cluster.dsn(),
          "--listen", f"127.0.0.1:{port}", "--log-level", "warning"], cwd=ROOT)
     runs: list[Run] = []
+    postmaster = int((cluster.datadir / "postmaster.pid").read_text().split()[0])
     try:
         direct = cluster.dsn()
         through = f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
@@ -225,14 +297,19 @@ def main() -> int:
                         if args.warmup:
                             pgbench(bindir, dsn, script, args.warmup, args.clients)
                     before = status(through)
-                    run = pgbench(bindir, dsn, script, args.seconds, args.clients)
+                    with CpuMeter(postmaster, weir.pid) as meter:
+                        run, transactions = pgbench(bindir, dsn, script, args.seconds,
+                                                    args.clients)
+                    run = meter.per_tx(run, transactions)
                     if target == "weir":
                         after = status(through)
                         for name_ in counted:
                             counted[name_] += int(after.get(name_, 0)) - int(before.get(name_, 0))
-                    runs.append(Run(name, target, run.tps, run.p50_ms, run.p99_ms))
+                    runs.append(replace(run, query=name, target=target))
                     print(f"{name:24} {target:7} tps={run.tps:9.0f} p50={run.p50_ms:.3f} ms "
-                          f"p99={run.p99_ms:.3f} ms", flush=True)
+                          f"p99={run.p99_ms:.3f} ms cpu/tx weir={run.weir_us:.1f} "
+                          f"postgres={run.postgres_us:.1f} pgbench={run.client_us:.1f} us "
+                          f"idle={run.idle:.1%}", flush=True)
         fill_ms = status(through).get("fill_ms_avg", "?")
         lags = freshness(direct, through, min(10.0, args.seconds), args.write_rate, args.stories)
     finally:
@@ -259,8 +336,10 @@ def _wait(dsn: str) -> None:
 
 def _mean(runs: list[Run]) -> Run:
     n = len(runs)
-    return Run(runs[0].query, runs[0].target, sum(r.tps for r in runs) / n,
-               sum(r.p50_ms for r in runs) / n, sum(r.p99_ms for r in runs) / n)
+    return Run(runs[0].query, runs[0].target,
+               *(sum(getattr(r, f) for r in runs) / n
+                 for f in ("tps", "p50_ms", "p99_ms", "weir_us", "postgres_us", "client_us",
+                           "idle")))
 
 
 def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[float],
@@ -291,6 +370,25 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
                 for t in ("direct", "weir"))
         lines.append(f"| {name} | {d.tps:.0f} | {w.tps:.0f} | {w.tps / d.tps:.2f} | "
                      f"{d.p50_ms:.3f} / {d.p99_ms:.3f} | {w.p50_ms:.3f} / {w.p99_ms:.3f} |")
+    lines += [
+        "",
+        "CPU time per transaction (user + system, microseconds; from `/proc` around each "
+        "run: weir's process, PostgreSQL's processes including the backends reaped after "
+        "the run, pgbench) and the machine's idle share. *Serving cost* is what answering "
+        "costs the server side: PostgreSQL's CPU per query directly, weir's plus "
+        "PostgreSQL's through weir.",
+        "",
+        "| query | direct: PostgreSQL | direct: pgbench | direct idle | weir: weir | "
+        "weir: PostgreSQL | weir: pgbench | weir idle | serving cost weir / direct |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name in QUERIES:
+        d, w = (_mean([r for r in runs if (r.query, r.target) == (name, t)])
+                for t in ("direct", "weir"))
+        serving = (w.weir_us + w.postgres_us) / max(1e-9, d.postgres_us + d.weir_us)
+        lines.append(f"| {name} | {d.postgres_us:.1f} | {d.client_us:.1f} | {d.idle:.0%} | "
+                     f"{w.weir_us:.1f} | {w.postgres_us:.1f} | {w.client_us:.1f} | "
+                     f"{w.idle:.0%} | {serving:.2f} |")
     lines += [
         "",
         f"Hit rate during the measured weir runs: {hits / max(1, hits + misses):.4f} "
