@@ -365,9 +365,9 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
         "weir p50 / p99 (ms) |",
         "|---|---:|---:|---:|---|---|",
     ]
-    for name in QUERIES:
-        d, w = (_mean([r for r in runs if (r.query, r.target) == (name, t)])
-                for t in ("direct", "weir"))
+    means = {name: tuple(_mean([r for r in runs if (r.query, r.target) == (name, t)])
+                         for t in ("direct", "weir")) for name in QUERIES}
+    for name, (d, w) in means.items():
         lines.append(f"| {name} | {d.tps:.0f} | {w.tps:.0f} | {w.tps / d.tps:.2f} | "
                      f"{d.p50_ms:.3f} / {d.p99_ms:.3f} | {w.p50_ms:.3f} / {w.p99_ms:.3f} |")
     lines += [
@@ -382,9 +382,7 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
         "weir: PostgreSQL | weir: pgbench | weir idle | serving cost weir / direct |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in QUERIES:
-        d, w = (_mean([r for r in runs if (r.query, r.target) == (name, t)])
-                for t in ("direct", "weir"))
+    for name, (d, w) in means.items():
         serving = (w.weir_us + w.postgres_us) / max(1e-9, d.postgres_us + d.weir_us)
         lines.append(f"| {name} | {d.postgres_us:.1f} | {d.client_us:.1f} | {d.idle:.0%} | "
                      f"{w.weir_us:.1f} | {w.postgres_us:.1f} | {w.client_us:.1f} | "
