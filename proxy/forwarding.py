@@ -103,8 +103,7 @@ def plain_query(raw: bytes, start: int, end: int, service: CacheService) -> bool
     if service.settings.caching == "auto":
         return False
     decoded = _utf8(raw[start : end - 1])
-    return decoded is not None and not service._mentions_cached_table(decoded) \
-        and not service.hides_write(decoded)
+    return decoded is not None and service.plain_text(decoded)
 
 
 def bind_names(raw: bytes, start: int, end: int) -> bytes:

@@ -195,11 +195,11 @@ class CacheService:
         self._writes = writes_pattern(self.hiding)
         return True
 
-    def hides_write(self, text: str) -> bool:
+    def hides_write(self, text: str, lowered: str | None = None) -> bool:
         """Whether a statement may write while its CommandComplete tag says it cannot (only
         while caching runs: read-your-writes has nothing to do otherwise)."""
         return self.registry is not None and self.settings.read_your_writes == "on" \
-            and hides_write(text.lower(), self._writes)
+            and hides_write(text.lower() if lowered is None else lowered, self._writes)
 
     def is_current(self, entry: Any) -> bool:
         """Whether a cache entry (remembered by a prepared statement) is still the cache of
@@ -233,11 +233,18 @@ class CacheService:
             return Route("upstream", "no cache for this query")
         return route_query(text, state, ctx, registry, self.replicated_db)
 
-    def _mentions_cached_table(self, text: str) -> bool:
+    def _mentions_cached_table(self, text: str, lowered: str | None = None) -> bool:
         if not self._names:
             return False
-        lowered = text.lower()
+        lowered = text.lower() if lowered is None else lowered
         return any(name in lowered for name in self._names)
+
+    def plain_text(self, text: str) -> bool:
+        """Whether a Query text needs no look while caching runs: it names no cached
+        relation and hides no write (``forwarding.plain_query``)."""
+        lowered = text.lower()
+        return not self._mentions_cached_table(text, lowered) \
+            and not self.hides_write(text, lowered)
 
     def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None:
         """Record a query that goes upstream (``times`` runs of it); in auto mode, create its
