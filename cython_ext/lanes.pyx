@@ -16,8 +16,8 @@ one ``send``; at the first thing it cannot answer (another message, a stale or m
 an incomplete message, a short write, end of stream) it stops watching the socket and hands
 the session back with the unanswered bytes and the unsent reply bytes. A pass session's lane
 reads both its sockets and relays whole request/answer cycles (see "pass sessions" below).
-The proxy
-(``proxy.lanes``) owns every decision about what may be answered: it stamps entries, sets
+What a lane sends to clients at one wake-up goes out after it read every ready socket.
+The proxy (``proxy.lanes``) owns every decision about what may be answered: it stamps entries, sets
 the gates and bumps the epoch before any change that could make a stamped entry wrong.
 
 Every field a lane reads is guarded by one mutex, except a session's own fields, which only
@@ -141,6 +141,7 @@ cdef cppclass LSession:
     int64_t last_table
     string pending_in  # client bytes not handled
     string pending_out  # bytes for the client not sent
+    string reply  # hit sessions: the answers read at this wake-up, sent after every read
     # -- pass sessions (see _pass_client and _pass_upstream)
     uint64_t gen  # the routing generation the session entered at
     int queries  # which simple Queries are plain: QUERIES_NONE, _ASCII or _UNNAMED
@@ -159,6 +160,14 @@ cdef cppclass LSession:
     vector[int64_t] events  # what ``inflight`` holds: EV_* << 32 | index, in order
     vector[size_t] barriers  # the end in ``inflight`` of each Sync or Query
     vector[int] batches  # ``sent_batch`` after each of them
+    # the whole answers read at this wake-up (``upstream_in`` up to ``relay_cut``), relayed
+    # after every read, and whether the session is handed back then
+    Py_ssize_t relay_cut
+    Py_ssize_t relay_cycles
+    bint relay_stop
+
+
+ctypedef pair[uint64_t, LSession*] Reply  # a hit session with an answer to send
 
 
 cdef cppclass Core:
@@ -305,16 +314,18 @@ cdef Py_ssize_t _send(int fd, const char* data, Py_ssize_t size) noexcept nogil:
     return sent
 
 
-cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf, string* out) noexcept nogil:
-    """One readable session: answer what can be answered, hand back the rest; whether it
-    answered anything."""
+cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
+    """One readable hit session: compose the answers to what can be answered in ``s.reply``
+    and keep the rest in ``s.pending_in``; whether there is a reply, which leaves the session
+    BUSY for :func:`_reply` (otherwise it is watched again or handed back here)."""
     cdef unordered_map[string, Stmt].iterator st
     cdef unordered_map[string, Entry].iterator en
-    cdef ssize_t n, sent
+    cdef ssize_t n
     cdef Py_ssize_t pos = 0, size, name_at, name_end, rest_end
     cdef bint described
     cdef double now
     cdef string name, key
+    cdef string* out = &s.reply
     cdef const unsigned char* p = <const unsigned char*>buf
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
@@ -350,16 +361,23 @@ cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf, string* out) n
             c.served += 1
             pos += size
     pthread_mutex_unlock(&c.mu)
+    s.pending_in.assign(buf + pos, n - pos)
     if out.size():
-        sent = _send(s.fd, out.data(), out.size())
-        if <size_t>sent < out.size():
-            s.pending_out.assign(out.data() + sent, out.size() - sent)
-    if pos < n or s.pending_out.size():
-        s.pending_in.assign(buf + pos, n - pos)
+        return True
+    _hand_back(c, token, s)  # the first unit is not one the lane answers
+    return False
+
+
+cdef void _reply(Core* c, uint64_t token, LSession* s) noexcept nogil:
+    """Send what :func:`_serve` composed; the session is watched again, or handed back with
+    what it could not answer or send."""
+    cdef Py_ssize_t sent = _send(s.fd, s.reply.data(), s.reply.size())
+    if <size_t>sent < s.reply.size():
+        s.pending_out.assign(s.reply.data() + sent, s.reply.size() - sent)
+    if s.pending_in.size() or s.pending_out.size():
         _hand_back(c, token, s)
-        return out.size() > 0
-    _watch(c, s)
-    return out.size() > 0
+    else:
+        _watch(c, s)
 
 
 # -- pass sessions ----------------------------------------------------------------------------
@@ -598,19 +616,21 @@ cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
     pthread_mutex_unlock(&c.mu)
 
 
-cdef void _pass_upstream(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
-    """The upstream of a pass session is readable: relay whole quiet answers to the client."""
+cdef bint _pass_upstream(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
+    """The upstream of a pass session is readable: find the whole quiet answers to relay to
+    the client; whether there are any, which leaves the session BUSY for :func:`_relay`
+    (otherwise it is watched again or handed back here)."""
     cdef ssize_t n
-    cdef Py_ssize_t size, pos = 0, cut = 0, end, length, cycles = 0, seen = 0, sent
+    cdef Py_ssize_t size, pos = 0, cut = 0, end, length, cycles = 0, seen = 0
     cdef const unsigned char* p
     cdef bint stop = False
     n = recv(s.ufd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
         _watch(c, s)
-        return
+        return False
     if n <= 0:
         _hand_back(c, token, s)
-        return
+        return False
     s.upstream_in.append(buf, n)
     p = <const unsigned char*>s.upstream_in.data()
     size = s.upstream_in.size()
@@ -630,33 +650,52 @@ cdef void _pass_upstream(Core* c, uint64_t token, LSession* s, char* buf) noexce
         pos = end
     if cycles > <Py_ssize_t>s.barriers.size():  # more answers than requests: the proxy sees
         _hand_back(c, token, s)
-        return
+        return False
+    s.relay_cut = cut
+    s.relay_cycles = cycles
+    s.relay_stop = stop
     if cycles:
-        sent = _send(s.fd, <const char*>p, cut)
+        return True
+    _relay(c, token, s)
+    return False
+
+
+cdef void _relay(Core* c, uint64_t token, LSession* s) noexcept nogil:
+    """Send the whole answers :func:`_pass_upstream` found to the client; the session is
+    watched again or handed back."""
+    cdef Py_ssize_t sent, cut = s.relay_cut
+    if s.relay_cycles:
+        sent = _send(s.fd, s.upstream_in.data(), cut)
         if sent < cut:
-            s.pending_out.assign(<const char*>p + sent, cut - sent)
+            s.pending_out.assign(s.upstream_in.data() + sent, cut - sent)
         s.upstream_in.erase(0, cut)
-        _relayed(c, s, cycles)
+        _relayed(c, s, s.relay_cycles)
     # (what comes with no request outstanding — a notification, a notice, a parameter
     # status, the server going away — is the event loop's)
-    if stop or s.pending_out.size() or s.upstream_in.size() > PASS_BUFFER \
+    if s.relay_stop or s.pending_out.size() or s.upstream_in.size() > PASS_BUFFER \
             or (s.upstream_in.size() and s.barriers.empty()):
         _hand_back(c, token, s)
         return
     _watch(c, s)
 
 
-cdef bint _dispatch(Core* c, uint64_t data, char* buf, string* out) noexcept nogil:
+cdef bint _dispatch(Core* c, uint64_t data, char* buf,
+                    vector[Reply]* replies) noexcept nogil:
     """An epoll event: ``data`` is a session's token << 1, plus 1 for its upstream socket;
-    whether cached reads were answered."""
+    whether cached reads were answered. A session with answers to send (cached reads, or
+    upstream answers to relay) is added to ``replies`` and stays BUSY until they are sent."""
     cdef uint64_t token = data >> 1
     cdef LSession* s = _take(c, token)
     if s == NULL:
         return False
     if s.ufd < 0:
-        return _serve(c, token, s, buf, out)
+        if _serve(c, token, s, buf):
+            replies.push_back(Reply(token, s))
+            return True
+        return False
     if data & 1:
-        _pass_upstream(c, token, s, buf)
+        if _pass_upstream(c, token, s, buf):
+            replies.push_back(Reply(token, s))
     else:
         _pass_client(c, token, s, buf)
     return False
@@ -666,11 +705,13 @@ cdef void _run(Core* c, int lane) noexcept nogil:
     cdef epoll_event events[EVENTS]
     cdef int epfd = c.epfds[lane], ready, i
     cdef char* buf = <char*>malloc(READ_BUF)
-    cdef string out
+    cdef vector[Reply] replies
+    cdef Reply item
     if buf == NULL:
         return
     cdef double until
     cdef bint answered = False  # cached reads were answered at the last wake-up
+    cdef bint stop
     while True:
         ready = epoll_wait(epfd, events, EVENTS, 0)
         # poll a while before sleeping after answering cached reads (``spin``: a lane that
@@ -688,12 +729,32 @@ cdef void _run(Core* c, int lane) noexcept nogil:
                 continue
             break
         answered = False
+        stop = False
         for i in range(ready):
             if events[i].data.u64 == 0:  # the stop signal
-                free(buf)
-                return
-            if _dispatch(c, events[i].data.u64, buf, &out):
+                stop = True
+            elif _dispatch(c, events[i].data.u64, buf, &replies):
                 answered = True
+        # requests that came in meanwhile join them (a client thread that got several
+        # answers at its last wake-up sends its next requests one after the other)
+        if answered and not stop:
+            ready = epoll_wait(epfd, events, EVENTS, 0)
+            for i in range(ready):
+                if events[i].data.u64 == 0:
+                    stop = True
+                elif _dispatch(c, events[i].data.u64, buf, &replies):
+                    answered = True
+        # the answers of one wake-up go out together, after every read: a client thread
+        # that owns several of the sessions finds them all when it wakes, instead of
+        # waking once per answer (bench/hit.py: +5-8% at 4 and 8 clients)
+        for item in replies:
+            if item.second.ufd < 0:
+                _reply(c, item.first, item.second)
+            else:
+                _relay(c, item.first, item.second)
+        replies.clear()
+        if stop:
+            break
     free(buf)
 
 
@@ -732,7 +793,7 @@ cdef class Lanes:
             raise OSError(errno, "eventfd")
 
     def __dealloc__(self):
-        cdef pair[uint64_t, LSession*] item
+        cdef Reply item
         if self.c == NULL:
             return
         for item in self.c.sessions:

@@ -134,6 +134,34 @@ def test_answers_the_leading_runs_and_hands_back_the_rest(lanes: Any, pair: Any)
     assert lanes.leave(4) == (2, 7, rest, b"")
 
 
+def test_sessions_ready_together_each_get_their_own_answers(lanes: Any) -> None:
+    """A lane sends the answers of one wake-up after reading every ready session: each
+    session still gets exactly its own answers, and one handed back with the rest of its
+    bytes leaves the others answered."""
+    pairs = [socket.socketpair() for _ in range(6)]
+    try:
+        lanes.put(7, REST, b"<plain>", b"<described>")
+        for i, (_, b) in enumerate(pairs):
+            lanes.enter(20 + i, b.fileno(), [(b"s1", 7, LATER)])
+        rest = msg(b"Q", b"SELECT 1\x00")
+        for rnd in range(3):
+            for i, (a, _) in enumerate(pairs):
+                a.settimeout(10)
+                a.sendall(unit(describe=i % 2 == 1) * (i + 1)
+                          + (rest if (i, rnd) == (5, 2) else b""))
+            for i, (a, _) in enumerate(pairs):
+                one = b"<described>" if i % 2 else b"<plain>"
+                assert recv_exactly(a, len(one) * (i + 1)) == one * (i + 1)
+        assert handed(lanes) == [25]
+        assert lanes.leave(25) == (18, 7, rest, b"")
+        for i in range(5):
+            assert lanes.leave(20 + i) == (3 * (i + 1), 7, b"", b"")
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
 def test_an_incomplete_run_is_handed_back_whole(lanes: Any, pair: Any) -> None:
     a, b = pair
     lanes.put(7, REST, b"<plain>", b"<described>")
