@@ -8,7 +8,10 @@ throughput, p50/p99 latency, weir's hit rate and fill latency, and freshness lag
 upstream -> visible through weir) under a background write load. Writes
 ``docs/benchmarks/hit.md``.
 
-    .venv/bin/python bench/hit.py [--seconds 10] [--clients 4] [--stories 10000]
+    .venv/bin/python bench/hit.py [--seconds 10] [--clients 4,16] [--stories 10000]
+
+Each client count is a separate set of rows: weir answers from one lane thread, so how
+many connections wait on it at once changes what it costs per answer.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ class Run:
     postgres_us: float = 0.0  # ... PostgreSQL's processes (backends, walsender, ...)
     client_us: float = 0.0  # ... pgbench
     idle: float = 0.0  # share of the machine's CPU time left idle during the run
+    clients: int = 0  # pgbench clients
 
 
 _HZ = os.sysconf("SC_CLK_TCK")
@@ -256,7 +260,9 @@ def status(dsn: str) -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--clients", type=_counts, default=[4, 16],
+                        help="pgbench clients (2 threads), a comma-separated list: each count "
+                             "is measured in its own rounds")
     parser.add_argument("--rounds", type=int, default=3,
                         help="runs of each (query, target), alternating; the means are reported")
     parser.add_argument("--stories", type=int, default=10_000)
@@ -285,28 +291,29 @@ def main() -> int:
                 conn.execute("CREATE CACHE FROM " + sql)
         counted = {"hits": 0, "misses": 0, "fills": 0, "memoized_answers": 0,
                    "lane_answers": 0}
-        for rnd in range(args.rounds):
+        for clients, rnd in [(c, r) for c in args.clients for r in range(args.rounds)]:
+            first = (clients, rnd) == (args.clients[0], 0)
             for name, template in QUERIES.items():
                 script = template.format(stories=args.stories, authors=authors)
                 targets = [("direct", direct), ("weir", through)]
                 if rnd % 2:  # alternate the order: drift of the host's speed cancels out
                     targets.reverse()
                 for target, dsn in targets:
-                    if rnd == 0:
-                        sweep(bindir, dsn, script, args.clients)
+                    if first:
+                        sweep(bindir, dsn, script, clients)
                         if args.warmup:
-                            pgbench(bindir, dsn, script, args.warmup, args.clients)
+                            pgbench(bindir, dsn, script, args.warmup, clients)
                     before = status(through)
                     with CpuMeter(postmaster, weir.pid) as meter:
-                        run, transactions = pgbench(bindir, dsn, script, args.seconds,
-                                                    args.clients)
+                        run, transactions = pgbench(bindir, dsn, script, args.seconds, clients)
                     run = meter.per_tx(run, transactions)
                     if target == "weir":
                         after = status(through)
                         for name_ in counted:
                             counted[name_] += int(after.get(name_, 0)) - int(before.get(name_, 0))
-                    runs.append(replace(run, query=name, target=target))
-                    print(f"{name:24} {target:7} tps={run.tps:9.0f} p50={run.p50_ms:.3f} ms "
+                    runs.append(replace(run, query=name, target=target, clients=clients))
+                    print(f"{clients:3} {name:24} {target:7} tps={run.tps:9.0f} "
+                          f"p50={run.p50_ms:.3f} ms "
                           f"p99={run.p99_ms:.3f} ms cpu/tx weir={run.weir_us:.1f} "
                           f"postgres={run.postgres_us:.1f} pgbench={run.client_us:.1f} us "
                           f"idle={run.idle:.1%}", flush=True)
@@ -334,12 +341,19 @@ def _wait(dsn: str) -> None:
             time.sleep(0.1)
 
 
+def _counts(text: str) -> list[int]:
+    counts = [int(part) for part in text.split(",")]
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError("client counts are positive integers, e.g. 4,16")
+    return counts
+
+
 def _mean(runs: list[Run]) -> Run:
     n = len(runs)
-    return Run(runs[0].query, runs[0].target,
-               *(sum(getattr(r, f) for r in runs) / n
-                 for f in ("tps", "p50_ms", "p99_ms", "weir_us", "postgres_us", "client_us",
-                           "idle")))
+    return replace(Run(runs[0].query, runs[0].target,
+                       *(sum(getattr(r, f) for r in runs) / n
+                         for f in ("tps", "p50_ms", "p99_ms", "weir_us", "postgres_us",
+                                   "client_us", "idle"))), clients=runs[0].clients)
 
 
 def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[float],
@@ -349,7 +363,8 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
     lines = [
         "# Hit-path benchmark (cached queries)",
         "",
-        f"pgbench `-M prepared`, {args.clients} clients, 2 threads, {args.seconds} s per run, "
+        f"pgbench `-M prepared`, {' and '.join(map(str, args.clients))} clients, 2 threads, "
+        f"{args.seconds} s per run, "
         f"{args.rounds} rounds alternating direct and weir (the means are shown), "
         f"after every key of the script was read once (a sweep) and a {args.warmup} s "
         "warm-up run of the same script against the same target (the steady state: every "
@@ -361,14 +376,16 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
         "",
         f"Command: `python bench/hit.py {' '.join(sys.argv[1:])}`".rstrip(),
         "",
-        "| query | direct TPS | weir TPS | weir / direct | direct p50 / p99 (ms) | "
+        "| clients | query | direct TPS | weir TPS | weir / direct | direct p50 / p99 (ms) | "
         "weir p50 / p99 (ms) |",
-        "|---|---:|---:|---:|---|---|",
+        "|---:|---|---:|---:|---:|---|---|",
     ]
-    means = {name: tuple(_mean([r for r in runs if (r.query, r.target) == (name, t)])
-                         for t in ("direct", "weir")) for name in QUERIES}
-    for name, (d, w) in means.items():
-        lines.append(f"| {name} | {d.tps:.0f} | {w.tps:.0f} | {w.tps / d.tps:.2f} | "
+    means = {(c, name): tuple(_mean([r for r in runs
+                                     if (r.clients, r.query, r.target) == (c, name, t)])
+                               for t in ("direct", "weir"))
+             for c in args.clients for name in QUERIES}
+    for (c, name), (d, w) in means.items():
+        lines.append(f"| {c} | {name} | {d.tps:.0f} | {w.tps:.0f} | {w.tps / d.tps:.2f} | "
                      f"{d.p50_ms:.3f} / {d.p99_ms:.3f} | {w.p50_ms:.3f} / {w.p99_ms:.3f} |")
     lines += [
         "",
@@ -378,13 +395,13 @@ def report(runs: list[Run], counted: dict[str, int], fill_ms: str, lags: list[fl
         "costs the server side: PostgreSQL's CPU per query directly, weir's plus "
         "PostgreSQL's through weir.",
         "",
-        "| query | direct: PostgreSQL | direct: pgbench | direct idle | weir: weir | "
+        "| clients | query | direct: PostgreSQL | direct: pgbench | direct idle | weir: weir | "
         "weir: PostgreSQL | weir: pgbench | weir idle | serving cost weir / direct |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, (d, w) in means.items():
+    for (c, name), (d, w) in means.items():
         serving = (w.weir_us + w.postgres_us) / max(1e-9, d.postgres_us + d.weir_us)
-        lines.append(f"| {name} | {d.postgres_us:.1f} | {d.client_us:.1f} | {d.idle:.0%} | "
+        lines.append(f"| {c} | {name} | {d.postgres_us:.1f} | {d.client_us:.1f} | {d.idle:.0%} | "
                      f"{w.weir_us:.1f} | {w.postgres_us:.1f} | {w.client_us:.1f} | "
                      f"{w.idle:.0%} | {serving:.2f} |")
     lines += [
