@@ -118,6 +118,9 @@ cdef enum:
     #: bytes a pass session buffers in either direction before it hands back (a large
     #: result or batch: the event loop streams it)
     PASS_BUFFER = 262144
+    #: what :func:`_read_ready` found
+    READ_ANSWERED = 1
+    READ_STOP = 2
 
 
 cdef cppclass Entry:
@@ -701,9 +704,22 @@ cdef bint _dispatch(Core* c, uint64_t data, char* buf,
     return False
 
 
+cdef int _read_ready(Core* c, epoll_event* events, int ready, char* buf,
+                    vector[Reply]* replies) noexcept nogil:
+    """Dispatch ``ready`` events: READ_STOP if the stop signal is among them, READ_ANSWERED if
+    cached reads were answered, 0 otherwise."""
+    cdef int i, found = 0
+    for i in range(ready):
+        if events[i].data.u64 == 0:  # the stop signal
+            found = READ_STOP
+        elif _dispatch(c, events[i].data.u64, buf, replies) and found == 0:
+            found = READ_ANSWERED
+    return found
+
+
 cdef void _run(Core* c, int lane) noexcept nogil:
     cdef epoll_event events[EVENTS]
-    cdef int epfd = c.epfds[lane], ready, i
+    cdef int epfd = c.epfds[lane], ready
     cdef char* buf = <char*>malloc(READ_BUF)
     cdef vector[Reply] replies
     cdef Reply item
@@ -712,6 +728,7 @@ cdef void _run(Core* c, int lane) noexcept nogil:
     cdef double until
     cdef bint answered = False  # cached reads were answered at the last wake-up
     cdef bint stop
+    cdef int found
     while True:
         ready = epoll_wait(epfd, events, EVENTS, 0)
         # poll a while before sleeping after answering cached reads (``spin``: a lane that
@@ -728,22 +745,14 @@ cdef void _run(Core* c, int lane) noexcept nogil:
             if errno == EINTR:
                 continue
             break
-        answered = False
-        stop = False
-        for i in range(ready):
-            if events[i].data.u64 == 0:  # the stop signal
-                stop = True
-            elif _dispatch(c, events[i].data.u64, buf, &replies):
-                answered = True
+        found = _read_ready(c, events, ready, buf, &replies)
         # requests that came in meanwhile join them (a client thread that got several
         # answers at its last wake-up sends its next requests one after the other)
-        if answered and not stop:
-            ready = epoll_wait(epfd, events, EVENTS, 0)
-            for i in range(ready):
-                if events[i].data.u64 == 0:
-                    stop = True
-                elif _dispatch(c, events[i].data.u64, buf, &replies):
-                    answered = True
+        if found == READ_ANSWERED:
+            found = _read_ready(c, events, epoll_wait(epfd, events, EVENTS, 0), buf,
+                                &replies) or READ_ANSWERED
+        answered = found == READ_ANSWERED
+        stop = found == READ_STOP
         # the answers of one wake-up go out together, after every read: a client thread
         # that owns several of the sessions finds them all when it wakes, instead of
         # waking once per answer (bench/hit.py: +5-8% at 4 and 8 clients)
