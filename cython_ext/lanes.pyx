@@ -16,9 +16,9 @@ one ``send``; at the first thing it cannot answer (another message, a stale or m
 an incomplete message, a short write, end of stream) it stops watching the socket and hands
 the session back with the unanswered bytes and the unsent reply bytes. A pass session's lane
 reads both its sockets and relays whole request/answer cycles (see "pass sessions" below).
-What a lane sends to clients at one wake-up goes out after it read every ready socket.
-The proxy (``proxy.lanes``) owns every decision about what may be answered: it stamps entries, sets
-the gates and bumps the epoch before any change that could make a stamped entry wrong.
+What a lane sends to clients at one wake-up goes out after it read every ready socket. The
+proxy (``proxy.lanes``) owns every decision about what may be answered: it stamps entries,
+sets the gates and bumps the epoch before any change that could make a stamped entry wrong.
 
 Every field a lane reads is guarded by one mutex, except a session's own fields, which only
 the thread that marked the session BUSY touches. Imports nothing from the project.
@@ -170,7 +170,7 @@ cdef cppclass LSession:
     bint relay_stop
 
 
-ctypedef pair[uint64_t, LSession*] Reply  # a hit session with an answer to send
+ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
 
 
 cdef cppclass Core:
@@ -755,7 +755,8 @@ cdef void _run(Core* c, int lane) noexcept nogil:
         stop = found == READ_STOP
         # the answers of one wake-up go out together, after every read: a client thread
         # that owns several of the sessions finds them all when it wakes, instead of
-        # waking once per answer (bench/hit.py: +5-8% at 4 and 8 clients)
+        # waking once per answer (point lookup, A/B runs: +4-8% a step at 4 and 8 clients;
+        # docs/benchmarks/hit.md)
         for item in replies:
             if item.second.ufd < 0:
                 _reply(c, item.first, item.second)
