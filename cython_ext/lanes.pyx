@@ -16,7 +16,8 @@ one ``send``; at the first thing it cannot answer (another message, a stale or m
 an incomplete message, a short write, end of stream) it stops watching the socket and hands
 the session back with the unanswered bytes and the unsent reply bytes. A pass session's lane
 reads both its sockets and relays whole request/answer cycles (see "pass sessions" below).
-What a lane sends to clients at one wake-up goes out after it read every ready socket. The
+What a lane sends to clients at one wake-up goes out after it read every ready socket. Lanes
+may be pinned one to a CPU, each serving the sessions whose bytes arrive on its CPU. The
 proxy (``proxy.lanes``) owns every decision about what may be answered: it stamps entries,
 sets the gates and bumps the epoch before any change that could make a stamped entry wrong.
 
@@ -83,14 +84,23 @@ cdef extern from "<sys/eventfd.h>" nogil:
         EFD_CLOEXEC
 
 cdef extern from "<sys/socket.h>" nogil:
+    ctypedef unsigned int socklen_t
     ssize_t recv(int, void*, size_t, int)
     ssize_t send(int, const void*, size_t, int)
+    int getsockopt(int, int, int, void*, socklen_t*)
     enum:
         MSG_DONTWAIT
         MSG_NOSIGNAL
+        SOL_SOCKET
+        SO_INCOMING_CPU
 
 cdef extern from "<sched.h>" nogil:
+    ctypedef struct cpu_set_t:
+        pass
     int sched_yield()
+    void CPU_ZERO(cpu_set_t*)
+    void CPU_SET(int, cpu_set_t*)
+    int sched_setaffinity(int, size_t, const cpu_set_t*)
 
 cdef extern from "<fcntl.h>" nogil:
     int fcntl(int, int, ...)
@@ -138,6 +148,7 @@ cdef cppclass LSession:
     int fd  # the client socket (a duplicate)
     int ufd  # pass sessions: the upstream socket (a duplicate); hit sessions: -1
     int lane
+    int move  # the lane the session moves to when it is watched again (-1: none)
     int state
     unordered_map[string, Stmt] stmts
     uint64_t served  # answers given (hit sessions), cycles relayed (pass sessions)
@@ -187,6 +198,8 @@ cdef cppclass Core:
     int notify_fd
     uint64_t served
     double spin  # seconds a lane polls before it sleeps
+    vector[int] cpus  # the CPU each lane runs on (empty: lanes are not pinned)
+    vector[int] lane_of_cpu  # CPU -> the lane pinned to it, or -1
     uint64_t gen  # the routing generation (pass sessions hand back when it moved)
     vector[string] names  # relation names of the caches (lower case; QUERIES_UNNAMED)
     #: whole words that make a Query hide a write, and the first words that tell one
@@ -296,6 +309,51 @@ cdef LSession* _take(Core* c, uint64_t token) noexcept nogil:
     return s
 
 
+cdef int _lane_of(Core* c, int fd, int lane) noexcept nogil:
+    """The lane for a session whose client socket is ``fd``: pinned lanes take the sessions
+    whose packets arrive on their CPU (the client thread's, on loopback); ``lane`` otherwise."""
+    cdef int cpu = -1
+    cdef socklen_t size = sizeof(int)
+    if c.cpus.empty() or getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &size) < 0:
+        return lane
+    if 0 <= cpu < <int>c.lane_of_cpu.size() and c.lane_of_cpu[cpu] >= 0:
+        return c.lane_of_cpu[cpu]
+    return lane
+
+
+cdef inline void _arrived(Core* c, LSession* s) noexcept nogil:
+    """Bytes from a session's client were read: with pinned lanes, note the lane of the CPU
+    they arrived on (the session moves there when it is watched again)."""
+    if not c.cpus.empty():
+        s.move = _lane_of(c, s.fd, s.lane)
+
+
+cdef void _rewatch(Core* c, uint64_t token, LSession* s) noexcept nogil:
+    """A BUSY session is watched again, by the lane its client's bytes last arrived at."""
+    if s.move >= 0 and s.move != s.lane:
+        _move(c, token, s)
+    _watch(c, s)
+
+
+cdef void _move(Core* c, uint64_t token, LSession* s) noexcept nogil:
+    """Move a BUSY session's sockets to lane ``s.move``'s epoll set (while the session is
+    BUSY, only this thread reads ``s.lane``; ``leave`` reads it once the session is not)."""
+    cdef epoll_event ev
+    epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
+    if s.ufd >= 0:
+        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
+    pthread_mutex_lock(&c.mu)
+    s.lane = s.move
+    pthread_mutex_unlock(&c.mu)
+    s.move = -1
+    ev.events = EPOLLIN
+    ev.data.u64 = token << 1
+    epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.fd, &ev)
+    if s.ufd >= 0:
+        ev.data.u64 = (token << 1) | 1
+        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.ufd, &ev)
+
+
 cdef void _watch(Core* c, LSession* s) noexcept nogil:
     """A BUSY session is WATCHED again."""
     pthread_mutex_lock(&c.mu)
@@ -339,6 +397,7 @@ cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil
         _hand_back(c, token, s)
         return False
     out.clear()
+    _arrived(c, s)
     pthread_mutex_lock(&c.mu)
     now = _monotonic()
     if now <= c.fresh_until:
@@ -380,7 +439,7 @@ cdef void _reply(Core* c, uint64_t token, LSession* s) noexcept nogil:
     if s.pending_in.size() or s.pending_out.size():
         _hand_back(c, token, s)
     else:
-        _watch(c, s)
+        _rewatch(c, token, s)
 
 
 # -- pass sessions ----------------------------------------------------------------------------
@@ -499,6 +558,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
         _hand_back(c, token, s)
         return
+    _arrived(c, s)
     s.pending_in.append(buf, n)
     p = <const unsigned char*>s.pending_in.data()
     size = s.pending_in.size()
@@ -523,7 +583,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
         if size > PASS_BUFFER:
             _hand_back(c, token, s)
         else:
-            _watch(c, s)
+            _rewatch(c, token, s)
         return
     pthread_mutex_lock(&c.mu)
     gen = c.gen
@@ -585,7 +645,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     if s.upstream_out.size() or s.pending_in.size() > PASS_BUFFER:
         _hand_back(c, token, s)
         return
-    _watch(c, s)
+    _rewatch(c, token, s)
 
 
 cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
@@ -679,7 +739,7 @@ cdef void _relay(Core* c, uint64_t token, LSession* s) noexcept nogil:
             or (s.upstream_in.size() and s.barriers.empty()):
         _hand_back(c, token, s)
         return
-    _watch(c, s)
+    _rewatch(c, token, s)
 
 
 cdef bint _dispatch(Core* c, uint64_t data, char* buf,
@@ -729,6 +789,11 @@ cdef void _run(Core* c, int lane) noexcept nogil:
     cdef bint answered = False  # cached reads were answered at the last wake-up
     cdef bint stop
     cdef int found
+    cdef cpu_set_t cpus
+    if not c.cpus.empty():
+        CPU_ZERO(&cpus)
+        CPU_SET(c.cpus[lane], &cpus)
+        sched_setaffinity(0, sizeof(cpu_set_t), &cpus)
     while True:
         ready = epoll_wait(epfd, events, EVENTS, 0)
         # poll a while before sleeping after answering cached reads (``spin``: a lane that
@@ -769,17 +834,24 @@ cdef void _run(Core* c, int lane) noexcept nogil:
 
 
 cdef class Lanes:
-    """``lanes`` lane threads' shared state; the proxy runs ``run(i)`` in thread ``i``."""
+    """``lanes`` lane threads' shared state; the proxy runs ``run(i)`` in thread ``i``.
+    With ``cpus`` (one distinct CPU per lane), lane ``i`` runs on CPU ``cpus[i]`` only, and a
+    session is served by the lane of the CPU its client's bytes arrive on (SO_INCOMING_CPU:
+    on loopback the client thread's CPU, on a NIC its receive queue's), moving when that
+    changes; without, sessions are spread over the lanes by token."""
 
     cdef Core* c
     cdef readonly int lanes
     cdef bint closed
 
-    def __cinit__(self, int lanes, double spin=0.0):
+    def __cinit__(self, int lanes, double spin=0.0, tuple cpus not None=()):
         cdef epoll_event ev
-        cdef int i, fd
+        cdef int i, fd, cpu
         if lanes < 1:
             raise ValueError("at least one lane")
+        if cpus and (len(cpus) != lanes or len(set(cpus)) != lanes
+                     or not all(0 <= cpu < 4096 for cpu in cpus)):
+            raise ValueError(f"pinned lanes need one distinct CPU (0-4095) each, not {cpus}")
         self.c = new Core()
         self.lanes = lanes
         pthread_mutex_init(&self.c.mu, NULL)
@@ -792,6 +864,11 @@ cdef class Lanes:
         self.c.gen = 1
         self.c.relayed = 0
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
+        for i, cpu in enumerate(cpus):
+            self.c.cpus.push_back(cpu)
+            if <int>self.c.lane_of_cpu.size() <= cpu:
+                self.c.lane_of_cpu.resize(cpu + 1, -1)
+            self.c.lane_of_cpu[cpu] = i
         for i in range(lanes):
             self.c.epfds.push_back(epoll_create1(EPOLL_CLOEXEC))
             fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
@@ -875,7 +952,7 @@ cdef class Lanes:
         pthread_mutex_unlock(&self.c.mu)
 
     def enter(self, uint64_t token, int fd, list stmts not None):
-        """Hand a session to lane ``token % lanes``: ``fd`` is its client socket (duplicated
+        """Hand a session to a lane (see the class): ``fd`` is its client socket (duplicated
         here; the caller keeps its own), ``stmts`` its (name bytes, table, gate) triples.
         ``token`` is unique for the life of this object and never 0."""
         cdef LSession* s
@@ -890,7 +967,8 @@ cdef class Lanes:
         s = new LSession()
         s.fd = newfd
         s.ufd = -1
-        s.lane = token % self.lanes
+        s.lane = _lane_of(self.c, newfd, token % self.lanes)
+        s.move = -1
         s.state = WATCHED
         s.served = 0
         s.last_table = -1
@@ -958,6 +1036,22 @@ cdef class Lanes:
         pthread_mutex_unlock(&self.c.mu)
         return [t for t in tokens]
 
+    def lane_of(self, uint64_t token):
+        """The lane serving a session (-1 for an unknown token)."""
+        cdef unordered_map[uint64_t, LSession*].iterator it
+        cdef int lane = -1
+        pthread_mutex_lock(&self.c.mu)
+        it = self.c.sessions.find(token)
+        if it != self.c.sessions.end():
+            lane = it_second(it).lane
+        pthread_mutex_unlock(&self.c.mu)
+        return lane
+
+    @property
+    def cpus(self):
+        """The CPU each lane is pinned to (empty: not pinned)."""
+        return tuple(self.c.cpus)
+
     def stats(self):
         """``(answers given, entries, entry bytes, sessions in lanes, cycles relayed)``."""
         pthread_mutex_lock(&self.c.mu)
@@ -1009,7 +1103,7 @@ cdef class Lanes:
 
     def enter_pass(self, uint64_t token, int fd, int ufd, list binds not None,
                    list parses not None, int queries):
-        """Hand a pass session to lane ``token % lanes``: ``fd`` and ``ufd`` are its client
+        """Hand a pass session to a lane (see the class): ``fd`` and ``ufd`` are its client
         and upstream sockets (duplicated here), ``binds`` the Bind names and ``parses`` the
         Parse payloads it may send again, ``queries`` which simple Queries it forwards
         (QUERIES_*). The session must be idle: nothing outstanding upstream."""
@@ -1029,7 +1123,8 @@ cdef class Lanes:
             raise OSError(err, "dup")
         s = new LSession()
         s.fd, s.ufd = cfd, cufd
-        s.lane = token % self.lanes
+        s.lane = _lane_of(self.c, cfd, token % self.lanes)
+        s.move = -1
         # BUSY (this thread's) until both sockets are watched: a lane that sees the first
         # one ready may not hand the session back before the second is in its epoll set
         s.state = BUSY

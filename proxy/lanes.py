@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any, cast
@@ -109,14 +110,31 @@ SPIN = 200e-6
 MAX_TABLES = 4096
 
 
+def lane_plan(count: int | None, lane_cpus: str, pinned: tuple[int, ...], built: bool
+              ) -> tuple[int, tuple[int, ...]]:
+    """How many lanes to run and the CPU each is pinned to (empty: not pinned), from
+    ``--hit-lanes`` (``count``, None when not given), ``--lane-cpus`` and the CPUs it names
+    (``pinned``). By default there is one lane per CPU weir may run on, each pinned to its
+    CPU: a session is served on the CPU its client's packets arrive on, so a lane wakes the
+    client thread on its own CPU, not across (``docs/benchmarks/hit.md``)."""
+    if pinned:
+        return len(pinned), pinned
+    allowed = tuple(sorted(os.sched_getaffinity(0)))[:64]
+    if count is None:
+        count = len(allowed) if built else 0
+    if lane_cpus.strip().lower() == "auto" and count == len(allowed) and count > 0:
+        return count, allowed
+    return count, ()
+
+
 class HitLanes:
     """See the module docstring. ``start()`` in the event loop; ``stop()`` at the end."""
 
-    def __init__(self, count: int, service: CacheService) -> None:
+    def __init__(self, count: int, service: CacheService, cpus: tuple[int, ...] = ()) -> None:
         core = cython_ext.load("lanes")
         if core is None:
             raise RuntimeError("hit lanes need the compiled cython_ext.lanes")
-        self.core = core.Lanes(count, SPIN)
+        self.core = core.Lanes(count, SPIN, cpus)
         self.core.set_words(WATCHED_WORDS, READ_ONLY_TAGS)
         self._queries = core.QUERIES
         self._passing: set[int] = set()  # tokens of the pass sessions in lanes
@@ -397,7 +415,8 @@ class HitLanes:
 
     def stats(self) -> dict[str, Any]:
         answers, entries, size, sessions, relayed = self.core.stats()
-        return {"lanes": self.count, "lane_answers": answers, "lane_entries": entries,
+        return {"lanes": self.count, "lane_cpus": ",".join(map(str, self.core.cpus)) or "none",
+                "lane_answers": answers, "lane_entries": entries,
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed}
 

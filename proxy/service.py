@@ -26,7 +26,7 @@ from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, CacheHost, ReadOutcome
 from proxy.forwarding import hides_write, hiding_words, writes_pattern
 from proxy.hitpath import HitMemos
-from proxy.lanes import HitLanes
+from proxy.lanes import HitLanes, lane_plan
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -86,16 +86,15 @@ class CacheService:
     def start_lanes(self) -> None:
         """Start the lanes (``--hit-lanes``) when they are built: they answer cached reads
         and relay pass-through sessions."""
-        count = self.settings.hit_lanes
-        if count is None:  # the default: one lane when built
-            count = 1 if HitLanes.available() else 0
+        count, cpus = lane_plan(self.settings.hit_lanes, self.settings.lane_cpus,
+                                self.settings.pinned_cpus, HitLanes.available())
         if not count or self.lanes is not None:
             return
         if not HitLanes.available():
             log.warning("--hit-lanes %d: the compiled lanes are not available (WEIR_IMPL=%s); "
                         "the event loop answers every read", count, cython_ext.impl())
             return
-        self.lanes = HitLanes(count, self)
+        self.lanes = HitLanes(count, self, cpus)
         self.lanes.start()
         if self.host is not None:
             self._watch(self.host)

@@ -114,8 +114,15 @@ class Settings:
         default=None,
         metadata={"help": "threads answering quiet sessions' memoized reads, and relaying "
                           "quiet pass-through sessions, outside the event loop (0: the event "
-                          "loop does everything; default: 1 when the compiled lanes are "
-                          "built)"},
+                          "loop does everything; default: one per CPU weir may run on, when "
+                          "the compiled lanes are built)"},
+    )
+    lane_cpus: str = field(
+        default="auto",
+        metadata={"help": "auto: with one lane per CPU weir may run on, each lane runs on "
+                          "its own CPU and serves the sessions whose packets arrive there; "
+                          "none: lanes run anywhere and sessions are spread over them; or a "
+                          "comma-separated list of CPUs, one lane pinned to each"},
     )
 
     def __post_init__(self) -> None:
@@ -131,10 +138,33 @@ class Settings:
             raise SettingsError("--read-your-writes must be on or off")
         if self.hit_lanes is not None and not 0 <= self.hit_lanes <= 64:
             raise SettingsError("--hit-lanes must be between 0 and 64")
+        cpus = self.pinned_cpus
+        if cpus and self.hit_lanes is not None and self.hit_lanes != len(cpus):
+            raise SettingsError(f"--lane-cpus names {len(cpus)} CPU(s) but --hit-lanes is "
+                                f"{self.hit_lanes}: one lane is pinned to each CPU named")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise SettingsError(
                 f"--log-level must be debug, info, warning or error, not {self.log_level!r}"
             )
+
+    @property
+    def pinned_cpus(self) -> tuple[int, ...]:
+        """The CPUs ``--lane-cpus`` names (empty for ``auto`` and ``none``)."""
+        value = self.lane_cpus.strip().lower()
+        if value in ("auto", "none"):
+            return ()
+        try:
+            cpus = tuple(int(part) for part in value.split(","))
+        except ValueError:
+            raise SettingsError(
+                f"--lane-cpus must be auto, none or a comma-separated list of CPU numbers, "
+                f"not {self.lane_cpus!r}") from None
+        allowed = os.sched_getaffinity(0)
+        if len(set(cpus)) != len(cpus) or not set(cpus) <= allowed or len(cpus) > 64:
+            raise SettingsError(
+                f"--lane-cpus {self.lane_cpus}: each CPU once, at most 64, among those weir "
+                f"may run on ({','.join(map(str, sorted(allowed)))})")
+        return cpus
 
     @property
     def upstream_address(self) -> UpstreamAddress:

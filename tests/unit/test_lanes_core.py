@@ -8,6 +8,7 @@ inside weir against the real upstream, byte for byte against the event loop's hi
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import struct
@@ -241,6 +242,71 @@ def test_entries_are_stamped_with_the_epoch_of_put(lanes: Any, pair: Any) -> Non
     assert handed(lanes) == [10]
     assert lanes.leave(10)[:3] == (1, 7, unit())
     assert lanes.stats()[1:3] == (0, 0)
+
+
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
+    """A connected pair of loopback TCP sockets (a socketpair has no arrival CPU)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        a = socket.create_connection(server.getsockname())
+        b, _ = server.accept()
+    a.settimeout(10)
+    return a, b
+
+
+def on_cpu(cpu: int, work: Any) -> Any:
+    """``work()`` run by a thread that runs on ``cpu`` only (its bytes arrive there)."""
+    result: list[Any] = []
+
+    def run() -> None:
+        os.sched_setaffinity(0, {cpu})
+        result.append(work())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(20)
+    assert result, "the pinned client thread failed"
+    return result[0]
+
+
+def test_pinned_lanes_serve_sessions_on_the_cpu_their_bytes_arrive_on() -> None:
+    """With one lane pinned to each CPU, a session goes to the lane of the CPU its client
+    sends from, and moves with it; answers are unchanged and nothing is lost on a move."""
+    cpus = tuple(sorted(os.sched_getaffinity(0)))[:2]
+    assert len(cpus) == 2, "the lanes' CPU routing needs two CPUs to move between"
+    lanes = core.Lanes(2, 0.0, cpus)
+    assert lanes.cpus == cpus
+    threads = [threading.Thread(target=lanes.run, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    lanes.set_fresh_until(LATER)
+    lanes.put(7, REST, b"<plain>", b"<described>")
+    a, b = tcp_pair()
+    try:
+        lanes.enter(30, b.fileno(), [(b"s1", 7, LATER)])
+
+        def round_trips(n: int) -> bytes:
+            out = b""
+            for i in range(n):
+                a.sendall(unit(describe=i % 2 == 1))
+                out += recv_exactly(a, 11 if i % 2 else 7)
+            return out
+        for cpu, lane in ((cpus[1], 1), (cpus[0], 0), (cpus[1], 1)):
+            # the first answer may come from the lane the session was on; by the second
+            # the move the first one decided is done
+            assert on_cpu(cpu, lambda: round_trips(2)) == b"<plain><described>"
+            assert lanes.lane_of(30) == lane
+        assert lanes.lane_of(31) == -1
+        assert lanes.leave(30) == (6, 7, b"", b"")
+    finally:
+        lanes.stop()
+        for t in threads:
+            t.join(10)
+        a.close()
+        b.close()
+    with pytest.raises(ValueError, match="one distinct CPU"):
+        core.Lanes(2, 0.0, (cpus[0], cpus[0]))
+    with pytest.raises(ValueError, match="one distinct CPU"):
+        core.Lanes(2, 0.0, (cpus[0],))
 
 
 # -- pass sessions ------------------------------------------------------------------------------

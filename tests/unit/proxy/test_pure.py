@@ -3,12 +3,14 @@ routing helpers."""
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
 
 import pytest
 
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
+from proxy.lanes import lane_plan
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.router import SessionContext, observe_set, setting_taint
 from proxy.session import SessionState
@@ -150,6 +152,32 @@ def test_settings_sources_and_errors() -> None:
         parse_listen("nowhere")
     with pytest.raises(SettingsError, match="go together"):
         Settings(upstream="postgresql://h/d", tls_cert="c")
+
+
+def test_lane_settings_and_plan() -> None:
+    """One pinned lane per CPU weir may run on by default; a count of lanes other than that
+    is not pinned; named CPUs pin one lane each; bad values are errors that name the flag."""
+    allowed = tuple(sorted(os.sched_getaffinity(0)))
+    n = len(allowed)
+    url = "postgresql://x@h/d"
+    assert lane_plan(None, "auto", (), True) == (n, allowed)
+    assert lane_plan(None, "auto", (), False) == (0, ())
+    assert lane_plan(n, "auto", (), True) == (n, allowed)
+    assert lane_plan(n + 1, "auto", (), True) == (n + 1, ())
+    assert lane_plan(None, "none", (), True) == (n, ())
+    assert lane_plan(0, "auto", (), True) == (0, ())
+    first = Settings(upstream=url, lane_cpus=str(allowed[0]))
+    assert first.pinned_cpus == (allowed[0],)
+    assert lane_plan(None, first.lane_cpus, first.pinned_cpus, True) == (1, (allowed[0],))
+    assert Settings(upstream=url, lane_cpus="NONE").pinned_cpus == ()
+    with pytest.raises(SettingsError, match="--lane-cpus must be auto, none or"):
+        Settings(upstream=url, lane_cpus="0-1")
+    with pytest.raises(SettingsError, match="each CPU once"):
+        Settings(upstream=url, lane_cpus=f"{allowed[0]},{allowed[0]}")
+    with pytest.raises(SettingsError, match="among those weir may run on"):
+        Settings(upstream=url, lane_cpus="4095")
+    with pytest.raises(SettingsError, match=r"names 1 CPU\(s\) but --hit-lanes is 3"):
+        Settings(upstream=url, lane_cpus=str(allowed[0]), hit_lanes=3)
 
 
 def test_params() -> None:
