@@ -8,7 +8,7 @@ throughput, p50/p99 latency, weir's hit rate and fill latency, and freshness lag
 upstream -> visible through weir) under a background write load. Writes
 ``docs/benchmarks/hit.md``.
 
-    .venv/bin/python bench/hit.py [--seconds 10] [--clients 4,16] [--stories 10000]
+    .venv/bin/python bench/hit.py [--seconds 10] [--clients 2,4,16] [--stories 10000]
 
 Each client count is a separate set of rows: weir answers from one lane thread, so how
 many connections wait on it at once changes what it costs per answer.
@@ -260,7 +260,7 @@ def status(dsn: str) -> dict[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--clients", type=_counts, default=[4, 16],
+    parser.add_argument("--clients", type=_counts, default=[2, 4, 16],
                         help="pgbench clients (2 threads), a comma-separated list: each count "
                              "is measured in its own rounds")
     parser.add_argument("--rounds", type=int, default=3,

@@ -15,6 +15,7 @@ byte streams must then come from the event loop, and the lane-only checks say so
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import socket
 import struct
@@ -23,6 +24,7 @@ from typing import Any
 
 import asyncpg
 import psycopg
+import pytest
 
 import cython_ext
 from tests.integration.test_wire_client import connect
@@ -113,10 +115,15 @@ def _raw_session(server: InProcessWeir, dbname: str) -> socket.socket:
     return sock
 
 
-def test_lanes_answer_byte_for_byte_as_the_event_loop(pg: Any, dbname: str) -> None:
+@pytest.mark.parametrize("lanes", [1, None], ids=["one lane", "a pinned lane per CPU"])
+def test_lanes_answer_byte_for_byte_as_the_event_loop(pg: Any, dbname: str,
+                                                      lanes: int | None) -> None:
+    """The same byte streams through a weir with lanes (one unpinned lane, or the default:
+    one per CPU, pinned, sessions moving to the lane of the CPU the client sends from) and
+    through one without get the same replies."""
     _setup(pg, dbname)
     rng = random.Random(20261122)
-    with_lane = InProcessWeir.start(pg.dsn(dbname=dbname), hit_lanes=1)
+    with_lane = InProcessWeir.start(pg.dsn(dbname=dbname), hit_lanes=lanes)
     without = InProcessWeir.start(pg.dsn(dbname=dbname), hit_lanes=0)
     try:
         assert (with_lane.server.service.lanes is not None) == LANES
@@ -162,6 +169,8 @@ def test_lanes_answer_byte_for_byte_as_the_event_loop(pg: Any, dbname: str) -> N
         if LANES:
             assert stats["lane_answers"] > 100
             assert stats["lane_entered"] >= 3  # writes sent the session back to the loop
+            pinned = ",".join(map(str, sorted(os.sched_getaffinity(0))[:64]))
+            assert stats["lane_cpus"] == ("none" if lanes == 1 and "," in pinned else pinned)
         for sock in socks:
             sock.close()
         direct.close()
