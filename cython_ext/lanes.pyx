@@ -329,16 +329,20 @@ cdef inline void _arrived(Core* c, LSession* s) noexcept nogil:
 
 
 cdef void _rewatch(Core* c, uint64_t token, LSession* s) noexcept nogil:
-    """A BUSY session is watched again, by the lane its client's bytes last arrived at."""
-    if s.move >= 0 and s.move != s.lane:
-        _move(c, token, s)
+    """A BUSY session is watched again, by the lane its client's bytes last arrived at (or
+    handed back if it cannot be watched there)."""
+    if s.move >= 0 and s.move != s.lane and not _move(c, token, s):
+        _hand_back(c, token, s)
+        return
     _watch(c, s)
 
 
-cdef void _move(Core* c, uint64_t token, LSession* s) noexcept nogil:
+cdef bint _move(Core* c, uint64_t token, LSession* s) noexcept nogil:
     """Move a BUSY session's sockets to lane ``s.move``'s epoll set (while the session is
-    BUSY, only this thread reads ``s.lane``; ``leave`` reads it once the session is not)."""
+    BUSY, only this thread reads ``s.lane``; ``leave`` reads it once the session is not);
+    whether both are watched there."""
     cdef epoll_event ev
+    cdef bint ok
     epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
     if s.ufd >= 0:
         epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
@@ -348,10 +352,11 @@ cdef void _move(Core* c, uint64_t token, LSession* s) noexcept nogil:
     s.move = -1
     ev.events = EPOLLIN
     ev.data.u64 = token << 1
-    epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.fd, &ev)
-    if s.ufd >= 0:
+    ok = epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.fd, &ev) == 0
+    if ok and s.ufd >= 0:
         ev.data.u64 = (token << 1) | 1
-        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.ufd, &ev)
+        ok = epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.ufd, &ev) == 0
+    return ok
 
 
 cdef void _watch(Core* c, LSession* s) noexcept nogil:
