@@ -62,6 +62,7 @@ class CacheService:
         self.host: CacheHost | None = None
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
+        self._pending: CacheHost | None = None  # a host being started (``stop`` stops it too)
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
         #: functions that may write (volatile, outside the system schemas; lower case) and
         #: the words that make a statement hide a write (``forwarding.hides_write``)
@@ -138,10 +139,18 @@ class CacheService:
                 s = self.settings
                 host = CacheHost(s.upstream, memory_budget=s.memory_budget,
                                  read_timeout=s.read_timeout)
-                await host.start()
-                registry = Registry(host, s.upstream, self._state_file(),
-                                    s.auto_after if s.caching == "auto" else None)
-                await registry.start()
+                self._pending = host
+                try:
+                    await host.start()
+                    registry = Registry(host, s.upstream, self._state_file(),
+                                        s.auto_after if s.caching == "auto" else None)
+                    await registry.start()
+                except BaseException:
+                    # a host that did not start keeps no stream or pool behind it
+                    await asyncio.shield(host.stop())
+                    raise
+                finally:
+                    self._pending = None
                 self.host, self.registry = host, registry
                 self._watch(host)
                 await self._load_writers()
@@ -151,8 +160,9 @@ class CacheService:
         return self.registry
 
     async def stop(self) -> None:
-        if self.host is not None:
-            await self.host.stop()
+        for host in (self.host, self._pending):
+            if host is not None:
+                await host.stop()
 
     async def _verify_schema(self) -> None:
         """Run by every heartbeat: caches whose relations changed upstream are planned again

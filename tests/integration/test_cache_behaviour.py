@@ -3,6 +3,7 @@ persistence across restarts, and falling back to the upstream when replication i
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import InProcessWeir, eventually
+from proxy.service import CacheService
+from proxy.settings import Settings
+from tests.support import InProcessWeir, eventually, eventually_async
 
 
 def _kv(pg: Any, dbname: str, rows: int) -> None:
@@ -562,3 +565,30 @@ def test_writes_behind_read_only_tags_count_for_read_your_writes(pg: Any, dbname
                 assert conn.execute(read, (1,)).fetchone() == (f"x{i}",)
     finally:
         server.stop()
+
+
+def test_stopping_while_caching_starts_leaves_no_stream_behind(pg: Any, dbname: str) -> None:
+    """weir stopping while its caches are still starting (here: the replication stream cannot
+    start, the upstream role may not replicate) stops the half-started host too: no stream
+    task keeps reconnecting after the service is gone."""
+    role = f"norepl_{dbname}"
+    pg.psql(f"CREATE ROLE {role} LOGIN NOREPLICATION")
+    service = CacheService(Settings(upstream=pg.dsn(role, dbname)))
+
+    def streams() -> list[asyncio.Task[Any]]:
+        return [t for t in asyncio.all_tasks() if "ReplicationStream._run" in repr(t.get_coro())]
+
+    async def started() -> bool:
+        return bool(streams())
+
+    async def scenario() -> None:
+        starting = asyncio.create_task(service.ensure())
+        await eventually_async(started, timeout=20)
+        stream = streams()[0]
+        await service.stop()
+        assert stream.done()
+        with pytest.raises((asyncio.CancelledError, TimeoutError)):
+            await starting
+        assert not streams()
+
+    asyncio.run(scenario())
