@@ -211,6 +211,7 @@ cdef cppclass Core:
     vector[Py_ssize_t] watched_len
     vector[string] read_only  # CommandComplete tags that cannot have written anything
     uint64_t relayed  # cycles relayed by pass sessions
+    uint64_t moved  # sessions moved to the lane of another CPU
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)
@@ -348,6 +349,7 @@ cdef bint _move(Core* c, uint64_t token, LSession* s) noexcept nogil:
         epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
     pthread_mutex_lock(&c.mu)
     s.lane = s.move
+    c.moved += 1
     pthread_mutex_unlock(&c.mu)
     s.move = -1
     ev.events = EPOLLIN
@@ -868,6 +870,7 @@ cdef class Lanes:
         self.c.spin = spin
         self.c.gen = 1
         self.c.relayed = 0
+        self.c.moved = 0
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
             self.c.cpus.push_back(cpu)
@@ -1058,10 +1061,11 @@ cdef class Lanes:
         return tuple(self.c.cpus)
 
     def stats(self):
-        """``(answers given, entries, entry bytes, sessions in lanes, cycles relayed)``."""
+        """``(answers given, entries, entry bytes, sessions in lanes, cycles relayed, sessions
+        moved to another CPU's lane)``."""
         pthread_mutex_lock(&self.c.mu)
         result = (self.c.served, self.c.entries.size(), self.c.entry_bytes,
-                  self.c.sessions.size(), self.c.relayed)
+                  self.c.sessions.size(), self.c.relayed, self.c.moved)
         pthread_mutex_unlock(&self.c.mu)
         return result
 

@@ -414,11 +414,12 @@ class HitLanes:
             session.client_received(unread)
 
     def stats(self) -> dict[str, Any]:
-        answers, entries, size, sessions, relayed = self.core.stats()
+        answers, entries, size, sessions, relayed, moved = self.core.stats()
         return {"lanes": self.count, "lane_cpus": ",".join(map(str, self.core.cpus)) or "none",
                 "lane_answers": answers, "lane_entries": entries,
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
-                "lane_pass_entered": self.passed, "lane_relayed": relayed}
+                "lane_pass_entered": self.passed, "lane_relayed": relayed,
+                "lane_moves": moved}
 
 
 def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
