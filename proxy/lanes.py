@@ -67,9 +67,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import cython_ext
@@ -110,21 +112,36 @@ SPIN = 200e-6
 MAX_TABLES = 4096
 
 
-def lane_plan(count: int | None, lane_cpus: str, pinned: tuple[int, ...], built: bool
-              ) -> tuple[int, tuple[int, ...]]:
+def lane_plan(count: int | None, lane_cpus: str, pinned: tuple[int, ...], built: bool,
+              quota: float | None = None) -> tuple[int, tuple[int, ...]]:
     """How many lanes to run and the CPU each is pinned to (empty: not pinned), from
     ``--hit-lanes`` (``count``, None when not given), ``--lane-cpus`` and the CPUs it names
-    (``pinned``). By default there is one lane per CPU weir may run on, each pinned to its
-    CPU: a session is served on the CPU its client's packets arrive on, so a lane wakes the
-    client thread on its own CPU, not across (``docs/benchmarks/hit.md``)."""
+    (``pinned``), and the CPUs' worth of time weir's cgroup may use (``quota``, None: no
+    limit). By default there is one lane per CPU weir may run on, each pinned to its CPU: a
+    session is served on the CPU its client's packets arrive on, so a lane wakes the client
+    thread on its own CPU, not across (``docs/benchmarks/hit.md``). Under a quota smaller
+    than that, the default is one unpinned lane per CPU of quota (lanes poll after
+    answering, which would spend it)."""
     if pinned:
         return len(pinned), pinned
     allowed = tuple(sorted(os.sched_getaffinity(0)))[:64]
     if count is None:
         count = len(allowed) if built else 0
+        if quota is not None and count:
+            count = max(1, min(count, math.ceil(quota)))
     if lane_cpus.strip().lower() == "auto" and count == len(allowed) and count > 0:
         return count, allowed
     return count, ()
+
+
+def cpu_quota(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
+    """The CPUs' worth of time this process's cgroup (v2) may use, or None: no limit, or
+    no cgroup v2 file to say (``quota period`` or ``max period``, in microseconds)."""
+    try:
+        quota, period = path.read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        return None
 
 
 class HitLanes:

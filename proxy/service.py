@@ -26,7 +26,7 @@ from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, CacheHost, ReadOutcome
 from proxy.forwarding import hides_write, hiding_words, writes_pattern
 from proxy.hitpath import HitMemos
-from proxy.lanes import HitLanes, lane_plan
+from proxy.lanes import HitLanes, cpu_quota, lane_plan
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -88,7 +88,7 @@ class CacheService:
         """Start the lanes (``--hit-lanes``) when they are built: they answer cached reads
         and relay pass-through sessions."""
         count, cpus = lane_plan(self.settings.hit_lanes, self.settings.lane_cpus,
-                                self.settings.pinned_cpus, HitLanes.available())
+                                self.settings.pinned_cpus, HitLanes.available(), cpu_quota())
         if not count or self.lanes is not None:
             return
         if not HitLanes.available():

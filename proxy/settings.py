@@ -114,8 +114,8 @@ class Settings:
         default=None,
         metadata={"help": "threads answering quiet sessions' memoized reads, and relaying "
                           "quiet pass-through sessions, outside the event loop (0: the event "
-                          "loop does everything; default: one per CPU weir may run on, when "
-                          "the compiled lanes are built)"},
+                          "loop does everything; default: one per CPU weir may run on, or per "
+                          "CPU of its cgroup's CPU limit, when the compiled lanes are built)"},
     )
     lane_cpus: str = field(
         default="auto",

@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import struct
 import uuid
+from pathlib import Path
 
 import pytest
 
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
-from proxy.lanes import lane_plan
+from proxy.lanes import cpu_quota, lane_plan
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.router import SessionContext, observe_set, setting_taint
 from proxy.session import SessionState
@@ -166,6 +167,11 @@ def test_lane_settings_and_plan() -> None:
     assert lane_plan(n + 1, "auto", (), True) == (n + 1, ())
     assert lane_plan(None, "none", (), True) == (n, ())
     assert lane_plan(0, "auto", (), True) == (0, ())
+    # under a cgroup CPU quota below the CPUs weir sees: one unpinned lane per CPU of quota
+    assert lane_plan(None, "auto", (), True, quota=0.5) == (1, ())
+    assert lane_plan(None, "auto", (), True, quota=n - 0.5) == (n, allowed)
+    assert lane_plan(None, "auto", (), True, quota=n + 8.0) == (n, allowed)
+    assert lane_plan(n, "auto", (), True, quota=0.5) == (n, allowed)  # as told
     first = Settings(upstream=url, lane_cpus=str(allowed[0]))
     assert first.pinned_cpus == (allowed[0],)
     assert lane_plan(None, first.lane_cpus, first.pinned_cpus, True) == (1, (allowed[0],))
@@ -178,6 +184,17 @@ def test_lane_settings_and_plan() -> None:
         Settings(upstream=url, lane_cpus="4095")
     with pytest.raises(SettingsError, match=r"names 1 CPU\(s\) but --hit-lanes is 3"):
         Settings(upstream=url, lane_cpus=str(allowed[0]), hit_lanes=3)
+
+
+def test_cpu_quota_reads_cgroup_v2(tmp_path: Path) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    assert cpu_quota(cpu_max) is None  # no file: no limit known
+    cpu_max.write_text("max 100000\n")
+    assert cpu_quota(cpu_max) is None
+    cpu_max.write_text("150000 100000\n")
+    assert cpu_quota(cpu_max) == 1.5
+    cpu_max.write_text("garbage\n")
+    assert cpu_quota(cpu_max) is None
 
 
 def test_params() -> None:
