@@ -84,6 +84,7 @@ from proxy.wire.framing import scan_messages
 if TYPE_CHECKING:
     from proxy.relay import Session
     from proxy.service import CacheService
+    from proxy.settings import Settings
 
 log = logging.getLogger("weir.lanes")
 
@@ -112,16 +113,16 @@ SPIN = 200e-6
 MAX_TABLES = 4096
 
 
-def lane_plan(count: int | None, lane_cpus: str, pinned: tuple[int, ...], built: bool,
-              quota: float | None = None) -> tuple[int, tuple[int, ...]]:
+def lane_plan(settings: Settings, built: bool, quota: float | None = None
+              ) -> tuple[int, tuple[int, ...]]:
     """How many lanes to run and the CPU each is pinned to (empty: not pinned), from
-    ``--hit-lanes`` (``count``, None when not given), ``--lane-cpus`` and the CPUs it names
-    (``pinned``), and the CPUs' worth of time weir's cgroup may use (``quota``, None: no
-    limit). By default there is one lane per CPU weir may run on, each pinned to its CPU: a
-    session is served on the CPU its client's packets arrive on, so a lane wakes the client
-    thread on its own CPU, not across (``docs/benchmarks/hit.md``). Under a quota smaller
-    than that, the default is one unpinned lane per CPU of quota (lanes poll after
-    answering, which would spend it)."""
+    ``--hit-lanes`` and ``--lane-cpus``, whether the lanes are built, and the CPUs' worth of
+    time weir's cgroup may use (``quota``, None: no limit). By default there is one lane per
+    CPU weir may run on, each pinned to its CPU: a session is served on the CPU its client's
+    packets arrive on, so a lane wakes the client thread on its own CPU, not across
+    (``docs/benchmarks/hit.md``). Under a quota smaller than that, the default is one
+    unpinned lane per CPU of quota (lanes poll after answering, which would spend it)."""
+    count, pinned = settings.hit_lanes, settings.pinned_cpus
     if pinned:
         return len(pinned), pinned
     allowed = tuple(sorted(os.sched_getaffinity(0)))[:64]
@@ -129,7 +130,7 @@ def lane_plan(count: int | None, lane_cpus: str, pinned: tuple[int, ...], built:
         count = len(allowed) if built else 0
         if quota is not None and count:
             count = max(1, min(count, math.ceil(quota)))
-    if lane_cpus.strip().lower() == "auto" and count == len(allowed) and count > 0:
+    if settings.lane_cpus.strip().lower() == "auto" and count == len(allowed) and count > 0:
         return count, allowed
     return count, ()
 

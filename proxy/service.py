@@ -87,8 +87,7 @@ class CacheService:
     def start_lanes(self) -> None:
         """Start the lanes (``--hit-lanes``) when they are built: they answer cached reads
         and relay pass-through sessions."""
-        count, cpus = lane_plan(self.settings.hit_lanes, self.settings.lane_cpus,
-                                self.settings.pinned_cpus, HitLanes.available(), cpu_quota())
+        count, cpus = lane_plan(self.settings, HitLanes.available(), cpu_quota())
         if not count or self.lanes is not None:
             return
         if not HitLanes.available():

@@ -7,6 +7,7 @@ import os
 import struct
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,21 +162,24 @@ def test_lane_settings_and_plan() -> None:
     allowed = tuple(sorted(os.sched_getaffinity(0)))
     n = len(allowed)
     url = "postgresql://x@h/d"
-    assert lane_plan(None, "auto", (), True) == (n, allowed)
-    assert lane_plan(None, "auto", (), False) == (0, ())
-    assert lane_plan(n, "auto", (), True) == (n, allowed)
-    assert lane_plan(n + 1, "auto", (), True) == (n + 1, ())
-    assert lane_plan(None, "none", (), True) == (n, ())
-    assert lane_plan(0, "auto", (), True) == (0, ())
+
+    def plan(built: bool = True, quota: float | None = None, **given: Any) -> object:
+        return lane_plan(Settings(upstream=url, **given), built, quota)
+
+    assert plan() == (n, allowed)
+    assert plan(built=False) == (0, ())
+    assert plan(hit_lanes=n) == (n, allowed)
+    assert plan(hit_lanes=n + 1) == (n + 1, ())
+    assert plan(lane_cpus="none") == (n, ())
+    assert plan(lane_cpus="NONE", hit_lanes=1) == (1, ())
+    assert plan(hit_lanes=0) == (0, ())
     # under a cgroup CPU quota below the CPUs weir sees: one unpinned lane per CPU of quota
-    assert lane_plan(None, "auto", (), True, quota=0.5) == (1, ())
-    assert lane_plan(None, "auto", (), True, quota=n - 0.5) == (n, allowed)
-    assert lane_plan(None, "auto", (), True, quota=n + 8.0) == (n, allowed)
-    assert lane_plan(n, "auto", (), True, quota=0.5) == (n, allowed)  # as told
-    first = Settings(upstream=url, lane_cpus=str(allowed[0]))
-    assert first.pinned_cpus == (allowed[0],)
-    assert lane_plan(None, first.lane_cpus, first.pinned_cpus, True) == (1, (allowed[0],))
-    assert Settings(upstream=url, lane_cpus="NONE").pinned_cpus == ()
+    assert plan(quota=0.5) == (1, ())
+    assert plan(quota=n - 0.5) == (n, allowed)
+    assert plan(quota=n + 8.0) == (n, allowed)
+    assert plan(quota=0.5, hit_lanes=n) == (n, allowed)  # as told
+    assert plan(lane_cpus=str(allowed[0])) == (1, (allowed[0],))
+    assert plan(lane_cpus=f" {allowed[0]} ", hit_lanes=1) == (1, (allowed[0],))
     with pytest.raises(SettingsError, match="--lane-cpus must be auto, none or"):
         Settings(upstream=url, lane_cpus="0-1")
     with pytest.raises(SettingsError, match="each CPU once"):
