@@ -206,6 +206,8 @@ cdef bint _batch(_View v, bytes raw, list index):
     if statement is not None:
         v.held[""] = type(statement)(statement.parse, statement.route)
         v.portals.pop("", None)
+    else:  # a simple Query drops the unnamed statement
+        v.ext.simple_query(True)
     _serve(v, hit, (<tuple>hit.replies)[0])
     return True
 

@@ -410,7 +410,7 @@ cdef class Relay:
                 append(_describe)
                 batch = 1
             elif t == 66:
-                self._bind_seen(<object>found[i])
+                self._bind_seen(<object>found[i], ctx if local else None)
                 i += 1
                 batch = 1
             elif t == 80:
@@ -437,7 +437,7 @@ cdef class Relay:
             return head == 1 or _utf8(p + start, end - 1 - start)
         return _plain_query(raw, start, end, self.service)
 
-    cdef int _bind_seen(self, object msg) except -1:
+    cdef int _bind_seen(self, object msg, object ctx) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Bind seen before."""
         cdef PyObject* last = PyDict_GetItem(self.stdict, "_last_bind")
         if last != NULL and <object>last is not None and (<tuple>last)[0] is msg:
@@ -448,6 +448,8 @@ cdef class Relay:
         if self.portals:
             self.portals.pop(portal, None)
         self.portal_statements[portal] = statement
+        if ctx is not None:  # Extended._note_upstream
+            ctx.last = ("upstream", self.reasons.get(statement, "not a cached query"))
         if self.routes:
             self.ext.count_runs(statement)
         return 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from engine.sql.cacheable import Unsupported
@@ -57,6 +58,9 @@ ADMIN_COLUMNS: dict[str, tuple[str, ...]] = {
 #: built again on each test)
 _NAMED = (fe.Describe, fe.Close)
 _BATCH_ENDS = (fe.Sync, fe.Flush)
+#: the portal weir closes upstream to place its own answers in order (no client's portal:
+#: the name is not one a driver makes, and closing a portal that does not exist is no error)
+PLACEHOLDER_PORTAL = "\x7fweir placeholder"
 _EXTENDED = (fe.Parse, fe.Bind, fe.Describe, fe.Execute, fe.Close)
 
 
@@ -147,7 +151,9 @@ class Extended:
         if registry is None or ctx is None or ctx.tainted is not None:
             return
         for name, stmt in session.state.statements.items():
-            if name in self.held or parse_admin(stmt.query) is not None:
+            # (the unnamed statement is not adopted: a simple Query drops it upstream, and
+            # clients parse it again for each run anyway)
+            if not name or name in self.held or parse_admin(stmt.query) is not None:
                 continue
             classified = registry.classify(stmt.query, ctx.search_path)
             entry = registry.cache_for(classified)
@@ -195,6 +201,8 @@ class Extended:
             self.batch_upstream = self.batch_local = False
             self.portals.clear()  # local portals end with the implicit transaction
         elif isinstance(msg, _EXTENDED):
+            if not self.batch_upstream:
+                self._switch()
             self.batch_upstream = True
             if isinstance(msg, fe.Parse):
                 self.held.pop(msg.name, None)
@@ -203,6 +211,7 @@ class Extended:
             elif isinstance(msg, fe.Bind):
                 self.portals.pop(msg.portal, None)
                 self._portal_statements[msg.portal] = msg.statement
+                self._note_upstream(msg.statement)  # (its Execute is not decoded)
                 if self._routes:
                     self.count_runs(msg.statement)
             elif isinstance(msg, fe.Execute):
@@ -298,6 +307,8 @@ class Extended:
 
     def forward(self, msg: object, raw: bytes) -> None:
         self.recording = None
+        if not self.batch_upstream and not isinstance(msg, _BATCH_ENDS):
+            self._switch()
         self.session.forward(msg, raw)
         if isinstance(msg, fe.Sync):
             self.batch_upstream = self.batch_local = False
@@ -316,13 +327,40 @@ class Extended:
             self.out.clear()
             self.session.client.write(data)
 
+    def _switch(self) -> None:
+        """The first message of the batch goes upstream: every local portal that has not
+        run yet is created upstream now, so that PostgreSQL holds it from this point of the
+        batch as it would have (later in the batch, a statement it was bound from may be
+        closed or replaced). Portals that ran keep their rows: what they still owe is
+        answered in order through :meth:`_placeholder`."""
+        for name in [n for n, p in self.portals.items() if p.rows is None and p.result is None
+                     and p.statement.route.destination == "cache"]:
+            self._materialize_portal(name)
+
+    def _placeholder(self, answer: bytes) -> None:
+        """Send weir's own ``answer`` after what went upstream before it: a request of
+        weir's whose answer takes its place (closing a portal no client names) goes upstream,
+        so the answer reaches the client in order, and not at all when an error earlier in
+        the batch makes PostgreSQL skip the rest of it."""
+        self.flush()
+        self.session.inject(fe.Close("P", PLACEHOLDER_PORTAL), answer)
+
+    def simple_query(self, answered: bool = False) -> None:
+        """A simple Query runs: PostgreSQL drops the unnamed statement and portal first.
+        When weir ``answered`` it, the upstream's unnamed statement is closed the same way
+        (answer swallowed, and flushed at once so the session is soon idle again)."""
+        self.held.pop("", None)
+        self.portals.pop("", None)
+        if answered and "" in self.session.state.statements:
+            self.session.inject(fe.Close("S", ""))
+            self.session.inject_flush()
+
     def _materialize(self, statement: str) -> None:
         """Recreate a held statement upstream (its ParseComplete is swallowed). It stays
         held: later runs outside a transaction block are answered by weir again."""
         held = self.held.get(statement)
         if held is not None and not held.upstream:
-            held.upstream = True
-            self.session.inject(held.parse)
+            self._recreate(held)
 
     def _materialize_portal(self, portal: str) -> None:
         """Recreate a local portal (and its statement) upstream, answers swallowed."""
@@ -331,9 +369,14 @@ class Extended:
             return
         held = local.statement
         if not held.upstream:
-            held.upstream = True
-            self.session.inject(held.parse)
+            self._recreate(held)
         self.session.inject(local.bind)
+
+    def _recreate(self, held: HeldStatement) -> None:
+        """Send a held statement's Parse upstream (answer swallowed); it counts as held
+        upstream unless PostgreSQL skips it (an error earlier in the batch) or refuses it."""
+        held.upstream = True
+        self.session.inject(held.parse, skipped=partial(setattr, held, "upstream", False))
 
     def _parse(self, msg: fe.Parse, raw: bytes) -> None:
         route = self._holdable(msg)
@@ -342,16 +385,30 @@ class Extended:
         if msg.name and (msg.name in self.held or msg.name in self.session.state.statements):
             route = None  # let PostgreSQL say "already exists"
         if route is None:
-            self._materialize(msg.name)
+            if msg.name:
+                self._materialize(msg.name)  # PostgreSQL then says it exists already
+                self.forward(msg, raw)
+            else:
+                # the unnamed statement is replaced (portals bound from it go upstream
+                # first, in :meth:`forward`, while it is still the one PostgreSQL holds),
+                # even when the Parse fails; not when PostgreSQL skips it
+                old = self.held.pop("", None)
+                self.forward(msg, raw)
+                if old is not None:
+                    self.session.state.attach(skipped=partial(self._restore, "", old))
             self._reasons[msg.name] = self._last_reason
             self._note_proxied(msg.name)
-            self.forward(msg, raw)
             return
         self.held[msg.name] = HeldStatement(msg, route)
         self._answer(be.PARSE_COMPLETE.encode())
 
     def _bind(self, msg: fe.Bind, raw: bytes) -> None:
         held = self.held.get(msg.statement)
+        if msg.portal and (msg.portal in self.portals
+                           or msg.portal in self.session.state.portals):
+            # a named portal is not replaced: PostgreSQL says it exists already
+            self._materialize_portal(msg.portal)
+            held = None
         self.portals.pop(msg.portal, None)
         if held is not None and self._can_answer(held):
             lookup = self._keys(held, msg)
@@ -383,6 +440,10 @@ class Extended:
             or isinstance(classified.query, Unsupported)
         ):
             return None
+        types = self._param_types(held)
+        if types is None or len(types) != len(msg.params) \
+                or any(code not in (0, 1) for code in msg.result_formats):
+            return None  # PostgreSQL tells the client what is wrong with the Bind
         plan = classified.query.plan  # this text's plan: its key sources are its own $n
         declared = held.parse.param_types
         column_types: dict[int, int] = {}
@@ -391,6 +452,7 @@ class Extended:
                 if alt.param is not None:
                     column_types[alt.param - 1] = column_type
         try:
+            formats_for(len(held.route.cache.fields), msg.result_formats)
             formats = formats_for(len(msg.params), msg.param_formats)
             values: list[Any] = []
             for i, value in enumerate(msg.params):
@@ -408,6 +470,10 @@ class Extended:
             self.forward(msg, raw)
             return
         held = self.held[msg.name] if msg.kind == "S" else self.portals[msg.name].statement
+        if msg.kind == "P" and self.batch_upstream and self.portals[msg.name].rows is not None:
+            local = self.portals[msg.name]
+            self._placeholder(self._row_description(held, local.bind.result_formats))
+            return
         if not self._can_answer(held):
             self._materialize(msg.name) if msg.kind == "S" else self._materialize_portal(msg.name)
             self.forward(msg, raw)
@@ -470,6 +536,9 @@ class Extended:
             self.forward(msg, raw)
             return True
         if not self._can_answer(local.statement):
+            if local.rows is not None and self.batch_upstream:
+                self._placeholder(self._next_rows(local, msg))
+                return True
             self._note_upstream(local.statement.parse.name, self._why_not())
             self._materialize_portal(msg.portal)
             self.forward(msg, raw)
@@ -498,20 +567,30 @@ class Extended:
                 self.forward(msg, raw)
                 return True
             local.rows = rows
-        limit = msg.max_rows if msg.max_rows > 0 else len(local.rows)
-        chunk = local.rows[local.sent : local.sent + limit]
-        whole = local.sent == 0 and len(chunk) == len(local.rows)
-        local.sent += len(chunk)
-        tail = (
-            be.PORTAL_SUSPENDED.encode()
-            if local.sent < len(local.rows)
-            else be.CommandComplete(f"SELECT {len(chunk)}").encode()
-        )
-        body = b"".join(chunk) + tail
+        whole = local.sent == 0 and (msg.max_rows <= 0 or msg.max_rows > len(local.rows))
+        body = self._next_rows(local, msg)
         if whole:
             self._remember(local, body)
         self._answer(body)
         return True
+
+    @staticmethod
+    def _next_rows(local: LocalPortal, msg: fe.Execute) -> bytes:
+        """The answer to an Execute of a local portal whose rows are known: the next rows up
+        to the row limit, then PortalSuspended when the limit was reached (as PostgreSQL,
+        which does not look past it: a portal with exactly that many rows left is
+        suspended, and the next Execute completes with none), else CommandComplete."""
+        rows = local.rows
+        assert rows is not None
+        limit = msg.max_rows if msg.max_rows > 0 else len(rows)
+        chunk = rows[local.sent : local.sent + limit]
+        local.sent += len(chunk)
+        tail = (
+            be.PORTAL_SUSPENDED.encode()
+            if 0 < msg.max_rows == len(chunk)
+            else be.CommandComplete(f"SELECT {len(chunk)}").encode()
+        )
+        return b"".join(chunk) + tail
 
     def _remember(self, local: LocalPortal, body: bytes) -> None:
         """Give a whole cached answer of the unnamed portal to the hit path's memo."""
@@ -629,8 +708,16 @@ class Extended:
             and self.session.state.idle
         ):
             self._answer(be.CLOSE_COMPLETE.encode())
-        else:
-            self.forward(msg, raw)
+            return
+        self.forward(msg, raw)
+        if gone is not None and msg.kind == "S":  # held again if PostgreSQL skips the Close
+            self.session.state.attach(skipped=partial(self._restore, msg.name, gone))
+
+    def _restore(self, name: str, held: HeldStatement) -> None:
+        """A Parse or Close that replaced or closed a held statement was skipped by
+        PostgreSQL (an error earlier in its batch): the statement is still the client's."""
+        if name not in self.held:
+            self.held[name] = held
 
     def _sync(self, msg: fe.Sync, raw: bytes) -> None:
         self.recording = None

@@ -264,6 +264,8 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
     if hit.statement is not None:
         ext.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
         ext.portals.pop("", None)
+    else:  # a simple Query drops the unnamed statement
+        ext.simple_query(answered=True)
     _serve(session, hit, hit.replies[0])
     return True
 

@@ -57,6 +57,7 @@ from proxy.wire.framing import (
 if TYPE_CHECKING:
     from proxy.server import Server
 
+_FLUSH = fe.Flush().encode()
 log = logging.getLogger("weir.relay")
 
 _T_ERROR = ord("E")
@@ -348,6 +349,7 @@ class Session(Handshake):
     def _finish_query(self, msg: fe.Query, raw: bytes, answer: bytes | None, reason: str) -> None:
         assert self.ctx is not None
         self.ctx.last = ("cache", reason) if answer is not None else ("upstream", reason)
+        self.extended.simple_query(answered=answer is not None)
         if answer is None:
             self.forward(msg, raw)
         else:
@@ -393,16 +395,23 @@ class Session(Handshake):
             self._terminated = True
         self._upstream_write(raw)
 
-    def inject(self, msg: fe.Parse | fe.Bind) -> None:
-        """Send a message of weir's own upstream; its answer is not relayed."""
+    def inject(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
+               skipped: Callable[[], object] | None = None) -> None:
+        """Send a message of weir's own upstream; its answer is not relayed (``replace``
+        is sent to the client in its place; ``skipped`` runs if it does not succeed)."""
         self._note_hidden(msg)
-        self.state.injected(msg)
+        self.state.injected(msg, replace, skipped)
         self._upstream_write(msg.encode())
+
+    def inject_flush(self) -> None:
+        """Ask the upstream for the answers to weir's own requests now (a Flush)."""
+        self._upstream_write(_FLUSH)
 
     def _upstream_query(self, route: Route, msg: fe.Query) -> None:
         """Bookkeeping for a Query that goes upstream."""
         assert self.ctx is not None
         self.ctx.last = ("upstream", route.reason)
+        self.extended.simple_query()
         service = self.server.service
         service.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx)
@@ -417,6 +426,7 @@ class Session(Handshake):
         if answer is None:
             self.forward(msg, raw)
             return
+        self.extended.simple_query(answered=True)
         self.extended.flush()
         self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
 
@@ -456,6 +466,7 @@ class Session(Handshake):
             self._forward_query(route, msg, raw)
             return
         if route.destination == "admin":
+            self.extended.simple_query(answered=True)
             answer = await service.admin(route, ctx)
             if getattr(route.admin, "what", "") != "last":
                 ctx.last = ("admin", route.reason)
@@ -525,7 +536,7 @@ class Session(Handshake):
     def _observe_upstream(self, raw: bytes, marks: list[tuple[int, int, int]]) -> bytes:
         """Observe messages one by one; ``raw`` without the answers weir swallows."""
         state = self.state
-        swallowed: list[tuple[int, int]] = []
+        swallowed: list[tuple[int, int, bytes]] = []
         for mtype, start, end in marks:
             if mtype not in _OBSERVED_BACKEND:
                 continue
@@ -535,7 +546,7 @@ class Session(Handshake):
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
                     self._fatal_relayed = True
             elif state.answer(mtype):
-                swallowed.append((start - 5, end))
+                swallowed.append((start - 5, end, state.replacement))
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
                     and not raw[start : start + 8].startswith(READ_ONLY_TAGS):
                 self.ctx.wrote = True
@@ -589,11 +600,13 @@ class Session(Handshake):
             self.key = None
 
 
-def _without(raw: bytes, spans: list[tuple[int, int]]) -> bytes:
-    """``raw`` minus the byte ranges in ``spans`` (ascending, disjoint)."""
+def _without(raw: bytes, spans: list[tuple[int, int, bytes]]) -> bytes:
+    """``raw`` with each byte range in ``spans`` (ascending, disjoint) replaced by the
+    bytes given with it."""
     out, pos = [], 0
-    for start, end in spans:
+    for start, end, instead in spans:
         out.append(raw[pos:start])
+        out.append(instead)
         pos = end
     out.append(raw[pos:])
     return b"".join(out)

@@ -57,6 +57,13 @@ class _Pending:
     #: weir sent this request itself (a statement or portal it had answered for locally is
     #: being recreated upstream): its answer must not reach the client.
     swallow: bool = False
+    #: what the client gets instead of the swallowed answer: weir's own answer to a client
+    #: request, placed by a request of weir's whose answer comes in the right order
+    replace: bytes = b""
+    #: called when PostgreSQL skips the request (an error earlier in its batch), and when
+    #: the request itself fails
+    skipped: Callable[[], object] | None = None
+    failed: Callable[[], object] | None = None
 
 
 #: requests answered by ReadyForQuery (the end of a batch)
@@ -80,8 +87,15 @@ class SessionState:
     portals: dict[str, str] = field(default_factory=dict)
     parameters_version: int = 0  # bumped whenever ``parameters`` changes
     _pending: deque[_Pending] = field(default_factory=deque)
-    #: outstanding requests whose answers must not reach the client (see :meth:`answer`)
+    #: outstanding requests whose answers must not reach the client (see :meth:`answer`),
+    #: plus one while :attr:`skipping`: either way the relay observes the upstream's
+    #: messages one by one
     swallowing: int = 0
+    #: an error ended an extended-protocol batch before its Sync was sent: PostgreSQL
+    #: skips every message up to that Sync (their effects never happen)
+    skipping: bool = False
+    #: what the client gets in place of the answer :meth:`answer` swallowed last
+    replacement: bytes = b""
     #: the last Parse and the last Bind observed, with their queue items (reused when the
     #: same message object comes again, as the relay's memos make it)
     _last_parse: tuple[object, _Pending] | None = None
@@ -94,8 +108,8 @@ class SessionState:
 
     @property
     def idle(self) -> bool:
-        """No request is outstanding."""
-        return not self._pending
+        """No request is outstanding (nor a failed batch waiting for its Sync)."""
+        return not self._pending and not self.skipping
 
     # -- frontend ---------------------------------------------------------------------------
 
@@ -139,12 +153,23 @@ class SessionState:
         self._pending.append(_PLAIN["query"] if effect is None
                              else _Pending("query", partial(effect, self)))
 
-    def injected(self, msg: fe.Parse | fe.Bind) -> None:
-        """weir sends ``msg`` upstream on its own: track it, and swallow its answer."""
+    def injected(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
+                 skipped: Callable[[], object] | None = None) -> None:
+        """weir sends ``msg`` upstream on its own: track it, and swallow its answer (the
+        client gets ``replace`` in its place); ``skipped`` runs if it does not succeed."""
         self.frontend(msg)
         item = self._pending.pop()
-        self._pending.append(_Pending(item.kind, item.apply, swallow=True))
+        self._pending.append(_Pending(item.kind, item.apply, swallow=True, replace=replace,
+                                      skipped=skipped, failed=skipped))
         self.swallowing += 1
+
+    def attach(self, skipped: Callable[[], object] | None = None,
+               failed: Callable[[], object] | None = None) -> None:
+        """Give the request observed last what to do if PostgreSQL skips it, or if it
+        fails (weir's own bookkeeping that must follow what the upstream really did)."""
+        item = self._pending.pop()
+        self._pending.append(_Pending(item.kind, item.apply, item.swallow, item.replace,
+                                      skipped, failed))
 
     # -- backend ----------------------------------------------------------------------------
 
@@ -156,7 +181,8 @@ class SessionState:
 
     def answer(self, mtype: int) -> bool:
         """Observe a backend message by its type byte alone (content not needed); True when
-        the message answers a request weir injected and must not be relayed.
+        the message answers a request weir injected and must not be relayed (the client
+        gets :attr:`replacement` instead).
 
         The relay calls this for the completion messages (``1 2 3 n T C I s``) so that it
         never decodes them on the hot path; other types are ignored.
@@ -200,6 +226,7 @@ class SessionState:
                 self._pop()
                 if item.apply is not None:
                     item.apply()
+                self.replacement = item.replace
                 return item.swallow
             if item.kind in _BARRIERS:
                 return False
@@ -213,11 +240,32 @@ class SessionState:
         if pending[0].kind == "query":
             pending[0] = _PLAIN["query"]  # the statement's effect did not happen
             return
+        if pending[0].kind not in _BARRIERS:  # the request that failed
+            item = self._pop()
+            if item.failed is not None:
+                item.failed()
+        self._skip()
+        if not pending and not self.skipping:
+            self.skipping = True  # what comes before the next Sync is skipped too
+            self.swallowing += 1
+
+    def _skip(self) -> None:
+        """Drop the outstanding requests PostgreSQL skips, up to the next barrier."""
+        pending = self._pending
         while pending and pending[0].kind not in _BARRIERS:
-            self._pop()
+            item = self._pop()
+            if item.skipped is not None:
+                item.skipped()
 
     def _on_ready(self, msg: be.ReadyForQuery) -> None:
         pending = self._pending
+        if self.skipping:  # the Sync that ends the failed batch: all before it was skipped
+            self.skipping = False
+            self.swallowing -= 1
+            while pending and pending[0].kind != "sync":
+                item = self._pop()
+                if item.skipped is not None:
+                    item.skipped()
         if pending and pending[0].kind in _BARRIERS:
             item = pending.popleft()
             if item.apply is not None:
