@@ -334,7 +334,7 @@ class Extended:
         closed or replaced). Portals that ran keep their rows: what they still owe is
         answered in order through :meth:`_placeholder`."""
         for name in [n for n, p in self.portals.items() if p.rows is None and p.result is None
-                     and p.statement.route.destination == "cache"]:
+                     and p.statement.route.destination != "admin"]:
             self._materialize_portal(name)
 
     def _placeholder(self, answer: bytes) -> None:

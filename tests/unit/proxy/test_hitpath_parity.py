@@ -83,10 +83,17 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
         held.memo, held.memo_sid = hits.memo(held, 0), 0
         hits.clear()
     writes: list[bytes] = []
+    extended = SimpleNamespace(held={"s1": held}, portals={"": object(), "q": object()},
+                               batch_upstream=c["busy"], batch_local=False,
+                               batch_failed=False, recording=None)
+
+    def simple_query(answered: bool = False) -> None:  # Extended.simple_query's effect here
+        extended.held.pop("", None)
+        extended.portals.pop("", None)
+
+    extended.simple_query = simple_query
     session = SimpleNamespace(
-        extended=SimpleNamespace(held={"s1": held}, portals={"": object(), "q": object()},
-                                 batch_upstream=c["busy"], batch_local=False,
-                                 batch_failed=False, recording=None),
+        extended=extended,
         state=SimpleNamespace(idle=c["idle"], transaction_status=c["tx"],
                               parameters_version=3),
         ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"], wrote=c["wrote"],
