@@ -165,7 +165,7 @@ cdef cppclass LSession:
     vector[uint64_t] bind_used  # per Bind index: sequence number of its last relayed run
     vector[uint64_t] parse_used  # per Parse index: the same
     uint64_t seq
-    bint queried  # a relayed cycle held a simple Query
+    uint64_t queried  # sequence number of the last relayed simple Query (0: none)
     int batch  # Extended.batch_upstream after the last relayed cycle
     int sent_batch  # the same after everything sent upstream
     string upstream_in  # upstream bytes not relayed
@@ -669,7 +669,7 @@ cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
         elif kind == EV_PARSE:
             s.parse_used[index] = s.seq
         elif kind == EV_QUERY:
-            s.queried = True
+            s.queried = s.seq
         else:
             done += 1
         i += 1
@@ -1140,7 +1140,7 @@ cdef class Lanes:
         s.served = s.seq = 0
         s.last_table = -1
         s.queries = queries
-        s.queried = False
+        s.queried = 0
         s.batch = s.sent_batch = 0
         for i, key in enumerate(binds):
             s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i

@@ -352,8 +352,8 @@ cdef class Relay:
                 if registry != <PyObject*>memos._registry or names != <PyObject*>memos._names:
                     return False  # the routing state changed (Memos.current, Extended.adopt)
                 self.seen_registry, self.seen_names = memos._registry, memos._names
-        if self.held or self.portals or self.ext.batch_local:
-            return False  # not quiet
+        if self.held or self.portals or self.ext.batch_local or self._swallowing():
+            return False  # not quiet (or an outcome awaited: SessionState.uncertain)
         last = None
         try:
             while pos < n:  # look: all or nothing

@@ -22,6 +22,7 @@ Rules that keep the client's view identical to PostgreSQL's:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from functools import partial
@@ -123,11 +124,34 @@ class Extended:
     #: an unnamed Parse/Bind/Execute batch the hit path may learn: (memo, batch bytes,
     #: whether it describes the portal); dropped at Sync or when anything goes upstream
     recording: tuple[dict[bytes, Hit], bytes, bool] | None = None
+    #: a batch whose outcome changes held statements (a Parse or Close of one, a statement
+    #: recreated upstream) was synced: messages after it wait until PostgreSQL answered it
+    wait_settle: bool = False
+    _settled: asyncio.Event | None = None
+
+    def __post_init__(self) -> None:
+        self.session.state.on_settled = self._on_settled
+
+    def _on_settled(self) -> None:
+        self.wait_settle = False
+        if self._settled is not None:
+            self._settled.set()
+
+    wake = _on_settled  # (the session ends: nothing more will be answered)
+
+    async def settle(self) -> None:
+        """Wait until PostgreSQL answered every request whose outcome weir's bookkeeping
+        of held statements depends on (so the next batch is handled on what it did)."""
+        while self.wait_settle:
+            self._settled = asyncio.Event()
+            await self._settled.wait()
 
     # -- deciding ---------------------------------------------------------------------------
 
     def involves(self, msg: object) -> bool:
         """Whether ``msg`` must go through the asynchronous local path."""
+        if self.wait_settle:
+            return True
         if isinstance(msg, fe.Parse):
             return self._holdable(msg) is not None or msg.name in self.held
         if isinstance(msg, fe.Bind):
@@ -192,14 +216,17 @@ class Extended:
 
     @property
     def quiet(self) -> bool:
-        """Nothing is held or answered locally: content-free messages need no look."""
-        return not (self.held or self.portals or self.batch_local)
+        """Nothing is held or answered locally, and no outcome is awaited: content-free
+        messages need no look."""
+        return not (self.held or self.portals or self.batch_local
+                    or self.session.state.uncertain)
 
     def observe_forwarded(self, msg: object) -> None:
         """A message went upstream on the synchronous path: keep the bookkeeping right."""
         if isinstance(msg, fe.Sync):
             self.batch_upstream = self.batch_local = False
             self.portals.clear()  # local portals end with the implicit transaction
+            self.wait_settle = self.session.state.uncertain > 0
         elif isinstance(msg, _EXTENDED):
             if not self.batch_upstream:
                 self._switch()
@@ -278,6 +305,8 @@ class Extended:
     def handle_now(self, msg: object, raw: bytes) -> bool:
         """Answer or forward one client message without waiting; False (and nothing done)
         when it needs :meth:`handle` (a cache miss, a barrier or an admin command)."""
+        if self.wait_settle:
+            return False  # (handle() waits first)
         if self.batch_failed and not isinstance(msg, fe.Sync):
             return True  # PostgreSQL ignores the rest of a failed batch
         if isinstance(msg, fe.Execute):
@@ -291,6 +320,7 @@ class Extended:
 
     async def handle(self, msg: object, raw: bytes) -> None:
         """Answer or forward one client message, waiting for the cache where needed."""
+        await self.settle()
         if isinstance(msg, fe.Execute) and not self.batch_failed:
             local = self.portals.get(msg.portal)
             if local is not None and self._can_answer(local.statement):
@@ -313,6 +343,7 @@ class Extended:
         if isinstance(msg, fe.Sync):
             self.batch_upstream = self.batch_local = False
             self.portals.clear()  # local portals end with the implicit transaction
+            self.wait_settle = self.session.state.uncertain > 0
         elif not isinstance(msg, fe.Flush):
             self.batch_upstream = True
 
@@ -708,6 +739,12 @@ class Extended:
             and self.session.state.idle
         ):
             self._answer(be.CLOSE_COMPLETE.encode())
+            if msg.kind == "S" and not msg.name and "" in self.session.state.statements:
+                # the upstream's older unnamed statement, which the held one replaced in
+                # the client's view, must not come back into use
+                self.flush()
+                self.session.inject(fe.Close("S", ""))
+                self.session.inject_flush()
             return
         self.forward(msg, raw)
         if gone is not None and msg.kind == "S":  # held again if PostgreSQL skips the Close

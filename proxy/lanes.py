@@ -441,17 +441,25 @@ class HitLanes:
 
 
 def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
-                    parses: list[tuple[int, bytes]], queried: bool, batch: bool) -> None:
+                    parses: list[tuple[int, bytes]], queried: int, batch: bool) -> None:
     """What observing a pass lane's relayed cycles leaves in the session: each Bind and
-    Parse it relayed observed once, in the order of their last use (what the last one says
-    is what stays), every run of a Bind counted, the cycles answered."""
+    Parse it relayed observed once, and the last simple Query, in the order of their last
+    use (what the last one says is what stays: EXPLAIN LAST STATEMENT), every run of a Bind
+    counted, the cycles answered."""
     state, ext, memos = session.state, session.extended, session.memos
     steps: list[tuple[int, int, bytes, int]] = [(used, _T_BIND, key, runs)
                                                 for used, key, runs in binds]
     steps.extend((used, _T_PARSE, payload, 0) for used, payload in parses)
+    if queried:
+        steps.append((queried, _T_QUERY, b"", 0))
     steps.sort()
+    ctx = session.ctx
     for _, mtype, key, runs in steps:
         msg: fe.Bind | fe.Parse
+        if mtype == _T_QUERY:
+            if session._caching and ctx is not None and memos.plain_last is not None:
+                ctx.last = memos.plain_last
+            continue
         if mtype == _T_BIND:
             bind = memos.binds.get(key)
             if bind is None:
@@ -466,9 +474,6 @@ def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
         ext.observe_forwarded(msg)
         if runs > 1 and isinstance(msg, fe.Bind):
             ext.count_runs(msg.statement, runs - 1)
-    ctx = session.ctx
-    if queried and session._caching and ctx is not None and memos.plain_last is not None:
-        ctx.last = memos.plain_last
     state.expect("sync")
     state.ready(b"I")
     ext.batch_upstream = batch

@@ -330,6 +330,8 @@ class Session(Handshake):
     def _query_now(self, msg: object, raw: bytes) -> bool:
         """A simple Query answered or forwarded without waiting; False if it must wait."""
         assert isinstance(msg, fe.Query) and self.ctx is not None
+        if self.extended.wait_settle:
+            return False  # (the pump waits first)
         service = self.server.service
         route = service.route(msg.query, self.state, self.ctx)
         if route.destination == "upstream":
@@ -360,7 +362,8 @@ class Session(Handshake):
         if mtype == _T_QUERY:
             assert isinstance(msg, fe.Query) and self.ctx is not None
             self._route = self.server.service.route(msg.query, self.state, self.ctx)
-            return self._route.destination != "upstream" or self.extended.releases(msg.query)
+            return self._route.destination != "upstream" or self.extended.releases(msg.query) \
+                or self.extended.wait_settle
         return self.extended.involves(msg)
 
     def _upstream_write(self, data: bytes) -> None:
@@ -442,6 +445,7 @@ class Session(Handshake):
                 msg = fe.decode_frontend(mtype, raw[5:])
                 if mtype == _T_QUERY:
                     assert isinstance(msg, fe.Query)
+                    await self.extended.settle()
                     await self._query(msg, raw)
                 else:
                     await self.extended.handle(msg, raw)
@@ -594,6 +598,7 @@ class Session(Handshake):
 
     def _release(self) -> None:
         self.phase = Phase.CLOSED
+        self.extended.wake()  # a pump waiting for the upstream's answers stops waiting
         self.server.sessions.discard(self)
         if self.key is not None:
             self.server.release_key(self.key)

@@ -65,6 +65,11 @@ class _Pending:
     skipped: Callable[[], object] | None = None
     failed: Callable[[], object] | None = None
 
+    @property
+    def watched(self) -> bool:
+        """Its outcome matters to weir (:attr:`SessionState.uncertain`)."""
+        return self.skipped is not None or self.failed is not None
+
 
 #: requests answered by ReadyForQuery (the end of a batch)
 _BARRIERS = ("sync", "query")
@@ -96,6 +101,11 @@ class SessionState:
     skipping: bool = False
     #: what the client gets in place of the answer :meth:`answer` swallowed last
     replacement: bytes = b""
+    #: outstanding requests whose outcome weir's own bookkeeping waits for (they have
+    #: ``skipped``/``failed`` callbacks); each also counts in :attr:`swallowing`
+    uncertain: int = 0
+    #: called when :attr:`uncertain` drops to zero
+    on_settled: Callable[[], object] | None = None
     #: the last Parse and the last Bind observed, with their queue items (reused when the
     #: same message object comes again, as the relay's memos make it)
     _last_parse: tuple[object, _Pending] | None = None
@@ -162,6 +172,8 @@ class SessionState:
         self._pending.append(_Pending(item.kind, item.apply, swallow=True, replace=replace,
                                       skipped=skipped, failed=skipped))
         self.swallowing += 1
+        if skipped is not None:
+            self.uncertain += 1
 
     def attach(self, skipped: Callable[[], object] | None = None,
                failed: Callable[[], object] | None = None) -> None:
@@ -170,6 +182,9 @@ class SessionState:
         item = self._pending.pop()
         self._pending.append(_Pending(item.kind, item.apply, item.swallow, item.replace,
                                       skipped, failed))
+        self.uncertain += 1
+        if not item.swallow:
+            self.swallowing += 1  # (its outcome is seen message by message)
 
     # -- backend ----------------------------------------------------------------------------
 
@@ -215,6 +230,12 @@ class SessionState:
         item = self._pending.popleft()
         if item.swallow:
             self.swallowing -= 1
+        if item.watched:
+            if not item.swallow:
+                self.swallowing -= 1
+            self.uncertain -= 1
+            if not self.uncertain and self.on_settled is not None:
+                self.on_settled()
         return item
 
     def _complete(self, kind: str) -> bool:
