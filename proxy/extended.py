@@ -23,6 +23,7 @@ Rules that keep the client's view identical to PostgreSQL's:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from functools import partial
@@ -62,6 +63,8 @@ _BATCH_ENDS = (fe.Sync, fe.Flush)
 #: the portal weir closes upstream to place its own answers in order (no client's portal:
 #: the name is not one a driver makes, and closing a portal that does not exist is no error)
 PLACEHOLDER_PORTAL = "\x7fweir placeholder"
+#: the statement weir binds a portal from when the client's statement is gone
+PLACEHOLDER_STATEMENT = "\x7fweir statement"
 _EXTENDED = (fe.Parse, fe.Bind, fe.Describe, fe.Execute, fe.Close)
 
 
@@ -376,6 +379,17 @@ class Extended:
         self.flush()
         self.session.inject(fe.Close("P", PLACEHOLDER_PORTAL), answer)
 
+    def before_statement(self, text: str) -> None:
+        """A statement goes upstream: one that opens a transaction block first makes every
+        statement weir alone holds exist upstream too. Inside the block their runs go
+        upstream, and once it fails PostgreSQL refuses to parse them (so weir could not
+        recreate them) while a Bind must still find its statement to fail as it does."""
+        if not self.held or _first_word(text) not in _BEGIN_WORDS:
+            return
+        for name, held in list(self.held.items()):
+            if name and not held.upstream:
+                self._recreate(held)
+
     def simple_query(self, answered: bool = False) -> None:
         """A simple Query runs: PostgreSQL drops the unnamed statement and portal first.
         When weir ``answered`` it, the upstream's unnamed statement is closed the same way
@@ -399,9 +413,17 @@ class Extended:
         if local is None:
             return
         held = local.statement
-        if not held.upstream:
-            self._recreate(held)
-        self.session.inject(local.bind)
+        if self.held.get(held.parse.name) is held:
+            if not held.upstream:
+                self._recreate(held)
+            self.session.inject(local.bind)
+            return
+        # the client closed or replaced the statement since (its portal lives on): bound
+        # from a statement of weir's own, closed again at once
+        parse = held.parse
+        self.session.inject(fe.Parse(PLACEHOLDER_STATEMENT, parse.query, parse.param_types))
+        self.session.inject(dataclasses.replace(local.bind, statement=PLACEHOLDER_STATEMENT))
+        self.session.inject(fe.Close("S", PLACEHOLDER_STATEMENT))
 
     def _recreate(self, held: HeldStatement) -> None:
         """Send a held statement's Parse upstream (answer swallowed); it counts as held
@@ -416,6 +438,7 @@ class Extended:
         if msg.name and (msg.name in self.held or msg.name in self.session.state.statements):
             route = None  # let PostgreSQL say "already exists"
         if route is None:
+            self.before_statement(msg.query)
             if msg.name:
                 self._materialize(msg.name)  # PostgreSQL then says it exists already
                 self.forward(msg, raw)
@@ -770,6 +793,15 @@ class Extended:
         self.flush()
         if self.batch_upstream:
             self.forward(msg, raw)
+
+
+_BEGIN_WORDS = ("begin", "start")
+
+
+def _first_word(text: str) -> str:
+    """The first word of a statement, in lower case ("" if none)."""
+    words = text.lstrip(" \t\r\n(").split(None, 1)
+    return words[0].lower().rstrip(";") if words else ""
 
 
 _HANDLERS: dict[type, Any] = {

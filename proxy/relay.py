@@ -227,6 +227,7 @@ class Session(Handshake):
         # nothing held locally: stays so in this loop (only a local answer, which ends the
         # loop, starts holding something)
         quiet = ext.quiet
+        written = 0  # bytes of ``raw`` already sent upstream
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
                 continue
@@ -251,10 +252,13 @@ class Session(Handshake):
                     continue
             msg = fe.decode_frontend(mtype, raw[start:end])
             if local and self._needs_local(mtype, msg):
-                self._upstream_write(raw[: start - 5])
+                self._upstream_write(raw[written : start - 5])
                 self._answer_now([raw[s - 5 : e] for _, s, e in index[i:]])
                 return
             if mtype == _T_QUERY and local:
+                if ext.held:  # weir may send statements first (Extended.before_statement)
+                    self._upstream_write(raw[written : start - 5])
+                    written = start - 5
                 self._upstream_query(self._route, msg)  # type: ignore[arg-type]
                 self._remember(raw[start:end], msg)  # type: ignore[arg-type]
             elif mtype == _T_PARSE:
@@ -267,7 +271,7 @@ class Session(Handshake):
             if mtype == _T_TERMINATE:
                 self._terminated = True
         if self.upstream is not None:
-            self.upstream.write(raw)
+            self.upstream.write(raw[written:] if written else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -414,6 +418,7 @@ class Session(Handshake):
         """Bookkeeping for a Query that goes upstream."""
         assert self.ctx is not None
         self.ctx.last = ("upstream", route.reason)
+        self.extended.before_statement(msg.query)
         self.extended.simple_query()
         service = self.server.service
         service.note_upstream(route, self.ctx)
