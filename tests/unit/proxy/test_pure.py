@@ -232,3 +232,49 @@ def test_set_tracking() -> None:
     assert ctx.tainted is not None and "search_path" in ctx.tainted
     assert setting_taint("SELECT 1") is None
     assert setting_taint("SET TIME ZONE 'UTC'") is None
+
+
+def _error(sqlstate: str = "42601") -> object:
+    return be.decode_backend(ord("E"), error_response(sqlstate, "boom").encode()[5:])
+
+
+def test_session_state_skips_what_follows_an_error_up_to_the_sync() -> None:
+    """An error before the batch's Sync was sent: PostgreSQL skips every later message up
+    to that Sync, so their effects never happen and their callbacks say so."""
+    s = SessionState()
+    _feed(s, fe.Parse("s1", "SELECT 1"), fe.Sync(), be.ParseComplete(), be.ReadyForQuery("I"))
+    seen: list[str] = []
+    _feed(s, fe.Parse("", "SELEC"))
+    s.attach(failed=lambda: seen.append("failed"))
+    _feed(s, _error())  # answered at a Flush: no Sync sent yet
+    assert seen == ["failed"] and s.skipping and not s.idle and s.swallowing == 1
+    _feed(s, fe.Close("S", "s1"))
+    s.attach(skipped=lambda: seen.append("close skipped"))
+    _feed(s, fe.Bind("p", "s1"), fe.Sync())
+    assert s.uncertain == 1
+    _feed(s, be.ReadyForQuery("I"))
+    assert seen == ["failed", "close skipped"]
+    assert "s1" in s.statements and s.idle and not s.skipping
+    assert s.swallowing == 0 and s.uncertain == 0
+
+
+def test_session_state_settles_when_uncertain_requests_are_answered() -> None:
+    s = SessionState()
+    settled: list[int] = []
+    s.on_settled = lambda: settled.append(s.uncertain)
+    s.injected(fe.Parse("s2", "SELECT 2"), skipped=lambda: settled.append(-1))
+    _feed(s, fe.Close("S", "s9"))
+    s.attach(skipped=lambda: settled.append(-2))
+    _feed(s, fe.Sync())
+    assert s.uncertain == 2 and s.swallowing == 2
+    assert s.answer(ord("1"))  # the injected Parse's answer is swallowed
+    assert not s.answer(ord("3"))  # the client's Close is relayed
+    assert settled == [0] and s.statements == {"s2": s.statements["s2"]}
+    _feed(s, be.ReadyForQuery("I"))
+    assert s.idle and s.swallowing == 0
+
+
+def test_session_state_replaces_a_placeholder_answer() -> None:
+    s = SessionState()
+    s.injected(fe.Close("P", "\x7fweir placeholder"), b"answer")
+    assert s.answer(ord("3")) and s.replacement == b"answer"
