@@ -47,7 +47,7 @@ test-cython: install
 	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check proxy engine cdc cython_ext tests bench
+	$(VENV)/bin/ruff check pgwire proxy engine cdc cython_ext tests bench
 	$(VENV)/bin/mypy
 
 demo: install

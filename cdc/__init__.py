@@ -12,6 +12,30 @@ Public API (what the proxy wires together):
   ``python -m cdc.admin list|drop URL`` for slot hygiene.
 - ``cdc.pgoutput``: the sans-I/O decoder; ``cdc.applier.Applier``: the pure applier.
 
-Layering: ``cdc.pgoutput`` and ``cdc.applier`` do no I/O; ``cdc`` imports ``engine`` (public
-API: ``engine.changes``, ``engine.values``) and ``proxy.wire`` only.
+Public face: the names in ``__all__`` are all that other packages may import from ``cdc``
+(``tests/unit/test_layering.py`` checks it).
+
+Layering: ``cdc.pgoutput`` and ``cdc.applier`` do no I/O; ``cdc`` imports ``engine``'s public
+face and the protocol library ``pgwire`` only.
 """
+
+from __future__ import annotations
+
+from cdc import admin
+from cdc.barrier import BarrierResult
+from cdc.connection import ConnectParams, PgConnection, UpstreamError
+from cdc.events import ColumnSchema, TableSchema, TransactionSink
+from cdc.stream import ReplicationStream, StreamConfig
+
+__all__ = [
+    "BarrierResult",
+    "ColumnSchema",
+    "ConnectParams",
+    "PgConnection",
+    "ReplicationStream",
+    "StreamConfig",
+    "TableSchema",
+    "TransactionSink",
+    "UpstreamError",
+    "admin",
+]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc.events import (
+    UNCHANGED_TOAST,
     ChangeKind,
     ColumnSchema,
     Row,
@@ -29,8 +30,8 @@ from cdc.events import (
     Transaction,
     TransactionSink,
 )
+from cdc.pgoutput import UNCHANGED_TOAST as UNSENT
 from cdc.pgoutput import (
-    UNCHANGED_TOAST,
     Begin,
     Commit,
     Delete,
@@ -44,8 +45,7 @@ from cdc.pgoutput import (
     Type,
     Update,
 )
-from engine.changes import extend_xid
-from engine.values import TextValue, parser_for
+from engine import TextValue, extend_xid, parser_for
 
 BARRIER_PREFIX = "weir"
 
@@ -191,7 +191,8 @@ class Applier:
                 f"{table.schema.name}: tuple of {len(data)} columns, relation has {len(parsers)}"
             )
         try:
-            return tuple([parse(raw) if raw.__class__ is str else raw
+            return tuple([parse(raw) if raw.__class__ is str else
+                          (UNCHANGED_TOAST if raw is UNSENT else raw)
                           for parse, raw in zip(parsers, data, strict=False)])
         except ValueError:
             return self._values_lenient(table, data)
@@ -206,7 +207,7 @@ class Applier:
                 except ValueError:
                     out.append(TextValue(col.type_oid, raw))
             else:
-                out.append(raw)
+                out.append(UNCHANGED_TOAST if raw is UNSENT else raw)
         return tuple(out)
 
     def _add(self, change: RowChange) -> None:

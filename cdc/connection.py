@@ -2,7 +2,7 @@
 
 Owns: connecting (TCP, optional TLS per ``sslmode``), the startup packet (with
 ``replication=database`` for the stream, and the session settings weir's codecs assume),
-authentication via :mod:`proxy.wire.auth`, simple-protocol queries returning text rows, and the
+authentication via :mod:`pgwire.auth`, simple-protocol queries returning text rows, and the
 CopyBoth sub-protocol (read CopyData payloads, send CopyData).
 
 psycopg 3 and asyncpg cannot stream logical replication, hence this client. Errors from the
@@ -19,9 +19,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from proxy.wire.auth import AuthenticationFailed, ClientAuthenticator
-from proxy.wire.authmsg import decode_authentication
-from proxy.wire.backend import (
+from pgwire.auth import AuthenticationFailed, ClientAuthenticator
+from pgwire.authmsg import decode_authentication
+from pgwire.backend import (
     BackendKeyData,
     CommandComplete,
     CopyBothResponse,
@@ -31,9 +31,9 @@ from proxy.wire.backend import (
     RowDescription,
     decode_backend,
 )
-from proxy.wire.common import CopyData
-from proxy.wire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer
-from proxy.wire.frontend import Query, SSLRequest, StartupMessage, Terminate
+from pgwire.common import CopyData
+from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer
+from pgwire.frontend import Query, SSLRequest, StartupMessage, Terminate
 
 #: Session settings that make the server's text output match engine.values' codecs.
 SESSION_SETTINGS = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from engine.changes import UNCHANGED_TOAST, ChangeKind, Row, RowChange, Transaction
+from engine import UNCHANGED_TOAST, ChangeKind, Row, RowChange, Transaction
 
 __all__ = [
     "UNCHANGED_TOAST",

@@ -37,7 +37,7 @@ from cdc.pgoutput import (
     format_lsn,
     standby_status_update,
 )
-from proxy.wire.framing import ProtocolViolation
+from pgwire.framing import ProtocolViolation
 
 log = logging.getLogger("weir.cdc")
 

@@ -1,7 +1,7 @@
 """Accelerated twins of pure-Python kernels, and the one loader that picks between them.
 
 Every ``cython_ext/<name>.pyx`` mirrors functions that live, in pure Python, in the module
-that owns them (for example ``proxy.wire.framing``). Those modules end with::
+that owns them (for example ``pgwire.framing``). Those modules end with::
 
     _fast = cython_ext.load("framing")
     if _fast is not None:

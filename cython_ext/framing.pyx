@@ -1,7 +1,7 @@
 # cython: language_level=3
-"""Twin of proxy.wire.framing.scan_messages (same contract; see that module).
+"""Twin of pgwire.framing.scan_messages (same contract; see that module).
 
-Raises the error class bound with ``set_error_class`` (proxy.wire.framing binds
+Raises the error class bound with ``set_error_class`` (pgwire.framing binds
 ProtocolViolation at import; ValueError until then), since this package imports nothing
 from the project.
 """

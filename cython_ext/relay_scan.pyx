@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The relay's hot kernels: twins of proxy.wire.framing.scan_backend and
+"""The relay's hot kernels: twins of pgwire.framing.scan_backend and
 proxy.forwarding.query_head (same contracts; see those modules), and ``Relay``, the relay
 core of a session (its twin is the session's own Python path; see the class).
 

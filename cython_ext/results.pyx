@@ -9,7 +9,7 @@ for timestamp, tzinfo ``datetime.timezone.utc`` for timestamptz; Decimals alread
 column's ``scale`` attribute, None when unconstrained; timestamptz ISO text rotated into
 the column's ``zone`` attribute); otherwise, and for
 kind 0, ``encode(value)`` is called, so its exceptions propagate unchanged. The kinds must
-stay in step with ``proxy.results`` (KIND_*).
+stay in step with ``proxy.results.rows`` (KIND_*).
 """
 
 from cpython.datetime cimport (

@@ -1,14 +1,14 @@
 # cython: language_level=3
-"""Twins of the hot encoders in proxy.wire.backend (same contracts; see that module).
+"""Twins of the hot encoders in pgwire.backend (same contracts; see that module).
 
 ``encode_data_row(values)``: a whole DataRow message; each value bytes, bytearray or None.
 ``encode_row_description(fields)``: a whole RowDescription (FieldDescription-like objects).
 ``encode_command_complete(tag)``: a whole CommandComplete message.
 Out-of-range numbers and NUL in strings raise ValueError, as the pure versions do.
 ``decode_data_row_values(payload)``: the values of a DataRow payload; a malformed payload
-raises the class bound with ``set_error_class`` (proxy.wire.backend binds ProtocolViolation).
+raises the class bound with ``set_error_class`` (pgwire.backend binds ProtocolViolation).
 ``decode_bind_fields(payload)``: the five fields of a Bind payload (twin of
-proxy.wire.frontend.decode_bind_fields), same error rule.
+pgwire.frontend.decode_bind_fields), same error rule.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer

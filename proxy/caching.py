@@ -32,15 +32,21 @@ from typing import Any
 
 import asyncpg
 
-from cdc.connection import ConnectParams
-from cdc.events import TableSchema
-from cdc.stream import ReplicationStream, StreamConfig
-from engine.api import Engine, ReadFailed, ReadReady, TakeSnapshot
-from engine.changes import Snapshot, Transaction
-from engine.dataflow.fills import FillRequest, RunFill
-from engine.plan import ir
-from engine.plan.fill_sql import fill_query
-from engine.values import decode_text
+from cdc import ConnectParams, ReplicationStream, StreamConfig, TableSchema
+from engine import (
+    Column,
+    Engine,
+    FillRequest,
+    Reader,
+    ReadFailed,
+    ReadReady,
+    RunFill,
+    Snapshot,
+    TakeSnapshot,
+    Transaction,
+    decode_text,
+    fill_query,
+)
 
 log = logging.getLogger("weir.cache")
 
@@ -111,7 +117,7 @@ class CacheHost:
         self.stream = ReplicationStream(
             StreamConfig(ConnectParams.from_url(upstream_url), publication=publication),
             self, on_marker=self._on_marker)
-        self._plans: dict[str, ir.Reader] = {}
+        self._plans: dict[str, Reader] = {}
         self.fresh_as_of = float("-inf")
         #: called after ``fresh_as_of`` or ``stream.up`` changed (the hit lanes' deadline)
         self.on_fresh: Callable[[], None] | None = None
@@ -197,7 +203,7 @@ class CacheHost:
 
     # -- caches -------------------------------------------------------------------------------
 
-    def add_cache(self, name: str, reader: ir.Reader) -> None:
+    def add_cache(self, name: str, reader: Reader) -> None:
         self.engine.add_cache(name, reader)
         self._plans[name] = reader
 
@@ -411,7 +417,7 @@ class CacheHost:
         return await self.stream.barrier(timeout)
 
 
-def _as_output_text(column: ir.Column) -> str:
+def _as_output_text(column: Column) -> str:
     """SQL giving a column's value in its type's output form (what pgoutput sends)."""
     ref = 'q."' + column.name.replace('"', '""') + '"'
     if column.type_oid == 16:  # bool::text is 'true'/'false'; the output form is 't'/'f'

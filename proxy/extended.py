@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from engine.sql.cacheable import Unsupported
+from engine import Unsupported
+from pgwire import backend as be
+from pgwire import frontend as fe
 from proxy.admin import CreateCache, Show, parse_admin
 from proxy.hitpath import Hit, bind_rest
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.results import OutputSettings, encode_rows
 from proxy.router import Route
 from proxy.session import deallocation
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
 
 if TYPE_CHECKING:
     from proxy.relay import Session

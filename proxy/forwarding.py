@@ -24,8 +24,8 @@ import re
 from typing import TYPE_CHECKING, TypeVar
 
 import cython_ext
+from pgwire import frontend as fe
 from proxy.admin import _FIRST_WORDS as _ADMIN_WORDS
-from proxy.wire import frontend as fe
 
 if TYPE_CHECKING:
     from proxy.service import CacheService

@@ -19,14 +19,15 @@ import enum
 import logging
 from typing import TYPE_CHECKING, cast
 
+from engine import effective_search_path
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.authmsg import AuthenticationSASL, decode_authentication
+from pgwire.errors import error_response
+from pgwire.framing import Framer, ProtocolViolation
 from proxy.router import SessionContext
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.authmsg import AuthenticationSASL, decode_authentication
-from proxy.wire.errors import error_response
-from proxy.wire.framing import Framer, ProtocolViolation
 
 if TYPE_CHECKING:
     from proxy.relay import Session
@@ -228,8 +229,6 @@ class Handshake:
 
 def context(parameters: dict[str, str]) -> SessionContext:
     """Routing context from the client's startup parameters."""
-    from engine.sql.catalog import effective_search_path
-
     user = parameters.get("user", "")
     ctx = SessionContext(database=parameters.get("database") or user, user=user,
                          search_path=effective_search_path('"$user", public', user))

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import cython_ext
-from proxy.wire import backend as be
+from pgwire import backend as be
 
 if TYPE_CHECKING:
     from proxy.extended import HeldStatement

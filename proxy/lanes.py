@@ -75,11 +75,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import cython_ext
+from pgwire import frontend as fe
+from pgwire.framing import scan_messages
 from proxy.forwarding import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
 from proxy.handshake import Phase
 from proxy.hitpath import Hit, may_serve, session_settings_id
-from proxy.wire import frontend as fe
-from proxy.wire.framing import scan_messages
 
 if TYPE_CHECKING:
     from proxy.relay import Session

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from engine.values import decode_text, oids
+from engine import decode_text, oids
 
 
 class ParamError(ValueError):

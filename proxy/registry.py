@@ -25,11 +25,9 @@ from typing import Any
 
 import psycopg
 
-from engine.plan.queries import CachedQuery, Classified, QueryPlanner
-from engine.sql.cacheable import Unsupported
-from engine.sql.catalog import CATALOG_QUERY, Catalog
+from engine import CATALOG_QUERY, CachedQuery, Catalog, Classified, QueryPlanner, Unsupported
+from pgwire.backend import FieldDescription
 from proxy.caching import CacheHost
-from proxy.wire.backend import FieldDescription
 
 log = logging.getLogger("weir.registry")
 

@@ -32,6 +32,14 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
 
 import cython_ext
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.errors import error_response, violation_response
+from pgwire.framing import (
+    UPSTREAM_MAX_MESSAGE_LENGTH,
+    Framer,
+    ProtocolViolation,
+)
 from proxy.extended import Extended
 from proxy.forwarding import (
     CONTENT_FREE,
@@ -45,14 +53,6 @@ from proxy.handshake import Handshake, Phase, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.session import PLAIN_REQUESTS, SessionState
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.errors import error_response, violation_response
-from proxy.wire.framing import (
-    UPSTREAM_MAX_MESSAGE_LENGTH,
-    Framer,
-    ProtocolViolation,
-)
 
 if TYPE_CHECKING:
     from proxy.server import Server

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.plan.queries import Classified
-from engine.sql.cacheable import Unsupported
+from engine import Classified, Unsupported
 from proxy.admin import AdminCommand, parse_admin
+from proxy.results import OutputSettings, supports
 from proxy.session import SessionState
 
 #: Settings a client may SET without changing what a cached SELECT returns.
@@ -105,8 +105,6 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
 
 def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:
     """Why weir cannot encode these columns exactly in text under these session settings."""
-    from proxy.results import OutputSettings, supports
-
     settings = OutputSettings.from_parameters(parameters)
     reason = settings.reason()
     if reason is not None:

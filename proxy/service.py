@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import cython_ext
-from engine.plan.queries import merge_lookups
+from engine import effective_search_path, merge_lookups
+from pgwire import backend as be
+from pgwire.errors import error_response
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, CacheHost, ReadOutcome
 from proxy.forwarding import hides_write, hiding_words, writes_pattern
@@ -32,8 +34,6 @@ from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
 from proxy.session import SessionState
 from proxy.settings import Settings
-from proxy.wire import backend as be
-from proxy.wire.errors import error_response
 
 log = logging.getLogger("weir.service")
 
@@ -488,11 +488,9 @@ class CacheService:
                 ctx.settings[name] = values[name]
                 ctx.settings_version += 1
         path = values.get("search_path")
-        if path is not None and ctx.tainted is None:
-            from engine.sql.catalog import effective_search_path
-
-            if effective_search_path(path, ctx.user) != ctx.search_path:
-                ctx.tainted = f"the role's or database's search_path is {path}"
+        if (path is not None and ctx.tainted is None
+                and effective_search_path(path, ctx.user) != ctx.search_path):
+            ctx.tainted = f"the role's or database's search_path is {path}"
         ctx.defaults_applied = True
 
     # -- authorization ------------------------------------------------------------------------

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.errors import ErrorResponse
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.errors import ErrorResponse
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 
+from pgwire.frontend import CancelRequest, SSLRequest
 from proxy.settings import UpstreamAddress
 from proxy.tls import NEED_TLS, TRY_TLS, upstream_context
-from proxy.wire.frontend import CancelRequest, SSLRequest
 
 
 class UpstreamUnavailable(Exception):

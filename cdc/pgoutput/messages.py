@@ -3,7 +3,8 @@
 
 Owns: the message and column types and the tuple-data value conventions:
 - a column value is ``None`` (SQL NULL, 'n'), :data:`UNCHANGED_TOAST` ('u': an unchanged
-  TOASTed value that was not sent; the engine's own sentinel from ``engine.changes``),
+  TOASTed value that was not sent; this package's own sentinel, which the applier turns into
+  the engine's),
   ``str`` (text format 't', decoded as UTF-8) or ``bytes`` (binary format 'b', only with the
   ``binary`` option, which weir does not request);
 - LSNs are unsigned 64-bit ints; timestamps are microseconds since 2000-01-01 UTC (PostgreSQL's
@@ -14,12 +15,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
-from engine.changes import UNCHANGED_TOAST as UNCHANGED_TOAST  # re-exported
-from engine.changes import _UnchangedToast
+
+class UnchangedToast:
+    """The single marker for a column value pgoutput did not send ('u')."""
+
+    __slots__ = ()
+    _instance: UnchangedToast | None = None
+
+    def __new__(cls) -> UnchangedToast:
+        if cls._instance is None:
+            cls._instance = object.__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "pgoutput.UNCHANGED_TOAST"
+
+    def __reduce__(self) -> str:
+        return "UNCHANGED_TOAST"
+
+
+UNCHANGED_TOAST: Final = UnchangedToast()
 
 #: One tuple-data column value (see module docstring).
-ColumnValue = str | bytes | None | _UnchangedToast
+ColumnValue = str | bytes | None | UnchangedToast
 TupleData = tuple[ColumnValue, ...]
 
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)

@@ -19,9 +19,9 @@ import psycopg2
 import pytest
 import sqlalchemy as sa
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.framing import Framer
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.framing import Framer
 from tests.support import InProcessWeir
 
 SCHEMA = """

@@ -23,8 +23,8 @@ import asyncpg
 import psycopg
 import pytest
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
+from pgwire import backend as be
+from pgwire import frontend as fe
 from tests.integration.test_wire_client import connect
 from tests.support import InProcessWeir
 

@@ -29,8 +29,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.wire import frontend as fe
-from proxy.wire.framing import Framer
+from pgwire import frontend as fe
+from pgwire.framing import Framer
 from tests.support import InProcessWeir, unique_name
 
 #: how many generated sequences the test runs, and how many share one connection

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.errors import ErrorResponse
-from proxy.wire.framing import Framer
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.errors import ErrorResponse
+from pgwire.framing import Framer
 from tests.support import InProcessWeir, eventually
 
 

@@ -28,8 +28,8 @@ from psycopg import pq
 
 from engine.values import decode_text
 from engine.values.arrays import format_array
+from pgwire.backend import encode_data_row
 from proxy.results import OutputSettings, column_encoder, encode_rows
-from proxy.wire.backend import encode_data_row
 
 CANONICAL = {
     "DateStyle": "ISO, MDY",

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.framing import ProtocolViolation
 from proxy import hitpath
 from proxy.forwarding import READ_ONLY_TAGS, WATCHED_WORDS, plain_query
 from proxy.relay import Phase, Session
 from proxy.server import Server
 from proxy.session import PLAIN_REQUESTS
 from proxy.settings import Settings
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.framing import ProtocolViolation
 from tests.unit.test_session_relay import SCAN, _frame, _session, _snapshot
 
 READY_IDLE = be.ReadyForQuery("I").encode()

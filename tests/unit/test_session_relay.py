@@ -20,17 +20,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
+from pgwire import backend as be
+from pgwire import framing
+from pgwire import frontend as fe
+from pgwire.errors import error_response
+from pgwire.framing import Framer, ProtocolViolation
 from proxy import forwarding
 from proxy.forwarding import READ_ONLY_TAGS, plain_query
 from proxy.relay import Phase, Session, context, relay_entries
 from proxy.server import Server
 from proxy.session import SessionState
 from proxy.settings import Settings
-from proxy.wire import backend as be
-from proxy.wire import framing
-from proxy.wire import frontend as fe
-from proxy.wire.errors import error_response
-from proxy.wire.framing import Framer, ProtocolViolation
 
 SCAN = cython_ext.load_pair("relay_scan")
 if SCAN is not None:

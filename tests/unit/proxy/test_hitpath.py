@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from pgwire import frontend as fe
 from proxy import hitpath
 from proxy.hitpath import Hit, HitMemos, bind_rest
-from proxy.wire import frontend as fe
 
 
 def test_bind_rest_only_for_the_unnamed_portal() -> None:

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
+from pgwire import frontend as fe
+from pgwire.framing import scan_messages
 from proxy import hitpath
 from proxy.extended import HeldStatement
-from proxy.wire import frontend as fe
-from proxy.wire.framing import scan_messages
 
 fast = cython_ext.load_pair("hitpath")
 QUERY = "SELECT v FROM t WHERE k = $1"

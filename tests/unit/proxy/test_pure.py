@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.errors import error_response
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.lanes import cpu_quota, lane_plan
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.router import SessionContext, observe_set, setting_taint
 from proxy.session import SessionState
 from proxy.settings import Settings, SettingsError, UpstreamAddress, parse_listen
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.errors import error_response
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.results_floats import float_text, shortest_float8
+from proxy.results.floats import float_text, shortest_float8
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 import cython_ext
 from engine.values import oids
+from pgwire.backend import decode_data_row_values
 from proxy import results
 from proxy.results import ColumnEncoder, OutputSettings, Unencodable, column_encoder
-from proxy.wire.backend import decode_data_row_values
 
 TWIN = cython_ext.load_pair("results")
 SETTINGS = OutputSettings.from_parameters({"TimeZone": "America/New_York"})

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.client_conn import ClientConnection
-from proxy.wire.events import CONNECTION_CLOSED, NEED_DATA, NegotiationResponse
-from proxy.wire.server_conn import ServerConnection
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.client_conn import ClientConnection
+from pgwire.events import CONNECTION_CLOSED, NEED_DATA, NegotiationResponse
+from pgwire.server_conn import ServerConnection
 
 
 class Pair:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
+from pgwire import backend as be
+from pgwire import frontend as fe
 
 text = st.text(
     alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), max_size=12

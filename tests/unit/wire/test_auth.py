@@ -7,9 +7,9 @@ import hashlib
 import pytest
 from scramp import ScramMechanism
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.auth import AuthenticationFailed, ClientAuthenticator, md5_password
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.auth import AuthenticationFailed, ClientAuthenticator, md5_password
 
 
 def test_md5_password_matches_postgres_formula() -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.conversation import Owed
-from proxy.wire.events import (
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.conversation import Owed
+from pgwire.events import (
     CONNECTION_CLOSED,
     NEED_DATA,
     GSSENCResponse,
@@ -15,7 +15,7 @@ from proxy.wire.events import (
     SSLResponse,
     State,
 )
-from proxy.wire.framing import ProtocolViolation
+from pgwire.framing import ProtocolViolation
 from tests.unit.wire.pair import Pair
 
 ROWS = be.RowDescription((be.FieldDescription("n", type_oid=23, type_size=4),))

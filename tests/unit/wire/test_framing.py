@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.framing import MAX_STARTUP_LENGTH, Framer, ProtocolViolation, scan_messages
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.framing import MAX_STARTUP_LENGTH, Framer, ProtocolViolation, scan_messages
 
 
 def test_scan_returns_complete_messages_and_the_resume_offset() -> None:

@@ -11,12 +11,12 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.client_conn import ClientConnection
-from proxy.wire.events import CONNECTION_CLOSED, NEED_DATA
-from proxy.wire.framing import Framer, ProtocolViolation
-from proxy.wire.server_conn import ServerConnection
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.client_conn import ClientConnection
+from pgwire.events import CONNECTION_CLOSED, NEED_DATA
+from pgwire.framing import Framer, ProtocolViolation
+from pgwire.server_conn import ServerConnection
 from tests.unit.wire import strategies as s
 
 STARTUP = fe.StartupMessage({"user": "fuzz", "database": "db"})

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.framing import ProtocolViolation
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.framing import ProtocolViolation
 from tests.unit.wire import strategies as s
 
 FRONTEND_NAMES = [

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
-from proxy.wire import backend as be
-from proxy.wire import framing
-from proxy.wire import frontend as fe
-from proxy.wire.framing import ProtocolViolation
+from pgwire import backend as be
+from pgwire import framing
+from pgwire import frontend as fe
+from pgwire.framing import ProtocolViolation
 from tests.unit.wire import strategies as s
 
 FRAMING = cython_ext.load_pair("framing")

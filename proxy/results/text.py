@@ -10,7 +10,7 @@ ranges) or as str (xml).
 
 Invariants: output is UTF-8 (settings with another client encoding are refused upstream of
 here); a value that cannot be printed exactly raises
-:class:`~proxy.results_temporal.Unencodable`; factories do all per-column work so the
+:class:`~proxy.results.temporal.Unencodable`; factories do all per-column work so the
 returned function does only per-value work.
 """
 
@@ -22,10 +22,10 @@ from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, ROUND_HALF_UP, Context, Decima
 from typing import Any
 from uuid import UUID
 
-from engine.values import Interval, TextValue, oids
-from proxy.results_floats import float_text
-from proxy.results_settings import OutputSettings
-from proxy.results_temporal import (
+from engine import Interval, TextValue, oids
+from proxy.results.floats import float_text
+from proxy.results.settings import OutputSettings
+from proxy.results.temporal import (
     USECS_PER_HOUR,
     USECS_PER_MINUTE,
     USECS_PER_SEC,

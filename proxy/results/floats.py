@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from engine.values.scalars import format_float4
-from engine.values.scalars import format_float8 as shortest_float8
+from engine import format_float4
+from engine import format_float8 as shortest_float8
 
 __all__ = ["float_text", "shortest_float8"]
 

@@ -1,24 +1,10 @@
-"""Exact result encoding: canonical engine values -> the DataRow bytes PostgreSQL would send.
+"""DataRow assembly: per-column encoders resolved once, then whole rows encoded.
 
-Owns the public API the router and session use to answer cached reads:
-
-- :class:`OutputSettings` (``OutputSettings.from_parameters(params)``, ``.reason()``): the
-  session settings that change value text (DateStyle, TimeZone, IntervalStyle,
-  extra_float_digits, bytea_output, encodings);
-- :func:`supports` ``(type_oid, typmod, fmt, settings) -> str | None``: why a column cannot be
-  encoded exactly (None when it can); the router sends such queries upstream;
-- :func:`column_encoder` ``(type_oid, typmod, fmt, settings) -> ColumnEncoder``: resolve once
-  per result column; ``ColumnEncoder.encode(value) -> bytes`` for a non-NULL value;
-- :func:`encode_rows` ``(rows, encoders) -> bytes``: the concatenated DataRow messages of
-  ``rows`` (tuples of canonical values, None for NULL) - the hot path, with a Cython twin in
-  ``cython_ext/results.pyx`` selected by ``WEIR_IMPL``;
-- :class:`Unencodable`: raised by an encoder (and so by ``encode_rows``) for a value it cannot
-  reproduce exactly; the caller must then answer the statement from upstream.
-
-Invariants: for every supported (type, typmod, format, settings) the bytes equal PostgreSQL's
-output for the same value (integration tests compare them with a real server); nothing is
-guessed; an encoder is a pure function of its value. ``ColumnEncoder.kind`` lets the compiled
-``encode_rows`` inline the commonest conversions; it must produce exactly ``encode(value)``.
+Owns: :class:`ColumnEncoder` and its fast-path kinds (``KIND_*``, understood by
+``cython_ext/results.pyx``), :func:`supports`, :func:`column_encoder` (built from the text,
+binary and array factories of this package) and :func:`encode_rows` with its pure reference
+``encode_rows_python`` (the compiled twin replaces ``encode_rows`` under ``WEIR_IMPL``).
+The contract of each is in the package docstring (:mod:`proxy.results`).
 """
 
 from __future__ import annotations
@@ -31,12 +17,12 @@ from functools import lru_cache
 from typing import Any
 
 import cython_ext
-from engine.values import oids
-from proxy.results_arrays import array_factory
-from proxy.results_binary import BINARY_FACTORIES
-from proxy.results_settings import OutputSettings
-from proxy.results_temporal import Unencodable
-from proxy.results_text import TEXT_FACTORIES, numeric_scale
+from engine import oids
+from proxy.results.arrays import array_factory
+from proxy.results.binary import BINARY_FACTORIES
+from proxy.results.settings import OutputSettings
+from proxy.results.temporal import Unencodable
+from proxy.results.text import TEXT_FACTORIES, numeric_scale
 
 __all__ = [
     "KIND_CALL",

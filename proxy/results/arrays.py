@@ -7,7 +7,7 @@ per dimension size and lower bound 1, then length-prefixed elements).
 
 Invariants: arrays must be rectangular (as PostgreSQL's are); an array kept as text because
 it had explicit bounds, or any other shape, raises
-:class:`~proxy.results_temporal.Unencodable` rather than being guessed.
+:class:`~proxy.results.temporal.Unencodable` rather than being guessed.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from engine.values.arrays import format_array
-from proxy.results_settings import OutputSettings
-from proxy.results_temporal import Unencodable
+from engine import format_array
+from proxy.results.settings import OutputSettings
+from proxy.results.temporal import Unencodable
 
 Encode = Callable[[Any], bytes]
 Factory = Callable[[OutputSettings, int], Encode]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import cython_ext
-from proxy.wire.codec import (
+from pgwire.codec import (
     Reader,
     at_end,
     cstr,
@@ -40,8 +40,8 @@ from proxy.wire.codec import (
     u32,
     values_at,
 )
-from proxy.wire.common import COPY_DONE, CopyData, CopyDone
-from proxy.wire.framing import ProtocolViolation
+from pgwire.common import COPY_DONE, CopyData, CopyDone
+from pgwire.framing import ProtocolViolation
 
 __all__ = [
     "Bind",

@@ -7,10 +7,10 @@ Owns: ``Endpoint``, the base of ``ClientConnection`` (we face the upstream) and
 
 from __future__ import annotations
 
-from proxy.wire import backend as be
-from proxy.wire.conversation import Conversation
-from proxy.wire.events import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData, Phase, State
-from proxy.wire.framing import Framer
+from pgwire import backend as be
+from pgwire.conversation import Conversation
+from pgwire.events import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData, Phase, State
+from pgwire.framing import Framer
 
 
 class Endpoint:

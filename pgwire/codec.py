@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from proxy.wire.framing import ProtocolViolation
+from pgwire.framing import ProtocolViolation
 
 _I16 = struct.Struct("!h")
 _U16 = struct.Struct("!H")

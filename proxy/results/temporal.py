@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import Any
 
-from engine.values import Interval, TextValue, oids
+from engine import Interval, TextValue, oids
 
 USECS_PER_SEC = 1_000_000
 USECS_PER_MINUTE = 60 * USECS_PER_SEC

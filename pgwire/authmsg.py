@@ -2,7 +2,7 @@
 
 Owns: one frozen slotted dataclass per authentication request, named as in the PostgreSQL
 docs, and ``decode_authentication`` which picks the class by the Int32 code that starts
-every 'R' payload. Re-exported by ``proxy.wire.backend``.
+every 'R' payload. Re-exported by ``pgwire.backend``.
 
 Invariant: decoders raise only ``ProtocolViolation``; an unknown code is a violation.
 """
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from proxy.wire.codec import Reader, cstr, frame, i32
-from proxy.wire.framing import ProtocolViolation
+from pgwire.codec import Reader, cstr, frame, i32
+from pgwire.framing import ProtocolViolation
 
 
 def _code_only(code: int) -> bytes:

@@ -5,12 +5,12 @@ Owns: one factory per type oid, ``factory(settings, typmod) -> (value -> bytes)`
 digits (ndigits, weight, sign, dscale), text types as UTF-8, uuid's 16 bytes, jsonb's
 version-1 prefix, date/time types as integers since 2000-01-01 (with the infinity
 sentinels), timetz with its zone in seconds west, interval as (usecs, days, months), and
-the network and bit-string types (kept as PostgreSQL's text, see :mod:`proxy.results_text`)
+the network and bit-string types (kept as PostgreSQL's text, see :mod:`proxy.results.text`)
 as network_send / macaddr_send / varbit_send lay them out.
 
 Invariants: binary output does not depend on any session setting except the client
 encoding (text types; only UTF-8 is accepted); values that do not fit the type raise
-:class:`~proxy.results_temporal.Unencodable` (never truncated or wrapped).
+:class:`~proxy.results.temporal.Unencodable` (never truncated or wrapped).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from engine.values import TextValue, oids
-from proxy.results_settings import OutputSettings
-from proxy.results_temporal import (
+from engine import TextValue, oids
+from proxy.results.settings import OutputSettings
+from proxy.results.temporal import (
     Unencodable,
     date_days,
     infinite,
@@ -33,8 +33,8 @@ from proxy.results_temporal import (
     naive_usecs,
     time_fields,
 )
-from proxy.results_text import as_bytes, as_float, numeric_scale, numeric_value, utf8
-from proxy.results_text import char as char_text
+from proxy.results.text import as_bytes, as_float, numeric_scale, numeric_value, utf8
+from proxy.results.text import char as char_text
 
 Encode = Callable[[Any], bytes]
 Factory = Callable[[OutputSettings, int], Encode]

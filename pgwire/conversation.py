@@ -32,9 +32,9 @@ import enum
 from collections import deque
 from collections.abc import Callable
 
-from proxy.wire.errors import ErrorResponse
-from proxy.wire.events import Phase, State
-from proxy.wire.framing import ProtocolViolation
+from pgwire.errors import ErrorResponse
+from pgwire.events import Phase, State
+from pgwire.framing import ProtocolViolation
 
 
 class Owed(enum.Enum):

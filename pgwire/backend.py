@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import cython_ext
-from proxy.wire.authmsg import (
+from pgwire.authmsg import (
     AuthenticationCleartextPassword,
     AuthenticationGSS,
     AuthenticationGSSContinue,
@@ -35,7 +35,7 @@ from proxy.wire.authmsg import (
     AuthenticationSSPI,
     decode_authentication,
 )
-from proxy.wire.codec import (
+from pgwire.codec import (
     Reader,
     at_end,
     cstr,
@@ -46,9 +46,9 @@ from proxy.wire.codec import (
     nullable,
     values_at,
 )
-from proxy.wire.common import COPY_DONE, CopyData, CopyDone
-from proxy.wire.errors import ErrorResponse, NoticeResponse, error_response, notice_response
-from proxy.wire.framing import ProtocolViolation
+from pgwire.common import COPY_DONE, CopyData, CopyDone
+from pgwire.errors import ErrorResponse, NoticeResponse, error_response, notice_response
+from pgwire.framing import ProtocolViolation
 
 __all__ = [
     "AuthenticationCleartextPassword",

@@ -17,10 +17,10 @@ means EOF: buffered messages are still returned, then ``CONNECTION_CLOSED``.
 
 from __future__ import annotations
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
-from proxy.wire.endpoint import Endpoint
-from proxy.wire.events import (
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.endpoint import Endpoint
+from pgwire.events import (
     ConnectionClosed,
     GSSENCResponse,
     NeedData,
@@ -28,7 +28,7 @@ from proxy.wire.events import (
     Phase,
     SSLResponse,
 )
-from proxy.wire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
+from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 
 ClientEvent = be.BackendMessage | NegotiationResponse | NeedData | ConnectionClosed
 RawMessages = tuple[bytes, list[tuple[int, int, int]]]

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proxy.wire import frontend as fe
-from proxy.wire.backend import BackendKeyData, BackendMessage, ParameterStatus
-from proxy.wire.conversation import PasswordKind
-from proxy.wire.endpoint import Endpoint
-from proxy.wire.events import (
+from pgwire import frontend as fe
+from pgwire.backend import BackendKeyData, BackendMessage, ParameterStatus
+from pgwire.conversation import PasswordKind
+from pgwire.endpoint import Endpoint
+from pgwire.events import (
     CONNECTION_CLOSED,
     ConnectionClosed,
     GSSENCResponse,
@@ -35,7 +35,7 @@ from proxy.wire.events import (
     Phase,
     SSLResponse,
 )
-from proxy.wire.framing import DEFAULT_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
+from pgwire.framing import DEFAULT_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 
 ServerEvent = fe.FrontendMessage | fe.StartupPhaseMessage | NeedData | ConnectionClosed
 RawMessages = tuple[bytes, list[tuple[int, int, int]]]

@@ -3,7 +3,7 @@
 Owns: both dataclasses (fields kept as an ordered tuple of ``(code char, value)`` exactly
 as received, so relaying re-encodes byte-identically), their accessors, and the
 constructors ``error_response`` / ``notice_response`` that build them the way PostgreSQL
-does (S, V, C, M, then optional fields). Re-exported by ``proxy.wire.backend``.
+does (S, V, C, M, then optional fields). Re-exported by ``pgwire.backend``.
 
 Invariant: decoders raise only ``ProtocolViolation``; a field code is one non-NUL byte.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from proxy.wire.codec import Reader, cstr, frame
-from proxy.wire.framing import ProtocolViolation
+from pgwire.codec import Reader, cstr, frame
+from pgwire.framing import ProtocolViolation
 
 #: Field codes by the keyword names ``error_response(**extra)`` accepts.
 FIELD_CODES: dict[str, str] = {

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from scramp import ScramClient, ScramException
 
-from proxy.wire import backend as be
-from proxy.wire import frontend as fe
+from pgwire import backend as be
+from pgwire import frontend as fe
 
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 

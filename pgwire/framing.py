@@ -1,7 +1,7 @@
 """Framing of the PostgreSQL v3 byte stream into messages (sans-I/O).
 
 Owns: finding message boundaries in a growing buffer, the length limits, and the
-``ProtocolViolation`` error that every decoder in ``proxy.wire`` raises for bad input.
+``ProtocolViolation`` error that every decoder in ``pgwire`` raises for bad input.
 
 Two shapes of message exist on the wire:
 - *typed*: one type byte, an Int32 length that counts itself but not the type byte, payload;

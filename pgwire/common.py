@@ -1,7 +1,7 @@
 """Messages that both sides of a v3 connection send: CopyData and CopyDone.
 
-Owns: their dataclasses, encoders and decoders. ``proxy.wire.frontend`` and
-``proxy.wire.backend`` re-export them, so each family module lists every message its side
+Owns: their dataclasses, encoders and decoders. ``pgwire.frontend`` and
+``pgwire.backend`` re-export them, so each family module lists every message its side
 may send. Decoders raise only ``ProtocolViolation``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from proxy.wire.codec import frame, no_payload
+from pgwire.codec import frame, no_payload
 
 COPY_DONE_BYTES = b"c\x00\x00\x00\x04"
 

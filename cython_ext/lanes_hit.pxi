@@ -1,0 +1,69 @@
+# Lanes, part 2: serving memoized cached reads (``_serve`` a run of Bind/Execute/Sync units,
+# ``_reply`` send what was answered).
+# Included by cython_ext/lanes.pyx (one extension module; see its docstring).
+
+cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
+    """One readable hit session: compose the answers to what can be answered in ``s.reply``
+    and keep the rest in ``s.pending_in``; whether there is a reply, which leaves the session
+    BUSY for :func:`_reply` (otherwise it is watched again or handed back here)."""
+    cdef unordered_map[string, Stmt].iterator st
+    cdef unordered_map[string, Entry].iterator en
+    cdef ssize_t n
+    cdef Py_ssize_t pos = 0, size, name_at, name_end, rest_end
+    cdef bint described
+    cdef double now
+    cdef string name, key
+    cdef string* out = &s.reply
+    cdef const unsigned char* p = <const unsigned char*>buf
+    n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
+    if n < 0 and _again():
+        _watch(c, s)
+        return False
+    if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
+        s.pending_in.clear()
+        _hand_back(c, token, s)
+        return False
+    out.clear()
+    _arrived(c, s)
+    pthread_mutex_lock(&c.mu)
+    now = _monotonic()
+    if now <= c.fresh_until:
+        while pos < n:
+            size = _unit(p + pos, n - pos, &name_at, &name_end, &rest_end, &described)
+            if size < 0:
+                break
+            name.assign(buf + pos + name_at, name_end - name_at)
+            st = s.stmts.find(name)
+            if st == s.stmts.end() or now > stmt_of(st).gate:
+                break
+            key = _table_key(stmt_of(st).table)
+            key.append(buf + pos + name_end + 1, rest_end - name_end - 1)
+            en = c.entries.find(key)
+            if en == c.entries.end() or entry_of(en).epoch != c.epoch:
+                break
+            if described:
+                out.append(entry_of(en).described)
+            else:
+                out.append(entry_of(en).plain)
+            s.served += 1
+            s.last_table = stmt_of(st).table
+            c.served += 1
+            pos += size
+    pthread_mutex_unlock(&c.mu)
+    s.pending_in.assign(buf + pos, n - pos)
+    if out.size():
+        return True
+    _hand_back(c, token, s)  # the first unit is not one the lane answers
+    return False
+
+
+cdef void _reply(Core* c, uint64_t token, LSession* s) noexcept nogil:
+    """Send what :func:`_serve` composed; the session is watched again, or handed back with
+    what it could not answer or send."""
+    cdef Py_ssize_t sent = _send(s.fd, s.reply.data(), s.reply.size())
+    if <size_t>sent < s.reply.size():
+        s.pending_out.assign(s.reply.data() + sent, s.reply.size() - sent)
+    if s.pending_in.size() or s.pending_out.size():
+        _hand_back(c, token, s)
+    else:
+        _rewatch(c, token, s)

@@ -1,0 +1,301 @@
+# Lanes, part 3: relaying the request/answer cycles of quiet pass-through sessions.
+# Included by cython_ext/lanes.pyx (one extension module; see its docstring).
+
+# -- pass sessions ----------------------------------------------------------------------------
+#
+# A pass session's lane relays whole request/answer cycles between the client and the
+# upstream: client messages up to a Sync or simple Query, when every one of them is one the
+# relay core forwards without a look (Execute, Sync, Flush, Describe, Binds and Parses the
+# session sent before, plain simple Queries), and upstream answers up to a ReadyForQuery
+# (idle), when none of them is one the session state must observe (ErrorResponse,
+# ParameterStatus, a CommandComplete that may have written, another transaction status, the
+# start of a COPY, anything unknown). What it relays is summed up for the proxy (runs per Bind,
+# the last use of each Bind and Parse, whether a Query went by); what went upstream whose
+# answer did not come back yet is kept (``inflight``) for the proxy to observe on hand-back.
+
+
+cdef bint _quiet_upstream(Core* c, const unsigned char* p, Py_ssize_t length) noexcept nogil:
+    """Whether a backend message (type at ``p``, payload after 5 bytes) needs no look."""
+    cdef unsigned char t = p[0]
+    if t == b'D' or t == b'1' or t == b'2' or t == b'3' or t == b'n' or t == b't' \
+            or t == b'T' or t == b'I' or t == b's' or t == b'N' or t == b'A':
+        return True
+    if t == b'Z':
+        return length == 5 and p[5] == b'I'
+    if t == b'C':
+        return _read_only(c, p + 5, length - 4)
+    return False
+
+
+cdef bint _read_only(Core* c, const unsigned char* tag, Py_ssize_t size) noexcept nogil:
+    """A CommandComplete tag that cannot have written anything (``set_words``)."""
+    cdef Py_ssize_t i, k
+    for i in range(<Py_ssize_t>c.read_only.size()):
+        k = c.read_only[i].size()
+        if k <= size and memcmp(tag, c.read_only[i].data(), k) == 0:
+            return True
+    return False
+
+
+cdef Py_ssize_t _names_end(const unsigned char* p, Py_ssize_t start, Py_ssize_t end
+                           ) noexcept nogil:
+    """Where a Bind's portal and statement names (payload p[start:end]) end, or -1."""
+    cdef const unsigned char* nul = <const unsigned char*>memchr(p + start, 0, end - start)
+    if nul == NULL:
+        return -1
+    nul = <const unsigned char*>memchr(nul + 1, 0, end - (nul + 1 - p))
+    return -1 if nul == NULL else nul - p + 1
+
+
+cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
+                 Py_ssize_t end) noexcept nogil:
+    """proxy.forwarding.plain_query for the Query payload p[start:end], or False where only
+    the event loop can tell (non-ASCII text)."""
+    cdef Py_ssize_t i, size
+    cdef string lowered
+    if s.queries == QUERIES_NONE:
+        return False
+    if query_head(p, end, start, end, c.watched_at.data(), c.watched_len.data(),
+                  c.watched_at.size()) != 1:
+        return False
+    if s.queries == QUERIES_ASCII or (c.names.empty() and c.hiding.empty()):
+        return True
+    size = end - 1 - start
+    lowered.assign(<const char*>p + start, size)
+    for i in range(size):
+        if 65 <= <unsigned char>lowered[i] <= 90:
+            lowered[i] = lowered[i] + 32
+    for i in range(<Py_ssize_t>c.names.size()):
+        if lowered.find(c.names[i]) != npos:
+            return False
+    return not _hides_write(c, lowered)
+
+
+cdef inline bint _word_char(unsigned char ch) noexcept nogil:
+    return (97 <= ch <= 122) or (48 <= ch <= 57) or ch == 95 or ch == 36 or (65 <= ch <= 90)
+
+
+cdef bint _hides_write(Core* c, const string& lowered) noexcept nogil:
+    """proxy.forwarding.hides_write for an ASCII Query text in lower case."""
+    cdef size_t i = 0, first, at, n = lowered.size(), k
+    if c.hiding.empty():
+        return False
+    while i < n and (lowered[i] == 32 or 9 <= <unsigned char>lowered[i] <= 13):
+        i += 1
+    first = i
+    while i < n and ((97 <= <unsigned char>lowered[i] <= 122) or lowered[i] == 95):
+        i += 1
+    for k in range(c.telling.size()):
+        if lowered.compare(first, i - first, c.telling[k]) == 0:
+            return False
+    for k in range(c.hiding.size()):
+        at = lowered.find(c.hiding[k])
+        while at != npos:
+            if (at == 0 or not _word_char(<unsigned char>lowered[at - 1])) and \
+                    (at + c.hiding[k].size() >= n
+                     or not _word_char(<unsigned char>lowered[at + c.hiding[k].size()])):
+                return True
+            at = lowered.find(c.hiding[k], at + 1)
+    return False
+
+
+cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
+    """The client of a pass session is readable: forward whole quiet cycles upstream."""
+    cdef ssize_t n
+    cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base
+    cdef const unsigned char* p
+    cdef unsigned char t
+    cdef vector[int64_t] found
+    cdef unordered_map[string, int].iterator it
+    cdef string key
+    cdef int batch
+    cdef uint64_t gen
+    n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
+    if n < 0 and _again():
+        _watch(c, s)
+        return
+    if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
+        _hand_back(c, token, s)
+        return
+    _arrived(c, s)
+    s.pending_in.append(buf, n)
+    p = <const unsigned char*>s.pending_in.data()
+    size = s.pending_in.size()
+    while size - pos >= 5:  # the end of the last whole Sync or Query
+        length = _u32(p + pos + 1)
+        if length < 4:
+            _hand_back(c, token, s)  # the proxy reports it
+            return
+        end = pos + 1 + length
+        if end > size:
+            break
+        t = p[pos]
+        if t == b'S' or t == b'Q':
+            cut = end
+        elif t == b'H' or (t != b'B' and t != b'P' and t != b'E' and t != b'D'):
+            flushed = end  # (a Flush, a Terminate, ...: not one to wait for a Sync after)
+        pos = end
+    if flushed > cut:  # the client may wait for what no ReadyForQuery ends: the loop's
+        _hand_back(c, token, s)
+        return
+    if cut == 0:
+        if size > PASS_BUFFER:
+            _hand_back(c, token, s)
+        else:
+            _rewatch(c, token, s)
+        return
+    pthread_mutex_lock(&c.mu)
+    gen = c.gen
+    pos = 0
+    while pos < cut:  # look: all or nothing
+        t = p[pos]
+        end = pos + 1 + _u32(p + pos + 1)
+        if t == b'B':
+            names_end = _names_end(p, pos + 5, end)
+            if names_end < 0:
+                break
+            key.assign(<const char*>p + pos + 5, names_end - pos - 5)
+            it = s.binds.find(key)
+            if it == s.binds.end():
+                break
+            found.push_back((<int64_t>EV_BIND << 32) | index_of(it))
+        elif t == b'P':
+            key.assign(<const char*>p + pos + 5, end - pos - 5)
+            it = s.parses.find(key)
+            if it == s.parses.end():
+                break
+            found.push_back((<int64_t>EV_PARSE << 32) | index_of(it))
+        elif t == b'Q':
+            if not _plain(c, s, p, pos + 5, end):
+                break
+            found.push_back(<int64_t>EV_QUERY << 32)
+        elif t != b'E' and t != b'S' and t != b'H' and t != b'D':
+            break
+        pos = end
+    pthread_mutex_unlock(&c.mu)
+    if pos < cut or gen != s.gen:
+        _hand_back(c, token, s)
+        return
+    base = s.inflight.size()
+    s.inflight.append(<const char*>p, cut)
+    batch = s.sent_batch
+    pos = 0
+    n = 0
+    while pos < cut:  # what the relay core observes (its _observe), in ``events``
+        t = p[pos]
+        end = pos + 1 + _u32(p + pos + 1)
+        if t == b'B' or t == b'P' or t == b'Q':
+            s.events.push_back(found[n])
+            n += 1
+        if t == b'E' or t == b'D' or t == b'B' or t == b'P':
+            batch = 1
+        elif t == b'S':
+            batch = 0
+        if t == b'S' or t == b'Q':
+            s.events.push_back(<int64_t>EV_BARRIER << 32)
+            s.barriers.push_back(base + end)
+            s.batches.push_back(batch)
+        pos = end
+    s.sent_batch = batch
+    sent = _send(s.ufd, <const char*>p, cut)
+    if sent < cut:
+        s.upstream_out.assign(<const char*>p + sent, cut - sent)
+    s.pending_in.erase(0, cut)
+    if s.upstream_out.size() or s.pending_in.size() > PASS_BUFFER:
+        _hand_back(c, token, s)
+        return
+    _rewatch(c, token, s)
+
+
+cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
+    """The answers of the first ``cycles`` cycles in ``inflight`` went to the client."""
+    cdef Py_ssize_t i = 0, done = 0, kind, index
+    cdef size_t cut = s.barriers[cycles - 1]
+    while done < cycles:
+        kind = s.events[i] >> 32
+        index = s.events[i] & <int64_t>0xffffffff
+        s.seq += 1
+        if kind == EV_BIND:
+            s.bind_runs[index] += 1
+            s.bind_used[index] = s.seq
+        elif kind == EV_PARSE:
+            s.parse_used[index] = s.seq
+        elif kind == EV_QUERY:
+            s.queried = s.seq
+        else:
+            done += 1
+        i += 1
+    s.events.erase(s.events.begin(), s.events.begin() + i)
+    s.batch = s.batches[cycles - 1]
+    s.batches.erase(s.batches.begin(), s.batches.begin() + cycles)
+    s.barriers.erase(s.barriers.begin(), s.barriers.begin() + cycles)
+    for i in range(<Py_ssize_t>s.barriers.size()):
+        s.barriers[i] -= cut
+    s.inflight.erase(0, cut)
+    s.served += cycles
+    pthread_mutex_lock(&c.mu)
+    c.relayed += cycles
+    pthread_mutex_unlock(&c.mu)
+
+
+cdef bint _pass_upstream(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
+    """The upstream of a pass session is readable: find the whole quiet answers to relay to
+    the client; whether there are any, which leaves the session BUSY for :func:`_relay`
+    (otherwise it is watched again or handed back here)."""
+    cdef ssize_t n
+    cdef Py_ssize_t size, pos = 0, cut = 0, end, length, cycles = 0, seen = 0
+    cdef const unsigned char* p
+    cdef bint stop = False
+    n = recv(s.ufd, buf, READ_BUF, MSG_DONTWAIT)
+    if n < 0 and _again():
+        _watch(c, s)
+        return False
+    if n <= 0:
+        _hand_back(c, token, s)
+        return False
+    s.upstream_in.append(buf, n)
+    p = <const unsigned char*>s.upstream_in.data()
+    size = s.upstream_in.size()
+    while size - pos >= 5:
+        length = _u32(p + pos + 1)
+        end = pos + 1 + length
+        if length < 4 or end > size:
+            stop = length < 4
+            break
+        if not _quiet_upstream(c, p + pos, length):
+            stop = True
+            break
+        if p[pos] == b'Z':
+            seen += 1
+            cut = end
+            cycles = seen
+        pos = end
+    if cycles > <Py_ssize_t>s.barriers.size():  # more answers than requests: the proxy sees
+        _hand_back(c, token, s)
+        return False
+    s.relay_cut = cut
+    s.relay_cycles = cycles
+    s.relay_stop = stop
+    if cycles:
+        return True
+    _relay(c, token, s)
+    return False
+
+
+cdef void _relay(Core* c, uint64_t token, LSession* s) noexcept nogil:
+    """Send the whole answers :func:`_pass_upstream` found to the client; the session is
+    watched again or handed back."""
+    cdef Py_ssize_t sent, cut = s.relay_cut
+    if s.relay_cycles:
+        sent = _send(s.fd, s.upstream_in.data(), cut)
+        if sent < cut:
+            s.pending_out.assign(s.upstream_in.data() + sent, cut - sent)
+        s.upstream_in.erase(0, cut)
+        _relayed(c, s, s.relay_cycles)
+    # (what comes with no request outstanding — a notification, a notice, a parameter
+    # status, the server going away — is the event loop's)
+    if s.relay_stop or s.pending_out.size() or s.upstream_in.size() > PASS_BUFFER \
+            or (s.upstream_in.size() and s.barriers.empty()):
+        _hand_back(c, token, s)
+        return
+    _rewatch(c, token, s)

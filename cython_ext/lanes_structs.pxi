@@ -1,0 +1,243 @@
+# Lanes, part 1: the C declarations (epoll, pthread, sockets), the states and sizes, the
+# session (``LSession``), statement, entry and core structs, and the small byte helpers.
+# Included by cython_ext/lanes.pyx (one extension module; see its docstring).
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+    int EAGAIN
+    int EWOULDBLOCK
+    int EINTR
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, const void*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_cond_init(pthread_cond_t*, const void*)
+    int pthread_cond_destroy(pthread_cond_t*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_broadcast(pthread_cond_t*)
+
+cdef extern from "<sys/epoll.h>" nogil:
+    ctypedef union epoll_data_t:
+        void* ptr
+        int fd
+        uint32_t u32
+        uint64_t u64
+    struct epoll_event:
+        uint32_t events
+        epoll_data_t data
+    int epoll_create1(int)
+    int epoll_ctl(int, int, int, epoll_event*)
+    int epoll_wait(int, epoll_event*, int, int)
+    enum:
+        EPOLLIN
+        EPOLL_CTL_ADD
+        EPOLL_CTL_DEL
+        EPOLL_CLOEXEC
+
+cdef extern from "<sys/eventfd.h>" nogil:
+    int eventfd(unsigned int, int)
+    enum:
+        EFD_NONBLOCK
+        EFD_CLOEXEC
+
+cdef extern from "<sys/socket.h>" nogil:
+    ctypedef unsigned int socklen_t
+    ssize_t recv(int, void*, size_t, int)
+    ssize_t send(int, const void*, size_t, int)
+    int getsockopt(int, int, int, void*, socklen_t*)
+    enum:
+        MSG_DONTWAIT
+        MSG_NOSIGNAL
+        SOL_SOCKET
+        SO_INCOMING_CPU
+
+cdef extern from "<sched.h>" nogil:
+    ctypedef struct cpu_set_t:
+        pass
+    int sched_yield()
+    void CPU_ZERO(cpu_set_t*)
+    void CPU_SET(int, cpu_set_t*)
+    int sched_setaffinity(int, size_t, const cpu_set_t*)
+
+cdef extern from "<fcntl.h>" nogil:
+    int fcntl(int, int, ...)
+    enum:
+        F_DUPFD_CLOEXEC
+
+
+#: session states
+cdef enum:
+    WATCHED = 0  # in its lane's epoll set, no thread working on it
+    BUSY = 1  # its lane is reading or answering it
+    HANDED = 2  # out of the epoll set, waiting in the hand-back queue
+    READ_BUF = 65536
+    EVENTS = 64
+    #: which simple Queries a pass session forwards: none, those whose text is ASCII and
+    #: plain (no registry), those that also name no cached relation (explicit caching)
+    QUERIES_NONE = 0
+    QUERIES_ASCII = 1
+    QUERIES_UNNAMED = 2
+    #: what a pass session's ``events`` record
+    EV_BIND = 1
+    EV_PARSE = 2
+    EV_QUERY = 3
+    EV_BARRIER = 4
+    #: bytes a pass session buffers in either direction before it hands back (a large
+    #: result or batch: the event loop streams it)
+    PASS_BUFFER = 262144
+    #: what :func:`_read_ready` found
+    READ_ANSWERED = 1
+    READ_STOP = 2
+
+
+cdef cppclass Entry:
+    uint64_t epoch
+    string plain  # the reply without a Describe of the portal
+    string described  # the reply with it
+
+
+cdef cppclass Stmt:
+    int64_t table
+    double gate  # answer only until this time.monotonic()
+
+
+cdef cppclass LSession:
+    int fd  # the client socket (a duplicate)
+    int ufd  # pass sessions: the upstream socket (a duplicate); hit sessions: -1
+    int lane
+    int move  # the lane the session moves to when it is watched again (-1: none)
+    int state
+    unordered_map[string, Stmt] stmts
+    uint64_t served  # answers given (hit sessions), cycles relayed (pass sessions)
+    int64_t last_table
+    string pending_in  # client bytes not handled
+    string pending_out  # bytes for the client not sent
+    string reply  # hit sessions: the answers read at this wake-up, sent after every read
+    # -- pass sessions (see _pass_client and _pass_upstream)
+    uint64_t gen  # the routing generation the session entered at
+    int queries  # which simple Queries are plain: QUERIES_NONE, _ASCII or _UNNAMED
+    unordered_map[string, int] binds  # Bind names (portal, statement, NULs) -> index
+    unordered_map[string, int] parses  # Parse payload -> index
+    vector[uint64_t] bind_runs  # per Bind index: runs in relayed cycles
+    vector[uint64_t] bind_used  # per Bind index: sequence number of its last relayed run
+    vector[uint64_t] parse_used  # per Parse index: the same
+    uint64_t seq
+    uint64_t queried  # sequence number of the last relayed simple Query (0: none)
+    int batch  # Extended.batch_upstream after the last relayed cycle
+    int sent_batch  # the same after everything sent upstream
+    string upstream_in  # upstream bytes not relayed
+    string upstream_out  # bytes for the upstream not sent
+    string inflight  # what went upstream whose cycle is not relayed yet
+    vector[int64_t] events  # what ``inflight`` holds: EV_* << 32 | index, in order
+    vector[size_t] barriers  # the end in ``inflight`` of each Sync or Query
+    vector[int] batches  # ``sent_batch`` after each of them
+    # the whole answers read at this wake-up (``upstream_in`` up to ``relay_cut``), relayed
+    # after every read, and whether the session is handed back then
+    Py_ssize_t relay_cut
+    Py_ssize_t relay_cycles
+    bint relay_stop
+
+
+ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
+
+
+cdef cppclass Core:
+    pthread_mutex_t mu
+    pthread_cond_t cv  # a session stopped being BUSY
+    uint64_t epoch
+    double fresh_until
+    unordered_map[string, Entry] entries
+    size_t entry_bytes
+    unordered_map[uint64_t, LSession*] sessions
+    vector[uint64_t] handed
+    vector[int] epfds
+    vector[int] stops
+    int notify_fd
+    uint64_t served
+    double spin  # seconds a lane polls before it sleeps
+    vector[int] cpus  # the CPU each lane runs on (empty: lanes are not pinned)
+    vector[int] lane_of_cpu  # CPU -> the lane pinned to it, or -1
+    uint64_t gen  # the routing generation (pass sessions hand back when it moved)
+    vector[string] names  # relation names of the caches (lower case; QUERIES_UNNAMED)
+    #: whole words that make a Query hide a write, and the first words that tell one
+    #: (proxy.forwarding.hides_write; QUERIES_UNNAMED)
+    vector[string] hiding
+    vector[string] telling
+    vector[string] watched  # proxy.forwarding.WATCHED_WORDS
+    vector[const unsigned char*] watched_at  # their bytes and lengths, for query_head
+    vector[Py_ssize_t] watched_len
+    vector[string] read_only  # CommandComplete tags that cannot have written anything
+    uint64_t relayed  # cycles relayed by pass sessions
+    uint64_t moved  # sessions moved to the lane of another CPU
+
+
+# small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)
+cdef extern from *:
+    """
+    template <class It> static inline auto it_second(It it) -> decltype(it->second) {
+        return it->second;
+    }
+    template <class It> static inline auto& stmt_of(It it) { return it->second; }
+    template <class It> static inline auto& entry_of(It it) { return it->second; }
+    template <class It> static inline int index_of(It it) { return it->second; }
+    """
+    LSession* it_second(unordered_map[uint64_t, LSession*].iterator) nogil
+    Stmt& stmt_of(unordered_map[string, Stmt].iterator) nogil
+    Entry& entry_of(unordered_map[string, Entry].iterator) nogil
+    int index_of(unordered_map[string, int].iterator) nogil
+
+
+cdef inline double _monotonic() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
+
+cdef inline uint32_t _u32(const unsigned char* p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef inline string _table_key(int64_t table) noexcept nogil:
+    cdef string key
+    key.append(<const char*>&table, sizeof(int64_t))
+    return key
+
+
+cdef Py_ssize_t _unit(const unsigned char* p, Py_ssize_t n, Py_ssize_t* name_at,
+                      Py_ssize_t* name_end, Py_ssize_t* rest_end, bint* described) noexcept nogil:
+    """The length of the whole unit at ``p`` — Bind(portal "", statement, rest), optionally
+    Describe(portal ""), Execute(portal "", no limit), Sync — or -1 (not one, or incomplete).
+    Sets the statement name's span, the end of the Bind and whether the Describe is there."""
+    cdef Py_ssize_t pos, length
+    cdef const unsigned char* nul
+    if n < 5 or p[0] != b'B':
+        return -1
+    length = _u32(p + 1)
+    if length < 6 or 1 + length > n or p[5] != 0:
+        return -1
+    nul = <const unsigned char*>memchr(p + 6, 0, length - 5)
+    if nul == NULL:
+        return -1
+    name_at[0] = 6
+    name_end[0] = nul - p
+    rest_end[0] = 1 + length
+    pos = 1 + length
+    described[0] = False
+    if pos + 7 <= n and p[pos] == b'D':
+        if _u32(p + pos + 1) != 6 or p[pos + 5] != b'P' or p[pos + 6] != 0:
+            return -1
+        described[0] = True
+        pos += 7
+    if pos + 10 > n or p[pos] != b'E' or _u32(p + pos + 1) != 9 or p[pos + 5] != 0 \
+            or _u32(p + pos + 6) != 0:
+        return -1
+    pos += 10
+    if pos + 5 > n or p[pos] != b'S' or _u32(p + pos + 1) != 4:
+        return -1
+    return pos + 5
