@@ -1,7 +1,8 @@
 """The extended query protocol for statements weir answers itself.
 
 Owns: statements weir *holds* (the client's Parse was answered by weir and not sent
-upstream: cached SELECTs and admin commands), portals bound from them, and answering
+upstream: cached SELECTs and admin commands; ``proxy.held``), portals bound from them (their
+cached reads: ``proxy.portal_reads``), and answering
 Parse/Bind/Describe/Execute/Close/Sync/Flush for those — ParseComplete, BindComplete,
 ParameterDescription, RowDescription with the Bind's result formats, DataRows honouring the
 Execute row limit (PortalSuspended, then the rest on the next Execute), CommandComplete,
@@ -29,13 +30,23 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from engine import Unsupported
 from pgwire import backend as be
 from pgwire import frontend as fe
-from proxy.admin import CreateCache, Show, parse_admin
+from proxy import portal_reads
+from proxy.admin import Show, parse_admin
+from proxy.held import (
+    PLACEHOLDER_PORTAL,
+    PLACEHOLDER_STATEMENT,
+    HeldStatement,
+    LocalPortal,
+    adopt,
+    bind_keys,
+    next_rows,
+    opens_block,
+    param_types,
+    row_description,
+)
 from proxy.hitpath import Hit, bind_rest
-from proxy.params import ParamError, decode_param, formats_for
-from proxy.results import OutputSettings, encode_rows
 from proxy.router import Route
 from proxy.session import deallocation
 
@@ -44,63 +55,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("weir.extended")
 
-#: Result columns of the admin commands (all text), for Describe.
-ADMIN_COLUMNS: dict[str, tuple[str, ...]] = {
-    "caches": ("name", "query_id", "query", "memory_bytes"),
-    "proxied": ("query_id", "query", "supported", "count"),
-    "supported": ("query_id", "query", "supported", "count"),
-    "status": ("name", "value"),
-    "tables": ("table", "oid", "caches"),
-    "last": ("destination", "reason"),
-    "explain": ("query_id", "query", "supported"),
-}
-
-
 #: message classes tested on every forwarded message (tuples: a ``X | Y`` union would be
 #: built again on each test)
 _NAMED = (fe.Describe, fe.Close)
 _BATCH_ENDS = (fe.Sync, fe.Flush)
-#: the portal weir closes upstream to place its own answers in order (no client's portal:
-#: the name is not one a driver makes, and closing a portal that does not exist is no error)
-PLACEHOLDER_PORTAL = "\x7fweir placeholder"
-#: the statement weir binds a portal from when the client's statement is gone
-PLACEHOLDER_STATEMENT = "\x7fweir statement"
 _EXTENDED = (fe.Parse, fe.Bind, fe.Describe, fe.Execute, fe.Close)
-
-
-@dataclass(slots=True)
-class HeldStatement:
-    parse: fe.Parse
-    route: Route  # destination "cache" (with a cache entry) or "admin"
-    upstream: bool = False  # recreated upstream already
-    #: the hit path's memo for this statement and the output settings it was taken for
-    memo: dict[bytes, Hit] | None = None
-    memo_sid: int = -1
-
-    @property
-    def columns(self) -> tuple[str, ...] | None:
-        """Admin result columns (None when the command returns no rows)."""
-        cmd = self.route.admin
-        if isinstance(cmd, Show):
-            return ADMIN_COLUMNS[cmd.what]
-        if isinstance(cmd, CreateCache) and cmd.explain_only:
-            return ADMIN_COLUMNS["explain"]
-        return None
-
-
-@dataclass(slots=True)
-class LocalPortal:
-    statement: HeldStatement
-    bind: fe.Bind
-    keys: list[tuple[Any, ...]] | None
-    params: tuple[Any, ...]
-    result: bytes | None = None  # admin: the whole answer, computed at first Execute
-    rows: list[bytes] | None = None  # cache: encoded DataRows, computed at first Execute
-    sent: int = 0
-    #: for the hit path's memo: the Bind after the statement name (unnamed portal only),
-    #: and the engine answers the rows were encoded from
-    rest: bytes | None = None
-    reads: list[tuple[str, tuple[Any, ...], object]] | None = None
 
 
 @dataclass(slots=True)
@@ -175,20 +134,8 @@ class Extended:
         application keeps its connections and prepared statements serves them at once."""
         session = self.session
         registry, ctx = session.server.service.registry, session.ctx
-        if registry is None or ctx is None or ctx.tainted is not None:
-            return
-        for name, stmt in session.state.statements.items():
-            # (the unnamed statement is not adopted: a simple Query drops it upstream, and
-            # clients parse it again for each run anyway)
-            if not name or name in self.held or parse_admin(stmt.query) is not None:
-                continue
-            classified = registry.classify(stmt.query, ctx.search_path)
-            entry = registry.cache_for(classified)
-            if entry is not None:
-                route = Route("cache", f"served by cache {entry.name}", classified=classified,
-                              cache=entry)
-                self.held[name] = HeldStatement(fe.Parse(name, stmt.query, stmt.param_types),
-                                                route, upstream=True)
+        if registry is not None and ctx is not None and ctx.tainted is None:
+            adopt(self.held, session.state.statements, registry, ctx.search_path)
 
     def releases(self, query: str) -> bool:
         """Whether a simple query deallocates a statement weir holds (see :meth:`release`)."""
@@ -331,7 +278,10 @@ class Extended:
                     await self._execute_admin(local)
                     return
                 if local.rows is None:
-                    local.rows = await self._cached_rows(local)
+                    ctx = self.session.ctx
+                    assert ctx is not None
+                    local.rows = await portal_reads.cached_rows(
+                        self.session.server.service, self.session.state, ctx, local)
                     if local.rows is None:
                         self._materialize_portal(msg.portal)
                         self.forward(msg, raw)
@@ -384,7 +334,7 @@ class Extended:
         statement weir alone holds exist upstream too. Inside the block their runs go
         upstream, and once it fails PostgreSQL refuses to parse them (so weir could not
         recreate them) while a Bind must still find its statement to fail as it does."""
-        if not self.held or _first_word(text) not in _BEGIN_WORDS:
+        if not self.held or not opens_block(text):
             return
         for name, held in list(self.held.items()):
             if name and not held.upstream:
@@ -465,7 +415,7 @@ class Extended:
             held = None
         self.portals.pop(msg.portal, None)
         if held is not None and self._can_answer(held):
-            lookup = self._keys(held, msg)
+            lookup = bind_keys(held, msg)
             if lookup is not None or held.route.destination == "admin":
                 keys, params = lookup or (None, ())
                 self.portals[msg.portal] = LocalPortal(held, msg, keys, params,
@@ -483,41 +433,6 @@ class Extended:
             self.count_runs(msg.statement)
         self.forward(msg, raw)
 
-    def _keys(
-        self, held: HeldStatement, msg: fe.Bind
-    ) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]] | None:
-        """The reader lookups and decoded parameters of a Bind, or None (go upstream)."""
-        classified = held.route.classified
-        if (
-            held.route.cache is None
-            or classified is None
-            or isinstance(classified.query, Unsupported)
-        ):
-            return None
-        types = self._param_types(held)
-        if types is None or len(types) != len(msg.params) \
-                or any(code not in (0, 1) for code in msg.result_formats):
-            return None  # PostgreSQL tells the client what is wrong with the Bind
-        plan = classified.query.plan  # this text's plan: its key sources are its own $n
-        declared = held.parse.param_types
-        column_types: dict[int, int] = {}
-        for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
-            for alt in src.alternatives or (src,):
-                if alt.param is not None:
-                    column_types[alt.param - 1] = column_type
-        try:
-            formats_for(len(held.route.cache.fields), msg.result_formats)
-            formats = formats_for(len(msg.params), msg.param_formats)
-            values: list[Any] = []
-            for i, value in enumerate(msg.params):
-                kind = declared[i] if i < len(declared) else 0
-                # parameters that are not keys are LIMIT/OFFSET counts
-                values.append(decode_param(value, formats[i], kind, column_types.get(i, 20)))
-        except ParamError as exc:
-            log.debug("parameter not usable as a cache key: %s", exc)
-            return None
-        keys = classified.keys(values)
-        return None if keys is None else (keys, tuple(values))
 
     def _describe(self, msg: fe.Describe, raw: bytes) -> None:
         if msg.name not in (self.held if msg.kind == "S" else self.portals):
@@ -526,7 +441,7 @@ class Extended:
         held = self.held[msg.name] if msg.kind == "S" else self.portals[msg.name].statement
         if msg.kind == "P" and self.batch_upstream and self.portals[msg.name].rows is not None:
             local = self.portals[msg.name]
-            self._placeholder(self._row_description(held, local.bind.result_formats))
+            self._placeholder(row_description(held, local.bind.result_formats))
             return
         if not self._can_answer(held):
             self._materialize(msg.name) if msg.kind == "S" else self._materialize_portal(msg.name)
@@ -534,54 +449,16 @@ class Extended:
             return
         if msg.kind == "S":
             held = self.held[msg.name]
-            types = self._param_types(held)
+            types = param_types(held)
             if types is None:
                 self._materialize(msg.name)
                 self.forward(msg, raw)
                 return
-            self._answer(be.ParameterDescription(types).encode() + self._row_description(held, ()))
+            self._answer(be.ParameterDescription(types).encode() + row_description(held, ()))
             return
         local = self.portals[msg.name]
-        self._answer(self._row_description(local.statement, local.bind.result_formats))
+        self._answer(row_description(local.statement, local.bind.result_formats))
 
-    def _param_types(self, held: HeldStatement) -> tuple[int, ...] | None:
-        classified = held.route.classified
-        if (
-            held.route.cache is None
-            or classified is None
-            or isinstance(classified.query, Unsupported)
-        ):
-            return ()
-        plan = classified.query.plan
-        known: dict[int, int] = dict(enumerate(held.parse.param_types, 1))
-        for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
-            for alt in src.alternatives or (src,):
-                if alt.param is not None and not known.get(alt.param):
-                    known[alt.param] = column_type
-        page = plan.page
-        for number in (page.limit_param, page.offset_param) if page is not None else ():
-            if number is not None and not known.get(number):
-                known[number] = 20  # LIMIT/OFFSET parameters are bigint
-        count = max(known, default=0)
-        types = tuple(known.get(i, 0) for i in range(1, count + 1))
-        return None if 0 in types else types
-
-    def _row_description(self, held: HeldStatement, formats: tuple[int, ...]) -> bytes:
-        entry = held.route.cache
-        if entry is None:
-            columns = held.columns
-            if columns is None:
-                return be.NO_DATA.encode()
-            fields = tuple(be.FieldDescription(name=c, type_oid=25) for c in columns)
-            return be.RowDescription(fields).encode()
-        fmts = formats_for(len(entry.fields), formats)
-        fields = tuple(
-            be.FieldDescription(
-                f.name, f.table_oid, f.column_attr, f.type_oid, f.type_size, f.type_modifier, fmt
-            )
-            for f, fmt in zip(entry.fields, fmts, strict=True)
-        )
-        return be.RowDescription(fields).encode()
 
     def _execute(self, msg: fe.Execute, raw: bytes, wait: bool) -> bool:
         local = self.portals.get(msg.portal)
@@ -591,7 +468,7 @@ class Extended:
             return True
         if not self._can_answer(local.statement):
             if local.rows is not None and self.batch_upstream:
-                self._placeholder(self._next_rows(local, msg))
+                self._placeholder(next_rows(local, msg))
                 return True
             self._note_upstream(local.statement.parse.name, self._why_not())
             self._materialize_portal(msg.portal)
@@ -603,18 +480,20 @@ class Extended:
             self._answer(local.result)
             return True
         if local.rows is None:
-            if not self.session.ctx.defaults_applied:  # type: ignore[union-attr]
+            ctx = self.session.ctx
+            assert ctx is not None
+            if not ctx.defaults_applied:
                 return False
-            prepared = self._prepare(local)
+            service = self.session.server.service
+            prepared = portal_reads.prepare(service, self.session.state, ctx, local)
             if prepared is None:
                 rows = None
             else:
                 reads: list[tuple[str, tuple[Any, ...], object]] = []
-                read = self.session.server.service.read_rows_now(
-                    prepared[0], self.session.ctx, reads)
+                read = service.read_rows_now(prepared[0], ctx, reads)
                 if read is None:
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
-                rows = self._encode(local, read, prepared)
+                rows = portal_reads.encode(service, ctx, local, read, prepared)
                 local.reads = reads
             if rows is None:
                 self._materialize_portal(msg.portal)
@@ -622,29 +501,12 @@ class Extended:
                 return True
             local.rows = rows
         whole = local.sent == 0 and (msg.max_rows <= 0 or msg.max_rows > len(local.rows))
-        body = self._next_rows(local, msg)
+        body = next_rows(local, msg)
         if whole:
             self._remember(local, body)
         self._answer(body)
         return True
 
-    @staticmethod
-    def _next_rows(local: LocalPortal, msg: fe.Execute) -> bytes:
-        """The answer to an Execute of a local portal whose rows are known: the next rows up
-        to the row limit, then PortalSuspended when the limit was reached (as PostgreSQL,
-        which does not look past it: a portal with exactly that many rows left is
-        suspended, and the next Execute completes with none), else CommandComplete."""
-        rows = local.rows
-        assert rows is not None
-        limit = msg.max_rows if msg.max_rows > 0 else len(rows)
-        chunk = rows[local.sent : local.sent + limit]
-        local.sent += len(chunk)
-        tail = (
-            be.PORTAL_SUSPENDED.encode()
-            if 0 < msg.max_rows == len(chunk)
-            else be.CommandComplete(f"SELECT {len(chunk)}").encode()
-        )
-        return b"".join(chunk) + tail
 
     def _remember(self, local: LocalPortal, body: bytes) -> None:
         """Give a whole cached answer of the unnamed portal to the hit path's memo."""
@@ -655,7 +517,7 @@ class Extended:
             return
         service = session.server.service
         _, sid = service.output_settings_id(session.state, session.ctx)
-        description = self._row_description(held, local.bind.result_formats)
+        description = row_description(held, local.bind.result_formats)
         reads = tuple(local.reads)
         service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
                               Hit(reads, description, body, session.ctx.last))
@@ -667,75 +529,6 @@ class Extended:
             service.hits.remember(memo, batch, Hit(reads, b"", answer, session.ctx.last,
                                                    statement=held))
 
-    def _prepare(self, local: LocalPortal) -> tuple[Route, OutputSettings, tuple[int, ...]] | None:
-        """The read of a local portal, or None (and why, in EXPLAIN LAST STATEMENT) when
-        its cache is gone or its results cannot be encoded exactly."""
-        session = self.session
-        assert session.ctx is not None
-        service = session.server.service
-        if not service.is_current(local.statement.route.cache) and not self._renew(local):
-            session.ctx.last = ("upstream", f"cache {local.statement.route.cache.name} was "
-                                "dropped after this statement was prepared")
-            return None
-        held = local.statement.route
-        entry = held.cache
-        route = Route("cache", held.reason, classified=held.classified, cache=entry,
-                      keys=local.keys, params=local.params)
-        settings = service.output_settings(session.state, session.ctx)
-        fmts = formats_for(len(entry.fields), local.bind.result_formats)
-        reason, _ = service.output_plan(entry, fmts, settings)
-        if reason is not None:
-            session.ctx.last = ("upstream", reason)
-            return None
-        return route, settings, fmts
-
-    def _renew(self, local: LocalPortal) -> bool:
-        """The cache a held statement was routed to is gone (dropped, or planned again after
-        a schema change): route its text again; with a cache for it, the statement and the
-        portal's keys follow that cache (False: none, or the keys do not fit it)."""
-        session = self.session
-        assert session.ctx is not None
-        held = local.statement
-        route = session.server.service.route(held.parse.query, session.state, session.ctx)
-        if route.cache is None or route.classified is None:
-            return False
-        held.route, held.memo, held.memo_sid = route, None, -1
-        lookup = self._keys(held, local.bind)
-        if lookup is None:
-            return False
-        local.keys, local.params = lookup
-        return True
-
-    def _encode(self, local: LocalPortal, read: tuple[tuple[Any, ...] | None, str],
-                prepared: tuple[Route, OutputSettings, tuple[int, ...]]) -> list[bytes] | None:
-        session = self.session
-        assert session.ctx is not None
-        rows, why = read
-        if rows is None:
-            session.ctx.last = ("upstream", why)
-            return None
-        entry = local.statement.route.cache
-        _, encoders = session.server.service.output_plan(entry, prepared[2], prepared[1])
-        try:
-            data = [encode_rows([row], encoders) for row in rows]
-        except Exception as exc:  # Unencodable and friends: answer from upstream
-            session.ctx.last = ("upstream", f"a cached value cannot be encoded exactly: {exc}")
-            return None
-        session.ctx.last = ("cache", f"served by cache {entry.name}")
-        return data
-
-    async def _cached_rows(self, local: LocalPortal) -> list[bytes] | None:
-        ctx = self.session.ctx
-        assert ctx is not None
-        if not ctx.defaults_applied:  # output settings may come from the role's defaults
-            await self.session.server.service.ensure_defaults(ctx)
-        prepared = self._prepare(local)
-        if prepared is None:
-            return None
-        reads: list[tuple[str, tuple[Any, ...], object]] = []
-        read = await self.session.server.service.read_rows(prepared[0], self.session.ctx, reads)
-        local.reads = reads
-        return self._encode(local, read, prepared)
 
     async def _execute_admin(self, local: LocalPortal) -> None:
         session = self.session
@@ -793,15 +586,6 @@ class Extended:
         self.flush()
         if self.batch_upstream:
             self.forward(msg, raw)
-
-
-_BEGIN_WORDS = ("begin", "start")
-
-
-def _first_word(text: str) -> str:
-    """The first word of a statement, in lower case ("" if none)."""
-    words = text.lstrip(" \t\r\n(").split(None, 1)
-    return words[0].lower().rstrip(";") if words else ""
 
 
 _HANDLERS: dict[type, Any] = {

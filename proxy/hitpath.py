@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
 
 if TYPE_CHECKING:
-    from proxy.extended import HeldStatement
     from proxy.relay import Session
 
 _T_BIND = ord("B")
@@ -71,6 +70,15 @@ TOTAL_BYTES = 64 << 20
 #: messages or a Bind's tail: never empty); a statement holding such a memo fetches its
 #: memo again before remembering (``Extended``), so no answer goes where no bound counts it
 DEAD = b""
+
+
+class Memoized(Protocol):
+    """What a memo is kept on: a held statement (``proxy.held.HeldStatement``)."""
+
+    route: Any  # its ``cache`` names the memo with the statement's text and types
+    parse: Any
+    memo: dict[bytes, Hit] | None
+    memo_sid: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +121,13 @@ class HitMemos:
             sid = self._settings[settings] = len(self._settings)
         return sid
 
-    def memo(self, held: HeldStatement, sid: int) -> dict[bytes, Hit]:
+    def memo(self, held: Memoized, sid: int) -> dict[bytes, Hit]:
         """The memo of a held statement under the output settings ``sid``."""
         entry = held.route.cache
         return self._memo((entry.name, id(entry), held.parse.query, held.parse.param_types,
                            sid))
 
-    def statement_memo(self, held: HeldStatement, sid: int) -> dict[bytes, Hit]:
+    def statement_memo(self, held: Memoized, sid: int) -> dict[bytes, Hit]:
         """:meth:`memo`, kept on the statement (``held.memo``/``memo_sid``) and fetched again
         when the output settings changed or the memo was dropped (:data:`DEAD`)."""
         memo = held.memo

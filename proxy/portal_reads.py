@@ -1,0 +1,115 @@
+"""Cached reads of local portals: what an Execute of a portal weir holds reads and encodes.
+
+Owns: preparing the read of a :class:`~proxy.held.LocalPortal` (its route, the session's
+output settings and result formats), following a held statement to the cache that now serves
+its text when its own was dropped, reading it (``read_rows``) and encoding the rows
+exactly; each step records in ``ctx.last`` (EXPLAIN LAST STATEMENT) why a read goes
+upstream instead. It needs only the cached-read side of the service (:class:`CachedReads`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from proxy.held import LocalPortal, bind_keys
+from proxy.params import formats_for
+from proxy.results import OutputSettings, encode_rows
+from proxy.router import Route, SessionContext
+from proxy.session import SessionState
+
+#: a portal's read: its route, the output settings and the result formats
+Prepared = tuple[Route, OutputSettings, tuple[int, ...]]
+#: (cache, key, engine answer) for each key read (the hit path's memo keeps them)
+Reads = list[tuple[str, tuple[Any, ...], object]]
+
+
+class CachedReads(Protocol):
+    """The service's cached reads, as local portals use them (``proxy.service``)."""
+
+    def is_current(self, entry: Any) -> bool: ...
+
+    def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route: ...
+
+    def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings: ...
+
+    def output_plan(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
+                    ) -> tuple[str | None, list[Any]]: ...
+
+    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None
+                      ) -> tuple[tuple[Any, ...] | None, str] | None: ...
+
+    async def read_rows(self, route: Route, ctx: SessionContext | None,
+                        reads: Reads | None = None) -> tuple[tuple[Any, ...] | None, str]: ...
+
+    async def ensure_defaults(self, ctx: SessionContext) -> None: ...
+
+
+def prepare(service: CachedReads, state: SessionState, ctx: SessionContext,
+            local: LocalPortal) -> Prepared | None:
+    """The read of a local portal, or None (and why, in EXPLAIN LAST STATEMENT) when
+    its cache is gone or its results cannot be encoded exactly."""
+    if not service.is_current(local.statement.route.cache) \
+            and not renew(service, state, ctx, local):
+        ctx.last = ("upstream", f"cache {local.statement.route.cache.name} was "
+                    "dropped after this statement was prepared")
+        return None
+    held = local.statement.route
+    entry = held.cache
+    route = Route("cache", held.reason, classified=held.classified, cache=entry,
+                  keys=local.keys, params=local.params)
+    settings = service.output_settings(state, ctx)
+    fmts = formats_for(len(entry.fields), local.bind.result_formats)
+    reason, _ = service.output_plan(entry, fmts, settings)
+    if reason is not None:
+        ctx.last = ("upstream", reason)
+        return None
+    return route, settings, fmts
+
+
+def renew(service: CachedReads, state: SessionState, ctx: SessionContext,
+          local: LocalPortal) -> bool:
+    """The cache a held statement was routed to is gone (dropped, or planned again after
+    a schema change): route its text again; with a cache for it, the statement and the
+    portal's keys follow that cache (False: none, or the keys do not fit it)."""
+    held = local.statement
+    route = service.route(held.parse.query, state, ctx)
+    if route.cache is None or route.classified is None:
+        return False
+    held.route, held.memo, held.memo_sid = route, None, -1
+    lookup = bind_keys(held, local.bind)
+    if lookup is None:
+        return False
+    local.keys, local.params = lookup
+    return True
+
+
+def encode(service: CachedReads, ctx: SessionContext, local: LocalPortal,
+           read: tuple[tuple[Any, ...] | None, str], prepared: Prepared) -> list[bytes] | None:
+    """The DataRows of a read, or None (and why) when it must be answered upstream."""
+    rows, why = read
+    if rows is None:
+        ctx.last = ("upstream", why)
+        return None
+    entry = local.statement.route.cache
+    _, encoders = service.output_plan(entry, prepared[2], prepared[1])
+    try:
+        data = [encode_rows([row], encoders) for row in rows]
+    except Exception as exc:  # Unencodable and friends: answer from upstream
+        ctx.last = ("upstream", f"a cached value cannot be encoded exactly: {exc}")
+        return None
+    ctx.last = ("cache", f"served by cache {entry.name}")
+    return data
+
+
+async def cached_rows(service: CachedReads, state: SessionState, ctx: SessionContext,
+                      local: LocalPortal) -> list[bytes] | None:
+    """Read and encode a local portal's rows, waiting for a fill or barrier if needed."""
+    if not ctx.defaults_applied:  # output settings may come from the role's defaults
+        await service.ensure_defaults(ctx)
+    prepared = prepare(service, state, ctx, local)
+    if prepared is None:
+        return None
+    reads: Reads = []
+    read = await service.read_rows(prepared[0], ctx, reads)
+    local.reads = reads
+    return encode(service, ctx, local, read, prepared)
