@@ -25,6 +25,7 @@ from cdc import admin
 from cdc.barrier import BarrierResult
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import ColumnSchema, TableSchema, TransactionSink
+from cdc.pgoutput import format_lsn
 from cdc.stream import ReplicationStream, StreamConfig
 
 __all__ = [
@@ -38,4 +39,5 @@ __all__ = [
     "TransactionSink",
     "UpstreamError",
     "admin",
+    "format_lsn",
 ]

@@ -346,11 +346,11 @@ cdef class Relay:
         if local:
             registry = PyDict_GetItem(self.svdict, "registry")
             names = PyDict_GetItem(self.svdict, "_names")
-            # the memos take the service's state only (Memos.current): while it is the one
+            # the memos take the service's state only (ForwardMemos.current): while it is the one
             # last seen equal to theirs, theirs has not changed either
             if registry != <PyObject*>self.seen_registry or names != <PyObject*>self.seen_names:
                 if registry != <PyObject*>memos._registry or names != <PyObject*>memos._names:
-                    return False  # the routing state changed (Memos.current, Extended.adopt)
+                    return False  # the routing state changed (ForwardMemos.current, Extended.adopt)
                 self.seen_registry, self.seen_names = memos._registry, memos._names
         if self.held or self.portals or self.ext.batch_local or self._swallowing():
             return False  # not quiet (or an outcome awaited: SessionState.uncertain)

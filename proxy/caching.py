@@ -69,7 +69,7 @@ FILL_BATCH = 32
 Row = tuple[Any, ...]
 
 
-#: ``CacheHost.try_read``'s answers when the engine failed for the key, and when the cache
+#: ``EngineHost.try_read``'s answers when the engine failed for the key, and when the cache
 #: was dropped after the read was routed to it.
 FAILED: Any = object()
 DROPPED: Any = object()
@@ -98,7 +98,7 @@ def parse_snapshot(text: str) -> Snapshot:
     return Snapshot(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
 
 
-class CacheHost:
+class EngineHost:
     """See the module docstring. ``await start()``; ``await read(...)``; ``await stop()``."""
 
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
@@ -194,7 +194,7 @@ class CacheHost:
 
     @property
     def pool(self) -> asyncpg.Pool:
-        assert self._pool is not None, "CacheHost.start() first"
+        assert self._pool is not None, "EngineHost.start() first"
         return self._pool
 
     @property

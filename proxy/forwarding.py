@@ -13,7 +13,7 @@ Invariants:
   cannot write without its CommandComplete saying so; so the relay learns that reason once
   and only records it after;
 - the memos hold only what depends on the message bytes and on the service's routing state
-  (its registry and cached table names); :meth:`Memos.current` forgets them when that state
+  (its registry and cached table names); :meth:`ForwardMemos.current` forgets them when that state
   changes;
 - each memo is bounded (``MEMO_ENTRIES``; cleared when full).
 """
@@ -114,7 +114,7 @@ def bind_names(raw: bytes, start: int, end: int) -> bytes:
     return raw[start : statement_end + 1] if statement_end >= 0 else b""
 
 
-class Memos:
+class ForwardMemos:
     """One session's memos (see the module docstring)."""
 
     __slots__ = ("_names", "_registry", "binds", "parses", "plain_last")

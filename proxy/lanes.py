@@ -36,7 +36,7 @@ Invariants:
   answer (``Engine.on_change``), when the remembered privileges are forgotten and when the
   memos are cleared; each statement's gate is the expiry of its role's remembered privilege
   for its cache, and the freshness deadline, set whenever ``fresh_as_of`` or the stream's
-  state changes (``CacheHost.on_fresh``), is ``fresh_as_of + staleness_bound`` while the
+  state changes (``EngineHost.on_fresh``), is ``fresh_as_of + staleness_bound`` while the
   stream is up and already past while it is down;
 - a session's gates that only the session itself changes (transaction state, pending
   requests, read-your-writes, output settings, the statements it holds) cannot change while

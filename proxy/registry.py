@@ -27,7 +27,7 @@ import psycopg
 
 from engine import CATALOG_QUERY, CachedQuery, Catalog, Classified, QueryPlanner, Unsupported
 from pgwire.backend import FieldDescription
-from proxy.caching import CacheHost
+from proxy.caching import EngineHost
 
 log = logging.getLogger("weir.registry")
 
@@ -64,7 +64,7 @@ class ProxiedQuery:
 
 @dataclass
 class Registry:
-    host: CacheHost
+    host: EngineHost
     upstream_url: str
     state_file: Path | None = None
     auto_after: int | None = None

@@ -29,7 +29,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import cython_ext
 from pgwire import backend as be
@@ -40,12 +40,13 @@ from pgwire.framing import (
     Framer,
     ProtocolViolation,
 )
+from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import (
     CONTENT_FREE,
     READ_ONLY_TAGS,
     WATCHED_WORDS,
-    Memos,
+    ForwardMemos,
     bind_names,
     plain_query,
 )
@@ -76,79 +77,14 @@ _DECODED_BACKEND = frozenset(map(ord, "ZSE"))
 _OBSERVED_BACKEND = frozenset(map(ord, "ZSE123nTCIs"))
 
 
-__all__ = ["ClientEndpoint", "Phase", "Session", "UpstreamEndpoint", "context"]
-
-
-class ClientEndpoint(asyncio.Protocol):
-    """The socket from the application; hands everything to its Session."""
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.session: Session | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports do not subclass asyncio.Transport; they have its interface.
-        self.session = Session(self.server, cast(asyncio.Transport, transport), self)
-        # one call less per read: the session takes the data itself (the transport keeps
-        # the bound ``data_received`` it finds when the protocol is set, so set it again)
-        self.data_received = self.session.client_received  # type: ignore[method-assign, assignment]
-        cast(asyncio.Transport, transport).set_protocol(self)
-
-    def data_received(self, data: bytes) -> None:
-        if self.session is not None:
-            self.session.client_data(data)
-
-    def eof_received(self) -> bool:
-        return self.session.client_eof() if self.session is not None else False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.session is not None:
-            self.session.client_lost()
-
-    def pause_writing(self) -> None:
-        # the client is not reading: stop reading what would be sent to it, from the
-        # upstream and from the client itself (weir's own answers)
-        if self.session is not None:
-            if self.session.upstream is not None:
-                self.session.upstream.pause_reading()
-            self.session.pause_client("client send buffer full")
-
-    def resume_writing(self) -> None:
-        if self.session is not None:
-            if self.session.upstream is not None:
-                self.session.upstream.resume_reading()
-            self.session.resume_client("client send buffer full")
-
-
-class UpstreamEndpoint(asyncio.Protocol):
-    """The socket to the upstream server for one session."""
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        # one call less per read (see ClientEndpoint.connection_made)
-        self.data_received = session.upstream_received  # type: ignore[method-assign, assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.session.upstream_data(data)
-
-    def eof_received(self) -> bool:
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.session.upstream_lost()
-
-    def pause_writing(self) -> None:
-        self.session.pause_client("upstream send buffer full")
-
-    def resume_writing(self) -> None:
-        self.session.resume_client("upstream send buffer full")
+__all__ = ["Phase", "Session", "context"]
 
 
 class Session(Handshake):
     """A relayed client session (see the module docstring)."""
 
     def __init__(
-        self, server: Server, transport: asyncio.Transport, endpoint: ClientEndpoint
+        self, server: Server, transport: asyncio.Transport, endpoint: asyncio.Protocol
     ) -> None:
         self.server = server
         self.client = transport
@@ -169,7 +105,7 @@ class Session(Handshake):
         self._local_busy = False
         self._route = Route("upstream", "")
         self.extended = Extended(self)
-        self.memos = Memos()  # forwarded messages seen before (see ``_forward_seen``)
+        self.memos = ForwardMemos()  # forwarded messages seen before (see ``_forward_seen``)
         self._caching = server.service.enabled  # weir answers some statements itself
         self._paused: set[str] = set()  # why reading from the client is paused
         self.lane = 0  # the token of the lane reading the client (``proxy.lanes``), or 0

@@ -13,9 +13,11 @@ import logging
 import secrets
 import ssl
 from collections.abc import Coroutine
+from functools import partial
 from typing import Any
 
-from proxy.relay import ClientEndpoint, Session
+from proxy.endpoints import ClientEndpoint
+from proxy.relay import Session
 from proxy.service import CacheService
 from proxy.settings import Settings, UpstreamAddress
 from proxy.tls import server_context
@@ -54,7 +56,8 @@ class Server:
         self.service.start_lanes()
         await self.service.start_if_restoring()
         self._server = await loop.create_server(
-            lambda: ClientEndpoint(self), host, port, reuse_address=True, backlog=1024
+            lambda: ClientEndpoint(partial(Session, self)), host, port, reuse_address=True,
+            backlog=1024,
         )
         log.info(
             "listening on %s:%d, upstream %s:%d",

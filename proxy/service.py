@@ -5,7 +5,7 @@ a cache does, in auto mode, or when caches are restored from the state directory
 decision (``proxy.router``) with a cheap pre-filter while no cache could match, answering a
 cached read (read-your-writes barrier, staleness bound, the read itself — every key of an IN
 list from one state of the cache —, encoding the rows), and executing the admin commands
-into complete backend message bytes.
+(``proxy.commands`` builds their answers) into complete backend message bytes.
 
 Every failure on the cache side turns into "forward upstream" with the reason recorded for
 EXPLAIN LAST STATEMENT; the client never sees an error it would not get from PostgreSQL.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,9 @@ import cython_ext
 from engine import effective_search_path, merge_lookups
 from pgwire import backend as be
 from pgwire.errors import error_response
+from proxy import commands
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
-from proxy.caching import DROPPED, FAILED, CacheHost, ReadOutcome
+from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.forwarding import hides_write, hiding_words, writes_pattern
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
@@ -37,7 +37,6 @@ from proxy.settings import Settings
 
 log = logging.getLogger("weir.service")
 
-TEXT_OID = 25
 #: CommandComplete tags of statements that may change a relation a cache reads
 _DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
 #: passes a read of several keys (an IN list) makes to take them all from one state, when
@@ -45,24 +44,16 @@ _DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
 ONE_STATE_ATTEMPTS = 3
 
 
-def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
-    """RowDescription (text columns) + DataRows + CommandComplete."""
-    fields = tuple(be.FieldDescription(name=c, type_oid=TEXT_OID) for c in columns)
-    out = [be.RowDescription(fields).encode()]
-    out.extend(be.encode_data_row([None if v is None else v.encode() for v in row]) for row in rows)
-    out.append(be.CommandComplete(tag).encode())
-    return b"".join(out)
-
 
 class CacheService:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.replicated_db = settings.upstream_address.dbname or settings.upstream_address.user \
             or "postgres"
-        self.host: CacheHost | None = None
+        self.host: EngineHost | None = None
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
-        self._pending: CacheHost | None = None  # a host being started (``stop`` stops it too)
+        self._pending: EngineHost | None = None  # a host being started (``stop`` stops it too)
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
         #: functions that may write (volatile, outside the system schemas; lower case) and
         #: the words that make a statement hide a write (``forwarding.hides_write``)
@@ -103,7 +94,7 @@ class CacheService:
         if self.lanes is not None:
             self.lanes.stop()
 
-    def _watch(self, host: CacheHost) -> None:
+    def _watch(self, host: EngineHost) -> None:
         """Tell the lanes about every change of ``host`` they must not answer across."""
         lanes = self.lanes
         if lanes is None:
@@ -136,7 +127,7 @@ class CacheService:
         async with self._starting:
             if self.registry is None:
                 s = self.settings
-                host = CacheHost(s.upstream, memory_budget=s.memory_budget,
+                host = EngineHost(s.upstream, memory_budget=s.memory_budget,
                                  read_timeout=s.read_timeout)
                 self._pending = host
                 try:
@@ -538,87 +529,26 @@ class CacheService:
         cmd = route.admin
         try:
             if isinstance(cmd, Show) and cmd.what == "last":
-                return result_set(["destination", "reason"], [ctx.last], "SELECT 1")
+                return commands.result_set(["destination", "reason"], [ctx.last], "SELECT 1")
             registry = await self.ensure()
             async with self._mutating:
                 if isinstance(cmd, CreateCache):
-                    return await self._create(registry, cmd, ctx)
+                    answer = await commands.create(registry, cmd, ctx)
+                    self._refresh_names()
+                    return answer
                 if isinstance(cmd, DropCache):
                     n = registry.drop(cmd.name)
                     self._refresh_names()
                     return be.CommandComplete(
                         "DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}").encode()
             assert isinstance(cmd, Show)
-            return self._show(registry, cmd.what)
+            return commands.show(registry, cmd.what, self.lanes, self.hits,
+                                 self.settings.upstream_address)
         except AdminError as exc:
             return error_response("42000", str(exc)).encode()
         except Exception as exc:
             log.exception("admin command failed")
             return error_response("XX000", f"weir: {exc}").encode()
-
-    async def _create(self, registry: Registry, cmd: CreateCache, ctx: SessionContext) -> bytes:
-        if cmd.explain_only:
-            await registry.reload_catalog()
-            qid, text, supported = registry.explain(cmd.source, ctx.search_path)
-            return result_set(["query_id", "query", "supported"], [(qid, text, supported)],
-                              "SELECT 1")
-        await registry.create(cmd.source, ctx.search_path, cmd.name)
-        self._refresh_names()
-        return be.CommandComplete("CREATE CACHE").encode()
-
-    def _show(self, registry: Registry, what: str) -> bytes:
-        host = registry.host
-        if what == "caches":
-            memory = host.engine.memory_by_cache()
-            rows: list[tuple[str, ...]] = [(e.name, e.query_id, e.text, str(memory.get(e.name, 0)))
-                    for e in registry.caches.values()]
-            return result_set(["name", "query_id", "query", "memory_bytes"], rows,
-                              f"SELECT {len(rows)}")
-        if what in ("proxied", "supported"):
-            if self.lanes is not None:
-                self.lanes.settle()  # what pass sessions' lanes relayed counts too
-            items = [p for p in registry.proxied.values()
-                     if what == "proxied" or not p.supported.startswith("unsupported")]
-            rows = [(p.query_id, p.text, p.supported, str(p.count)) for p in items]
-            return result_set(["query_id", "query", "supported", "count"], rows,
-                              f"SELECT {len(rows)}")
-        if what == "tables":
-            tables: dict[int, list[str]] = {}
-            for e in registry.caches.values():
-                for oid in e.query.plan.relations:
-                    tables.setdefault(oid, []).append(e.name)
-            rows = []
-            for oid, names in sorted(tables.items()):
-                rel = registry.planner.catalog.by_oid(oid)
-                label = rel.qualified if rel is not None else str(oid)
-                rows.append((label, str(oid), ", ".join(sorted(names))))
-            return result_set(["table", "oid", "caches"], rows, f"SELECT {len(rows)}")
-        stats = host.stream.stats()
-        engine = host.engine
-        lane_answers = self.lanes.core.stats()[0] if self.lanes is not None else 0
-        addr = self.settings.upstream_address
-        pairs = [
-            ("upstream", f"{addr.host}:{addr.port}"),
-            ("replication", "connected" if stats.connected else "disconnected"),
-            ("slot", stats.slot),
-            ("applied_lsn", _lsn(stats.applied_lsn)),
-            ("lag_bytes", "" if stats.lag_bytes is None else str(stats.lag_bytes)),
-            ("lag_seconds", "" if stats.lag_seconds is None else f"{stats.lag_seconds:.3f}"),
-            ("caches", str(len(registry.caches))),
-            ("memory_bytes", str(engine.memory_total())),
-            ("hits", str(engine.stats.hits + lane_answers)),
-            ("misses", str(engine.stats.misses)),
-            ("fills", str(host.fills_done)),
-            ("fill_transactions", str(host.fill_transactions)),
-            ("fill_ms_avg", f"{1000 * host.fill_seconds / max(1, host.fills_done):.2f}"),
-            ("evictions", str(engine.stats.evictions)),
-            ("memoized_answers", str(self.hits.served + lane_answers)),
-            ("memo_bytes", str(self.hits.bytes)),
-        ]
-        if self.lanes is not None:
-            pairs.extend((k, str(v)) for k, v in self.lanes.stats().items())
-        return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
-
 
 def _stale(lag: float) -> str:
     if lag == float("inf"):
@@ -631,6 +561,3 @@ def parameters_of(ctx: SessionContext) -> dict[str, str]:
     """The ParameterStatus values of the session a context belongs to."""
     return ctx.parameters if ctx.parameters is not None else {}
 
-
-def _lsn(value: int) -> str:
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"

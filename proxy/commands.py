@@ -1,0 +1,99 @@
+"""weir's own SQL commands run: their answers as PostgreSQL would send them.
+
+Owns: :func:`result_set` (a text result: RowDescription, DataRows, CommandComplete),
+:func:`create` (CREATE CACHE and EXPLAIN CREATE CACHE) and :func:`show` (SHOW CACHES,
+PROXIED QUERIES, SUPPORTED QUERIES, TABLES, WEIR STATUS). The grammar is ``proxy.admin``'s;
+``CacheService.admin`` serializes the commands that change caches and turns errors into
+ErrorResponses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cdc import format_lsn
+from pgwire import backend as be
+from proxy.admin import CreateCache
+from proxy.hitpath import HitMemos
+from proxy.lanes import HitLanes
+from proxy.registry import Registry
+from proxy.router import SessionContext
+from proxy.settings import UpstreamAddress
+
+TEXT_OID = 25
+
+
+def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
+    """RowDescription (text columns) + DataRows + CommandComplete."""
+    fields = tuple(be.FieldDescription(name=c, type_oid=TEXT_OID) for c in columns)
+    out = [be.RowDescription(fields).encode()]
+    out.extend(be.encode_data_row([None if v is None else v.encode() for v in row]) for row in rows)
+    out.append(be.CommandComplete(tag).encode())
+    return b"".join(out)
+
+
+
+async def create(registry: Registry, cmd: CreateCache, ctx: SessionContext) -> bytes:
+    """CREATE CACHE (or its EXPLAIN): the answer; the caller refreshes what names caches."""
+    if cmd.explain_only:
+        await registry.reload_catalog()
+        qid, text, supported = registry.explain(cmd.source, ctx.search_path)
+        return result_set(["query_id", "query", "supported"], [(qid, text, supported)],
+                          "SELECT 1")
+    await registry.create(cmd.source, ctx.search_path, cmd.name)
+    return be.CommandComplete("CREATE CACHE").encode()
+
+def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
+         upstream: UpstreamAddress) -> bytes:
+    """SHOW CACHES | PROXIED QUERIES | SUPPORTED QUERIES | TABLES | WEIR STATUS."""
+    host = registry.host
+    if what == "caches":
+        memory = host.engine.memory_by_cache()
+        rows: list[tuple[str, ...]] = [(e.name, e.query_id, e.text, str(memory.get(e.name, 0)))
+                for e in registry.caches.values()]
+        return result_set(["name", "query_id", "query", "memory_bytes"], rows,
+                          f"SELECT {len(rows)}")
+    if what in ("proxied", "supported"):
+        if lanes is not None:
+            lanes.settle()  # what pass sessions' lanes relayed counts too
+        items = [p for p in registry.proxied.values()
+                 if what == "proxied" or not p.supported.startswith("unsupported")]
+        rows = [(p.query_id, p.text, p.supported, str(p.count)) for p in items]
+        return result_set(["query_id", "query", "supported", "count"], rows,
+                          f"SELECT {len(rows)}")
+    if what == "tables":
+        tables: dict[int, list[str]] = {}
+        for e in registry.caches.values():
+            for oid in e.query.plan.relations:
+                tables.setdefault(oid, []).append(e.name)
+        rows = []
+        for oid, names in sorted(tables.items()):
+            rel = registry.planner.catalog.by_oid(oid)
+            label = rel.qualified if rel is not None else str(oid)
+            rows.append((label, str(oid), ", ".join(sorted(names))))
+        return result_set(["table", "oid", "caches"], rows, f"SELECT {len(rows)}")
+    stats = host.stream.stats()
+    engine = host.engine
+    lane_answers = lanes.core.stats()[0] if lanes is not None else 0
+    addr = upstream
+    pairs = [
+        ("upstream", f"{addr.host}:{addr.port}"),
+        ("replication", "connected" if stats.connected else "disconnected"),
+        ("slot", stats.slot),
+        ("applied_lsn", format_lsn(stats.applied_lsn)),
+        ("lag_bytes", "" if stats.lag_bytes is None else str(stats.lag_bytes)),
+        ("lag_seconds", "" if stats.lag_seconds is None else f"{stats.lag_seconds:.3f}"),
+        ("caches", str(len(registry.caches))),
+        ("memory_bytes", str(engine.memory_total())),
+        ("hits", str(engine.stats.hits + lane_answers)),
+        ("misses", str(engine.stats.misses)),
+        ("fills", str(host.fills_done)),
+        ("fill_transactions", str(host.fill_transactions)),
+        ("fill_ms_avg", f"{1000 * host.fill_seconds / max(1, host.fills_done):.2f}"),
+        ("evictions", str(engine.stats.evictions)),
+        ("memoized_answers", str(hits.served + lane_answers)),
+        ("memo_bytes", str(hits.bytes)),
+    ]
+    if lanes is not None:
+        pairs.extend((k, str(v)) for k, v in lanes.stats().items())
+    return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
