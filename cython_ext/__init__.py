@@ -7,6 +7,10 @@ that owns them (for example ``pgwire.framing``). Those modules end with::
     if _fast is not None:
         split_messages = _fast.split_messages
 
+Each owner keeps its pure reference under one name, ``<name>_python`` (the function or class
+``<name>`` is rebound to the twin's; parity tests hold the twin to ``<name>_python``, and
+:func:`python_twins` collects them by ``<name>``).
+
 ``WEIR_IMPL`` chooses: ``python`` never loads a twin, ``cython`` requires every twin
 (a missing build is an error, so a CI run "under Cython" cannot silently test Python),
 ``auto`` (the default) uses a twin when it is built. This package imports nothing from
@@ -18,6 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 from types import ModuleType
+from typing import Any
 
 IMPLS = ("python", "cython", "auto")
 
@@ -51,3 +56,9 @@ def load_pair(name: str) -> ModuleType | None:
         return importlib.import_module(f"cython_ext.{name}")
     except ImportError:
         return None
+
+
+def python_twins(module: ModuleType) -> dict[str, Any]:
+    """The pure references ``module`` keeps for its twin: each ``<name>_python`` by ``<name>``."""
+    return {name[: -len("_python")]: value for name, value in vars(module).items()
+            if name.endswith("_python") and not name.startswith("__")}

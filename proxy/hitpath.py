@@ -345,7 +345,7 @@ def _current(session: Session, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> 
     return True
 
 
-pure_try_answer = try_answer  # the reference the parity tests hold the twin to
+try_answer_python = try_answer  # the reference the parity tests hold the twin to
 _fast = cython_ext.load("hitpath")
 if _fast is not None:
     try_answer = _fast.try_answer

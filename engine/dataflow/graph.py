@@ -254,7 +254,9 @@ def run(nodes: dict[int, Node], pending: Pending, pending_ev: PendingEv) -> None
 
 
 #: The pure-Python kernels (the parity test compares the Cython twins with these).
-PURE: dict[str, Any] = {"emit": emit, "run": run}
+#: the pure references of the compiled twin (``<name>_python``, see ``cython_ext``)
+emit_python = emit
+run_python = run
 
 _fast = cython_ext.load("graph")
 if _fast is not None:

@@ -285,10 +285,18 @@ def apply_bag(state: dict[Row, Bag], answers: dict[Row, Any], delta: Delta,
 
 
 #: The pure-Python kernels (the parity tests compare the Cython twins with these).
-PURE = {"consolidate": consolidate, "key_of": key_of, "row_size": row_size, "apply_bag": apply_bag,
-        "exact_key": exact_key, "row_key": row_key, "same_print": same_print,
-        "bag_add": bag_add, "bag_rows": bag_rows, "bag_size": bag_size,
-        "_consolidate_exact": _consolidate_exact}
+#: the pure references of the compiled twin (``<name>_python``, see ``cython_ext``)
+consolidate_python = consolidate
+key_of_python = key_of
+row_size_python = row_size
+apply_bag_python = apply_bag
+exact_key_python = exact_key
+row_key_python = row_key
+same_print_python = same_print
+bag_add_python = bag_add
+bag_rows_python = bag_rows
+bag_size_python = bag_size
+_consolidate_exact_python = _consolidate_exact
 
 _fast = cython_ext.load("records")
 if _fast is not None:

@@ -238,10 +238,13 @@ def accumulator(func: str, result_oid: int, arg_oid: int | None) -> Acc:
 
 
 #: The pure-Python accumulators (the parity tests compare the Cython twins with these).
-PURE: dict[str, Any] = {
-    "CountStar": CountStar, "Count": Count, "IntSum": IntSum, "NumericSum": NumericSum,
-    "NumericAvg": NumericAvg, "decimal_scale": decimal_scale,
-}
+#: the pure references of the compiled twin (``<name>_python``, see ``cython_ext``)
+CountStar_python = CountStar
+Count_python = Count
+IntSum_python = IntSum
+NumericSum_python = NumericSum
+NumericAvg_python = NumericAvg
+decimal_scale_python = decimal_scale
 
 _fast = cython_ext.load("accumulators")
 if _fast is not None:

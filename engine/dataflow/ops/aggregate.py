@@ -173,7 +173,8 @@ def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:
 
 
 #: The pure-Python kernel (the parity tests compare the Cython twin with it).
-PURE = {"fold": fold}
+#: the pure references of the compiled twin (``<name>_python``, see ``cython_ext``)
+fold_python = fold
 
 _fast = cython_ext.load("aggregate")
 if _fast is not None:

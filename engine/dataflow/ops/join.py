@@ -283,7 +283,8 @@ def _matches(row: Row, bound: dict[int, object]) -> bool:
 
 
 #: The pure-Python kernel (the parity tests compare the Cython twin with it).
-PURE = {"join_deltas": join_deltas}
+#: the pure references of the compiled twin (``<name>_python``, see ``cython_ext``)
+join_deltas_python = join_deltas
 
 _fast = cython_ext.load("join")
 if _fast is not None:

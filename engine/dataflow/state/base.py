@@ -315,7 +315,9 @@ def apply_changes(store: BaseStore, changes: Iterable[RowChange]) -> tuple[Delta
 
 
 #: The pure-Python kernel (the parity tests compare the Cython twin with it).
-PURE: dict[str, Any] = {"apply_changes": apply_changes, "present_rows": present_rows}
+#: the pure references of the compiled twin (``<name>_python``, see ``cython_ext``)
+apply_changes_python = apply_changes
+present_rows_python = present_rows
 
 _fast = cython_ext.load("basestore")
 if _fast is not None:

@@ -64,7 +64,7 @@ def test_fold_parity(batches: list[list[tuple[tuple[object, ...], int]]],
     nodes = [_node(group, key_pos, keys) for _ in range(2)]
     for delta in batches:
         results = []
-        for node, fold in zip(nodes, (aggregate.PURE["fold"], fast.fold), strict=True):
+        for node, fold in zip(nodes, (aggregate.fold_python, fast.fold), strict=True):
             out, errors = fold(node, list(delta))
             assert out == records.consolidate(out)  # consolidated by construction
             for d in errors:

@@ -67,7 +67,7 @@ def test_apply_changes_parity(data: st.DataObject, table: ir.TableRef, present: 
                               whole: bool) -> None:
     assert fast is not None
     fast.configure(ChangeKind.INSERT, ChangeKind.UPDATE, ChangeKind.DELETE, UNCHANGED_TOAST,
-                   UNKNOWN, base.Index, records.PURE["consolidate"])
+                   UNKNOWN, base.Index, records.consolidate_python)
     stores = [base.BaseStore(table) for _ in range(2)]
     for store in stores:
         store.install((1,), (0,), [])
@@ -78,10 +78,10 @@ def test_apply_changes_parity(data: st.DataObject, table: ir.TableRef, present: 
     for _ in range(data.draw(st.integers(1, 4))):
         batch = data.draw(st.lists(changes(table), max_size=6))
         got = [fn(store, batch) for store, fn in zip(
-            stores, (base.PURE["apply_changes"], fast.apply_changes), strict=True)]
+            stores, (base.apply_changes_python, fast.apply_changes), strict=True)]
         assert repr(got[0]) == repr(got[1])
         assert _state(stores[0]) == _state(stores[1])
         for cols in stores[0].indexes:
             for key in [(g,) for g in range(3)] if cols else [()]:
-                assert fast.present_rows(stores[0], cols, key) == base.PURE["present_rows"](
+                assert fast.present_rows(stores[0], cols, key) == base.present_rows_python(
                     stores[0], cols, key)

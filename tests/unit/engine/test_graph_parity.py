@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
+from cython_ext import python_twins
 from engine.dataflow import graph, records
 from engine.dataflow.ops.aggregate import AggregateNode
 from engine.dataflow.ops.base import BaseNode
@@ -67,7 +68,7 @@ def test_twin_is_built() -> None:
 def test_batch_loop_parity(seed: int, ops: list[tuple[int, int]], budget: int | None) -> None:
     assert fast is not None
     fast.configure(records.consolidate, records.dedupe)
-    with _loop(graph.PURE):
+    with _loop(python_twins(graph)):
         want = _state(seed, ops, budget)
     with _loop(fast.__dict__):
         got = _state(seed, ops, budget)

@@ -93,7 +93,7 @@ def test_join_deltas_parity(kind: str, dl: list[tuple[tuple[object, ...], int]],
     fast.configure(PullCtx, BaseNode, AggregateNode, consolidate, STALE)
     node = NODES[kind]
     dl, dr = consolidate(dl), consolidate(dr)  # as every edge of the graph carries
-    want = join.PURE["join_deltas"](node, list(dl), list(dr))
+    want = join.join_deltas_python(node, list(dl), list(dr))
     got = fast.join_deltas(node, list(dl), list(dr))
     assert repr(got) == repr(want)
 
@@ -120,6 +120,6 @@ def test_join_deltas_parity_aggregate_and_no_primary_key(
     else:  # tags LEFT JOIN stories: the left input (no primary key) is looked up by stories
         node, left, right = NODES["no_pk"], tags, dl
     left, right = consolidate(left), consolidate(right)
-    want = join.PURE["join_deltas"](node, list(left), list(right))
+    want = join.join_deltas_python(node, list(left), list(right))
     got = fast.join_deltas(node, list(left), list(right))
     assert repr(got) == repr(want)

@@ -141,7 +141,7 @@ def test_twin_matches_pure(config: dict[str, Any]) -> None:
     assert fast is not None
     pure_session, raw, index = _world(config)
     fast_session, raw2, index2 = _world(config)
-    expected = _outcome(pure_session, hitpath.pure_try_answer(pure_session, raw, index))
+    expected = _outcome(pure_session, hitpath.try_answer_python(pure_session, raw, index))
     got = _outcome(fast_session, fast.try_answer(fast_session, raw2, index2))
     assert got == expected
 
@@ -159,6 +159,6 @@ def test_twin_matches_pure_when_the_statement_holds_a_dropped_memo() -> None:
             config = {**good, "describe": describe, "output_memo": output_memo}
             pure_session, raw, index = _world(config)
             fast_session, raw2, index2 = _world(config)
-            expected = _outcome(pure_session, hitpath.pure_try_answer(pure_session, raw, index))
+            expected = _outcome(pure_session, hitpath.try_answer_python(pure_session, raw, index))
             assert expected[4], "a live memo was fetched"
             assert _outcome(fast_session, fast.try_answer(fast_session, raw2, index2)) == expected
