@@ -36,7 +36,7 @@ from libcpp.vector cimport vector
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close, dup, read, write
 
-from cython_ext.queryhead cimport query_head
+from cython_ext.rules_kernel cimport hides_write, mentions, query_head, read_only_tag
 
 
 include "lanes_structs.pxi"
@@ -279,40 +279,22 @@ cdef class Lanes:
     def set_words(self, tuple watched not None, tuple read_only not None):
         """The first words that make a simple Query not plain (upper case) and the
         CommandComplete tags that cannot have written anything."""
-        cdef bytes word
-        cdef size_t i
         pthread_mutex_lock(&self.c.mu)
-        self.c.watched.clear()
-        self.c.watched_at.clear()
-        self.c.watched_len.clear()
-        self.c.read_only.clear()
-        for word in watched:
-            self.c.watched.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
-        for i in range(self.c.watched.size()):  # (the strings stay where they are now)
-            self.c.watched_at.push_back(<const unsigned char*>self.c.watched[i].data())
-            self.c.watched_len.push_back(self.c.watched[i].size())
-        for word in read_only:
-            self.c.read_only.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
+        _set_words(&self.c.watched, watched)
+        _set_words(&self.c.read_only, read_only)
         pthread_mutex_unlock(&self.c.mu)
 
     def routing(self, tuple names not None, tuple hiding=(), tuple telling=()):
         """The routing state changed (caches were created or dropped, functions that may
         write changed): every pass session hands back before it forwards anything more;
         ``names`` are the relations the caches read, ``hiding`` and ``telling`` the words
-        of ``proxy.forwarding.hides_write`` (all lower case bytes; no ``hiding``: no Query
+        of ``proxy.rules.hides_write`` (all lower case bytes; no ``hiding``: no Query
         hides a write)."""
-        cdef bytes name
         pthread_mutex_lock(&self.c.mu)
         self.c.gen += 1
-        self.c.names.clear()
-        self.c.hiding.clear()
-        self.c.telling.clear()
-        for name in names:
-            self.c.names.push_back(string(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)))
-        for name in hiding:
-            self.c.hiding.push_back(string(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)))
-        for name in telling:
-            self.c.telling.push_back(string(PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)))
+        _set_words(&self.c.names, names)
+        _set_words(&self.c.hiding, hiding)
+        _set_words(&self.c.telling, telling)
         pthread_mutex_unlock(&self.c.mu)
 
     def enter_pass(self, uint64_t token, int fd, int ufd, list binds not None,
@@ -386,6 +368,20 @@ cdef class Lanes:
 
 
 QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}
+
+
+cdef void _set_words(Words* w, tuple words):
+    """Replace the words of ``w`` (bytes each); its pointers follow the strings' new place."""
+    cdef bytes word
+    cdef size_t i
+    w.held.clear()
+    w.at.clear()
+    w.lens.clear()
+    for word in words:
+        w.held.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
+    for i in range(w.held.size()):  # (the strings stay where they are now)
+        w.at.push_back(<const unsigned char*>w.held[i].data())
+        w.lens.push_back(w.held[i].size())
 
 
 cdef inline bytes _bytes(const string& data):

@@ -22,18 +22,9 @@ cdef bint _quiet_upstream(Core* c, const unsigned char* p, Py_ssize_t length) no
         return True
     if t == b'Z':
         return length == 5 and p[5] == b'I'
-    if t == b'C':
-        return _read_only(c, p + 5, length - 4)
-    return False
-
-
-cdef bint _read_only(Core* c, const unsigned char* tag, Py_ssize_t size) noexcept nogil:
-    """A CommandComplete tag that cannot have written anything (``set_words``)."""
-    cdef Py_ssize_t i, k
-    for i in range(<Py_ssize_t>c.read_only.size()):
-        k = c.read_only[i].size()
-        if k <= size and memcmp(tag, c.read_only[i].data(), k) == 0:
-            return True
+    if t == b'C':  # a CommandComplete tag that cannot have written anything
+        return read_only_tag(p + 5, length - 4, c.read_only.at.data(), c.read_only.lens.data(),
+                             c.read_only.at.size())
     return False
 
 
@@ -50,53 +41,27 @@ cdef Py_ssize_t _names_end(const unsigned char* p, Py_ssize_t start, Py_ssize_t 
 cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
                  Py_ssize_t end) noexcept nogil:
     """proxy.forwarding.plain_query for the Query payload p[start:end], or False where only
-    the event loop can tell (non-ASCII text)."""
+    the event loop can tell (non-ASCII text); the rules are ``rules_kernel.pxd``'s."""
     cdef Py_ssize_t i, size
     cdef string lowered
+    cdef const unsigned char* text
     if s.queries == QUERIES_NONE:
         return False
-    if query_head(p, end, start, end, c.watched_at.data(), c.watched_len.data(),
-                  c.watched_at.size()) != 1:
+    if query_head(p, end, start, end, c.watched.at.data(), c.watched.lens.data(),
+                  c.watched.at.size()) != 1:
         return False
-    if s.queries == QUERIES_ASCII or (c.names.empty() and c.hiding.empty()):
+    if s.queries == QUERIES_ASCII or (c.names.at.empty() and c.hiding.at.empty()):
         return True
     size = end - 1 - start
     lowered.assign(<const char*>p + start, size)
     for i in range(size):
         if 65 <= <unsigned char>lowered[i] <= 90:
             lowered[i] = lowered[i] + 32
-    for i in range(<Py_ssize_t>c.names.size()):
-        if lowered.find(c.names[i]) != npos:
-            return False
-    return not _hides_write(c, lowered)
-
-
-cdef inline bint _word_char(unsigned char ch) noexcept nogil:
-    return (97 <= ch <= 122) or (48 <= ch <= 57) or ch == 95 or ch == 36 or (65 <= ch <= 90)
-
-
-cdef bint _hides_write(Core* c, const string& lowered) noexcept nogil:
-    """proxy.forwarding.hides_write for an ASCII Query text in lower case."""
-    cdef size_t i = 0, first, at, n = lowered.size(), k
-    if c.hiding.empty():
-        return False
-    while i < n and (lowered[i] == 32 or 9 <= <unsigned char>lowered[i] <= 13):
-        i += 1
-    first = i
-    while i < n and ((97 <= <unsigned char>lowered[i] <= 122) or lowered[i] == 95):
-        i += 1
-    for k in range(c.telling.size()):
-        if lowered.compare(first, i - first, c.telling[k]) == 0:
-            return False
-    for k in range(c.hiding.size()):
-        at = lowered.find(c.hiding[k])
-        while at != npos:
-            if (at == 0 or not _word_char(<unsigned char>lowered[at - 1])) and \
-                    (at + c.hiding[k].size() >= n
-                     or not _word_char(<unsigned char>lowered[at + c.hiding[k].size()])):
-                return True
-            at = lowered.find(c.hiding[k], at + 1)
-    return False
+    text = <const unsigned char*>lowered.data()
+    return not mentions(text, size, c.names.at.data(), c.names.lens.data(), c.names.at.size()) \
+        and not hides_write(text, size, c.hiding.at.data(), c.hiding.lens.data(),
+                            c.hiding.at.size(), c.telling.at.data(), c.telling.lens.data(),
+                            c.telling.at.size())
 
 
 cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:

@@ -147,6 +147,14 @@ cdef cppclass LSession:
 ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
 
 
+cdef cppclass Words:
+    """Words for the rules of ``rules_kernel.pxd``: their bytes, and pointers and lengths
+    (``at``/``lens``, set again whenever ``held`` changes; see ``_set_words``)."""
+    vector[string] held
+    vector[const unsigned char*] at
+    vector[Py_ssize_t] lens
+
+
 cdef cppclass Core:
     pthread_mutex_t mu
     pthread_cond_t cv  # a session stopped being BUSY
@@ -164,15 +172,13 @@ cdef cppclass Core:
     vector[int] cpus  # the CPU each lane runs on (empty: lanes are not pinned)
     vector[int] lane_of_cpu  # CPU -> the lane pinned to it, or -1
     uint64_t gen  # the routing generation (pass sessions hand back when it moved)
-    vector[string] names  # relation names of the caches (lower case; QUERIES_UNNAMED)
+    Words names  # relation names of the caches (lower case; QUERIES_UNNAMED)
     #: whole words that make a Query hide a write, and the first words that tell one
-    #: (proxy.forwarding.hides_write; QUERIES_UNNAMED)
-    vector[string] hiding
-    vector[string] telling
-    vector[string] watched  # proxy.forwarding.WATCHED_WORDS
-    vector[const unsigned char*] watched_at  # their bytes and lengths, for query_head
-    vector[Py_ssize_t] watched_len
-    vector[string] read_only  # CommandComplete tags that cannot have written anything
+    #: (proxy.rules.hides_write; QUERIES_UNNAMED)
+    Words hiding
+    Words telling
+    Words watched  # proxy.rules.WATCHED_WORDS
+    Words read_only  # CommandComplete tags that cannot have written anything
     uint64_t relayed  # cycles relayed by pass sessions
     uint64_t moved  # sessions moved to the lane of another CPU
 

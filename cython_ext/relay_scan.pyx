@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""The relay's hot kernels: twins of pgwire.framing.scan_backend and
-proxy.forwarding.query_head (same contracts; see those modules), and ``Relay``, the relay
-core of a session (its twin is the session's own Python path; see the class).
+"""The relay's hot kernels: the twin of pgwire.framing.scan_backend (same contract; see
+that module), and ``Relay``, the relay core of a session (its twin is the session's own
+Python path; see the class). The quiet-message rules both use are ``rules_kernel.pxd``'s
+(pure reference: proxy.rules).
 
 ``scan_backend`` makes two passes over the message headers: the first finds the end of the
 complete messages, checks their lengths and finds the cut (the last well-formed ReadyForQuery
@@ -18,7 +19,8 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp
 
-from cython_ext.queryhead cimport query_head as _query_head
+from cython_ext.rules_kernel cimport query_head as _query_head
+from cython_ext.rules_kernel cimport read_only_tag as _read_only_tag
 
 cdef object _error = ValueError
 
@@ -29,15 +31,36 @@ def set_error_class(cls):
     _error = cls
 
 
-cdef inline bint _quiet(const unsigned char* payload, Py_ssize_t size, tuple tags):
-    """Whether payload[:8] starts with one of ``tags``."""
-    cdef Py_ssize_t window = size if size < 8 else 8
-    cdef bytes tag
-    for tag in tags:
-        if PyBytes_GET_SIZE(tag) <= window and memcmp(
-                payload, PyBytes_AS_STRING(tag), PyBytes_GET_SIZE(tag)) == 0:
-            return True
-    return False
+cdef enum:
+    MAX_WATCHED = 32  # words a tuple may hold (proxy.rules.WATCHED_WORDS, READ_ONLY_TAGS)
+
+
+cdef Py_ssize_t _words(tuple watched, const unsigned char** words, Py_ssize_t* lens) except -1:
+    """Point ``words``/``lens`` at the bytes of ``watched`` (kept alive by the caller)."""
+    cdef Py_ssize_t i = 0
+    cdef bytes word
+    if len(watched) > MAX_WATCHED:
+        raise ValueError(f"at most {MAX_WATCHED} words")
+    for word in watched:
+        words[i] = <const unsigned char*>PyBytes_AS_STRING(word)
+        lens[i] = PyBytes_GET_SIZE(word)
+        i += 1
+    return i
+
+
+#: the tags ``scan_backend`` was last given (callers pass the same tuple), as C arrays
+cdef tuple _qtags = None
+cdef const unsigned char* _qwords[MAX_WATCHED]
+cdef Py_ssize_t _qlens[MAX_WATCHED]
+cdef Py_ssize_t _nq = 0
+
+
+cdef inline int _quiet_tags(tuple tags) except -1:
+    global _qtags, _nq
+    if tags is not _qtags:
+        _nq = _words(tags, _qwords, _qlens)
+        _qtags = tags
+    return 0
 
 
 def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_tags,
@@ -51,6 +74,7 @@ def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_
     cdef list marks = []
     cdef bytes statuses
     cdef char* out
+    _quiet_tags(quiet_tags)
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         p = <const unsigned char*>view.buf
@@ -76,7 +100,8 @@ def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_
                         clean = False
                 elif t == 69 or t == 83:  # E S
                     clean = False
-                elif t == 67 and not _quiet(p + pos + 5, <Py_ssize_t>length - 4, quiet_tags):
+                elif t == 67 and not _read_only_tag(p + pos + 5, <Py_ssize_t>length - 4,
+                                                    _qwords, _qlens, _nq):
                     clean = False
             pos = end
         statuses = PyBytes_FromStringAndSize(NULL, nready)
@@ -101,32 +126,6 @@ def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_
     return pos, statuses, marks
 
 
-cdef enum:
-    MAX_WATCHED = 32  # watched words a tuple may hold (proxy.forwarding.WATCHED_WORDS)
-
-
-cdef Py_ssize_t _words(tuple watched, const unsigned char** words, Py_ssize_t* lens) except -1:
-    """Point ``words``/``lens`` at the bytes of ``watched`` (kept alive by the caller)."""
-    cdef Py_ssize_t i = 0
-    cdef bytes word
-    if len(watched) > MAX_WATCHED:
-        raise ValueError(f"at most {MAX_WATCHED} watched words")
-    for word in watched:
-        words[i] = <const unsigned char*>PyBytes_AS_STRING(word)
-        lens[i] = PyBytes_GET_SIZE(word)
-        i += 1
-    return i
-
-
-def query_head(bytes raw, Py_ssize_t start, Py_ssize_t end, tuple watched):
-    """Twin of proxy.forwarding.query_head (same contract; see that module)."""
-    cdef const unsigned char* words[MAX_WATCHED]
-    cdef Py_ssize_t lens[MAX_WATCHED]
-    cdef Py_ssize_t count = _words(watched, words, lens)
-    return _query_head(<const unsigned char*>PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw),
-                       start, end, words, lens, count)
-
-
 # -- the relay core -----------------------------------------------------------------------------
 #
 # ``Relay`` is what a READY session's transports deliver data to (proxy.relay.relay_entries).
@@ -138,11 +137,14 @@ cdef object _try_answer = None  # proxy.hitpath.try_answer
 cdef object _ready_phase = None  # Phase.READY
 cdef object _violation = ValueError  # ProtocolViolation
 cdef object _plain_query = None  # proxy.forwarding.plain_query (when a registry runs)
-cdef tuple _watched = ()  # proxy.forwarding.WATCHED_WORDS (its bytes: _wwords, _wlens)
+cdef tuple _watched = ()  # proxy.rules.WATCHED_WORDS (its bytes: _wwords, _wlens)
 cdef const unsigned char* _wwords[MAX_WATCHED]
 cdef Py_ssize_t _wlens[MAX_WATCHED]
 cdef Py_ssize_t _nwatched = 0
 cdef tuple _read_only_tags = ()  # CommandComplete tags that cannot have written anything
+cdef const unsigned char* _rwords[MAX_WATCHED]
+cdef Py_ssize_t _rlens[MAX_WATCHED]
+cdef Py_ssize_t _nread_only = 0
 #: SessionState's shared queue items of the requests whose success changes nothing
 cdef object _describe = None, _execute = None, _sync = None, _query = None
 cdef bint _configured = False
@@ -156,10 +158,11 @@ def configure(try_answer, ready_phase, violation, dict plain, tuple read_only_ta
               tuple watched, plain_query):
     """Hand the core what it uses from the project (this package imports none of it)."""
     global _try_answer, _ready_phase, _violation, _plain_query, _watched, _read_only_tags
-    global _describe, _execute, _sync, _query, _configured, _nwatched
+    global _describe, _execute, _sync, _query, _configured, _nwatched, _nread_only
     _try_answer, _ready_phase, _violation, _plain_query = (try_answer, ready_phase, violation,
                                                            plain_query)
     _nwatched = _words(watched, _wwords, _wlens)
+    _nread_only = _words(read_only_tags, _rwords, _rlens)
     _watched, _read_only_tags = watched, read_only_tags
     _describe, _execute = plain["describe"], plain["execute"]
     _sync, _query = plain["sync"], plain["query"]
@@ -428,7 +431,7 @@ cdef class Relay:
 
     cdef bint _plain(self, bytes raw, const unsigned char* p, Py_ssize_t start,
                      Py_ssize_t end) except -1:
-        """proxy.forwarding.plain_query."""
+        """proxy.forwarding.plain_query (its rules: proxy.rules, rules_kernel.pxd)."""
         cdef int head = _query_head(p, PyBytes_GET_SIZE(raw), start, end, _wwords, _wlens,
                                     _nwatched)
         if head == 0:
@@ -519,7 +522,8 @@ cdef class Relay:
                     return False
             elif t == 69 or t == 83:  # E S
                 return False
-            elif t == 67 and not _quiet(p + pos + 5, length - 4, _read_only_tags):
+            elif t == 67 and not _read_only_tag(p + pos + 5, length - 4, _rwords, _rlens,
+                                                _nread_only):
                 return False
             pos = end
         if pos != n or status == 0:

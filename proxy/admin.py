@@ -62,7 +62,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 
 #: First words that can start an admin command: a cheap pre-check on the hot path.
-_FIRST_WORDS = ("CREATE", "EXPLAIN", "DROP", "SHOW")
+FIRST_WORDS = ("CREATE", "EXPLAIN", "DROP", "SHOW")
 
 
 def identifier(text: str) -> str:
@@ -75,7 +75,7 @@ def identifier(text: str) -> str:
 def parse_admin(text: str) -> AdminCommand | None:
     """The admin command ``text`` is, or None if it is ordinary SQL."""
     stripped = text.strip()
-    if not stripped[:7].upper().startswith(_FIRST_WORDS):
+    if not stripped[:7].upper().startswith(FIRST_WORDS):
         return None
     stripped = stripped.rstrip(";").strip()
     for pattern, kind in _PATTERNS:

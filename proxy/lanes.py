@@ -77,9 +77,10 @@ from typing import TYPE_CHECKING, Any, cast
 import cython_ext
 from pgwire import frontend as fe
 from pgwire.framing import scan_messages
-from proxy.forwarding import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
+from proxy.forwarding import CONTENT_FREE
 from proxy.handshake import Phase
 from proxy.hitpath import Hit, may_serve, session_settings_id
+from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
 
 if TYPE_CHECKING:
     from proxy.relay import Session
@@ -343,10 +344,8 @@ class HitLanes:
         """The service's routing state (registry, cached relation names, functions that may
         write) changed: pass sessions hand back before they forward anything more."""
         service = self.service
-        hiding = service.hiding if service.registry is not None \
-            and service.settings.read_your_writes == "on" else ()
         self.core.routing(tuple(name.encode() for name in service._names),
-                          tuple(w.encode() for w in hiding),
+                          tuple(w.encode() for w in service.hiding_now()),
                           tuple(w.encode() for w in WRITE_WORDS))
 
     # -- pass sessions ----------------------------------------------------------------------

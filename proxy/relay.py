@@ -42,17 +42,11 @@ from pgwire.framing import (
 )
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
-from proxy.forwarding import (
-    CONTENT_FREE,
-    READ_ONLY_TAGS,
-    WATCHED_WORDS,
-    ForwardMemos,
-    bind_names,
-    plain_query,
-)
+from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
 from proxy.handshake import Handshake, Phase, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
+from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
 from proxy.session import PLAIN_REQUESTS, SessionState
 
 if TYPE_CHECKING:
@@ -493,7 +487,7 @@ class Session(Handshake):
             elif state.answer(mtype):
                 swallowed.append((start - 5, end, state.replacement))
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
-                    and not raw[start : start + 8].startswith(READ_ONLY_TAGS):
+                    and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
                 self.ctx.wrote = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.forget_grants(raw[start : start + 6])

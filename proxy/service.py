@@ -26,12 +26,12 @@ from pgwire.errors import error_response
 from proxy import commands
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
-from proxy.forwarding import hides_write, hiding_words, writes_pattern
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
+from proxy.rules import hides_write, hiding_words, plain_text
 from proxy.session import SessionState
 from proxy.settings import Settings
 
@@ -56,10 +56,9 @@ class CacheService:
         self._pending: EngineHost | None = None  # a host being started (``stop`` stops it too)
         self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
         #: functions that may write (volatile, outside the system schemas; lower case) and
-        #: the words that make a statement hide a write (``forwarding.hides_write``)
+        #: the words that make a statement hide a write (``rules.hides_write``)
         self.writers: tuple[str, ...] = ()
         self.hiding = hiding_words(())
-        self._writes = writes_pattern(self.hiding)
         #: (role, database) -> (default settings, time.monotonic() read); ``_apply_defaults``
         self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
         #: (role, cache) -> (may read, time.monotonic() it expires); see ``_authorized`` (the
@@ -191,14 +190,17 @@ class CacheService:
         if writers == self.writers:
             return False
         self.writers, self.hiding = writers, hiding_words(writers)
-        self._writes = writes_pattern(self.hiding)
         return True
 
-    def hides_write(self, text: str, lowered: str | None = None) -> bool:
+    def hides_write(self, text: str) -> bool:
         """Whether a statement may write while its CommandComplete tag says it cannot (only
         while caching runs: read-your-writes has nothing to do otherwise)."""
-        return self.registry is not None and self.settings.read_your_writes == "on" \
-            and hides_write(text.lower() if lowered is None else lowered, self._writes)
+        return hides_write(text.lower(), self.hiding_now())
+
+    def hiding_now(self) -> tuple[str, ...]:
+        """The words that make a statement hide a write while read-your-writes runs."""
+        on = self.registry is not None and self.settings.read_your_writes == "on"
+        return self.hiding if on else ()
 
     def is_current(self, entry: Any) -> bool:
         """Whether a cache entry (remembered by a prepared statement) is still the cache of
@@ -232,18 +234,16 @@ class CacheService:
             return Route("upstream", "no cache for this query")
         return route_query(text, state, ctx, registry, self.replicated_db)
 
-    def _mentions_cached_table(self, text: str, lowered: str | None = None) -> bool:
+    def _mentions_cached_table(self, text: str) -> bool:
         if not self._names:
             return False
-        lowered = text.lower() if lowered is None else lowered
+        lowered = text.lower()
         return any(name in lowered for name in self._names)
 
     def plain_text(self, text: str) -> bool:
         """Whether a Query text needs no look while caching runs: it names no cached
-        relation and hides no write (``forwarding.plain_query``)."""
-        lowered = text.lower()
-        return not self._mentions_cached_table(text, lowered) \
-            and not self.hides_write(text, lowered)
+        relation and hides no write (``forwarding.plain_query``, ``rules.plain_text``)."""
+        return plain_text(text.lower(), self._names, self.hiding_now())
 
     def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None:
         """Record a query that goes upstream (``times`` runs of it); in auto mode, create its

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import cython_ext
-from proxy.forwarding import WRITE_WORDS, hides_write, hiding_words, writes_pattern
+from proxy.rules import WRITE_WORDS, hides_write_python, hiding_words
 
 _core = cython_ext.load_pair("lanes")
 if _core is None:  # the build is part of `make test`; a missing one is an error, not a skip
@@ -426,14 +426,14 @@ HIDING_TEXTS = [
 @pytest.mark.parametrize("text", HIDING_TEXTS)
 def test_a_pass_session_hands_back_queries_that_may_hide_a_write(
         lanes: Any, pair: Any, upstream_pair: Any, text: str) -> None:
-    """The lane's check is ``proxy.forwarding.hides_write``: a Query that may write behind
+    """The lane's check is ``proxy.rules.hides_write``: a Query that may write behind
     a read-only tag goes to the event loop (read-your-writes counts it); others pass."""
     client, server = pair[0], upstream_pair[0]
     hiding = hiding_words(("bump",))
     enter_pass(lanes, 14, pair, upstream_pair, queries="unnamed", hiding=hiding)
     query = msg(b"Q", text.encode() + b"\x00")
     client.sendall(query)
-    if hides_write(text.lower(), writes_pattern(hiding)):
+    if hides_write_python(text.lower(), hiding):
         assert handed(lanes) == [14]
         assert lanes.leave(14)[5] == query
     else:

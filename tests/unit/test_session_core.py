@@ -16,8 +16,9 @@ from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.framing import ProtocolViolation
 from proxy import hitpath
-from proxy.forwarding import READ_ONLY_TAGS, WATCHED_WORDS, plain_query
+from proxy.forwarding import plain_query
 from proxy.relay import Phase, Session
+from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS
 from proxy.server import Server
 from proxy.session import PLAIN_REQUESTS
 from proxy.settings import Settings

@@ -1,0 +1,128 @@
+# cython: language_level=3
+"""The quiet-message and hidden-write rules, written once in C for the relay core
+(``relay_scan.pyx``), the lanes (``lanes.pyx``) and the rules twin (``rules.pyx``, which
+exposes them to Python). Inline functions over raw bytes, with word lists as C arrays, so
+that they run without the GIL; this header has no module of its own. Their pure reference
+and the contract of each is ``proxy.rules`` (parity: ``tests/unit/proxy/test_rules_parity.py``):
+
+- ``query_head``: what the bytes of a simple Query payload say (``proxy.rules.query_head``);
+- ``read_only_tag``: a CommandComplete tag that cannot have written anything
+  (``proxy.rules.read_only_tag``);
+- ``hides_write``: a Query text (ASCII, lower case) that may write behind a read-only tag
+  (``proxy.rules.hides_write``);
+- ``mentions``: a Query text (ASCII, lower case) containing one of the names of cached
+  relations (``proxy.rules.plain_text``).
+"""
+
+from libc.string cimport memchr, memcmp
+
+
+cdef inline bint _blank(unsigned char c) noexcept nogil:
+    return c == 32 or (9 <= c <= 13)  # what bytes.strip() strips
+
+
+cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t start,
+                           Py_ssize_t end, const unsigned char* const* words,
+                           const Py_ssize_t* lens, Py_ssize_t nwords) noexcept nogil:
+    """proxy.rules.query_head of p[start:end] (``n`` bytes at ``p``), ``words`` being
+    the upper-case watched words (``lens`` their lengths): 0, 1 or 2 as documented there."""
+    cdef Py_ssize_t i, h, k, size, w
+    cdef unsigned char c
+    if start < 0 or end <= start or end > n:
+        return 0
+    if memchr(p + start, 0, end - 1 - start) != NULL or p[end - 1] != 0:
+        return 0
+    h = start
+    while h < end - 1 and _blank(p[h]):
+        h += 1
+    size = end - 1 - h
+    if size > 10:
+        size = 10
+    if size == 0 or not ((65 <= p[h] <= 90) or (97 <= p[h] <= 122)):
+        return 0
+    for i in range(size):
+        if p[h + i] >= 128:
+            return 0
+    for w in range(nwords):
+        k = lens[w]
+        if k > size:
+            continue
+        for i in range(k):
+            c = p[h + i]
+            if 97 <= c <= 122:
+                c -= 32
+            if c != words[w][i]:
+                break
+        else:
+            return 0
+    for i in range(h + size, end - 1):
+        if p[i] >= 128:
+            return 2
+    return 1
+
+
+cdef inline bint read_only_tag(const unsigned char* tag, Py_ssize_t size,
+                               const unsigned char* const* tags, const Py_ssize_t* lens,
+                               Py_ssize_t ntags) noexcept nogil:
+    """Whether the first 8 bytes of a CommandComplete payload (``size`` bytes at ``tag``)
+    start with one of ``tags`` (``lens`` their lengths)."""
+    cdef Py_ssize_t i, window = size if size < 8 else 8
+    for i in range(ntags):
+        if lens[i] <= window and memcmp(tag, tags[i], lens[i]) == 0:
+            return True
+    return False
+
+
+cdef inline bint _word_char(unsigned char ch) noexcept nogil:
+    return (97 <= ch <= 122) or (48 <= ch <= 57) or ch == 95 or ch == 36 or (65 <= ch <= 90)
+
+
+cdef inline bint _found(const unsigned char* text, Py_ssize_t n, const unsigned char* word,
+                        Py_ssize_t k, bint whole) noexcept nogil:
+    """Whether ``word`` occurs in ``text`` (as a whole word with ``whole``)."""
+    cdef Py_ssize_t at
+    if k == 0:
+        return not whole
+    for at in range(n - k + 1):
+        if text[at] == word[0] and memcmp(text + at, word, k) == 0:
+            if not whole:
+                return True
+            if (at == 0 or not _word_char(text[at - 1])) and \
+                    (at + k >= n or not _word_char(text[at + k])):
+                return True
+    return False
+
+
+cdef inline bint hides_write(const unsigned char* text, Py_ssize_t n,
+                             const unsigned char* const* hiding, const Py_ssize_t* hlens,
+                             Py_ssize_t nhiding, const unsigned char* const* telling,
+                             const Py_ssize_t* tlens, Py_ssize_t ntelling) noexcept nogil:
+    """proxy.rules.hides_write for an ASCII text in lower case: its first word is none of
+    ``telling`` (the write words, whose tag tells) and one of ``hiding`` is in it as a whole
+    word."""
+    cdef Py_ssize_t i = 0, first, k
+    if nhiding == 0:
+        return False
+    while i < n and _blank(text[i]):
+        i += 1
+    first = i
+    while i < n and ((97 <= text[i] <= 122) or text[i] == 95):
+        i += 1
+    for k in range(ntelling):
+        if tlens[k] == i - first and memcmp(text + first, telling[k], tlens[k]) == 0:
+            return False
+    for k in range(nhiding):
+        if _found(text, n, hiding[k], hlens[k], True):
+            return True
+    return False
+
+
+cdef inline bint mentions(const unsigned char* text, Py_ssize_t n,
+                          const unsigned char* const* names, const Py_ssize_t* lens,
+                          Py_ssize_t nnames) noexcept nogil:
+    """Whether one of ``names`` occurs in ``text`` (anywhere: a substring)."""
+    cdef Py_ssize_t k
+    for k in range(nnames):
+        if _found(text, n, names[k], lens[k], False):
+            return True
+    return False

@@ -1,0 +1,110 @@
+"""The quiet-message and hidden-write rules: which messages the relay and the lanes may pass
+without a look, written once.
+
+Owns (pure references; their compiled twins are ``cython_ext/rules.pyx`` for Python callers
+and the inline C of ``cython_ext/rules_kernel.pxd``, which the relay core and the lanes call):
+
+- :data:`WATCHED_WORDS`: first words after which a simple Query may matter to weir beyond
+  its routing (admin commands, SET/RESET, DISCARD/DEALLOCATE);
+- :func:`query_head`: what the bytes of a simple Query payload say about it being plain;
+- :data:`READ_ONLY_TAGS` and :func:`read_only_tag`: CommandComplete tags that cannot have
+  written anything (read-your-writes ignores them; the lanes relay them);
+- :data:`WRITE_WORDS`, :func:`hiding_words` and :func:`hides_write`: a statement that may
+  write while its tag says it cannot (read-your-writes must count it as a write);
+- :func:`plain_text`: a Query text that needs no look while caching runs (it names no cached
+  relation and hides no write).
+
+Every function is pure; each compiled twin returns what its reference returns for every
+input (``tests/unit/proxy/test_rules_parity.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import cython_ext
+from proxy.admin import FIRST_WORDS as ADMIN_WORDS
+
+#: first words after which a simple query may matter to weir beyond its routing: admin
+#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state)
+WATCHED_WORDS = (*(w.encode() for w in ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
+                 b"DEALLOCATE")
+#: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
+READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
+                  b"UNLISTEN", b"DISCARD", b"DEALLOCATE", b"PREPARE", b"DECLARE", b"CLOSE",
+                  b"RESET", b"MOVE", b"EXPLAIN")
+#: words of the statements that write; a statement starting with one says so in its
+#: CommandComplete tag, a statement containing one otherwise may hide a write (``WITH ...
+#: UPDATE``, ``EXPLAIN ANALYZE DELETE``)
+WRITE_WORDS = ("insert", "update", "delete", "merge")
+
+
+def query_head(raw: bytes, start: int, end: int, watched: tuple[bytes, ...]) -> int:
+    """What the bytes of the Query payload ``raw[start:end]`` say: 0 — not plain (a NUL
+    before the end or none at the end; the first word, after ASCII white space, not ASCII
+    letters first, or one of ``watched`` in any case); 1 — plain so far, all ASCII; 2 —
+    plain so far, UTF-8 validity still to check."""
+    if end <= start or raw.find(b"\0", start, end) != end - 1:
+        return 0
+    text = raw[start : end - 1]
+    head = text.lstrip()[:10]
+    if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(watched):
+        return 0
+    return 1 if text.isascii() else 2
+
+
+def read_only_tag(payload: bytes, tags: tuple[bytes, ...]) -> bool:
+    """Whether the first 8 bytes of a CommandComplete payload start with one of ``tags``."""
+    return payload[:8].startswith(tags)
+
+
+def hiding_words(functions: tuple[str, ...]) -> tuple[str, ...]:
+    """The words (lower case) that make a statement :func:`hides_write` where they stand as
+    whole words: :data:`WRITE_WORDS`, ``execute`` (a prepared statement's text is not
+    seen) and the ``functions`` that may write (volatile, outside the system schemas)."""
+    return tuple(sorted({*WRITE_WORDS, "execute", *functions}))
+
+
+@lru_cache(maxsize=8)
+def _pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern finding any of ``words`` as a whole word."""
+    return re.compile(r"(?<![\w$])(?:" + "|".join(re.escape(w) for w in words) + r")(?![\w$])")
+
+
+_FIRST_WORD = re.compile(r"\s*([a-z_]+)")
+
+
+def hides_write(lowered: str, hiding: tuple[str, ...]) -> bool:
+    """Whether a statement (its text in lower case) may write while its CommandComplete tag
+    says it cannot (SELECT calling a function that writes, a data-modifying WITH, EXPLAIN
+    ANALYZE of a write, EXECUTE): one of ``hiding`` (:func:`hiding_words`; none: nothing
+    hides a write) is in it as a whole word. A statement that starts with one of
+    :data:`WRITE_WORDS` hides nothing (its tag tells)."""
+    if not hiding:
+        return False
+    first = _FIRST_WORD.match(lowered)
+    if first is not None and first.group(1) in WRITE_WORDS:
+        return False
+    return _pattern(hiding).search(lowered) is not None
+
+
+def plain_text(lowered: str, names: tuple[str, ...], hiding: tuple[str, ...]) -> bool:
+    """Whether a Query text (in lower case) needs no look while caching runs: none of
+    ``names`` (the relations the caches read, lower case) is in it and it hides no write."""
+    return not any(name in lowered for name in names) and not hides_write(lowered, hiding)
+
+
+#: The pure references, whatever ``WEIR_IMPL`` selects (for parity tests).
+query_head_python = query_head
+read_only_tag_python = read_only_tag
+hides_write_python = hides_write
+plain_text_python = plain_text
+
+_fast = cython_ext.load("rules")
+if _fast is not None:
+    _fast.configure(hides_write_python, plain_text_python, WRITE_WORDS)
+    query_head = _fast.query_head
+    read_only_tag = _fast.read_only_tag
+    hides_write = _fast.hides_write
+    plain_text = _fast.plain_text
