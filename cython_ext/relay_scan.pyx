@@ -348,13 +348,13 @@ cdef class Relay:
         memos = self.memos
         if local:
             registry = PyDict_GetItem(self.svdict, "registry")
-            names = PyDict_GetItem(self.svdict, "_names")
+            names = PyDict_GetItem(self.svdict, "cached_names")
             # the memos take the service's state only (ForwardMemos.current): while it is the one
             # last seen equal to theirs, theirs has not changed either
             if registry != <PyObject*>self.seen_registry or names != <PyObject*>self.seen_names:
-                if registry != <PyObject*>memos._registry or names != <PyObject*>memos._names:
+                if registry != <PyObject*>memos.registry_seen or names != <PyObject*>memos.names_seen:
                     return False  # the routing state changed (ForwardMemos.current, Extended.adopt)
-                self.seen_registry, self.seen_names = memos._registry, memos._names
+                self.seen_registry, self.seen_names = memos.registry_seen, memos.names_seen
         if self.held or self.portals or self.ext.batch_local or self._swallowing():
             return False  # not quiet (or an outcome awaited: SessionState.uncertain)
         last = None

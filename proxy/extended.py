@@ -28,7 +28,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pgwire import backend as be
 from pgwire import frontend as fe
@@ -47,11 +47,9 @@ from proxy.held import (
     row_description,
 )
 from proxy.hitpath import Hit, bind_rest
+from proxy.roles import ExtendedService, ExtendedSession
 from proxy.router import Route
 from proxy.session import deallocation
-
-if TYPE_CHECKING:
-    from proxy.relay import Session
 
 log = logging.getLogger("weir.extended")
 
@@ -66,7 +64,8 @@ _EXTENDED = (fe.Parse, fe.Bind, fe.Describe, fe.Execute, fe.Close)
 class Extended:
     """Per-session state for held statements; driven by the session's message pump."""
 
-    session: Session
+    session: ExtendedSession
+    service: ExtendedService
     held: dict[str, HeldStatement] = field(default_factory=dict)
     portals: dict[str, LocalPortal] = field(default_factory=dict)
     batch_upstream: bool = False  # something of the current batch went upstream
@@ -133,7 +132,7 @@ class Extended:
         outside a transaction block are answered by weir — a cache created while an
         application keeps its connections and prepared statements serves them at once."""
         session = self.session
-        registry, ctx = session.server.service.registry, session.ctx
+        registry, ctx = self.service.registry, session.ctx
         if registry is not None and ctx is not None and ctx.tainted is None:
             adopt(self.held, session.state.statements, registry, ctx.search_path)
 
@@ -207,7 +206,7 @@ class Extended:
         """A statement parsed upstream ran again ``times`` times (its Binds went upstream)."""
         route = self._routes.get(statement)
         if route is not None and self.session.ctx is not None:
-            self.session.server.service.note_upstream(route, self.session.ctx, times)
+            self.service.note_upstream(route, self.session.ctx, times)
 
     def _note_upstream(self, statement: str, reason: str | None = None) -> None:
         ctx = self.session.ctx
@@ -235,7 +234,7 @@ class Extended:
 
     def _holdable(self, msg: fe.Parse) -> Route | None:
         session = self.session
-        service = session.server.service
+        service = self.service
         if not service.enabled or session.ctx is None:
             return None
         admin = parse_admin(msg.query)
@@ -281,7 +280,7 @@ class Extended:
                     ctx = self.session.ctx
                     assert ctx is not None
                     local.rows = await portal_reads.cached_rows(
-                        self.session.server.service, self.session.state, ctx, local)
+                        self.service, self.session.state, ctx, local)
                     if local.rows is None:
                         self._materialize_portal(msg.portal)
                         self.forward(msg, raw)
@@ -484,7 +483,7 @@ class Extended:
             assert ctx is not None
             if not ctx.defaults_applied:
                 return False
-            service = self.session.server.service
+            service = self.service
             prepared = portal_reads.prepare(service, self.session.state, ctx, local)
             if prepared is None:
                 rows = None
@@ -515,7 +514,7 @@ class Extended:
         if local.rest is None or local.reads is None or session.ctx is None \
                 or held.route.cache is None:
             return
-        service = session.server.service
+        service = self.service
         _, sid = service.output_settings_id(session.state, session.ctx)
         description = row_description(held, local.bind.result_formats)
         reads = tuple(local.reads)
@@ -534,7 +533,7 @@ class Extended:
         session = self.session
         assert session.ctx is not None
         if local.result is None:
-            answer = await session.server.service.admin(local.statement.route, session.ctx)
+            answer = await self.service.admin(local.statement.route, session.ctx)
             cmd = local.statement.route.admin
             if not (isinstance(cmd, Show) and cmd.what == "last"):
                 session.ctx.last = ("admin", "weir command")

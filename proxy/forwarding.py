@@ -22,13 +22,11 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from pgwire import frontend as fe
+from proxy.roles import RoutingState
 from proxy.rules import WATCHED_WORDS, query_head
-
-if TYPE_CHECKING:
-    from proxy.service import CacheService
 
 _V = TypeVar("_V")
 
@@ -39,7 +37,7 @@ MEMO_ENTRIES = 256
 CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
 
 
-def plain_query(raw: bytes, start: int, end: int, service: CacheService) -> bool:
+def plain_query(raw: bytes, start: int, end: int, service: RoutingState) -> bool:
     """Whether the Query payload ``raw[start:end]`` is plain (see the module docstring)."""
     head = query_head(raw, start, end, WATCHED_WORDS)
     if head == 0:
@@ -63,21 +61,22 @@ def bind_names(raw: bytes, start: int, end: int) -> bytes:
 class ForwardMemos:
     """One session's memos (see the module docstring)."""
 
-    __slots__ = ("_names", "_registry", "binds", "parses", "plain_last")
+    __slots__ = ("binds", "names_seen", "parses", "plain_last", "registry_seen")
 
     def __init__(self) -> None:
         #: what ``ctx.last`` becomes for a plain Query, once learnt
         self.plain_last: tuple[str, str] | None = None
         self.parses: dict[bytes, fe.Parse] = {}  # Parse payload -> the decoded Parse
         self.binds: dict[bytes, fe.Bind] = {}  # Bind names -> a Bind holding just them
-        self._registry: object = None
-        self._names: object = None
+        self.registry_seen: object = None
+        self.names_seen: object = None
 
-    def current(self, service: CacheService) -> bool:
+    def current(self, service: RoutingState) -> bool:
         """Forget what depends on the routing state if it changed (a cache was created or
         dropped) since the last call; True when it did."""
-        if service.registry is not self._registry or service._names is not self._names:
-            self._registry, self._names = service.registry, service._names
+        if service.registry is not self.registry_seen \
+                or service.cached_names is not self.names_seen:
+            self.registry_seen, self.names_seen = service.registry, service.cached_names
             self.plain_last = None
             self.parses.clear()
             return True

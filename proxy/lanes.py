@@ -344,7 +344,7 @@ class HitLanes:
         """The service's routing state (registry, cached relation names, functions that may
         write) changed: pass sessions hand back before they forward anything more."""
         service = self.service
-        self.core.routing(tuple(name.encode() for name in service._names),
+        self.core.routing(tuple(name.encode() for name in service.cached_names),
                           tuple(w.encode() for w in service.hiding_now()),
                           tuple(w.encode() for w in WRITE_WORDS))
 
@@ -378,8 +378,8 @@ class HitLanes:
                 and upstream.get_write_buffer_size() == 0):
             return RETRY
         local = session._caching and session.ctx is not None
-        if local and (memos._registry is not service.registry
-                      or memos._names is not service._names):
+        if local and (memos.registry_seen is not service.registry
+                      or memos.names_seen is not service.cached_names):
             return RETRY  # the next client message brings the memos up to date first
         if service.registry is None:
             queries = "ascii"

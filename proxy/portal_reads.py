@@ -4,44 +4,23 @@ Owns: preparing the read of a :class:`~proxy.held.LocalPortal` (its route, the s
 output settings and result formats), following a held statement to the cache that now serves
 its text when its own was dropped, reading it (``read_rows``) and encoding the rows
 exactly; each step records in ``ctx.last`` (EXPLAIN LAST STATEMENT) why a read goes
-upstream instead. It needs only the cached-read side of the service (:class:`CachedReads`).
+upstream instead. It needs only the cached-read side of the service
+(``proxy.roles.CachedReads``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from proxy.held import LocalPortal, bind_keys
 from proxy.params import formats_for
 from proxy.results import OutputSettings, encode_rows
+from proxy.roles import CachedReads, Reads
 from proxy.router import Route, SessionContext
 from proxy.session import SessionState
 
 #: a portal's read: its route, the output settings and the result formats
 Prepared = tuple[Route, OutputSettings, tuple[int, ...]]
-#: (cache, key, engine answer) for each key read (the hit path's memo keeps them)
-Reads = list[tuple[str, tuple[Any, ...], object]]
-
-
-class CachedReads(Protocol):
-    """The service's cached reads, as local portals use them (``proxy.service``)."""
-
-    def is_current(self, entry: Any) -> bool: ...
-
-    def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route: ...
-
-    def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings: ...
-
-    def output_plan(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
-                    ) -> tuple[str | None, list[Any]]: ...
-
-    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None
-                      ) -> tuple[tuple[Any, ...] | None, str] | None: ...
-
-    async def read_rows(self, route: Route, ctx: SessionContext | None,
-                        reads: Reads | None = None) -> tuple[tuple[Any, ...] | None, str]: ...
-
-    async def ensure_defaults(self, ctx: SessionContext) -> None: ...
 
 
 def prepare(service: CachedReads, state: SessionState, ctx: SessionContext,

@@ -98,7 +98,7 @@ class Session(Handshake):
         self._held: list[bytes] = []  # client messages waiting behind a local answer
         self._local_busy = False
         self._route = Route("upstream", "")
-        self.extended = Extended(self)
+        self.extended = Extended(self, server.service)
         self.memos = ForwardMemos()  # forwarded messages seen before (see ``_forward_seen``)
         self._caching = server.service.enabled  # weir answers some statements itself
         self._paused: set[str] = set()  # why reading from the client is paused

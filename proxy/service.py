@@ -54,7 +54,7 @@ class CacheService:
         self.registry: Registry | None = None
         self._starting: asyncio.Lock | None = None
         self._pending: EngineHost | None = None  # a host being started (``stop`` stops it too)
-        self._names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
+        self.cached_names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
         #: functions that may write (volatile, outside the system schemas; lower case) and
         #: the words that make a statement hide a write (``rules.hides_write``)
         self.writers: tuple[str, ...] = ()
@@ -218,7 +218,7 @@ class CacheService:
                     rel = self.registry.planner.catalog.by_oid(oid)
                     if rel is not None:
                         names.add(rel.name.lower())
-        self._names = tuple(sorted(names))
+        self.cached_names = tuple(sorted(names))
         if self.lanes is not None:
             self.lanes.routing()
 
@@ -235,15 +235,15 @@ class CacheService:
         return route_query(text, state, ctx, registry, self.replicated_db)
 
     def _mentions_cached_table(self, text: str) -> bool:
-        if not self._names:
+        if not self.cached_names:
             return False
         lowered = text.lower()
-        return any(name in lowered for name in self._names)
+        return any(name in lowered for name in self.cached_names)
 
     def plain_text(self, text: str) -> bool:
         """Whether a Query text needs no look while caching runs: it names no cached
         relation and hides no write (``forwarding.plain_query``, ``rules.plain_text``)."""
-        return plain_text(text.lower(), self._names, self.hiding_now())
+        return plain_text(text.lower(), self.cached_names, self.hiding_now())
 
     def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None:
         """Record a query that goes upstream (``times`` runs of it); in auto mode, create its

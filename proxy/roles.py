@@ -1,0 +1,102 @@
+"""The small interfaces the proxy's helpers need of a session and of the cache service.
+
+Owns: :class:`RoutingState` (what recognising plain Queries and the forwarding memos use of
+the service, ``proxy.forwarding``), :class:`CachedReads` (what the cached read of a local
+portal uses of the service, ``proxy.portal_reads``), :class:`ExtendedService` and
+:class:`ExtendedSession` (what ``proxy.extended.Extended`` uses of the service and of its
+session). ``CacheService`` and ``relay.Session`` meet them structurally (mypy checks it);
+the helpers import these instead of the classes, so that they see only what they use and
+import no module above them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from pgwire import frontend as fe
+from proxy.hitpath import HitMemos
+from proxy.results import OutputSettings
+from proxy.router import Route, SessionContext
+from proxy.session import SessionState
+from proxy.settings import Settings
+
+#: (cache, key, engine answer) for each key read (the hit path's memo keeps them)
+Reads = list[tuple[str, tuple[Any, ...], object]]
+
+
+class RoutingState(Protocol):
+    """The service's routing state, as ``proxy.forwarding`` reads it."""
+
+    @property
+    def registry(self) -> Any: ...
+
+    @property
+    def cached_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def plain_text(self, text: str) -> bool: ...
+
+
+class CachedReads(Protocol):
+    """The service's cached reads, as local portals use them (``proxy.service``)."""
+
+    def is_current(self, entry: Any) -> bool: ...
+
+    def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route: ...
+
+    def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings: ...
+
+    def output_plan(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
+                    ) -> tuple[str | None, list[Any]]: ...
+
+    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None
+                      ) -> tuple[tuple[Any, ...] | None, str] | None: ...
+
+    async def read_rows(self, route: Route, ctx: SessionContext | None,
+                        reads: Reads | None = None) -> tuple[tuple[Any, ...] | None, str]: ...
+
+    async def ensure_defaults(self, ctx: SessionContext) -> None: ...
+
+
+class ExtendedSession(Protocol):
+    """What ``Extended`` needs of its session (``proxy.relay.Session``)."""
+
+    @property
+    def client(self) -> asyncio.Transport: ...
+
+    @property
+    def ctx(self) -> SessionContext | None: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+    def forward(self, msg: object, raw: bytes) -> None: ...
+
+    def inject(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
+               skipped: Callable[[], object] | None = None) -> None: ...
+
+    def inject_flush(self) -> None: ...
+
+
+class ExtendedService(CachedReads, Protocol):
+    """What ``Extended`` needs of the cache service (``proxy.service.CacheService``)."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def registry(self) -> Any: ...
+
+    @property
+    def hits(self) -> HitMemos: ...
+
+    def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None: ...
+
+    def output_settings_id(self, state: SessionState, ctx: SessionContext
+                           ) -> tuple[OutputSettings, int]: ...
+
+    async def admin(self, route: Route, ctx: SessionContext) -> bytes: ...
