@@ -108,23 +108,27 @@ class Server:
 
     # -- cancel keys --------------------------------------------------------------------------
 
-    def register_key(self, session: Session) -> tuple[int, int]:
-        """A fresh (process id, secret) for ``session`` as the client will see it."""
-        while True:
-            pid = secrets.randbelow(0x7FFFFFFF - 1) + 1
-            if pid not in self._keys:
-                break
+    def register_key(self, session: Session, upstream_pid: int) -> tuple[int, int]:
+        """The (process id, secret) ``session`` shows its client: the upstream backend's real
+        process id (what ``pg_backend_pid()`` and notifications name, and what
+        ``pg_terminate_backend()`` needs) with a secret of weir's own, so the upstream's secret
+        never leaves weir. A live backend's pid is unique on the upstream; a session whose
+        backend ended and whose pid was reused is replaced here (its release then leaves the
+        new entry alone, as the secrets differ)."""
         secret = secrets.randbits(32) - (1 << 31)
-        self._keys[pid] = (secret, session)
-        return pid, secret
+        self._keys[upstream_pid] = (secret, session)
+        return upstream_pid, secret
 
     def release_key(self, key: tuple[int, int]) -> None:
         entry = self._keys.get(key[0])
         if entry is not None and entry[0] == key[1]:
             del self._keys[key[0]]
 
-    def cancel(self, process_id: int, secret_key: int) -> None:
-        """Forward a client's CancelRequest to the upstream backend it names, if any."""
+    async def cancel(self, process_id: int, secret_key: int) -> None:
+        """Forward a client's CancelRequest to the upstream backend it names, if any, and
+        return once the upstream has taken it (the caller then closes the client's cancel
+        connection: a client that waits for that close, as libpq does, knows the cancel was
+        delivered before it sends its next statement)."""
         entry = self._keys.get(process_id)
         if entry is None or not secrets.compare_digest(
             entry[0].to_bytes(4, "big", signed=True), secret_key.to_bytes(4, "big", signed=True)
@@ -135,4 +139,4 @@ class Server:
         if session.upstream_key is None:
             return
         pid, secret = session.upstream_key
-        self.spawn(send_cancel(self.upstream, pid, secret, self.settings.connect_timeout))
+        await send_cancel(self.upstream, pid, secret, self.settings.connect_timeout)

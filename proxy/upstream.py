@@ -53,13 +53,17 @@ async def open_stream(
 async def send_cancel(
     addr: UpstreamAddress, process_id: int, secret_key: int, timeout: float
 ) -> None:
-    """Deliver a CancelRequest to the upstream (in clear text, as libpq does)."""
+    """Deliver a CancelRequest to the upstream (in clear text, as libpq does) and wait until
+    the upstream closes the connection: PostgreSQL has then signalled the backend."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(addr.host, addr.port), timeout)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(addr.host, addr.port), timeout)
     except (TimeoutError, OSError):
         return
-    writer.write(CancelRequest(process_id, secret_key).encode())
     try:
-        await writer.drain()
+        writer.write(CancelRequest(process_id, secret_key).encode())
+        await asyncio.wait_for(reader.read(), timeout)
+    except (TimeoutError, OSError):
+        pass
     finally:
         writer.close()
