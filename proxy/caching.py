@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from engine.dataflow.fills import FillRequest, RunFill
 from engine.plan import ir
 from engine.plan.fill_sql import fill_query
 from engine.values import decode_text
+from proxy.publication import Publication
 
 log = logging.getLogger("weir.cache")
 
@@ -96,8 +97,7 @@ class CacheHost:
     """See the module docstring. ``await start()``; ``await read(...)``; ``await stop()``."""
 
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
-                 read_timeout: float = 5.0, max_fills: int = 8,
-                 publication: str = "weir_pub") -> None:
+                 read_timeout: float = 5.0, max_fills: int = 8) -> None:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
@@ -108,9 +108,12 @@ class CacheHost:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: asyncpg.Pool | None = None
         self.schemas: dict[int, TableSchema] = {}
+        self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0))
         self.stream = ReplicationStream(
-            StreamConfig(ConnectParams.from_url(upstream_url), publication=publication),
+            StreamConfig(ConnectParams.from_url(upstream_url),
+                         publication=self.publication.name, create_publication=False),
             self, on_marker=self._on_marker)
+        self.stream.before_slot = self.publication.ensure
         self._plans: dict[str, ir.Reader] = {}
         self.fresh_as_of = float("-inf")
         #: called after ``fresh_as_of`` or ``stream.up`` changed (the hit lanes' deadline)
@@ -184,6 +187,7 @@ class CacheHost:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.stream.stop()
         if self._pool is not None:
+            await self.publication.drop()
             await self._pool.close()
 
     @property
@@ -197,13 +201,19 @@ class CacheHost:
 
     # -- caches -------------------------------------------------------------------------------
 
-    def add_cache(self, name: str, reader: ir.Reader) -> None:
+    async def add_cache(self, name: str, reader: ir.Reader, relations: Iterable[int]) -> None:
+        """Serve ``reader`` as cache ``name`` once the tables it reads (``relations``) are
+        published (raises :class:`NotPublishable` or the upstream's error otherwise)."""
+        await self.publication.need(name, relations)
         self.engine.add_cache(name, reader)
         self._plans[name] = reader
 
     def drop_cache(self, name: str) -> None:
         self.engine.drop_cache(name)
         self._plans.pop(name, None)
+        trim = self.publication.release(name)
+        if trim is not None:
+            self._spawn(trim)
         for (cache, key), futures in list(self._waiting.items()):
             if cache == name:
                 del self._waiting[(cache, key)]

@@ -268,7 +268,7 @@ class CacheService:
         try:
             await registry.create(text, search_path)
             self._refresh_names()
-        except AdminError as exc:
+        except Exception as exc:  # AdminError, the upstream gone: the query stays upstream
             log.info("auto mode could not cache a query: %s", exc)
 
     # -- cached reads -------------------------------------------------------------------------
