@@ -150,3 +150,26 @@ def test_slots_drop_removes_publications_left_by_a_killed_weir(pg: Any, dbname: 
 
     pg.psql("CREATE PUBLICATION weir_pub_0123456789ac", dbname)
     assert asyncio.run(live_weir_keeps_them()) == []
+
+
+def test_concurrent_creations_of_one_query_make_one_cache(pg: Any, dbname: str) -> None:
+    """Auto mode and an admin command (or two auto triggers) creating the same query's cache
+    at once make one cache; neither fails."""
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+            registry = server.server.service.registry
+            text = "SELECT v FROM other WHERE k = $1"
+
+            async def both() -> list[Any]:
+                return await asyncio.gather(registry.create(text, ("public",)),
+                                            registry.create(text, ("public",)))
+
+            first, second = server.call(both())
+            assert first is second
+            assert [r for r in conn.execute("SHOW CACHES").fetchall() if "other" in r[2]]
+            assert len(registry.caches) == 2
+    finally:
+        server.stop()
