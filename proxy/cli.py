@@ -1,4 +1,4 @@
-"""The ``weir`` command line: ``weir serve`` (and later admin subcommands).
+"""The ``weir`` command line: ``weir serve``, ``weir slots``, ``weir bootstrap``.
 
 Owns: argument parsing (every flag also as a ``WEIR_*`` environment variable), logging set-up
 (JSON lines on stderr; parameter values are never logged), choosing the event loop (uvloop
@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     slots.add_argument("--prefix", default=None, help="slot name prefix (default weir_)")
     slots.add_argument("--include-active", action="store_true",
                        help="with drop: also drop slots a live session holds")
+    from cdc.bootstrap.cli import add_arguments
+
+    add_arguments(sub.add_parser("bootstrap", help="bulk-load tables with Spark"))
     return parser
 
 
@@ -112,6 +115,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "slots":
         return _slots(args)
+    if args.command == "bootstrap":
+        from cdc.bootstrap.cli import run_args
+
+        return run_args(args)
     try:
         settings = Settings.from_sources(vars(args))
     except SettingsError as exc:
