@@ -1,0 +1,197 @@
+"""``weir bootstrap`` against a real cluster with Spark ``local[2]`` (one session for the
+module: Spark starts slowly): loads under concurrent writes that are exact once patched from the
+slot, a killed run resumed, and a clear error for every bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow.parquet as pq
+import pytest
+
+from cdc.bootstrap import copytext, manifest, replay
+from cdc.bootstrap.errors import BootstrapError
+from cdc.bootstrap.job import BootstrapConfig, run, spark_session
+from cdc.bootstrap.plan import table_from_json
+from proxy.localpg import free_port
+from tests.integration.cdc.bootstrap_support import Writer, assert_exact, create_table
+from tests.support import eventually, unique_name
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = spark_session("local[2]")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def _cfg(dsn: str, out: Path, *tables: str, **kw: Any) -> BootstrapConfig:
+    return BootstrapConfig(upstream=dsn, tables=tables, out=str(out), master="local[2]",
+                           slot=unique_name("weir_bootstrap"), **kw)
+
+
+def _drop_slot(dsn: str, out: Path) -> None:
+    plan = manifest.load_plan(out)
+    if plan is not None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                         " WHERE slot_name = %s", (plan.slot,))
+
+
+def test_load_under_writes_is_exact_after_patching(
+        pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
+    dsn = pg.dsn(dbname=dbname)
+    create_table(dsn, "items")
+    with psycopg.connect(dsn, autocommit=True) as conn:  # a text key: hash partitions
+        conn.execute("CREATE TABLE tags (name text PRIMARY KEY, n int)")
+        conn.execute("INSERT INTO tags SELECT 'tag' || g, g FROM generate_series(1, 5000) g")
+    out = tmp_path / "load"
+    writer = Writer(dsn, "items").start()
+    try:
+        eventually(lambda: writer.commits > 20)
+        result = run(_cfg(dsn, out, "items", "tags", partitions=4), spark=spark)
+        during = writer.commits
+        eventually(lambda: writer.commits > during + 20)
+    finally:
+        commits = writer.stop()
+    try:
+        assert commits > 40 and result["resumed"] is False
+        assert [t["qualified"] for t in result["tables"]] == ["public.items", "public.tags"]
+        items, tags = result["tables"]
+        assert items["partitioning"]["kind"] == "range" and tags["partitioning"]["kind"] == "hash"
+        assert len(items["partitions"]) == 4 == len(tags["partitions"]) and tags["rows"] == 5000
+        _check_files(out, result)
+        replica = assert_exact(out, dsn)
+        assert replica.applied > 0  # the writes after the consistent point were patched in
+    finally:
+        _drop_slot(dsn, out)
+
+
+def _check_files(out: Path, result: dict[str, Any]) -> None:
+    """Every partition's file holds its rows, its checksum, and only keys of its range."""
+    for t in result["tables"]:
+        spec = table_from_json(t)
+        total = 0
+        for p in t["partitions"]:
+            cols = pq.read_table(out / spec.qualified / p["file"]).to_pydict()
+            rows = list(zip(*(cols[c.name] for c in spec.columns), strict=True))
+            texts = [tuple(replay._text(c.kind, v) for c, v in zip(spec.columns, r,
+                                                                   strict=True)) for r in rows]
+            assert len(texts) == p["rows"]
+            assert copytext.checksum(map(copytext.row_hash, texts)) == p["checksum"]
+            assert {spec.partition_of_row(r) for r in texts} <= {p["index"]}
+            total += p["rows"]
+        assert total == t["rows"]
+
+
+def test_killed_run_resumes_and_stays_exact(
+        pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
+    dsn = pg.dsn(dbname=dbname)
+    create_table(dsn, "items")
+    out = tmp_path / "resume"
+    slot = unique_name("weir_bootstrap")
+    writer = Writer(dsn, "items", seed=11).start()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdc.bootstrap", "--upstream", dsn, "--table", "items",
+         "--out", str(out), "--master", "local[2]", "--slot", slot, "--partitions", "8",
+         "--max-rows-per-second", "15000"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        first = eventually(lambda: sorted((out / "public.items").glob("part-*.json"))
+                           if (out / "public.items").is_dir() else [], timeout=120)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        assert not (out / manifest.MANIFEST).exists()
+        with pytest.raises(BootstrapError, match="no manifest"):
+            replay.Replica.load(out)
+        kept = {p.name: p.stat().st_mtime_ns for p in first}
+        assert 0 < len(kept) < 8
+        result = run(BootstrapConfig(upstream=dsn, tables=("items",), out=str(out),
+                                     master="local[2]"), spark=spark)
+        during = writer.commits
+        eventually(lambda: writer.commits > during + 20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        writer.stop()
+    try:
+        assert result["slot"] == slot and result["resumed"] is True
+        items = result["tables"][0]
+        assert sum(p["rows"] for p in items["partitions"]) == items["rows"]
+        assert len({p["snapshot"] for p in items["partitions"]}) == 2
+        for name, mtime in kept.items():  # partitions read before the kill were not re-read
+            assert (out / "public.items" / name).stat().st_mtime_ns == mtime
+        assert_exact(out, dsn)
+        # a finished bootstrap is not redone
+        again = run(BootstrapConfig(upstream=dsn, tables=("items",), out=str(out)))
+        assert again == json.loads((out / manifest.MANIFEST).read_text())
+    finally:
+        _drop_slot(dsn, out)
+
+
+def _error(dsn: str, tmp_path: Path, *tables: str, spark: Any = None) -> str:
+    with pytest.raises(BootstrapError) as info:
+        run(_cfg(dsn, tmp_path / unique_name("err"), *tables), spark=spark)
+    return str(info.value)
+
+
+def test_bad_inputs_fail_clearly_and_leave_no_slot(
+        pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
+    dsn = pg.dsn(dbname=dbname)
+    pg.psql("CREATE TABLE nokey (a int); CREATE TABLE ok (id int PRIMARY KEY);"
+            "CREATE VIEW v AS SELECT 1 AS x", dbname)
+    role, reader = unique_name("nosel"), unique_name("norepl")
+    pg.psql(f"CREATE ROLE {role} LOGIN REPLICATION; CREATE ROLE {reader} LOGIN;"
+            f"GRANT SELECT ON ok TO {reader}", dbname)
+    assert "unknown table 'missing'" in _error(dsn, tmp_path, "missing")
+    assert "no primary key" in _error(dsn, tmp_path, "nokey")
+    assert "not a plain table" in _error(dsn, tmp_path, "v")
+    assert "cannot SELECT" in _error(pg.dsn(user=role, dbname=dbname), tmp_path, "ok")
+    assert "cannot create replication slots" in _error(
+        pg.dsn(user=reader, dbname=dbname), tmp_path, "ok")
+    gone = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres?sslmode=disable"
+    assert "upstream is gone or unreachable" in _error(gone, tmp_path, "ok")
+    used = int(pg.psql("SELECT current_setting('max_replication_slots')::int"
+                       " - (SELECT count(*) FROM pg_replication_slots)").strip())
+    fillers = [unique_name("weir_fill") for _ in range(used)]
+    try:
+        for name in fillers:
+            pg.psql(f"SELECT pg_create_physical_replication_slot('{name}')")
+        assert "slot limit reached" in _error(dsn, tmp_path, "ok", spark=spark)
+    finally:
+        for name in fillers:
+            pg.psql(f"SELECT pg_drop_replication_slot('{name}')")
+    assert pg.psql("SELECT count(*) FROM pg_replication_slots"
+                   " WHERE slot_name LIKE 'weir_bootstrap%'", dbname).strip() == "0"
+    assert list(tmp_path.glob("*/_manifest.json")) == []
+
+
+def test_resume_refuses_when_the_slot_is_gone(
+        pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
+    dsn = pg.dsn(dbname=dbname)
+    pg.psql("CREATE TABLE ok (id int PRIMARY KEY); INSERT INTO ok SELECT generate_series(1, 10)",
+            dbname)
+    out = tmp_path / "gone"
+    run(_cfg(dsn, out, "ok"), spark=spark)
+    (out / manifest.MANIFEST).unlink()  # as if killed before the manifest was written
+    _drop_slot(dsn, out)
+    with pytest.raises(BootstrapError, match=r"slot .* is gone"):
+        run(_cfg(dsn, out, "ok"), spark=spark)
+    result = run(_cfg(dsn, out, "ok", restart=True), spark=spark)
+    try:
+        assert result["tables"][0]["rows"] == 10
+        assert_exact(out, dsn)
+    finally:
+        _drop_slot(dsn, out)
