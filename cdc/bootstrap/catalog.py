@@ -159,12 +159,29 @@ def partition_table(conn: psycopg.Connection[Any], found: Found,
     count = max(1, min(count, max(1, rows // 1000)))
     first = next(c for c in found.columns if c.name == found.key[0])
     if first.type in INTEGER_TYPES:
-        col = quote_ident(first.name)
-        low, high = conn.execute(f"SELECT min({col}), max({col}) FROM {sql_name}").fetchone() \
-            or (None, None)
-        bounds = () if low is None or high is None else even_bounds(
-            int(str(low)), int(str(high)), count)
+        bounds = _range_bounds(conn, sql_name, quote_ident(first.name), rows, count)
         parts = Partitioning("range", len(bounds) + 1, first.name, bounds)
     else:
         parts = Partitioning("hash", count)
     return TableSpec(found.schema, found.name, found.columns, found.key, parts, rows)
+
+
+#: Rows sampled to place range bounds at quantiles of the key (not evenly between min and max:
+#: keys are rarely uniform, e.g. old ids deleted, new ones far above).
+SAMPLE_ROWS = 30_000
+
+
+def _range_bounds(conn: psycopg.Connection[Any], sql_name: str, col: str, rows: int,
+                  count: int) -> tuple[int, ...]:
+    if count <= 1:
+        return ()
+    percent = min(100.0, 100.0 * SAMPLE_ROWS / max(rows, 1))
+    fractions = [i / count for i in range(1, count)]
+    found = conn.execute(
+        f"SELECT percentile_disc(%s::float8[]) WITHIN GROUP (ORDER BY {col})"
+        f" FROM {sql_name} TABLESAMPLE SYSTEM (%s)", (fractions, percent)).fetchone()
+    if found is not None and found[0]:
+        return tuple(sorted({int(b) for b in found[0] if b is not None}))
+    low, high = conn.execute(f"SELECT min({col}), max({col}) FROM {sql_name}").fetchone() \
+        or (None, None)
+    return () if low is None or high is None else even_bounds(int(low), int(high), count)

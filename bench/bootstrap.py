@@ -1,0 +1,132 @@
+"""Bootstrap load benchmark: the Spark job at local[1] and local[2] against one COPY.
+
+    .venv/bin/python bench/bootstrap.py [--rows 1000000] [--repeat 3] [--partitions 8]
+
+Starts a throw-away PostgreSQL (``proxy.localpg``) unless ``WEIR_BENCH_DSN`` names one, creates
+a table of mixed column types (bigint key, text, numeric, float8, bool, timestamptz, int2,
+jsonb), then measures, best of ``--repeat``:
+- one ``COPY t TO STDOUT`` read by psycopg with the bytes discarded (the baseline);
+- one partition task in this process (COPY + Arrow conversion + row hashes + Parquet, no
+  Spark): the per-core cost of the job's work;
+- ``weir bootstrap`` with Spark ``local[1]`` and ``local[2]`` (session started beforehand, so
+  the figure is the load itself: slot + plan + tasks + manifest); Spark's start-up is reported
+  separately.
+Prints one JSON object (rows/s of each, and the ratio local[2] / COPY).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psycopg
+
+from cdc.bootstrap import catalog
+from cdc.bootstrap.job import BootstrapConfig, run, spark_session
+from cdc.bootstrap.plan import table_to_json
+from cdc.bootstrap.reader import read_partition
+from proxy import localpg
+
+
+def _create(dsn: str, rows: int) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_items")
+        conn.execute(
+            "CREATE TABLE bench_items (id bigint PRIMARY KEY, v text, n numeric, f float8,"
+            " b bool, ts timestamptz, small int2, j jsonb)")
+        conn.execute(
+            "INSERT INTO bench_items SELECT g, 'value ' || g, g * 1.25, g / 3.0, g % 2 = 0,"
+            " timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second',"
+            f" (g % 30000)::int2, jsonb_build_object('g', g) FROM generate_series(1, {rows}) g")
+        conn.execute("VACUUM ANALYZE bench_items")
+
+
+def _copy_once(dsn: str) -> float:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        started = time.perf_counter()
+        with cur.copy("COPY bench_items TO STDOUT") as copy:
+            for _ in copy:
+                pass
+        return time.perf_counter() - started
+
+
+def _task_once(dsn: str, out: Path) -> float:
+    with catalog.connect(dsn) as conn:
+        found = catalog.inspect(conn, "bench_items")
+        spec = catalog.partition_table(conn, found, 10**12, 1, 1)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        name = conn.execute("SELECT pg_export_snapshot()").fetchone()
+        assert name is not None
+        shutil.rmtree(out, ignore_errors=True)
+        started = time.perf_counter()
+        read_partition({"dsn": dsn, "out": str(out), "table": table_to_json(spec), "index": 0,
+                        "snapshot": name[0], "settings": catalog.SESSION_SETTINGS})
+        return time.perf_counter() - started
+
+
+def _spark_once(dsn: str, spark: Any, master: str, out: Path, partitions: int) -> float:
+    shutil.rmtree(out, ignore_errors=True)
+    slot = f"weir_bench_{os.getpid()}"
+    started = time.perf_counter()
+    with open(os.devnull, "w") as quiet:
+        run(BootstrapConfig(upstream=dsn, tables=("bench_items",), out=str(out), master=master,
+                            slot=slot, partitions=partitions), spark=spark, log=quiet)
+    took = time.perf_counter() - started
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=8)
+    args = parser.parse_args()
+    cluster = None
+    dsn = os.environ.get("WEIR_BENCH_DSN")
+    if not dsn:
+        cluster = localpg.start()
+        dsn = cluster.dsn()
+    work = Path(tempfile.mkdtemp(prefix="weir-bench-bootstrap-"))
+    try:
+        _create(dsn, args.rows)
+        result: dict[str, Any] = {"rows": args.rows, "partitions": args.partitions,
+                                  "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
+        copy = min(_copy_once(dsn) for _ in range(args.repeat))
+        task = min(_task_once(dsn, work / "task") for _ in range(args.repeat))
+        result["copy_rows_per_s"] = round(args.rows / copy)
+        result["one_task_rows_per_s"] = round(args.rows / task)
+        for cores in (1, 2):
+            master = f"local[{cores}]"
+            started = time.perf_counter()
+            spark = spark_session(master)
+            result[f"spark_start_s_{cores}"] = round(time.perf_counter() - started, 2)
+            try:
+                best = min(_spark_once(dsn, spark, master, work / master, args.partitions)
+                           for _ in range(args.repeat))
+            finally:
+                spark.stop()
+            result[f"local{cores}_rows_per_s"] = round(args.rows / best)
+        result["local2_over_copy"] = round(result["local2_rows_per_s"] / result["copy_rows_per_s"],
+                                           2)
+        result["local2_over_local1"] = round(
+            result["local2_rows_per_s"] / result["local1_rows_per_s"], 2)
+        print(json.dumps(result, indent=1))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if cluster is not None:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
