@@ -8,9 +8,9 @@ jsonb), then measures, best of ``--repeat``:
 - one ``COPY t TO STDOUT`` read by psycopg with the bytes discarded (the baseline);
 - one partition task in this process (COPY + Arrow conversion + row hashes + Parquet, no
   Spark): the per-core cost of the job's work;
-- ``weir bootstrap`` with Spark ``local[1]`` and ``local[2]`` (session started beforehand, so
-  the figure is the load itself: slot + plan + tasks + manifest); Spark's start-up is reported
-  separately.
+- ``weir bootstrap`` with Spark ``local[1]`` and ``local[2]``, each in a fresh process (its
+  own JVM) after one warm-up load; the figure is the load itself (slot + plan + tasks +
+  manifest), Spark's start-up is reported separately.
 Prints one JSON object (rows/s of each, and the ratio local[2] / COPY).
 """
 
@@ -86,12 +86,48 @@ def _spark_once(dsn: str, spark: Any, master: str, out: Path, partitions: int) -
     return took
 
 
+def _spark(dsn: str, cores: int, repeat: int, partitions: int) -> dict[str, Any]:
+    """In a fresh process (a fresh JVM): start Spark, one warm-up load, best of ``repeat``."""
+    master = f"local[{cores}]"
+    work = Path(tempfile.mkdtemp(prefix="weir-bench-spark-"))
+    started = time.perf_counter()
+    spark = spark_session(master)
+    start = time.perf_counter() - started
+    try:
+        parallelism = spark.sparkContext.defaultParallelism
+        _spark_once(dsn, spark, master, work / "warm", partitions)
+        best = min(_spark_once(dsn, spark, master, work / f"run{i}", partitions)
+                   for i in range(repeat))
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    return {f"spark_start_s_{cores}": round(start, 2), f"parallelism_{cores}": parallelism,
+            f"local{cores}_seconds": round(best, 3)}
+
+
+def _spark_child(dsn: str, cores: int, args: argparse.Namespace) -> dict[str, Any]:
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", str(cores), "--dsn", dsn, "--repeat",
+         str(args.repeat), "--partitions", str(args.partitions)],
+        check=True, capture_output=True, text=True).stdout
+    found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    found[f"local{cores}_rows_per_s"] = round(args.rows / found[f"local{cores}_seconds"])
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--dsn", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_spark(args.dsn, args.child, args.repeat, args.partitions)))
+        return
     cluster = None
     dsn = os.environ.get("WEIR_BENCH_DSN")
     if not dsn:
@@ -107,16 +143,7 @@ def main() -> None:
         result["copy_rows_per_s"] = round(args.rows / copy)
         result["one_task_rows_per_s"] = round(args.rows / task)
         for cores in (1, 2):
-            master = f"local[{cores}]"
-            started = time.perf_counter()
-            spark = spark_session(master)
-            result[f"spark_start_s_{cores}"] = round(time.perf_counter() - started, 2)
-            try:
-                best = min(_spark_once(dsn, spark, master, work / master, args.partitions)
-                           for _ in range(args.repeat))
-            finally:
-                spark.stop()
-            result[f"local{cores}_rows_per_s"] = round(args.rows / best)
+            result.update(_spark_child(dsn, cores, args))
         result["local2_over_copy"] = round(result["local2_rows_per_s"] / result["copy_rows_per_s"],
                                            2)
         result["local2_over_local1"] = round(

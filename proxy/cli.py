@@ -1,4 +1,4 @@
-"""The ``weir`` command line: ``weir serve``, ``weir slots``, ``weir bootstrap``.
+"""The ``weir`` command line: ``weir serve``, ``weir slots``, ``weir bootstrap``, ``weir bases``.
 
 Owns: argument parsing (every flag also as a ``WEIR_*`` environment variable), logging set-up
 (JSON lines on stderr; parameter values are never logged), choosing the event loop (uvloop
@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     from cdc.bootstrap.cli import add_arguments
 
     add_arguments(sub.add_parser("bootstrap", help="bulk-load tables with Spark"))
+    from cdc.bases.cli import add_arguments as add_bases_arguments
+
+    add_bases_arguments(sub.add_parser("bases", help="load, follow, check local bases"))
     return parser
 
 
@@ -119,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cdc.bootstrap.cli import run_args
 
         return run_args(args)
+    if args.command == "bases":
+        from cdc.bases.cli import run_args as run_bases
+
+        return run_bases(args)
     try:
         settings = Settings.from_sources(vars(args))
     except SettingsError as exc:

@@ -32,6 +32,8 @@ from cdc.bootstrap.errors import explain
 from cdc.bootstrap.plan import TableSpec, table_from_json
 
 BATCH_ROWS = 65536
+#: seconds between rewrites of a running task's progress file
+PROGRESS_EVERY = 0.5
 _ARROW = {"int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64()}
 
 
@@ -149,11 +151,14 @@ def _read(task: dict[str, Any], table: TableSpec, index: int) -> dict[str, Any]:
                 conn.cursor() as cur, cur.copy(copy_sql) as copy:
             options = _options(table, schema)
             chunks: list[bytes] = []
+            reported = started
             for chunk in copy:
                 chunks.append(bytes(chunk))
                 if len(chunks) >= BATCH_ROWS:
                     rows, total = _write(options, schema, writer, chunks, rows, total)
-                    progress.write_text(str(rows))
+                if len(chunks) % 1024 == 0 and time.monotonic() - reported > PROGRESS_EVERY:
+                    progress.write_text(str(rows + len(chunks)))
+                    reported = time.monotonic()
                 if rate:
                     _throttle(rows + len(chunks), rate, started)
             rows, total = _write(options, schema, writer, chunks, rows, total, last=True)

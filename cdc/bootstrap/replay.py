@@ -11,6 +11,7 @@ reference the local replica bases of ``weir serve`` follow.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,11 @@ Text = tuple[str | None, ...]
 
 @dataclass(slots=True)
 class LoadedTable:
+    """One table's rows by key (a dict, or a mapping over a durable store)."""
+
     spec: TableSpec
     snapshots: list[Snapshot]
-    rows: dict[Text, Text] = field(default_factory=dict)
+    rows: MutableMapping[Text, Text] = field(default_factory=dict)
 
     def key(self, row: tuple[Any, ...]) -> Text:
         return tuple(row[i] for i in self.spec.key_positions)
@@ -68,31 +71,36 @@ class Replica:
     tables: dict[str, LoadedTable]
     slot: str
     publication: str
-    lsn: int
+    lsn: int  # end of the last applied transaction (at first: the slot's consistent point)
     xid_reference: int
     applied: int = 0
+    skipped: int = 0
     _relations: dict[int, str] = field(default_factory=dict)
     _open: tuple[int, list[PgoutputMessage]] | None = None
 
     @classmethod
     def load(cls, out: str | Path) -> Replica:
-        data = manifest.load_manifest(out)
-        if data is None:
-            raise BootstrapError(f"{out} has no manifest: the bootstrap is not finished")
+        """The manifest's tables in memory, at the slot's consistent point."""
+        data = read_manifest(out)
+        replica = cls.empty(data)
+        for t in data["tables"]:
+            loaded = replica.tables[str(t["qualified"])]
+            for row in parquet_rows(out, t):
+                loaded.rows[loaded.key(row)] = row
+        return replica
+
+    @classmethod
+    def empty(cls, data: dict[str, Any],
+              rows: Callable[[TableSpec], MutableMapping[Text, Text]] | None = None) -> Replica:
+        """A replica of the manifest ``data``'s tables with no rows yet (``rows``: the
+        mapping each table keeps its rows in; default a dict)."""
         tables = {}
-        first = Snapshot.from_text(str(data["snapshot"]))
         for t in data["tables"]:
             spec = table_from_json(t)
-            loaded = LoadedTable(spec, [Snapshot.from_text(p["snapshot"])
-                                        for p in t["partitions"]])
-            kinds = [c.kind for c in spec.columns]
-            for p in t["partitions"]:
-                cols = pq.read_table(Path(out) / spec.qualified / p["file"]).to_pydict()
-                values = [[_text(k, v) for v in cols[c.name]]
-                          for k, c in zip(kinds, spec.columns, strict=True)]
-                for row in zip(*values, strict=True):
-                    loaded.rows[loaded.key(row)] = row
-            tables[spec.qualified] = loaded
+            tables[spec.qualified] = LoadedTable(
+                spec, [Snapshot.from_text(p["snapshot"]) for p in t["partitions"]],
+                rows(spec) if rows else {})
+        first = Snapshot.from_text(str(data["snapshot"]))
         return cls(tables, str(data["slot"]), str(data["publication"]),
                    parse_lsn(str(data["lsn"])), first.xmin)
 
@@ -106,9 +114,13 @@ class Replica:
             assert self._open is not None, "Commit without Begin"
             xid, changes = self._open
             self._open = None
+            if msg.end_lsn <= self.lsn:  # already applied (a restart re-sent it)
+                self.skipped += 1
+                return
             for change in changes:
                 self._apply(xid, change)
             self.applied += 1
+            self.lsn = msg.end_lsn
             self.xid_reference = max(self.xid_reference, xid)
         elif isinstance(msg, Insert | Update | Delete | Truncate) and self._open is not None:
             self._open[1].append(msg)
@@ -121,7 +133,8 @@ class Replica:
             for oid in msg.relation_oids:
                 t = self._table(oid)
                 if t is not None:
-                    t.rows = {k: r for k, r in t.rows.items() if t.sees(r, xid)}
+                    for k in [k for k, r in t.rows.items() if not t.sees(r, xid)]:
+                        del t.rows[k]
             return
         assert isinstance(msg, Insert | Update | Delete)
         t = self._table(msg.relation_oid)
@@ -139,6 +152,24 @@ class Replica:
                     new = tuple(p if v is UNCHANGED_TOAST else v
                                 for v, p in zip(new, prior, strict=True))
                 t.rows[key] = new  # type: ignore[assignment]
+
+
+def read_manifest(out: str | Path) -> dict[str, Any]:
+    data = manifest.load_manifest(out)
+    if data is None:
+        raise BootstrapError(f"{out} has no manifest: the bootstrap is not finished")
+    return data
+
+
+def parquet_rows(out: str | Path, table: dict[str, Any]) -> Iterator[Text]:
+    """The rows of one manifest table's Parquet files as text tuples."""
+    spec = table_from_json(table)
+    kinds = [c.kind for c in spec.columns]
+    for p in table["partitions"]:
+        cols = pq.read_table(Path(out) / spec.qualified / p["file"]).to_pydict()
+        values = [[_text(k, v) for v in cols[c.name]]
+                  for k, c in zip(kinds, spec.columns, strict=True)]
+        yield from zip(*values, strict=True)
 
 
 def catch_up(replica: Replica, dsn: str) -> int:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -194,4 +195,95 @@ def test_resume_refuses_when_the_slot_is_gone(
         assert result["tables"][0]["rows"] == 10
         assert_exact(out, dsn)
     finally:
+        _drop_slot(dsn, out)
+
+
+def test_upstream_gone_mid_job_is_reported_and_the_rerun_finishes(
+        pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
+    dsn = pg.dsn(dbname=dbname)
+    create_table(dsn, "items", rows=60_000)
+    out = tmp_path / "cut"
+    failure: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            run(_cfg(dsn, out, "items", partitions=4, max_rows_per_second=4000), spark=spark)
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    try:
+        eventually(lambda: list(out.glob("public.items/*.progress")) if out.is_dir() else [],
+                   timeout=120)
+        pg.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE query LIKE 'COPY (SELECT%'", dbname)
+        thread.join(120)
+        assert not thread.is_alive()
+        assert len(failure) == 1 and isinstance(failure[0], BootstrapError), failure
+        assert "upstream" in str(failure[0]) and "reading partition" in str(failure[0])
+        assert not (out / manifest.MANIFEST).exists()
+        result = run(_cfg(dsn, out, "items"), spark=spark)
+        assert result["tables"][0]["rows"] == 60_000
+        assert_exact(out, dsn)
+    finally:
+        _drop_slot(dsn, out)
+
+
+def _follower(dsn: str, store: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cdc.bases", "follow", "--store", str(store), "--upstream", dsn],
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stderr is not None
+    assert "following from" in proc.stderr.readline()
+    return proc
+
+
+def test_local_bases_follow_the_slot_and_restart_warm_after_kill(
+        pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
+    from cdc.bases.store import BaseStore
+
+    dsn = pg.dsn(dbname=dbname)
+    create_table(dsn, "items", rows=50_000)
+    out, path = tmp_path / "load", tmp_path / "bases"
+    writer = Writer(dsn, "items", rows=50_000, seed=5).start()
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        result = run(_cfg(dsn, out, "items", partitions=4), spark=spark)
+        BaseStore.create(path, out).close()
+        store = BaseStore.open(path)
+        start = store.durable_lsn
+        assert store.checksums()["public.items"][0] == result["tables"][0]["rows"]
+        procs.append(_follower(dsn, path))
+        moved = eventually(lambda: store.durable_lsn > start and store.durable_lsn, timeout=60)
+        os.killpg(procs[0].pid, signal.SIGKILL)
+        procs[0].wait(10)
+        confirmed = pg.psql(f"SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots"
+                            f" WHERE slot_name = '{result['slot']}'", dbname).strip()
+        assert int(confirmed) <= store.durable_lsn  # never confirmed beyond what is durable
+        procs.append(_follower(dsn, path))  # warm restart: from the durable position
+        eventually(lambda: store.durable_lsn > moved, timeout=60)
+        writer.stop()
+        marker = unique_name("barrier")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute("UPDATE items SET v = %s WHERE id = (SELECT min(id) FROM items)"
+                               " RETURNING id::text", (marker,)).fetchone()
+        assert row is not None
+
+        def has_marker() -> bool:
+            replica = store.replica()
+            with store.read():
+                found = replica.tables["public.items"].rows.get((row[0],))
+            return found is not None and found[1] == marker
+
+        eventually(has_marker, timeout=60)
+        spec = table_from_json(result["tables"][0])
+        assert store.checksums()["public.items"] == replay.upstream_checksum(dsn, spec)
+        store.close()
+    finally:
+        writer.done.set()
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(20)
         _drop_slot(dsn, out)

@@ -98,12 +98,13 @@ def _replica(first: Snapshot, second: Snapshot) -> Replica:
 REL = Relation(16384, "public", "t", "d", (PgColumn(1, "id", 20, -1), PgColumn(0, "v", 25, -1)))
 
 
-def _tx(replica: Replica, xid: int, *changes: object) -> None:
+def _tx(replica: Replica, xid: int, *changes: object, end: int | None = None) -> None:
+    end = replica.lsn + 10 if end is None else end
     replica.feed(REL)
-    replica.feed(Begin(0, 0, xid))
+    replica.feed(Begin(end, 0, xid))
     for c in changes:
         replica.feed(c)  # type: ignore[arg-type]
-    replica.feed(Commit(0, 0, 0, 0))
+    replica.feed(Commit(0, end, end, 0))
 
 
 def test_changes_apply_only_to_partitions_whose_snapshot_missed_them() -> None:
@@ -120,6 +121,8 @@ def test_changes_apply_only_to_partitions_whose_snapshot_missed_them() -> None:
     assert ("200",) not in rows and ("3",) not in rows
     _tx(replica, 31, Delete(16384, "K", ("1", None)))
     assert ("1",) not in rows and replica.applied == 4
+    _tx(replica, 32, Insert(16384, ("1", "again")), end=replica.lsn)  # re-sent after a restart
+    assert ("1",) not in rows and replica.skipped == 1
     _tx(replica, 40, Truncate(0, (16384,)))
     assert replica.tables["public.t"].rows == {}
 
