@@ -6,6 +6,8 @@ Starts a throw-away PostgreSQL (``proxy.localpg``) unless ``WEIR_BENCH_DSN`` nam
 a table of mixed column types (bigint key, text, numeric, float8, bool, timestamptz, int2,
 jsonb), then measures, best of ``--repeat``:
 - one ``COPY t TO STDOUT`` read by psycopg with the bytes discarded (the baseline);
+- two raw COPYs of the two halves at once in two processes (the ceiling of any parallel
+  loader on this machine: PostgreSQL's own output cost is most of a COPY);
 - one partition task in this process (COPY + Arrow conversion + row hashes + Parquet, no
   Spark): the per-core cost of the job's work;
 - ``weir bootstrap`` with Spark ``local[1]`` and ``local[2]``, each in a fresh process (its
@@ -56,6 +58,29 @@ def _copy_once(dsn: str) -> float:
         with cur.copy("COPY bench_items TO STDOUT") as copy:
             for _ in copy:
                 pass
+        return time.perf_counter() - started
+
+
+def _copy_range(dsn: str, low: int, high: int) -> float:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        started = time.perf_counter()
+        with cur.copy(f"COPY (SELECT * FROM bench_items WHERE id >= {low} AND id < {high})"
+                      " TO STDOUT") as copy:
+            for _ in copy:
+                pass
+        return time.perf_counter() - started
+
+
+def _two_copies_once(dsn: str, rows: int) -> float:
+    """Two raw COPYs of the two halves in two processes at once (bytes discarded): the
+    ceiling of any parallel loader on this machine."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    half = rows // 2 + 1
+    with ProcessPoolExecutor(2) as pool:
+        pool.submit(_copy_range, dsn, 0, 1).result()  # both workers started
+        started = time.perf_counter()
+        list(pool.map(_copy_range, [dsn, dsn], [0, half], [half, rows + 1]))
         return time.perf_counter() - started
 
 
@@ -141,6 +166,8 @@ def main() -> None:
         copy = min(_copy_once(dsn) for _ in range(args.repeat))
         task = min(_task_once(dsn, work / "task") for _ in range(args.repeat))
         result["copy_rows_per_s"] = round(args.rows / copy)
+        two = min(_two_copies_once(dsn, args.rows) for _ in range(args.repeat))
+        result["two_parallel_copies_rows_per_s"] = round(args.rows / two)
         result["one_task_rows_per_s"] = round(args.rows / task)
         for cores in (1, 2):
             result.update(_spark_child(dsn, cores, args))

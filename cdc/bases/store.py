@@ -181,8 +181,7 @@ class BaseStore:
         with self.read():
             for name, db in self.dbs.items():
                 rows = StoreRows(self, db)
-                found[name] = (len(rows), copytext.checksum(map(copytext.line_hash,
-                                                                rows.lines())))
+                found[name] = (len(rows), copytext.lines_checksum(rows.lines()))
         return found
 
     def close(self) -> None:

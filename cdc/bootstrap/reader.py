@@ -95,7 +95,7 @@ def _flush(options: tuple[Any, Any, Any], schema: pa.Schema, writer: pq.ParquetW
     """Write complete COPY lines ``data``; returns (rows, checksum so far)."""
     lines = data.split(b"\n")[:-1]
     writer.write_table(_batch(options, schema, data))
-    return len(lines), copytext.combine((total, *map(copytext.line_hash, lines)))
+    return len(lines), copytext.combine((total, copytext.lines_checksum(lines)))
 
 
 def _write(options: tuple[Any, Any, Any], schema: pa.Schema, writer: pq.ParquetWriter,

@@ -195,5 +195,5 @@ def upstream_checksum(dsn: str, spec: TableSpec) -> tuple[int, int]:
         for chunk in copy:
             lines, rest = copytext.split_lines(rest, bytes(chunk))
             rows += len(lines)
-            total += sum(map(copytext.line_hash, lines))
+            total += copytext.lines_checksum(lines)
     return rows, total & copytext.MASK64

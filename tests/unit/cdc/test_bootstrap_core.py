@@ -49,6 +49,7 @@ def test_checksum_is_order_independent_and_additive() -> None:
     assert whole == copytext.checksum(reversed(hashes))
     assert whole == copytext.combine([copytext.checksum(hashes[:1]), copytext.checksum(hashes[1:])])
     assert whole != copytext.checksum(hashes[:2])
+    assert whole == copytext.lines_checksum(copytext.format_line(r) for r in rows)
 
 
 def test_even_bounds_cover_the_range() -> None:
