@@ -55,9 +55,10 @@ def test_load_under_writes_is_exact_after_patching(
         pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
     dsn = pg.dsn(dbname=dbname)
     create_table(dsn, "items")
-    with psycopg.connect(dsn, autocommit=True) as conn:  # a text key: hash partitions
-        conn.execute("CREATE TABLE tags (name text PRIMARY KEY, n int)")
-        conn.execute("INSERT INTO tags SELECT 'tag' || g, g FROM generate_series(1, 5000) g")
+    with psycopg.connect(dsn, autocommit=True) as conn:  # a text-led key: hash partitions
+        conn.execute("CREATE TABLE tags (name text, n int, note text, PRIMARY KEY (name, n))")
+        conn.execute("INSERT INTO tags SELECT 'tag ' || (g % 50) || E'\\\\\\t', g, 'x'"
+                     " FROM generate_series(1, 5000) g")
     out = tmp_path / "load"
     writer = Writer(dsn, "items").start()
     try:
@@ -140,6 +141,19 @@ def test_killed_run_resumes_and_stays_exact(
         assert again == json.loads((out / manifest.MANIFEST).read_text())
     finally:
         _drop_slot(dsn, out)
+
+
+def test_weir_bootstrap_command_reports_bad_input_in_one_line(
+        pg: Any, dbname: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from proxy.cli import main
+
+    args = ["bootstrap", "--table", "missing", "--out", str(tmp_path / "x")]
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == (
+        "weir bootstrap: the upstream is required: --upstream URL or WEIR_UPSTREAM")
+    assert main([*args, "--upstream", pg.dsn(dbname=dbname)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("weir bootstrap: unknown table 'missing'") and "\n" not in err
 
 
 def _error(dsn: str, tmp_path: Path, *tables: str, spark: Any = None) -> str:
