@@ -44,11 +44,19 @@ def _cfg(dsn: str, out: Path, *tables: str, **kw: Any) -> BootstrapConfig:
 
 
 def _drop_slot(dsn: str, out: Path) -> None:
+    """Drop the bootstrap's slot once no (killed or stopped) session holds it any more."""
     plan = manifest.load_plan(out)
-    if plan is not None:
+    if plan is None:
+        return
+
+    def dropped() -> bool:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-                         " WHERE slot_name = %s", (plan.slot,))
+                         " WHERE slot_name = %s AND NOT active", (plan.slot,))
+            return conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s",
+                                (plan.slot,)).fetchone() is None
+
+    eventually(dropped, timeout=20)
 
 
 def test_load_under_writes_is_exact_after_patching(
