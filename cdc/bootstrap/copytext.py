@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from itertools import repeat
 from operator import methodcaller
+from typing import Literal
 
 MASK64 = (1 << 64) - 1
 NULL = b"\\N"
@@ -89,7 +90,8 @@ _digest = methodcaller("digest")
 
 def lines_checksum(lines: Iterable[bytes]) -> int:
     """``checksum(map(line_hash, lines))``, without a Python frame per line."""
-    return sum(map(int.from_bytes, map(_digest, map(_blake8, lines)), repeat("little"))) & MASK64
+    little: Literal["little"] = "little"
+    return sum(map(int.from_bytes, map(_digest, map(_blake8, lines)), repeat(little))) & MASK64
 
 
 def row_hash(values: Sequence[str | None]) -> int:

@@ -83,8 +83,8 @@ def _ship_code(sc: Any, folder: Path) -> None:
     sc.addPyFile(str(path))
 
 
-def _first_run(cfg: BootstrapConfig, out: Path,
-               conn: Any, found: list[catalog.Found]) -> tuple[Plan, snapshot.HeldSnapshot]:
+def _first_run(cfg: BootstrapConfig, out: Path, conn: Any, found: list[catalog.Found],
+               parallelism: int) -> tuple[Plan, snapshot.HeldSnapshot]:
     catalog.ensure_publication(conn, cfg.publication, found)
     slot = cfg.slot or f"weir_bootstrap_{uuid.uuid4().hex[:8]}"
     held = snapshot.create_slot(cfg.upstream, slot)
@@ -98,7 +98,7 @@ def _first_run(cfg: BootstrapConfig, out: Path,
                                      ).fetchone()
             assert snap is not None and ident is not None
             specs = tuple(catalog.partition_table(
-                plan_conn, f, cfg.rows_per_partition, 2 * _parallelism(cfg),
+                plan_conn, f, cfg.rows_per_partition, 2 * parallelism,
                 cfg.partitions) for f in found)
             plan_conn.execute("COMMIT")
         assert held.lsn is not None
@@ -111,11 +111,6 @@ def _first_run(cfg: BootstrapConfig, out: Path,
         snapshot.drop_slot(cfg.upstream, slot)
         raise
     return plan, held
-
-
-def _parallelism(cfg: BootstrapConfig) -> int:
-    m = re.fullmatch(r"local\[(\d+)\]", cfg.master or "")
-    return int(m.group(1)) if m else (os.cpu_count() or 2)
 
 
 def _resume(cfg: BootstrapConfig, plan: Plan, conn: Any) -> snapshot.HeldSnapshot:
@@ -171,7 +166,8 @@ def run(cfg: BootstrapConfig, spark: Any = None, log: TextIO = sys.stderr) -> di
         session = spark if spark is not None else spark_session(cfg.master)
         try:
             if plan is None:
-                plan, held = _first_run(cfg, out, conn, found)
+                plan, held = _first_run(cfg, out, conn, found,
+                                        int(session.sparkContext.defaultParallelism))
             else:
                 held = _resume(cfg, plan, conn)
             try:
