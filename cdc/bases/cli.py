@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from cdc.bootstrap.errors import BootstrapError
 
@@ -27,9 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _follow(store_path: str, url: str) -> None:
-    from cdc.bases.follow import follow
     from cdc.bases.store import BaseStore
-    from cdc.connection import ConnectParams
 
     store = BaseStore.open(store_path)
     stop = asyncio.Event()
@@ -37,6 +36,16 @@ async def _follow(store_path: str, url: str) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     print(f"weir bases: following from {store.durable_lsn:X}", file=sys.stderr, flush=True)
+    try:
+        await _follow_loop(store, url, stop)
+    finally:
+        store.close()
+
+
+async def _follow_loop(store: Any, url: str, stop: asyncio.Event) -> None:
+    from cdc.bases.follow import BasesLost, follow
+    from cdc.connection import ConnectParams
+
     delay = 0.1
     while not stop.is_set():
         task = asyncio.create_task(follow(store, ConnectParams.from_url(url)))
@@ -48,10 +57,11 @@ async def _follow(store_path: str, url: str) -> None:
             break
         stopper.cancel()
         exc = task.exception()
+        if isinstance(exc, BasesLost):
+            raise exc
         logging.getLogger("weir.bases").warning("stream ended: %s; reconnecting", exc)
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
-    store.close()
 
 
 def run_args(args: argparse.Namespace) -> int:

@@ -302,6 +302,13 @@ def test_local_bases_follow_the_slot_and_restart_warm_after_kill(
         spec = table_from_json(result["tables"][0])
         assert store.checksums()["public.items"] == replay.upstream_checksum(dsn, spec)
         store.close()
+        os.killpg(procs[1].pid, signal.SIGTERM)
+        assert procs[1].wait(20) == 0
+        _drop_slot(dsn, out)  # a slot gone: reported, and no retrying forever
+        gone = subprocess.run(
+            [sys.executable, "-m", "cdc.bases", "follow", "--store", str(path), "--upstream",
+             dsn], capture_output=True, text=True, timeout=60)
+        assert gone.returncode == 2 and f"slot {result['slot']} is gone" in gone.stderr
     finally:
         writer.done.set()
         for p in procs:
