@@ -9,7 +9,8 @@ STAMP  := $(VENV)/.weir-installed
 PYX    := $(wildcard cython_ext/*.pyx)
 SOS    := $(patsubst %.pyx,%.stamp,$(PYX))
 PYTEST_ARGS ?=
-SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java
+SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java \
+                   default-jre-headless
 
 .PHONY: install system-packages compile test test-python test-cython lint demo bench clean
 
@@ -30,7 +31,7 @@ $(VENV)/bin/python:
 
 $(STAMP): $(VENV)/bin/python pyproject.toml setup.py
 	$(PIP) install -q --upgrade pip setuptools wheel Cython
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,spark]'
 	touch $@
 
 compile: $(STAMP)

@@ -1,4 +1,4 @@
-"""The ``weir`` command line: ``weir serve`` (and later admin subcommands).
+"""The ``weir`` command line: ``weir serve``, ``weir slots``, ``weir bootstrap``, ``weir bases``.
 
 Owns: argument parsing (every flag also as a ``WEIR_*`` environment variable), logging set-up
 (JSON lines on stderr; parameter values are never logged), choosing the event loop (uvloop
@@ -52,6 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     slots.add_argument("--prefix", default=None, help="slot name prefix (default weir_)")
     slots.add_argument("--include-active", action="store_true",
                        help="with drop: also drop slots a live session holds")
+    from cdc.bootstrap.cli import add_arguments
+
+    add_arguments(sub.add_parser("bootstrap", help="bulk-load tables with Spark"))
+    from cdc.bases.cli import add_arguments as add_bases_arguments
+
+    add_bases_arguments(sub.add_parser("bases", help="load, follow, check local bases"))
     return parser
 
 
@@ -112,6 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "slots":
         return _slots(args)
+    if args.command == "bootstrap":
+        from cdc.bootstrap.cli import run_args
+
+        return run_args(args)
+    if args.command == "bases":
+        from cdc.bases.cli import run_args as run_bases
+
+        return run_bases(args)
     try:
         settings = Settings.from_sources(vars(args))
     except SettingsError as exc:
