@@ -106,6 +106,19 @@ def test_statefulset_mode_keeps_state_on_a_volume(helm: str, tmp_path: Path) -> 
     assert "Secret" not in {d["kind"] for d in docs}  # (an existing secret is used)
 
 
+def test_bootstrap_job_runs_weir_bootstrap(helm: str) -> None:
+    docs = documents(render(helm, CHART, CHART / "ci" / "full-values.yaml"))
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:3] == ["bootstrap", "--table", "public.orders"]
+    settings = {env_name(f.name) for f in fields(Settings)}
+    assert {e["name"] for e in container["env"]} <= settings
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert any(p["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+               for p in policies)
+
+
 def test_a_missing_upstream_fails_the_render(helm: str, tmp_path: Path) -> None:
     empty = tmp_path / "values.yaml"
     empty.write_text("{}\n")
