@@ -114,9 +114,17 @@ async def _serve(settings: Settings) -> None:
     )
     await stop.wait()
     log = logging.getLogger("weir")
-    log.info("draining: no new clients; sessions have %.0f s to finish their transaction",
-             settings.drain_seconds)
-    await server.drain(settings.drain_seconds)
+    log.info("draining: no new clients; sessions have %.0f s to finish their transaction "
+             "(a second SIGTERM or SIGINT ends them now)", settings.drain_seconds)
+    again = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, again.set)
+    drain = asyncio.ensure_future(server.drain(settings.drain_seconds))
+    hurry = asyncio.ensure_future(again.wait())
+    await asyncio.wait((drain, hurry), return_when=asyncio.FIRST_COMPLETED)
+    for task in (drain, hurry):
+        task.cancel()
+    await asyncio.gather(drain, hurry, return_exceptions=True)
     try:  # a stuck upstream or client must not keep weir from exiting
         await asyncio.wait_for(server.close(), 20)
     except TimeoutError:

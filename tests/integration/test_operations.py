@@ -175,6 +175,28 @@ def test_sigterm_cuts_an_open_transaction_after_the_grace_period(pg: Any) -> Non
             proc.proc.wait(10)
 
 
+def test_a_second_sigterm_ends_the_drain_at_once(pg: Any) -> None:
+    mport = free_port()
+    proc = WeirProcess.start(pg, ["--drain-seconds", "600", "--metrics-listen",
+                                  f"127.0.0.1:{mport}"])
+    conn = psycopg.connect(proc.dsn())
+    try:
+        conn.execute("SELECT 1")  # (a transaction block stays open: the drain would wait)
+        proc.proc.send_signal(signal.SIGTERM)
+        eventually(lambda: _value(mport, "weir_draining") == 1)
+        status, body = _get(mport, "/readyz")
+        assert status == 503 and "draining" in body
+        assert _get(mport, "/healthz")[0] == 200
+        assert proc.proc.poll() is None
+        proc.proc.send_signal(signal.SIGTERM)
+        assert proc.proc.wait(30) == 0
+    finally:
+        conn.close()
+        if proc.proc.poll() is None:
+            proc.proc.kill()
+            proc.proc.wait(10)
+
+
 def test_config_show_masks_the_password(tmp_path: Any) -> None:
     import sys
 
