@@ -41,6 +41,7 @@ from engine.dataflow.fills import FillRequest, RunFill
 from engine.plan import ir
 from engine.plan.fill_sql import fill_query
 from engine.values import decode_text
+from proxy.metrics import Buckets
 from proxy.publication import Publication
 
 log = logging.getLogger("weir.cache")
@@ -127,6 +128,7 @@ class CacheHost:
         self.fills_done = 0
         self.fill_transactions = 0  # upstream transactions that ran them (fills are batched)
         self.fill_seconds = 0.0
+        self.fill_latency = Buckets()  # each fill's time from request to rows (``/metrics``)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -332,7 +334,10 @@ class CacheHost:
             return
         self.fills_done += len(batch)
         self.fill_transactions += 1
-        self.fill_seconds += sum(time.monotonic() - at for _, at in queued)
+        now = time.monotonic()
+        self.fill_seconds += sum(now - at for _, at in queued)
+        for _, at in queued:
+            self.fill_latency.observe(now - at)
         for run, run_rows in zip(batch, rows, strict=True):
             try:
                 effects = self.engine.fill_response(run.fill_id, snapshot, run_rows)

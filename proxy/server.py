@@ -2,8 +2,8 @@
 
 Owns: the listening socket, the set of live sessions, weir's own BackendKeyData for each
 session and its mapping to the upstream's (so a CancelRequest sent to weir cancels the right
-upstream backend), background tasks spawned by sessions (kept referenced until done), and
-orderly shutdown.
+upstream backend), background tasks spawned by sessions (kept referenced until done), the
+drain (no new clients; sessions end once outside a transaction) and orderly shutdown.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import ssl
 from collections.abc import Coroutine
 from typing import Any
 
+from proxy.handshake import Phase
 from proxy.relay import ClientEndpoint, Session
 from proxy.service import CacheService
 from proxy.settings import Settings, UpstreamAddress
 from proxy.tls import server_context
 from proxy.upstream import send_cancel
+from proxy.wire.errors import error_response
 
 log = logging.getLogger("weir.server")
 
@@ -40,6 +42,7 @@ class Server:
         self._keys: dict[int, tuple[int, Session]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+        self.draining = False  # (``/readyz`` says not ready)
 
     @property
     def port(self) -> int:
@@ -47,6 +50,11 @@ class Server:
         assert self._server is not None and self._server.sockets
         port: int = self._server.sockets[0].getsockname()[1]
         return port
+
+    @property
+    def accepting(self) -> bool:
+        """Whether new clients are accepted (started, not draining)."""
+        return self._server is not None and self._server.is_serving() and not self.draining
 
     async def start(self) -> None:
         host, port = self.settings.listen_address
@@ -67,6 +75,32 @@ class Server:
     async def serve_forever(self) -> None:
         assert self._server is not None
         await self._server.serve_forever()
+
+    async def drain(self, grace: float, every: float = 0.05) -> None:
+        """Stop accepting clients (new connections are refused), then end each session as
+        soon as it is quiet: idle, outside a transaction block, nothing held (it is told
+        57P01, as PostgreSQL's own shutdown does). Returns when none is left or after
+        ``grace`` seconds; ``close`` cuts off the rest."""
+        self.draining = True
+        if self._server is not None:
+            self._server.close()
+        self.service.stop_lanes(replay=True)  # the event loop sees every session's state
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        bye = error_response("57P01", "terminating connection due to administrator command",
+                             severity="FATAL").encode()
+        while True:
+            for session in list(self.sessions):
+                if quiet(session):
+                    session._fatal(bye)
+            if not self.sessions:
+                log.info("drained: every session ended")
+                return
+            if loop.time() >= deadline:
+                log.warning("drain: %d session(s) still in a transaction after %.0f s",
+                            len(self.sessions), grace)
+                return
+            await asyncio.sleep(every)
 
     async def close(self, grace: float = 5.0) -> None:
         """Stop accepting, end every session (a client that does not take its last bytes
@@ -140,3 +174,10 @@ class Server:
             return
         pid, secret = session.upstream_key
         await send_cancel(self.upstream, pid, secret, self.settings.connect_timeout)
+
+
+def quiet(session: Session) -> bool:
+    """Whether a session may be ended without cutting a statement or transaction short."""
+    return session.phase is Phase.READY and session.state.idle \
+        and not session.state.in_transaction and not session._local_busy \
+        and not session._held

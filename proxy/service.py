@@ -27,6 +27,7 @@ from proxy.caching import DROPPED, FAILED, CacheHost, ReadOutcome
 from proxy.forwarding import hides_write, hiding_words, writes_pattern
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
+from proxy.metrics import ADMIN, count_forward
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -99,9 +100,9 @@ class CacheService:
         if self.host is not None:
             self._watch(self.host)
 
-    def stop_lanes(self) -> None:
+    def stop_lanes(self, replay: bool = False) -> None:
         if self.lanes is not None:
-            self.lanes.stop()
+            self.lanes.stop(replay)
 
     def _watch(self, host: CacheHost) -> None:
         """Tell the lanes about every change of ``host`` they must not answer across."""
@@ -257,6 +258,7 @@ class CacheService:
     def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None:
         """Record a query that goes upstream (``times`` runs of it); in auto mode, create its
         cache when due."""
+        count_forward(route.reason, times)
         if self.registry is None or route.classified is None:
             return
         text = self.registry.note_proxied(route.classified, ctx.search_path, times)
@@ -537,6 +539,7 @@ class CacheService:
 
     async def admin(self, route: Route, ctx: SessionContext) -> bytes:
         """Run an admin command; errors become an ErrorResponse (the session goes on)."""
+        ADMIN[0] += 1
         cmd = route.admin
         try:
             if isinstance(cmd, Show) and cmd.what == "last":

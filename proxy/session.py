@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from proxy.metrics import count_error
 from proxy.wire import backend as be
 from proxy.wire import frontend as fe
 from proxy.wire.errors import ErrorResponse
@@ -255,6 +256,7 @@ class SessionState:
         return False
 
     def _on_error(self, msg: ErrorResponse) -> None:
+        count_error(msg.sqlstate)
         pending = self._pending
         if not pending:
             return

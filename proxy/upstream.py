@@ -8,7 +8,9 @@ relayed session the client authenticates itself through the relay.
 from __future__ import annotations
 
 import asyncio
+import time
 
+from proxy.metrics import UPSTREAM_CONNECT
 from proxy.settings import UpstreamAddress
 from proxy.tls import NEED_TLS, TRY_TLS, upstream_context
 from proxy.wire.frontend import CancelRequest, SSLRequest
@@ -21,7 +23,17 @@ class UpstreamUnavailable(Exception):
 async def open_stream(
     addr: UpstreamAddress, timeout: float
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connected stream to the upstream with TLS negotiated per sslmode."""
+    """A connected stream to the upstream with TLS negotiated per sslmode (its time is
+    observed in ``metrics.UPSTREAM_CONNECT``)."""
+    started = time.monotonic()
+    reader, writer = await _open_stream(addr, timeout)
+    UPSTREAM_CONNECT.observe(time.monotonic() - started)
+    return reader, writer
+
+
+async def _open_stream(
+    addr: UpstreamAddress, timeout: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(addr.host, addr.port), timeout
