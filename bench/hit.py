@@ -9,6 +9,12 @@ upstream -> visible through weir) under a background write load. Writes
 ``docs/benchmarks/hit.md``.
 
     .venv/bin/python bench/hit.py [--seconds 10] [--clients 2,4,16] [--stories 10000]
+    .venv/bin/python bench/hit.py --metrics-compare [--seconds 5] [--rounds 6]
+
+``--metrics-compare`` instead measures the cost of ``/metrics``: two weirs on the same
+cluster, one with ``--metrics-listen`` (scraped every second meanwhile, more often than
+Prometheus would) and one without, alternating runs of the point lookup through each; writes
+``docs/benchmarks/metrics.md``.
 
 Each client count is a separate set of rows: weir answers from one lane thread, so how
 many connections wait on it at once changes what it costs per answer.
@@ -270,8 +276,13 @@ def main() -> int:
     parser.add_argument("--write-rate", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=5,
                         help="seconds each script runs against each target before it is measured")
-    parser.add_argument("--output", default=str(ROOT / "docs" / "benchmarks" / "hit.md"))
+    parser.add_argument("--output", default=None)
+    parser.add_argument("--metrics-compare", action="store_true",
+                        help="hit-path throughput with /metrics on vs off (see above)")
     args = parser.parse_args()
+    if args.metrics_compare:
+        return metrics_compare(args)
+    args.output = args.output or str(ROOT / "docs" / "benchmarks" / "hit.md")
     authors = max(1, args.stories // 20)
     bindir = localpg.find_bindir()
     cluster = localpg.start(tls=False)
@@ -325,6 +336,104 @@ def main() -> int:
         cluster.stop()
     text = report(runs, counted, fill_ms, lags, args)
     Path(args.output).write_text(text)
+    print(text)
+    return 0
+
+
+def _start_weir(cluster: localpg.LocalCluster, extra: list[str]
+                ) -> tuple[subprocess.Popen[bytes], str]:
+    port = localpg.free_port()
+    weir = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--upstream", cluster.dsn(),
+         "--listen", f"127.0.0.1:{port}", "--log-level", "warning", *extra], cwd=ROOT)
+    through = f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
+    _wait(through)
+    return weir, through
+
+
+def metrics_compare(args: argparse.Namespace) -> int:
+    """Point-lookup throughput through a weir with /metrics (scraped every second) and one
+    without, in alternating runs; the means and each run's figures go to the report."""
+    import urllib.request
+
+    authors = max(1, args.stories // 20)
+    bindir = localpg.find_bindir()
+    cluster = localpg.start(tls=False)
+    mport = localpg.free_port()
+    weirs: list[subprocess.Popen[bytes]] = []
+    scraping = threading.Event()
+    scrapes: list[float] = []
+
+    def scrape() -> None:
+        while not scraping.wait(1.0):
+            started = time.monotonic()
+            with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=5) as r:
+                r.read()
+            scrapes.append(time.monotonic() - started)
+
+    tps: dict[str, list[float]] = {"metrics off": [], "metrics on": []}
+    script = QUERIES["point lookup"].format(stories=args.stories, authors=authors)
+    clients = args.clients[0]
+    try:
+        load(cluster.dsn(), args.stories, authors, args.votes)
+        off, off_dsn = _start_weir(cluster, [])
+        weirs.append(off)
+        on, on_dsn = _start_weir(cluster, ["--metrics-listen", f"127.0.0.1:{mport}"])
+        weirs.append(on)
+        targets = [("metrics off", off_dsn), ("metrics on", on_dsn)]
+        for _, dsn in targets:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("CREATE CACHE FROM " + CACHES[0])
+            sweep(bindir, dsn, script, clients)
+            if args.warmup:
+                pgbench(bindir, dsn, script, args.warmup, clients)
+        scraper = threading.Thread(target=scrape, daemon=True)
+        scraper.start()
+        load_before = os.getloadavg()[0]
+        for rnd in range(args.rounds):
+            for target, dsn in (targets if rnd % 2 == 0 else targets[::-1]):
+                run, _ = pgbench(bindir, dsn, script, args.seconds, clients)
+                tps[target].append(run.tps)
+                print(f"round {rnd} {target:12} tps={run.tps:9.0f} p50={run.p50_ms:.3f} ms",
+                      flush=True)
+        scraping.set()
+        scraper.join(10)
+        load_after = os.getloadavg()[0]
+    finally:
+        for weir in weirs:
+            weir.terminate()
+            weir.wait(10)
+        cluster.stop()
+    mean = {k: statistics.mean(v) for k, v in tps.items()}
+    ratio = mean["metrics on"] / mean["metrics off"]
+    lines = [
+        "# Hit path with /metrics on vs off",
+        "",
+        f"Point lookups (`-M prepared`, Zipf(1.1) keys over {args.stories} stories, every key "
+        f"cached and swept first), {clients} pgbench clients, {args.seconds} s per run, "
+        f"{args.rounds} rounds alternating which weir goes first. Two weir processes on one "
+        "cluster: one with `--metrics-listen`, scraped every second during the runs "
+        f"({len(scrapes)} scrapes, mean {1000 * statistics.mean(scrapes or [0]):.1f} ms "
+        "each), one without.",
+        "",
+        f"Command: `python bench/hit.py {' '.join(sys.argv[1:])}`",
+        "",
+        "| weir | mean TPS | runs (TPS) |",
+        "|---|---:|---|",
+        *(f"| {k} | {mean[k]:.0f} | {', '.join(f'{t:.0f}' for t in v)} |"
+          for k, v in tps.items()),
+        "",
+        f"metrics on / metrics off: **{ratio:.3f}** ({100 * (ratio - 1):+.1f}%); per round "
+        "(on / off): " + ", ".join(f"{a / b:.3f}" for a, b in zip(tps["metrics on"],
+                                                                    tps["metrics off"],
+                                                                    strict=True)) + ".",
+        "",
+        f"Machine load average (1 min) before and after the measured runs: {load_before:.1f}, "
+        f"{load_after:.1f} on {os.cpu_count()} cores shared with other work: when it exceeds "
+        "the core count, single runs drift by more than the effect measured.",
+    ]
+    text = "\n".join(lines) + "\n"
+    Path(args.output or ROOT / "docs" / "benchmarks" / "metrics.md").write_text(text)
     print(text)
     return 0
 

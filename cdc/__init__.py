@@ -23,12 +23,16 @@ from __future__ import annotations
 
 from cdc import admin
 from cdc.barrier import BarrierResult
+from cdc.bases import cli as bases_cli
+from cdc.bootstrap import cli as bootstrap_cli
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import ColumnSchema, TableSchema, TransactionSink
 from cdc.pgoutput import format_lsn
+from cdc.slots import PUBLICATION_PREFIX, quote_ident
 from cdc.stream import ReplicationStream, StreamConfig
 
 __all__ = [
+    "PUBLICATION_PREFIX",
     "BarrierResult",
     "ColumnSchema",
     "ConnectParams",
@@ -39,5 +43,8 @@ __all__ = [
     "TransactionSink",
     "UpstreamError",
     "admin",
+    "bases_cli",
+    "bootstrap_cli",
     "format_lsn",
+    "quote_ident",
 ]

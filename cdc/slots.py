@@ -1,7 +1,8 @@
 """Publications, replication slots and the server settings logical replication needs.
 
-Owns: IDENTIFY_SYSTEM; creating weir's publication when absent (FOR ALL TABLES or a table
-list); creating temporary or persistent pgoutput slots; listing and dropping weir's
+Owns: IDENTIFY_SYSTEM; creating a publication when absent (FOR ALL TABLES or a table
+list; the proxy manages its own, see ``proxy.publication``); dropping weir's orphaned
+publications; creating temporary or persistent pgoutput slots; listing and dropping weir's
 persistent slots (by name prefix); checking ``wal_level``, ``max_replication_slots`` and
 ``max_wal_senders`` and saying how to fix them.
 
@@ -149,9 +150,35 @@ async def drop_slot(conn: PgConnection, name: str) -> None:
     await conn.query(f"SELECT pg_drop_replication_slot({quote_literal(name)})")
 
 
+#: the name prefix of weir's publications (one per weir process, see ``proxy.publication``)
+PUBLICATION_PREFIX = "weir_pub_"
+
+
+async def drop_orphan_publications(conn: PgConnection,
+                                   prefix: str = PUBLICATION_PREFIX) -> list[str]:
+    """Drop weir's publications in the connection's database when no weir slot there is
+    active (a weir that stopped cleanly dropped its own; these are left by weir processes
+    that were killed). A publication of a live weir is never dropped: while any weir streams
+    from this database, none is."""
+    active = await conn.query(
+        "SELECT 1 FROM pg_replication_slots WHERE active AND plugin = 'pgoutput'"
+        f" AND starts_with(slot_name, {quote_literal(SLOT_PREFIX)})"
+        " AND database = current_database()")
+    if active.rows:
+        return []
+    found = await conn.query(
+        "SELECT pubname FROM pg_publication"
+        f" WHERE starts_with(pubname, {quote_literal(prefix)}) ORDER BY pubname")
+    names = [str(r[0]) for r in found.rows]
+    for name in names:
+        await conn.query(f"DROP PUBLICATION IF EXISTS {quote_ident(name)}")
+    return names
+
+
 async def drop_weir_slots(params: ConnectParams, prefix: str = SLOT_PREFIX,
                           include_active: bool = False) -> list[str]:
-    """The admin command: drop weir's persistent slots (inactive ones unless told otherwise)."""
+    """The admin command: drop weir's persistent slots (inactive ones unless told otherwise),
+    then its publications in the connection's database once no weir slot there is active."""
     conn = await PgConnection.connect(params)
     try:
         dropped = []
@@ -160,6 +187,6 @@ async def drop_weir_slots(params: ConnectParams, prefix: str = SLOT_PREFIX,
                 continue
             await drop_slot(conn, slot.name)
             dropped.append(slot.name)
-        return dropped
+        return dropped + [f"publication {name}" for name in await drop_orphan_publications(conn)]
     finally:
         await conn.close()

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from cdc import slots
@@ -115,6 +115,9 @@ class ReplicationStream:
         self.slot_name = config.slot or _new_slot_name()
         self.barriers = Barriers(config.connect, self.position)
         self.on_marker = on_marker
+        #: awaited in every session before its slot is created (the host makes its
+        #: publication whole there)
+        self.before_slot: Callable[[], Awaitable[None]] | None = None
         self.applier = Applier(sink, applied_commit_lsn=resume_lsn, on_barrier=self._marker)
         self.applier.applied_end_lsn = resume_lsn
         self.system: slots.SystemInfo | None = None
@@ -221,6 +224,8 @@ class ReplicationStream:
             log.warning("%s", warning)
         if cfg.create_publication:
             await slots.ensure_publication(conn, cfg.publication, cfg.tables)
+        if self.before_slot is not None:
+            await self.before_slot()
         await self._prepare_slot(conn)
         await self._start_replication(conn)
         self.sessions += 1

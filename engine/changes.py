@@ -83,6 +83,12 @@ class Snapshot:
     xmax: int
     xip: frozenset[int] = frozenset()
 
+    @classmethod
+    def from_text(cls, text: str) -> Snapshot:
+        """Parse ``pg_current_snapshot()::text`` (``xmin:xmax:xip,xip,...``)."""
+        xmin, xmax, xip = text.split(":")
+        return cls(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
+
     def visible(self, xid: int) -> bool:
         """Whether a committed transaction ``xid`` is visible in this snapshot."""
         return xid < self.xmin or (xid < self.xmax and xid not in self.xip)

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +47,8 @@ from engine import (
     decode_text,
     fill_query,
 )
+from proxy.metrics import Buckets
+from proxy.publication import Publication
 
 log = logging.getLogger("weir.cache")
 
@@ -102,8 +104,7 @@ class EngineHost:
     """See the module docstring. ``await start()``; ``await read(...)``; ``await stop()``."""
 
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
-                 read_timeout: float = 5.0, max_fills: int = 8,
-                 publication: str = "weir_pub") -> None:
+                 read_timeout: float = 5.0, max_fills: int = 8) -> None:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
@@ -114,9 +115,12 @@ class EngineHost:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: asyncpg.Pool | None = None
         self.schemas: dict[int, TableSchema] = {}
+        self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0))
         self.stream = ReplicationStream(
-            StreamConfig(ConnectParams.from_url(upstream_url), publication=publication),
+            StreamConfig(ConnectParams.from_url(upstream_url),
+                         publication=self.publication.name, create_publication=False),
             self, on_marker=self._on_marker)
+        self.stream.before_slot = self.publication.ensure
         self._plans: dict[str, Reader] = {}
         self.fresh_as_of = float("-inf")
         #: called after ``fresh_as_of`` or ``stream.up`` changed (the hit lanes' deadline)
@@ -130,6 +134,7 @@ class EngineHost:
         self.fills_done = 0
         self.fill_transactions = 0  # upstream transactions that ran them (fills are batched)
         self.fill_seconds = 0.0
+        self.fill_latency = Buckets()  # each fill's time from request to rows (``/metrics``)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -190,6 +195,7 @@ class EngineHost:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.stream.stop()
         if self._pool is not None:
+            await self.publication.drop()
             await self._pool.close()
 
     @property
@@ -203,13 +209,19 @@ class EngineHost:
 
     # -- caches -------------------------------------------------------------------------------
 
-    def add_cache(self, name: str, reader: Reader) -> None:
+    async def add_cache(self, name: str, reader: Reader, relations: Iterable[int]) -> None:
+        """Serve ``reader`` as cache ``name`` once the tables it reads (``relations``) are
+        published (raises :class:`NotPublishable` or the upstream's error otherwise)."""
+        await self.publication.need(name, relations)
         self.engine.add_cache(name, reader)
         self._plans[name] = reader
 
     def drop_cache(self, name: str) -> None:
         self.engine.drop_cache(name)
         self._plans.pop(name, None)
+        trim = self.publication.release(name)
+        if trim is not None:
+            self._spawn(trim)
         for (cache, key), futures in list(self._waiting.items()):
             if cache == name:
                 del self._waiting[(cache, key)]
@@ -328,7 +340,10 @@ class EngineHost:
             return
         self.fills_done += len(batch)
         self.fill_transactions += 1
-        self.fill_seconds += sum(time.monotonic() - at for _, at in queued)
+        now = time.monotonic()
+        self.fill_seconds += sum(now - at for _, at in queued)
+        for _, at in queued:
+            self.fill_latency.observe(now - at)
         for run, run_rows in zip(batch, rows, strict=True):
             try:
                 effects = self.engine.fill_response(run.fill_id, snapshot, run_rows)

@@ -336,7 +336,9 @@ class Extended:
         if not self.held or not opens_block(text):
             return
         for name, held in list(self.held.items()):
-            if name and not held.upstream:
+            # weir's own commands never exist upstream (PostgreSQL cannot parse them: its
+            # error would make it skip the statement that opens the block)
+            if name and not held.upstream and held.route.destination != "admin":
                 self._recreate(held)
 
     def simple_query(self, answered: bool = False) -> None:

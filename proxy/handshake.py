@@ -4,7 +4,8 @@ Owns: answering SSLRequest/GSSENCRequest (TLS when configured), forwarding Cance
 passing the StartupMessage on with the client's own parameters, opening the upstream
 connection, and relaying the authentication exchange — the upstream decides; SASL
 mechanisms ending in ``-PLUS`` are withheld because channel binding cannot cross a proxy;
-the upstream's BackendKeyData is replaced by weir's own — until the first ReadyForQuery,
+the upstream's BackendKeyData secret is replaced by weir's own (the pid stays the
+upstream backend's) — until the first ReadyForQuery,
 when the session enters ``Phase.READY`` (``proxy.relay``) and relays everything after it.
 Also the routing context built from the startup parameters (:func:`context`).
 
@@ -96,10 +97,17 @@ class Handshake:
                 self.client.write(b"N")
                 self._cframer.expect_startup()
             elif isinstance(msg, fe.CancelRequest):
-                self.server.cancel(msg.process_id, msg.secret_key)
-                self._close()
+                self.phase = Phase.CONNECTING  # nothing more is read from this connection
+                self.server.spawn(self._cancel(msg))
+                return
             else:
                 self._begin(msg)
+
+    async def _cancel(self, msg: fe.CancelRequest) -> None:
+        try:
+            await self.server.cancel(msg.process_id, msg.secret_key)
+        finally:
+            self._close()
 
     def _answer_ssl_request(self) -> None:
         if self._cframer.buffered:
@@ -201,7 +209,7 @@ class Handshake:
             key = be.decode_backend(mtype, payload)
             assert isinstance(key, be.BackendKeyData)
             self.upstream_key = (key.process_id, key.secret_key)
-            self.key = self.server.register_key(cast("Session", self))
+            self.key = self.server.register_key(cast("Session", self), key.process_id)
             return be.BackendKeyData(*self.key).encode()
         if mtype == _T_AUTH:
             auth = decode_authentication(payload)

@@ -184,11 +184,14 @@ class HitLanes:
             thread.start()
             self._threads.append(thread)
 
-    def stop(self) -> None:
-        """Take every session back and end the threads."""
+    def stop(self, replay: bool = False) -> None:
+        """Take every session back and end the threads (with ``replay``, the sessions go on
+        on the event loop: a drain); a second call does nothing."""
+        if self._stopped:
+            return
         self._stopped = True
         for session in list(self._sessions.values()):
-            self.reclaim(session, replay=False)
+            self.reclaim(session, replay=replay)
         self.core.stop()
         for thread in self._threads:
             thread.join()

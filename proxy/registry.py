@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import psycopg
 
 from engine import CATALOG_QUERY, CachedQuery, Catalog, Classified, QueryPlanner, Unsupported
 from pgwire.backend import FieldDescription
 from proxy.caching import EngineHost
+from proxy.publication import NotPublishable
 
 log = logging.getLogger("weir.registry")
 
@@ -73,6 +75,10 @@ class Registry:
     by_id: dict[str, CacheEntry] = field(default_factory=dict)
     proxied: OrderedDict[str, ProxiedQuery] = field(default_factory=OrderedDict)
     _texts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    #: queries whose cache could not be created for a reason the query keeps (a table weir
+    #: cannot publish), until a CREATE CACHE of it succeeds
+    _refused: dict[str, str] = field(default_factory=dict)
+    _creating: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def start(self) -> None:
         await self.reload_catalog()
@@ -110,7 +116,9 @@ class Registry:
             supported = f"unsupported: {query.reason}"
         else:
             qid = query.identity.query_id
-            supported = "cached" if qid in self.by_id else "yes"
+            refused = self._refused.get(qid)
+            supported = ("cached" if qid in self.by_id else
+                         "yes" if refused is None else f"unsupported: {refused}")
         entry = self.proxied.get(qid)
         if entry is None:
             entry = self.proxied[qid] = ProxiedQuery(qid, classified.parsed.text, supported)
@@ -128,6 +136,13 @@ class Registry:
 
     async def create(self, source: str, search_path: tuple[str, ...], name: str | None = None,
                      persist: bool = True) -> CacheEntry:
+        """Create a cache (one creation at a time: two of the same query, e.g. auto mode and
+        an admin command, make one cache)."""
+        async with self._creating:
+            return await self._create(source, search_path, name, persist)
+
+    async def _create(self, source: str, search_path: tuple[str, ...], name: str | None,
+                      persist: bool) -> CacheEntry:
         if source.startswith("q_") and source in self._texts:
             source, search_path = self._texts[source]
         await self.reload_catalog()
@@ -146,7 +161,16 @@ class Registry:
             raise AdminError(f"a cache named {name} already exists")
         fields = await asyncio.to_thread(_describe, self.upstream_url, source, search_path)
         entry = CacheEntry(name, qid, source, search_path, fields, query)
-        self.host.add_cache(name, query.plan.reader)
+        try:
+            await self.host.add_cache(name, query.plan.reader, query.plan.relations)
+        except NotPublishable as exc:
+            self._refused[qid] = str(exc)
+            if qid in self.proxied:
+                self.proxied[qid].supported = f"unsupported: {exc}"
+            raise AdminError(f"query cannot be cached: {exc}") from exc
+        except asyncpg.PostgresError as exc:
+            raise AdminError(f"query cannot be cached now: {exc}") from exc
+        self._refused.pop(qid, None)
         self.caches[name] = entry
         self.by_id[qid] = entry
         if qid in self.proxied:
@@ -163,7 +187,9 @@ class Registry:
         if isinstance(query, Unsupported):
             return ("u_" + (classified.parsed.fingerprint or "unparsed"), source,
                     f"unsupported: {query.reason}")
-        return query.identity.query_id, source, "yes"
+        qid = query.identity.query_id
+        refused = self._refused.get(qid)
+        return qid, source, "yes" if refused is None else f"unsupported: {refused}"
 
     def drop(self, name: str | None) -> int:
         names = list(self.caches) if name is None else [name]

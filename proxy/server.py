@@ -2,8 +2,8 @@
 
 Owns: the listening socket, the set of live sessions, weir's own BackendKeyData for each
 session and its mapping to the upstream's (so a CancelRequest sent to weir cancels the right
-upstream backend), background tasks spawned by sessions (kept referenced until done), and
-orderly shutdown.
+upstream backend), background tasks spawned by sessions (kept referenced until done), the
+drain (no new clients; sessions end once outside a transaction) and orderly shutdown.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from collections.abc import Coroutine
 from functools import partial
 from typing import Any
 
+from pgwire.errors import error_response
 from proxy.endpoints import ClientEndpoint
+from proxy.handshake import Phase
 from proxy.relay import Session
 from proxy.service import CacheService
 from proxy.settings import Settings, UpstreamAddress
@@ -42,6 +44,7 @@ class Server:
         self._keys: dict[int, tuple[int, Session]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+        self.draining = False  # (``/readyz`` says not ready)
 
     @property
     def port(self) -> int:
@@ -49,6 +52,11 @@ class Server:
         assert self._server is not None and self._server.sockets
         port: int = self._server.sockets[0].getsockname()[1]
         return port
+
+    @property
+    def accepting(self) -> bool:
+        """Whether new clients are accepted (started, not draining)."""
+        return self._server is not None and self._server.is_serving() and not self.draining
 
     async def start(self) -> None:
         host, port = self.settings.listen_address
@@ -70,6 +78,32 @@ class Server:
     async def serve_forever(self) -> None:
         assert self._server is not None
         await self._server.serve_forever()
+
+    async def drain(self, grace: float, every: float = 0.05) -> None:
+        """Stop accepting clients (new connections are refused), then end each session as
+        soon as it is quiet: idle, outside a transaction block, nothing held (it is told
+        57P01, as PostgreSQL's own shutdown does). Returns when none is left or after
+        ``grace`` seconds; ``close`` cuts off the rest."""
+        self.draining = True
+        if self._server is not None:
+            self._server.close()
+        self.service.stop_lanes(replay=True)  # the event loop sees every session's state
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        bye = error_response("57P01", "terminating connection due to administrator command",
+                             severity="FATAL").encode()
+        while True:
+            for session in list(self.sessions):
+                if quiet(session):
+                    session._fatal(bye)
+            if not self.sessions:
+                log.info("drained: every session ended")
+                return
+            if loop.time() >= deadline:
+                log.warning("drain: %d session(s) still in a transaction after %.0f s",
+                            len(self.sessions), grace)
+                return
+            await asyncio.sleep(every)
 
     async def close(self, grace: float = 5.0) -> None:
         """Stop accepting, end every session (a client that does not take its last bytes
@@ -111,23 +145,27 @@ class Server:
 
     # -- cancel keys --------------------------------------------------------------------------
 
-    def register_key(self, session: Session) -> tuple[int, int]:
-        """A fresh (process id, secret) for ``session`` as the client will see it."""
-        while True:
-            pid = secrets.randbelow(0x7FFFFFFF - 1) + 1
-            if pid not in self._keys:
-                break
+    def register_key(self, session: Session, upstream_pid: int) -> tuple[int, int]:
+        """The (process id, secret) ``session`` shows its client: the upstream backend's real
+        process id (what ``pg_backend_pid()`` and notifications name, and what
+        ``pg_terminate_backend()`` needs) with a secret of weir's own, so the upstream's secret
+        never leaves weir. A live backend's pid is unique on the upstream; a session whose
+        backend ended and whose pid was reused is replaced here (its release then leaves the
+        new entry alone, as the secrets differ)."""
         secret = secrets.randbits(32) - (1 << 31)
-        self._keys[pid] = (secret, session)
-        return pid, secret
+        self._keys[upstream_pid] = (secret, session)
+        return upstream_pid, secret
 
     def release_key(self, key: tuple[int, int]) -> None:
         entry = self._keys.get(key[0])
         if entry is not None and entry[0] == key[1]:
             del self._keys[key[0]]
 
-    def cancel(self, process_id: int, secret_key: int) -> None:
-        """Forward a client's CancelRequest to the upstream backend it names, if any."""
+    async def cancel(self, process_id: int, secret_key: int) -> None:
+        """Forward a client's CancelRequest to the upstream backend it names, if any, and
+        return once the upstream has taken it (the caller then closes the client's cancel
+        connection: a client that waits for that close, as libpq does, knows the cancel was
+        delivered before it sends its next statement)."""
         entry = self._keys.get(process_id)
         if entry is None or not secrets.compare_digest(
             entry[0].to_bytes(4, "big", signed=True), secret_key.to_bytes(4, "big", signed=True)
@@ -138,4 +176,11 @@ class Server:
         if session.upstream_key is None:
             return
         pid, secret = session.upstream_key
-        self.spawn(send_cancel(self.upstream, pid, secret, self.settings.connect_timeout))
+        await send_cancel(self.upstream, pid, secret, self.settings.connect_timeout)
+
+
+def quiet(session: Session) -> bool:
+    """Whether a session may be ended without cutting a statement or transaction short."""
+    return session.phase is Phase.READY and session.state.idle \
+        and not session.state.in_transaction and not session._local_busy \
+        and not session._held

@@ -28,6 +28,7 @@ from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
+from proxy.metrics import ADMIN, count_forward
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -89,9 +90,9 @@ class CacheService:
         if self.host is not None:
             self._watch(self.host)
 
-    def stop_lanes(self) -> None:
+    def stop_lanes(self, replay: bool = False) -> None:
         if self.lanes is not None:
-            self.lanes.stop()
+            self.lanes.stop(replay)
 
     def _watch(self, host: EngineHost) -> None:
         """Tell the lanes about every change of ``host`` they must not answer across."""
@@ -248,6 +249,7 @@ class CacheService:
     def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None:
         """Record a query that goes upstream (``times`` runs of it); in auto mode, create its
         cache when due."""
+        count_forward(route.reason, times)
         if self.registry is None or route.classified is None:
             return
         text = self.registry.note_proxied(route.classified, ctx.search_path, times)
@@ -259,7 +261,7 @@ class CacheService:
         try:
             await registry.create(text, search_path)
             self._refresh_names()
-        except AdminError as exc:
+        except Exception as exc:  # AdminError, the upstream gone: the query stays upstream
             log.info("auto mode could not cache a query: %s", exc)
 
     # -- cached reads -------------------------------------------------------------------------
@@ -526,6 +528,7 @@ class CacheService:
 
     async def admin(self, route: Route, ctx: SessionContext) -> bytes:
         """Run an admin command; errors become an ErrorResponse (the session goes on)."""
+        ADMIN[0] += 1
         cmd = route.admin
         try:
             if isinstance(cmd, Show) and cmd.what == "last":

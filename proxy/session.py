@@ -35,6 +35,7 @@ from typing import Any
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.errors import ErrorResponse
+from proxy.metrics import count_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +256,7 @@ class SessionState:
         return False
 
     def _on_error(self, msg: ErrorResponse) -> None:
+        count_error(msg.sqlstate)
         pending = self._pending
         if not pending:
             return

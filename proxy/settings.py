@@ -1,16 +1,18 @@
-"""weir's settings: one frozen dataclass, filled from flags, ``WEIR_*`` environment variables
-and defaults, in that order of precedence.
+"""weir's settings: one frozen dataclass, filled from flags, ``WEIR_*`` environment variables,
+a TOML configuration file and defaults, in that order of precedence (``proxy.config`` reads
+the sources).
 
 Owns: the names, types, defaults and validation of every setting, and parsing of the upstream
 URL into what the relay needs (host, port, TLS mode). A bad value is a ``SettingsError`` whose
-message names the flag and the environment variable, so the operator can fix it.
+message names the flag (``proxy.config`` adds where the value came from), so the operator can
+fix it.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -57,11 +59,11 @@ class UpstreamAddress:
         )
 
 
-def parse_listen(value: str) -> tuple[str, int]:
+def parse_listen(value: str, flag: str = "--listen") -> tuple[str, int]:
     """``HOST:PORT`` (or ``[v6]:PORT``) into a pair."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise SettingsError(f"--listen must be HOST:PORT, got {value!r}")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise SettingsError(f"{flag} must be HOST:PORT, got {value!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
@@ -86,6 +88,24 @@ class Settings:
         default=10.0, metadata={"help": "seconds to wait for the upstream to accept a connection"}
     )
     log_level: str = field(default="info", metadata={"help": "debug, info, warning or error"})
+    log_format: str = field(
+        default="json", metadata={"help": "json (one object per line) or text"}
+    )
+    upstream_password_file: str | None = field(
+        default=None,
+        metadata={"help": "file holding the upstream password (e.g. a mounted secret), used "
+                          "when the upstream URL carries none", "secret_path": True},
+    )
+    metrics_listen: str | None = field(
+        default=None,
+        metadata={"help": "HOST:PORT serving /metrics (Prometheus), /healthz and /readyz "
+                          "(default: off)"},
+    )
+    drain_seconds: float = field(
+        default=30.0,
+        metadata={"help": "on SIGTERM: seconds sessions may take to finish their transaction "
+                          "before they are closed"},
+    )
     caching: str = field(
         default="explicit",
         metadata={"help": "off (pure proxy), explicit (CREATE CACHE) or auto (frequent "
@@ -142,6 +162,17 @@ class Settings:
         if cpus and self.hit_lanes is not None and self.hit_lanes != len(cpus):
             raise SettingsError(f"--lane-cpus names {len(cpus)} CPU(s) but --hit-lanes is "
                                 f"{self.hit_lanes}: one lane is pinned to each CPU named")
+        if self.log_format not in ("json", "text"):
+            raise SettingsError(f"--log-format must be json or text, not {self.log_format!r}")
+        if self.metrics_listen is not None:
+            parse_listen(self.metrics_listen, "--metrics-listen")
+        for name in ("connect_timeout", "read_timeout", "staleness_bound", "drain_seconds"):
+            if not getattr(self, name) >= 0:
+                raise SettingsError(f"--{name.replace('_', '-')} must not be negative")
+        if self.auto_after < 1:
+            raise SettingsError("--auto-after must be at least 1")
+        if self.memory_budget is not None and self.memory_budget < 0:
+            raise SettingsError("--memory-budget must not be negative")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise SettingsError(
                 f"--log-level must be debug, info, warning or error, not {self.log_level!r}"
@@ -176,33 +207,11 @@ class Settings:
 
     @classmethod
     def from_sources(
-        cls, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None
+        cls, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None,
+        file: Mapping[str, Any] | None = None,
     ) -> Settings:
-        """Flags (None = not given) over ``WEIR_<NAME>`` environment variables over defaults."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            given = flags.get(f.name)
-            if given is None:
-                given = env.get(f"WEIR_{f.name.upper()}") or None  # empty means unset
-            if given is None:
-                continue
-            values[f.name] = _coerce(f.name, f.type, given)
-        if "upstream" not in values:
-            raise SettingsError("the upstream is required: --upstream URL or WEIR_UPSTREAM")
-        return cls(**values)
+        """Flags (None = not given) over ``WEIR_<NAME>`` environment variables over the
+        configuration file's values over defaults (see ``proxy.config.resolve``)."""
+        from proxy.config import resolve
 
-
-def _coerce(name: str, annotation: object, value: Any) -> Any:
-    kind = str(annotation).replace(" | None", "")
-    if not isinstance(value, str):
-        return value
-    try:
-        if kind == "int":
-            return int(value)
-        if kind == "float":
-            return float(value)
-    except ValueError as exc:
-        flag = "--" + name.replace("_", "-")
-        raise SettingsError(f"{flag} / WEIR_{name.upper()}: {value!r} is not a number") from exc
-    return value
+        return resolve(flags, os.environ if environ is None else environ, file or {})[0]

@@ -8,8 +8,10 @@ relayed session the client authenticates itself through the relay.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from pgwire.frontend import CancelRequest, SSLRequest
+from proxy.metrics import UPSTREAM_CONNECT
 from proxy.settings import UpstreamAddress
 from proxy.tls import NEED_TLS, TRY_TLS, upstream_context
 
@@ -21,7 +23,17 @@ class UpstreamUnavailable(Exception):
 async def open_stream(
     addr: UpstreamAddress, timeout: float
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A connected stream to the upstream with TLS negotiated per sslmode."""
+    """A connected stream to the upstream with TLS negotiated per sslmode (its time is
+    observed in ``metrics.UPSTREAM_CONNECT``)."""
+    started = time.monotonic()
+    reader, writer = await _open_stream(addr, timeout)
+    UPSTREAM_CONNECT.observe(time.monotonic() - started)
+    return reader, writer
+
+
+async def _open_stream(
+    addr: UpstreamAddress, timeout: float
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     try:
         reader, writer = await asyncio.wait_for(
             asyncio.open_connection(addr.host, addr.port), timeout
@@ -53,13 +65,17 @@ async def open_stream(
 async def send_cancel(
     addr: UpstreamAddress, process_id: int, secret_key: int, timeout: float
 ) -> None:
-    """Deliver a CancelRequest to the upstream (in clear text, as libpq does)."""
+    """Deliver a CancelRequest to the upstream (in clear text, as libpq does) and wait until
+    the upstream closes the connection: PostgreSQL has then signalled the backend."""
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(addr.host, addr.port), timeout)
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(addr.host, addr.port), timeout)
     except (TimeoutError, OSError):
         return
-    writer.write(CancelRequest(process_id, secret_key).encode())
     try:
-        await writer.drain()
+        writer.write(CancelRequest(process_id, secret_key).encode())
+        await asyncio.wait_for(reader.read(), timeout)
+    except (TimeoutError, OSError):
+        pass
     finally:
         writer.close()

@@ -82,7 +82,7 @@ def test_cancel_reaches_the_upstream(weir: WeirProcess, dbname: str) -> None:
         psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn,
         psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as watcher,
     ):
-        pid = conn.info.backend_pid  # weir's own key, not the upstream's
+        pid = conn.info.backend_pid
 
         def sleeping() -> bool:
             row = watcher.execute(
@@ -100,6 +100,41 @@ def test_cancel_reaches_the_upstream(weir: WeirProcess, dbname: str) -> None:
         canceller.join()
         assert conn.execute("SELECT 1").fetchone() == (1,)
         assert conn.info.backend_pid == pid
+
+
+def test_backend_pid_is_the_upstreams(weir: WeirProcess, dbname: str) -> None:
+    """The pid in BackendKeyData is the upstream backend's: pg_backend_pid() and a session's
+    own notifications name it, and pg_terminate_backend() of it ends that session."""
+    with (
+        psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn,
+        psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as other,
+    ):
+        pid = conn.info.backend_pid
+        assert conn.execute("SELECT pg_backend_pid()").fetchone() == (pid,)
+        assert other.info.backend_pid != pid
+        conn.execute("LISTEN mine")
+        conn.execute("NOTIFY mine, 'self'")
+        got = next(conn.notifies(timeout=10, stop_after=1))
+        assert (got.pid, got.payload) == (pid, "self")
+        assert other.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+
+
+def test_cancel_is_delivered_before_the_cancel_connection_closes(
+        weir: WeirProcess, dbname: str) -> None:
+    """libpq waits for the cancel connection to close before it returns: through weir that
+    close comes once the upstream took the cancel, so a cancel sent while the session is idle
+    does not land on the next statement (as directly)."""
+    with psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn:
+        cancelled = 0
+        for _ in range(10):
+            conn.cancel()
+            try:
+                conn.execute("SELECT pg_sleep(0.05)")
+            except psycopg.errors.QueryCanceled:
+                cancelled += 1
+        assert cancelled == 0
 
 
 def test_psycopg2(weir: WeirProcess, dbname: str) -> None:

@@ -181,3 +181,36 @@ def test_jdbc_describe_then_execute(pg: Any, cached: Any, tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["10", "200", "21", "1", "10", "100"]
     assert _table(pg, dbname) == FINAL
+
+
+def test_auto_mode_counts_after_an_unnamed_statement_a_cache_served(pg: Any, dbname: str) -> None:
+    """After an unnamed statement a cache served, a Parse of another unnamed statement in its
+    own round trip, then PQexecParams of a third query: auto mode counts the third (the stale
+    bookkeeping of the unnamed statement once hid it) and makes it a cache."""
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=2)
+    third = "SELECT a FROM r1 WHERE b = $1"
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            pgconn = conn.pgconn
+
+            def caches() -> list[str]:
+                return [r[2] for r in conn.execute("SHOW CACHES").fetchall()]
+
+            for a in (b"1", b"2"):
+                assert pgconn.exec_params(CACHED.encode(), [a]).error_message == b""
+            eventually(lambda: any("r1" in q for q in caches()), timeout=10)
+            eventually(lambda: pgconn.exec_params(CACHED.encode(), [b"1"]).get_value(0, 0)
+                       == b"10" and conn.execute("EXPLAIN LAST STATEMENT").fetchone()[0]
+                       == "cache", timeout=10)
+            assert pgconn.prepare(b"", OTHER.encode()).error_message == b""
+            assert pgconn.exec_prepared(b"", [b"2"]).get_value(0, 0) == b"200"
+            for b in (b"10", b"20", b"10"):
+                res = pgconn.exec_params(third.encode(), [b])
+                assert res.error_message == b"", res.error_message
+            eventually(lambda: any("b = $1" in q for q in caches()), timeout=10)
+            assert pgconn.exec_params(third.encode(), [b"20"]).get_value(0, 0) == b"2"
+            last = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+            assert last[0] in ("cache", "upstream"), last
+    finally:
+        server.stop()

@@ -1,0 +1,175 @@
+"""weir's publication harms nobody (issue: the publication broke other clients' writes).
+
+weir once published ``FOR ALL TABLES``: from then on every UPDATE and DELETE on a table
+without a replica identity failed, for clients connected directly to PostgreSQL too, and the
+publication outlived weir. Now weir publishes only the tables its caches read, refuses caches
+over tables it cannot follow (the queries go upstream, with the reason in SHOW PROXIED
+QUERIES), drops its publication when it stops, and ``weir slots drop`` removes publications
+left by a weir that was killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import psycopg
+import pytest
+
+from cdc import slots
+from cdc.connection import ConnectParams, PgConnection
+from tests.support import InProcessWeir, eventually
+
+SCHEMA = """
+CREATE TABLE kv (k int PRIMARY KEY, v text);
+CREATE TABLE other (k int PRIMARY KEY, v text);
+CREATE TABLE nopk (k int, v text);
+CREATE TABLE noident (k int PRIMARY KEY, v text);
+ALTER TABLE noident REPLICA IDENTITY NOTHING;
+INSERT INTO kv VALUES (1, 'a'), (2, 'b');
+INSERT INTO other VALUES (1, 'x');
+INSERT INTO nopk VALUES (1, 'n');
+INSERT INTO noident VALUES (1, 'i');
+"""
+
+
+def _publications(pg: Any, dbname: str) -> dict[str, set[str]]:
+    out = pg.psql("SELECT p.pubname, coalesce(string_agg(t.tablename, ',' ORDER BY t.tablename),"
+                  " '') FROM pg_publication p LEFT JOIN pg_publication_tables t"
+                  " ON t.pubname = p.pubname WHERE p.pubname LIKE 'weir%'"
+                  " GROUP BY p.pubname", dbname)
+    found = {}
+    for line in str(out).splitlines():
+        if line.strip():
+            name, _, tables = line.partition("|")
+            found[name] = {t for t in tables.split(",") if t}
+    return found
+
+
+def test_only_cached_tables_are_published_and_others_writes_succeed(pg: Any,
+                                                                     dbname: str) -> None:
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with (
+            psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn,
+            psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct,
+        ):
+            conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+            assert list(_publications(pg, dbname).values()) == [{"kv"}]
+            # writes on tables without a replica identity work, directly and through weir
+            for c in (direct, conn):
+                c.execute("UPDATE nopk SET v = 'm' WHERE k = 1")
+                c.execute("DELETE FROM noident WHERE k = 2")
+            # the cached table stays fresh
+            direct.execute("UPDATE kv SET v = 'a2' WHERE k = 1")
+            eventually(lambda: conn.execute("SELECT v FROM kv WHERE k = %s", (1,)).fetchone()
+                       == ("a2",), timeout=10)
+            # a cache over a second table publishes it too, and follows it
+            conn.execute("CREATE CACHE other_v FROM SELECT v FROM other WHERE k = $1")
+            assert list(_publications(pg, dbname).values()) == [{"kv", "other"}]
+            assert conn.execute("SELECT v FROM other WHERE k = %s", (1,)).fetchone() == ("x",)
+            direct.execute("UPDATE other SET v = 'y' WHERE k = 1")
+            eventually(lambda: conn.execute("SELECT v FROM other WHERE k = %s", (1,))
+                       .fetchone() == ("y",), timeout=10)
+            assert conn.execute("EXPLAIN LAST STATEMENT").fetchone()[0] == "cache"
+            # a dropped cache's table leaves the publication
+            conn.execute("DROP CACHE other_v")
+            eventually(lambda: list(_publications(pg, dbname).values()) == [{"kv"}],
+                       timeout=10)
+    finally:
+        server.stop()
+    assert _publications(pg, dbname) == {}  # dropped when weir stopped
+
+
+@pytest.mark.parametrize(("table", "why"), [
+    ("nopk", "has no primary key"),
+    ("noident", "REPLICA IDENTITY NOTHING"),
+])
+def test_a_table_weir_cannot_follow_is_refused_with_the_reason(
+        pg: Any, dbname: str, table: str, why: str) -> None:
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    query = f"SELECT v FROM {table} WHERE k = $1"
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+            with pytest.raises(psycopg.Error, match=why):
+                conn.execute(f"CREATE CACHE bad FROM {query}")
+            assert list(_publications(pg, dbname).values()) == [{"kv"}]
+            assert conn.execute(f"SELECT v FROM {table} WHERE k = 1").fetchone() is not None
+            explained = conn.execute(f"EXPLAIN CREATE CACHE FROM {query}").fetchone()
+            assert explained is not None and why in explained[2], explained
+            conn.execute(f"UPDATE {table} SET v = 'z' WHERE k = 1")  # still succeeds
+    finally:
+        server.stop()
+
+
+def test_auto_mode_leaves_tables_it_cannot_follow_upstream(pg: Any, dbname: str) -> None:
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=1)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            for _ in range(3):
+                conn.execute("SELECT v FROM nopk WHERE k = %s", (1,))
+                conn.execute("SELECT v FROM kv WHERE k = %s", (1,))
+
+            def caches() -> list[str]:
+                return [r[2] for r in conn.execute("SHOW CACHES").fetchall()]
+
+            eventually(lambda: any("kv" in q for q in caches()), timeout=10)
+            assert not any("nopk" in q for q in caches())
+
+            def reason() -> str:
+                rows = conn.execute("SHOW PROXIED QUERIES").fetchall()
+                return " ".join(str(r[2]) for r in rows if "nopk" in r[1])
+
+            eventually(lambda: "has no primary key" in reason(), timeout=10)
+            conn.execute("UPDATE nopk SET v = 'z' WHERE k = 1")
+    finally:
+        server.stop()
+
+
+def test_slots_drop_removes_publications_left_by_a_killed_weir(pg: Any, dbname: str) -> None:
+    pg.psql("CREATE PUBLICATION weir_pub_0123456789ab", dbname)
+    params = ConnectParams.from_url(pg.dsn(dbname=dbname))
+
+    async def drop() -> list[str]:
+        return await slots.drop_weir_slots(params)
+
+    assert "publication weir_pub_0123456789ab" in asyncio.run(drop())
+    assert _publications(pg, dbname) == {}
+
+    async def live_weir_keeps_them() -> list[str]:
+        conn = await PgConnection.connect(params, replication=True)
+        try:
+            await slots.create_slot(conn, "weir_test_live", temporary=True)
+            return await slots.drop_orphan_publications(conn)
+        finally:
+            await conn.close()
+
+    pg.psql("CREATE PUBLICATION weir_pub_0123456789ac", dbname)
+    assert asyncio.run(live_weir_keeps_them()) == []
+
+
+def test_concurrent_creations_of_one_query_make_one_cache(pg: Any, dbname: str) -> None:
+    """Auto mode and an admin command (or two auto triggers) creating the same query's cache
+    at once make one cache; neither fails."""
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+            registry = server.server.service.registry
+            text = "SELECT v FROM other WHERE k = $1"
+
+            async def both() -> list[Any]:
+                return await asyncio.gather(registry.create(text, ("public",)),
+                                            registry.create(text, ("public",)))
+
+            first, second = server.call(both())
+            assert first is second
+            assert [r for r in conn.execute("SHOW CACHES").fetchall() if "other" in r[2]]
+            assert len(registry.caches) == 2
+    finally:
+        server.stop()
