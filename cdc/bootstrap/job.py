@@ -76,7 +76,9 @@ def _ship_code(sc: Any, folder: Path) -> None:
     root = Path(cdc.bootstrap.__file__).parent
     path = folder / "weir-bootstrap-code.zip"
     with zipfile.ZipFile(path, "w") as z:
-        z.write(root.parent / "__init__.py", "cdc/__init__.py")
+        # only the package marker: ``cdc``'s own __init__ is its public face, which imports
+        # the whole package (and the engine) that executors neither have nor need
+        z.writestr("cdc/__init__.py", '"""weir\'s cdc package, as Spark executors get it."""\n')
         for f in root.glob("*.py"):
             if f.name in ("__init__.py", "copytext.py", "errors.py", "plan.py", "reader.py"):
                 z.write(f, f"cdc/bootstrap/{f.name}")
