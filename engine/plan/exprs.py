@@ -514,7 +514,9 @@ def _describe(kind: str, body: Node) -> str:
     return f"expression {kind}"
 
 
-_AEXPR_NAMES = {"AEXPR_OP_ANY": "= ANY (array)", "AEXPR_OP_ALL": "op ALL (array)",
+_AEXPR_NAMES = {"AEXPR_OP_ANY": ("op ANY (array) other than a lookup key column = ANY($n) of "
+                                 "the column's type (grouped on, if aggregated)"),
+                "AEXPR_OP_ALL": "op ALL (array)",
                 "AEXPR_SIMILAR": "SIMILAR TO"}
 
 _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {

@@ -48,6 +48,7 @@ from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_s
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
+from engine.values import oids as T
 
 Node = dict[str, Any]
 
@@ -76,6 +77,21 @@ class PlannedQuery:
     empty_row: tuple[Any, ...] | None = None
     #: LIMIT/OFFSET from parameters, applied by the host after the lookup(s).
     page: Page | None = None
+
+    @property
+    def param_types(self) -> dict[int, int]:
+        """``$n`` -> the type PostgreSQL infers for it when the client leaves it unspecified:
+        the key column's type, its array type for ``= ANY($n)``, int8 for LIMIT/OFFSET."""
+        out: dict[int, int] = {}
+        for src, type_oid in zip(self.key_sources, self.key_types, strict=True):
+            for alt in src.alternatives or (src,):
+                if alt.param is not None:
+                    out.setdefault(alt.param, T.ARRAY_OF[type_oid] if alt.array else type_oid)
+        page = self.page
+        for number in (page.limit_param, page.offset_param) if page is not None else ():
+            if number is not None:
+                out.setdefault(number, T.INT8)
+        return out
 
 
 class _RetryPinned(Exception):
@@ -158,7 +174,7 @@ class _Planner:
                 raise PlanError("parameter in an aggregate query with HAVING but no GROUP BY")
             raise _RetryPinned
         bound, positions, canon = self._group_items(ctx, stmt, bound)
-        if any(k.source.alternatives and k.position not in positions for k in keys):
+        if any(k.source.multi and k.position not in positions for k in keys):
             raise _RetryPinned  # an IN-list key must be grouped on, or lookups split groups
         grouping = Grouping(bound.scope, ctx.catalog, canon)
         for pos in positions:
@@ -398,7 +414,7 @@ def _mergeable(block: _Block) -> bool:
     page has a constant OFFSET (cut per key by the top-k), sorts on a column the client does
     not see, or is DISTINCT without the key column in the output. (A parameter Page is cut
     by the host after merging, so it is fine.)"""
-    multi = [pos for pos, src, _ in block.keys if src.alternatives]
+    multi = [pos for pos, src, _ in block.keys if src.multi]
     if not multi:
         return True
     if isinstance(block.rel, ir.Distinct) and any(pos >= block.visible for pos in multi):

@@ -107,13 +107,16 @@ class Classified:
         plan = query.plan
         choices: list[list[Any]] = []
         for src, type_oid in zip(plan.key_sources, plan.key_types, strict=True):
-            options = []
+            options: list[Any] = []
             for alt in src.alternatives or (src,):
                 value = self._value(alt, type_oid, params)
                 if value is _INVALID:
                     return None
-                if value is not None and value not in options:
-                    options.append(value)  # NULL never matches; duplicates match once
+                for item in _elements(value) if alt.array else (value,):
+                    if item is _INVALID:
+                        return None
+                    if item is not None and item not in options:
+                        options.append(item)  # NULL never matches; duplicates match once
             choices.append(options)
         combos = 1
         for options in choices:
@@ -134,7 +137,27 @@ class Classified:
             return _INVALID
 
 
+def _elements(value: Any) -> list[Any]:
+    """The elements ``= ANY(array)`` compares with: nested arrays flattened; a NULL array
+    matches nothing; a value that is not an array is ``_INVALID``."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        return [_INVALID]
+    out: list[Any] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
 def _label(src: KeySource) -> str:
+    if src.array:
+        return f"ANY(${src.param})"
     if src.alternatives:
         return "IN(" + ", ".join(_label(a) for a in src.alternatives) + ")"
     return f"${src.param}" if src.param is not None else f"literal{src.literal}"

@@ -324,3 +324,18 @@ SELECT id, email FROM users WHERE lower(username) = $1;
 SELECT id, title FROM stories WHERE score / 10 = 2 ORDER BY id;
 SELECT count(*) FROM comments WHERE length(body) = 12;
 SELECT id, strpos(title, 'a') AS at, position('o' IN title) FROM stories WHERE author_id = 1;
+-- ===================== = ANY($1): lists passed as one array parameter =====================
+-- params: [[1, 3, 5]]
+SELECT id, title FROM stories WHERE id = ANY($1);
+-- params: [[2, 4, null, 2]]
+SELECT id, title, score FROM stories WHERE author_id = ANY($1) ORDER BY score DESC, id LIMIT 5;
+-- params: [[1, 2, 3]]
+SELECT author_id, count(*) AS n FROM stories WHERE author_id = ANY($1) GROUP BY author_id;
+-- params: [[]]
+SELECT id FROM stories WHERE author_id = ANY($1);
+-- params: [["alice", "carol", "nobody"]]
+SELECT id, username FROM users WHERE username = ANY($1::text[]);
+-- params: [[3, 7], true]
+SELECT c.id, c.body, u.username FROM comments c JOIN users u ON u.id = c.author_id WHERE c.story_id = ANY($1) AND u.is_admin = $2;
+-- params: [[1, 2], 3]
+SELECT id, title FROM stories WHERE author_id = ANY($1) ORDER BY id DESC LIMIT $2;
