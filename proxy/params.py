@@ -13,9 +13,10 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from engine.values import decode_text, encode_text, oids
+from engine.values import TextValue, decode_text, encode_text, oids
 
 
 class ParamError(ValueError):
@@ -66,7 +67,43 @@ def _uuid(data: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=data)
 
 
+_EPOCH = datetime(2000, 1, 1)
+_DAY0 = _EPOCH.date().toordinal()
+_I32, _I64 = struct.Struct("!i"), struct.Struct("!q")
+
+
+def _date(data: bytes) -> date | TextValue:
+    if len(data) != 4:
+        raise ParamError("binary date is 4 bytes")
+    (days,) = _I32.unpack(data)
+    if days in (2**31 - 1, -(2**31)):
+        return TextValue(oids.DATE, "infinity" if days > 0 else "-infinity")
+    try:
+        return date.fromordinal(_DAY0 + days)
+    except (ValueError, OverflowError) as exc:
+        raise ParamError("date outside the years 1-9999") from exc
+
+
+def _timestamp(oid: int) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> datetime | TextValue:
+        if len(data) != 8:
+            raise ParamError("binary timestamp is 8 bytes")
+        (micros,) = _I64.unpack(data)
+        if micros in (2**63 - 1, -(2**63)):
+            return TextValue(oid, "infinity" if micros > 0 else "-infinity")
+        try:
+            value = _EPOCH + timedelta(microseconds=micros)
+        except OverflowError as exc:
+            raise ParamError("timestamp outside the years 1-9999") from exc
+        return value.replace(tzinfo=UTC) if oid == oids.TIMESTAMPTZ else value
+
+    return decode
+
+
 BINARY_DECODERS: dict[int, Callable[[bytes], Any]] = {
+    oids.DATE: _date,
+    oids.TIMESTAMP: _timestamp(oids.TIMESTAMP),
+    oids.TIMESTAMPTZ: _timestamp(oids.TIMESTAMPTZ),
     oids.INT2: _struct("!h"),
     oids.INT4: _struct("!i"),
     oids.INT8: _struct("!q"),
@@ -102,6 +139,8 @@ def decode_param(value: bytes | None, fmt: int, declared: int, column_type: int)
             # PostgreSQL's array input also takes blanks, bounds and quoting weir's parser
             # reads differently: only its own output form is decoded
             raise ParamError("array parameter not in PostgreSQL's output form")
+        if column_type == oids.TIMESTAMP and isinstance(result, datetime) and result.tzinfo:
+            raise ParamError("timestamp parameter with a time zone offset")
         if (element if element is not None else column_type) in _INTS and not all(
                 isinstance(v, int) for v in _leaves(result)):
             raise ParamError("not an integer")

@@ -30,6 +30,7 @@ from engine.plan import ir
 from engine.plan.explain import explain_reader
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.planner import PlannedQuery, plan_select
+from engine.plan.ranges import cut_rows, range_value_ok
 from engine.plan.rules.keys import KeySource
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import Catalog
@@ -66,6 +67,11 @@ class CachedQuery:
             limit = f"${page.limit_param}" if page.limit_param else page.limit
             offset = f"${page.offset_param}" if page.offset_param else page.offset
             text = f"LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
+        if self.plan.cuts:
+            cols = self.plan.reader.columns
+            cuts = " AND ".join(f"{cols[c.column].name} {c.op} ${c.param}"
+                                for c in self.plan.cuts)
+            text = f"WHERE {cuts}" + (f" {text}" if text else "")
         return explain_reader(self.plan.reader, labels, self.plan.empty_row, text)
 
 
@@ -89,7 +95,7 @@ class Classified:
         ``empty_row``); None for plans that need ``keys`` + ``merge_lookups`` (IN lists,
         LIMIT/OFFSET parameters) and wherever ``keys`` is None."""
         query = self.query
-        if isinstance(query, Unsupported) or query.plan.page is not None:
+        if isinstance(query, Unsupported) or query.plan.page is not None or query.plan.cuts:
             return None
         keys = self.keys(params)
         return keys[0] if keys is not None and len(keys) == 1 else None
@@ -118,6 +124,9 @@ class Classified:
                     if item is not None and item not in options:
                         options.append(item)  # NULL never matches; duplicates match once
             choices.append(options)
+        for cut in plan.cuts:
+            if cut.param > len(params) or not range_value_ok(params[cut.param - 1]):
+                return None
         combos = 1
         for options in choices:
             combos *= len(options)
@@ -200,12 +209,14 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
     parameter Page (``params`` are the statement's ``$n`` values). The planner only makes
     such plans when the sort columns are in the output. For a single lookup without a Page,
     the rows as they are (or ``empty_row``)."""
-    if len(results) == 1 and plan.page is None:
+    if len(results) == 1 and plan.page is None and not plan.cuts:
         rows = list(results[0])
         if not rows and plan.empty_row is not None:
             return [plan.empty_row]
         return rows
     rows = [row for part in results for row in part]
+    if plan.cuts:
+        rows = cut_rows(rows, plan.cuts, params)
     reader = plan.reader
     if reader.order_by and len(results) > 1:
         out = {col: i for i, col in enumerate(reader.output)}
@@ -218,7 +229,10 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
     if bounds is None:
         raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
     limit, offset = bounds
-    return rows[offset:] if limit is None else rows[offset: offset + limit]
+    rows = rows[offset:] if limit is None else rows[offset: offset + limit]
+    if plan.hidden:
+        rows = [row[: -plan.hidden] for row in rows]
+    return rows
 
 
 class QueryPlanner:

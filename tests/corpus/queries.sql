@@ -339,3 +339,26 @@ SELECT id, username FROM users WHERE username = ANY($1::text[]);
 SELECT c.id, c.body, u.username FROM comments c JOIN users u ON u.id = c.author_id WHERE c.story_id = ANY($1) AND u.is_admin = $2;
 -- params: [[1, 2], 3]
 SELECT id, title FROM stories WHERE author_id = ANY($1) ORDER BY id DESC LIMIT $2;
+-- ===================== range parameters (cut by the host from the key's rows) =====================
+-- params: [12]
+SELECT id, title FROM stories WHERE id > $1 ORDER BY id LIMIT 5;
+-- params: [25]
+SELECT id, title FROM stories WHERE id < $1 ORDER BY id DESC LIMIT 4 OFFSET 1;
+-- params: [3, 10]
+SELECT id, score FROM stories WHERE author_id = $1 AND score >= $2 ORDER BY score DESC, id;
+-- params: [5, 20]
+SELECT id, score FROM stories WHERE score BETWEEN $1 AND $2;
+-- params: [10, 3]
+SELECT id, title FROM stories WHERE $1 < score ORDER BY score, id LIMIT $2;
+-- params: [4]
+SELECT story_id, count(*) AS n FROM votes WHERE story_id <= $1 GROUP BY story_id;
+-- params: [20]
+SELECT id, name, price FROM products WHERE price < $1 ORDER BY price, id;
+-- params: ["m"]
+SELECT id, username FROM users WHERE username >= $1;
+-- params: [[1, 2, 3], 5]
+SELECT id, author_id, score FROM stories WHERE author_id = ANY($1) AND score > $2 ORDER BY id LIMIT 6;
+-- params: [null]
+SELECT id FROM stories WHERE score > $1;
+-- params: [2, 5]
+SELECT c.id, c.body FROM comments c JOIN stories s ON s.id = c.story_id WHERE s.author_id = $1 AND c.score > $2;

@@ -13,6 +13,7 @@ import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -21,9 +22,11 @@ import psycopg
 from tests.support import InProcessWeir
 
 SCHEMA = """
-CREATE TABLE things (id int PRIMARY KEY, grp int, name text, score int);
+CREATE TABLE things (id int PRIMARY KEY, grp int, name text COLLATE "C", score int,
+                     at timestamptz, day date);
 CREATE TABLE notes (id int8 PRIMARY KEY, ref int, note text);
-INSERT INTO things SELECT g, g % 20, 'n' || (g * 7 % 13), (g * 31) % 50
+INSERT INTO things SELECT g, g % 20, 'n' || (g * 7 % 13), (g * 31) % 50,
+       timestamptz '2024-03-10 00:00+00' + g * interval '7 hours', date '2024-01-01' + g % 90
 FROM generate_series(1, 300) g;
 INSERT INTO notes SELECT g, g % 40, 'note ' || g FROM generate_series(1, 400) g;
 """
@@ -60,23 +63,48 @@ SHAPES = [
 ]
 
 
+T0 = datetime(2024, 3, 10, tzinfo=UTC)
+
+
+def _at(rng: random.Random) -> datetime:
+    return T0 + timedelta(hours=rng.randint(-20, 2200))
+
+
+RANGE_SHAPES = [
+    Shape("SELECT id, name, score FROM things WHERE id > $1 ORDER BY id LIMIT 10",
+          lambda r: (r.randint(0, 1100),), ordered=True),
+    Shape("SELECT id, score FROM things WHERE grp = $1 AND score >= $2 ORDER BY score DESC, id",
+          lambda r: (r.randint(0, 45), r.randint(-5, 65)), ordered=True),
+    Shape("SELECT id, at FROM things WHERE at > $1 AND grp = $2 ORDER BY at, id",
+          lambda r: (_at(r), r.randint(0, 45)), ordered=True),
+    Shape("SELECT grp, count(*), sum(score) FROM things WHERE grp BETWEEN $1 AND $2 GROUP BY grp",
+          lambda r: (r.randint(0, 45), r.randint(0, 45))),
+    Shape("SELECT id, name FROM things WHERE name < $1 AND grp = ANY($2) ORDER BY id LIMIT $3",
+          lambda r: (f"n{r.randint(0, 13)}", _ids(r, 45), r.randint(0, 6)), ordered=True),
+    Shape("SELECT id FROM things WHERE day <= $1 AND $2 <= day AND grp = $3",
+          lambda r: (date(2024, 1, 1) + timedelta(days=r.randint(0, 100)),
+                     date(2024, 1, 1) + timedelta(days=r.randint(0, 100)), r.randint(0, 45))),
+]
+
+
 def _random_write(conn: psycopg.Connection[Any], rng: random.Random,
                   next_id: dict[str, int]) -> None:
     op = rng.random()
     if op < 0.35:
         next_id["things"] += 1
-        conn.execute("INSERT INTO things VALUES (%s, %s, %s, %s)",
+        conn.execute("INSERT INTO things VALUES (%s, %s, %s, %s, %s, %s)",
                      (next_id["things"], rng.randint(0, 45), f"n{rng.randint(0, 12)}",
-                      rng.choice([None, rng.randint(0, 60)])))
+                      rng.choice([None, rng.randint(0, 60)]), rng.choice([None, _at(rng)]),
+                      date(2024, 1, 1) + timedelta(days=rng.randint(0, 100))))
     elif op < 0.5:
         next_id["notes"] += 1
         conn.execute("INSERT INTO notes VALUES (%s, %s, %s)",
                      (next_id["notes"], rng.randint(0, 45), f"note {rng.randint(0, 999)}"))
     elif op < 0.75:
         conn.execute("UPDATE things SET score = score + %s, grp = CASE WHEN %s THEN %s "
-                     "ELSE grp END WHERE id = %s",
+                     "ELSE grp END, at = at + %s * interval '1 hour' WHERE id = %s",
                      (rng.randint(-5, 5), rng.random() < 0.3, rng.randint(0, 45),
-                      rng.randint(1, next_id["things"])))
+                      rng.randint(-30, 30), rng.randint(1, next_id["things"])))
     elif op < 0.88:
         conn.execute("DELETE FROM things WHERE id = %s", (rng.randint(1, next_id["things"]),))
     else:
@@ -145,4 +173,9 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
 
 def test_any_array_keys(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
+def test_range_parameters(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, RANGE_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
