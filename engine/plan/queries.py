@@ -30,7 +30,7 @@ from engine.plan import ir
 from engine.plan.explain import explain_reader
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.planner import PlannedQuery, plan_select
-from engine.plan.ranges import cut_rows, range_value_ok
+from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import Catalog
@@ -214,22 +214,28 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
         if not rows and plan.empty_row is not None:
             return [plan.empty_row]
         return rows
-    rows = [row for part in results for row in part]
-    if plan.cuts:
-        rows = cut_rows(rows, plan.cuts, params)
     reader = plan.reader
-    if reader.order_by and len(results) > 1:
-        out = {col: i for i, col in enumerate(reader.output)}
-        keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
-                     for k in reader.order_by)
-        rows.sort(key=order_key(keys))
-    if reader.limit is not None:
-        rows = rows[: reader.limit]
+    out = {col: i for i, col in enumerate(reader.output)}
+    keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
+                 for k in reader.order_by if k.column in out)
     bounds = page_bounds(plan, params)
     if bounds is None:
         raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
     limit, offset = bounds
-    rows = rows[offset:] if limit is None else rows[offset: offset + limit]
+    if plan.cuts and len(results) == 1:  # sorted already: bisect, then a lazy page
+        lead = keys[0] if reader.order_by and reader.order_by[0].column in out else None
+        part, rest = narrow(results[0], plan.cuts, params, lead)
+        end = None if limit is None else offset + limit
+        rows = list(itertools.islice(iter_cut(part, rest, params), offset, end))
+    else:
+        rows = [row for part in results for row in part]
+        if plan.cuts:
+            rows = cut_rows(rows, plan.cuts, params)
+        if reader.order_by and len(results) > 1:
+            rows.sort(key=order_key(keys))
+        if reader.limit is not None:
+            rows = rows[: reader.limit]
+        rows = rows[offset:] if limit is None else rows[offset: offset + limit]
     if plan.hidden:
         rows = [row[: -plan.hidden] for row in rows]
     return rows

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from engine.dataflow.ordering import Desc
 from engine.plan import pgtypes
 from engine.plan.exprs import ExprBuilder
+from engine.plan.ir import SortKey
 from engine.plan.scope import Scope
 from engine.sql.catalog import Catalog
 from engine.values import TextValue
@@ -170,18 +173,57 @@ _TESTS: dict[str, Callable[[Any, Any], bool]] = {
 def cut_rows(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut],
              params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """The rows that satisfy every cut for these parameter values."""
+    return list(iter_cut(rows, cuts, params))
+
+
+def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
+             params: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    """:func:`cut_rows`, lazily (a page can stop early)."""
     tests = []
     for cut in cuts:
         bound = params[cut.param - 1]
         if bound is None:
-            return []  # a comparison with NULL is never true
+            return  # a comparison with NULL is never true
         tests.append((cut.column, _TESTS[cut.op], _order(bound, cut.type_oid), cut.type_oid))
-    out = []
     for row in rows:
         for column, test, bound, type_oid in tests:
             value = row[column]
             if value is None or not test(_order(value, type_oid), bound):
                 break
         else:
-            out.append(row)
-    return out
+            yield row
+
+
+def narrow(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut], params: Sequence[Any],
+           lead: SortKey | None) -> tuple[Sequence[tuple[Any, ...]], list[RangeCut]]:
+    """For rows sorted first by ``lead`` (a reader output position): the slice where every
+    cut on that column holds, found by bisection, and the cuts left to test. A keyset page
+    (``id > $1 ORDER BY id LIMIT 20``) then costs a bisection and the page, not a scan."""
+    if lead is None or any(params[c.param - 1] is None for c in cuts):
+        return rows, list(cuts)
+    on = [c for c in cuts if c.column == lead.column]
+    if not on:
+        return rows, list(cuts)
+    col, nulls_first = lead.column, lead.effective_nulls_first
+
+    def key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        value = row[col]
+        if value is None:
+            return (-1,) if nulls_first else (1,)
+        order = _order(value, on[0].type_oid)
+        return (0, Desc(order) if lead.descending else order)
+
+    lo = bisect_right(rows, (0,), key=key) if nulls_first else 0  # after the NULLs
+    hi = len(rows) if nulls_first else bisect_left(rows, (1,), key=key)  # before them
+    for cut in on:
+        bound = _order(params[cut.param - 1], cut.type_oid)
+        at = (0, Desc(bound) if lead.descending else bound)
+        # ascending: > and >= keep a suffix, < and <= a prefix; descending the reverse
+        upper = (cut.op in ("<", "<=")) != lead.descending
+        strict = cut.op in ("<", ">")
+        if upper:
+            hi = min(hi, (bisect_left if strict else bisect_right)(rows, at, lo, hi, key=key))
+        else:
+            lo = max(lo, (bisect_right if strict else bisect_left)(rows, at, lo, hi, key=key))
+        hi = max(hi, lo)
+    return rows[lo:hi], [c for c in cuts if c.column != lead.column]

@@ -53,3 +53,22 @@ def test_range_plans_key_cut_and_page() -> None:
     assert merge_lookups(plan, [rows], params) == [(5, "e"), (4, "d")]
     assert merge_lookups(plan, [rows], [7, datetime(2024, 1, 4, 12)]) == [(5, "e")]
     assert merge_lookups(plan, [rows], [7, None]) == []
+
+
+def test_narrow_bisects_sorted_rows_like_a_scan() -> None:
+    import random
+
+    from engine.dataflow.ordering import order_key
+    from engine.plan.ir import SortKey
+    from engine.plan.ranges import narrow
+
+    rng = random.Random(5)
+    for _ in range(300):
+        rows = [(rng.choice([None, rng.randint(0, 9)]), i) for i in range(rng.randint(0, 12))]
+        lead = SortKey(0, rng.random() < 0.5, rng.choice([None, True, False]))
+        rows.sort(key=order_key((lead,)))
+        cuts = [RangeCut(rng.choice([0, 1]), rng.choice(["<", "<=", ">", ">="]), n, T.INT4)
+                for n in (1, 2)][: rng.randint(1, 2)]
+        params = [rng.choice([None, rng.randint(-1, 10)]), rng.randint(-1, 12)]
+        part, rest = narrow(rows, cuts, params, lead)
+        assert cut_rows(part, rest, params) == cut_rows(rows, cuts, params), (rows, cuts, params)
