@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.dataflow import pgmath
 from engine.dataflow.expr import compare, compile_expr, compile_predicate
+from engine.dataflow.ops.accumulators import ordered_value
 from engine.dataflow.ordering import order_key, row_key
 from engine.plan import ir
 
@@ -94,6 +95,12 @@ def aggregate_value(call: ir.AggCall, rows: Sequence[Row], params: Sequence[Any]
     if call.func == "count_star":
         return len(rows)
     assert call.arg is not None
+    if call.order:
+        fns = [compile_expr(e, params) for e in call.exprs]
+        keys = tuple(ir.SortKey(i + 1, s.descending, s.nulls_first)
+                     for i, s in enumerate(call.order))
+        return ordered_value([tuple(f(r) for f in fns) for r in rows], keys, call.func,
+                             call.delimiter)
     fn = compile_expr(call.arg, params)
     values = [v for v in (fn(r) for r in rows) if v is not None]
     if call.func == "count":

@@ -94,7 +94,15 @@ def _agg(call: ir.AggCall, cols: Sequence[ir.Column]) -> str:
     if call.arg is None:
         return "count(*)"
     func = {"count_distinct": "count(DISTINCT "}.get(call.func, f"{call.func}(")
-    return f"{func}{render_expr(call.arg, cols)}) -> {pgtypes.type_name(call.type_oid)}"
+    args = render_expr(call.arg, cols)
+    if call.delimiter is not None:
+        args += ", '" + call.delimiter.replace("'", "''") + "'"
+    if call.order:
+        args += " ORDER BY " + ", ".join(
+            render_expr(s.expr, cols) + (" DESC" if s.descending else "") + (
+                "" if s.nulls_first is None else
+                " NULLS FIRST" if s.nulls_first else " NULLS LAST") for s in call.order)
+    return f"{func}{args}) -> {pgtypes.type_name(call.type_oid)}"
 
 
 def _line(rel: ir.Rel) -> str:

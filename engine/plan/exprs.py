@@ -26,6 +26,8 @@ AggHook = Callable[[Node], ir.Expr]
 ColHook = Callable[[int], ir.Expr]
 
 AGGREGATES = frozenset({"count", "sum", "avg", "min", "max"})
+#: Aggregates whose result depends on the order of their input: planned with their ORDER BY.
+ORDERED_AGGREGATES = {"string_agg": 2, "array_agg": 1}  # name -> argument count
 #: Aggregates PostgreSQL has that the planner does not support (named in the reason).
 KNOWN_AGGREGATES = frozenset({
     "string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg", "bool_and",
@@ -58,6 +60,16 @@ _TEXTISH = (T.TEXT, T.VARCHAR, T.NAME, T.UNKNOWN)
 def _name(parts: list[Node]) -> str:
     names = [p["String"]["sval"] for p in parts if "String" in p]
     return names[-1] if names else "?"
+
+
+def is_aggregate_call(call: Node) -> bool:
+    """A FuncCall the grouping plans (the others are refused by name in ``func_call``)."""
+    parts = [p["String"]["sval"] for p in call.get("funcname", []) if "String" in p]
+    name = parts[-1].lower() if parts else ""
+    if name in ORDERED_AGGREGATES:
+        return len(call.get("args", [])) == ORDERED_AGGREGATES[name]
+    return name in AGGREGATES and bool(call.get("agg_star") or call.get("agg_distinct")
+                                       or len(call.get("args", [])) == 1)
 
 
 def deterministic(collation: str | None, catalog: Catalog) -> bool:
@@ -404,8 +416,7 @@ class ExprBuilder:
 
     def func_call(self, body: Node) -> ir.Expr:
         name = _name(body.get("funcname", [])).lower()
-        if name in AGGREGATES and (body.get("agg_star") or body.get("agg_distinct")
-                                   or len(body.get("args", [])) == 1):
+        if is_aggregate_call(body):
             if self.on_agg is None:
                 raise PlanError(f"aggregate {name}() in {self.clause}")
             return self.on_agg(body)

@@ -298,18 +298,38 @@ class UnionAll:
         return self.inputs[0].columns
 
 
-AggFunc = Literal["count_star", "count", "count_distinct", "sum", "avg", "min", "max"]
+AggFunc = Literal["count_star", "count", "count_distinct", "sum", "avg", "min", "max",
+                  "string_agg", "array_agg"]
+
+
+@dataclass(frozen=True, slots=True)
+class AggSort:
+    """One ``ORDER BY`` item inside an aggregate call (string_agg, array_agg)."""
+
+    expr: Expr
+    descending: bool = False
+    nulls_first: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AggCall:
     """One aggregate: ``func(arg)`` (``arg`` None only for count_star); ``type_oid`` is the
-    result type as PostgreSQL resolves it (e.g. sum(int4) -> int8, avg(int) -> numeric)."""
+    result type as PostgreSQL resolves it (e.g. sum(int4) -> int8, avg(int) -> numeric).
+    ``order``: the call's own ORDER BY (string_agg, array_agg: required); ``delimiter``:
+    string_agg's constant separator."""
 
     func: AggFunc
     arg: Expr | None
     type_oid: int
     name: str
+    order: tuple[AggSort, ...] = ()
+    delimiter: str | None = None
+
+    @property
+    def exprs(self) -> tuple[Expr, ...]:
+        """Every expression the call reads (its argument, then its ORDER BY items)."""
+        head = () if self.arg is None else (self.arg,)
+        return head + tuple(s.expr for s in self.order)
 
 
 @dataclass(frozen=True, slots=True)

@@ -362,3 +362,16 @@ SELECT id, author_id, score FROM stories WHERE author_id = ANY($1) AND score > $
 SELECT id FROM stories WHERE score > $1;
 -- params: [2, 5]
 SELECT c.id, c.body FROM comments c JOIN stories s ON s.id = c.story_id WHERE s.author_id = $1 AND c.score > $2;
+-- ===================== string_agg / array_agg with ORDER BY =====================
+SELECT author_id, string_agg(title, ', ' ORDER BY id) AS titles FROM stories GROUP BY author_id;
+-- params: [3]
+SELECT s.id, string_agg(c.body, ' / ' ORDER BY c.created_at DESC, c.id) FROM stories s JOIN comments c ON c.story_id = s.id WHERE s.author_id = $1 GROUP BY s.id;
+-- params: [2]
+SELECT author_id, array_agg(score ORDER BY score DESC, id) AS scores FROM comments WHERE author_id = $1 GROUP BY author_id;
+SELECT story_id, array_agg(tag_id ORDER BY tag_id) FROM story_tags GROUP BY story_id;
+SELECT string_agg(name, ',' ORDER BY name) FILTER (WHERE id > 2) FROM tags;
+SELECT o.customer_id, array_agg(o.total ORDER BY o.placed_on, o.id) FROM orders o GROUP BY o.customer_id;
+SELECT p.category_id, string_agg(p.name, '; ' ORDER BY p.price DESC, p.id) FROM products p WHERE NOT p.discontinued GROUP BY p.category_id HAVING count(*) > 1;
+-- params: [1]
+SELECT t.id, string_agg(u.username, ', ' ORDER BY p.created_at, p.id) AS posters FROM threads t JOIN posts p ON p.thread_id = t.id JOIN users u ON u.id = p.author_id WHERE t.forum_id = $1 GROUP BY t.id;
+SELECT array_agg(url ORDER BY id) FROM stories WHERE author_id = 1;

@@ -127,6 +127,7 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
     server = InProcessWeir.start(pg.dsn(dbname=dbname), memory_budget=20_000)
     loop = asyncio.new_event_loop()
     apg = loop.run_until_complete(asyncpg.connect(server.dsn(dbname=dbname)))
+    apg_direct = loop.run_until_complete(asyncpg.connect(pg.dsn(dbname=dbname)))
     try:
         through = psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
                                   prepare_threshold=None)
@@ -148,9 +149,11 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
                     text = text.replace(f"${n}", "%s")
                 want = direct.execute(text, params).fetchall()
                 client = rng.choice(["text", "binary", "asyncpg"])
-                if client == "asyncpg":
+                if client == "asyncpg":  # compared with asyncpg's own direct answer
                     got = [tuple(r) for r in loop.run_until_complete(
                         apg.fetch(shape.sql, *params))]
+                    want = [tuple(r) for r in loop.run_until_complete(
+                        apg_direct.fetch(shape.sql, *params))]
                     last = loop.run_until_complete(apg.fetchrow("EXPLAIN LAST STATEMENT"))
                 else:
                     got = through.execute(text, params, binary=client == "binary").fetchall()
@@ -167,6 +170,7 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
         assert int(stats["evictions"]) > 0
     finally:
         loop.run_until_complete(apg.close())
+        loop.run_until_complete(apg_direct.close())
         loop.close()
         server.stop()
 
@@ -178,4 +182,25 @@ def test_any_array_keys(pg: Any, dbname: str) -> None:
 
 def test_range_parameters(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, RANGE_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
+AGG_SHAPES = [
+    Shape("SELECT grp, string_agg(name, ',' ORDER BY id) FROM things WHERE grp = $1 GROUP BY grp",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT grp, array_agg(score ORDER BY score DESC NULLS LAST, id) AS s FROM things "
+          "WHERE grp = ANY($1) GROUP BY grp", lambda r: (_ids(r, 45),)),
+    Shape("SELECT string_agg(n.note, ' | ' ORDER BY n.id DESC) FROM notes n WHERE n.ref = $1",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT t.grp, array_agg(t.at ORDER BY t.at, t.id), string_agg(t.name, '' ORDER BY "
+          "t.score, t.id) FILTER (WHERE t.score > 20) FROM things t WHERE t.grp = $1 "
+          "GROUP BY t.grp", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT n.ref, array_agg(t.name ORDER BY t.name DESC, n.id) FROM notes n "
+          "JOIN things t ON t.id = n.ref WHERE n.ref = $1 GROUP BY n.ref",
+          lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_ordered_aggregates(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, AGG_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})

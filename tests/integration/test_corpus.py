@@ -115,7 +115,12 @@ def run_pg(conn: psycopg.Connection[Any], sql: str, params: list[Any]) -> tuple[
     text = re.sub(r"\$\d+", "%s", sql.replace("%", "%%"))
     cur = conn.execute(text, [params[n - 1] for n in order])
     columns = [(d.name, d.type_code) for d in cur.description or []]
-    return columns, [tuple(r) for r in cur.fetchall()]
+    return columns, [tuple(_tuples(v) for v in r) for r in cur.fetchall()]
+
+
+def _tuples(value: Any) -> Any:
+    """psycopg's lists as the engine's arrays (nested tuples)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def same_ordered(reader: Any, got: list[Any], expected: list[Any], cut: bool = False) -> bool:

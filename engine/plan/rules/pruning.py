@@ -95,13 +95,16 @@ def _union(rel: ir.UnionAll, needed: set[int]) -> tuple[ir.Rel, Mapping]:
 def _aggregate(rel: ir.Aggregate, needed: set[int]) -> tuple[ir.Rel, Mapping]:
     child_needed = set(rel.group_by)
     for call in rel.aggs:
-        if call.arg is not None:
-            child_needed |= column_refs(call.arg)
+        for expr in call.exprs:
+            child_needed |= column_refs(expr)
     if not child_needed and rel.input.columns:
         child_needed = {0}
     child, m = prune(rel.input, child_needed)
     aggs = tuple(ir.AggCall(a.func, None if a.arg is None else remap(a.arg, m.__getitem__),
-                            a.type_oid, a.name) for a in rel.aggs)
+                            a.type_oid, a.name,
+                            tuple(ir.AggSort(remap(s.expr, m.__getitem__), s.descending,
+                                             s.nulls_first) for s in a.order),
+                            a.delimiter) for a in rel.aggs)
     new = ir.Aggregate(child, tuple(m[g] for g in rel.group_by), aggs)
     return new, {i: i for i in range(len(rel.columns))}
 
