@@ -16,10 +16,12 @@ ignores NULL inputs, so the two are equal (``count(*)`` filters a constant 1).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from engine.plan import ir, pgtypes
 from engine.plan.exprs import ORDERED_AGGREGATES, ExprBuilder, Node, is_aggregate_call
+from engine.plan.from_clause import conjuncts
 from engine.plan.scope import PlanError, Scope, remap
 from engine.sql.catalog import Catalog
 from engine.values import oids as T
@@ -199,3 +201,53 @@ def has_aggregates(nodes: list[Any]) -> bool:
         elif isinstance(node, list):
             stack.extend(node)
     return False
+
+
+def having_on_groups(stmt: Node, scope: Scope) -> tuple[Node, list[Node]]:
+    """HAVING conjuncts that read only plain GROUP BY columns (no aggregate, subquery or
+    other column) hold for a whole group or for none of it: they move to WHERE, where
+    ``story_id = $1`` becomes a lookup key. Returns the statement with the remaining HAVING
+    and the moved conjuncts. Only with GROUP BY (without it HAVING filters the one row)."""
+    if not stmt.get("groupClause") or stmt.get("havingClause") is None:
+        return stmt, []
+    grouped: set[int] = set()
+    for item in stmt["groupClause"]:
+        fields = item.get("ColumnRef", {}).get("fields", [])
+        if fields and all("String" in f for f in fields):
+            with contextlib.suppress(PlanError):
+                grouped.add(scope.lookup(tuple(f["String"]["sval"] for f in fields)))
+    moved: list[Node] = []
+    kept: list[Node] = []
+    for conj in conjuncts(stmt["havingClause"]):
+        (moved if _reads_only(conj, scope, grouped) else kept).append(conj)
+    if not moved:
+        return stmt, []
+    stmt = dict(stmt)
+    stmt["havingClause"] = (None if not kept else kept[0] if len(kept) == 1 else
+                            {"BoolExpr": {"boolop": "AND_EXPR", "args": kept}})
+    return stmt, moved
+
+
+def _reads_only(conj: Node, scope: Scope, grouped: set[int]) -> bool:
+    if has_aggregates([conj]):
+        return False
+    refs: list[Node] = []
+    stack: list[Any] = [conj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(k in node for k in ("SubLink", "WeirColumn", "FuncCall")):
+                return False
+            if "ColumnRef" in node:
+                refs.append(node["ColumnRef"])
+                continue
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    try:
+        return bool(refs) and all(
+            all("String" in f for f in r["fields"]) and
+            scope.lookup(tuple(f["String"]["sval"] for f in r["fields"])) in grouped
+            for r in refs)
+    except PlanError:
+        return False

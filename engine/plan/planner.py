@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.plan import ir, pgtypes
+from engine.plan.antijoins import anti_joins
 from engine.plan.blocks import (
     canonical,
     key_columns,
@@ -41,7 +42,7 @@ from engine.plan.blocks import (
 )
 from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext, bind_from, conjuncts
-from engine.plan.grouping import Grouping, has_aggregates
+from engine.plan.grouping import Grouping, has_aggregates, having_on_groups
 from engine.plan.ranges import RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
@@ -154,12 +155,16 @@ class _Planner:
         where = conjuncts(stmt.get("whereClause"))
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
         bound, where = semi_joins(ctx, self.subquery, bound, where)
+        bound, where = anti_joins(ctx, self.subquery, bound, where)
         bound, where = where_scalar_subqueries(ctx, self.subquery, bound, where)
         targets = stmt.get("targetList", [])
         grouped = bool(stmt.get("groupClause")) or has_aggregates(
             [targets, stmt.get("havingClause"), stmt.get("sortClause")])
         if not grouped:
             bound, stmt = scalar_subqueries(ctx, self.subquery, bound, stmt)
+        else:
+            stmt, moved = having_on_groups(stmt, bound.scope)
+            where = where + moved
         computed: list[ir.Expr] = []
         keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
                                   ctx.catalog, self.lift_in, computed) if top else (

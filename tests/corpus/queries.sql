@@ -375,3 +375,19 @@ SELECT p.category_id, string_agg(p.name, '; ' ORDER BY p.price DESC, p.id) FROM 
 -- params: [1]
 SELECT t.id, string_agg(u.username, ', ' ORDER BY p.created_at, p.id) AS posters FROM threads t JOIN posts p ON p.thread_id = t.id JOIN users u ON u.id = p.author_id WHERE t.forum_id = $1 GROUP BY t.id;
 SELECT array_agg(url ORDER BY id) FROM stories WHERE author_id = 1;
+-- ===================== NOT EXISTS / NOT IN anti-joins (NULL semantics) =====================
+SELECT s.id, s.title FROM stories s WHERE NOT EXISTS (SELECT 1 FROM comments c WHERE c.story_id = s.id);
+-- params: [2]
+SELECT s.id FROM stories s WHERE s.author_id = $1 AND NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.value < 0);
+SELECT u.id, u.username FROM users u WHERE NOT EXISTS (SELECT 1 FROM stories s WHERE s.author_id = u.id AND s.published);
+SELECT id FROM stories WHERE author_id NOT IN (SELECT user_id FROM votes WHERE value < 0);
+SELECT id, parent_id FROM comments WHERE parent_id NOT IN (SELECT id FROM comments WHERE score > 15);
+SELECT id FROM comments WHERE story_id NOT IN (SELECT parent_id FROM comments);
+SELECT id FROM users WHERE id NOT IN (SELECT author_id FROM stories WHERE score > 1000);
+SELECT p.id, p.name FROM products p WHERE NOT EXISTS (SELECT 1 FROM order_items oi WHERE oi.product_id = p.id) ORDER BY p.id;
+-- ===================== HAVING on the grouping key =====================
+-- params: [3]
+SELECT story_id, count(*) FROM votes GROUP BY story_id HAVING story_id = $1;
+-- params: [2]
+SELECT story_id, sum(value) AS total FROM votes GROUP BY story_id HAVING story_id = $1 AND count(*) > 1;
+SELECT author_id, count(*) FROM stories GROUP BY author_id HAVING author_id = 4;

@@ -108,8 +108,10 @@ def _random_write(conn: psycopg.Connection[Any], rng: random.Random,
     elif op < 0.88:
         conn.execute("DELETE FROM things WHERE id = %s", (rng.randint(1, next_id["things"]),))
     else:
+        recent = rng.random() < 0.5  # recent notes: what the NOT IN subqueries read
         conn.execute("UPDATE notes SET ref = %s WHERE id = %s",
-                     (rng.randint(0, 45), rng.randint(1, next_id["notes"])))
+                     (rng.choice([None, rng.randint(0, 45)]),
+                      rng.randint(next_id["notes"] - 20 if recent else 1, next_id["notes"])))
 
 
 def _same(got: list[Any], want: list[Any], ordered: bool) -> bool:
@@ -203,4 +205,25 @@ AGG_SHAPES = [
 
 def test_ordered_aggregates(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, AGG_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
+ANTI_SHAPES = [
+    Shape("SELECT id, name FROM things t WHERE grp = $1 AND NOT EXISTS "
+          "(SELECT 1 FROM notes n WHERE n.ref = t.id)", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, score FROM things WHERE grp = $1 AND score NOT IN "
+          "(SELECT ref FROM notes WHERE id > 1000 AND id % 3 = 0)",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, score FROM things WHERE grp = $1 AND score NOT IN "
+          "(SELECT ref FROM notes WHERE id > 1000 AND note LIKE 'note 9%')",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id FROM things t WHERE grp = ANY($1) AND NOT EXISTS (SELECT 1 FROM notes n "
+          "WHERE n.ref = t.grp AND n.note LIKE 'note 1%')", lambda r: (_ids(r, 45),)),
+    Shape("SELECT t.grp, count(*), max(t.score) FROM things t GROUP BY t.grp "
+          "HAVING t.grp = $1 AND count(*) > 12", lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_anti_joins_and_having_on_keys(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, ANTI_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
