@@ -18,6 +18,7 @@ from engine.dataflow import pgmath
 from engine.dataflow.expr import compare, compile_expr, compile_predicate
 from engine.dataflow.ops.accumulators import ordered_value
 from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.windows import apply_windows
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -35,6 +36,7 @@ def evaluate_reader(reader: ir.Reader, tables: Tables, key: Sequence[Any],
     pairs = list(zip(reader.key, key, strict=True))
     rows = [r for r in evaluate(reader.input, tables, params)
             if all(v is not None and pgmath_eq(r[c], v) for c, v in pairs)]
+    rows = apply_windows(rows, reader.windows)
     if reader.order_by:
         rows.sort(key=order_key(reader.order_by))
     if reader.offset or reader.limit is not None:

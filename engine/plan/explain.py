@@ -162,10 +162,19 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
             for i, k in enumerate(reader.key)]
     state = "partial" if place(reader)[0].partial else "full"
     head = f"Reader KEY ({', '.join(keys)}) {state} OUTPUT ({_typed(reader.columns)})"
+    if reader.windows:
+        head += " WINDOW (" + ", ".join(
+            f"{_colname(cols, w.column)} = {w.func}("
+            + ("" if w.arg is None else _colname(cols, w.arg)
+               + ("" if w.offset == 1 else f", {w.offset}"))
+            + (f") ORDER BY {_sort(w.order, cols)}" if w.order else ")")
+            for w in reader.windows) + ")"
     if reader.order_by:
         head += f" ORDER BY {_sort(reader.order_by, cols)}"
     if reader.limit is not None:
         head += f" LIMIT {reader.limit}"
+    if reader.offset and reader.windows:
+        head += f" OFFSET {reader.offset}"
     if page:
         head += f" PAGE {page}"
     if empty_row is not None:

@@ -557,4 +557,5 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "TypeCast": ExprBuilder.type_cast,
     "FuncCall": ExprBuilder.func_call,
     "SubLink": ExprBuilder.sublink,
+    "WeirWindow": lambda b, n: ir.Const(ir.WindowSlot(int(n["index"])), int(n["type_oid"])),
 }

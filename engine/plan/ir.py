@@ -395,6 +395,30 @@ class TopK:
 Rel = Scan | Filter | Project | Join | UnionAll | Aggregate | Distinct | TopK
 
 
+WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead"]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSlot:
+    """While planning: the value of the select-list placeholder of window ``index``."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A window function over one lookup's rows (the planner only makes them when a lookup
+    is exactly one partition): its value is written into input column ``column`` (a NULL
+    placeholder the plan selects), computed in ``order`` (input positions); lag/lead read
+    input column ``arg`` ``offset`` rows back/ahead (NULL past the ends)."""
+
+    func: WindowFunc
+    column: int
+    order: tuple[SortKey, ...]
+    arg: int | None = None
+    offset: int = 1
+
+
 @dataclass(frozen=True, slots=True)
 class Reader:
     """A cache's view: rows of ``input`` whose ``key`` columns equal the lookup values
@@ -408,6 +432,8 @@ class Reader:
     order_by: tuple[SortKey, ...] = ()
     limit: int | None = None
     offset: int = 0
+    #: window functions computed per lookup, before ORDER BY / LIMIT (``Window``)
+    windows: tuple[Window, ...] = ()
 
     @property
     def columns(self) -> tuple[Column, ...]:

@@ -48,6 +48,13 @@ from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
+from engine.plan.windows import (
+    WindowSpec,
+    check_partitions,
+    extract_windows,
+    plain_order_positions,
+    window_calls,
+)
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
@@ -128,6 +135,7 @@ class _Block:
     empty_row: tuple[Any, ...] | None = None
     page: Page | None = None
     cuts: list[RangeCut] = dataclasses.field(default_factory=list)  # column: block position
+    windows: tuple[ir.Window, ...] = ()
 
 
 class _Planner:
@@ -177,17 +185,30 @@ class _Planner:
             wb = ExprBuilder(bound.scope, ctx.catalog)
             preds = tuple(wb.boolean(c) for c in where)
             rel = ir.Filter(rel, preds[0] if len(preds) == 1 else ir.BoolOp("and", preds))
+        if any("over" in (t["ResTarget"].get("val") or {}).get("FuncCall", {})
+               for t in stmt.get("targetList", [])) and (grouped or not top):
+            raise PlanError("window function in a grouped query or a subquery")
         if grouped:
             return self._grouped(ctx, stmt, Bound(rel, bound.scope), keys, cuts)
         if stmt.get("havingClause") is not None:
             raise PlanError("HAVING without GROUP BY or aggregates")
+        stmt, windows = extract_windows(stmt, bound.scope, ExprBuilder(
+            bound.scope, ctx.catalog, clause="window arguments"))
+        if windows:
+            if cuts:
+                raise PlanError("window function with a range parameter")
+            if stmt.get("distinctClause") is not None:
+                raise PlanError("window function under DISTINCT")
+            check_partitions(windows, bound.scope, {k.position for k in keys},
+                             {k.position for k in keys if k.source.multi},
+                             [plain_order_positions(w, bound.scope) for w in windows])
         builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")
         def key_exprs() -> list[ir.Expr]:
             refs: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
             return refs + [ir.ColumnRef(c.column, c.type_oid) for c in cuts]
 
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
-                             lambda e: e, cuts=cuts)
+                             lambda e: e, cuts=cuts, windows=windows)
 
     def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key],
                  cuts: list[RangeCut]) -> _Block:
@@ -274,13 +295,14 @@ class _Planner:
     def _project(self, ctx: PlanContext, stmt: Node, rel: ir.Rel | None, builder: ExprBuilder,
                  scope: Scope, keys: list[Key], key_exprs: Callable[[], list[ir.Expr]],
                  fix: Any, grouping: Grouping | None = None,
-                 agg_input: ir.Rel | None = None, cuts: list[RangeCut] | None = None
-                 ) -> _Block:
+                 agg_input: ir.Rel | None = None, cuts: list[RangeCut] | None = None,
+                 windows: list[WindowSpec] | None = None) -> _Block:
         """Select list, ORDER BY, HAVING and keys -> the block's Project (hidden ORDER BY
         and key columns after the visible ones), optionally under DISTINCT."""
         exprs, names = select_list(stmt, builder, scope, grouping is not None)
         colls = [builder.collation(e) for e in exprs]
         order, hidden = self._order(stmt, builder, exprs, names)
+        calls = window_calls(windows, builder, exprs, hidden) if windows else ()
         having = None
         if stmt.get("havingClause") is not None:
             having = builder.boolean(stmt["havingClause"])
@@ -320,7 +342,7 @@ class _Planner:
                 raise PlanError("range parameter on a column SELECT DISTINCT does not output")
             project = ir.Distinct(project)
         return _Block(project, list(out_names), colls, len(exprs), block_keys, order, limit,
-                      offset, page=page, cuts=block_cuts)
+                      offset, page=page, cuts=block_cuts, windows=calls)
 
     def _order(self, stmt: Node, builder: ExprBuilder, exprs: list[ir.Expr],
                names: list[str]) -> tuple[tuple[ir.SortKey, ...], list[ir.Expr]]:
@@ -429,6 +451,8 @@ class _Planner:
         block = self.block(ctx, stmt, top)
         if block.cuts:
             raise PlanError("range parameter in a UNION branch")
+        if block.windows:
+            raise PlanError("window function in a UNION branch")
         if block.page is not None:
             raise PlanError("LIMIT/OFFSET parameter in a subquery or UNION branch")
         if block.empty_row is not None:
@@ -490,14 +514,15 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
     positions (cut columns not selected are hidden output columns after the visible ones)."""
     rel = block.rel
     group = tuple(pos for pos, _, _ in block.keys)
-    if block.limit is not None:
+    if block.limit is not None and not block.windows:  # windows see the rows before LIMIT
         rel = ir.TopK(rel, group, block.order, block.limit, block.offset)
     output = list(range(block.visible))
     for cut in block.cuts:
         if cut.column not in output:
             output.append(cut.column)
     cuts = tuple(dataclasses.replace(c, column=output.index(c.column)) for c in block.cuts)
-    reader = ir.Reader(rel, group, tuple(output), block.order, block.limit)
+    reader = ir.Reader(rel, group, tuple(output), block.order, block.limit,
+                       block.offset if block.windows else 0, block.windows)
     return reader, block.keys, cuts, len(output) - block.visible
 
 

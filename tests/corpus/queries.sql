@@ -391,3 +391,14 @@ SELECT story_id, count(*) FROM votes GROUP BY story_id HAVING story_id = $1;
 -- params: [2]
 SELECT story_id, sum(value) AS total FROM votes GROUP BY story_id HAVING story_id = $1 AND count(*) > 1;
 SELECT author_id, count(*) FROM stories GROUP BY author_id HAVING author_id = 4;
+-- ===================== window functions over the cache key's rows =====================
+-- params: [2]
+SELECT id, title, row_number() OVER (ORDER BY created_at DESC, id DESC) AS rn FROM stories WHERE author_id = $1 ORDER BY rn LIMIT 3;
+-- params: [[1, 2, 3]]
+SELECT id, author_id, rank() OVER (PARTITION BY author_id ORDER BY score DESC) AS r, lag(title) OVER (PARTITION BY author_id ORDER BY id) AS prev FROM stories WHERE author_id = ANY($1);
+SELECT id, score, dense_rank() OVER (ORDER BY score DESC) FROM stories;
+-- params: [3]
+SELECT id, lead(score, 2) OVER (PARTITION BY story_id ORDER BY id) AS later, lag(id) OVER (ORDER BY id) FROM comments WHERE story_id = $1;
+SELECT id, rank() OVER (ORDER BY price), dense_rank() OVER (ORDER BY category_id DESC) FROM products WHERE NOT discontinued;
+-- params: [4]
+SELECT p.id, row_number() OVER (ORDER BY p.id) FROM posts p WHERE p.thread_id = $1 ORDER BY 2 DESC LIMIT 2 OFFSET 1;

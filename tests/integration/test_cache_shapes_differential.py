@@ -227,3 +227,22 @@ ANTI_SHAPES = [
 def test_anti_joins_and_having_on_keys(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, ANTI_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+WINDOW_SHAPES = [
+    Shape("SELECT id, name, row_number() OVER (ORDER BY score DESC NULLS LAST, id) AS rn "
+          "FROM things WHERE grp = $1 ORDER BY rn LIMIT 5", lambda r: (r.randint(0, 45),),
+          ordered=True),
+    Shape("SELECT id, grp, rank() OVER (PARTITION BY grp ORDER BY score), dense_rank() OVER "
+          "(PARTITION BY grp ORDER BY name DESC) FROM things WHERE grp = ANY($1)",
+          lambda r: (_ids(r, 45),)),
+    Shape("SELECT id, lag(score) OVER (ORDER BY id) AS prev, lead(name, 2) OVER (ORDER BY id) "
+          "FROM things WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, note, row_number() OVER (ORDER BY id DESC) FROM notes WHERE ref = $1 "
+          "ORDER BY id LIMIT $2", lambda r: (r.randint(0, 45), r.randint(0, 5)), ordered=True),
+]
+
+
+def test_windows_over_the_key(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, WINDOW_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})

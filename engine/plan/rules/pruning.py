@@ -124,7 +124,16 @@ _HANDLERS = {ir.Scan: _scan, ir.Filter: _filter, ir.Project: _project, ir.Join: 
 
 def prune_columns(reader: ir.Reader) -> ir.Reader:
     needed = set(reader.key) | set(reader.output) | {k.column for k in reader.order_by}
+    for w in reader.windows:
+        needed |= {w.column, *(k.column for k in w.order)} | (
+            set() if w.arg is None else {w.arg})
     child, m = prune(reader.input, needed)
-    order = tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first) for k in reader.order_by)
+
+    def sort(keys: tuple[ir.SortKey, ...]) -> tuple[ir.SortKey, ...]:
+        return tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first) for k in keys)
+
+    windows = tuple(ir.Window(w.func, m[w.column], sort(w.order),
+                              None if w.arg is None else m[w.arg], w.offset)
+                    for w in reader.windows)
     return ir.Reader(child, tuple(m[k] for k in reader.key), tuple(m[o] for o in reader.output),
-                     order, reader.limit, reader.offset)
+                     sort(reader.order_by), reader.limit, reader.offset, windows)
