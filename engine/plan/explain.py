@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.plan import ir, pgtypes
 from engine.plan.rules.materialize import place
+from engine.values import Interval, encode_text
 
 
 def _colname(cols: Sequence[ir.Column], index: int) -> str:
@@ -34,7 +35,8 @@ def _const(value: object, type_oid: int) -> str:
         return "true" if value else "false"
     if isinstance(value, int | Decimal | float):
         return str(value)
-    text = str(value).replace("'", "''")
+    shown = encode_text(type_oid, value) if isinstance(value, Interval) else str(value)
+    text = shown.replace("'", "''")
     return f"'{text}'::{pgtypes.type_name(type_oid)}"
 
 

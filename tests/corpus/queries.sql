@@ -402,3 +402,17 @@ SELECT id, lead(score, 2) OVER (PARTITION BY story_id ORDER BY id) AS later, lag
 SELECT id, rank() OVER (ORDER BY price), dense_rank() OVER (ORDER BY category_id DESC) FROM products WHERE NOT discontinued;
 -- params: [4]
 SELECT p.id, row_number() OVER (ORDER BY p.id) FROM posts p WHERE p.thread_id = $1 ORDER BY 2 DESC LIMIT 2 OFFSET 1;
+-- ===================== dates and times (TimeZone-independent forms) =====================
+-- params: [2]
+SELECT id, date_trunc('month', created_at) AS month, extract(year FROM created_at) AS y, extract(second FROM created_at) AS s FROM stories WHERE author_id = $1;
+SELECT date_trunc('week', created_at) AS wk, count(*) FROM stories GROUP BY 1 ORDER BY 1;
+-- params: [3]
+SELECT author_id, date_trunc('month', created_at) AS month, count(*) FROM stories WHERE author_id = $1 GROUP BY author_id, date_trunc('month', created_at);
+SELECT id FROM stories WHERE created_at >= timestamp '2024-02-01' + interval '1 month 3 days' ORDER BY id;
+-- params: [4]
+SELECT id, placed_on + 7 AS due, placed_on - date '2024-01-01' AS age, placed_on + interval '36 hours' AS later FROM orders WHERE customer_id = $1;
+SELECT extract(dow FROM placed_on) AS dow, count(*) FROM orders GROUP BY 1;
+-- params: [5]
+SELECT id, created_at - timestamp '2024-01-01' AS since, extract(epoch FROM created_at) AS epoch FROM comments WHERE story_id = $1;
+SELECT id, extract(isodow FROM created_at), extract(week FROM created_at), extract(doy FROM created_at), extract(quarter FROM created_at), extract(milliseconds FROM created_at) FROM threads;
+SELECT id, created_at::date AS day, date_trunc('hour', created_at) - interval '30 minutes' FROM posts WHERE created_at < timestamp '2024-02-15' - interval '2 weeks';

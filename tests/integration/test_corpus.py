@@ -24,6 +24,7 @@ from engine.plan.evaluate import evaluate_reader
 from engine.plan.queries import INTERNAL_ERROR, QueryPlanner, merge_lookups
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import CATALOG_QUERY, Catalog
+from engine.values import Interval
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 WORDS = ["How", "rust", "python", "why", "a", "the", "Postgres", "cache", "fast", "?", "news",
@@ -119,7 +120,10 @@ def run_pg(conn: psycopg.Connection[Any], sql: str, params: list[Any]) -> tuple[
 
 
 def _tuples(value: Any) -> Any:
-    """psycopg's lists as the engine's arrays (nested tuples)."""
+    """psycopg's lists as the engine's arrays (nested tuples), its timedeltas as the
+    engine's intervals (psycopg has no months: PostgreSQL's month-free intervals only)."""
+    if isinstance(value, timedelta):
+        return Interval(0, value.days, value.seconds * 1_000_000 + value.microseconds)
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
