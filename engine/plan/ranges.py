@@ -170,7 +170,7 @@ _TESTS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
-def cut_rows(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut],
+def cut_rows(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
              params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """The rows that satisfy every cut for these parameter values."""
     return list(iter_cut(rows, cuts, params))
@@ -195,10 +195,11 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
 
 
 def narrow(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut], params: Sequence[Any],
-           lead: SortKey | None) -> tuple[Sequence[tuple[Any, ...]], list[RangeCut]]:
+           lead: SortKey | None) -> tuple[Iterable[tuple[Any, ...]], list[RangeCut]]:
     """For rows sorted first by ``lead`` (a reader output position): the slice where every
     cut on that column holds, found by bisection, and the cuts left to test. A keyset page
-    (``id > $1 ORDER BY id LIMIT 20``) then costs a bisection and the page, not a scan."""
+    (``id > $1 ORDER BY id LIMIT 20``) then costs a bisection and the page, not a scan (the
+    slice is lazy: no copy of the rows)."""
     if lead is None or any(params[c.param - 1] is None for c in cuts):
         return rows, list(cuts)
     on = [c for c in cuts if c.column == lead.column]
@@ -226,4 +227,4 @@ def narrow(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut], params: Se
         else:
             lo = max(lo, (bisect_right if strict else bisect_left)(rows, at, lo, hi, key=key))
         hi = max(hi, lo)
-    return rows[lo:hi], [c for c in cuts if c.column != lead.column]
+    return (rows[i] for i in range(lo, hi)), [c for c in cuts if c.column != lead.column]
