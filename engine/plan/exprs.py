@@ -16,11 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.dataflow import pgtime
-from engine.plan import ir, pgtypes
+from engine.plan import datetimes, ir, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
-from engine.values import Interval
 from engine.values import oids as T
 
 Node = dict[str, Any]
@@ -253,28 +252,7 @@ class ExprBuilder:
         return ir.Arith(op, left, right, result)  # type: ignore[arg-type]
 
     def temporal_arith(self, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
-        """date/timestamp arithmetic whose result does not depend on the session TimeZone:
-        on timestamptz, only the difference of two instants and adding a constant interval
-        without months or days (those are added in local time)."""
-        if T.UNKNOWN in (left.type_oid, right.type_oid):
-            raise PlanError("untyped literal in date/time arithmetic (write interval '...' or "
-                            "date '...')")
-        if left.type_oid in (T.INT2, T.INT4) and right.type_oid == T.DATE:
-            left = self.coerce(left, T.INT4)
-        if right.type_oid in (T.INT2, T.INT4) and left.type_oid == T.DATE:
-            right = self.coerce(right, T.INT4)
-        key = (op, left.type_oid, right.type_oid)
-        result = pgtime.ARITH_TYPES.get(key)
-        if result is None:
-            raise PlanError(f"operator {pgtypes.type_name(left.type_oid)} {op} "
-                            f"{pgtypes.type_name(right.type_oid)}")
-        if T.TIMESTAMPTZ in key and T.INTERVAL in key:
-            iv = left if left.type_oid == T.INTERVAL else right
-            if not (isinstance(iv, ir.Const) and isinstance(iv.value, Interval)
-                    and not iv.value.months and not iv.value.days):
-                raise PlanError("timestamptz +/- an interval with months or days (added in "
-                                "the session TimeZone)")
-        return ir.Arith(op, left, right, result)  # type: ignore[arg-type]
+        return datetimes.temporal_arith(self, op, left, right)
 
     def textcat(self, left: ir.Expr, right: ir.Expr) -> ir.Expr:
         left, right = self.pair(left, right)
@@ -332,31 +310,7 @@ class ExprBuilder:
         return ir.NullIf(left, right, left.type_oid)
 
     def _datetime_func(self, name: str, body: Node) -> ir.Expr:
-        """date_trunc('field', timestamp) and extract(field FROM date|timestamp), and
-        extract(epoch FROM timestamptz): the forms that do not read the session TimeZone."""
-        args = body.get("args", [])
-        if len(args) != 2:
-            raise PlanError(f"{name}() with {len(args)} arguments")
-        field = self.build(args[0])
-        if not isinstance(field, ir.Const) or not isinstance(field.value, str):
-            raise PlanError(f"{name}() with a field that is not a string constant")
-        unit = field.value.lower()
-        value = self.build(args[1])
-        if value.type_oid == T.UNKNOWN:
-            raise PlanError(f"{name}() of an untyped literal")
-        if name == "date_trunc":
-            if value.type_oid != T.TIMESTAMP:
-                raise PlanError(f"date_trunc() of {pgtypes.type_name(value.type_oid)} (computed "
-                                "as timestamptz in the session TimeZone)")
-            if unit not in pgtime.TRUNC_FIELDS:
-                raise PlanError(f"date_trunc() unit {unit!r}")
-            return ir.Func("date_trunc", (ir.Const(unit, T.TEXT), value), T.TIMESTAMP)
-        fields = pgtime.EXTRACT_FIELDS.get(value.type_oid)
-        if fields is None or unit not in fields:
-            raise PlanError(f"extract({unit} FROM {pgtypes.type_name(value.type_oid)})"
-                            + (" (depends on the session TimeZone)"
-                               if value.type_oid == T.TIMESTAMPTZ else ""))
-        return ir.Func("extract", (ir.Const(unit, T.TEXT), value), T.NUMERIC)
+        return datetimes.datetime_func(self, name, body)
 
     # ------------------------------------------------------------------ other nodes
     def sublink(self, body: Node) -> ir.Expr:
