@@ -10,7 +10,7 @@ PYX    := $(wildcard cython_ext/*.pyx)
 SOS    := $(patsubst %.pyx,%.stamp,$(PYX))
 PYTEST_ARGS ?=
 SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java \
-                   default-jre-headless
+                   default-jre-headless pgpool2
 
 .PHONY: install system-packages compile test test-python test-cython lint demo bench clean
 
@@ -48,7 +48,7 @@ test-cython: install
 	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check proxy engine cdc cython_ext tests bench
+	$(VENV)/bin/ruff check proxy engine cdc cython_ext tests bench tools
 	$(VENV)/bin/mypy
 
 demo: install
