@@ -48,11 +48,11 @@ test-cython: install
 	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check proxy engine cdc cython_ext tests bench tools
+	$(VENV)/bin/ruff check proxy engine cdc cython_ext tests bench tools demo
 	$(VENV)/bin/mypy
 
 demo: install
-	$(PY) -m proxy.demo
+	$(PY) -m demo
 
 bench: install
 	$(PY) bench/passthrough.py
