@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java \
                    default-jre-headless pgpool2
 
-.PHONY: install system-packages compile test test-python test-cython lint demo bench clean
+.PHONY: install system-packages compile test test-python test-cython lint demo bench bench-passthrough clean
 
 install: system-packages $(STAMP) compile
 
@@ -55,6 +55,9 @@ demo: install
 	$(PY) -m demo
 
 bench: install
+	$(PY) bench/compare.py
+
+bench-passthrough: install
 	$(PY) bench/passthrough.py
 
 clean:

@@ -49,7 +49,9 @@ def probe_loop(read_dsn: str, write_dsn: str, stories: list[int], stop: threadin
             n += 1
             t0 = time.perf_counter()
             while _votes(reader, story) <= before:
-                if time.perf_counter() - t0 > limit or stop.is_set():
+                if stop.is_set():  # the run ended mid-probe: neither fresh nor missed
+                    return probes
+                if time.perf_counter() - t0 > limit:
                     probes.missed += 1
                     break
                 time.sleep(0.002)  # polling rate of the measurement, not synchronization

@@ -51,6 +51,7 @@ class Sample:
     start: float
     op: str
     latency: float
+    key: int = 0  # the key the operation read or wrote (its first parameter)
 
 
 @dataclass(slots=True)
@@ -126,7 +127,7 @@ def run(dsn: str, size: Size, duration: float, clients: int, mix: Mix, stop: thr
                     cur = conn.execute(sql, params)
                     if cur.description is not None:
                         cur.fetchall()
-                    local.append(Sample(t0 - began, op, time.perf_counter() - t0))
+                    local.append(Sample(t0 - began, op, time.perf_counter() - t0, params[0]))
                     counts[i] += 1
         except Exception as exc:  # a broken client ends its part of the run, reported
             if not stop.is_set():
