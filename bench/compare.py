@@ -252,8 +252,9 @@ def write(bench: Bench, out: Path, command: str, load_before: tuple[float, ...],
     out.mkdir(parents=True, exist_ok=True)
     sections = []
     for name in ("pass-through", "cached, cold", "cached, warm", "writes"):
-        rows = [r.summary for r in bench.runs if r.workload == name]
+        rows = _rows(bench, name)
         sections.append(f"### {name}\n\n{report.markdown_table(rows)}\n")
+    verdict = "\n".join(_verdict(bench))
     plots = _plots(bench, out)
     body = "\n".join(sections)
     text = f"""# weir against PostgreSQL, PgBouncer and pgpool-II
@@ -288,6 +289,10 @@ the full results could be.
 
 {bench.memory}
 
+## Verdict of this run
+
+{verdict}
+
 ## Reading the tables
 
 - weir from a cold start pays a fill for every first read of a key; today a fill costs many
@@ -310,6 +315,31 @@ the full results could be.
     return text
 
 
+def _rows(bench: Bench, name: str) -> list[report.Summary]:
+    """A table's rows; the cached tables start with direct PostgreSQL's pass-through run (the
+    same reads, nothing cached) as the reference."""
+    rows = [r.summary for r in bench.runs if r.workload == name]
+    if name.startswith("cached"):
+        direct = [r.summary for r in bench.runs
+                  if r.workload == "pass-through" and r.summary.label == LABELS["direct"]]
+        rows = [replace(d, label=f"{d.label} (reference)",
+                        note="the pass-through run: the same reads, nothing cached")
+                for d in direct] + rows
+    return rows
+
+
+def _verdict(bench: Bench) -> Iterator[str]:
+    """One line per table: each caching peer's throughput against PostgreSQL directly."""
+    for name in ("pass-through", "cached, cold", "cached, warm", "writes"):
+        rows = _rows(bench, name)
+        base = next((r.throughput for r in rows if r.label.startswith(LABELS["direct"])), 0.0)
+        if not base:
+            continue
+        ratios = ", ".join(f"{r.label} {r.throughput / base:.2f}x" for r in rows
+                           if not r.label.startswith(LABELS["direct"]) and r.ops)
+        yield f"- {name}: throughput against PostgreSQL directly: {ratios}."
+
+
 def _plots(bench: Bench, out: Path) -> list[Path]:
     import matplotlib
 
@@ -318,9 +348,9 @@ def _plots(bench: Bench, out: Path) -> list[Path]:
 
     written = []
     names = ("pass-through", "cached, cold", "cached, warm", "writes")
-    fig, axes = plt.subplots(1, len(names), figsize=(14, 4.2), sharey=True)
+    fig, axes = plt.subplots(len(names), 1, figsize=(9, 11))
     for ax, name in zip(axes, names, strict=True):
-        rows = [r.summary for r in bench.runs if r.workload == name]
+        rows = _rows(bench, name)
         ax.barh([r.label for r in rows], [r.throughput for r in rows], color="tab:blue")
         ax.set_title(name)
         ax.set_xlabel("operations per second")

@@ -9,6 +9,7 @@ through it.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,7 +20,9 @@ import psycopg
 from demo.dataset import READS, VOTE
 
 STORY_PAGE = READS[0].sql
-PROBE_USERS = 10_000_000  # voter ids far above the generated users: each probe vote is new
+#: Voter ids far above the generated users, never reused in a process (several runs share a
+#: cluster in ``make bench``): each probe vote is a new row.
+PROBE_VOTERS = itertools.count(10_000_000)
 
 
 @dataclass(slots=True)
@@ -45,7 +48,7 @@ def probe_loop(read_dsn: str, write_dsn: str, stories: list[int], stop: threadin
         while not stop.is_set():
             story = stories[n % len(stories)]
             before = _votes(reader, story)
-            writer.execute(VOTE, (story, PROBE_USERS + n))
+            writer.execute(VOTE, (story, next(PROBE_VOTERS)))
             n += 1
             t0 = time.perf_counter()
             while _votes(reader, story) <= before:
