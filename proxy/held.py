@@ -116,11 +116,7 @@ def bind_keys(
         return None  # PostgreSQL tells the client what is wrong with the Bind
     plan = classified.query.plan  # this text's plan: its key sources are its own $n
     declared = held.parse.param_types
-    column_types: dict[int, int] = {}
-    for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
-        for alt in src.alternatives or (src,):
-            if alt.param is not None:
-                column_types[alt.param - 1] = column_type
+    column_types = {number - 1: t for number, t in plan.param_types.items()}
     try:
         formats_for(len(held.route.cache.fields), msg.result_formats)
         formats = formats_for(len(msg.params), msg.param_formats)
@@ -146,14 +142,9 @@ def param_types(held: HeldStatement) -> tuple[int, ...] | None:
         return ()
     plan = classified.query.plan
     known: dict[int, int] = dict(enumerate(held.parse.param_types, 1))
-    for src, column_type in zip(plan.key_sources, plan.key_types, strict=True):
-        for alt in src.alternatives or (src,):
-            if alt.param is not None and not known.get(alt.param):
-                known[alt.param] = column_type
-    page = plan.page
-    for number in (page.limit_param, page.offset_param) if page is not None else ():
-        if number is not None and not known.get(number):
-            known[number] = 20  # LIMIT/OFFSET parameters are bigint
+    for number, type_oid in plan.param_types.items():
+        if not known.get(number):
+            known[number] = type_oid
     count = max(known, default=0)
     types = tuple(known.get(i, 0) for i in range(1, count + 1))
     return None if 0 in types else types

@@ -13,9 +13,10 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from engine import decode_text, oids
+from engine import TextValue, decode_text, encode_text, oids
 
 
 class ParamError(ValueError):
@@ -31,7 +32,8 @@ def _family(oid: int) -> int:
         return oids.INT8
     if oid in _TEXTS:
         return oids.TEXT
-    return oid
+    element = oids.ARRAY_ELEMENT.get(oid)
+    return oid if element is None else -_family(element)  # arrays: minus their element's
 
 
 def _struct(fmt: str) -> Callable[[bytes], Any]:
@@ -65,7 +67,43 @@ def _uuid(data: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=data)
 
 
+_EPOCH = datetime(2000, 1, 1)
+_DAY0 = _EPOCH.date().toordinal()
+_I32, _I64 = struct.Struct("!i"), struct.Struct("!q")
+
+
+def _date(data: bytes) -> date | TextValue:
+    if len(data) != 4:
+        raise ParamError("binary date is 4 bytes")
+    (days,) = _I32.unpack(data)
+    if days in (2**31 - 1, -(2**31)):
+        return TextValue(oids.DATE, "infinity" if days > 0 else "-infinity")
+    try:
+        return date.fromordinal(_DAY0 + days)
+    except (ValueError, OverflowError) as exc:
+        raise ParamError("date outside the years 1-9999") from exc
+
+
+def _timestamp(oid: int) -> Callable[[bytes], Any]:
+    def decode(data: bytes) -> datetime | TextValue:
+        if len(data) != 8:
+            raise ParamError("binary timestamp is 8 bytes")
+        (micros,) = _I64.unpack(data)
+        if micros in (2**63 - 1, -(2**63)):
+            return TextValue(oid, "infinity" if micros > 0 else "-infinity")
+        try:
+            value = _EPOCH + timedelta(microseconds=micros)
+        except OverflowError as exc:
+            raise ParamError("timestamp outside the years 1-9999") from exc
+        return value.replace(tzinfo=UTC) if oid == oids.TIMESTAMPTZ else value
+
+    return decode
+
+
 BINARY_DECODERS: dict[int, Callable[[bytes], Any]] = {
+    oids.DATE: _date,
+    oids.TIMESTAMP: _timestamp(oids.TIMESTAMP),
+    oids.TIMESTAMPTZ: _timestamp(oids.TIMESTAMPTZ),
     oids.INT2: _struct("!h"),
     oids.INT4: _struct("!i"),
     oids.INT8: _struct("!q"),
@@ -87,22 +125,88 @@ def decode_param(value: bytes | None, fmt: int, declared: int, column_type: int)
         raise ParamError(f"parameter declared as type {declared} for a column of type "
                          f"{column_type}")
     kind = declared or column_type
+    element = oids.ARRAY_ELEMENT.get(column_type)
     if fmt == 0:
+        text = _utf8(value)
         try:
-            result = decode_text(column_type, _utf8(value))
+            result = decode_text(column_type, text)
         except ParamError:
             raise
         except Exception as exc:
             raise ParamError(f"invalid text value for type {column_type}: {exc}") from exc
-        if column_type in _INTS and not isinstance(result, int):
+        if element is not None and (not isinstance(result, tuple)
+                                    or encode_text(column_type, result) != text):
+            # PostgreSQL's array input also takes blanks, bounds and quoting weir's parser
+            # reads differently: only its own output form is decoded
+            raise ParamError("array parameter not in PostgreSQL's output form")
+        if column_type == oids.TIMESTAMP and isinstance(result, datetime) and result.tzinfo:
+            raise ParamError("timestamp parameter with a time zone offset")
+        if (element if element is not None else column_type) in _INTS and not all(
+                isinstance(v, int) for v in _leaves(result)):
             raise ParamError("not an integer")
         return result
     if fmt != 1:
         raise ParamError(f"unknown parameter format {fmt}")
+    if element is not None:
+        return _binary_array(value, oids.ARRAY_ELEMENT.get(kind, element), element)
     decoder = BINARY_DECODERS.get(kind)
     if decoder is None:
         raise ParamError(f"binary parameters of type {kind} are not decoded by weir")
     return decoder(value)
+
+
+def _leaves(value: Any) -> list[Any]:
+    """A decoded value's scalars: the non-NULL elements of an array, or the value itself."""
+    if not isinstance(value, tuple):
+        return [value]
+    return [leaf for item in value if item is not None for leaf in _leaves(item)]
+
+
+_HEADER = struct.Struct("!iiI")
+_INT = struct.Struct("!i")
+
+
+def _binary_array(data: bytes, declared_element: int, element: int) -> tuple[Any, ...]:
+    """PostgreSQL's binary array format (ndim, has-null flag, element type, per dimension
+    its size and lower bound, then each element as a length and bytes, -1 for NULL) ->
+    nested tuples, the elements decoded as ``element`` values."""
+    try:
+        ndim, _flags, element_oid = _HEADER.unpack_from(data, 0)
+        if element_oid not in (declared_element, element) and _family(element_oid) != _family(
+                element):
+            raise ParamError(f"array of type {element_oid} for elements of type {element}")
+        decoder = BINARY_DECODERS.get(element_oid)
+        if decoder is None:
+            raise ParamError(f"binary arrays of type {element_oid} are not decoded by weir")
+        if not 0 <= ndim <= 6:
+            raise ParamError(f"array of {ndim} dimensions")
+        pos = _HEADER.size
+        sizes = []
+        for _ in range(ndim):
+            (size,) = _INT.unpack_from(data, pos)
+            sizes.append(size)
+            pos += 8
+        items: list[Any] = []
+        total = 1 if sizes else 0
+        for size in sizes:
+            total *= size
+        for _ in range(total):
+            (length,) = _INT.unpack_from(data, pos)
+            pos += 4
+            if length < 0:
+                items.append(None)
+                continue
+            if pos + length > len(data):
+                raise ParamError("binary array element past the end")
+            items.append(decoder(data[pos: pos + length]))
+            pos += length
+    except struct.error as exc:
+        raise ParamError(f"truncated binary array: {exc}") from exc
+    if pos != len(data):
+        raise ParamError("junk after a binary array")
+    for size in reversed(sizes[1:]):
+        items = [tuple(items[i: i + size]) for i in range(0, len(items), size)]
+    return tuple(items)
 
 
 def formats_for(count: int, codes: tuple[int, ...]) -> tuple[int, ...]:

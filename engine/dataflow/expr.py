@@ -11,7 +11,6 @@ decides the result; errors PostgreSQL raises surface as ``pgmath.EvalError``.
 
 from __future__ import annotations
 
-import datetime
 import math
 import operator
 import re
@@ -20,7 +19,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from engine.dataflow import pgmath
+from engine.dataflow import pgmath, pgtime
 from engine.dataflow.functions import FUNCTIONS, NULL_TOLERANT
 from engine.dataflow.pgmath import EvalError
 from engine.plan import ir
@@ -178,19 +177,14 @@ def _arith_op(op: str, oid: int, lt: int, rt: int) -> Callable[[Any, Any], Any]:
         return _numeric_op(op)
     if oid in pgmath.FLOAT_TYPES:
         return _float_op(op, oid)
-    if oid == T.DATE and op in ("+", "-"):  # date +/- integer days
-        return (lambda a, b: a + _days(b)) if op == "+" else (lambda a, b: a - _days(b))
-    if oid == T.INT4 and op == "-" and lt == rt == T.DATE:
-        return lambda a, b: (a - b).days
+    temporal = pgtime.ARITH.get((op, lt, rt))
+    if temporal is not None:
+        return temporal
     plain: dict[str, Callable[[Any, Any], Any]] = {
         "+": operator.add, "-": operator.sub, "*": operator.mul}
     if op not in plain:
         raise TypeError(f"unsupported arithmetic {op} for type {oid}")
     return plain[op]
-
-
-def _days(n: int) -> datetime.timedelta:
-    return datetime.timedelta(days=n)
 
 
 def _numeric_op(op: str) -> Callable[[Any, Any], Any]:
@@ -258,6 +252,9 @@ def _negate(e: ir.Negate, p: Sequence[Any]) -> Fn:
 
 def _cast(e: ir.Cast, p: Sequence[Any]) -> Fn:
     fn, src, dst = compile_expr(e.arg, p), e.arg.type_oid, e.type_oid
+    temporal = pgtime.CASTS.get((src, dst))
+    if temporal is not None:
+        return lambda row: None if (v := fn(row)) is None else temporal(v, src)
     return lambda row: pgmath.cast(fn(row), src, dst)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from engine.dataflow import pgmath
+from engine.dataflow import pgmath, pgtime
 from engine.dataflow.pgmath import EvalError
 from engine.values import oids as T
 
@@ -108,5 +108,7 @@ FUNCTIONS: dict[str, Impl] = {
     "strpos": lambda a, t: a[0].find(a[1]) + 1,
     "position": lambda a, t: a[0].find(a[1]) + 1,
 }
+
+FUNCTIONS.update(date_trunc=pgtime.date_trunc, extract=pgtime.extract)
 
 NULL_TOLERANT = frozenset({"concat"})

@@ -52,7 +52,7 @@ def _has_param(rel: ir.Rel) -> bool:
     elif isinstance(rel, ir.Project):
         exprs.extend(rel.exprs)
     elif isinstance(rel, ir.Aggregate):
-        exprs.extend(a.arg for a in rel.aggs if a.arg is not None)
+        exprs.extend(e for a in rel.aggs for e in a.exprs)
     if any(isinstance(sub, ir.Param) for e in exprs for sub in walk(e)):
         return True
     return any(_has_param(c) for c in ir.children(rel))

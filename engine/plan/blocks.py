@@ -102,7 +102,8 @@ def select_list(stmt: Node, builder: ExprBuilder, scope: Scope,
         expr = builder.build(val)
         if expr.type_oid == T.UNKNOWN:
             expr = builder.coerce(expr, T.TEXT)
-        if expr.type_oid not in pgtypes.SUPPORTED_TYPES:
+        if expr.type_oid not in pgtypes.SUPPORTED_TYPES and T.ARRAY_ELEMENT.get(
+                expr.type_oid) not in pgtypes.SUPPORTED_TYPES:  # arrays of them are output
             raise PlanError(f"result of type {pgtypes.type_name(expr.type_oid)}")
         exprs.append(expr)
         names.append(res.get("name") or figure_colname(val))

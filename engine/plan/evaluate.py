@@ -16,7 +16,9 @@ from typing import Any
 
 from engine.dataflow import pgmath
 from engine.dataflow.expr import compare, compile_expr, compile_predicate
+from engine.dataflow.ops.accumulators import ordered_value
 from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.windows import apply_windows
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -34,6 +36,7 @@ def evaluate_reader(reader: ir.Reader, tables: Tables, key: Sequence[Any],
     pairs = list(zip(reader.key, key, strict=True))
     rows = [r for r in evaluate(reader.input, tables, params)
             if all(v is not None and pgmath_eq(r[c], v) for c, v in pairs)]
+    rows = apply_windows(rows, reader.windows)
     if reader.order_by:
         rows.sort(key=order_key(reader.order_by))
     if reader.offset or reader.limit is not None:
@@ -94,6 +97,12 @@ def aggregate_value(call: ir.AggCall, rows: Sequence[Row], params: Sequence[Any]
     if call.func == "count_star":
         return len(rows)
     assert call.arg is not None
+    if call.order:
+        fns = [compile_expr(e, params) for e in call.exprs]
+        keys = tuple(ir.SortKey(i + 1, s.descending, s.nulls_first)
+                     for i, s in enumerate(call.order))
+        return ordered_value([tuple(f(r) for f in fns) for r in rows], keys, call.func,
+                             call.delimiter)
     fn = compile_expr(call.arg, params)
     values = [v for v in (fn(r) for r in rows) if v is not None]
     if call.func == "count":

@@ -16,6 +16,7 @@ from typing import Any
 
 from engine.plan import ir, pgtypes
 from engine.plan.rules.materialize import place
+from engine.values import Interval, encode_text
 
 
 def _colname(cols: Sequence[ir.Column], index: int) -> str:
@@ -34,7 +35,8 @@ def _const(value: object, type_oid: int) -> str:
         return "true" if value else "false"
     if isinstance(value, int | Decimal | float):
         return str(value)
-    text = str(value).replace("'", "''")
+    shown = encode_text(type_oid, value) if isinstance(value, Interval) else str(value)
+    text = shown.replace("'", "''")
     return f"'{text}'::{pgtypes.type_name(type_oid)}"
 
 
@@ -94,7 +96,15 @@ def _agg(call: ir.AggCall, cols: Sequence[ir.Column]) -> str:
     if call.arg is None:
         return "count(*)"
     func = {"count_distinct": "count(DISTINCT "}.get(call.func, f"{call.func}(")
-    return f"{func}{render_expr(call.arg, cols)}) -> {pgtypes.type_name(call.type_oid)}"
+    args = render_expr(call.arg, cols)
+    if call.delimiter is not None:
+        args += ", '" + call.delimiter.replace("'", "''") + "'"
+    if call.order:
+        args += " ORDER BY " + ", ".join(
+            render_expr(s.expr, cols) + (" DESC" if s.descending else "") + (
+                "" if s.nulls_first is None else
+                " NULLS FIRST" if s.nulls_first else " NULLS LAST") for s in call.order)
+    return f"{func}{args}) -> {pgtypes.type_name(call.type_oid)}"
 
 
 def _line(rel: ir.Rel) -> str:
@@ -154,10 +164,19 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
             for i, k in enumerate(reader.key)]
     state = "partial" if place(reader)[0].partial else "full"
     head = f"Reader KEY ({', '.join(keys)}) {state} OUTPUT ({_typed(reader.columns)})"
+    if reader.windows:
+        head += " WINDOW (" + ", ".join(
+            f"{_colname(cols, w.column)} = {w.func}("
+            + ("" if w.arg is None else _colname(cols, w.arg)
+               + ("" if w.offset == 1 else f", {w.offset}"))
+            + (f") ORDER BY {_sort(w.order, cols)}" if w.order else ")")
+            for w in reader.windows) + ")"
     if reader.order_by:
         head += f" ORDER BY {_sort(reader.order_by, cols)}"
     if reader.limit is not None:
         head += f" LIMIT {reader.limit}"
+    if reader.offset and reader.windows:
+        head += f" OFFSET {reader.offset}"
     if page:
         head += f" PAGE {page}"
     if empty_row is not None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.plan import ir, pgtypes
+from engine.dataflow import pgtime
+from engine.plan import datetimes, ir, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
@@ -26,6 +27,8 @@ AggHook = Callable[[Node], ir.Expr]
 ColHook = Callable[[int], ir.Expr]
 
 AGGREGATES = frozenset({"count", "sum", "avg", "min", "max"})
+#: Aggregates whose result depends on the order of their input: planned with their ORDER BY.
+ORDERED_AGGREGATES = {"string_agg": 2, "array_agg": 1}  # name -> argument count
 #: Aggregates PostgreSQL has that the planner does not support (named in the reason).
 KNOWN_AGGREGATES = frozenset({
     "string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg", "bool_and",
@@ -33,6 +36,7 @@ KNOWN_AGGREGATES = frozenset({
     "variance", "var_pop", "var_samp", "corr", "covar_pop", "covar_samp", "percentile_cont",
     "percentile_disc", "mode", "xmlagg", "range_agg", "any_value",
 } | AGGREGATES)
+_TEMPORAL = frozenset({T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ, T.INTERVAL})
 _COMPARE = {"=": "=", "<>": "<>", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _ARITH = {"+", "-", "*", "/", "%"}
 _TEXT_FUNCS: dict[str, tuple[str, tuple[tuple[int, ...], ...], int]] = {
@@ -58,6 +62,16 @@ _TEXTISH = (T.TEXT, T.VARCHAR, T.NAME, T.UNKNOWN)
 def _name(parts: list[Node]) -> str:
     names = [p["String"]["sval"] for p in parts if "String" in p]
     return names[-1] if names else "?"
+
+
+def is_aggregate_call(call: Node) -> bool:
+    """A FuncCall the grouping plans (the others are refused by name in ``func_call``)."""
+    parts = [p["String"]["sval"] for p in call.get("funcname", []) if "String" in p]
+    name = parts[-1].lower() if parts else ""
+    if name in ORDERED_AGGREGATES:
+        return len(call.get("args", [])) == ORDERED_AGGREGATES[name]
+    return name in AGGREGATES and bool(call.get("agg_star") or call.get("agg_distinct")
+                                       or len(call.get("args", [])) == 1)
 
 
 def deterministic(collation: str | None, catalog: Catalog) -> bool:
@@ -226,6 +240,8 @@ class ExprBuilder:
         return ir.Compare(op, left, right)  # type: ignore[arg-type]
 
     def arith(self, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
+        if {left.type_oid, right.type_oid} & _TEMPORAL:
+            return self.temporal_arith(op, left, right)
         left, right = self.pair(left, right)
         result = pgtypes.arithmetic_type(op, left.type_oid, right.type_oid)
         if result is None:
@@ -234,6 +250,9 @@ class ExprBuilder:
         if left.type_oid != right.type_oid:
             left, right = self.coerce(left, result), self.coerce(right, result)
         return ir.Arith(op, left, right, result)  # type: ignore[arg-type]
+
+    def temporal_arith(self, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
+        return datetimes.temporal_arith(self, op, left, right)
 
     def textcat(self, left: ir.Expr, right: ir.Expr) -> ir.Expr:
         left, right = self.pair(left, right)
@@ -290,13 +309,16 @@ class ExprBuilder:
         self.check_equality((left, right))
         return ir.NullIf(left, right, left.type_oid)
 
+    def _datetime_func(self, name: str, body: Node) -> ir.Expr:
+        return datetimes.datetime_func(self, name, body)
+
     # ------------------------------------------------------------------ other nodes
     def sublink(self, body: Node) -> ir.Expr:
         kind = body.get("subLinkType", "")
         what = _SUBLINKS.get(kind, "subquery")
         if kind in ("EXISTS_SUBLINK", "ANY_SUBLINK"):
-            raise PlanError(f"{what} under NOT, OR or an expression (only top-level WHERE "
-                            "IN/EXISTS become semi-joins)")
+            raise PlanError(f"{what} under OR or an expression (only top-level WHERE "
+                            "[NOT] IN/EXISTS become semi- or anti-joins)")
         if correlated(self.scope, body):
             raise PlanError(f"correlated {what}")
         if kind == "EXPR_SUBLINK":
@@ -399,18 +421,21 @@ class ExprBuilder:
             return ir.Cast(arg, target)
         if arg.type_oid in pgtypes.INTEGER_TYPES and target == T.TEXT:
             return ir.Cast(arg, target)
+        if (arg.type_oid, target) in pgtime.CASTS:
+            return ir.Cast(arg, target)
         raise PlanError(f"cast from {pgtypes.type_name(arg.type_oid)} to "
                         f"{pgtypes.type_name(target)}")
 
     def func_call(self, body: Node) -> ir.Expr:
         name = _name(body.get("funcname", [])).lower()
-        if name in AGGREGATES and (body.get("agg_star") or body.get("agg_distinct")
-                                   or len(body.get("args", [])) == 1):
+        if is_aggregate_call(body):
             if self.on_agg is None:
                 raise PlanError(f"aggregate {name}() in {self.clause}")
             return self.on_agg(body)
         if name in KNOWN_AGGREGATES or body.get("agg_star") or body.get("agg_distinct"):
             raise PlanError(f"aggregate {name}()")
+        if name in ("date_trunc", "extract"):
+            return self._datetime_func(name, body)
         if name not in _TEXT_FUNCS and name not in ("concat", "abs", "round"):
             raise PlanError(f"function {name}()")
         args = [self.build(a) for a in body.get("args", [])]
@@ -514,7 +539,9 @@ def _describe(kind: str, body: Node) -> str:
     return f"expression {kind}"
 
 
-_AEXPR_NAMES = {"AEXPR_OP_ANY": "= ANY (array)", "AEXPR_OP_ALL": "op ALL (array)",
+_AEXPR_NAMES = {"AEXPR_OP_ANY": ("op ANY (array) other than a lookup key column = ANY($n) of "
+                                 "the column's type (grouped on, if aggregated)"),
+                "AEXPR_OP_ALL": "op ALL (array)",
                 "AEXPR_SIMILAR": "SIMILAR TO"}
 
 _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
@@ -544,4 +571,5 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "TypeCast": ExprBuilder.type_cast,
     "FuncCall": ExprBuilder.func_call,
     "SubLink": ExprBuilder.sublink,
+    "WeirWindow": lambda b, n: ir.Const(ir.WindowSlot(int(n["index"])), int(n["type_oid"])),
 }

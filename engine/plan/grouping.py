@@ -16,10 +16,12 @@ ignores NULL inputs, so the two are equal (``count(*)`` filters a constant 1).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from engine.plan import ir, pgtypes
-from engine.plan.exprs import ExprBuilder, Node
+from engine.plan.exprs import ORDERED_AGGREGATES, ExprBuilder, Node, is_aggregate_call
+from engine.plan.from_clause import conjuncts
 from engine.plan.scope import PlanError, Scope, remap
 from engine.sql.catalog import Catalog
 from engine.values import oids as T
@@ -91,6 +93,10 @@ class Grouping:
             star: ir.Expr = ir.Case(((where, ir.Const(1, T.INT4)),), None, T.INT4)
             return self._register(ir.AggCall("count", star, T.INT8, "count"), None)
         args = body.get("args", [])
+        if name in ORDERED_AGGREGATES:
+            return self._ordered(name, body, inner, where)
+        if body.get("agg_order"):
+            raise PlanError(f"ORDER BY inside {name}()")
         if len(args) != 1:
             raise PlanError(f"aggregate {name}() with {len(args)} arguments")
         arg = inner.build(args[0])
@@ -119,6 +125,51 @@ class Grouping:
             coll = inner.collation(arg)
         return self._register(ir.AggCall(name, arg, result, name), coll)  # type: ignore[arg-type,unused-ignore]
 
+    def _ordered(self, name: str, body: Node, inner: ExprBuilder,
+                 where: ir.Expr | None) -> ir.Expr:
+        """string_agg(text, 'delimiter' ORDER BY ...) and array_agg(x ORDER BY ...). Without
+        ORDER BY their result is in the order rows happen to arrive: refused."""
+        if body.get("agg_distinct"):
+            raise PlanError(f"{name}(DISTINCT ...)")
+        if not body.get("agg_order"):
+            raise PlanError(f"{name}() without ORDER BY (its order would be the scan order)")
+        args = body["args"]
+        arg = inner.build(args[0])
+        if arg.type_oid == T.UNKNOWN:
+            arg = inner.coerce(arg, T.TEXT)
+        delimiter = None
+        coll = None
+        if name == "string_agg":
+            if arg.type_oid not in (T.TEXT, T.VARCHAR):
+                raise PlanError(f"string_agg() of {pgtypes.type_name(arg.type_oid)}")
+            sep = inner.build(args[1])
+            if not isinstance(sep, ir.Const) or not isinstance(sep.value, str):
+                raise PlanError("string_agg() with a delimiter that is not a string constant")
+            delimiter, result, coll = sep.value, T.TEXT, inner.collation(arg)
+        else:
+            if where is not None:
+                raise PlanError("array_agg() with FILTER")  # CASE would add NULL elements
+            result = T.ARRAY_OF.get(arg.type_oid, 0)
+            if arg.type_oid not in pgtypes.SUPPORTED_TYPES or not result:
+                raise PlanError(f"array_agg() of {pgtypes.type_name(arg.type_oid)}")
+        if where is not None:
+            arg = ir.Case(((where, arg),), None, arg.type_oid)
+        order = []
+        for item in body["agg_order"]:
+            sort = item["SortBy"]
+            if sort.get("useOp"):
+                raise PlanError(f"ORDER BY ... USING inside {name}()")
+            expr = inner.build(sort["node"])
+            if expr.type_oid not in pgtypes.ORDERABLE_TYPES:
+                raise PlanError(f"ORDER BY a value of type {pgtypes.type_name(expr.type_oid)}")
+            inner.check_ordering((expr,), f"ORDER BY inside {name}()")
+            nulls = sort.get("sortby_nulls", "SORTBY_NULLS_DEFAULT")
+            order.append(ir.AggSort(expr, sort.get("sortby_dir") == "SORTBY_DESC",
+                                    None if nulls == "SORTBY_NULLS_DEFAULT"
+                                    else nulls == "SORTBY_NULLS_FIRST"))
+        call = ir.AggCall(name, arg, result, name, tuple(order), delimiter)  # type: ignore[arg-type]
+        return self._register(call, coll)
+
     def _register(self, call: ir.AggCall, coll: str | None) -> ir.Expr:
         if call not in self.aggs:
             self.aggs.append(call)
@@ -144,13 +195,59 @@ def has_aggregates(nodes: list[Any]) -> bool:
             if "SubLink" in node or "SelectStmt" in node:
                 continue
             call = node.get("FuncCall")
-            if call is not None:
-                parts = [p["String"]["sval"] for p in call.get("funcname", []) if "String" in p]
-                if parts and parts[-1].lower() in ("count", "sum", "avg", "min", "max") and (
-                        call.get("agg_star") or call.get("agg_distinct")
-                        or len(call.get("args", [])) == 1):
-                    return True
+            if call is not None and is_aggregate_call(call):
+                return True
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
     return False
+
+
+def having_on_groups(stmt: Node, scope: Scope) -> tuple[Node, list[Node]]:
+    """HAVING conjuncts that read only plain GROUP BY columns (no aggregate, subquery or
+    other column) hold for a whole group or for none of it: they move to WHERE, where
+    ``story_id = $1`` becomes a lookup key. Returns the statement with the remaining HAVING
+    and the moved conjuncts. Only with GROUP BY (without it HAVING filters the one row)."""
+    if not stmt.get("groupClause") or stmt.get("havingClause") is None:
+        return stmt, []
+    grouped: set[int] = set()
+    for item in stmt["groupClause"]:
+        fields = item.get("ColumnRef", {}).get("fields", [])
+        if fields and all("String" in f for f in fields):
+            with contextlib.suppress(PlanError):
+                grouped.add(scope.lookup(tuple(f["String"]["sval"] for f in fields)))
+    moved: list[Node] = []
+    kept: list[Node] = []
+    for conj in conjuncts(stmt["havingClause"]):
+        (moved if _reads_only(conj, scope, grouped) else kept).append(conj)
+    if not moved:
+        return stmt, []
+    stmt = dict(stmt)
+    stmt["havingClause"] = (None if not kept else kept[0] if len(kept) == 1 else
+                            {"BoolExpr": {"boolop": "AND_EXPR", "args": kept}})
+    return stmt, moved
+
+
+def _reads_only(conj: Node, scope: Scope, grouped: set[int]) -> bool:
+    if has_aggregates([conj]):
+        return False
+    refs: list[Node] = []
+    stack: list[Any] = [conj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if any(k in node for k in ("SubLink", "WeirColumn", "FuncCall")):
+                return False
+            if "ColumnRef" in node:
+                refs.append(node["ColumnRef"])
+                continue
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    try:
+        return bool(refs) and all(
+            all("String" in f for f in r["fields"]) and
+            scope.lookup(tuple(f["String"]["sval"] for f in r["fields"])) in grouped
+            for r in refs)
+    except PlanError:
+        return False

@@ -298,18 +298,38 @@ class UnionAll:
         return self.inputs[0].columns
 
 
-AggFunc = Literal["count_star", "count", "count_distinct", "sum", "avg", "min", "max"]
+AggFunc = Literal["count_star", "count", "count_distinct", "sum", "avg", "min", "max",
+                  "string_agg", "array_agg"]
+
+
+@dataclass(frozen=True, slots=True)
+class AggSort:
+    """One ``ORDER BY`` item inside an aggregate call (string_agg, array_agg)."""
+
+    expr: Expr
+    descending: bool = False
+    nulls_first: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class AggCall:
     """One aggregate: ``func(arg)`` (``arg`` None only for count_star); ``type_oid`` is the
-    result type as PostgreSQL resolves it (e.g. sum(int4) -> int8, avg(int) -> numeric)."""
+    result type as PostgreSQL resolves it (e.g. sum(int4) -> int8, avg(int) -> numeric).
+    ``order``: the call's own ORDER BY (string_agg, array_agg: required); ``delimiter``:
+    string_agg's constant separator."""
 
     func: AggFunc
     arg: Expr | None
     type_oid: int
     name: str
+    order: tuple[AggSort, ...] = ()
+    delimiter: str | None = None
+
+    @property
+    def exprs(self) -> tuple[Expr, ...]:
+        """Every expression the call reads (its argument, then its ORDER BY items)."""
+        head = () if self.arg is None else (self.arg,)
+        return head + tuple(s.expr for s in self.order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +395,30 @@ class TopK:
 Rel = Scan | Filter | Project | Join | UnionAll | Aggregate | Distinct | TopK
 
 
+WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead"]
+
+
+@dataclass(frozen=True, slots=True)
+class WindowSlot:
+    """While planning: the value of the select-list placeholder of window ``index``."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A window function over one lookup's rows (the planner only makes them when a lookup
+    is exactly one partition): its value is written into input column ``column`` (a NULL
+    placeholder the plan selects), computed in ``order`` (input positions); lag/lead read
+    input column ``arg`` ``offset`` rows back/ahead (NULL past the ends)."""
+
+    func: WindowFunc
+    column: int
+    order: tuple[SortKey, ...]
+    arg: int | None = None
+    offset: int = 1
+
+
 @dataclass(frozen=True, slots=True)
 class Reader:
     """A cache's view: rows of ``input`` whose ``key`` columns equal the lookup values
@@ -388,6 +432,8 @@ class Reader:
     order_by: tuple[SortKey, ...] = ()
     limit: int | None = None
     offset: int = 0
+    #: window functions computed per lookup, before ORDER BY / LIMIT (``Window``)
+    windows: tuple[Window, ...] = ()
 
     @property
     def columns(self) -> tuple[Column, ...]:

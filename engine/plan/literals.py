@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from engine.plan.pgtypes import type_name
+from engine.values import Interval
 from engine.values import oids as T
 
 
@@ -86,6 +87,61 @@ def _timestamp(_type_oid: int, text: str) -> datetime:
         raise LiteralError(str(exc)) from exc
 
 
+_OFFSET = re.compile(r"(.*?)(?:(Z)|([+-])(\d{2})(?::?(\d{2}))?)", re.ASCII)
+
+
+def _timestamptz(_type_oid: int, text: str) -> datetime:
+    """An ISO timestamp with an explicit offset (``Z``, ``+HH``, ``+HH:MM``, ``+HHMM``): an
+    instant whatever the session TimeZone. Without an offset it depends on it: refused."""
+    match = _OFFSET.fullmatch(text.strip())
+    if match is None or _TIMESTAMP.fullmatch(match[1]) is None or (
+            match[2] is None and " " not in match[1] and "T" not in match[1]):
+        raise LiteralError(f"timestamptz literal {text!r} without an explicit UTC offset "
+                           "(its value depends on the session TimeZone)")
+    local = _timestamp(T.TIMESTAMP, match[1])
+    minutes = 0 if match[2] else int(match[4]) * 60 + int(match[5] or 0)
+    if minutes >= 24 * 60:
+        raise LiteralError(f"time zone offset in {text!r} out of range")
+    sign = -1 if match[3] == "-" else 1
+    try:
+        return (local - timedelta(minutes=sign * minutes)).replace(tzinfo=UTC)
+    except OverflowError as exc:
+        raise LiteralError(str(exc)) from exc
+
+
+_INTERVAL_UNITS = {
+    "year": (12, 0, 0), "years": (12, 0, 0), "mon": (1, 0, 0), "mons": (1, 0, 0),
+    "month": (1, 0, 0), "months": (1, 0, 0), "week": (0, 7, 0), "weeks": (0, 7, 0),
+    "day": (0, 1, 0), "days": (0, 1, 0), "hour": (0, 0, 3_600_000_000),
+    "hours": (0, 0, 3_600_000_000), "minute": (0, 0, 60_000_000),
+    "minutes": (0, 0, 60_000_000), "min": (0, 0, 60_000_000), "mins": (0, 0, 60_000_000),
+    "second": (0, 0, 1_000_000), "seconds": (0, 0, 1_000_000), "sec": (0, 0, 1_000_000),
+    "secs": (0, 0, 1_000_000),
+}
+_INTERVAL_PART = re.compile(r"\s*([+-]?\d{1,9})\s+([a-z]+)", re.ASCII)
+
+
+def _interval(_type_oid: int, text: str) -> Interval:
+    """``'<integer> <unit> ...'`` (years, months, weeks, days, hours, minutes, seconds):
+    the common interval literals, without fractions, ``ago``, ISO or time-of-day forms."""
+    months = days = micros = 0
+    rest = text.strip().lower()
+    if not rest:
+        raise LiteralError("empty interval literal")
+    pos = 0
+    while pos < len(rest):
+        match = _INTERVAL_PART.match(rest, pos)
+        if match is None or match[2] not in _INTERVAL_UNITS:
+            raise LiteralError(f"interval literal {text!r} (only '<integer> <unit> ...')")
+        n = int(match[1])
+        m, d, us = _INTERVAL_UNITS[match[2]]
+        months, days, micros = months + n * m, days + n * d, micros + n * us
+        pos = match.end()
+    if not (-(2**31) <= months < 2**31 and -(2**31) <= days < 2**31):
+        raise LiteralError(f"interval literal {text!r} out of range")
+    return Interval(months, days, micros)
+
+
 def _text(_type_oid: int, text: str) -> str:
     if "\x00" in text:
         raise LiteralError("NUL in text literal")
@@ -102,7 +158,7 @@ def _uuid(_type_oid: int, text: str) -> uuid.UUID:
 _PARSERS: dict[int, Any] = {
     T.INT2: _int, T.INT4: _int, T.INT8: _int, T.NUMERIC: _numeric, T.BOOL: _bool,
     T.DATE: _date, T.TIMESTAMP: _timestamp, T.TEXT: _text, T.VARCHAR: _text, T.NAME: _text,
-    T.UUID: _uuid,
+    T.UUID: _uuid, T.TIMESTAMPTZ: _timestamptz, T.INTERVAL: _interval,
 }
 
 

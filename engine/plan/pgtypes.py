@@ -41,6 +41,7 @@ CAST_TYPES = {
     "decimal": T.NUMERIC, "float4": T.FLOAT4, "real": T.FLOAT4, "float8": T.FLOAT8,
     "double precision": T.FLOAT8, "text": T.TEXT, "varchar": T.VARCHAR, "bpchar": T.BPCHAR,
     "date": T.DATE, "timestamp": T.TIMESTAMP, "uuid": T.UUID, "bytea": T.BYTEA,
+    "timestamptz": T.TIMESTAMPTZ, "interval": T.INTERVAL,
 }
 
 _NUMERIC_RANK = {T.INT2: 0, T.INT4: 1, T.INT8: 2, T.NUMERIC: 3, T.FLOAT4: 4, T.FLOAT8: 5}

@@ -23,11 +23,13 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from engine.plan import ir, pgtypes
+from engine.plan.antijoins import anti_joins
 from engine.plan.blocks import (
     canonical,
     key_columns,
@@ -40,14 +42,23 @@ from engine.plan.blocks import (
 )
 from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext, bind_from, conjuncts
-from engine.plan.grouping import Grouping, has_aggregates
+from engine.plan.grouping import Grouping, has_aggregates, having_on_groups
+from engine.plan.ranges import RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
+from engine.plan.windows import (
+    WindowSpec,
+    check_partitions,
+    extract_windows,
+    plain_order_positions,
+    window_calls,
+)
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog
 from engine.sql.text import Literal
+from engine.values import oids as T
 
 Node = dict[str, Any]
 
@@ -76,6 +87,33 @@ class PlannedQuery:
     empty_row: tuple[Any, ...] | None = None
     #: LIMIT/OFFSET from parameters, applied by the host after the lookup(s).
     page: Page | None = None
+    #: Range parameters, cut by the host from the lookups' rows (``engine.plan.ranges``).
+    cuts: tuple[RangeCut, ...] = ()
+    #: Trailing reader output columns that exist only for the cuts (dropped by the host).
+    hidden: int = 0
+
+    @property
+    def columns(self) -> tuple[ir.Column, ...]:
+        """The statement's result columns (the reader's, without the hidden ones)."""
+        cols = self.reader.columns
+        return cols[: len(cols) - self.hidden]
+
+    @property
+    def param_types(self) -> dict[int, int]:
+        """``$n`` -> the type PostgreSQL infers for it when the client leaves it unspecified:
+        the key column's type, its array type for ``= ANY($n)``, int8 for LIMIT/OFFSET."""
+        out: dict[int, int] = {}
+        for src, type_oid in zip(self.key_sources, self.key_types, strict=True):
+            for alt in src.alternatives or (src,):
+                if alt.param is not None:
+                    out.setdefault(alt.param, T.ARRAY_OF[type_oid] if alt.array else type_oid)
+        for cut in self.cuts:
+            out.setdefault(cut.param, cut.type_oid)
+        page = self.page
+        for number in (page.limit_param, page.offset_param) if page is not None else ():
+            if number is not None:
+                out.setdefault(number, T.INT8)
+        return out
 
 
 class _RetryPinned(Exception):
@@ -96,6 +134,8 @@ class _Block:
     offset: int = 0
     empty_row: tuple[Any, ...] | None = None
     page: Page | None = None
+    cuts: list[RangeCut] = dataclasses.field(default_factory=list)  # column: block position
+    windows: tuple[ir.Window, ...] = ()
 
 
 class _Planner:
@@ -123,16 +163,21 @@ class _Planner:
         where = conjuncts(stmt.get("whereClause"))
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
         bound, where = semi_joins(ctx, self.subquery, bound, where)
+        bound, where = anti_joins(ctx, self.subquery, bound, where)
         bound, where = where_scalar_subqueries(ctx, self.subquery, bound, where)
         targets = stmt.get("targetList", [])
         grouped = bool(stmt.get("groupClause")) or has_aggregates(
             [targets, stmt.get("havingClause"), stmt.get("sortClause")])
         if not grouped:
             bound, stmt = scalar_subqueries(ctx, self.subquery, bound, stmt)
+        else:
+            stmt, moved = having_on_groups(stmt, bound.scope)
+            where = where + moved
         computed: list[ir.Expr] = []
         keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
                                   ctx.catalog, self.lift_in, computed) if top else (
             [], where)
+        cuts, where = choose_ranges(bound.scope, where, ctx.catalog) if top else ([], where)
         if computed:
             bound = with_computed(bound, computed, ctx)
         rel = bound.rel
@@ -140,36 +185,55 @@ class _Planner:
             wb = ExprBuilder(bound.scope, ctx.catalog)
             preds = tuple(wb.boolean(c) for c in where)
             rel = ir.Filter(rel, preds[0] if len(preds) == 1 else ir.BoolOp("and", preds))
+        if any("over" in (t["ResTarget"].get("val") or {}).get("FuncCall", {})
+               for t in stmt.get("targetList", [])) and (grouped or not top):
+            raise PlanError("window function in a grouped query or a subquery")
         if grouped:
-            return self._grouped(ctx, stmt, Bound(rel, bound.scope), keys)
+            return self._grouped(ctx, stmt, Bound(rel, bound.scope), keys, cuts)
         if stmt.get("havingClause") is not None:
             raise PlanError("HAVING without GROUP BY or aggregates")
+        stmt, windows = extract_windows(stmt, bound.scope, ExprBuilder(
+            bound.scope, ctx.catalog, clause="window arguments"))
+        if windows:
+            if cuts:
+                raise PlanError("window function with a range parameter")
+            if stmt.get("distinctClause") is not None:
+                raise PlanError("window function under DISTINCT")
+            check_partitions(windows, bound.scope, {k.position for k in keys},
+                             {k.position for k in keys if k.source.multi},
+                             [plain_order_positions(w, bound.scope) for w in windows])
         builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")
         def key_exprs() -> list[ir.Expr]:
-            return [ir.ColumnRef(k.position, k.type_oid) for k in keys]
+            refs: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
+            return refs + [ir.ColumnRef(c.column, c.type_oid) for c in cuts]
 
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
-                             lambda e: e)
+                             lambda e: e, cuts=cuts, windows=windows)
 
-    def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key]) -> _Block:
+    def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key],
+                 cuts: list[RangeCut]) -> _Block:
         global_agg = not stmt.get("groupClause")
         if global_agg and keys and stmt.get("havingClause") is not None:
             if any(k.source.param is not None for k in keys):
                 raise PlanError("parameter in an aggregate query with HAVING but no GROUP BY")
             raise _RetryPinned
         bound, positions, canon = self._group_items(ctx, stmt, bound)
-        if any(k.source.alternatives and k.position not in positions for k in keys):
+        if any(k.source.multi and k.position not in positions for k in keys):
             raise _RetryPinned  # an IN-list key must be grouped on, or lookups split groups
+        if any(c.column not in positions for c in cuts):
+            raise PlanError("range parameter on a column the query does not group by")
         grouping = Grouping(bound.scope, ctx.catalog, canon)
         for pos in positions:
             grouping.add_group(pos)
 
         def key_exprs() -> list[ir.Expr]:  # grouped by the keys only after translation
-            return [ir.ColumnRef(grouping.add_group(k.position), k.type_oid) for k in keys]
+            refs: list[ir.Expr] = [ir.ColumnRef(grouping.add_group(k.position), k.type_oid)
+                                   for k in keys]
+            return refs + [ir.ColumnRef(grouping.add_group(c.column), c.type_oid) for c in cuts]
 
         builder = grouping.builder("SELECT")
         block = self._project(ctx, stmt, None, builder, bound.scope, keys, key_exprs,
-                              grouping.fix, grouping, bound.rel)
+                              grouping.fix, grouping, bound.rel, cuts)
         if global_agg and keys:
             block.empty_row = _empty_row(block, grouping)
         return block
@@ -231,16 +295,21 @@ class _Planner:
     def _project(self, ctx: PlanContext, stmt: Node, rel: ir.Rel | None, builder: ExprBuilder,
                  scope: Scope, keys: list[Key], key_exprs: Callable[[], list[ir.Expr]],
                  fix: Any, grouping: Grouping | None = None,
-                 agg_input: ir.Rel | None = None) -> _Block:
+                 agg_input: ir.Rel | None = None, cuts: list[RangeCut] | None = None,
+                 windows: list[WindowSpec] | None = None) -> _Block:
         """Select list, ORDER BY, HAVING and keys -> the block's Project (hidden ORDER BY
         and key columns after the visible ones), optionally under DISTINCT."""
         exprs, names = select_list(stmt, builder, scope, grouping is not None)
         colls = [builder.collation(e) for e in exprs]
         order, hidden = self._order(stmt, builder, exprs, names)
+        calls = window_calls(windows, builder, exprs, hidden) if windows else ()
         having = None
         if stmt.get("havingClause") is not None:
             having = builder.boolean(stmt["havingClause"])
+        cuts = cuts or []
         key_list = key_exprs()
+        cut_list = key_list[len(keys):]
+        key_list = key_list[: len(keys)]
         if grouping is not None:
             assert agg_input is not None
             rel = grouping.finish(agg_input)
@@ -248,18 +317,32 @@ class _Planner:
                 rel = ir.Filter(rel, grouping.fix(having))
         assert rel is not None
         extra, block_keys = key_columns(keys, key_list, exprs, len(exprs) + len(hidden))
-        all_exprs = tuple(fix(e) for e in (*exprs, *hidden, *extra))
+        cut_extra: list[ir.Expr] = []
+        block_cuts = []
+        for cut, e in zip(cuts, cut_list, strict=True):
+            if e not in exprs and e not in cut_extra:
+                cut_extra.append(e)
+            at = exprs.index(e) if e in exprs else (
+                len(exprs) + len(hidden) + len(extra) + cut_extra.index(e))
+            block_cuts.append(dataclasses.replace(cut, column=at))
+        all_exprs = tuple(fix(e) for e in (*exprs, *hidden, *extra, *cut_extra))
         out_names = tuple(names) + tuple(f"?order{i}?" for i in range(len(hidden))) + tuple(
-            f"?key{i}?" for i in range(len(extra)))
+            f"?key{i}?" for i in range(len(extra))) + tuple(
+            f"?range{i}?" for i in range(len(cut_extra)))
         project: ir.Rel = ir.Project(rel, all_exprs, out_names)
         limit, offset, page = self._limit(stmt, order)
+        if cuts and (limit is not None or offset):
+            # the host cuts the range first: a top-k per key would cut before it
+            limit, offset, page = None, 0, Page(limit, None, offset, None)
         if stmt.get("distinctClause") is not None:
             if hidden:
                 raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in "
                                 "select list")
+            if cut_extra:
+                raise PlanError("range parameter on a column SELECT DISTINCT does not output")
             project = ir.Distinct(project)
         return _Block(project, list(out_names), colls, len(exprs), block_keys, order, limit,
-                      offset, page=page)
+                      offset, page=page, cuts=block_cuts, windows=calls)
 
     def _order(self, stmt: Node, builder: ExprBuilder, exprs: list[ir.Expr],
                names: list[str]) -> tuple[tuple[ir.SortKey, ...], list[ir.Expr]]:
@@ -366,6 +449,10 @@ class _Planner:
         if stmt is None:
             raise PlanError("subquery that is not a SELECT")
         block = self.block(ctx, stmt, top)
+        if block.cuts:
+            raise PlanError("range parameter in a UNION branch")
+        if block.windows:
+            raise PlanError("window function in a UNION branch")
         if block.page is not None:
             raise PlanError("LIMIT/OFFSET parameter in a subquery or UNION branch")
         if block.empty_row is not None:
@@ -398,7 +485,7 @@ def _mergeable(block: _Block) -> bool:
     page has a constant OFFSET (cut per key by the top-k), sorts on a column the client does
     not see, or is DISTINCT without the key column in the output. (A parameter Page is cut
     by the host after merging, so it is fine.)"""
-    multi = [pos for pos, src, _ in block.keys if src.alternatives]
+    multi = [pos for pos, src, _ in block.keys if src.multi]
     if not multi:
         return True
     if isinstance(block.rel, ir.Distinct) and any(pos >= block.visible for pos in multi):
@@ -421,13 +508,22 @@ def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:
         raise PlanError(f"select list raises on an empty aggregate ({exc})") from exc
 
 
-def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]]]:
+def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
+                                     tuple[RangeCut, ...], int]:
+    """The block's Reader, its keys, and its range cuts with their columns as reader output
+    positions (cut columns not selected are hidden output columns after the visible ones)."""
     rel = block.rel
     group = tuple(pos for pos, _, _ in block.keys)
-    if block.limit is not None:
+    if block.limit is not None and not block.windows:  # windows see the rows before LIMIT
         rel = ir.TopK(rel, group, block.order, block.limit, block.offset)
-    reader = ir.Reader(rel, group, tuple(range(block.visible)), block.order, block.limit)
-    return reader, block.keys
+    output = list(range(block.visible))
+    for cut in block.cuts:
+        if cut.column not in output:
+            output.append(cut.column)
+    cuts = tuple(dataclasses.replace(c, column=output.index(c.column)) for c in block.cuts)
+    reader = ir.Reader(rel, group, tuple(output), block.order, block.limit,
+                       block.offset if block.windows else 0, block.windows)
+    return reader, block.keys, cuts, len(output) - block.visible
 
 
 def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
@@ -448,12 +544,13 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
             return Unsupported(exc.reason)
         if not _mergeable(block):
             continue
-        reader, keys = _reader(block)
+        reader, keys, cuts, hidden = _reader(block)
         if rules:
             reader = optimize(reader)
         sources = tuple(src for _, src, _ in keys)
         lifted = frozenset(s.literal for src in sources for s in (src, *src.alternatives)
                            if s.literal is not None)
         return PlannedQuery(reader, sources, tuple(t for _, _, t in keys), lifted,
-                            tuple(sorted(ctx.relations)), block.empty_row, block.page)
+                            tuple(sorted(ctx.relations)), block.empty_row, block.page, cuts,
+                            hidden)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

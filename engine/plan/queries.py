@@ -30,6 +30,7 @@ from engine.plan import ir
 from engine.plan.explain import explain_reader
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.planner import PlannedQuery, plan_select
+from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import Catalog
@@ -66,6 +67,11 @@ class CachedQuery:
             limit = f"${page.limit_param}" if page.limit_param else page.limit
             offset = f"${page.offset_param}" if page.offset_param else page.offset
             text = f"LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
+        if self.plan.cuts:
+            cols = self.plan.reader.columns
+            cuts = " AND ".join(f"{cols[c.column].name} {c.op} ${c.param}"
+                                for c in self.plan.cuts)
+            text = f"WHERE {cuts}" + (f" {text}" if text else "")
         return explain_reader(self.plan.reader, labels, self.plan.empty_row, text)
 
 
@@ -89,7 +95,7 @@ class Classified:
         ``empty_row``); None for plans that need ``keys`` + ``merge_lookups`` (IN lists,
         LIMIT/OFFSET parameters) and wherever ``keys`` is None."""
         query = self.query
-        if isinstance(query, Unsupported) or query.plan.page is not None:
+        if isinstance(query, Unsupported) or query.plan.page is not None or query.plan.cuts:
             return None
         keys = self.keys(params)
         return keys[0] if keys is not None and len(keys) == 1 else None
@@ -107,14 +113,20 @@ class Classified:
         plan = query.plan
         choices: list[list[Any]] = []
         for src, type_oid in zip(plan.key_sources, plan.key_types, strict=True):
-            options = []
+            options: list[Any] = []
             for alt in src.alternatives or (src,):
                 value = self._value(alt, type_oid, params)
                 if value is _INVALID:
                     return None
-                if value is not None and value not in options:
-                    options.append(value)  # NULL never matches; duplicates match once
+                for item in _elements(value) if alt.array else (value,):
+                    if item is _INVALID:
+                        return None
+                    if item is not None and item not in options:
+                        options.append(item)  # NULL never matches; duplicates match once
             choices.append(options)
+        for cut in plan.cuts:
+            if cut.param > len(params) or not range_value_ok(params[cut.param - 1]):
+                return None
         combos = 1
         for options in choices:
             combos *= len(options)
@@ -134,7 +146,27 @@ class Classified:
             return _INVALID
 
 
+def _elements(value: Any) -> list[Any]:
+    """The elements ``= ANY(array)`` compares with: nested arrays flattened; a NULL array
+    matches nothing; a value that is not an array is ``_INVALID``."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        return [_INVALID]
+    out: list[Any] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
 def _label(src: KeySource) -> str:
+    if src.array:
+        return f"ANY(${src.param})"
     if src.alternatives:
         return "IN(" + ", ".join(_label(a) for a in src.alternatives) + ")"
     return f"${src.param}" if src.param is not None else f"literal{src.literal}"
@@ -177,25 +209,36 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
     parameter Page (``params`` are the statement's ``$n`` values). The planner only makes
     such plans when the sort columns are in the output. For a single lookup without a Page,
     the rows as they are (or ``empty_row``)."""
-    if len(results) == 1 and plan.page is None:
+    if len(results) == 1 and plan.page is None and not plan.cuts:
         rows = list(results[0])
         if not rows and plan.empty_row is not None:
             return [plan.empty_row]
         return rows
-    rows = [row for part in results for row in part]
     reader = plan.reader
-    if reader.order_by and len(results) > 1:
-        out = {col: i for i, col in enumerate(reader.output)}
-        keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
-                     for k in reader.order_by)
-        rows.sort(key=order_key(keys))
-    if reader.limit is not None:
-        rows = rows[: reader.limit]
+    out = {col: i for i, col in enumerate(reader.output)}
+    keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
+                 for k in reader.order_by if k.column in out)
     bounds = page_bounds(plan, params)
     if bounds is None:
         raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
     limit, offset = bounds
-    return rows[offset:] if limit is None else rows[offset: offset + limit]
+    if plan.cuts and len(results) == 1:  # sorted already: bisect, then a lazy page
+        lead = keys[0] if reader.order_by and reader.order_by[0].column in out else None
+        part, rest = narrow(results[0], plan.cuts, params, lead)
+        end = None if limit is None else offset + limit
+        rows = list(itertools.islice(iter_cut(part, rest, params), offset, end))
+    else:
+        rows = [row for part in results for row in part]
+        if plan.cuts:
+            rows = cut_rows(rows, plan.cuts, params)
+        if reader.order_by and len(results) > 1:
+            rows.sort(key=order_key(keys))
+        if reader.limit is not None:
+            rows = rows[: reader.limit]
+        rows = rows[offset:] if limit is None else rows[offset: offset + limit]
+    if plan.hidden:
+        rows = [row[: -plan.hidden] for row in rows]
+    return rows
 
 
 class QueryPlanner:

@@ -71,15 +71,18 @@ def _func_name(call: Node) -> str:
     return parts[-1].lower() if parts else "?"
 
 
+_WINDOW_FUNCTIONS = frozenset({"row_number", "rank", "dense_rank", "lag", "lead"})
+
+
 def _check_func(node: Node) -> str | None:
     name = _func_name(node)
     if name in VOLATILE_FUNCTIONS:
         return f"volatile function {name}()"
-    if node.get("over") is not None:
+    if node.get("over") is not None and name not in _WINDOW_FUNCTIONS:
         return f"window function {name}() OVER (...)"
     if node.get("agg_within_group"):
         return f"ordered-set aggregate {name}() WITHIN GROUP"
-    if node.get("agg_order"):
+    if node.get("agg_order") and name not in ("string_agg", "array_agg"):
         return f"ORDER BY inside aggregate {name}()"
     return None
 

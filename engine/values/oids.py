@@ -60,3 +60,6 @@ ARRAY_ELEMENT: dict[int, int] = {
     2951: UUID,
     3807: JSONB,
 }
+
+#: element type oid -> its array type oid.
+ARRAY_OF: dict[int, int] = {element: array for array, element in ARRAY_ELEMENT.items()}

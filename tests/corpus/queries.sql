@@ -324,3 +324,95 @@ SELECT id, email FROM users WHERE lower(username) = $1;
 SELECT id, title FROM stories WHERE score / 10 = 2 ORDER BY id;
 SELECT count(*) FROM comments WHERE length(body) = 12;
 SELECT id, strpos(title, 'a') AS at, position('o' IN title) FROM stories WHERE author_id = 1;
+-- ===================== = ANY($1): lists passed as one array parameter =====================
+-- params: [[1, 3, 5]]
+SELECT id, title FROM stories WHERE id = ANY($1);
+-- params: [[2, 4, null, 2]]
+SELECT id, title, score FROM stories WHERE author_id = ANY($1) ORDER BY score DESC, id LIMIT 5;
+-- params: [[1, 2, 3]]
+SELECT author_id, count(*) AS n FROM stories WHERE author_id = ANY($1) GROUP BY author_id;
+-- params: [[]]
+SELECT id FROM stories WHERE author_id = ANY($1);
+-- params: [["alice", "carol", "nobody"]]
+SELECT id, username FROM users WHERE username = ANY($1::text[]);
+-- params: [[3, 7], true]
+SELECT c.id, c.body, u.username FROM comments c JOIN users u ON u.id = c.author_id WHERE c.story_id = ANY($1) AND u.is_admin = $2;
+-- params: [[1, 2], 3]
+SELECT id, title FROM stories WHERE author_id = ANY($1) ORDER BY id DESC LIMIT $2;
+-- ===================== range parameters (cut by the host from the key's rows) =====================
+-- params: [12]
+SELECT id, title FROM stories WHERE id > $1 ORDER BY id LIMIT 5;
+-- params: [25]
+SELECT id, title FROM stories WHERE id < $1 ORDER BY id DESC LIMIT 4 OFFSET 1;
+-- params: [3, 10]
+SELECT id, score FROM stories WHERE author_id = $1 AND score >= $2 ORDER BY score DESC, id;
+-- params: [5, 20]
+SELECT id, score FROM stories WHERE score BETWEEN $1 AND $2;
+-- params: [10, 3]
+SELECT id, title FROM stories WHERE $1 < score ORDER BY score, id LIMIT $2;
+-- params: [4]
+SELECT story_id, count(*) AS n FROM votes WHERE story_id <= $1 GROUP BY story_id;
+-- params: [20]
+SELECT id, name, price FROM products WHERE price < $1 ORDER BY price, id;
+-- params: ["m"]
+SELECT id, username FROM users WHERE username >= $1;
+-- params: [[1, 2, 3], 5]
+SELECT id, author_id, score FROM stories WHERE author_id = ANY($1) AND score > $2 ORDER BY id LIMIT 6;
+-- params: [null]
+SELECT id FROM stories WHERE score > $1;
+-- params: [2, 5]
+SELECT c.id, c.body FROM comments c JOIN stories s ON s.id = c.story_id WHERE s.author_id = $1 AND c.score > $2;
+-- ===================== string_agg / array_agg with ORDER BY =====================
+SELECT author_id, string_agg(title, ', ' ORDER BY id) AS titles FROM stories GROUP BY author_id;
+-- params: [3]
+SELECT s.id, string_agg(c.body, ' / ' ORDER BY c.created_at DESC, c.id) FROM stories s JOIN comments c ON c.story_id = s.id WHERE s.author_id = $1 GROUP BY s.id;
+-- params: [2]
+SELECT author_id, array_agg(score ORDER BY score DESC, id) AS scores FROM comments WHERE author_id = $1 GROUP BY author_id;
+SELECT story_id, array_agg(tag_id ORDER BY tag_id) FROM story_tags GROUP BY story_id;
+SELECT string_agg(name, ',' ORDER BY name) FILTER (WHERE id > 2) FROM tags;
+SELECT o.customer_id, array_agg(o.total ORDER BY o.placed_on, o.id) FROM orders o GROUP BY o.customer_id;
+SELECT p.category_id, string_agg(p.name, '; ' ORDER BY p.price DESC, p.id) FROM products p WHERE NOT p.discontinued GROUP BY p.category_id HAVING count(*) > 1;
+-- params: [1]
+SELECT t.id, string_agg(u.username, ', ' ORDER BY p.created_at, p.id) AS posters FROM threads t JOIN posts p ON p.thread_id = t.id JOIN users u ON u.id = p.author_id WHERE t.forum_id = $1 GROUP BY t.id;
+SELECT array_agg(url ORDER BY id) FROM stories WHERE author_id = 1;
+-- ===================== NOT EXISTS / NOT IN anti-joins (NULL semantics) =====================
+SELECT s.id, s.title FROM stories s WHERE NOT EXISTS (SELECT 1 FROM comments c WHERE c.story_id = s.id);
+-- params: [2]
+SELECT s.id FROM stories s WHERE s.author_id = $1 AND NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.value < 0);
+SELECT u.id, u.username FROM users u WHERE NOT EXISTS (SELECT 1 FROM stories s WHERE s.author_id = u.id AND s.published);
+SELECT id FROM stories WHERE author_id NOT IN (SELECT user_id FROM votes WHERE value < 0);
+SELECT id, parent_id FROM comments WHERE parent_id NOT IN (SELECT id FROM comments WHERE score > 15);
+SELECT id FROM comments WHERE story_id NOT IN (SELECT parent_id FROM comments);
+SELECT id FROM users WHERE id NOT IN (SELECT author_id FROM stories WHERE score > 1000);
+SELECT p.id, p.name FROM products p WHERE NOT EXISTS (SELECT 1 FROM order_items oi WHERE oi.product_id = p.id) ORDER BY p.id;
+-- ===================== HAVING on the grouping key =====================
+-- params: [3]
+SELECT story_id, count(*) FROM votes GROUP BY story_id HAVING story_id = $1;
+-- params: [2]
+SELECT story_id, sum(value) AS total FROM votes GROUP BY story_id HAVING story_id = $1 AND count(*) > 1;
+SELECT author_id, count(*) FROM stories GROUP BY author_id HAVING author_id = 4;
+-- ===================== window functions over the cache key's rows =====================
+-- params: [2]
+SELECT id, title, row_number() OVER (ORDER BY created_at DESC, id DESC) AS rn FROM stories WHERE author_id = $1 ORDER BY rn LIMIT 3;
+-- params: [[1, 2, 3]]
+SELECT id, author_id, rank() OVER (PARTITION BY author_id ORDER BY score DESC) AS r, lag(title) OVER (PARTITION BY author_id ORDER BY id) AS prev FROM stories WHERE author_id = ANY($1);
+SELECT id, score, dense_rank() OVER (ORDER BY score DESC) FROM stories;
+-- params: [3]
+SELECT id, lead(score, 2) OVER (PARTITION BY story_id ORDER BY id) AS later, lag(id) OVER (ORDER BY id) FROM comments WHERE story_id = $1;
+SELECT id, rank() OVER (ORDER BY price), dense_rank() OVER (ORDER BY category_id DESC) FROM products WHERE NOT discontinued;
+-- params: [4]
+SELECT p.id, row_number() OVER (ORDER BY p.id) FROM posts p WHERE p.thread_id = $1 ORDER BY 2 DESC LIMIT 2 OFFSET 1;
+-- ===================== dates and times (TimeZone-independent forms) =====================
+-- params: [2]
+SELECT id, date_trunc('month', created_at) AS month, extract(year FROM created_at) AS y, extract(second FROM created_at) AS s FROM stories WHERE author_id = $1;
+SELECT date_trunc('week', created_at) AS wk, count(*) FROM stories GROUP BY 1 ORDER BY 1;
+-- params: [3]
+SELECT author_id, date_trunc('month', created_at) AS month, count(*) FROM stories WHERE author_id = $1 GROUP BY author_id, date_trunc('month', created_at);
+SELECT id FROM stories WHERE created_at >= timestamp '2024-02-01' + interval '1 month 3 days' ORDER BY id;
+-- params: [4]
+SELECT id, placed_on + 7 AS due, placed_on - date '2024-01-01' AS age, placed_on + interval '36 hours' AS later FROM orders WHERE customer_id = $1;
+SELECT extract(dow FROM placed_on) AS dow, count(*) FROM orders GROUP BY 1;
+-- params: [5]
+SELECT id, created_at - timestamp '2024-01-01' AS since, extract(epoch FROM created_at) AS epoch FROM comments WHERE story_id = $1;
+SELECT id, extract(isodow FROM created_at), extract(week FROM created_at), extract(doy FROM created_at), extract(quarter FROM created_at), extract(milliseconds FROM created_at) FROM threads;
+SELECT id, created_at::date AS day, date_trunc('hour', created_at) - interval '30 minutes' FROM posts WHERE created_at < timestamp '2024-02-15' - interval '2 weeks';

@@ -13,13 +13,14 @@ extremum is answered locally. Integer and numeric sums are exact; float sums are
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
 import cython_ext
 from engine.dataflow import pgmath
-from engine.dataflow.ordering import value_key
+from engine.dataflow.ordering import order_key, value_key
+from engine.plan.ir import SortKey
 from engine.values import oids as T
 
 
@@ -222,14 +223,44 @@ class Max(Multiset):
         return max(self.values, key=value_key) if self.values else None
 
 
+def ordered_value(entries: Iterable[tuple[Any, ...]], order: Sequence[SortKey], func: str,
+                  delimiter: str | None) -> Any:
+    """string_agg / array_agg of ``entries`` (each ``(value, sort key values...)``, repeated
+    as many times as it occurs) in the call's ORDER BY (``order``: positions in the entry);
+    rows tied on it in the order of their values (PostgreSQL leaves ties unspecified)."""
+    rows = sorted(entries, key=order_key(order))
+    if func == "array_agg":
+        return tuple(r[0] for r in rows) if rows else None  # NULL elements are kept
+    values = [r[0] for r in rows if r[0] is not None]
+    return (delimiter or "").join(values) if values else None
+
+
+class Ordered(Multiset):
+    """string_agg / array_agg with ORDER BY: the multiset of (value, sort keys) entries."""
+
+    __slots__ = ("delimiter", "func", "order")
+
+    def __init__(self, oid: int, func: str = "array_agg", order: Sequence[SortKey] = (),
+                 delimiter: str | None = None) -> None:
+        super().__init__(oid)
+        self.func, self.order, self.delimiter = func, tuple(order), delimiter
+
+    def value(self) -> Any:
+        return ordered_value(self.values.elements(), self.order, self.func, self.delimiter)
+
+
 ACCUMULATORS: dict[str, Callable[[int], Acc]] = {
     "count_star": CountStar, "count": Count, "count_distinct": CountDistinct, "sum": Sum,
     "avg": Avg, "min": Min, "max": Max,
 }
 
 
-def accumulator(func: str, result_oid: int, arg_oid: int | None) -> Acc:
-    """A fresh accumulator for ``func`` (integer SUM into an integer type takes the fast path)."""
+def accumulator(func: str, result_oid: int, arg_oid: int | None,
+                order: Sequence[SortKey] = (), delimiter: str | None = None) -> Acc:
+    """A fresh accumulator for ``func`` (integer SUM into an integer type takes the fast path;
+    string_agg/array_agg get their ORDER BY as positions in their (value, keys...) entries)."""
+    if func in ("string_agg", "array_agg"):
+        return Ordered(result_oid, func, order, delimiter)
     if func == "sum" and result_oid in pgmath.INT_TYPES and arg_oid in pgmath.INT_TYPES:
         return IntSum(result_oid)
     if func in ("sum", "avg") and result_oid == T.NUMERIC:

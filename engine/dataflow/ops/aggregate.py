@@ -52,16 +52,19 @@ class AggregateNode(KeyedNode):
         super().__init__(nid, source, len(group_by) + len(aggs), group_by, key_pos, key_pos,
                          runtime)
         self.aggs = tuple(aggs)
-        self.args = [compile_expr(a.arg) if a.arg is not None else None for a in aggs]
+        self.args = [_entry(a) if a.order else compile_expr(a.arg) if a.arg is not None
+                     else None for a in aggs]
         #: per aggregate: the input column of a plain column argument, else -1 (use ``args``)
-        self.arg_cols = tuple(a.arg.index if isinstance(a.arg, ir.ColumnRef) else -1
-                              for a in aggs)
+        self.arg_cols = tuple(a.arg.index if isinstance(a.arg, ir.ColumnRef) and not a.order
+                              else -1 for a in aggs)
+        self.orders = [agg_order(a) for a in aggs]
         self.groups: dict[Row, GroupState] = {}
 
     def _new(self) -> GroupState:
         accs: list[Acc] = [accumulator(a.func, a.type_oid,
-                                       a.arg.type_oid if a.arg is not None else None)
-                           for a in self.aggs]
+                                       a.arg.type_oid if a.arg is not None else None,
+                                       order, a.delimiter)
+                           for a, order in zip(self.aggs, self.orders, strict=True)]
         return [0, accs, STALE, 0]
 
     def _add(self, st: GroupState, row: Row, w: int) -> None:
@@ -122,6 +125,19 @@ class AggregateNode(KeyedNode):
         for d in errors:
             evict.extend(self.evict_key(d))
         return out, evict
+
+
+def agg_order(call: ir.AggCall) -> tuple[ir.SortKey, ...]:
+    """An ordered aggregate's ORDER BY as positions in its (value, keys...) entries."""
+    return tuple(ir.SortKey(i + 1, s.descending, s.nulls_first)
+                 for i, s in enumerate(call.order))
+
+
+def _entry(call: ir.AggCall) -> Any:
+    """The (value, sort key values...) entry an ordered aggregate adds per input row."""
+    assert call.arg is not None
+    fns = [compile_expr(e) for e in call.exprs]
+    return lambda row: tuple([fn(row) for fn in fns])
 
 
 def fold(node: AggregateNode, delta: Delta) -> tuple[Delta, set[Row]]:

@@ -28,6 +28,7 @@ from engine.dataflow.records import (
     key_of,
     row_size,
 )
+from engine.dataflow.windows import apply_windows
 from engine.plan import ir
 
 Answer = tuple[Row, ...]
@@ -44,6 +45,7 @@ class ReaderNode(Node):
         self.key = plan.key
         self.output = plan.output
         self.sort = order_key(plan.order_by) if plan.order_by else None
+        self.windows = plan.windows
         self.lo = plan.offset
         self.hi = None if plan.limit is None else plan.offset + plan.limit
         self.rt = runtime
@@ -90,6 +92,8 @@ class ReaderNode(Node):
 
     def _finish(self, bag: Bag) -> Answer:
         rows = bag_rows(bag)
+        if self.windows:
+            rows = apply_windows(rows, self.windows)
         if self.sort is not None:
             rows.sort(key=self.sort)
         if self.lo or self.hi is not None:

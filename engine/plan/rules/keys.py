@@ -40,6 +40,14 @@ class KeySource:
     literal: int | None = None
     #: An IN-list key: one lookup per alternative (each a param or literal source).
     alternatives: tuple[KeySource, ...] = ()
+    #: ``column = ANY($param)``: the parameter is an array of the column's type, one lookup
+    #: per distinct non-NULL element (nested arrays flattened, as ANY does).
+    array: bool = False
+
+    @property
+    def multi(self) -> bool:
+        """The key may need several lookups (or none), merged by the host."""
+        return bool(self.alternatives) or self.array
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +72,8 @@ def choose_keys(scope: Scope, where: list[Node], literals: tuple[Literal, ...], 
         key = _key(scope, conj, literals, index, lift, catalog)
         if key is None and lift_in:
             key = _in_key(scope, conj, literals, index, lift, catalog)
+        if key is None and lift_in:
+            key = _any_key(scope, conj, catalog)
         if key is None and computed is not None:
             key = _expr_key(scope, conj, literals, index, lift, catalog, computed)
         if key is None or any(k.position == key.position for k in keys):
@@ -146,6 +156,37 @@ def _in_key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict
             return None
         alternatives.append(key.source)
     return Key(pos, KeySource(alternatives=tuple(alternatives)), scope.cols[pos].type_oid)
+
+
+def _any_key(scope: Scope, node: Node, catalog: Catalog) -> Key | None:
+    """``column = ANY($n)`` (or ``$n::type[]`` with the column's type): how drivers pass a
+    list. PostgreSQL types an untyped ``$n`` as an array of the column's type."""
+    body = node.get("A_Expr")
+    if body is None or body.get("kind") != "AEXPR_OP_ANY" or "ColumnRef" not in body["lexpr"]:
+        return None
+    if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
+        return None
+    fields = body["lexpr"]["ColumnRef"]["fields"]
+    right = body.get("rexpr") or {}
+    cast = right.get("TypeCast")
+    if cast is not None:
+        type_name = cast["typeName"]
+        names = [n["String"]["sval"] for n in type_name.get("names", []) if "String" in n]
+        if "ParamRef" not in cast.get("arg", {}) or type_name.get("typmods") or len(
+                type_name.get("arrayBounds") or []) != 1 or not names:
+            return None
+        right = {"ParamRef": dict(cast["arg"]["ParamRef"], cast=names[-1])}
+    if "ParamRef" not in right or any("String" not in f for f in fields):
+        return None
+    pos = scope.lookup(tuple(f["String"]["sval"] for f in fields))
+    col = scope.cols[pos]
+    cast_name = right["ParamRef"].get("cast")
+    if cast_name is not None and pgtypes.CAST_TYPES.get(cast_name) != col.type_oid:
+        return None  # a cross-type comparison: left to the expression (unsupported)
+    if col.type_oid not in T.ARRAY_OF:
+        return None
+    _check_param_column(col, catalog)
+    return Key(pos, KeySource(param=int(right["ParamRef"]["number"]), array=True), col.type_oid)
 
 
 def _expr_key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[int, int],

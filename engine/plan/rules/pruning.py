@@ -95,13 +95,16 @@ def _union(rel: ir.UnionAll, needed: set[int]) -> tuple[ir.Rel, Mapping]:
 def _aggregate(rel: ir.Aggregate, needed: set[int]) -> tuple[ir.Rel, Mapping]:
     child_needed = set(rel.group_by)
     for call in rel.aggs:
-        if call.arg is not None:
-            child_needed |= column_refs(call.arg)
+        for expr in call.exprs:
+            child_needed |= column_refs(expr)
     if not child_needed and rel.input.columns:
         child_needed = {0}
     child, m = prune(rel.input, child_needed)
     aggs = tuple(ir.AggCall(a.func, None if a.arg is None else remap(a.arg, m.__getitem__),
-                            a.type_oid, a.name) for a in rel.aggs)
+                            a.type_oid, a.name,
+                            tuple(ir.AggSort(remap(s.expr, m.__getitem__), s.descending,
+                                             s.nulls_first) for s in a.order),
+                            a.delimiter) for a in rel.aggs)
     new = ir.Aggregate(child, tuple(m[g] for g in rel.group_by), aggs)
     return new, {i: i for i in range(len(rel.columns))}
 
@@ -121,7 +124,16 @@ _HANDLERS = {ir.Scan: _scan, ir.Filter: _filter, ir.Project: _project, ir.Join: 
 
 def prune_columns(reader: ir.Reader) -> ir.Reader:
     needed = set(reader.key) | set(reader.output) | {k.column for k in reader.order_by}
+    for w in reader.windows:
+        needed |= {w.column, *(k.column for k in w.order)} | (
+            set() if w.arg is None else {w.arg})
     child, m = prune(reader.input, needed)
-    order = tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first) for k in reader.order_by)
+
+    def sort(keys: tuple[ir.SortKey, ...]) -> tuple[ir.SortKey, ...]:
+        return tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first) for k in keys)
+
+    windows = tuple(ir.Window(w.func, m[w.column], sort(w.order),
+                              None if w.arg is None else m[w.arg], w.offset)
+                    for w in reader.windows)
     return ir.Reader(child, tuple(m[k] for k in reader.key), tuple(m[o] for o in reader.output),
-                     order, reader.limit, reader.offset)
+                     sort(reader.order_by), reader.limit, reader.offset, windows)

@@ -74,4 +74,4 @@ def _with_input(rel: Any, new_input: ir.Rel) -> ir.Rel:
 
 def push_filters(reader: ir.Reader) -> ir.Reader:
     return ir.Reader(push(reader.input), reader.key, reader.output, reader.order_by,
-                     reader.limit, reader.offset)
+                     reader.limit, reader.offset, reader.windows)

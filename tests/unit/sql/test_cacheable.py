@@ -24,7 +24,7 @@ def screen(sql: str) -> object:
     ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", "INTERSECT ALL (only UNION [ALL])"),
     ("SELECT a FROM t EXCEPT SELECT a FROM u", "EXCEPT (only UNION [ALL])"),
     ("SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON"),
-    ("SELECT row_number() OVER () FROM t", "window function row_number() OVER (...)"),
+    ("SELECT ntile(2) OVER () FROM t", "window function ntile() OVER (...)"),
     ("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r", "recursive CTE (WITH RECURSIVE)"),
     ("SELECT * FROM generate_series(1, 3)", "function in FROM"),
     ("SELECT a FROM ONLY t", "ONLY (inheritance control)"),

@@ -314,3 +314,27 @@ def test_unsupported_texts_of_one_shape_share_an_id() -> None:
     assert a.query_id == b.query_id != c.query_id
     assert c.query_id == cached(planner, "SELECT id FROM stories WHERE author_id = 4"
                                 ).identity.query_id
+
+
+def test_any_array_parameter_keys_one_lookup_per_element() -> None:
+    from engine.plan.queries import MAX_LOOKUPS, merge_lookups
+    planner = QueryPlanner(CATALOG)
+    answer = planner.classify("SELECT id, score FROM stories WHERE author_id = ANY($1) "
+                              "ORDER BY score DESC, id LIMIT 2")
+    assert isinstance(answer.query, CachedQuery)
+    plan = answer.query.plan
+    assert plan.param_types == {1: 1007}  # int4[]: what PostgreSQL infers for $1
+    assert answer.keys([(3, None, (4, 3))]) == [(3,), (4,)]  # NULL skipped, nested flattened
+    assert answer.keys([()]) == [] and answer.keys([None]) == []
+    assert answer.key([(3,)]) == (3,) and answer.key([(3, 4)]) is None
+    assert answer.keys([5]) is None  # not an array: forwarded
+    assert answer.keys([tuple(range(MAX_LOOKUPS + 1))]) is None
+    assert merge_lookups(plan, [], [()]) == []
+    assert merge_lookups(plan, [[(1, 5)], [(2, 9), (3, 1)]], [(1, 2)]) == [(2, 9), (1, 5)]
+    same = planner.classify("SELECT id, score FROM stories WHERE author_id = ANY($1::int4[]) "
+                            "ORDER BY score DESC, id LIMIT 2")
+    assert isinstance(same.query, CachedQuery) and same.query.plan.param_types == {1: 1007}
+    for text in ("SELECT count(*) FROM stories WHERE author_id = ANY($1)",
+                 "SELECT id FROM stories WHERE author_id = ANY($1::int8[])",
+                 "SELECT id FROM stories WHERE author_id <> ANY($1)"):
+        assert isinstance(planner.classify(text).query, Unsupported), text

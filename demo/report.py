@@ -1,0 +1,155 @@
+"""The comparison table and the PNG plots.
+
+Owns: summarizing a run's samples (throughput, p50/p99 latency, over the whole run or a
+window of it), the figures that come from elsewhere (hit rate, fill latency, freshness lag,
+memory), formatting them as a text table and a Markdown table, the per-second series, and
+drawing the plots with matplotlib (Agg backend, no display needed).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from demo.workload import Sample
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One row of the table. Figures that do not apply are None (shown as ``-``)."""
+
+    label: str
+    ops: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    hit_rate: float | None = None
+    fill_ms: float | None = None
+    fresh_p50_ms: float | None = None
+    fresh_max_ms: float | None = None
+    memory: str | None = None
+    note: str = ""
+
+    @property
+    def throughput(self) -> float:
+        return self.ops / self.seconds if self.seconds > 0 else 0.0
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) by nearest rank; nan for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def summarize(label: str, samples: Sequence[Sample], seconds: float,
+              window: tuple[float, float] | None = None) -> Summary:
+    """Throughput and latency of ``samples`` (those starting inside ``window``, if given)."""
+    if window is not None:
+        samples = [s for s in samples if window[0] <= s.start < window[1]]
+        seconds = window[1] - window[0]
+    latencies = [s.latency * 1000 for s in samples]
+    return Summary(label, len(samples), seconds, percentile(latencies, 50),
+                   percentile(latencies, 99))
+
+
+def with_freshness(summary: Summary, lags: Sequence[float], missed: int) -> Summary:
+    note = f"{missed} probe(s) never fresh within 5 s" if missed else summary.note
+    if not lags:
+        return replace(summary, note=note)
+    return replace(summary, fresh_p50_ms=percentile(lags, 50) * 1000,
+                   fresh_max_ms=max(lags) * 1000, note=note)
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+COLUMNS = ("run", "ops/s", "p50 ms", "p99 ms", "hit rate", "fill ms", "fresh p50/max ms",
+           "memory")
+
+
+def _cells(s: Summary) -> tuple[str, ...]:
+    def num(v: float | None, fmt: str) -> str:
+        return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    fresh = ("-" if s.fresh_p50_ms is None
+             else f"{s.fresh_p50_ms:.0f} / {num(s.fresh_max_ms, '.0f')}")
+    hit = "-" if s.hit_rate is None else f"{100 * s.hit_rate:.1f}%"
+    return (s.label, f"{s.throughput:,.0f}", num(s.p50_ms, ".2f"), num(s.p99_ms, ".2f"), hit,
+            num(s.fill_ms, ".1f"), fresh, s.memory or "-")
+
+
+def text_table(rows: Sequence[Summary]) -> str:
+    cells = [COLUMNS, *(_cells(r) for r in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c[i].ljust(widths[i]) if i == 0 else c[i].rjust(widths[i])
+                       for i in range(len(COLUMNS))) for c in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    notes = [f"  {r.label}: {r.note}" for r in rows if r.note]
+    return "\n".join(lines + notes)
+
+
+def markdown_table(rows: Sequence[Summary]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
+    notes = [f"- {r.label}: {r.note}" for r in rows if r.note]
+    return "\n".join(lines + (["", *notes] if notes else []))
+
+
+def per_second(samples: Sequence[Sample], seconds: float
+               ) -> tuple[list[float], list[float], list[float], list[float]]:
+    """(second, ops/s, p50 ms, p99 ms) for each whole second of a run."""
+    buckets: list[list[float]] = [[] for _ in range(max(1, int(seconds)))]
+    for s in samples:
+        i = int(s.start)
+        if i < len(buckets):
+            buckets[i].append(s.latency * 1000)
+    xs = [i + 0.5 for i in range(len(buckets))]
+    return (xs, [float(len(b)) for b in buckets], [percentile(b, 50) for b in buckets],
+            [percentile(b, 99) for b in buckets])
+
+
+def plot_runs(runs: Sequence[tuple[str, Sequence[Sample], float]], out: Path,
+              title: str) -> list[Path]:
+    """Throughput and latency over time, one line per run; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label, samples, seconds in runs:
+        xs, ops, _, _ = per_second(samples, seconds)
+        ax.plot(xs, ops, label=label)
+    ax.set(xlabel="seconds into the run", ylabel="operations per second",
+           title=f"{title}: throughput over time")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = out / "throughput.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label, samples, seconds in runs:
+        xs, _, p50, p99 = per_second(samples, seconds)
+        line = ax.plot(xs, p50, label=f"{label} p50")[0]
+        ax.plot(xs, p99, linestyle="--", color=line.get_color(), label=f"{label} p99")
+    ax.set_yscale("log")
+    ax.set(xlabel="seconds into the run", ylabel="latency (ms, log scale)",
+           title=f"{title}: latency over time")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = out / "latency.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    return written

@@ -1,0 +1,49 @@
+"""Window functions over one partition's rows: row_number, rank, dense_rank, lag, lead.
+
+Owns: ``apply_windows`` (used by the reader when it finishes a key's answer, and by the
+reference evaluator). A partition is one lookup's rows: the planner only plans windows whose
+PARTITION BY is covered by the cache key, so a key's rows are exactly one partition, and the
+answer is recomputed when the key's rows change (the reader keeps it until then).
+
+Invariants: rows tied on a window's ORDER BY get equal rank/dense_rank; row_number, lag and
+lead are only planned with an ORDER BY that cannot tie (PostgreSQL numbers tied rows in an
+arbitrary order); ties are still broken by the whole row, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.dataflow.ordering import order_key
+from engine.plan import ir
+
+Row = tuple[Any, ...]
+
+
+def apply_windows(rows: Sequence[Row], windows: Sequence[ir.Window]) -> list[Row]:
+    """``rows`` (one partition) with each window's value written into its column."""
+    if not windows:
+        return list(rows)
+    out = [list(r) for r in rows]
+    for w in windows:
+        order = sorted(range(len(rows)), key=lambda i: order_key(w.order)(rows[i]))
+        if w.func in ("lag", "lead"):
+            step = -w.offset if w.func == "lag" else w.offset
+            assert w.arg is not None
+            for p, i in enumerate(order):
+                q = p + step
+                out[i][w.column] = rows[order[q]][w.arg] if 0 <= q < len(order) else None
+            continue
+        peers = order_key(w.order, tie_break=False)
+        previous: Any = object()
+        rank = dense = 0
+        for p, i in enumerate(order):
+            if w.func == "row_number":
+                out[i][w.column] = p + 1
+                continue
+            key = peers(rows[i])
+            if key != previous:
+                rank, dense, previous = p + 1, dense + 1, key
+            out[i][w.column] = rank if w.func == "rank" else dense
+    return [tuple(r) for r in out]

@@ -1,0 +1,75 @@
+"""Date/time expressions for the planner: which forms are planned and their result types.
+
+Owns: ``temporal_arith`` (date/timestamp/interval operators) and ``datetime_func``
+(``date_trunc``, ``extract``), called by ``ExprBuilder``. Only forms whose result does not
+depend on the session TimeZone are planned (their kernels: ``engine.dataflow.pgtime``), so
+one cache serves sessions of every TimeZone; the others are refused with that reason.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine.dataflow import pgtime
+from engine.plan import ir, pgtypes
+from engine.plan.scope import PlanError
+from engine.values import Interval
+from engine.values import oids as T
+
+if TYPE_CHECKING:
+    from engine.plan.exprs import ExprBuilder
+
+Node = dict[str, Any]
+
+
+def temporal_arith(b: ExprBuilder, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
+    """date/timestamp arithmetic whose result does not depend on the session TimeZone:
+    on timestamptz, only the difference of two instants and adding a constant interval
+    without months or days (those are added in local time)."""
+    if T.UNKNOWN in (left.type_oid, right.type_oid):
+        raise PlanError("untyped literal in date/time arithmetic (write interval '...' or "
+                        "date '...')")
+    if left.type_oid in (T.INT2, T.INT4) and right.type_oid == T.DATE:
+        left = b.coerce(left, T.INT4)
+    if right.type_oid in (T.INT2, T.INT4) and left.type_oid == T.DATE:
+        right = b.coerce(right, T.INT4)
+    key = (op, left.type_oid, right.type_oid)
+    result = pgtime.ARITH_TYPES.get(key)
+    if result is None:
+        raise PlanError(f"operator {pgtypes.type_name(left.type_oid)} {op} "
+                        f"{pgtypes.type_name(right.type_oid)}")
+    if T.TIMESTAMPTZ in key and T.INTERVAL in key:
+        iv = left if left.type_oid == T.INTERVAL else right
+        if not (isinstance(iv, ir.Const) and isinstance(iv.value, Interval)
+                and not iv.value.months and not iv.value.days):
+            raise PlanError("timestamptz +/- an interval with months or days (added in "
+                            "the session TimeZone)")
+    return ir.Arith(op, left, right, result)  # type: ignore[arg-type]
+
+
+def datetime_func(b: ExprBuilder, name: str, body: Node) -> ir.Expr:
+    """date_trunc('field', timestamp) and extract(field FROM date|timestamp), and
+    extract(epoch FROM timestamptz): the forms that do not read the session TimeZone."""
+    args = body.get("args", [])
+    if len(args) != 2:
+        raise PlanError(f"{name}() with {len(args)} arguments")
+    field = b.build(args[0])
+    if not isinstance(field, ir.Const) or not isinstance(field.value, str):
+        raise PlanError(f"{name}() with a field that is not a string constant")
+    unit = field.value.lower()
+    value = b.build(args[1])
+    if value.type_oid == T.UNKNOWN:
+        raise PlanError(f"{name}() of an untyped literal")
+    if name == "date_trunc":
+        if value.type_oid != T.TIMESTAMP:
+            raise PlanError(f"date_trunc() of {pgtypes.type_name(value.type_oid)} (computed "
+                            "as timestamptz in the session TimeZone)")
+        if unit not in pgtime.TRUNC_FIELDS:
+            raise PlanError(f"date_trunc() unit {unit!r}")
+        return ir.Func("date_trunc", (ir.Const(unit, T.TEXT), value), T.TIMESTAMP)
+    fields = pgtime.EXTRACT_FIELDS.get(value.type_oid)
+    if fields is None or unit not in fields:
+        raise PlanError(f"extract({unit} FROM {pgtypes.type_name(value.type_oid)})"
+                        + (" (depends on the session TimeZone)"
+                           if value.type_oid == T.TIMESTAMPTZ else ""))
+    return ir.Func("extract", (ir.Const(unit, T.TEXT), value), T.NUMERIC)

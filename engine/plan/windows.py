@@ -1,0 +1,170 @@
+"""Window functions in the select list: which ones are planned, and how.
+
+Owns: ``extract_windows`` (select-list items ``row_number() / rank() / dense_rank() /
+lag(x [, n]) / lead(x [, n]) OVER (PARTITION BY ... ORDER BY ...)`` -> placeholders plus
+``WindowSpec``), ``check_partitions`` and ``window_calls`` (the specs -> ``ir.Window``).
+
+A window's value is computed by the reader per lookup (``engine.dataflow.windows``), so the
+planner only accepts a window whose partition is one lookup: every PARTITION BY column is a
+lookup key column, and every IN-list / ``= ANY`` key column is partitioned on (one lookup
+per value). The select list keeps a NULL placeholder column where the window's value goes;
+its ORDER BY and lag/lead argument become hidden columns. row_number, lag and lead number
+tied rows arbitrarily in PostgreSQL: they are only planned over one table with an ORDER BY
+containing its whole primary key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.plan import ir, pgtypes
+from engine.plan.exprs import ExprBuilder
+from engine.plan.names import figure_colname
+from engine.plan.scope import PlanError, Scope
+from engine.values import oids as T
+
+Node = dict[str, Any]
+
+_RANKING = ("row_number", "rank", "dense_rank")
+_OFFSET = ("lag", "lead")
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    func: str
+    partition: tuple[int, ...]  # scope positions
+    order: list[Node] = field(default_factory=list)  # SortBy nodes
+    arg: Node | None = None
+    offset: int = 1
+
+
+def extract_windows(stmt: Node, scope: Scope, builder: ExprBuilder) -> tuple[
+        Node, list[WindowSpec]]:
+    """Replace each supported window call of the select list with a placeholder."""
+    targets = stmt.get("targetList", [])
+    if not any("over" in (t["ResTarget"].get("val") or {}).get("FuncCall", {})
+               for t in targets):
+        return stmt, []
+    specs: list[WindowSpec] = []
+    new_targets = []
+    for target in targets:
+        res = dict(target["ResTarget"])
+        call = (res.get("val") or {}).get("FuncCall")
+        if call is None or call.get("over") is None:
+            new_targets.append(target)
+            continue
+        spec, type_oid = _spec(call, scope, builder)
+        res["name"] = res.get("name") or figure_colname(res["val"])
+        res["val"] = {"WeirWindow": {"index": len(specs), "type_oid": type_oid}}
+        specs.append(spec)
+        new_targets.append({"ResTarget": res})
+    stmt = dict(stmt)
+    stmt["targetList"] = new_targets
+    return stmt, specs
+
+
+def _spec(call: Node, scope: Scope, builder: ExprBuilder) -> tuple[WindowSpec, int]:
+    parts = [p["String"]["sval"] for p in call.get("funcname", []) if "String" in p]
+    name = parts[-1].lower() if parts else "?"
+    over = call["over"]
+    if name not in _RANKING + _OFFSET:
+        raise PlanError(f"window function {name}()")
+    if over.get("refname") or over.get("name"):
+        raise PlanError("named window (WINDOW w AS ...)")
+    if call.get("agg_filter") or call.get("agg_star") or call.get("agg_distinct"):
+        raise PlanError(f"{name}() with FILTER, * or DISTINCT")
+    partition = []
+    for item in over.get("partitionClause", []):
+        fields = item.get("ColumnRef", {}).get("fields", [])
+        if not fields or any("String" not in f for f in fields):
+            raise PlanError("PARTITION BY an expression")
+        partition.append(scope.lookup(tuple(f["String"]["sval"] for f in fields)))
+    order = list(over.get("orderClause", []))
+    args = call.get("args", [])
+    if name in _RANKING:
+        if args:
+            raise PlanError(f"{name}() with arguments")
+        return WindowSpec(name, tuple(partition), order), T.INT8
+    if not 1 <= len(args) <= 2:
+        raise PlanError(f"{name}() with {len(args)} arguments (a default is not supported)")
+    offset = 1
+    if len(args) == 2:
+        const = args[1].get("A_Const", {})
+        if "ival" not in const:
+            raise PlanError(f"{name}() with an offset that is not an integer constant")
+        offset = int(const["ival"].get("ival", 0))
+        if offset < 0:
+            raise PlanError(f"{name}() with a negative offset")
+    arg = builder.build(args[0])
+    if arg.type_oid not in pgtypes.SUPPORTED_TYPES:
+        raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)}")
+    return WindowSpec(name, tuple(partition), order, args[0], offset), arg.type_oid
+
+
+def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[int],
+                     multi_positions: set[int], order_positions: list[set[int]]) -> None:
+    """Each window's partition must be exactly one lookup (see the module docstring);
+    ``order_positions[i]``: the scope columns window i's ORDER BY names plainly."""
+    for spec, ordered in zip(specs, order_positions, strict=True):
+        if not set(spec.partition) <= key_positions:
+            raise PlanError(f"{spec.func}() partitioned on a column that is not a lookup key")
+        if not multi_positions <= set(spec.partition):
+            raise PlanError(f"{spec.func}() over several IN-list lookups (partition by the "
+                            "IN-list column)")
+        if spec.func in _RANKING[1:]:
+            continue
+        rtes = {c.rte for c in scope.cols}
+        pk = {i for i, c in enumerate(scope.cols) if c.table_pk}
+        if len(rtes) != 1 or not pk or not pk <= ordered | set(spec.partition):
+            raise PlanError(f"{spec.func}() whose ORDER BY may tie (PostgreSQL orders tied "
+                            "rows arbitrarily): order by the table's primary key")
+
+
+def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.Expr],
+                 hidden: list[ir.Expr]) -> tuple[ir.Window, ...]:
+    """The windows of a select list whose placeholders ``exprs`` holds (replaced by NULLs
+    here); their ORDER BY and arguments are found in ``exprs`` or appended to ``hidden``."""
+    slots: dict[int, int] = {}
+    for j, e in enumerate(exprs):
+        if isinstance(e, ir.Const) and isinstance(e.value, ir.WindowSlot):
+            slots[e.value.index] = j
+            exprs[j] = ir.Const(None, e.type_oid)
+
+    def position(expr: ir.Expr) -> int:
+        if expr in exprs:
+            return exprs.index(expr)
+        if expr not in hidden:
+            hidden.append(expr)
+        return len(exprs) + hidden.index(expr)
+
+    out = []
+    for i, spec in enumerate(specs):
+        order = []
+        for item in spec.order:
+            sort = item["SortBy"]
+            if sort.get("useOp"):
+                raise PlanError("ORDER BY ... USING in a window")
+            expr = builder.build(sort["node"])
+            if expr.type_oid not in pgtypes.ORDERABLE_TYPES:
+                raise PlanError(f"window ORDER BY a value of type "
+                                f"{pgtypes.type_name(expr.type_oid)}")
+            builder.check_ordering((expr,), "window ORDER BY")
+            nulls = sort.get("sortby_nulls", "SORTBY_NULLS_DEFAULT")
+            order.append(ir.SortKey(position(expr), sort.get("sortby_dir") == "SORTBY_DESC",
+                                    None if nulls == "SORTBY_NULLS_DEFAULT"
+                                    else nulls == "SORTBY_NULLS_FIRST"))
+        arg = None if spec.arg is None else position(builder.build(spec.arg))
+        out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]
+                             spec.offset))
+    return tuple(out)
+
+
+def plain_order_positions(spec: WindowSpec, scope: Scope) -> set[int]:
+    """The scope columns a window's ORDER BY names as plain columns."""
+    out = set()
+    for item in spec.order:
+        fields = item["SortBy"]["node"].get("ColumnRef", {}).get("fields", [])
+        if fields and all("String" in f for f in fields):
+            out.add(scope.lookup(tuple(f["String"]["sval"] for f in fields)))
+    return out
