@@ -2,11 +2,10 @@
 
 Owns: statements weir *holds* (the client's Parse was answered by weir and not sent
 upstream: cached SELECTs and admin commands; ``proxy.held``), portals bound from them (their
-cached reads: ``proxy.portal_reads``), and answering
-Parse/Bind/Describe/Execute/Close/Sync/Flush for those — ParseComplete, BindComplete,
-ParameterDescription, RowDescription with the Bind's result formats, DataRows honouring the
-Execute row limit (PortalSuspended, then the rest on the next Execute), CommandComplete,
-CloseComplete and ReadyForQuery.
+cached reads: ``proxy.portal_reads``), and answering Parse/Bind/Describe/Execute/Close/Sync/
+Flush for those — ParseComplete, BindComplete, ParameterDescription, RowDescription with the
+Bind's result formats, DataRows honouring the Execute row limit (PortalSuspended, then the
+rest on the next Execute), CommandComplete, CloseComplete and ReadyForQuery.
 
 Rules that keep the client's view identical to PostgreSQL's:
 - the messages of one batch (up to Sync) are answered in order: weir answers a message itself

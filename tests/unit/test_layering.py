@@ -1,4 +1,5 @@
-"""The layering of every package (DESIGN section 2), checked by walking imports with ast.
+"""The layering of every package (DESIGN section 2), checked by walking imports with ast;
+and no module of them over 600 lines.
 
 - ``pgwire`` (the protocol library) is sans-I/O: no asyncio, socket, ssl or clock, and it
   imports nothing of the project but itself and ``cython_ext``.
@@ -125,3 +126,15 @@ def test_cython_ext_imports_nothing_of_the_project_but_itself() -> None:
             if _root(module) in PROJECT and _root(module) != "cython_ext":
                 bad.append((path.name, module))
     assert bad == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """Small modules (the style guide): every source file of the packages above."""
+    long = []
+    for package in PROJECT:
+        for path in sorted((ROOT / package).rglob("*")):
+            if path.suffix in (".py", ".pyx", ".pxd", ".pxi"):
+                lines = path.read_text().count("\n")
+                if lines > 600:
+                    long.append((str(path.relative_to(ROOT)), lines))
+    assert long == []
