@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, fields
+from dataclasses import Field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
@@ -161,7 +161,5 @@ def show(settings: Settings, sources: Mapping[str, str]) -> str:
         if value is None:
             lines.append(f"# {f.name} is not set")
             continue
-        default = None if f.default is MISSING else f.default
-        note = source if value != default or source != "default" else "default"
-        lines.append(f"{f.name} = {json.dumps(value)}  # {note}")
+        lines.append(f"{f.name} = {json.dumps(value)}  # {source}")
     return "\n".join(lines) + "\n"
