@@ -14,6 +14,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tools.splice import run, splice
+
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "plan"
 DOC = ROOT / "docs" / "sql-support.md"
@@ -54,23 +57,12 @@ def matrix() -> str:
 
 
 def render(text: str) -> str:
-    head, sep, rest = text.partition(BEGIN)
-    if not sep or END not in rest:
-        raise SystemExit(f"{DOC}: markers {BEGIN!r} ... {END!r} not found")
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{matrix()}\n{END}{tail}"
+    """``text`` with the block between the markers replaced by the current table."""
+    return splice(text, BEGIN, END, matrix(), DOC)
 
 
 def main(argv: list[str]) -> int:
-    current = DOC.read_text()
-    wanted = render(current)
-    if "--check" in argv:
-        if wanted != current:
-            print(f"{DOC} is stale: run python tools/gen_sql_matrix.py", file=sys.stderr)
-            return 1
-        return 0
-    DOC.write_text(wanted)
-    return 0
+    return run(argv, DOC, render, "tools/gen_sql_matrix.py")
 
 
 if __name__ == "__main__":
