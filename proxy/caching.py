@@ -129,8 +129,10 @@ class EngineHost:
         #: run by every heartbeat after its barrier, before ``fresh_as_of`` advances
         self.verify: Callable[[], Awaitable[None]] | None = None
         self._trust = 0  # bumped by distrust(): a heartbeat begun before it does not count
+        self._holds: list[Callable[[], bool]] = []  # open DDL transactions (``distrust``)
         self._nudge = asyncio.Event()  # set by distrust(): check again now
         self._probing = False  # a snapshot probe is in flight
+        self.heartbeats = 0  # rounds of the heartbeat loop (tests wait for them)
         self.fills_done = 0
         self.fill_transactions = 0  # upstream transactions that ran them (fills are batched)
         self.fill_seconds = 0.0
@@ -158,10 +160,11 @@ class EngineHost:
                 await self.stream.barrier(30.0)
                 if self.verify is not None:
                     await self.verify()
-                if trust == self._trust:
+                if trust == self._trust and not self._held():
                     self._set_fresh(started)
             except Exception as exc:  # the stream is down or slow: reads will see staleness
                 log.debug("heartbeat failed: %s", exc)
+            self.heartbeats += 1
             if not self._probing:  # keep the recent-transaction log pruned when idle too
                 self._probing = True
                 await self._probe()
@@ -169,12 +172,29 @@ class EngineHost:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._nudge.wait(), interval)
 
-    def distrust(self) -> None:
+    def distrust(self, until: Callable[[], bool] | None = None) -> None:
         """The upstream's catalog may have changed (DDL passed through weir): no cached read
-        until a heartbeat begun after now has verified the caches' relations."""
+        until a heartbeat begun after now has verified the caches' relations. ``until``:
+        the DDL's transaction may still be open (it is over when ``until()`` is true); no
+        cached read until then either, and until a heartbeat begun after it ended has
+        checked again (the check before the commit saw the old catalog)."""
         self._trust += 1
+        if until is not None:
+            self._holds.append(until)
         self._set_fresh(float("-inf"))
         self._nudge.set()
+
+    def _held(self) -> bool:
+        """Whether a transaction that ran DDL through weir is open or has just ended (then
+        the trust is bumped: the next heartbeat, begun after it, checks the catalog)."""
+        if not self._holds:
+            return False
+        still = [done for done in self._holds if not done()]
+        if len(still) < len(self._holds):
+            self._trust += 1
+            self._nudge.set()
+        self._holds = still
+        return True
 
     def _set_fresh(self, value: float) -> None:
         self.fresh_as_of = value
@@ -402,10 +422,20 @@ class EngineHost:
         self.schemas[schema.oid] = schema
 
     def reset_table(self, schema: TableSchema, reason: str) -> None:
-        log.warning("table %s.%s changed (%s): its caches are reset", schema.namespace,
-                    schema.name, reason)
+        """A table's columns changed (DDL directly upstream, seen with the next change): the
+        caches over it restart empty, the others keep their state, and no cached read is
+        served until the heartbeat's schema check has planned them again."""
+        names = self.engine.caches_over(schema.oid)
+        log.warning("table %s.%s changed (%s): caches %s are reset", schema.namespace,
+                    schema.name, reason, list(names))
         self.schemas[schema.oid] = schema
-        self._reset(reason)
+        self.distrust()
+        for name in names:
+            self.engine.drop_cache(name)
+        for name in names:
+            self.engine.add_cache(name, self._plans[name])
+        for key in [k for k in self._waiting if k[0] in names]:
+            self._wake(*key, Served(None, f"cache reset: {reason}"))
 
     def reset_all(self, reason: str) -> None:
         log.warning("continuity with the upstream was lost (%s): every cache is reset", reason)

@@ -1,23 +1,23 @@
 """The extended query protocol for statements weir answers itself.
 
-Owns: statements weir *holds* (the client's Parse was answered by weir and not sent
-upstream: cached SELECTs and admin commands; ``proxy.held``), portals bound from them (their
-cached reads: ``proxy.portal_reads``), and answering Parse/Bind/Describe/Execute/Close/Sync/
-Flush for those — ParseComplete, BindComplete, ParameterDescription, RowDescription with the
-Bind's result formats, DataRows honouring the Execute row limit (PortalSuspended, then the
-rest on the next Execute), CommandComplete, CloseComplete and ReadyForQuery.
+Owns: statements weir *holds* (the client's Parse was answered by weir and not sent upstream:
+cached SELECTs and admin commands; ``proxy.held``), portals bound from them (their cached
+reads: ``proxy.portal_reads``), and answering Parse/Bind/Describe/Execute/Close/Sync/Flush for
+those — ParseComplete, BindComplete, ParameterDescription, RowDescription with the Bind's
+result formats, DataRows honouring the Execute row limit (PortalSuspended, then the rest on
+the next Execute), CommandComplete, CloseComplete and ReadyForQuery.
 
 Rules that keep the client's view identical to PostgreSQL's:
 - the messages of one batch (up to Sync) are answered in order: weir answers a message itself
   only while nothing of the batch has gone upstream; once something has, the rest of the batch
   goes upstream too;
 - a held statement or local portal that must be used upstream after all (the session entered
-  a transaction, the cache declined the read, a binary format weir cannot produce, ...) is
-  first recreated upstream from the client's own Parse/Bind bytes, and the upstream's
-  ParseComplete/BindComplete for them are swallowed (``SessionState.injected``); a statement
-  recreated upstream stays held (later runs outside a transaction block are answered by weir
-  again), and closing it closes the upstream's copy too;
-- a batch answered entirely by weir ends with weir's own ReadyForQuery.
+  a transaction, the cache declined the read, a binary format weir cannot produce, a schema
+  change, ...) is first recreated upstream from the client's own Parse/Bind bytes, and the
+  upstream's ParseComplete/BindComplete for them are swallowed (``SessionState.injected``); a
+  statement recreated upstream stays held (later runs outside a transaction block are
+  answered by weir again), and closing it closes the upstream's copy too; a batch answered
+  entirely by weir ends with weir's own ReadyForQuery.
 """
 
 from __future__ import annotations
@@ -213,16 +213,18 @@ class Extended:
             ctx.last = ("upstream", reason or self._reasons.get(statement, "not a cached query"))
 
     def _can_answer(self, held: HeldStatement | None = None) -> bool:
-        """Whether weir may answer now: nothing of the batch upstream, nothing pending, and
-        (for cached reads, not admin commands) no transaction block and no setting weir does
-        not follow (a statement prepared before ``SET search_path`` is re-analyzed by
-        PostgreSQL under the new path)."""
+        """Whether weir may answer now: nothing of the batch upstream, nothing pending, and (for
+        cached reads, not admin commands) no transaction block and no setting weir does not
+        follow (PostgreSQL re-analyzes a statement prepared before ``SET search_path``)."""
         state = self.session.state
         if held is not None and held.route.destination == "admin":
             return not self.batch_upstream and state.idle
         ctx = self.session.ctx
         return not self.batch_upstream and state.idle and not state.in_transaction \
             and (ctx is None or ctx.tainted is None)
+
+    def _describable(self, held: HeldStatement) -> bool:
+        return portal_reads.describable(self.service, self.session.state, self.session.ctx, held)
 
     def _why_not(self) -> str:
         """Why :meth:`_can_answer` said no (for EXPLAIN LAST STATEMENT)."""
@@ -414,7 +416,7 @@ class Extended:
             self._materialize_portal(msg.portal)
             held = None
         self.portals.pop(msg.portal, None)
-        if held is not None and self._can_answer(held):
+        if held is not None and self._can_answer(held) and self._describable(held):
             lookup = bind_keys(held, msg)
             if lookup is not None or held.route.destination == "admin":
                 keys, params = lookup or (None, ())
@@ -433,7 +435,6 @@ class Extended:
             self.count_runs(msg.statement)
         self.forward(msg, raw)
 
-
     def _describe(self, msg: fe.Describe, raw: bytes) -> None:
         if msg.name not in (self.held if msg.kind == "S" else self.portals):
             self.forward(msg, raw)
@@ -450,7 +451,7 @@ class Extended:
         if msg.kind == "S":
             held = self.held[msg.name]
             types = param_types(held)
-            if types is None:
+            if types is None or not self._describable(held):
                 self._materialize(msg.name)
                 self.forward(msg, raw)
                 return
@@ -458,7 +459,6 @@ class Extended:
             return
         local = self.portals[msg.name]
         self._answer(row_description(local.statement, local.bind.result_formats))
-
 
     def _execute(self, msg: fe.Execute, raw: bytes, wait: bool) -> bool:
         local = self.portals.get(msg.portal)

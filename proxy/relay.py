@@ -490,8 +490,13 @@ class Session(Handshake):
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
                 self.ctx.wrote = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.forget_grants(raw[start : start + 6])
+                    self.server.service.forget_grants(raw[start : start + 6], self._ended)
         return _without(raw, swallowed) if swallowed else raw
+
+    def _ended(self) -> bool:
+        """Whether the transaction of the last statement is over (or the session)."""
+        state = self.state
+        return self.phase is Phase.CLOSED or (not state.in_transaction and state.idle)
 
     def upstream_lost(self) -> None:
         if self.phase is Phase.CLOSED:

@@ -166,10 +166,11 @@ class CacheService:
             changed = await registry.changed_relations()
             if not changed:
                 return
+            # the caches over a changed relation are dropped and created again, so the state
+            # built under the old shapes goes with them (their nodes are no one else's);
+            # the other caches keep theirs
             for line in await registry.replan(changed):
                 log.warning("%s", line)
-            # state built under the old shapes (shared base nodes, their rows) goes too
-            registry.host.reset_all("a relation that caches read changed")
             self._refresh_names()
             self.hits.clear()
             if self.lanes is not None:
@@ -514,15 +515,24 @@ class CacheService:
         self.grants[(user, entry.name)] = (allowed, time.monotonic() + self.GRANT_TTL)
         return allowed
 
-    def forget_grants(self, tag: bytes = b"") -> None:
+    def forget_grants(self, tag: bytes = b"", ended: Any = None) -> None:
         """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
         after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
-        changed too: no cached read until a heartbeat has checked them."""
+        changed too: no cached read until a heartbeat has checked them, after the DDL's
+        transaction ended (``ended()`` true; ``EngineHost.distrust``)."""
         self.grants.clear()
         if self.lanes is not None:
             self.lanes.bump()
         if tag.startswith(_DDL_TAGS) and self.host is not None:
-            self.host.distrust()
+            self.host.distrust(ended)
+
+    def shape_known(self, entry: Any) -> bool:
+        """Whether weir may describe a cache's columns itself now (RowDescription of a held
+        statement or local portal): the cache is current and fresh, so no DDL passed since
+        its fields were read. Otherwise the statement is described and run upstream."""
+        host = self.host
+        return entry is None or (host is not None and self.is_current(entry)
+                                 and host.staleness() <= self.settings.staleness_bound)
 
     # -- admin --------------------------------------------------------------------------------
 
