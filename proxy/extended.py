@@ -214,24 +214,21 @@ class Extended:
 
     def _can_answer(self, held: HeldStatement | None = None) -> bool:
         """Whether weir may answer now: nothing of the batch upstream, nothing pending, and (for
-        cached reads, not admin commands) no transaction block and no setting weir does not
-        follow (PostgreSQL re-analyzes a statement prepared before ``SET search_path``)."""
+        cached reads, not admin commands) ``portal_reads.session_allows`` (no setting weir does
+        not follow, no transaction block it may not serve)."""
         state = self.session.state
         if held is not None and held.route.destination == "admin":
             return not self.batch_upstream and state.idle
-        ctx = self.session.ctx
-        return not self.batch_upstream and state.idle and not state.in_transaction \
-            and (ctx is None or ctx.tainted is None)
+        return not self.batch_upstream and state.idle \
+            and portal_reads.session_allows(state, self.session.ctx)
 
-    def _describable(self, held: HeldStatement) -> bool:
-        return portal_reads.describable(self.service, self.session.state, self.session.ctx, held)
+    def _describable(self, held: HeldStatement, portal: str = "") -> bool:
+        s = self.session  # (a named portal outlives Sync inside a block: upstream's alone)
+        return not (portal and s.state.in_transaction) and portal_reads.describable(
+            self.service, s.state, s.ctx, held)
 
-    def _why_not(self) -> str:
-        """Why :meth:`_can_answer` said no (for EXPLAIN LAST STATEMENT)."""
-        ctx = self.session.ctx
-        if ctx is not None and ctx.tainted is not None:
-            return ctx.tainted
-        return "the session is in a transaction block or busy upstream"
+    def _why_not(self) -> str:  # (for EXPLAIN LAST STATEMENT)
+        return portal_reads.why_not(self.session.state, self.session.ctx)
 
     def _holdable(self, msg: fe.Parse) -> Route | None:
         session = self.session
@@ -416,7 +413,7 @@ class Extended:
             self._materialize_portal(msg.portal)
             held = None
         self.portals.pop(msg.portal, None)
-        if held is not None and self._can_answer(held) and self._describable(held):
+        if held is not None and self._can_answer(held) and self._describable(held, msg.portal):
             lookup = bind_keys(held, msg)
             if lookup is not None or held.route.destination == "admin":
                 keys, params = lookup or (None, ())

@@ -313,6 +313,8 @@ class HitLanes:
             return
         if token in self._passing:
             self._passing.discard(token)
+            if session.ctx is not None:  # what the lane relayed: proxy.transactions
+                session.ctx.forwarded = True
             self._reclaim_pass(session, result, replay)
             return
         served, table, unanswered, unsent = result

@@ -18,6 +18,7 @@ from proxy.results import OutputSettings, encode_rows
 from proxy.roles import CachedReads, Reads
 from proxy.router import Route, SessionContext
 from proxy.session import SessionState
+from proxy.transactions import refusal
 
 #: a portal's read: its route, the output settings and the result formats
 Prepared = tuple[Route, OutputSettings, tuple[int, ...]]
@@ -55,6 +56,25 @@ def follow(service: CachedReads, state: SessionState, ctx: SessionContext,
         return False
     held.route, held.memo, held.memo_sid = route, None, -1
     return True
+
+
+def session_allows(state: SessionState, ctx: SessionContext | None) -> bool:
+    """Whether the session lets weir answer a cached read: no setting weir does not follow,
+    and no transaction block weir may not serve (``proxy.transactions``)."""
+    if ctx is None:
+        return not state.in_transaction
+    return ctx.tainted is None \
+        and refusal(state.transaction_status, ctx.block, ctx.isolation) is None
+
+
+def why_not(state: SessionState, ctx: SessionContext | None) -> str:
+    """Why :func:`session_allows` (or an idle session) said no."""
+    if ctx is not None and ctx.tainted is not None:
+        return ctx.tainted
+    if ctx is not None and state.in_transaction:
+        return refusal(state.transaction_status, ctx.block, ctx.isolation) \
+            or "the session is busy upstream"
+    return "the session is in a transaction block or busy upstream"
 
 
 def describable(service: CachedReads, state: SessionState, ctx: SessionContext | None,

@@ -48,6 +48,7 @@ from proxy.hitpath import remember_query, try_answer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
 from proxy.session import PLAIN_REQUESTS, SessionState
+from proxy.transactions import note_write
 
 if TYPE_CHECKING:
     from proxy.server import Server
@@ -200,8 +201,7 @@ class Session(Handshake):
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self._terminated = True
-        if self.upstream is not None:
-            self.upstream.write(raw[written:] if written else raw)
+        self._upstream_write(raw[written:] if written else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -303,6 +303,8 @@ class Session(Handshake):
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             self.upstream.write(data)
+            if self.ctx is not None:
+                self.ctx.forwarded = True  # its answer: proxy.transactions
 
     def _note_hidden(self, msg: object) -> bool:
         """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
@@ -314,6 +316,7 @@ class Session(Handshake):
         if isinstance(msg, fe.Bind):
             if msg.statement in ctx.hiding:
                 ctx.wrote = True
+                note_write(ctx.block, self.state.transaction_status)
                 return True
         elif isinstance(msg, fe.Parse):
             if self.server.service.hides_write(msg.query):
@@ -489,6 +492,7 @@ class Session(Handshake):
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
                 self.ctx.wrote = True
+                note_write(self.ctx.block, state.transaction_status, raw[start : start + 8])
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.forget_grants(raw[start : start + 6], self._ended)
         return _without(raw, swallowed) if swallowed else raw

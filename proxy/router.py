@@ -8,8 +8,9 @@ registry's answer. Nothing here performs I/O.
 
 Order of the rules (DESIGN §4):
 1. weir's own commands -> admin;
-2. inside a transaction block, a session whose settings weir cannot honour, another database
-   than the replicated one, or requests still pending upstream -> upstream;
+2. inside a transaction block weir may not serve (``proxy.transactions``), a session whose
+   settings weir cannot honour, another database than the replicated one, or requests still
+   pending upstream -> upstream;
 3. a SELECT whose identity matches a cache and whose literals form a valid key -> cache;
 4. everything else -> upstream, byte for byte.
 """
@@ -23,6 +24,7 @@ from engine import Classified, Unsupported
 from proxy.admin import AdminCommand, parse_admin
 from proxy.results import OutputSettings, supports
 from proxy.session import SessionState
+from proxy.transactions import Block, Isolation, refusal
 
 #: Settings a client may SET without changing what a cached SELECT returns.
 HARMLESS_SETTINGS = frozenset({
@@ -56,6 +58,12 @@ class SessionContext:
     #: prepared statements whose text may write behind a read-only CommandComplete tag
     #: (``CacheService.hides_write``): running one counts as a write
     hiding: set[str] = field(default_factory=set)
+    #: the current transaction block and the session's default isolation
+    #: (``proxy.transactions``); ``forwarded``: something went upstream since the last
+    #: barrier a cached read inside a block waited for
+    block: Block = field(default_factory=Block)
+    isolation: Isolation = field(default_factory=Isolation)
+    forwarded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +83,9 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
     admin = parse_admin(text)
     if admin is not None:
         return Route("admin", "weir command", admin=admin)
-    if state.in_transaction:
-        return Route("upstream", "inside a transaction block")
+    why = refusal(state.transaction_status, ctx.block, ctx.isolation)
+    if why is not None:
+        return Route("upstream", why)
     if ctx.database != replicated_db:
         return Route("upstream", f"database {ctx.database} is not the one weir replicates")
     if not state.idle:

@@ -27,9 +27,11 @@ import cython_ext
 from proxy.admin import FIRST_WORDS as ADMIN_WORDS
 
 #: first words after which a simple query may matter to weir beyond its routing: admin
-#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state)
+#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state), a BEGIN with
+#: transaction modes and START TRANSACTION (the isolation level), ROLLBACK and ABORT (the
+#: block ends: ``proxy.transactions``; a COMMIT's tag is observed anyway)
 WATCHED_WORDS = (*(w.encode() for w in ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
-                 b"DEALLOCATE")
+                 b"DEALLOCATE", b"BEGIN ", b"START", b"ROLLBACK", b"ABORT")
 #: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
 READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
                   b"UNLISTEN", b"DISCARD", b"DEALLOCATE", b"PREPARE", b"DECLARE", b"CLOSE",

@@ -23,7 +23,7 @@ import cython_ext
 from engine import effective_search_path, merge_lookups
 from pgwire import backend as be
 from pgwire.errors import error_response
-from proxy import commands
+from proxy import commands, transactions
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
@@ -228,6 +228,10 @@ class CacheService:
 
     def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route:
         registry = self.registry
+        # inside a block, or maybe (requests pending: a BEGIN may be among them)
+        maybe = state.transaction_status != "I" or not state.idle
+        transactions.observe(text, maybe, ctx.block, ctx.isolation,
+                             maybe and self.hides_write(text))
         auto = self.settings.caching == "auto"
         if registry is None or (not auto and not self._mentions_cached_table(text)):
             admin = parse_admin(text)
@@ -279,6 +283,8 @@ class CacheService:
         assert ctx is not None and route.keys is not None and route.classified is not None
         if ctx.wrote and self.settings.read_your_writes == "on":
             return None
+        if ctx.block.open and ctx.forwarded:
+            return None  # (the barrier: ``read_rows``)
         if not ctx.defaults_applied:
             return None
         allowed = self.granted(ctx.user, route.cache.name)
@@ -323,6 +329,8 @@ class CacheService:
             if ctx.tainted is not None:
                 return None, ctx.tainted
             reason = output_unsupported(route.cache.fields, {**parameters_of(ctx), **ctx.settings})
+            if reason is None and ctx.block.open:  # the role's default isolation is known now
+                reason = transactions.refusal("T", ctx.block, ctx.isolation)
             if reason is not None:
                 return None, reason
         if not await self._authorized(ctx.user, route.cache):
@@ -335,7 +343,15 @@ class CacheService:
                 await host.barrier(self.settings.read_timeout)
             except Exception as exc:  # any barrier failure means: go upstream
                 return None, f"read-your-writes barrier did not pass ({exc})"
-            ctx.wrote = False
+            ctx.wrote = ctx.forwarded = False
+        if ctx.block.open and ctx.forwarded:
+            # inside a block: no older than the session's last upstream answer (DESIGN §12)
+            ctx.forwarded = False
+            try:
+                await host.barrier(self.settings.read_timeout)
+            except Exception as exc:
+                ctx.forwarded = True
+                return None, f"the transaction's barrier did not pass ({exc})"
         entry = route.cache
         assert route.keys is not None and route.classified is not None
         tried, ctx.tried = ctx.tried, None
@@ -448,7 +464,8 @@ class CacheService:
     SERVER_QUERY = """
         SELECT name, CASE WHEN source IN ('user', 'database', 'client', 'session')
                           THEN boot_val ELSE setting END
-        FROM pg_settings WHERE name IN ('search_path', 'extra_float_digits', 'bytea_output')"""
+        FROM pg_settings WHERE name IN ('search_path', 'extra_float_digits', 'bytea_output',
+                                        'default_transaction_isolation')"""
 
     async def ensure_defaults(self, ctx: SessionContext) -> None:
         if not ctx.defaults_applied and self.host is not None:
@@ -481,6 +498,8 @@ class CacheService:
             if name in values and name not in ctx.settings:
                 ctx.settings[name] = values[name]
                 ctx.settings_version += 1
+        ctx.isolation.role = transactions.level_name(
+            values.get("default_transaction_isolation", ""))
         path = values.get("search_path")
         if (path is not None and ctx.tainted is None
                 and effective_search_path(path, ctx.user) != ctx.search_path):
