@@ -49,6 +49,7 @@ from proxy.hitpath import Hit, bind_rest
 from proxy.roles import ExtendedService, ExtendedSession
 from proxy.router import Route
 from proxy.session import deallocation
+from proxy.transactions import isolation_named
 
 log = logging.getLogger("weir.extended")
 
@@ -330,8 +331,10 @@ class Extended:
         """A statement goes upstream: one that opens a transaction block first makes every
         statement weir alone holds exist upstream too. Inside the block their runs go
         upstream, and once it fails PostgreSQL refuses to parse them (so weir could not
-        recreate them) while a Bind must still find its statement to fail as it does."""
-        if not self.held or not opens_block(text):
+        recreate them) while a Bind must still find its statement to fail as it does. Not
+        before a BEGIN naming an isolation level (a Parse first takes a snapshot: PostgreSQL
+        would refuse the level); those are recreated at their first use in the block."""
+        if not self.held or not opens_block(text) or isolation_named(text):
             return
         for name, held in list(self.held.items()):
             # weir's own commands never exist upstream (PostgreSQL cannot parse them: its
@@ -377,7 +380,7 @@ class Extended:
     def _recreate(self, held: HeldStatement) -> None:
         """Send a held statement's Parse upstream (answer swallowed); it counts as held
         upstream unless PostgreSQL skips it (an error earlier in the batch) or refuses it."""
-        held.upstream = True
+        held.upstream = self.session.state.transaction_status != "E"  # (else it fails)
         self.session.inject(held.parse, skipped=partial(setattr, held, "upstream", False))
 
     def _parse(self, msg: fe.Parse, raw: bytes) -> None:

@@ -89,6 +89,11 @@ def _level(text: str) -> str | None:
     return None if found is None else " ".join(found.group(1).lower().split())
 
 
+def isolation_named(text: str) -> bool:
+    """Whether a statement names an isolation level."""
+    return _ISOLATION.search(text) is not None
+
+
 def level_name(value: str) -> str | None:
     """A ``default_transaction_isolation`` value in canonical form (None when not one)."""
     value = " ".join(value.strip().strip("'\"").lower().split())
