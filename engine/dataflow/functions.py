@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from engine.dataflow import pgmath, pgtime
+from engine.dataflow import pgjson, pgmath, pgtime
 from engine.dataflow.pgmath import EvalError
 from engine.values import oids as T
 
@@ -110,5 +110,6 @@ FUNCTIONS: dict[str, Impl] = {
 }
 
 FUNCTIONS.update(date_trunc=pgtime.date_trunc, extract=pgtime.extract)
+FUNCTIONS.update(pgjson.FUNCTIONS)
 
 NULL_TOLERANT = frozenset({"concat"})

@@ -79,7 +79,8 @@ def arithmetic_type(op: str, left: int, right: int) -> int | None:
 def comparable(left: int, right: int) -> bool:
     """Whether ``left = right`` (and < etc.) exists and compares the canonical values exactly."""
     if left == right:
-        return left in ORDERABLE_TYPES or left in (T.JSONB, T.INTERVAL)
+        # not jsonb: its equality compares numbers by value ('1.0' = '1'), its text does not
+        return left in ORDERABLE_TYPES or left == T.INTERVAL
     if left in _NUMERIC_RANK and right in _NUMERIC_RANK:
         floats = (T.FLOAT4, T.FLOAT8)
         # numeric vs float compares after a cast to float8 in PostgreSQL; Python compares the

@@ -416,3 +416,11 @@ SELECT extract(dow FROM placed_on) AS dow, count(*) FROM orders GROUP BY 1;
 SELECT id, created_at - timestamp '2024-01-01' AS since, extract(epoch FROM created_at) AS epoch FROM comments WHERE story_id = $1;
 SELECT id, extract(isodow FROM created_at), extract(week FROM created_at), extract(doy FROM created_at), extract(quarter FROM created_at), extract(milliseconds FROM created_at) FROM threads;
 SELECT id, created_at::date AS day, date_trunc('hour', created_at) - interval '30 minutes' FROM posts WHERE created_at < timestamp '2024-02-15' - interval '2 weeks';
+-- ===================== jsonb operators =====================
+-- params: [3]
+SELECT id, data -> 'user' AS who, data ->> 'kind' AS kind, data -> 'tags' -> 0 AS first_tag, data #>> '{user,name}' AS name, data ->> 'n' AS n FROM activities WHERE user_id = $1;
+-- params: ["vote"]
+SELECT id, user_id FROM activities WHERE data ->> 'kind' = $1;
+SELECT id FROM activities WHERE data @> '{"tags": ["rust"]}' ORDER BY id;
+SELECT data ->> 'kind' AS kind, count(*) FROM activities WHERE data ? 'tags' GROUP BY 1;
+SELECT id, data #> '{tags}' FROM activities WHERE data @> '{"n": 1}' AND NOT data <@ '{}';
