@@ -438,6 +438,8 @@ class ExprBuilder:
             raise PlanError(f"aggregate {name}()")
         if name in ("date_trunc", "extract"):
             return self._datetime_func(name, body)
+        if name == "timezone":
+            return datetimes.at_time_zone(self, body)
         if name not in _TEXT_FUNCS and name not in ("concat", "abs", "round"):
             raise PlanError(f"function {name}()")
         args = [self.build(a) for a in body.get("args", [])]

@@ -424,3 +424,8 @@ SELECT id, user_id FROM activities WHERE data ->> 'kind' = $1;
 SELECT id FROM activities WHERE data @> '{"tags": ["rust"]}' ORDER BY id;
 SELECT data ->> 'kind' AS kind, count(*) FROM activities WHERE data ? 'tags' GROUP BY 1;
 SELECT id, data #> '{tags}' FROM activities WHERE data @> '{"n": 1}' AND NOT data <@ '{}';
+-- ===================== AT TIME ZONE a full zone name =====================
+-- params: [2]
+SELECT id, created_at AT TIME ZONE 'Europe/Paris' AS paris FROM stories WHERE author_id = $1;
+SELECT date_trunc('day', (created_at AT TIME ZONE 'America/New_York') AT TIME ZONE 'UTC') AS day, count(*) FROM comments GROUP BY 1;
+SELECT id FROM orders WHERE placed_on::timestamp AT TIME ZONE 'Asia/Kolkata' > timestamptz '2024-02-01 00:00Z' ORDER BY id;

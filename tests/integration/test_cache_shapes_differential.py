@@ -277,6 +277,22 @@ DATE_SHAPES = [
 ]
 
 
+ZONE_SHAPES = [
+    Shape("SELECT id, at AT TIME ZONE 'America/New_York' AS ny, made AT TIME ZONE "
+          "'Europe/Paris' AS paris, timezone('UTC', at) FROM things WHERE grp = $1",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT grp, date_trunc('day', at AT TIME ZONE 'Australia/Sydney') AS day, count(*) "
+          "FROM things WHERE grp = ANY($1) GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+    Shape("SELECT id FROM things WHERE grp = $1 AND (made AT TIME ZONE 'Europe/Paris') "
+          "< at ORDER BY id", lambda r: (r.randint(0, 45),), ordered=True),
+]
+
+
+def test_at_time_zone(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, ZONE_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
 def test_dates_and_times(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, DATE_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
