@@ -22,6 +22,8 @@ from functools import lru_cache
 from typing import Any
 
 from engine.dataflow.pgmath import EvalError
+from engine.values import oids as T
+from engine.values.codec import encode_text
 
 
 class JNum:
@@ -311,6 +313,38 @@ def jsonb_exists(args: Sequence[Any], types: Sequence[int]) -> bool:
     if isinstance(doc, dict):
         return args[1] in doc
     return any(isinstance(item, str) and item == args[1] for item in doc)
+
+
+#: Argument types json_agg / jsonb_agg are planned for (their JSON form is known exactly).
+JSON_ELEMENT_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.NUMERIC, T.TEXT, T.VARCHAR, T.NAME,
+                                T.BOOL, T.JSONB, T.DATE, T.TIMESTAMP, T.UUID})
+
+
+def json_element(value: Any, oid: int) -> str:
+    """The JSON text of one value, as json_agg (datum_to_json) and jsonb_agg (to_jsonb, then
+    jsonb_out) both print it for ``JSON_ELEMENT_TYPES``."""
+    if value is None:
+        return "null"
+    if oid == T.BOOL:
+        return "true" if value else "false"
+    if oid in (T.INT2, T.INT4, T.INT8):
+        return str(value)
+    if oid == T.NUMERIC:
+        if not (isinstance(value, Decimal) and value.is_finite()):
+            raise EvalError("22P02", "a non-finite numeric in a JSON aggregate")
+        return f"{value:f}"
+    if oid == T.JSONB:
+        return str(value)
+    if oid in (T.DATE, T.TIMESTAMP):
+        if not hasattr(value, "year"):  # infinity, BC, year > 9999: kept as text
+            raise EvalError("22008", "a date/time outside the years 1-9999 in a JSON aggregate")
+        return _quote(encode_text(oid, value).replace(" ", "T"))
+    return _quote(str(value))  # text types and uuid
+
+
+def json_array(values: Sequence[Any], oid: int) -> str:
+    """json_agg / jsonb_agg of ``values`` in order (at least one)."""
+    return "[" + ", ".join(json_element(v, oid) for v in values) + "]"
 
 
 FUNCTIONS = {

@@ -28,7 +28,7 @@ ColHook = Callable[[int], ir.Expr]
 
 AGGREGATES = frozenset({"count", "sum", "avg", "min", "max"})
 #: Aggregates whose result depends on the order of their input: planned with their ORDER BY.
-ORDERED_AGGREGATES = {"string_agg": 2, "array_agg": 1}  # name -> argument count
+ORDERED_AGGREGATES = {"string_agg": 2, "array_agg": 1, "json_agg": 1, "jsonb_agg": 1}
 #: Aggregates PostgreSQL has that the planner does not support (named in the reason).
 KNOWN_AGGREGATES = frozenset({
     "string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg", "bool_and",

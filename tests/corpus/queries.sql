@@ -429,3 +429,9 @@ SELECT id, data #> '{tags}' FROM activities WHERE data @> '{"n": 1}' AND NOT dat
 SELECT id, created_at AT TIME ZONE 'Europe/Paris' AS paris FROM stories WHERE author_id = $1;
 SELECT date_trunc('day', (created_at AT TIME ZONE 'America/New_York') AT TIME ZONE 'UTC') AS day, count(*) FROM comments GROUP BY 1;
 SELECT id FROM orders WHERE placed_on::timestamp AT TIME ZONE 'Asia/Kolkata' > timestamptz '2024-02-01 00:00Z' ORDER BY id;
+-- ===================== json_agg / jsonb_agg with ORDER BY =====================
+-- params: [3]
+SELECT author_id, json_agg(title ORDER BY id) AS titles, jsonb_agg(score ORDER BY score DESC, id) AS scores FROM stories WHERE author_id = $1 GROUP BY author_id;
+SELECT o.customer_id, jsonb_agg(o.total ORDER BY o.placed_on, o.id) AS totals, json_agg(o.placed_on ORDER BY o.id) FROM orders o GROUP BY o.customer_id;
+-- params: [2]
+SELECT jsonb_agg(data ORDER BY id) FROM activities WHERE user_id = $1;

@@ -141,8 +141,9 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
         through = psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
                                   prepare_threshold=None)
         direct = psycopg.connect(pg.dsn(dbname=dbname), autocommit=True)
-        for conn in (through, direct):  # text intervals as printed (timedelta normalizes)
-            conn.adapters.register_loader("interval", TextLoader)
+        for conn in (through, direct):  # as printed (timedelta normalizes, json parses)
+            for type_name in ("interval", "json", "jsonb"):
+                conn.adapters.register_loader(type_name, TextLoader)
         for i, shape in enumerate(shapes):
             through.execute(f"CREATE CACHE c{i} FROM {shape.sql}")
         served = reads = mismatches = 0
@@ -209,6 +210,10 @@ AGG_SHAPES = [
     Shape("SELECT n.ref, array_agg(t.name ORDER BY t.name DESC, n.id) FROM notes n "
           "JOIN things t ON t.id = n.ref WHERE n.ref = $1 GROUP BY n.ref",
           lambda r: (r.randint(0, 45),)),
+    Shape("SELECT grp, json_agg(name ORDER BY id) AS names, jsonb_agg(score ORDER BY id DESC) "
+          "FROM things WHERE grp = ANY($1) GROUP BY grp", lambda r: (_ids(r, 45),)),
+    Shape("SELECT jsonb_agg(made ORDER BY made, id), json_agg(day ORDER BY id) FROM things "
+          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
 ]
 
 

@@ -108,7 +108,8 @@ def generate(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def populate(conn: psycopg.Connection[Any], data: dict[str, list[tuple[Any, ...]]]) -> None:
-    conn.adapters.register_loader("jsonb", TextLoader)  # jsonb as the text PostgreSQL prints
+    for type_name in ("json", "jsonb"):  # as the text PostgreSQL prints
+        conn.adapters.register_loader(type_name, TextLoader)
     conn.execute((CORPUS / "schema.sql").read_text())
     for table, rows in data.items():
         marks = ", ".join(["%s"] * len(rows[0]))

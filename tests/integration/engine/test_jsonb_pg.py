@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.string import TextLoader
 
 from engine.dataflow import pgjson
 from engine.plan.literals import LiteralError, literal_value
@@ -87,3 +88,33 @@ def test_operators_match_postgres(conn: Any, doc: str) -> None:
             wrong.append((fn, pg_arg, got, want))
     assert wrong == []
     assert len(cases) > 80
+
+
+AGG_VALUES = {
+    "int2": "{1,-2,NULL}", "int4": "{2147483647,0}", "int8": "{-9223372036854775808,NULL}",
+    "numeric": "{1.50,0.000,-12e3,1e-7,NULL}", "text": '{"a \\"q\\"","é\\\\",NULL,""}',
+    "varchar": "{x,y}", "bool": "{t,f,NULL}", "date": "{2024-02-29,0001-01-01,NULL}",
+    "timestamp": '{"2024-01-01 10:00:00.5","2024-01-01 00:00:00","9999-12-31 23:59:59.999999"}',
+    "uuid": "{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,NULL}",
+    "jsonb": '{"{\\"b\\": 1.0, \\"a\\": [1, \\"x\\"]}","null","\\"s\\"",NULL}',
+}
+
+
+@pytest.mark.parametrize("type_name", sorted(AGG_VALUES))
+def test_json_aggregates_match_postgres(conn: Any, type_name: str) -> None:
+    conn.adapters.register_loader("jsonb", TextLoader)
+    sql = (f"SELECT json_agg(x ORDER BY n)::text, jsonb_agg(x ORDER BY n)::text, "
+           f"array_agg(x ORDER BY n) FROM unnest(%s::{type_name}[]) WITH ORDINALITY u(x, n)")
+    json_text, jsonb_text, values = _pg_row(conn, sql, AGG_VALUES[type_name])
+    oid = {"int2": T.INT2, "int4": T.INT4, "int8": T.INT8, "numeric": T.NUMERIC,
+           "text": T.TEXT, "varchar": T.VARCHAR, "bool": T.BOOL, "date": T.DATE,
+           "timestamp": T.TIMESTAMP, "uuid": T.UUID, "jsonb": T.JSONB}[type_name]
+    assert oid in pgjson.JSON_ELEMENT_TYPES
+    ours = pgjson.json_array(values, oid)
+    assert (ours, ours) == (json_text, jsonb_text)
+
+
+def _pg_row(conn: Any, sql: str, *args: Any) -> Any:
+    row = conn.execute(sql, args).fetchone()
+    assert row is not None
+    return row
