@@ -25,9 +25,9 @@ from engine import effective_search_path
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.authmsg import AuthenticationSASL, decode_authentication
-from pgwire.errors import error_response
 from pgwire.events import Phase
 from pgwire.framing import ProtocolViolation
+from proxy.metrics import own_error
 from proxy.roles import HandshakeSession
 from proxy.router import SessionContext
 from proxy.upstream import UpstreamUnavailable, open_stream
@@ -149,7 +149,7 @@ class Handshake:
             )
         except UpstreamUnavailable as exc:
             log.warning("%s", exc)
-            s.fatal(error_response("08006", str(exc), severity="FATAL").encode())
+            s.fatal(own_error("08006", str(exc), severity="FATAL"))
             return
         transport = cast(asyncio.Transport, writer.transport)
         if s.state.phase is Phase.CLOSED:

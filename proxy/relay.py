@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
-from pgwire.errors import error_response, violation_response
 from pgwire.events import Phase
 from pgwire.framing import (
     UPSTREAM_MAX_MESSAGE_LENGTH,
@@ -46,6 +45,7 @@ from proxy.extended import Extended
 from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
 from proxy.handshake import Handshake, context
 from proxy.hitpath import remember_query, try_answer
+from proxy.metrics import own_error, own_violation
 from proxy.router import Route, SessionContext, observe_set
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
 from proxy.session import PLAIN_REQUESTS, SessionState
@@ -153,7 +153,7 @@ class Session:
     def client_violation(self, exc: ProtocolViolation) -> None:
         """The client sent something malformed: tell it why and end the session."""
         log.warning("protocol violation from client: %s", exc.message)
-        self.fatal(violation_response(exc).encode())
+        self.fatal(own_violation(exc))
 
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """Observe and forward client messages until one needs weir's own answer; from there
@@ -404,10 +404,10 @@ class Session:
                 else:
                     await self.extended.handle(msg, raw)
         except ProtocolViolation as exc:
-            self.fatal(violation_response(exc).encode())
+            self.fatal(own_violation(exc))
         except Exception:
             log.exception("the session's local answering failed")
-            self.fatal(error_response("XX000", "weir: internal error", severity="FATAL").encode())
+            self.fatal(own_error("XX000", "weir: internal error", severity="FATAL"))
         finally:
             self.state.local_busy = False
             if self.state.phase is not Phase.CLOSED:
@@ -469,9 +469,8 @@ class Session:
         except ProtocolViolation as exc:
             log.error("protocol violation from upstream: %s", exc.message)
             self.fatal(
-                error_response(
-                    "08P01", f"invalid message from upstream: {exc.message}", severity="FATAL"
-                ).encode()
+                own_error("08P01", f"invalid message from upstream: {exc.message}",
+                          severity="FATAL")
             )
 
     def upstream_protocol(self) -> asyncio.Protocol:
@@ -518,11 +517,8 @@ class Session:
             self.server.service.lanes.reclaim(self, replay=False)  # type: ignore[union-attr]
         if not self.terminated and not self.fatal_relayed:
             self.fatal(
-                error_response(
-                    "08006",
-                    "the upstream server closed the connection unexpectedly",
-                    severity="FATAL",
-                ).encode()
+                own_error("08006", "the upstream server closed the connection unexpectedly",
+                          severity="FATAL")
             )
             return
         self.close()
