@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -221,6 +222,8 @@ class Session:
                 self.terminated = True
         if self.upstream is not None:
             self.upstream.write(raw[written:] if written else raw)
+            if not state.upstream_since:
+                state.upstream_since = time.monotonic()
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -322,6 +325,8 @@ class Session:
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             self.upstream.write(data)
+            if not self.state.upstream_since:
+                self.state.upstream_since = time.monotonic()
 
     def _note_hidden(self, msg: object) -> bool:
         """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
