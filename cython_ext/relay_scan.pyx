@@ -392,6 +392,8 @@ cdef class Relay:
             for i in range(nfound):
                 Py_XDECREF(found[i])
         self.upstream_write(raw)
+        if ctx is not None:
+            ctx.seen.pending = True  # its answer moves seen(s) (proxy.seen)
         return True
 
     cdef int _observe(self, const unsigned char* p, Py_ssize_t n, PyObject** found, bint local,

@@ -200,8 +200,7 @@ class Session(Handshake):
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self._terminated = True
-        if self.upstream is not None:
-            self.upstream.write(raw[written:] if written else raw)
+        self._upstream_write(raw[written:] if written else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -303,6 +302,8 @@ class Session(Handshake):
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             self.upstream.write(data)
+            if self.ctx is not None:
+                self.ctx.seen.pending = True  # its answer moves seen(s) (``proxy.seen``)
 
     def _note_hidden(self, msg: object) -> bool:
         """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
@@ -313,7 +314,7 @@ class Session(Handshake):
             return False
         if isinstance(msg, fe.Bind):
             if msg.statement in ctx.hiding:
-                ctx.wrote = True
+                ctx.seen.pending = True
                 return True
         elif isinstance(msg, fe.Parse):
             if self.server.service.hides_write(msg.query):
@@ -354,7 +355,7 @@ class Session(Handshake):
         service.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx)
         if service.hides_write(msg.query):
-            self.ctx.wrote = True  # read-your-writes: as if its tag said it wrote
+            self.ctx.seen.pending = True  # read-your-writes: as if its tag said it wrote
 
     def _forward_query(self, route: Route, msg: fe.Query, raw: bytes) -> None:
         """A Query that goes upstream — unless it deallocates a statement only weir holds:
@@ -488,7 +489,7 @@ class Session(Handshake):
                 swallowed.append((start - 5, end, state.replacement))
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
-                self.ctx.wrote = True
+                self.ctx.seen.pending = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.forget_grants(raw[start : start + 6])
         return _without(raw, swallowed) if swallowed else raw

@@ -29,10 +29,12 @@ from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
 from proxy.metrics import ADMIN, count_forward
+from proxy.misses import BEHIND, budgets, fill_policy, read_now
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
 from proxy.rules import hides_write, hiding_words, plain_text
+from proxy.seen import covered
 from proxy.session import SessionState
 from proxy.settings import Settings
 
@@ -127,8 +129,8 @@ class CacheService:
         async with self._starting:
             if self.registry is None:
                 s = self.settings
-                host = EngineHost(s.upstream, memory_budget=s.memory_budget,
-                                 read_timeout=s.read_timeout)
+                host = EngineHost(s.upstream, memory_budget=budgets(s, self.hits),
+                                  read_timeout=s.read_timeout, policy=fill_policy(s))
                 self._pending = host
                 try:
                     await host.start()
@@ -276,8 +278,9 @@ class CacheService:
         if host is None:
             return None, "caching is not running"
         assert ctx is not None and route.keys is not None and route.classified is not None
-        if ctx.wrote and self.settings.read_your_writes == "on":
-            return None
+        if self.settings.read_your_writes == "on" \
+                and not covered(ctx.seen, host.coverage, time.monotonic()):
+            return None  # (the waiting read: ``read_rows``)
         if not ctx.defaults_applied:
             return None
         allowed = self.granted(ctx.user, route.cache.name)
@@ -290,6 +293,8 @@ class CacheService:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, _stale(lag)
+        if self.settings.misses == "upstream":
+            return read_now(host, route, reads)
         results = []
         ctx.tried = None
         for i, key in enumerate(route.keys):
@@ -329,12 +334,12 @@ class CacheService:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, _stale(lag)
-        if ctx.wrote and self.settings.read_your_writes == "on":
-            try:
-                await host.barrier(self.settings.read_timeout)
-            except Exception as exc:  # any barrier failure means: go upstream
-                return None, f"read-your-writes barrier did not pass ({exc})"
-            ctx.wrote = False
+        if self.settings.read_your_writes == "on" \
+                and not covered(ctx.seen, host.coverage, time.monotonic()) \
+                and not await host.coverage.wait(ctx.seen.at, self.settings.read_timeout):
+            return None, BEHIND
+        if self.settings.misses == "upstream":
+            return read_now(host, route, reads)
         entry = route.cache
         assert route.keys is not None and route.classified is not None
         tried, ctx.tried = ctx.tried, None

@@ -246,7 +246,7 @@ def _snapshot(session: Session) -> tuple[Any, ...]:
     assert ctx is not None
     return (state.transaction_status, dict(state.parameters), state.parameters_version,
             {k: (v.query, v.param_types) for k, v in state.statements.items()},
-            dict(state.portals), [p.kind for p in state._pending], ctx.last, ctx.wrote,
+            dict(state.portals), [p.kind for p in state._pending], ctx.last,
             dict(ctx.settings), ctx.tainted, ext.batch_upstream, ext.batch_local,
             sorted(ext.held), sorted(ext.portals), dict(ext._reasons), dict(ext._routes),
             dict(ext._portal_statements), session.phase)

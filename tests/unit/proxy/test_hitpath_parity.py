@@ -16,6 +16,7 @@ from pgwire import frontend as fe
 from pgwire.framing import scan_messages
 from proxy import hitpath
 from proxy.extended import HeldStatement
+from proxy.seen import Seen
 
 fast = cython_ext.load_pair("hitpath")
 QUERY = "SELECT v FROM t WHERE k = $1"
@@ -67,7 +68,8 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
     service = SimpleNamespace(
         settings=SimpleNamespace(read_your_writes="on", staleness_bound=5.0),
         host=SimpleNamespace(stream=SimpleNamespace(up=c["connected"]),
-                             fresh_as_of=now - c["lag"], engine=engine),
+                             fresh_as_of=now - c["lag"], engine=engine,
+                             coverage=SimpleNamespace(covered=now - c["behind"])),
         hits=hits, grants=grants, output_settings_id=lambda state, ctx: (None, 0))
     description = b"T-desc" if c["kind"] == "prepared" else b""  # as the memos are filled
     hit = hitpath.Hit(((("c", (1,), answer)),), description, b"D-rows C-tag", ("cache", "c"),
@@ -96,8 +98,9 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
         extended=extended,
         state=SimpleNamespace(idle=c["idle"], transaction_status=c["tx"],
                               parameters_version=3),
-        ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"], wrote=c["wrote"],
-                            user="u", last=("upstream", "before"), database="db",
+        ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"],
+                            seen=Seen(now - 1.0, c["wrote"]), user="u",
+                            last=("upstream", "before"), database="db",
                             search_path=("public",), settings_version=1,
                             # the session's memo of its output settings id: current or not
                             output=(3 if c["output_memo"] else 2, 1, (None, 0))),
@@ -130,6 +133,7 @@ CONFIG = st.fixed_dictionaries({
     "granted": st.sampled_from(("yes",) * 6 + ("no", "expired", None)),
     "connected": _mostly(True, False), "lag": _mostly(0.1, 9.0), "busy": _mostly(False, True),
     "idle": _mostly(True, False), "tx": _mostly("I", "T"), "wrote": _mostly(False, True),
+    "behind": _mostly(0.5, 2.0),
     "tainted": _mostly(None, "SET search_path"), "output_memo": _mostly(True, False),
     "dead": _mostly(False, True),
 })
@@ -152,7 +156,7 @@ def test_twin_matches_pure_when_the_statement_holds_a_dropped_memo() -> None:
     assert fast is not None
     good = {"kind": "prepared", "param": b"1", "shape_ok": True, "cached": True, "memo": True,
             "current": True, "fail": False, "granted": "yes", "connected": True, "lag": 0.1,
-            "busy": False, "idle": True, "tx": "I", "wrote": False, "tainted": None,
+            "busy": False, "idle": True, "tx": "I", "wrote": False, "behind": 0.5, "tainted": None,
             "dead": True}
     for describe in (False, True):
         for output_memo in (False, True):
