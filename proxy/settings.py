@@ -123,7 +123,8 @@ class Settings:
         default=None,
         metadata={"help": "bytes of cached state and hit-path answers before eviction "
                           "(default: a quarter of the machine's or the cgroup's memory; "
-                          "0 or none: no budget)"},
+                          "0 or none: no budget)",
+                  "default_text": "(a quarter of memory)"},
     )
     read_timeout: float = field(
         default=2.0,
