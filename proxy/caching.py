@@ -142,6 +142,11 @@ class EngineHost:
         self.fill_seconds = 0.0
         self.fill_latency = Buckets()  # each fill's time from request to rows (``/metrics``)
         self.fill_failures = 0  # fill transactions that failed (their tables back off)
+        #: where fill time goes, summed over fills (seconds): waiting in the queue for a
+        #: slot, the upstream transaction (snapshot, marker, rows, commit), and from the
+        #: rows' arrival until the applier passed the marker (``SHOW WEIR STATUS``)
+        self.fill_phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
+        self._rows_at: dict[str, tuple[float, int]] = {}  # a batch's marker -> rows arrived
         #: how far the applier has provably caught up, and the sessions' barrier requests
         self.coverage = Coverage(lambda: self.stream.barrier(30.0))
 
@@ -379,6 +384,8 @@ class EngineHost:
         their keys miss (answered upstream) until a later read fills them again."""
         batch = [q.run for q in queued]
         rows: list[list[list[Row]]] | None = None
+        started = time.monotonic()
+        self.fill_phases["queue"] += sum(started - q.at for q in queued)
         try:
             snapshot, rows = await self._fetch(batch)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
@@ -397,6 +404,10 @@ class EngineHost:
         self.fills_done += len(batch)
         self.fill_transactions += 1
         now = time.monotonic()
+        self.fill_phases["fetch"] += (now - started) * len(batch)
+        marker = _marker(batch)
+        if marker in self._marker_sent:  # (else the marker passed before the rows came)
+            self._rows_at[marker] = (now, len(batch))
         self.fill_seconds += sum(now - q.at for q in queued)
         for q in queued:
             self.fill_latency.observe(now - q.at)
@@ -421,7 +432,7 @@ class EngineHost:
         """One REPEATABLE READ transaction for a batch of fills: one snapshot, one marker
         naming every fill of the batch, then the base rows (``proxy.fillsql``: requests of
         one shape are fetched with one statement)."""
-        marker = _FILL_PREFIX + ",".join(str(run.fill_id) for run in batch)
+        marker = _marker(batch)
         async with self._fills().acquire() as conn, conn.transaction(
             isolation="repeatable_read", readonly=True
         ):
@@ -465,6 +476,9 @@ class EngineHost:
         sent = self._marker_sent.pop(content, None)
         if sent is not None:  # a fill marker is a barrier too (``proxy.seen``)
             self.coverage.passed(sent)
+        rows_at = self._rows_at.pop(content, None)
+        if rows_at is not None:
+            self.fill_phases["marker"] += (time.monotonic() - rows_at[0]) * rows_at[1]
 
     # -- TransactionSink ----------------------------------------------------------------------
 
@@ -500,6 +514,11 @@ class EngineHost:
 
     async def barrier(self, timeout: float = 30.0) -> Any:
         return await self.stream.barrier(timeout)
+
+
+def _marker(batch: Sequence[RunFill]) -> str:
+    """The marker message of a fill batch: every fill it carries."""
+    return _FILL_PREFIX + ",".join(str(run.fill_id) for run in batch)
 
 
 async def _keep_session(conn: Any) -> None:
