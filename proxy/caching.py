@@ -43,10 +43,11 @@ from engine import (
     TakeSnapshot,
     Transaction,
 )
+from proxy import logparams
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
 from proxy.fillsql import fetch_batch
 from proxy.metrics import Buckets
-from proxy.publication import Publication
+from proxy.publication import Publication, persistent_names
 from proxy.seen import Coverage
 
 log = logging.getLogger("weir.cache")
@@ -104,7 +105,8 @@ class EngineHost:
 
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
                  read_timeout: float = 5.0, max_fills: int = 8,
-                 policy: FillPolicy | None = None) -> None:
+                 policy: FillPolicy | None = None,
+                 replication_slot: str | None = None) -> None:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
@@ -121,10 +123,14 @@ class EngineHost:
         self._relations: dict[str, frozenset[int]] = {}  # tables each cache reads
         self._marker_sent: dict[str, float] = {}  # a batch's marker -> when it was sent
         self.schemas: dict[int, TableSchema] = {}
-        self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0))
+        slot, pub = (None, None) if replication_slot is None \
+            else persistent_names(replication_slot)
+        self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0),
+                                       name=pub, keep=slot is not None)
         self.stream = ReplicationStream(
             StreamConfig(ConnectParams.from_url(upstream_url),
-                         publication=self.publication.name, create_publication=False),
+                         publication=self.publication.name, create_publication=False,
+                         slot=slot, temporary=slot is None),
             self, on_marker=self._on_marker)
         self.stream.before_slot = self.publication.ensure
         self._plans: dict[str, Reader] = {}
@@ -336,8 +342,8 @@ class EngineHost:
                     self._probing = True
                     self._spawn(self._probe())
             elif isinstance(effect, ReadFailed):
-                log.info("cache %s cannot answer a key (%s): forwarding upstream",
-                         effect.cache, effect.sqlstate)
+                log.info("cache %s cannot answer key %s (%s): forwarding upstream",
+                         effect.cache, logparams.shown(effect.key), effect.sqlstate)
                 self._wake(effect.cache, effect.key, Served(None, ReadOutcome.FAILED))
 
     def _wake(self, cache: str, key: Row, served: Served) -> None:

@@ -22,13 +22,12 @@ from typing import Any
 import cython_ext
 from engine import effective_search_path, merge_lookups
 from pgwire import backend as be
-from pgwire.errors import error_response
 from proxy import commands
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
-from proxy.metrics import ADMIN, count_forward
+from proxy.metrics import ADMIN, count_forward, own_error
 from proxy.misses import BEHIND, budgets, fill_policy, read_now
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
@@ -130,7 +129,8 @@ class CacheService:
             if self.registry is None:
                 s = self.settings
                 host = EngineHost(s.upstream, memory_budget=budgets(s, self.hits),
-                                  read_timeout=s.read_timeout, policy=fill_policy(s))
+                                  read_timeout=s.read_timeout, policy=fill_policy(s),
+                                  replication_slot=s.replication_slot)
                 self._pending = host
                 try:
                     await host.start()
@@ -553,10 +553,10 @@ class CacheService:
             return commands.show(registry, cmd.what, self.lanes, self.hits,
                                  self.settings.upstream_address)
         except AdminError as exc:
-            return error_response("42000", str(exc)).encode()
+            return own_error("42000", str(exc))
         except Exception as exc:
             log.exception("admin command failed")
-            return error_response("XX000", f"weir: {exc}").encode()
+            return own_error("XX000", f"weir: {exc}")
 
 def _stale(lag: float) -> str:
     if lag == float("inf"):
