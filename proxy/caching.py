@@ -288,6 +288,8 @@ class EngineHost:
         except Exception:
             return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
         if rows is not None:
+            if not count:  # (read again for the same client read: counted already)
+                self.engine.stats.hits -= 1
             return rows
         queue = self.queue
         if queue.full:

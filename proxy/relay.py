@@ -339,7 +339,8 @@ class Session(Handshake):
         is sent to the client in its place; ``skipped`` runs if it does not succeed)."""
         self._note_hidden(msg)
         self.state.injected(msg, replace, skipped)
-        self._upstream_write(msg.encode())
+        if self.upstream is not None:  # (its answer shows the client nothing: seen(s) stays)
+            self.upstream.write(msg.encode())
 
     def inject_flush(self) -> None:
         """Ask the upstream for the answers to weir's own requests now (a Flush)."""

@@ -28,7 +28,7 @@ from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
 from proxy.metrics import ADMIN, count_forward, own_error
-from proxy.misses import BEHIND, budgets, fill_policy, read_now
+from proxy.misses import BEHIND, budgets, fill_policy, read_covered, read_covered_now
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -278,7 +278,9 @@ class CacheService:
         if host is None:
             return None, "caching is not running"
         assert ctx is not None and route.keys is not None and route.classified is not None
-        if self.settings.read_your_writes == "on" \
+        rule = self.settings.read_your_writes == "on"
+        upstream_misses = self.settings.misses == "upstream"
+        if rule and not upstream_misses \
                 and not covered(ctx.seen, host.coverage, time.monotonic()):
             return None  # (the waiting read: ``read_rows``)
         if not ctx.defaults_applied:
@@ -293,8 +295,8 @@ class CacheService:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, _stale(lag)
-        if self.settings.misses == "upstream":
-            return read_now(host, route, reads)
+        if upstream_misses:
+            return read_covered_now(host, route, ctx, reads, rule)
         results = []
         ctx.tried = None
         for i, key in enumerate(route.keys):
@@ -334,12 +336,12 @@ class CacheService:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, _stale(lag)
-        if self.settings.read_your_writes == "on" \
-                and not covered(ctx.seen, host.coverage, time.monotonic()) \
+        rule = self.settings.read_your_writes == "on"
+        if self.settings.misses == "upstream":
+            return await read_covered(host, route, ctx, reads, rule, self.settings.read_timeout)
+        if rule and not covered(ctx.seen, host.coverage, time.monotonic()) \
                 and not await host.coverage.wait(ctx.seen.at, self.settings.read_timeout):
             return None, BEHIND
-        if self.settings.misses == "upstream":
-            return read_now(host, route, reads)
         entry = route.cache
         assert route.keys is not None and route.classified is not None
         tried, ctx.tried = ctx.tried, None

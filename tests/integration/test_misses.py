@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from proxy.fillqueue import FillPolicy
-from proxy.misses import BEHIND, MISS
+from proxy.misses import BEHIND, MISS, default_budget
 from tests.support import InProcessWeir, eventually
 
 DEFAULTS = {"misses": "upstream", "admission": "second", "hit_lanes": 0}
@@ -226,3 +226,25 @@ def test_a_session_behind_the_cache_goes_upstream_after_its_bound(pg: Any, dbnam
             assert _read(conn, 2) == ("v2-new", ("upstream", BEHIND))
     finally:
         server.stop()
+
+
+def test_a_memory_budget_by_default(pg: Any, dbname: str) -> None:
+    """Without --memory-budget the caches and the memoized answers share a budget derived
+    from the machine's (or the cgroup's) memory; --memory-budget none means no budget."""
+    _kv(pg, dbname, 10)
+    for given, bounded in ((None, True), (0, False)):
+        server = _start(pg, dbname, memory_budget=given)
+        try:
+            with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+                conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+                service = server.server.service
+                machine = default_budget()
+                assert machine is not None
+                if bounded:
+                    assert service.host.engine.budget + service.hits.limit == machine
+                    status = dict(conn.execute("SHOW WEIR STATUS").fetchall())
+                    assert status["memory_budget"] == str(service.host.engine.budget)
+                else:
+                    assert service.host.engine.budget is None
+        finally:
+            server.stop()

@@ -147,10 +147,12 @@ def test_budgets_cover_the_memos_and_none_means_none() -> None:
     memos = HitMemos()
     assert budgets(Settings(upstream=UP, memory_budget=0), memos) is None
     assert memos.limit == TOTAL_BYTES
-    default = budgets(Settings(upstream=UP), HitMemos())
+    memos = HitMemos()
+    default = budgets(Settings(upstream=UP), memos)
     machine = default_budget()
     assert default is not None and machine is not None
-    assert default == machine - int(machine * 0.25)
+    assert default + memos.limit == machine
+    assert memos.limit == min(TOTAL_BYTES, machine // 4)
 
 
 def test_memory_budget_none_from_a_flag() -> None:
