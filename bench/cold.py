@@ -52,6 +52,8 @@ class Scenario:
     churn: bool = False
     writes: bool = False
     admission: str = "second"
+    flags: tuple[str, ...] = ()  # more weir flags
+    cached: bool = True  # False: no CREATE CACHE (weir's own pass-through speed)
 
     def script(self) -> str:
         dist = (f"random_zipfian(1, {self.keys}, 1.1)" if self.zipf
@@ -61,12 +63,16 @@ class Scenario:
 
 SCENARIOS = [
     Scenario("(a) point lookup, Zipf over 10,000", POINT, 10_000),
+    Scenario("(a) the same, --read-your-writes off (no seen(s) barriers)", POINT, 10_000,
+             flags=("--read-your-writes", "off")),
     Scenario("(a) point lookup, Zipf over 100,000", POINT, 100_000),
     Scenario("(a) story with vote count, Zipf over 100,000", VOTES, 100_000),
     Scenario("(a) author top 10, Zipf over 10,000 authors", TOP10, 10_000),
     Scenario("(b) point lookup, uniform over 100,000", POINT, 100_000, zipf=False),
     Scenario("(b) the same, --admission always", POINT, 100_000, zipf=False,
              admission="always"),
+    Scenario("(b) the same without a cache (weir's pass-through)", POINT, 100_000,
+             zipf=False, cached=False),
     Scenario("(c) point lookup, Zipf over 100,000, budget 1/3", POINT, 100_000, churn=True),
     Scenario("(d) point lookup, Zipf over 10,000, 1,000 writes/s", POINT, 10_000,
              writes=True),
@@ -122,8 +128,9 @@ def weir_run(cluster: Any, bindir: Path, sc: Scenario, args: argparse.Namespace,
     """A fresh weir, the scenario's cache created, pgbench at once."""
     proc, through = hit._start_weir(cluster, extra)
     try:
-        with psycopg.connect(through, autocommit=True) as conn:
-            conn.execute("CREATE CACHE FROM " + CACHE[sc.query])
+        if sc.cached:
+            with psycopg.connect(through, autocommit=True) as conn:
+                conn.execute("CREATE CACHE FROM " + CACHE[sc.query])
         line = bench(bindir, through, sc.script(), args.seconds, args.clients)
         return line, hit.status(through)
     finally:
@@ -187,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
                 d = bench(bindir, direct, sc.script(), args.seconds, args.clients)
                 extra = ["--memory-budget", str(max(100_000, working_set // 3))] \
                     if sc.churn else []
-                extra += ["--admission", sc.admission]
+                extra += ["--admission", sc.admission, *sc.flags]
                 w, st = weir_run(cluster, bindir, sc, args, extra)
             finally:
                 stop.set()
