@@ -34,6 +34,7 @@ from proxy import localpg  # noqa: E402
 from tools.splice import splice  # noqa: E402
 
 BEGIN, END = "<!-- cold:begin -->", "<!-- cold:end -->"
+COST_BEGIN, COST_END = "<!-- cold-cost:begin -->", "<!-- cold-cost:end -->"
 POINT = "SELECT id, author, title FROM stories WHERE id = :id;\n"
 VOTES = ("SELECT s.id, s.title, count(v.user_id) AS votes FROM stories s LEFT JOIN votes v "
          "ON v.story_id = s.id WHERE s.id = :id GROUP BY s.id, s.title;\n")
@@ -175,7 +176,34 @@ def _ratio(w: list[float], d: list[float], first: int | None = None) -> float:
     return (sum(w) / max(1, len(w))) / max(1e-9, sum(d) / max(1, len(d)))
 
 
+def measure_costs(cluster: Any, misses: int) -> list[tuple[str, int, int, float, dict[str, str]]]:
+    costs = []
+    for label, extra in (("--misses upstream (batched, background)", []),
+                         ("--misses wait (one fill per read)", ["--misses", "wait"])):
+        xids, wal, took, st = fill_cost(cluster, misses, extra)
+        costs.append((label, xids, wal, took, st))
+        print(f"{label}: {xids} xids, {wal} bytes WAL, {took:.1f} s", flush=True)
+    return costs
+
+
+def run_costs(args: argparse.Namespace) -> int:
+    """Only the upstream cost of misses (a short run: no throughput figures)."""
+    cluster = localpg.start(tls=False)
+    try:
+        hit.load(cluster.dsn(), args.stories, args.stories // 10, args.votes)
+        costs = measure_costs(cluster, args.misses)
+    finally:
+        cluster.stop()
+    doc = ROOT / "docs" / "benchmarks" / "hit.md"
+    text = cost_report(costs, args)
+    doc.write_text(splice(doc.read_text(), COST_BEGIN, COST_END, text, doc))
+    print(text)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.only_cost:
+        return run_costs(args)
     bindir = localpg.find_bindir()
     cluster = localpg.start(tls=False)
     results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]] = []
@@ -192,7 +220,8 @@ def run(args: argparse.Namespace) -> int:
                 bg.start()
             try:
                 d = bench(bindir, direct, sc.script(), args.seconds, args.clients)
-                extra = ["--memory-budget", str(max(100_000, working_set // 3))] \
+                # (the caches get three quarters of a budget: the memos the rest)
+                extra = ["--memory-budget", str(max(100_000, working_set * 4 // 9))] \
                     if sc.churn else []
                 extra += ["--admission", sc.admission, *sc.flags]
                 w, st = weir_run(cluster, bindir, sc, args, extra)
@@ -201,16 +230,12 @@ def run(args: argparse.Namespace) -> int:
                 if sc.writes:
                     bg.join()
             if sc.query == POINT and sc.keys == 100_000 and sc.zipf and not sc.churn:
-                working_set = int(st.get("memory_bytes", "0")) + int(st.get("memo_bytes", "0"))
+                working_set = int(st.get("memory_bytes", "0"))
             results.append((sc, d, w, st))
             print(f"{sc.name}: direct {sum(d.tps) / max(1, len(d.tps)):.0f} tps, weir "
                   f"{sum(w.tps) / max(1, len(w.tps)):.0f} tps ({_ratio(w.tps, d.tps):.2f}x)",
                   flush=True)
-        for label, extra in (("--misses upstream (batched, background)", []),
-                             ("--misses wait (one fill per read)", ["--misses", "wait"])):
-            xids, wal, took, st = fill_cost(cluster, args.misses, extra)
-            costs.append((label, xids, wal, took, st))
-            print(f"{label}: {xids} xids, {wal} bytes WAL, {took:.1f} s", flush=True)
+        costs = measure_costs(cluster, args.misses)
     finally:
         cluster.stop()
     load_after = os.getloadavg()[0]
@@ -260,7 +285,13 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
     for sc, d, w, _ in results:
         cells = [f"{a / b:.2f}" if b else "" for a, b in zip(w.tps, d.tps, strict=False)]
         lines.append(f"| {sc.name} | " + " | ".join(cells) + " |")
-    lines += ["", f"Upstream cost of {args.misses} misses (one client reading {args.misses} "
+    lines += ["", COST_BEGIN, cost_report(costs, args), COST_END]
+    return "\n".join(lines)
+
+
+def cost_report(costs: list[tuple[str, int, int, float, dict[str, str]]],
+                args: argparse.Namespace) -> str:
+    lines = [f"Upstream cost of {args.misses} misses (one client reading {args.misses} "
               "distinct keys once each through a fresh weir with `--admission always`, until "
               "every fill landed; transaction IDs and WAL include weir's heartbeat, 2 "
               "barriers/s):", "",
@@ -305,6 +336,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--stories", type=int, default=100_000)
     parser.add_argument("--votes", type=int, default=300_000)
     parser.add_argument("--misses", type=int, default=2000)
+    parser.add_argument("--only-cost", action="store_true",
+                        help="measure only the upstream cost of --misses misses")
     return run(parser.parse_args(argv))
 
 

@@ -374,6 +374,8 @@ class EngineHost:
 
     async def _drain(self) -> None:
         try:
+            if self.policy.linger > 0:  # let the misses of the next moment join the batch
+                await asyncio.sleep(self.policy.linger)
             while self.queue.waiting:
                 await self._fill_slots.acquire()
                 batch, gone = self.queue.take(time.monotonic())

@@ -30,7 +30,9 @@ class FillPolicy:
     read within the doorkeeper's window) or ``always``; ``max_queued``: fills waiting for an
     upstream transaction (more misses are not filled); ``batch``: fills per upstream
     transaction; ``per_table``: upstream fill transactions at once that read one table;
-    ``backoff``: first and longest pause, in seconds, after a fill of a table failed."""
+    ``backoff``: first and longest pause, in seconds, after a fill of a table failed;
+    ``linger``: seconds the first fill of an idle queue waits for others to join its
+    transaction (a miss is answered upstream, so no client waits for it)."""
 
     admission: str = "second"
     max_queued: int = 4096
@@ -38,6 +40,7 @@ class FillPolicy:
     per_table: int = 2
     backoff: tuple[float, float] = (0.5, 30.0)
     doorkeeper: int = 1 << 16
+    linger: float = 0.002
 
 
 class Admission:

@@ -88,7 +88,9 @@ async def read_covered(host: EngineHost, route: Route, ctx: SessionContext,
 
 
 def fill_policy(settings: Settings) -> FillPolicy:
-    return FillPolicy(admission=settings.admission, max_queued=settings.fill_queue)
+    # (a miss that waits for its fill, --misses wait, should not wait for others to join it)
+    return FillPolicy(admission=settings.admission, max_queued=settings.fill_queue,
+                      linger=0.002 if settings.misses == "upstream" else 0.0)
 
 
 #: share of the memory weir may use that the default budget gives to cached state
