@@ -396,6 +396,8 @@ cdef class Relay:
         self.upstream_write(raw)
         if self.core.upstream_since == 0.0:
             self.core.upstream_since = _monotonic()
+        if ctx is not None:
+            ctx.seen.pending = True  # its answer moves seen(s) (proxy.seen)
         return True
 
     cdef int _observe(self, const unsigned char* p, Py_ssize_t n, PyObject** found, bint local,

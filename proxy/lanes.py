@@ -340,6 +340,8 @@ class HitLanes:
             return
         if token in self._passing:
             self._passing.discard(token)
+            if session.ctx is not None:  # what the lane relayed moves seen(s) (proxy.seen)
+                session.ctx.seen.pending = True
             self._reclaim_pass(session, result, replay)
             return
         served, table, unanswered, unsent = result

@@ -219,7 +219,13 @@ class WeirCollector:
         destinations["cache"] = hits
         yield _counter("weir_cache_hits", "cache lookups answered (the engine's, the memoized "
                        "answers' checks, the lanes' answers)", hits)
-        yield _counter("weir_cache_misses", "cached reads that needed a fill", engine.stats.misses)
+        yield _counter("weir_cache_misses", "cached reads whose key was missing",
+                       engine.stats.misses)
+        yield _counter("weir_cache_fill_failures", "fill transactions that failed",
+                       host.fill_failures)
+        yield _counter("weir_cache_misses_not_admitted",
+                       "misses not filled: the key's first read (--admission second)",
+                       host.admission.refused)
         yield _counter("weir_cache_fills", "fills completed", host.fills_done)
         yield _counter("weir_cache_fill_transactions", "snapshot transactions run for fills",
                        host.fill_transactions)
