@@ -23,6 +23,7 @@ from typing import Any
 from engine import Classified, Unsupported
 from proxy.admin import AdminCommand, parse_admin
 from proxy.results import OutputSettings, supports
+from proxy.seen import Seen
 from proxy.session import SessionState
 from proxy.transactions import Block, Isolation, refusal
 
@@ -43,7 +44,9 @@ class SessionContext:
     user: str
     search_path: tuple[str, ...]
     tainted: str | None = None  # why this session's reads must go upstream
-    wrote: bool = False  # a write committed since the last barrier (read-your-writes)
+    #: seen(s): when the session last got an answer from the upstream (``proxy.seen``;
+    #: read-your-writes and monotonic reads)
+    seen: Seen = field(default_factory=Seen)
     last: tuple[str, str] = ("upstream", "no statement yet")
     #: output settings PostgreSQL does not report with ParameterStatus, as the client set them
     settings: dict[str, str] = field(default_factory=dict)
@@ -59,11 +62,9 @@ class SessionContext:
     #: (``CacheService.hides_write``): running one counts as a write
     hiding: set[str] = field(default_factory=set)
     #: the current transaction block and the session's default isolation
-    #: (``proxy.transactions``); ``forwarded``: something went upstream since the last
-    #: barrier a cached read inside a block waited for
+    #: (``proxy.transactions``)
     block: Block = field(default_factory=Block)
     isolation: Isolation = field(default_factory=Isolation)
-    forwarded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +89,7 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
         return Route("upstream", why)
     if ctx.database != replicated_db:
         return Route("upstream", f"database {ctx.database} is not the one weir replicates")
-    if not state.idle:
+    if not state.caught_up:
         return Route("upstream", "earlier statements are still running upstream")
     classified: Classified = registry.classify(text, ctx.search_path)
     query = classified.query

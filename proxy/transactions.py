@@ -18,9 +18,9 @@ Why that is exact: under READ COMMITTED each statement takes a new snapshot, no 
 the previous statement's; a cached read shows one committed state of the upstream (prefix
 consistency), so a block that has not written sees nothing PostgreSQL could not have shown it,
 provided no cached read is older than what the session already saw. That last condition is
-seen(s) (DESIGN §12): a cached read inside a block waits for a barrier emitted after the
-session's last upstream answer (``SessionContext.forwarded``: anything sent upstream since the
-last barrier the session passed; BEGIN is one, so a block's first cached read waits once).
+seen(s) (DESIGN §12, ``proxy.seen``): every upstream answer, BEGIN's and those inside the
+block included, moves seen(s), and a cached read is allowed only once the applier has passed
+a barrier sent after it (with ``--read-your-writes on``, the default).
 A block that wrote must read its own uncommitted rows, which only PostgreSQL has; a locking
 read returns rows as of after the lock wait, and REPEATABLE READ / SERIALIZABLE pin one
 snapshot for the whole block, which the caches cannot hold.
