@@ -110,13 +110,15 @@ class Reader:
             raise self._fail(f"{len(self._data) - self._pos} unexpected trailing bytes")
 
 
-def cstring_at(data: bytes, pos: int, what: str) -> tuple[str, int]:
-    """The NUL-terminated UTF-8 string at ``pos`` and the offset after its NUL."""
+def cstring_at(data: bytes, pos: int, what: str, errors: str = "strict") -> tuple[str, int]:
+    """The NUL-terminated UTF-8 string at ``pos`` and the offset after its NUL. ``errors``
+    "surrogateescape" for statement texts: a client whose client_encoding is not UTF-8
+    sends other bytes, kept as surrogates (``cstr`` writes them back unchanged)."""
     end = data.find(b"\x00", pos)
     if end < 0:
         raise ProtocolViolation(f"malformed {what} message: string not terminated")
     try:
-        return data[pos:end].decode("utf-8"), end + 1
+        return data[pos:end].decode("utf-8", errors), end + 1
     except UnicodeDecodeError as exc:
         raise ProtocolViolation(f"malformed {what} message: invalid UTF-8 ({exc.reason})") from None
 
@@ -179,8 +181,9 @@ def frame_untyped(payload: bytes) -> bytes:
 
 
 def cstr(text: str) -> bytes:
-    """``text`` as NUL-terminated UTF-8; an embedded NUL is a programming error."""
-    data = text.encode("utf-8")
+    """``text`` as NUL-terminated UTF-8 (surrogates from ``cstring_at`` back to their bytes);
+    an embedded NUL is a programming error."""
+    data = text.encode("utf-8", "surrogateescape")
     if b"\x00" in data:
         raise ValueError(f"string for the wire contains NUL: {text!r}")
     return data + b"\x00"

@@ -242,7 +242,7 @@ class Query:
 
     @classmethod
     def decode(cls, payload: bytes) -> Query:
-        query, pos = cstring_at(payload, 0, "Query")
+        query, pos = cstring_at(payload, 0, "Query", "surrogateescape")
         at_end(payload, pos, "Query")
         return cls(query)
 
@@ -264,7 +264,7 @@ class Parse:
     @classmethod
     def decode(cls, payload: bytes) -> Parse:
         name, pos = cstring_at(payload, 0, "Parse")
-        query, pos = cstring_at(payload, pos, "Parse")
+        query, pos = cstring_at(payload, pos, "Parse", "surrogateescape")
         r = Reader(payload[pos:], "Parse")
         types = r.uint32_list(r.count())
         r.finish()

@@ -264,3 +264,26 @@ def test_psycopg_path_is_transparent(pg: Any, dbname: str, name: str,
         run()
     if mode != "off" and name not in ("copy", "notifies", "server_cursors", "transactions"):
         eventually(run, 20)
+
+
+@pytest.mark.parametrize("encoding", ["LATIN1", "KOI8R"])
+def test_statements_in_another_client_encoding(pg: Any, dbname: str, encoding: str) -> None:
+    """A client whose client_encoding is not UTF-8 sends statement texts in that encoding:
+    weir relays them byte for byte (it used to close the connection: "invalid UTF-8")."""
+    pg.psql("CREATE TABLE enc_t (id int PRIMARY KEY, v text);"
+            "INSERT INTO enc_t VALUES (1, 'é'), (2, 'ж')", dbname)
+    weir = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=1)
+    text = "é" if encoding == "LATIN1" else "ж"
+    try:
+        answers = []
+        for dsn in (pg.dsn(dbname=dbname), weir.dsn(dbname=dbname)):
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(f"SET client_encoding = '{encoding}'")
+                for _ in range(3):
+                    answers.append(conn.execute(
+                        f"SELECT id, v FROM enc_t WHERE v = '{text}'").fetchall())
+                    answers.append(conn.execute("SELECT v FROM enc_t WHERE id = %s",
+                                                (1 if encoding == "LATIN1" else 2,)).fetchall())
+        assert answers[:6] == answers[6:]
+    finally:
+        weir.stop()

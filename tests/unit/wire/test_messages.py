@@ -179,11 +179,20 @@ def test_unsupported_protocol_version_is_feature_not_supported() -> None:
     assert info.value.sqlstate == "0A000"
 
 
+def test_statement_texts_in_another_encoding_round_trip() -> None:
+    """A Query's or Parse's text in a client_encoding other than UTF-8 is kept byte for byte
+    (weir relays it; PostgreSQL decodes it)."""
+    for msg in (fe.Query("SELECT '\udce9'"), fe.Parse("s", "SELECT '\udcd6'", (25,))):
+        raw = msg.encode()
+        assert b"'\xe9'" in raw or b"'\xd6'" in raw
+        assert fe.decode_frontend(raw[0], raw[5:]) == msg
+
+
 @pytest.mark.parametrize(
     ("decode", "mtype", "payload"),
     [
         (fe.decode_frontend, ord("Q"), b"select 1"),  # no terminator
-        (fe.decode_frontend, ord("Q"), b"\xff\xfe\x00"),  # invalid UTF-8
+        (fe.decode_frontend, ord("S"), b"\xff\xfe\x00"),  # invalid UTF-8 (a name)
         (fe.decode_frontend, ord("Q"), b"a\x00b"),  # trailing bytes
         (fe.decode_frontend, ord("S"), b"x"),
         (fe.decode_frontend, ord("D"), b"Xname\x00"),
