@@ -421,8 +421,8 @@ class Extended:
         if held is not None:
             self.core.reasons[msg.statement] = (
                 self._why_not() if not self._can_answer()
-                else "a parameter is not usable as a cache key"
-            )
+                else self.service.shape_reason(held.route.cache)
+                or "a parameter is not usable as a cache key")
         self._materialize(msg.statement)
         self.core.portal_statements[msg.portal] = msg.statement
         if held is None:

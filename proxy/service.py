@@ -546,9 +546,17 @@ class CacheService:
         """Whether weir may describe a cache's columns itself now (RowDescription of a held
         statement or local portal): the cache is current and fresh, so no DDL passed since
         its fields were read. Otherwise the statement is described and run upstream."""
+        return self.shape_reason(entry) is None
+
+    def shape_reason(self, entry: Any) -> str | None:
+        """Why :meth:`shape_known` says no (None when it says yes)."""
         host = self.host
-        return entry is None or (host is not None and self.is_current(entry)
-                                 and host.staleness() <= self.settings.staleness_bound)
+        if entry is None:
+            return None
+        if host is None or not self.is_current(entry):
+            return f"cache {entry.name} was dropped after this statement was prepared"
+        lag = host.staleness()
+        return _stale(lag) if lag > self.settings.staleness_bound else None
 
     # -- admin --------------------------------------------------------------------------------
 
