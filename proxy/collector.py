@@ -13,7 +13,14 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from proxy.metrics import ADMIN, FORWARDS, OWN_ERRORS, UPSTREAM_CONNECT, UPSTREAM_ERRORS
+from proxy.metrics import (
+    ADMIN,
+    FORWARDS,
+    OWN_ERRORS,
+    UPSTREAM_CONNECT,
+    UPSTREAM_ERRORS,
+    UPSTREAM_STATEMENTS,
+)
 from proxy.server import Server
 
 
@@ -62,6 +69,11 @@ class WeirCollector:
         yield UPSTREAM_CONNECT.family("weir_upstream_connect_seconds",
                                       "time to open a session's upstream connection")
         lanes = service.lanes
+        statements = UPSTREAM_STATEMENTS if lanes is None \
+            else UPSTREAM_STATEMENTS.plus(*lanes.upstream_latency())
+        yield statements.family(
+            "weir_upstream_statement_seconds", "time from a request sent upstream (a simple "
+            "Query or an extended-protocol batch up to its Sync) to its ReadyForQuery")
         lane_answers = 0
         if lanes is not None:
             stats = lanes.stats()
@@ -93,7 +105,13 @@ class WeirCollector:
         destinations["cache"] = hits
         yield _counter("weir_cache_hits", "cache lookups answered (the engine's, the memoized "
                        "answers' checks, the lanes' answers)", hits)
-        yield _counter("weir_cache_misses", "cached reads that needed a fill", engine.stats.misses)
+        yield _counter("weir_cache_misses", "cached reads whose key was missing",
+                       engine.stats.misses)
+        yield _counter("weir_cache_fill_failures", "fill transactions that failed",
+                       host.fill_failures)
+        yield _counter("weir_cache_misses_not_admitted",
+                       "misses not filled: the key's first read (--admission second)",
+                       host.admission.refused)
         yield _counter("weir_cache_fills", "fills completed", host.fills_done)
         yield _counter("weir_cache_fill_transactions", "snapshot transactions run for fills",
                        host.fill_transactions)
@@ -105,6 +123,14 @@ class WeirCollector:
         yield _labelled(GaugeMetricFamily("weir_cache_memory_bytes", "bytes of cached state "
                                           "per cache", labels=["cache"]),
                         engine.memory_by_cache())
+        by_cache = dict(engine.hits_by_cache)
+        if service.lanes is not None:
+            for cache, n in service.lanes.served_by_cache().items():
+                if cache in by_cache:
+                    by_cache[cache] += n
+        yield _labelled(CounterMetricFamily(
+            "weir_cache_queries", "cache lookups answered, by cache (the engine's, the "
+            "memoized answers' checks, the lanes' answers)", labels=["cache"]), by_cache)
         yield _gauge("weir_replication_connected", "1 while the replication stream runs",
                      int(stats.connected))
         yield _gauge("weir_replication_applied_lsn", "last WAL position applied to the caches "

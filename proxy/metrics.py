@@ -41,6 +41,16 @@ class Buckets:
         self.count += 1
         self.total += seconds
 
+    def plus(self, counts: tuple[int, ...], total: float) -> Buckets:
+        """A copy with ``counts`` (same bounds, then +Inf) and ``total`` seconds added."""
+        both = Buckets(self.bounds)
+        if len(counts) != len(self.counts):
+            raise ValueError("bucket counts of other bounds")
+        both.counts = [a + b for a, b in zip(self.counts, counts, strict=True)]
+        both.count = self.count + sum(counts)
+        both.total = self.total + total
+        return both
+
     def family(self, name: str, doc: str) -> HistogramMetricFamily:
         cumulative, running = [], 0
         for bound, n in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
@@ -59,6 +69,9 @@ FORWARDS: dict[str, int] = {}
 ADMIN = [0]
 #: time to open a relayed session's upstream connection (TCP and TLS)
 UPSTREAM_CONNECT = Buckets()
+#: time from a request going upstream to its ReadyForQuery, for sessions on the event loop
+#: (pass lanes count theirs in C: ``HitLanes.upstream_latency``)
+UPSTREAM_STATEMENTS = Buckets()
 
 #: a reason's first words -> its label (``Route.reason``, ``ReadOutcome`` texts)
 _REASON_PREFIXES: tuple[tuple[str, str], ...] = (

@@ -1,8 +1,9 @@
 """Cached reads: the rows of a routed read from the caches, and their encoded answers.
 
-Owns: :class:`ReadPath` — a read's gates in order (role defaults, the role's privileges,
-the staleness bound, the read-your-writes barrier: ``proxy.gates``), the read itself (every
-key of an IN list from one state of the cache), and encoding the rows (the column encoders
+Owns: :class:`ReadPath` — a read's gates in order (role defaults, the role's privileges:
+``proxy.gates``; the staleness bound; read-your-writes: the session's ``seen(s)`` covered,
+``proxy.seen``), the read itself (every key of an IN list from one state of the cache; with
+``--misses upstream``, ``proxy.misses``), and encoding the rows (the column encoders
 memoized per cache, formats and output settings; the session's output settings and their
 small id, which the hit path's memos are kept by). Two entry points share these rules:
 :meth:`ReadPath.read_rows_now` answers without waiting or says it would have to wait (the
@@ -15,6 +16,7 @@ STATEMENT; the client never sees an error it would not get from PostgreSQL.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 from engine import merge_lookups
@@ -22,8 +24,10 @@ from pgwire import backend as be
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
+from proxy.misses import BEHIND, read_covered, read_covered_now
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported
+from proxy.seen import covered
 from proxy.session import SessionState
 from proxy.settings import Settings
 
@@ -75,8 +79,11 @@ class ReadPath:
         if host is None:
             return None, "caching is not running"
         assert ctx is not None and route.keys is not None
-        if ctx.wrote and self.settings.read_your_writes == "on":
-            return None
+        rule = self.settings.read_your_writes == "on"
+        upstream_misses = self.settings.misses == "upstream"
+        if rule and not upstream_misses \
+                and not covered(ctx.seen, host.coverage, time.monotonic()):
+            return None  # (the waiting read: ``read_rows``)
         if not ctx.defaults_applied:
             return None
         allowed = self.gates.granted(ctx.user, route.cache.name)
@@ -89,6 +96,8 @@ class ReadPath:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, stale(lag)
+        if upstream_misses:
+            return read_covered_now(host, route, ctx, reads, rule)
         results = []
         ctx.tried = None
         for i, key in enumerate(route.keys):
@@ -125,12 +134,12 @@ class ReadPath:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, stale(lag)
-        if ctx.wrote and self.settings.read_your_writes == "on":
-            try:
-                await host.barrier(self.settings.read_timeout)
-            except Exception as exc:  # any barrier failure means: go upstream
-                return None, f"read-your-writes barrier did not pass ({exc})"
-            ctx.wrote = False
+        rule = self.settings.read_your_writes == "on"
+        if self.settings.misses == "upstream":
+            return await read_covered(host, route, ctx, reads, rule, self.settings.read_timeout)
+        if rule and not covered(ctx.seen, host.coverage, time.monotonic()) \
+                and not await host.coverage.wait(ctx.seen.at, self.settings.read_timeout):
+            return None, BEHIND
         entry = route.cache
         assert route.keys is not None
         tried, ctx.tried = ctx.tried, None

@@ -27,6 +27,7 @@ from proxy.gates import Gates
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
 from proxy.metrics import count_forward
+from proxy.misses import budgets, fill_policy
 from proxy.reads import ReadPath
 from proxy.registry import Registry
 from proxy.router import Route, SessionContext, route_query
@@ -119,8 +120,8 @@ class CacheService:
         async with self._starting:
             if self.registry is None:
                 s = self.settings
-                host = EngineHost(s.upstream, memory_budget=s.memory_budget,
-                                  read_timeout=s.read_timeout,
+                host = EngineHost(s.upstream, memory_budget=budgets(s, self.hits),
+                                  read_timeout=s.read_timeout, policy=fill_policy(s),
                                   replication_slot=s.replication_slot)
                 self._pending = host
                 try:
