@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -321,6 +322,8 @@ class Session:
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             self.upstream.write(data)
+            if not self.state.upstream_since:
+                self.state.upstream_since = time.monotonic()
             if self.ctx is not None:
                 self.ctx.seen.pending = True  # its answer moves seen(s) (``proxy.seen``)
 
