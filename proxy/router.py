@@ -25,7 +25,7 @@ from proxy.admin import AdminCommand, parse_admin
 from proxy.results import OutputSettings, supports
 from proxy.seen import Seen
 from proxy.session import SessionState
-from proxy.transactions import Block, Isolation, refusal
+from proxy.transactions import Block, Isolation, note_write, refusal
 
 #: Settings a client may SET without changing what a cached SELECT returns.
 HARMLESS_SETTINGS = frozenset({
@@ -54,7 +54,7 @@ class SessionContext:
     output: Any = None  # (versions, (OutputSettings, id)) memo kept by CacheService
     defaults_applied: bool = False  # role/database defaults read (CacheService)
     #: (cache, keys, how many of them were read) of the last read that missed without
-    #: waiting (``CacheService.read_rows_now``): the waiting read that follows does not
+    #: waiting (``ReadPath.read_rows_now``): the waiting read that follows does not
     #: count those keys again
     tried: tuple[str, list[Any], int] | None = None
     parameters: dict[str, str] | None = None  # the session's ParameterStatus values
@@ -166,3 +166,11 @@ def setting_taint(text: str) -> str | None:
     if name == "time" and len(rest) > 1 and rest[1].upper() == "ZONE":
         return None
     return f"the session changed setting {name}, which weir does not follow yet"
+
+
+def wrote(ctx: SessionContext, status: str, tag: bytes = b"") -> None:
+    """A statement of the session wrote (or may have; ``tag``: its CommandComplete tag):
+    seen(s) moves (read-your-writes), and its transaction block reads upstream from now on
+    (``proxy.transactions.note_write``)."""
+    ctx.seen.pending = True
+    note_write(ctx.block, status, tag)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 #: the isolation levels a block may be served at (PostgreSQL runs READ UNCOMMITTED as READ
 #: COMMITTED)
@@ -168,3 +169,9 @@ def refusal(status: str, block: Block, isolation: Isolation) -> str | None:
     if level not in SERVED:
         return f"inside a {level.upper()} transaction (one snapshot for the whole block)"
     return None
+
+
+def ended(state: Any) -> bool:
+    """Whether the transaction of a session's last statement is over, or the session (a
+    DDL's: ``EngineHost.distrust``). ``state``: the session's ``SessionState``."""
+    return bool(state.phase.name == "CLOSED" or (not state.in_transaction and state.idle))
