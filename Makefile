@@ -88,7 +88,7 @@ bench-passthrough: install
 
 # the asyncpg, psycopg2 and SQLAlchemy test suites (their PyPI source distributions, fetched
 # into .compat/) directly, through weir --caching off and --caching auto --auto-after 1;
-# prints the failed counts side by side (about 25 minutes; not part of ``make test``)
+# prints the failed counts side by side (about 45 minutes; not part of ``make test``)
 compat: install
 	$(PIP) install -q -e '.[dev,spark,compat]'
 	$(PY) tools/compat.py $(COMPAT_ARGS)
