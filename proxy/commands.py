@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 from cdc import format_lsn
 from pgwire import backend as be
-from proxy.admin import CreateCache
+from proxy.admin import CreateCache, Show
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes
-from proxy.registry import Registry
+from proxy.registry import Registry, masked
 from proxy.router import SessionContext
 from proxy.settings import UpstreamAddress
 
@@ -43,14 +43,18 @@ async def create(registry: Registry, cmd: CreateCache, ctx: SessionContext) -> b
     await registry.create(cmd.source, ctx.search_path, cmd.name)
     return be.CommandComplete("CREATE CACHE").encode()
 
-def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
+def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
          upstream: UpstreamAddress) -> bytes:
     """SHOW CACHES | PROXIED QUERIES | SUPPORTED QUERIES | TABLES | WEIR STATUS."""
     host = registry.host
+    what = cmd.what
     if what == "caches":
         memory = host.engine.memory_by_cache()
-        rows: list[tuple[str, ...]] = [(e.name, e.query_id, e.text, str(memory.get(e.name, 0)))
-                for e in registry.caches.values()]
+        rows: list[tuple[str, ...]] = [
+            (e.name, e.query_id,
+             e.text if cmd.literals else masked(registry.classify(e.text, e.search_path)),
+             str(memory.get(e.name, 0)))
+            for e in registry.caches.values()]
         return result_set(["name", "query_id", "query", "memory_bytes"], rows,
                           f"SELECT {len(rows)}")
     if what in ("proxied", "supported"):
@@ -58,7 +62,8 @@ def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
             lanes.settle()  # what pass sessions' lanes relayed counts too
         items = [p for p in registry.proxied.values()
                  if what == "proxied" or not p.supported.startswith("unsupported")]
-        rows = [(p.query_id, p.text, p.supported, str(p.count)) for p in items]
+        rows = [(p.query_id, p.text if cmd.literals else p.shape, p.supported, str(p.count))
+                for p in items]
         return result_set(["query_id", "query", "supported", "count"], rows,
                           f"SELECT {len(rows)}")
     if what == "tables":

@@ -26,6 +26,7 @@ from pgwire import frontend as fe
 from pgwire.authmsg import AuthenticationSASL, decode_authentication
 from pgwire.errors import error_response
 from pgwire.framing import Framer, ProtocolViolation
+from proxy import identity
 from proxy.router import SessionContext
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
@@ -240,11 +241,8 @@ def context(parameters: dict[str, str]) -> SessionContext:
     user = parameters.get("user", "")
     ctx = SessionContext(database=parameters.get("database") or user, user=user,
                          search_path=effective_search_path('"$user", public', user))
-    if "search_path" in parameters.get("options", "") or "search_path" in parameters:
-        ctx.tainted = "the session set search_path at startup, which weir does not follow yet"
+    identity.taint(ctx, identity.startup_taint(parameters))
     for name in ("extra_float_digits", "bytea_output"):
         if name in parameters:
             ctx.settings[name] = parameters[name]
-    if "-c" in parameters.get("options", "") and ctx.tainted is None:
-        ctx.tainted = "the session set options at startup, which weir does not follow yet"
     return ctx

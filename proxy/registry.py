@@ -56,12 +56,23 @@ class CacheEntry:
         return {"name": self.name, "text": self.text, "search_path": list(self.search_path)}
 
 
+HIDDEN = "(query text hidden: it does not parse)"
+
+
+def masked(classified: Classified) -> str:
+    """The statement's text with ``$n`` in place of its literals (SHOW shows this unless
+    asked WITH LITERALS: another role's password in a WHERE clause stays hidden)."""
+    parsed = classified.parsed
+    return parsed.shape if parsed.fingerprint else HIDDEN
+
+
 @dataclass(slots=True)
 class ProxiedQuery:
     query_id: str
     text: str
     supported: str  # "yes", "cached" or "unsupported: <reason>"
     count: int = 0
+    shape: str = ""  # the text with $n in place of its literals (what SHOW shows by default)
 
 
 @dataclass
@@ -121,7 +132,8 @@ class Registry:
                          "yes" if refused is None else f"unsupported: {refused}")
         entry = self.proxied.get(qid)
         if entry is None:
-            entry = self.proxied[qid] = ProxiedQuery(qid, classified.parsed.text, supported)
+            entry = self.proxied[qid] = ProxiedQuery(qid, classified.parsed.text, supported,
+                                                     shape=masked(classified))
             self._texts[qid] = (classified.parsed.text, search_path)
             if len(self.proxied) > 10_000:
                 old, _ = self.proxied.popitem(last=False)

@@ -40,6 +40,7 @@ from pgwire.framing import (
     Framer,
     ProtocolViolation,
 )
+from proxy import identity
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
@@ -65,6 +66,7 @@ _PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
 _T_COMMAND_COMPLETE = ord("C")
+_T_READY = ord("Z")
 #: backend messages whose content the session state needs.
 _DECODED_BACKEND = frozenset(map(ord, "ZSE"))
 #: backend messages the relay looks at one by one (when not summed up by ``scan_backend``)
@@ -181,6 +183,8 @@ class Session(Handshake):
                 elif self._forward_seen(mtype, raw, start, end, local):
                     continue
             msg = fe.decode_frontend(mtype, raw[start:end])
+            if mtype in (_T_QUERY, _T_PARSE):
+                self._note_identity(msg)
             if local and self._needs_local(mtype, msg):
                 self._upstream_write(raw[written : start - 5])
                 self._answer_now([raw[s - 5 : e] for _, s, e in index[i:]])
@@ -323,9 +327,19 @@ class Session(Handshake):
                 ctx.hiding.discard(msg.name)
         return False
 
+    def _note_identity(self, msg: object) -> None:
+        """A Query or Parse that may change the session's role or search_path makes its
+        identity unknown (``proxy.identity``)."""
+        ctx = self.ctx
+        if ctx is None or ctx.role_unknown or not isinstance(msg, (fe.Query, fe.Parse)):
+            return
+        identity.taint(ctx, identity.statement_taint(
+            msg.query, self.server.service.identity_functions))
+
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
         self.extended.flush()  # weir's earlier answers come first
+        self._note_identity(msg)
         self._note_hidden(msg)
         self.state.frontend(msg)
         if isinstance(msg, fe.Terminate):
@@ -482,6 +496,8 @@ class Session(Handshake):
             if mtype in _DECODED_BACKEND:
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
+                if mtype == _T_READY:
+                    self.server.service.transaction_ended()
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
                     self._fatal_relayed = True
             elif state.answer(mtype):
@@ -490,8 +506,14 @@ class Session(Handshake):
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
                 self.ctx.wrote = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.forget_grants(raw[start : start + 6])
+                    self.server.service.privileges_changed(
+                        raw[start : start + 6], self, self._transaction_ended)
         return _without(raw, swallowed) if swallowed else raw
+
+    def _transaction_ended(self) -> bool:
+        """Whether this session's privilege change has ended with its transaction."""
+        state = self.state
+        return self.phase is Phase.CLOSED or (not state.in_transaction and state.idle)
 
     def upstream_lost(self) -> None:
         if self.phase is Phase.CLOSED:

@@ -41,6 +41,8 @@ class SessionContext:
     user: str
     search_path: tuple[str, ...]
     tainted: str | None = None  # why this session's reads must go upstream
+    #: the session's role may not be its login role any more (``proxy.identity``)
+    role_unknown: bool = False
     wrote: bool = False  # a write committed since the last barrier (read-your-writes)
     last: tuple[str, str] = ("upstream", "no statement yet")
     #: output settings PostgreSQL does not report with ParameterStatus, as the client set them

@@ -23,7 +23,7 @@ import cython_ext
 from engine import effective_search_path, merge_lookups
 from pgwire import backend as be
 from pgwire.errors import error_response
-from proxy import commands
+from proxy import commands, grants, identity
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
@@ -64,7 +64,12 @@ class CacheService:
         self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
         #: (role, cache) -> (may read, time.monotonic() it expires); see ``_authorized`` (the
         #: hit path reads it directly)
-        self.grants: dict[tuple[str, str], tuple[bool, float]] = {}
+        self.verdicts = grants.Verdicts()
+        self.grants = self.verdicts.table
+        #: user functions that may change a session's role or search_path (``identity``)
+        self.identity_functions: tuple[str, ...] = ()
+        self.admins = identity.admin_roles(settings.admin_roles,
+                                           settings.upstream_address.user)
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
                              tuple[str | None, list[Any]]] = {}
         self.hits = HitMemos()  # encoded answers of the hit path (``proxy.hitpath``)
@@ -162,6 +167,7 @@ class CacheService:
             return
         if await self._load_writers():
             self._refresh_names()
+        await self._recheck_grants()
         async with self._mutating:
             changed = await registry.changed_relations()
             if not changed:
@@ -186,6 +192,8 @@ class CacheService:
         staleness bound's clock may advance: a function created upstream is known within
         one); True when they changed."""
         assert self.host is not None
+        rows = await self.host.pool.fetch(identity.IDENTITY_FUNCTIONS_QUERY)
+        self.identity_functions = tuple(r[0] for r in rows)
         rows = await self.host.pool.fetch(self.WRITERS_QUERY)
         writers = tuple(r[0] for r in rows)
         if writers == self.writers:
@@ -459,7 +467,7 @@ class CacheService:
         SET itself, and search_path (a different one sends the session's reads upstream)."""
         key = (ctx.user, ctx.database)
         found = self._defaults.get(key)
-        if found is None or time.monotonic() - found[1] > self.GRANT_TTL:
+        if found is None or time.monotonic() - found[1] > grants.VERDICT_TTL:
             assert self.host is not None
             try:
                 values = dict(await self.host.pool.fetch(self.SERVER_QUERY))
@@ -480,6 +488,7 @@ class CacheService:
             if name in values and name not in ctx.settings:
                 ctx.settings[name] = values[name]
                 ctx.settings_version += 1
+        identity.taint(ctx, identity.default_taint(values))
         path = values.get("search_path")
         if (path is not None and ctx.tainted is None
                 and effective_search_path(path, ctx.user) != ctx.search_path):
@@ -488,37 +497,40 @@ class CacheService:
 
     # -- authorization ------------------------------------------------------------------------
 
-    GRANT_TTL = 60.0
-
     def granted(self, user: str, cache: str) -> bool | None:
         """The remembered verdict for (role, cache), or None when it must be checked."""
-        verdict = self.grants.get((user, cache))
-        if verdict is None or time.monotonic() > verdict[1]:
-            return None
-        return verdict[0]
+        return self.verdicts.granted(user, cache)
 
     async def _authorized(self, user: str, entry: Any) -> bool:
-        """Whether ``user`` may SELECT from every relation the cache reads (checked on
-        weir's connection with ``has_table_privilege``, remembered for ``GRANT_TTL``)."""
-        known = self.granted(user, entry.name)
-        if known is not None:
-            return known
         assert self.host is not None
-        try:
-            allowed = bool(await self.host.pool.fetchval(
-                "SELECT coalesce(bool_and(has_table_privilege($1, r, 'SELECT')), true) "
-                "FROM unnest($2::oid[]) AS r", user, list(entry.query.plan.relations)))
-        except Exception as exc:  # unknown role, lost connection: not known to be allowed
-            log.info("privilege check for role %s failed: %s", user, exc)
-            allowed = False
-        self.grants[(user, entry.name)] = (allowed, time.monotonic() + self.GRANT_TTL)
-        return allowed
+        return await self.verdicts.authorized(self.host.pool, user, entry)
+
+    async def _recheck_grants(self) -> None:
+        """Every heartbeat (``proxy.grants``): privilege changes made directly upstream,
+        and ALTER ROLE/DATABASE ... SET, are followed from the next heartbeat on."""
+        self._defaults.clear()
+        if self.host is not None and not await self.verdicts.recheck(
+                self.host.pool, self.registry.caches if self.registry else {}):
+            self.forget_grants()
+
+    def privileges_changed(self, tag: bytes, session: object, ended: Any) -> None:
+        """A GRANT/REVOKE/ALTER/DROP/CREATE completed in ``session``: verdicts are forgotten
+        now and again when its transaction ends (``ended()`` says whether it has)."""
+        self.verdicts.changes.seen(session, ended)
+        self.forget_grants(tag)
+
+    def transaction_ended(self) -> None:
+        """A ReadyForQuery was observed: forget verdicts if a privilege change's transaction
+        has ended."""
+        if self.verdicts.changes.open and self.verdicts.changes.ended():
+            self.forget_grants()
 
     def forget_grants(self, tag: bytes = b"") -> None:
         """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
         after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
         changed too: no cached read until a heartbeat has checked them."""
-        self.grants.clear()
+        self.verdicts.forget()
+        self._defaults.clear()  # ALTER ROLE ... SET
         if self.lanes is not None:
             self.lanes.bump()
         if tag.startswith(_DDL_TAGS) and self.host is not None:
@@ -533,6 +545,8 @@ class CacheService:
         try:
             if isinstance(cmd, Show) and cmd.what == "last":
                 return commands.result_set(["destination", "reason"], [ctx.last], "SELECT 1")
+            if not identity.is_admin(ctx, self.admins):
+                return error_response("42501", identity.ADMIN_DENIED).encode()
             registry = await self.ensure()
             async with self._mutating:
                 if isinstance(cmd, CreateCache):
@@ -545,7 +559,7 @@ class CacheService:
                     return be.CommandComplete(
                         "DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}").encode()
             assert isinstance(cmd, Show)
-            return commands.show(registry, cmd.what, self.lanes, self.hits,
+            return commands.show(registry, cmd, self.lanes, self.hits,
                                  self.settings.upstream_address)
         except AdminError as exc:
             return error_response("42000", str(exc)).encode()

@@ -145,6 +145,13 @@ class Settings:
                           "comma-separated list of CPUs, one lane pinned to each"},
     )
 
+    admin_roles: str | None = field(
+        default=None,
+        metadata={"help": "comma-separated roles that may run weir's SQL commands (CREATE/"
+                          "DROP CACHE, SHOW ...) besides superusers (default: the upstream "
+                          "URL's role)"},
+    )
+
     def __post_init__(self) -> None:
         UpstreamAddress.parse(self.upstream)
         parse_listen(self.listen)
