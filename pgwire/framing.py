@@ -132,6 +132,11 @@ class Framer:
         self._max = max_length
         self._startup = startup
 
+    def limit(self, max_length: int) -> None:
+        """Change the largest typed message accepted (before authentication ends, a
+        smaller one; the relay core reads the limit once the session is READY)."""
+        self._max = max_length
+
     def expect_startup(self) -> None:
         """The next message is untyped (after SSLRequest/GSSENCRequest was answered)."""
         self._startup = True

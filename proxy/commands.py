@@ -16,6 +16,7 @@ from pgwire import backend as be
 from proxy.admin import CreateCache, Show
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes
+from proxy.limits import fd_limit
 from proxy.registry import Registry, masked
 from proxy.router import SessionContext
 from proxy.settings import UpstreamAddress
@@ -98,6 +99,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),
         ("memo_bytes", str(hits.bytes)),
+        ("fd_limit", str(fd_limit())),
     ]
     if lanes is not None:
         pairs.extend((k, str(v)) for k, v in lanes.stats().items())

@@ -26,7 +26,7 @@ from pgwire import frontend as fe
 from pgwire.authmsg import AuthenticationSASL, decode_authentication
 from pgwire.errors import error_response
 from pgwire.framing import Framer, ProtocolViolation
-from proxy import identity
+from proxy import identity, limits
 from proxy.router import SessionContext
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
@@ -147,6 +147,7 @@ class Handshake:
             )
         if "user" not in msg.parameters:
             raise ProtocolViolation("no PostgreSQL user name specified in startup packet", "28000")
+        limits.admit(len(self.server.sessions), self.server.settings.max_client_connections)
         self.startup = msg
         self.ctx = context(msg.parameters)
         self.ctx.parameters = self.state.parameters
@@ -195,6 +196,7 @@ class Handshake:
             out.append(self._rewrite_auth(mtype, payload))
             if mtype == _T_READY:
                 self.phase = Phase.READY
+                self._authenticated()
                 self.state.backend(be.decode_backend(mtype, payload))
             elif mtype == ord("S"):
                 self.state.backend(be.decode_backend(mtype, payload))
@@ -230,6 +232,10 @@ class Handshake:
         raise NotImplementedError
 
     def _fatal(self, error: bytes) -> None:
+        raise NotImplementedError
+
+    def _authenticated(self) -> None:
+        """The first ReadyForQuery: the login timeout ends, the message limit is raised."""
         raise NotImplementedError
 
     def _close(self) -> None:

@@ -117,6 +117,15 @@ def default_taint(values: dict[str, str]) -> tuple[str | None, bool]:
     return None, False
 
 
+def observe(ctx: Any, msg: object, functions: tuple[str, ...]) -> None:
+    """A Query or Parse (any message: others are ignored) seen by a session with context
+    ``ctx``: its identity becomes unknown if the statement may change it."""
+    text = getattr(msg, "query", None)
+    if ctx is None or ctx.role_unknown or not isinstance(text, str):
+        return
+    taint(ctx, statement_taint(text, functions))
+
+
 def taint(ctx: Any, found: tuple[str | None, bool]) -> None:
     """Record a taint on a ``SessionContext`` (the first reason is kept)."""
     reason, role = found

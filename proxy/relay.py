@@ -40,7 +40,7 @@ from pgwire.framing import (
     Framer,
     ProtocolViolation,
 )
-from proxy import identity
+from proxy import identity, limits
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
@@ -91,7 +91,8 @@ class Session(Handshake):
         self.key: tuple[int, int] | None = None
         self.upstream_key: tuple[int, int] | None = None
         self.startup: fe.StartupMessage | None = None
-        self._cframer = Framer(server.settings.max_message_bytes, startup=True)
+        self._cframer = Framer(min(server.settings.max_message_bytes,
+                                   limits.AUTH_MAX_MESSAGE_LENGTH), startup=True)
         self._uframer = Framer(UPSTREAM_MAX_MESSAGE_LENGTH)
         self._terminated = False  # the client said Terminate (or closed its side)
         self._fatal_relayed = False  # the upstream already told the client why it is closing
@@ -109,6 +110,7 @@ class Session(Handshake):
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
+        self._login = limits.LoginClock(server.settings.login_timeout, self._login_expired)
         #: what the transports deliver data to (see ``relay_entries``)
         self.client_received, self.upstream_received = relay_entries(self, _core)
 
@@ -328,13 +330,7 @@ class Session(Handshake):
         return False
 
     def _note_identity(self, msg: object) -> None:
-        """A Query or Parse that may change the session's role or search_path makes its
-        identity unknown (``proxy.identity``)."""
-        ctx = self.ctx
-        if ctx is None or ctx.role_unknown or not isinstance(msg, (fe.Query, fe.Parse)):
-            return
-        identity.taint(ctx, identity.statement_taint(
-            msg.query, self.server.service.identity_functions))
+        identity.observe(self.ctx, msg, self.server.service.identity_functions)
 
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
@@ -510,10 +506,8 @@ class Session(Handshake):
                         raw[start : start + 6], self, self._transaction_ended)
         return _without(raw, swallowed) if swallowed else raw
 
-    def _transaction_ended(self) -> bool:
-        """Whether this session's privilege change has ended with its transaction."""
-        state = self.state
-        return self.phase is Phase.CLOSED or (not state.in_transaction and state.idle)
+    def _transaction_ended(self) -> bool:  # (for a privilege change: ``proxy.grants``)
+        return self.phase is Phase.CLOSED or (not self.state.in_transaction and self.state.idle)
 
     def upstream_lost(self) -> None:
         if self.phase is Phase.CLOSED:
@@ -553,7 +547,16 @@ class Session(Handshake):
             self.client.close()
         self._release()
 
+    def _authenticated(self) -> None:
+        self._login.stop()
+        self._cframer.limit(self.server.settings.max_message_bytes)
+
+    def _login_expired(self) -> None:
+        if self.phase is not Phase.READY and self.phase is not Phase.CLOSED:
+            self._fatal(limits.login_timeout_error())
+
     def _release(self) -> None:
+        self._login.stop()
         self.phase = Phase.CLOSED
         self.extended.wake()  # a pump waiting for the upstream's answers stops waiting
         self.server.sessions.discard(self)

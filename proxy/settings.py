@@ -152,6 +152,17 @@ class Settings:
                           "URL's role)"},
     )
 
+    login_timeout: float = field(
+        default=60.0,
+        metadata={"help": "seconds a client may take from connecting to being authenticated "
+                          "(PostgreSQL's authentication_timeout); then FATAL 57014"},
+    )
+    max_client_connections: int = field(
+        default=5000,
+        metadata={"help": "client connections at once; one more gets FATAL 53300 (sorry, "
+                          "too many clients already)"},
+    )
+
     def __post_init__(self) -> None:
         UpstreamAddress.parse(self.upstream)
         parse_listen(self.listen)
@@ -176,6 +187,10 @@ class Settings:
         for name in ("connect_timeout", "read_timeout", "staleness_bound", "drain_seconds"):
             if not getattr(self, name) >= 0:
                 raise SettingsError(f"--{name.replace('_', '-')} must not be negative")
+        if self.max_client_connections < 1:
+            raise SettingsError("--max-client-connections must be at least 1")
+        if not self.login_timeout > 0:
+            raise SettingsError("--login-timeout must be positive")
         if self.auto_after < 1:
             raise SettingsError("--auto-after must be at least 1")
         if self.memory_budget is not None and self.memory_budget < 0:
