@@ -28,11 +28,12 @@ from cdc.bootstrap import cli as bootstrap_cli
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import ColumnSchema, TableSchema, TransactionSink
 from cdc.pgoutput import format_lsn
-from cdc.slots import PUBLICATION_PREFIX, quote_ident
+from cdc.slots import PUBLICATION_PREFIX, SLOT_PREFIX, quote_ident
 from cdc.stream import ReplicationStream, StreamConfig
 
 __all__ = [
     "PUBLICATION_PREFIX",
+    "SLOT_PREFIX",
     "BarrierResult",
     "ColumnSchema",
     "ConnectParams",

@@ -47,8 +47,9 @@ from engine import (
     decode_text,
     fill_query,
 )
+from proxy import logparams
 from proxy.metrics import Buckets
-from proxy.publication import Publication
+from proxy.publication import Publication, persistent_names
 
 log = logging.getLogger("weir.cache")
 
@@ -104,7 +105,8 @@ class EngineHost:
     """See the module docstring. ``await start()``; ``await read(...)``; ``await stop()``."""
 
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
-                 read_timeout: float = 5.0, max_fills: int = 8) -> None:
+                 read_timeout: float = 5.0, max_fills: int = 8,
+                 replication_slot: str | None = None) -> None:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
@@ -115,10 +117,14 @@ class EngineHost:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: asyncpg.Pool | None = None
         self.schemas: dict[int, TableSchema] = {}
-        self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0))
+        slot, pub = (None, None) if replication_slot is None \
+            else persistent_names(replication_slot)
+        self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0),
+                                       name=pub, keep=slot is not None)
         self.stream = ReplicationStream(
             StreamConfig(ConnectParams.from_url(upstream_url),
-                         publication=self.publication.name, create_publication=False),
+                         publication=self.publication.name, create_publication=False,
+                         slot=slot, temporary=slot is None),
             self, on_marker=self._on_marker)
         self.stream.before_slot = self.publication.ensure
         self._plans: dict[str, Reader] = {}
@@ -285,8 +291,8 @@ class EngineHost:
                     self._probing = True
                     self._spawn(self._probe())
             elif isinstance(effect, ReadFailed):
-                log.info("cache %s cannot answer a key (%s): forwarding upstream",
-                         effect.cache, effect.sqlstate)
+                log.info("cache %s cannot answer key %s (%s): forwarding upstream",
+                         effect.cache, logparams.shown(effect.key), effect.sqlstate)
                 self._wake(effect.cache, effect.key, Served(None, ReadOutcome.FAILED))
 
     def _wake(self, cache: str, key: Row, served: Served) -> None:

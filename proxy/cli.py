@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import MISSING, fields
 
+from proxy import logparams
 from proxy.config import CONFIG_ENV, load_file, resolve, show
 from proxy.settings import Settings, SettingsError
 
@@ -169,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(show(settings, sources), end="")
         return 0
     _configure_logging(settings.log_level, settings.log_format)
+    logparams.configure(settings.log_parameters == "on")
     _run(_serve(settings))
     return 0
 

@@ -24,9 +24,9 @@ from engine import effective_search_path
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.authmsg import AuthenticationSASL, decode_authentication
-from pgwire.errors import error_response
 from pgwire.framing import Framer, ProtocolViolation
 from proxy import identity, limits
+from proxy.metrics import own_error
 from proxy.router import SessionContext
 from proxy.session import SessionState
 from proxy.upstream import UpstreamUnavailable, open_stream
@@ -162,7 +162,7 @@ class Handshake:
             )
         except UpstreamUnavailable as exc:
             log.warning("%s", exc)
-            self._fatal(error_response("08006", str(exc), severity="FATAL").encode())
+            self._fatal(own_error("08006", str(exc), severity="FATAL"))
             return
         transport = cast(asyncio.Transport, writer.transport)
         if self.phase is Phase.CLOSED:

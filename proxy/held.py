@@ -19,6 +19,7 @@ from typing import Any
 from engine import Unsupported
 from pgwire import backend as be
 from pgwire import frontend as fe
+from proxy import logparams
 from proxy.admin import CreateCache, Show, parse_admin
 from proxy.hitpath import Hit
 from proxy.params import ParamError, decode_param, formats_for
@@ -126,7 +127,12 @@ def bind_keys(
             # parameters that are not keys are LIMIT/OFFSET counts
             values.append(decode_param(value, formats[i], kind, column_types.get(i, 20)))
     except ParamError as exc:
-        log.debug("parameter not usable as a cache key: %s", exc)
+        if logparams.enabled():
+            log.debug("parameter not usable as a cache key: %s %s", exc, logparams.shown(
+                [bytes(p) if p is not None else None for p in msg.params]))
+        else:
+            log.debug("a parameter is not usable as a cache key (--log-parameters on shows "
+                      "which and why)")
         return None
     keys = classified.keys(values)
     return None if keys is None else (keys, tuple(values))

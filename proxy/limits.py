@@ -18,8 +18,8 @@ import logging
 import resource
 from collections.abc import Callable
 
-from pgwire.errors import error_response
 from pgwire.framing import ProtocolViolation
+from proxy.metrics import own_error
 
 log = logging.getLogger("weir.limits")
 
@@ -34,8 +34,7 @@ MMAP_THRESHOLD = 256 * 1024
 
 def login_timeout_error() -> bytes:
     """What PostgreSQL says when authentication_timeout passes (then it closes)."""
-    return error_response("57014", "canceling authentication due to timeout",
-                          severity="FATAL").encode()
+    return own_error("57014", "canceling authentication due to timeout", severity="FATAL")
 
 
 def admit(sessions: int, maximum: int) -> None:

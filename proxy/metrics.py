@@ -23,6 +23,9 @@ from prometheus_client.core import (
     Metric,
 )
 
+from pgwire.errors import error_response
+from pgwire.framing import ProtocolViolation
+
 if TYPE_CHECKING:
     from proxy.server import Server
 
@@ -57,6 +60,8 @@ class Buckets:
 
 #: upstream ErrorResponses by SQLSTATE class (the first two characters)
 UPSTREAM_ERRORS: dict[str, int] = {}
+#: ErrorResponses weir built itself (not relayed from the upstream), by SQLSTATE class
+OWN_ERRORS: dict[str, int] = {}
 #: statements weir sent upstream, by ``forward_label`` of their reason
 FORWARDS: dict[str, int] = {}
 #: weir's own commands answered (CREATE CACHE, SHOW CACHES, ...)
@@ -108,6 +113,18 @@ def count_error(sqlstate: str) -> None:
     UPSTREAM_ERRORS[cls] = UPSTREAM_ERRORS.get(cls, 0) + 1
 
 
+def own_error(sqlstate: str, message: str, severity: str = "ERROR", **extra: str) -> bytes:
+    """An ErrorResponse weir itself sends (encoded), counted by SQLSTATE class."""
+    cls = sqlstate[:2]
+    OWN_ERRORS[cls] = OWN_ERRORS.get(cls, 0) + 1
+    return error_response(sqlstate, message, severity, **extra).encode()
+
+
+def own_violation(exc: ProtocolViolation) -> bytes:
+    """The FATAL ErrorResponse for a protocol violation (``own_error``)."""
+    return own_error(exc.sqlstate, exc.message, "FATAL")
+
+
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
     return CounterMetricFamily(name, doc, value=value)
 
@@ -144,6 +161,9 @@ class WeirCollector:
         yield _labelled(CounterMetricFamily(
             "weir_upstream_errors", "ErrorResponses from the upstream by SQLSTATE class",
             labels=["sqlstate_class"]), UPSTREAM_ERRORS)
+        yield _labelled(CounterMetricFamily(
+            "weir_errors", "ErrorResponses weir sent itself (refusals, protocol violations, "
+            "its own failures), by SQLSTATE class", labels=["sqlstate_class"]), OWN_ERRORS)
         yield _labelled(CounterMetricFamily(
             "weir_upstream_forwards", "statements weir routed upstream, by reason",
             labels=["reason"]), FORWARDS)

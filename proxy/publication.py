@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import asyncpg
 
-from cdc import PUBLICATION_PREFIX, quote_ident
+from cdc import PUBLICATION_PREFIX, SLOT_PREFIX, quote_ident
 
 log = logging.getLogger("weir.cache")
 
@@ -69,6 +70,14 @@ def new_name() -> str:
     return f"{PUBLICATION_PREFIX}{uuid.uuid4().hex[:12]}"
 
 
+def persistent_names(setting: str) -> tuple[str, str]:
+    """The slot and publication names ``--replication-slot`` gives: ``weir_<name>`` and
+    ``weir_pub_<name>``, ``<name>`` lower-cased with every character other than a-z, 0-9
+    and _ turned into _ (a StatefulSet pod name such as ``weir-0`` becomes ``weir_0``)."""
+    name = re.sub(r"[^a-z0-9_]", "_", setting.lower())
+    return f"{SLOT_PREFIX}{name}", f"{PUBLICATION_PREFIX}{name}"
+
+
 def identity_problem(name: str, relkind: str, replident: str, has_pk: bool) -> str | None:
     """Why weir cannot publish table ``name``, or None when it can."""
     if relkind not in ("r", "p"):
@@ -88,8 +97,11 @@ class Publication:
     committed before it was called."""
 
     def __init__(self, pool: Callable[[], asyncpg.Pool],
-                 barrier: Callable[[], Awaitable[Any]], name: str | None = None) -> None:
+                 barrier: Callable[[], Awaitable[Any]], name: str | None = None,
+                 keep: bool = False) -> None:
         self.name = name or new_name()
+        #: kept when weir stops (it belongs to a persistent slot, which decodes with it)
+        self.keep = keep
         self._pool = pool
         self._barrier = barrier
         self._wanted: dict[str, frozenset[int]] = {}  # cache -> relations it reads
@@ -164,7 +176,9 @@ class Publication:
             return bool(add)
 
     async def drop(self) -> None:
-        """Remove the publication (weir is stopping); best effort."""
+        """Remove the publication (weir is stopping) unless it is kept; best effort."""
+        if self.keep:
+            return
         try:
             async with self._pool().acquire() as conn, conn.transaction():
                 await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")

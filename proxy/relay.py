@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Any
 import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
-from pgwire.errors import error_response, violation_response
 from pgwire.framing import (
     UPSTREAM_MAX_MESSAGE_LENGTH,
     Framer,
@@ -46,6 +45,7 @@ from proxy.extended import Extended
 from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
 from proxy.handshake import Handshake, Phase, context
 from proxy.hitpath import remember_query, try_answer
+from proxy.metrics import own_error, own_violation
 from proxy.router import Route, SessionContext, observe_set
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
 from proxy.session import PLAIN_REQUESTS, SessionState
@@ -138,7 +138,7 @@ class Session(Handshake):
     def client_violation(self, exc: ProtocolViolation) -> None:
         """The client sent something malformed: tell it why and end the session."""
         log.warning("protocol violation from client: %s", exc.message)
-        self._fatal(violation_response(exc).encode())
+        self._fatal(own_violation(exc))
 
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """Observe and forward client messages until one needs weir's own answer; from there
@@ -395,10 +395,10 @@ class Session(Handshake):
                 else:
                     await self.extended.handle(msg, raw)
         except ProtocolViolation as exc:
-            self._fatal(violation_response(exc).encode())
+            self._fatal(own_violation(exc))
         except Exception:
             log.exception("the session's local answering failed")
-            self._fatal(error_response("XX000", "weir: internal error", severity="FATAL").encode())
+            self._fatal(own_error("XX000", "weir: internal error", severity="FATAL"))
         finally:
             self._local_busy = False
             if self.phase is not Phase.CLOSED:
@@ -461,9 +461,8 @@ class Session(Handshake):
         except ProtocolViolation as exc:
             log.error("protocol violation from upstream: %s", exc.message)
             self._fatal(
-                error_response(
-                    "08P01", f"invalid message from upstream: {exc.message}", severity="FATAL"
-                ).encode()
+                own_error("08P01", f"invalid message from upstream: {exc.message}",
+                          severity="FATAL")
             )
 
     def _upstream_protocol(self) -> asyncio.Protocol:
@@ -516,11 +515,8 @@ class Session(Handshake):
             self.server.service.lanes.reclaim(self, replay=False)  # type: ignore[union-attr]
         if not self._terminated and not self._fatal_relayed:
             self._fatal(
-                error_response(
-                    "08006",
-                    "the upstream server closed the connection unexpectedly",
-                    severity="FATAL",
-                ).encode()
+                own_error("08006", "the upstream server closed the connection unexpectedly",
+                          severity="FATAL")
             )
             return
         self._close()

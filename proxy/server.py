@@ -16,10 +16,10 @@ from collections.abc import Coroutine
 from functools import partial
 from typing import Any
 
-from pgwire.errors import error_response
 from proxy import limits
 from proxy.endpoints import ClientEndpoint
 from proxy.handshake import Phase
+from proxy.metrics import own_error
 from proxy.relay import Session
 from proxy.service import CacheService
 from proxy.settings import Settings, UpstreamAddress
@@ -99,8 +99,8 @@ class Server:
         self.service.stop_lanes(replay=True)  # the event loop sees every session's state
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        bye = error_response("57P01", "terminating connection due to administrator command",
-                             severity="FATAL").encode()
+        bye = own_error("57P01", "terminating connection due to administrator command",
+                        severity="FATAL")
         while True:
             for session in list(self.sessions):
                 if quiet(session):

@@ -22,13 +22,12 @@ from typing import Any
 import cython_ext
 from engine import effective_search_path, merge_lookups
 from pgwire import backend as be
-from pgwire.errors import error_response
 from proxy import commands, grants, identity
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
-from proxy.metrics import ADMIN, count_forward
+from proxy.metrics import ADMIN, count_forward, own_error
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
@@ -133,7 +132,8 @@ class CacheService:
             if self.registry is None:
                 s = self.settings
                 host = EngineHost(s.upstream, memory_budget=s.memory_budget,
-                                 read_timeout=s.read_timeout)
+                                  read_timeout=s.read_timeout,
+                                  replication_slot=s.replication_slot)
                 self._pending = host
                 try:
                     await host.start()
@@ -546,7 +546,7 @@ class CacheService:
             if isinstance(cmd, Show) and cmd.what == "last":
                 return commands.result_set(["destination", "reason"], [ctx.last], "SELECT 1")
             if not identity.is_admin(ctx, self.admins):
-                return error_response("42501", identity.ADMIN_DENIED).encode()
+                return own_error("42501", identity.ADMIN_DENIED)
             registry = await self.ensure()
             async with self._mutating:
                 if isinstance(cmd, CreateCache):
@@ -562,10 +562,10 @@ class CacheService:
             return commands.show(registry, cmd, self.lanes, self.hits,
                                  self.settings.upstream_address)
         except AdminError as exc:
-            return error_response("42000", str(exc)).encode()
+            return own_error("42000", str(exc))
         except Exception as exc:
             log.exception("admin command failed")
-            return error_response("XX000", f"weir: {exc}").encode()
+            return own_error("XX000", f"weir: {exc}")
 
 def _stale(lag: float) -> str:
     if lag == float("inf"):

@@ -91,6 +91,19 @@ class Settings:
     log_format: str = field(
         default="json", metadata={"help": "json (one object per line) or text"}
     )
+    log_parameters: str = field(
+        default="off",
+        metadata={"help": "on: log lines about one read (a parameter that cannot be a cache "
+                          "key, a key a cache cannot answer, a failed fill) show its parameter "
+                          "values; off: they never do"},
+    )
+    replication_slot: str | None = field(
+        default=None,
+        metadata={"help": "keep a persistent replication slot (and publication) of this name "
+                          "across restarts and reconnects, e.g. one per StatefulSet pod; "
+                          "characters other than a-z, 0-9 and _ become _ and the slot is named "
+                          "weir_<name> (default: a temporary slot each time caching starts)"},
+    )
     upstream_password_file: str | None = field(
         default=None,
         metadata={"help": "file holding the upstream password (e.g. a mounted secret), used "
@@ -182,6 +195,10 @@ class Settings:
                                 f"{self.hit_lanes}: one lane is pinned to each CPU named")
         if self.log_format not in ("json", "text"):
             raise SettingsError(f"--log-format must be json or text, not {self.log_format!r}")
+        if self.log_parameters not in ("on", "off"):
+            raise SettingsError("--log-parameters must be on or off")
+        if self.replication_slot is not None and not 1 <= len(self.replication_slot) <= 40:
+            raise SettingsError("--replication-slot must have 1 to 40 characters")
         if self.metrics_listen is not None:
             parse_listen(self.metrics_listen, "--metrics-listen")
         for name in ("connect_timeout", "read_timeout", "staleness_bound", "drain_seconds"):

@@ -100,6 +100,13 @@ def test_metrics_move_with_the_workload(pg: Any, dbname: str, served: Any) -> No
             conn.execute("SELECT * FROM no_such_table")
         assert _value(mport, "weir_upstream_errors_total", sqlstate_class="42") == errors + 1
         assert _value(mport, "weir_upstream_connect_seconds_count") >= 1
+        # an error weir raises itself counts its SQLSTATE class (apart from the upstream's)
+        own = _value(mport, "weir_errors_total", sqlstate_class="42")
+        upstream = _value(mport, "weir_upstream_errors_total", sqlstate_class="42")
+        with pytest.raises(psycopg.Error, match="cannot be cached"):
+            conn.execute("CREATE CACHE FROM SELECT no_such_column FROM kv WHERE k = 1")
+        assert _value(mport, "weir_errors_total", sqlstate_class="42") == own + 1
+        assert _value(mport, "weir_upstream_errors_total", sqlstate_class="42") == upstream
 
 
 def test_readyz_fails_when_the_upstream_is_unreachable(pg: Any) -> None:

@@ -106,6 +106,13 @@ def test_statefulset_mode_keeps_state_on_a_volume(helm: str, tmp_path: Path) -> 
     mounts = workload["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
     assert {"name": claim["metadata"]["name"], "mountPath": "/var/lib/weir"} in mounts
     assert "Secret" not in {d["kind"] for d in docs}  # (an existing secret is used)
+    # each pod keeps a persistent replication slot named after it
+    env = {e["name"]: e for e in workload["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["WEIR_REPLICATION_SLOT"]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.name"}}
+    deployment = _workload(documents(render(helm, CHART, CHART / "ci" / "default-values.yaml")))
+    assert "WEIR_REPLICATION_SLOT" not in {
+        e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
 
 
 def test_bootstrap_job_runs_weir_bootstrap(helm: str) -> None:

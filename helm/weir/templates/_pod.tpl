@@ -47,6 +47,12 @@ spec:
             secretKeyRef:
               name: {{ include "weir.secretName" . }}
               key: {{ .Values.upstream.urlKey }}
+        {{- if and (eq .Values.mode "statefulset") .Values.persistence.persistentSlots }}
+        - name: WEIR_REPLICATION_SLOT
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        {{- end }}
         {{- if .Values.upstream.passwordKey }}
         - name: WEIR_UPSTREAM_PASSWORD_FILE
           value: /var/run/weir/upstream-password

@@ -134,3 +134,29 @@ def test_endpoint_dispatch_without_a_server() -> None:
     assert asyncio.run(ask(b"POST /metrics HTTP/1.1\r\n\r\n")) == 405
     assert asyncio.run(ask(b"GET /x HTTP/1.1\r\n\r\n")) == 404
     assert asyncio.run(ask(b"nonsense\r\n\r\n")) == 400
+
+
+def test_log_parameters_switch() -> None:
+    from proxy import logparams
+
+    settings, _ = resolve({"upstream": UP}, {}, {})
+    assert settings.log_parameters == "off"
+    with pytest.raises(SettingsError, match="--log-parameters must be on or off"):
+        resolve({"upstream": UP, "log_parameters": "yes"}, {}, {})
+    try:
+        logparams.configure(False)
+        hidden = logparams.shown((42, "alice-password"))
+        assert "alice" not in hidden and "42" not in hidden and "2 value(s)" in hidden
+        logparams.configure(True)
+        assert logparams.shown((42, "alice-password")) == "(42, 'alice-password')"
+    finally:
+        logparams.configure(False)
+
+
+def test_own_errors_are_counted_by_class() -> None:
+    from proxy.metrics import OWN_ERRORS, own_error
+
+    before = OWN_ERRORS.get("53", 0)
+    data = own_error("53300", "sorry, too many clients already", "FATAL")
+    assert data[:1] == b"E" and b"53300" in data and b"FATAL" in data
+    assert OWN_ERRORS["53"] == before + 1
