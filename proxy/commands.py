@@ -28,7 +28,8 @@ def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag
     """RowDescription (text columns) + DataRows + CommandComplete."""
     fields = tuple(be.FieldDescription(name=c, type_oid=TEXT_OID) for c in columns)
     out = [be.RowDescription(fields).encode()]
-    out.extend(be.encode_data_row([None if v is None else v.encode() for v in row]) for row in rows)
+    out.extend(be.encode_data_row([None if v is None else v.encode("utf-8", "replace")
+                                   for v in row]) for row in rows)
     out.append(be.CommandComplete(tag).encode())
     return b"".join(out)
 

@@ -184,7 +184,15 @@ class Session(Handshake):
                         continue
                 elif self._forward_seen(mtype, raw, start, end, local):
                     continue
-            msg = fe.decode_frontend(mtype, raw[start:end])
+            try:
+                msg = fe.decode_frontend(mtype, raw[start:end])
+            except ProtocolViolation:
+                if mtype != _T_QUERY or not quiet:
+                    raise
+                # a malformed Query (a NUL inside): PostgreSQL runs none of it and answers
+                # ERROR 08P01, the session goes on; so it goes upstream as it is
+                state.expect("query")
+                continue
             if mtype in (_T_QUERY, _T_PARSE):
                 self._note_identity(msg)
             if local and self._needs_local(mtype, msg):
