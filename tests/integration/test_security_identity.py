@@ -214,3 +214,52 @@ def test_row_security_enabled_upstream_is_followed_within_a_heartbeat(world: Wor
         assert direct.execute(READ, (1,)).fetchall() == []
         assert reader.execute(READ, (1,)).fetchall() == []
         assert last(reader)[0] == "upstream"
+
+
+# -- JDBC: every statement over the extended protocol ----------------------------------------
+
+JAVA = """
+import java.sql.*;
+public class WeirRole {
+  public static void main(String[] a) throws Exception {
+    try (Connection c = DriverManager.getConnection(a[0], a[1], "")) {
+      PreparedStatement ps = c.prepareStatement("SELECT v FROM secret WHERE id = ?");
+      for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+          try (Statement st = c.createStatement()) { st.execute("SET ROLE " + a[2]); }
+        }
+        ps.setInt(1, 1);
+        try (ResultSet rs = ps.executeQuery()) {
+          rs.next(); System.out.println("row " + rs.getString(1));
+        } catch (SQLException e) {
+          System.out.println("error " + e.getSQLState());
+        }
+      }
+    }
+  }
+}
+"""
+
+
+def test_set_role_through_jdbc(world: World, tmp_path: Any) -> None:
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    jar = Path("/usr/share/java/postgresql.jar")
+    assert jar.exists() and shutil.which("javac"), "make install installs the JDBC driver"
+    (tmp_path / "WeirRole.java").write_text(JAVA)
+    subprocess.run(["javac", "-d", str(tmp_path), str(tmp_path / "WeirRole.java")],
+                   check=True, capture_output=True, timeout=120)
+
+    def run(port: int) -> list[str]:
+        url = f"jdbc:postgresql://127.0.0.1:{port}/{world.dbname}?sslmode=disable"
+        proc = subprocess.run(["java", "-cp", f"{jar}:{tmp_path}", "WeirRole", url, world.app,
+                               world.bob], capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.splitlines()
+
+    expected = ["row public-secret", "error 42501"]
+    assert run(world.pg.port) == expected
+    assert run(world.server.port) == expected
