@@ -176,7 +176,10 @@ class Handshake:
         self.phase = Phase.AUTH
         transport.write(msg.encode())
         self.resume_client("connecting")
-        self._forward_auth_from_client()
+        try:  # what the client sent while weir connected (found by tests/.../test_fuzz_wire)
+            self._forward_auth_from_client()
+        except ProtocolViolation as exc:
+            self.client_violation(exc)
 
     def _forward_auth_from_client(self) -> None:
         raw, index = self._cframer.drain()
@@ -232,6 +235,9 @@ class Handshake:
         raise NotImplementedError
 
     def _fatal(self, error: bytes) -> None:
+        raise NotImplementedError
+
+    def client_violation(self, exc: ProtocolViolation) -> None:
         raise NotImplementedError
 
     def _authenticated(self) -> None:
