@@ -22,9 +22,10 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pgwire import frontend as fe
+from proxy import identity
 from proxy.roles import RoutingState
 from proxy.rules import WATCHED_WORDS, query_head
 
@@ -35,6 +36,24 @@ MEMO_ENTRIES = 256
 #: frontend messages whose content neither the session state nor ``Extended`` needs while
 #: nothing is held locally: type -> pending kind (``SessionState.expect``)
 CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
+
+
+#: client messages PostgreSQL answers with ERROR 08P01 (invalid message format) when they are
+#: malformed, the session going on: type -> pending kind (``SessionState.expect``)
+JUDGED_UPSTREAM = {ord("Q"): "query", ord("P"): "describe", ord("B"): "describe",
+                   ord("C"): "describe", ord("D"): "describe", ord("E"): "execute"}
+
+
+def forward_malformed(mtype: int, state: Any, ctx: Any) -> bool:
+    """A message weir cannot decode, with nothing held locally: True when it goes upstream
+    as it is for PostgreSQL's own error (the session's identity is then unknown, as weir
+    did not read it); False when the session must end (FATAL 08P01)."""
+    kind = JUDGED_UPSTREAM.get(mtype)
+    if kind is None:
+        return False
+    state.expect(kind)
+    identity.taint(ctx, (identity.UNREAD, True))
+    return True
 
 
 def plain_query(raw: bytes, start: int, end: int, service: RoutingState) -> bool:

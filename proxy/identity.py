@@ -49,6 +49,8 @@ IDENTITY_FUNCTIONS_QUERY = """
 ADMIN_DENIED = ("permission denied to run weir's commands: the role is not one of weir's "
                 "admin roles (--admin-roles) nor a superuser")
 
+UNREAD = "the session sent a message weir could not read"
+
 _WORDS = re.compile(r"[a-z_][a-z0-9_$]*")
 _ALL = "the session ran a statement that may change its role or search_path"
 
@@ -129,7 +131,7 @@ def observe(ctx: Any, msg: object, functions: tuple[str, ...]) -> None:
 def taint(ctx: Any, found: tuple[str | None, bool]) -> None:
     """Record a taint on a ``SessionContext`` (the first reason is kept)."""
     reason, role = found
-    if reason is None:
+    if reason is None or ctx is None:
         return
     if ctx.tainted is None:
         ctx.tainted = reason

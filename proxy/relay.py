@@ -42,7 +42,7 @@ from pgwire.framing import (
 from proxy import identity, limits
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
-from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
+from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, forward_malformed, plain_query
 from proxy.handshake import Handshake, Phase, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.metrics import own_error, own_violation
@@ -187,11 +187,8 @@ class Session(Handshake):
             try:
                 msg = fe.decode_frontend(mtype, raw[start:end])
             except ProtocolViolation:
-                if mtype != _T_QUERY or not quiet:
+                if not (quiet and forward_malformed(mtype, state, self.ctx)):
                     raise
-                # a malformed Query (a NUL inside): PostgreSQL runs none of it and answers
-                # ERROR 08P01, the session goes on; so it goes upstream as it is
-                state.expect("query")
                 continue
             if mtype in (_T_QUERY, _T_PARSE):
                 self._note_identity(msg)

@@ -89,17 +89,33 @@ def _until_ready(sock: socket.socket, framer: Framer) -> list[object]:
         framer.feed(data)
 
 
-def test_malformed_query_gets_an_error_and_the_session_goes_on(pg: Any,
-                                                               through: InProcessWeir) -> None:
+def _frame(mtype: bytes, payload: bytes) -> bytes:
+    return mtype + (len(payload) + 4).to_bytes(4, "big") + payload
+
+
+MALFORMED = {  # what weir cannot decode; PostgreSQL answers an ERROR and goes on
+    "query with a NUL inside": _frame(b"Q", b"SELECT 1\0SELECT 2\0"),
+    "parse with trailing bytes": _frame(b"P", b"\0SELECT 1\0\0\0junk") + _frame(b"S", b""),
+    "bind with a bad length": _frame(b"B", b"\0\0\0\0\0\x01\xff\xff\xff\xfe\0\0")
+    + _frame(b"S", b""),
+    "describe of a bad kind": _frame(b"D", b"Xname\0") + _frame(b"S", b""),
+    "close without a name": _frame(b"C", b"S") + _frame(b"S", b""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_messages_get_an_error_and_the_session_goes_on(
+        pg: Any, through: InProcessWeir, name: str) -> None:
+    outcomes = []
     for port in (through.port, pg.port):
         sock, framer = _raw_session(port)
         with sock:
-            payload = b"SELECT 1\0SELECT 2\0"  # a NUL inside the Query
-            sock.sendall(b"Q" + (len(payload) + 4).to_bytes(4, "big") + payload)
+            sock.sendall(MALFORMED[name])
             answer = _until_ready(sock, framer)
-            errors = [m for m in answer if isinstance(m, be.ErrorResponse)]
-            assert [dict(e.fields)["C"] for e in errors] == ["08P01"], answer
-            assert dict(errors[0].fields)["S"] == "ERROR"
+            errors = [dict(m.fields) for m in answer if isinstance(m, be.ErrorResponse)]
+            outcomes.append([(e["S"], e["C"]) for e in errors])
             sock.sendall(fe.Query("SELECT 7").encode())
             answer = _until_ready(sock, framer)
             assert any(isinstance(m, be.DataRow) for m in answer), answer
+    assert outcomes[0] == outcomes[1], outcomes  # PostgreSQL's own error, through weir too
+    assert [severity for severity, _ in outcomes[0]] == ["ERROR"], outcomes
