@@ -10,7 +10,7 @@ log has no traceback and no error line, and its memory stayed within a bound.
 
 The suite runs a short version (``WEIR_FUZZ_SECONDS``, default 40 s). The long run:
 
-    WEIR_FUZZ_SECONDS=600 WEIR_IMPL=cython nice -n 19 .venv/bin/python -m pytest -q \\
+    WEIR_FUZZ_SECONDS=600 WEIR_IMPL=cython nice -n 19 .venv/bin/python -m pytest -q --timeout 0 \\
         tests/integration/test_fuzz_wire.py
 
 (its last result is recorded in docs/security.md).
