@@ -193,12 +193,14 @@ class CacheService:
         one); True when they changed."""
         assert self.host is not None
         rows = await self.host.pool.fetch(identity.IDENTITY_FUNCTIONS_QUERY)
-        self.identity_functions = tuple(r[0] for r in rows)
+        functions = tuple(r[0] for r in rows)
         rows = await self.host.pool.fetch(self.WRITERS_QUERY)
         writers = tuple(r[0] for r in rows)
-        if writers == self.writers:
+        if writers == self.writers and functions == self.identity_functions:
             return False
-        self.writers, self.hiding = writers, hiding_words(writers)
+        # a call of a function that may change a session's identity is never plain either
+        self.writers, self.identity_functions = writers, functions
+        self.hiding = hiding_words(tuple(sorted({*writers, *functions})))
         return True
 
     def hides_write(self, text: str) -> bool:
@@ -207,9 +209,10 @@ class CacheService:
         return hides_write(text.lower(), self.hiding_now())
 
     def hiding_now(self) -> tuple[str, ...]:
-        """The words that make a statement hide a write while read-your-writes runs."""
-        on = self.registry is not None and self.settings.read_your_writes == "on"
-        return self.hiding if on else ()
+        """The words that make a statement hide a write (or change the session's identity,
+        ``proxy.identity``) while caching runs (``ctx.wrote`` only counts with
+        read-your-writes on)."""
+        return self.hiding if self.registry is not None else ()
 
     def is_current(self, entry: Any) -> bool:
         """Whether a cache entry (remembered by a prepared statement) is still the cache of

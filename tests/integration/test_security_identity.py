@@ -24,7 +24,7 @@ class World:
     """Roles ``app`` (member of ``bob``; SELECT on public.secret and other.secret) and
     ``bob`` (no grant), a weir with a cache over ``secret`` read once by ``app``."""
 
-    def __init__(self, pg: Any, dbname: str) -> None:
+    def __init__(self, pg: Any, dbname: str, **settings: Any) -> None:
         self.pg, self.dbname = pg, dbname
         self.app, self.bob = f"app_{dbname}", f"bob_{dbname}"
         pg.psql(f"CREATE ROLE {self.bob} LOGIN; CREATE ROLE {self.app} LOGIN IN ROLE {self.bob}")
@@ -35,7 +35,7 @@ class World:
                 f"GRANT SELECT ON secret TO {self.app};"
                 f"GRANT USAGE ON SCHEMA other TO {self.app};"
                 f"GRANT SELECT ON other.secret TO {self.app}", dbname)
-        self.server = InProcessWeir.start(pg.dsn(dbname=dbname))
+        self.server = InProcessWeir.start(pg.dsn(dbname=dbname), **settings)
         with psycopg.connect(self.server.dsn(dbname=dbname), autocommit=True) as owner:
             owner.execute(f"CREATE CACHE secret_v FROM {READ_PG}")
         with self.connect(self.app) as conn:
@@ -125,6 +125,20 @@ def test_role_changed_inside_do_block(world: World) -> None:
     with world.connect(world.app) as conn:
         conn.execute(f"DO $$ BEGIN EXECUTE 'SET ROLE {world.bob}'; END $$")
         _denied_psycopg(conn)
+
+
+@pytest.mark.parametrize("read_your_writes", ["on", "off"])
+def test_role_changed_by_a_user_function(pg: Any, dbname: str, read_your_writes: str) -> None:
+    world = World(pg, dbname, read_your_writes=read_your_writes)
+    try:
+        pg.psql("CREATE FUNCTION become(r text) RETURNS text LANGUAGE sql STABLE "
+                "AS $$ SELECT set_config('role', r, false) $$", dbname)
+        _after_a_heartbeat(world)  # created directly upstream: known from the next heartbeat
+        with world.connect(world.app) as conn:
+            conn.execute(f"SELECT become('{world.bob}')")
+            _denied_psycopg(conn)
+    finally:
+        world.server.stop()
 
 
 # -- repro 2: search_path changes --------------------------------------------------------------
