@@ -57,7 +57,7 @@ class Target:
              "--listen", f"127.0.0.1:{self.port}", "--login-timeout", "2",
              "--max-client-connections", "64", "--log-format", "text"],
             stderr=self.log.open("w"))
-        eventually(lambda: "listening on" in self.log.read_text(), timeout=30)
+        eventually(lambda: "listening on" in self.log.read_text(), timeout=120)
         self.client = psycopg.connect(self.dsn(), autocommit=True)
         self.client.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
         self.reads = 0
