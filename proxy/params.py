@@ -42,6 +42,9 @@ _RANGES = {oids.INT2: (-(2**15), 2**15 - 1), oids.INT4: (-(2**31), 2**31 - 1),
 _C_SPACE = " \t\n\r\v\f"  # isspace() in the C locale, which PostgreSQL's input uses
 _INT_TEXT = re.compile(r"[+-]?[0-9]+\Z")
 _OID_TEXT = re.compile(r"[0-9]+\Z")
+#: numeric_in and float8in's decimal forms (ASCII digits; specials such as NaN go upstream)
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_DECIMALS = frozenset({oids.NUMERIC, oids.FLOAT4, oids.FLOAT8})
 #: uuid_in: optional braces, 32 hex digits, a hyphen allowed after each group of four
 _UUID_TEXT = re.compile(r"(\{)?[0-9a-fA-F]{4}(?:-?[0-9a-fA-F]{4}){7}(?(1)\})\Z")
 
@@ -68,6 +71,8 @@ def _exact_text(kind: int, text: str) -> None:
             raise ParamError(f"value out of range for type {kind}")
     elif kind == oids.UUID and _UUID_TEXT.match(text) is None:
         raise ParamError("invalid input syntax for type uuid")
+    elif kind in _DECIMALS and _DECIMAL_TEXT.match(text.strip(_C_SPACE)) is None:
+        raise ParamError(f"not a decimal number weir reads as PostgreSQL does: {text!r}")
 
 
 def _family(oid: int) -> int:
@@ -185,6 +190,10 @@ def decode_param(value: bytes | None, fmt: int, declared: int, column_type: int)
             # PostgreSQL's array input also takes blanks, bounds and quoting weir's parser
             # reads differently: only its own output form is decoded
             raise ParamError("array parameter not in PostgreSQL's output form")
+        if isinstance(result, TextValue) and result.text not in ("infinity", "-infinity"):
+            # a value weir keeps as text (BC dates, special words): whether PostgreSQL reads
+            # the input as that value is not known here, so it decides
+            raise ParamError(f"parameter {text!r} is not decoded exactly by weir")
         if column_type == oids.TIMESTAMP and isinstance(result, datetime) and result.tzinfo:
             raise ParamError("timestamp parameter with a time zone offset")
         if (element if element is not None else column_type) in _INTS and not all(

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.numeric import Int2, Int4
 
-from engine import oids
+from engine import TextValue, oids
 from proxy.params import ParamError, decode_param
 from tests.support import InProcessWeir
 
@@ -88,6 +88,41 @@ def test_uuid_parameters_read_as_postgres_reads_them(direct: Any, text: str) -> 
         assert pg_value == got, (text, got, pg_value)
     if isinstance(pg_value, str):  # an SQLSTATE: PostgreSQL refused it
         assert got == "refused"
+
+
+other_texts = st.one_of(
+    st.sampled_from(["t", "true", "TRUE", " yes ", "on", "1", "0", "off", "of", "n", "tr",
+                     "2024-01-05", "2024-1-5", " 2024-01-05 ", "05/01/2024", "20240105",
+                     "epoch", "infinity", "-infinity", "2024-02-30", "0001-01-01 BC",
+                     "1.5", "1e3", " 12.50 ", "NaN", "nan", "-0", "1_000", "+.5", "Infinity",
+                     "2024-01-05 10:00:00", "2024-01-05T10:00:00", "2024-01-05 10:00:00+02",
+                     "\uff11", "abc", ""]),
+    st.text(alphabet="0123456789-:. +eEtTfFnN", max_size=12),
+)
+OTHER_TYPES = [(oids.BOOL, "bool"), (oids.NUMERIC, "numeric"), (oids.FLOAT8, "float8"),
+               (oids.DATE, "date"), (oids.TIMESTAMP, "timestamp"), (oids.TEXT, "text")]
+
+
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(other_texts, st.sampled_from(OTHER_TYPES))
+def test_other_parameters_never_accept_what_postgres_refuses(direct: Any, text: str,
+                                                             column: tuple[int, str]) -> None:
+    """For the other key types: whatever PostgreSQL refuses, weir refuses (the read goes
+    upstream for PostgreSQL's error); whatever weir accepts, PostgreSQL's value prints the
+    same as weir's."""
+    got = _weir(text, 0, column[0])
+    pg_value = _postgres(direct, text, column[1])
+    if isinstance(pg_value, str) and len(pg_value) == 5 and pg_value[:2] in ("22", "0A"):
+        if column[0] != oids.TEXT:
+            assert got == "refused", (text, column, got, pg_value)
+        return
+    if got != "refused":
+        printed = direct.execute(f"SELECT %s::{column[1]}::text", (text,)).fetchone()[0]
+        shown = (got.text if isinstance(got, TextValue) else str(got).lower()
+                 if isinstance(got, bool) else str(got))
+        mine = direct.execute(f"SELECT %s::{column[1]}::text", (shown,)).fetchone()[0]
+        assert printed == mine, (text, column, got, printed, mine)
 
 
 # -- the reproductions through weir ------------------------------------------------------------
