@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pgwire import frontend as fe
+from pgwire.framing import ProtocolViolation
 from proxy import identity
 from proxy.roles import RoutingState
 from proxy.rules import WATCHED_WORDS, query_head
@@ -44,16 +45,21 @@ JUDGED_UPSTREAM = {ord("Q"): "query", ord("P"): "describe", ord("B"): "describe"
                    ord("C"): "describe", ord("D"): "describe", ord("E"): "execute"}
 
 
-def forward_malformed(mtype: int, state: Any, ctx: Any) -> bool:
-    """A message weir cannot decode, with nothing held locally: True when it goes upstream
-    as it is for PostgreSQL's own error (the session's identity is then unknown, as weir
-    did not read it); False when the session must end (FATAL 08P01)."""
-    kind = JUDGED_UPSTREAM.get(mtype)
-    if kind is None:
-        return False
+def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any
+                  ) -> fe.FrontendMessage | None:
+    """A client message decoded; None for a malformed one that goes upstream as it is for
+    PostgreSQL's own error (one of :data:`JUDGED_UPSTREAM`, with nothing held locally: the
+    session's identity is then unknown, as weir did not read it); otherwise a malformed
+    message raises ProtocolViolation (the session ends with FATAL 08P01)."""
+    try:
+        return fe.decode_frontend(mtype, payload)
+    except ProtocolViolation:
+        kind = JUDGED_UPSTREAM.get(mtype)
+        if kind is None or not quiet:
+            raise
     state.expect(kind)
     identity.taint(ctx, (identity.UNREAD, True))
-    return True
+    return None
 
 
 def plain_query(raw: bytes, start: int, end: int, service: RoutingState) -> bool:

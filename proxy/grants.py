@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
+
+from pgwire.events import Phase
 
 log = logging.getLogger("weir.grants")
 
@@ -58,18 +59,20 @@ class PrivilegeChanges:
 
     def __init__(self) -> None:
         self.generation = 0  # bumped whenever verdicts are forgotten
-        #: a session (its id) -> whether its transaction has ended (or it closed)
-        self.open: dict[int, Callable[[], bool]] = {}
+        #: id(session core) -> the core (``proxy.session.SessionState``) of each session whose
+        #: privilege change's transaction has not ended yet
+        self.open: dict[int, Any] = {}
 
-    def seen(self, session: object, ended: Callable[[], bool]) -> None:
-        """A privilege-changing statement completed in ``session``."""
+    def seen(self, state: Any) -> None:
+        """A privilege-changing statement completed in the session of ``state``."""
         self.generation += 1
-        self.open[id(session)] = ended
+        self.open[id(state)] = state
 
     def ended(self) -> bool:
-        """Forget the sessions whose transaction ended; True when there were any (verdicts
-        must then be forgotten again)."""
-        done = [key for key, ended in self.open.items() if ended()]
+        """Forget the sessions whose transaction ended (or that closed); True when there
+        were any (verdicts must then be forgotten again)."""
+        done = [key for key, state in self.open.items() if state.phase is Phase.CLOSED
+                or (not state.in_transaction and state.idle)]
         for key in done:
             del self.open[key]
         if done:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
+from proxy.seen import may_serve as seen_allows
 
 if TYPE_CHECKING:
     from proxy.relay import Session
@@ -66,6 +67,10 @@ MEMOS = 1024
 MAX_ANSWER_BYTES = 16384
 TOTAL_ENTRIES = 200_000
 TOTAL_BYTES = 64 << 20
+#: what one remembered answer costs beyond its key and replies (the Hit, its tuples, the
+#: memo's slot), counted in ``HitMemos.bytes`` so that the memos' share of the memory
+#: budget holds for the process (``proxy.misses.budgets``)
+ENTRY_OVERHEAD = 256
 #: the key of the entry that marks a memo dropped from :class:`HitMemos` (real keys are whole
 #: messages or a Bind's tail: never empty); a statement holding such a memo fetches its
 #: memo again before remembering (``Extended``), so no answer goes where no bound counts it
@@ -113,6 +118,7 @@ class HitMemos:
         self.served = 0  # answers given from a memo (SHOW WEIR STATUS)
         self._remembered = 0  # answers remembered since the last clear (a bound, not a count)
         self.bytes = 0  # bytes remembered since the last clear (SHOW WEIR STATUS)
+        self.limit = TOTAL_BYTES  # past it every memo starts over (``proxy.misses.budgets``)
 
     def settings_id(self, settings: Any) -> int:
         """A small number standing for an output-settings value (interned)."""
@@ -157,8 +163,9 @@ class HitMemos:
             del memo[next(iter(memo))]
         self._remembered += 1
         plain, described = hit.replies
-        self.bytes += len(key) + len(plain) + (len(described) if described is not plain else 0)
-        if self._remembered > TOTAL_ENTRIES or self.bytes > TOTAL_BYTES:
+        self.bytes += len(key) + len(plain) + ENTRY_OVERHEAD + (
+            len(described) if described is not plain else 0)
+        if self._remembered > TOTAL_ENTRIES or self.bytes > self.limit:
             self.clear()
             if DEAD in memo:  # it was one of them: this answer is not remembered either
                 return
@@ -226,8 +233,7 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     name_end = raw.find(b"\x00", bs + 1, be_)
     if name_end < 0:
         return False
-    ext = session.extended
-    held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
+    held = session.state.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
     if held is None or held.route.cache is None or not may_serve(session):
         return False
     memo = session.server.service.hits.statement_memo(held, session_settings_id(session))
@@ -235,7 +241,8 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     hit = memo.get(rest)
     if hit is None or not _current(session, memo, rest, hit):
         return False
-    ext.portals.pop("", None)  # the unnamed portal is replaced, then ends with the Sync
+    session.state.held_portals.pop("", None)  # the unnamed portal is replaced, then ends
+    # with the Sync
     _serve(session, hit, hit.replies[describe])
     return True
 
@@ -268,12 +275,12 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
         return False
     if not _current(session, memo, raw, hit):
         return False
-    ext = session.extended
     if hit.statement is not None:
-        ext.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
-        ext.portals.pop("", None)
+        state = session.state
+        state.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
+        state.held_portals.pop("", None)
     else:  # a simple Query drops the unnamed statement
-        ext.simple_query(answered=True)
+        session.extended.simple_query(answered=True)
     _serve(session, hit, hit.replies[0])
     return True
 
@@ -297,19 +304,21 @@ def _serve(session: Session, hit: Hit, reply: bytes) -> None:
 
 def may_serve(session: Session) -> bool:
     """The gates of the general path that do not depend on the cache (module docstring)."""
-    ext = session.extended
     state = session.state
     ctx = session.ctx
-    if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
+    if state.batch_upstream or state.batch_local or state.batch_failed or not state.caught_up \
             or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied \
             or ctx.tainted is not None:
         return False
     service = session.server.service
-    if ctx.wrote and service.settings.read_your_writes == "on":
-        return False
     host = service.host
+    if host is None:
+        return False
+    if service.settings.read_your_writes == "on" \
+            and not seen_allows(ctx.seen, host.coverage.covered):
+        return False
     # ``host.connected`` and ``host.staleness()``, read directly
-    return host is not None and host.stream.up \
+    return host.stream.up \
         and time.monotonic() - host.fresh_as_of <= service.settings.staleness_bound
 
 

@@ -17,6 +17,7 @@ import ctypes.util
 import logging
 import resource
 from collections.abc import Callable
+from typing import Any
 
 from pgwire.framing import ProtocolViolation
 from proxy.metrics import own_error
@@ -30,6 +31,11 @@ AUTH_MAX_MESSAGE_LENGTH = 65535
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 #: allocations from this size on get their own mapping, returned to the system when freed
 MMAP_THRESHOLD = 256 * 1024
+
+
+def before_login(settings: Any) -> int:
+    """The largest message a client may send before it is authenticated."""
+    return min(int(settings.max_message_bytes), AUTH_MAX_MESSAGE_LENGTH)
 
 
 def login_timeout_error() -> bytes:

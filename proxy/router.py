@@ -22,6 +22,7 @@ from typing import Any
 from engine import Classified, Unsupported
 from proxy.admin import AdminCommand, parse_admin
 from proxy.results import OutputSettings, supports
+from proxy.seen import Seen
 from proxy.session import SessionState
 
 #: Settings a client may SET without changing what a cached SELECT returns.
@@ -43,7 +44,9 @@ class SessionContext:
     tainted: str | None = None  # why this session's reads must go upstream
     #: the session's role may not be its login role any more (``proxy.identity``)
     role_unknown: bool = False
-    wrote: bool = False  # a write committed since the last barrier (read-your-writes)
+    #: seen(s): when the session last got an answer from the upstream (``proxy.seen``;
+    #: read-your-writes and monotonic reads)
+    seen: Seen = field(default_factory=Seen)
     last: tuple[str, str] = ("upstream", "no statement yet")
     #: output settings PostgreSQL does not report with ParameterStatus, as the client set them
     settings: dict[str, str] = field(default_factory=dict)
@@ -81,7 +84,7 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
         return Route("upstream", "inside a transaction block")
     if ctx.database != replicated_db:
         return Route("upstream", f"database {ctx.database} is not the one weir replicates")
-    if not state.idle:
+    if not state.caught_up:
         return Route("upstream", "earlier statements are still running upstream")
     classified: Classified = registry.classify(text, ctx.search_path)
     query = classified.query
