@@ -45,14 +45,18 @@ JUDGED_UPSTREAM = {ord("Q"): "query", ord("P"): "describe", ord("B"): "describe"
                    ord("C"): "describe", ord("D"): "describe", ord("E"): "execute"}
 
 
-def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any
-                  ) -> fe.FrontendMessage | None:
-    """A client message decoded; None for a malformed one that goes upstream as it is for
-    PostgreSQL's own error (one of :data:`JUDGED_UPSTREAM`, with nothing held locally: the
-    session's identity is then unknown, as weir did not read it); otherwise a malformed
-    message raises ProtocolViolation (the session ends with FATAL 08P01)."""
+def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any,
+                  service: Any) -> fe.FrontendMessage | None:
+    """A client message decoded, its statement observed for the session's identity
+    (``identity.observe``, with the ``service``'s identity functions); None for a malformed
+    one that goes upstream as it is for PostgreSQL's own error (one of
+    :data:`JUDGED_UPSTREAM`, with nothing held locally: the session's identity is then
+    unknown, as weir did not read it); otherwise a malformed message raises
+    ProtocolViolation (the session ends with FATAL 08P01)."""
     try:
-        return fe.decode_frontend(mtype, payload)
+        msg = fe.decode_frontend(mtype, payload)
+        identity.observe(ctx, msg, service.identity_functions)
+        return msg
     except ProtocolViolation:
         kind = JUDGED_UPSTREAM.get(mtype)
         if kind is None or not quiet:

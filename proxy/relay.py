@@ -1,16 +1,16 @@
 """One client session relayed to its own upstream connection (asyncio protocols).
 
-Owns: the life of a session — startup and the relayed authentication (``proxy.handshake``,
-the base class), then the relay of every message in both directions, byte for byte, while
-the session state (``proxy.session``) observes them, weir answering the statements it
-serves itself (``proxy.hitpath``, ``proxy.extended``, the cache service) and the end of the
-session.
+Owns: the life of a session — startup and the relayed authentication (``proxy.handshake``),
+then the relay of every message in both directions, byte for byte, while the session state
+(``proxy.session``) and its identity (``proxy.identity``) observe them, weir answering the
+statements it serves itself (``proxy.hitpath``, ``proxy.extended``, the cache service) and
+the end of the session.
 
 Invariants:
 - bytes are forwarded in the order received, whole messages at a time, with one write per
   received chunk;
-- a malformed or oversized message from the client ends the session with a FATAL 08P01
-  ErrorResponse and touches no other session;
+- an oversized message, or a malformed one weir must read, ends the session with FATAL 08P01
+  (others go upstream for PostgreSQL's own ERROR: ``forwarding.decode_client``);
 - the upstream going away is reported to the client as a FATAL error, never a hang;
 - backpressure: when one side's write buffer passes its high-water mark, reading from the
   other side pauses, so a slow client cannot make weir buffer without bound.
@@ -67,7 +67,6 @@ _PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
 _T_COMMAND_COMPLETE = ord("C")
-_T_READY = ord("Z")
 #: backend messages whose content the session state needs.
 _DECODED_BACKEND = frozenset(map(ord, "ZSE"))
 #: backend messages the relay looks at one by one (when not summed up by ``scan_backend``)
@@ -83,21 +82,15 @@ class RelayServer(HandshakeServer, Protocol):
     @property
     def service(self) -> CacheService: ...
 
-    @property
-    def sessions(self) -> set[Session]: ...
-
     def release_key(self, key: tuple[int, int]) -> None: ...
 
 
 class Session:
     """A relayed client session (see the module docstring)."""
 
-    def __init__(
-        self, server: RelayServer, transport: asyncio.Transport, endpoint: asyncio.Protocol
-    ) -> None:
-        self.server = server
-        self.client = transport
-        self.endpoint = endpoint
+    def __init__(self, server: RelayServer, transport: asyncio.Transport,
+                 endpoint: asyncio.Protocol) -> None:
+        self.server, self.client, self.endpoint = server, transport, endpoint
         self.upstream: asyncio.Transport | None = None
         #: the session core: phase, hot flags, request ledger, held statements and portals
         #: (``proxy.session_core``; its ledger rules: ``SessionState``)
@@ -213,10 +206,9 @@ class Session:
                         continue
                 elif self._forward_seen(mtype, raw, start, end, local):
                     continue
-            msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx)
+            msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx, self.server.service)
             if msg is None:  # malformed: upstream as it is, for PostgreSQL's own ERROR
                 continue
-            identity.observe(self.ctx, msg, self.server.service.identity_functions)
             if local and self._needs_local(mtype, msg):
                 self._upstream_write(raw[written : start - 5])
                 self._answer_now([raw[s - 5 : e] for _, s, e in index[i:]])
@@ -521,8 +513,7 @@ class Session:
             if mtype in _DECODED_BACKEND:
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
-                if mtype == _T_READY:
-                    self.server.service.transaction_ended()
+                self.server.service.transaction_ended()  # (privilege changes: proxy.grants)
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
                     self.fatal_relayed = True
             elif state.answer(mtype):

@@ -107,7 +107,7 @@ class HandshakeServer(Protocol):
     def upstream(self) -> UpstreamAddress: ...
 
     @property
-    def sessions(self) -> set[Any]: ...  # the live sessions (``proxy.limits.admit``)
+    def sessions(self) -> set[Any]: ...  # the live sessions (``limits.admit``, the relay)
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
