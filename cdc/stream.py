@@ -31,6 +31,7 @@ from cdc.events import TransactionSink
 from cdc.pgoutput import (
     PG_EPOCH_UNIX,
     PgoutputError,
+    PgoutputMessage,
     PrimaryKeepalive,
     decode_copy_data,
     decode_message,
@@ -118,6 +119,9 @@ class ReplicationStream:
         #: awaited in every session before its slot is created (the host makes its
         #: publication whole there)
         self.before_slot: Callable[[], Awaitable[None]] | None = None
+        #: sees every decoded pgoutput message just before the applier does (local bases
+        #: apply a Commit there, in the same synchronous step as the applier)
+        self.tap: Callable[[PgoutputMessage], None] | None = None
         self.applier = Applier(sink, applied_commit_lsn=resume_lsn, on_barrier=self._marker)
         self.applier.applied_end_lsn = resume_lsn
         self.system: slots.SystemInfo | None = None
@@ -295,7 +299,10 @@ class ReplicationStream:
                 continue
             if msg.wal_end > self.received_lsn:
                 self.received_lsn = msg.wal_end
-            applier.feed(decode_message(msg.data))
+            decoded = decode_message(msg.data)
+            if self.tap is not None:
+                self.tap(decoded)
+            applier.feed(decoded)
 
     def _keepalive(self, conn: PgConnection, msg: PrimaryKeepalive) -> None:
         self.received_lsn = max(self.received_lsn, msg.wal_end)

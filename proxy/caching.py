@@ -47,7 +47,7 @@ from engine import (
     decode_text,
     fill_query,
 )
-from proxy import logparams
+from proxy import localfills, logparams
 from proxy.metrics import Buckets
 from proxy.publication import Publication, persistent_names
 
@@ -106,7 +106,8 @@ class EngineHost:
 
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
                  read_timeout: float = 5.0, max_fills: int = 8,
-                 replication_slot: str | None = None) -> None:
+                 replication_slot: str | None = None, local_bases: str | None = None,
+                 local_tables: Sequence[str] = ()) -> None:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
@@ -119,6 +120,12 @@ class EngineHost:
         self.schemas: dict[int, TableSchema] = {}
         slot, pub = (None, None) if replication_slot is None \
             else persistent_names(replication_slot)
+        #: local replica bases (``--local-bases``): their slot and publication are the stream's
+        self.local = None if local_bases is None else localfills.open_bases(
+            local_bases, upstream_url, local_tables,
+            None if slot is None or pub is None else (slot, pub))
+        if self.local is not None:
+            slot, pub = self.local.slot, self.local.publication
         self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0),
                                        name=pub, keep=slot is not None)
         self.stream = ReplicationStream(
@@ -127,6 +134,8 @@ class EngineHost:
                          slot=slot, temporary=slot is None),
             self, on_marker=self._on_marker)
         self.stream.before_slot = self.publication.ensure
+        if self.local is not None:
+            localfills.attach(self, self.local)
         self._plans: dict[str, Reader] = {}
         self.fresh_as_of = float("-inf")
         #: called after ``fresh_as_of`` or ``stream.up`` changed (the hit lanes' deadline)
@@ -148,9 +157,13 @@ class EngineHost:
         self._pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS,
             reset=_keep_session)
+        if self.local is not None:
+            await localfills.start(self, self.local)
         await self.stream.start()
         started = time.monotonic()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
+        if self.local is not None:
+            self.local.ready = True  # (see proxy.localfills)
         self._set_fresh(started)
         self._spawn(self._heartbeat())
 
@@ -203,6 +216,8 @@ class EngineHost:
         if self._pool is not None:
             await self.publication.drop()
             await self._pool.close()
+        if self.local is not None:
+            self.local.close()
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -307,7 +322,13 @@ class EngineHost:
 
     def _queue_fill(self, run: RunFill) -> None:
         """Fills wait for a slot (at most ``max_fills`` upstream transactions at once); those
-        that waited together run in one transaction (see :meth:`_fetch`)."""
+        that waited together run in one transaction (see :meth:`_fetch`). A fill over local
+        bases only is installed at once instead (``proxy.localfills``)."""
+        if self.local is not None:
+            effects = localfills.fill(self.engine, self.local, run)
+            if effects is not None:
+                self._perform(effects)
+                return
         self._queued.append((run, time.monotonic()))
         if not self._draining:
             self._draining = True

@@ -1,10 +1,11 @@
 """The durable store of local replica bases: one LMDB environment per weir.
 
 Owns the layout (a ``meta`` database with the bootstrap's manifest, the applied position
-``lsn`` (end of the last applied upstream transaction), the xid reference and a ``complete``
-flag; one database per table mapping the COPY text line of a row's key to the COPY text line
-of the row), loading a manifest's Parquet into it (marked complete only at the end, so a
-half-loaded store is refused on open), and the row mapping the
+``lsn`` (end of the last applied upstream transaction) and ``commit`` (its commit LSN, what a
+replication stream resuming after it skips up to), the xid reference and a ``complete`` flag;
+one database per table mapping the COPY text line of a row's key to the COPY text line of the
+row), loading a manifest's Parquet (or any row source: ``build``) into it (marked complete only
+at the end, so a half-loaded store is refused on open), and the row mapping the
 :class:`~cdc.bootstrap.replay.Replica` applies changes through. Rows and position change in
 the same LMDB write transaction, which LMDB makes durable (fsync) at commit: after a crash the
 store is exactly as of some applied upstream transaction, and its ``lsn`` says which.
@@ -13,7 +14,7 @@ store is exactly as of some applied upstream transaction, and its ``lsn`` says w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,15 @@ class BaseStore:
     def create(cls, path: str | Path, manifest_dir: str | Path,
                map_size: int = MAP_SIZE) -> BaseStore:
         """Load a finished bootstrap into a new store at ``path``."""
-        data = read_manifest(manifest_dir)
+        return cls.build(path, read_manifest(manifest_dir),
+                         lambda t: parquet_rows(manifest_dir, t), map_size)
+
+    @classmethod
+    def build(cls, path: str | Path, data: dict[str, Any],
+              rows_of: Callable[[dict[str, Any]], Iterable[Text]],
+              map_size: int = MAP_SIZE) -> BaseStore:
+        """A new store at ``path`` holding manifest ``data``'s tables, each table's rows from
+        ``rows_of(its manifest entry)``; marked complete only once every row is in."""
         env = cls._env(path, map_size)
         meta = env.open_db(_META)
         with env.begin() as txn:
@@ -104,7 +113,7 @@ class BaseStore:
         for t in data["tables"]:
             rows = replica.tables[t["qualified"]]
             batch: list[Text] = []
-            for row in parquet_rows(manifest_dir, t):
+            for row in rows_of(t):
                 batch.append(row)
                 if len(batch) >= _BATCH:
                     store._put(rows.rows, rows.key, batch)
@@ -141,6 +150,8 @@ class BaseStore:
             with self.env.begin() as txn:
                 replica.lsn = int.from_bytes(txn.get(b"lsn", db=self.meta), "big")
                 replica.xid_reference = int.from_bytes(txn.get(b"xid", db=self.meta), "big")
+                replica.commit_lsn = int.from_bytes(txn.get(b"commit", db=self.meta)
+                                                    or _u64(0), "big")
         return replica
 
     def _rows(self, spec: TableSpec) -> StoreRows:
@@ -169,6 +180,7 @@ class BaseStore:
         """Record the replica's applied position (inside :meth:`write`)."""
         self.txn.put(b"lsn", _u64(replica.lsn), db=self.meta)
         self.txn.put(b"xid", _u64(replica.xid_reference), db=self.meta)
+        self.txn.put(b"commit", _u64(replica.commit_lsn), db=self.meta)
 
     @property
     def durable_lsn(self) -> int:
