@@ -30,7 +30,7 @@ from cdc.bases.local import BasesLost, LocalBases
 from cdc.bootstrap import cli as bootstrap_cli
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import ColumnSchema, TableSchema, TransactionSink
-from cdc.pgoutput import format_lsn
+from cdc.pgoutput import PgoutputMessage, format_lsn
 from cdc.slots import PUBLICATION_PREFIX, SLOT_PREFIX, quote_ident
 from cdc.stream import ReplicationStream, StreamConfig
 
@@ -43,6 +43,7 @@ __all__ = [
     "ConnectParams",
     "LocalBases",
     "PgConnection",
+    "PgoutputMessage",
     "ReplicationStream",
     "StreamConfig",
     "TableSchema",

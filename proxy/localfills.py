@@ -3,7 +3,9 @@
 Owns wiring a :class:`cdc.LocalBases` into an ``EngineHost``: the stream follows the bases'
 persistent slot and publication, its ``tap`` applies each Commit to the store just before the
 applier hands the same transaction to the engine (one synchronous step), and it confirms to the
-upstream no more than the store holds durably (``durable_lsn``); at start the store is opened
+upstream no more than the store holds durably (``durable_lsn``; should the store fail to apply
+a transaction, its open batch is dropped and the applier rewound to the durable position with
+it, and the stream's failure resets the caches and resends from there); at start the store is opened
 (or loaded from one snapshot, in a thread) and the applier resumes after its last transaction;
 before every replication session the slot is checked, and a slot that is gone, lost its WAL
 or was confirmed past the store is reported and the bases reloaded (every cache is reset);
@@ -24,7 +26,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cdc import BasesLost, LocalBases
+from cdc import BasesLost, LocalBases, PgoutputMessage
 from engine import Engine, RunFill
 
 if TYPE_CHECKING:
@@ -48,8 +50,16 @@ def attach(host: EngineHost, local: LocalBases) -> None:
     """Feed the store from the host's stream, cap confirmations at the store's durability,
     and check the slot before every session."""
     stream = host.stream
-    stream.tap = local.tap
     stream.durable_lsn = local.durable_lsn
+
+    def tap(msg: PgoutputMessage) -> None:
+        try:
+            local.tap(msg)
+        except BaseException:  # the batch was dropped: the applier resumes where it ends
+            _resume(host, local)
+            raise
+
+    stream.tap = tap
 
     async def before_slot() -> None:
         try:

@@ -3,13 +3,16 @@ fills answered from it.
 
 Owns :class:`LocalBases`: opening the store (``weir bootstrap`` + ``weir bases load``), or
 loading it from one snapshot (:mod:`cdc.bases.snapshot_load`) when the directory holds none
-and tables are named; the stream's ``tap`` (every decoded pgoutput message, before the
-applier sees it: a Commit is applied to the store in one durable LMDB write transaction, so
-store and engine change in the same synchronous step); ``durable_lsn`` (what the stream may
-confirm); ``check`` (before each replication session: the slot still exists, kept its WAL and
-was not confirmed past the durable position - else :class:`~cdc.bases.follow.BasesLost`) and
-``reload``; and ``rows(run)``: a fill's rows read from the store, decoded as the applier decodes
-pgoutput text, when every table it reads is local (None otherwise: the fill goes upstream).
+and tables are named; the stream's ``tap`` (every decoded pgoutput message, before the applier
+sees it: a Commit is applied to the store inside an open LMDB write transaction, the batch, so
+store and engine change in the same synchronous step); ``durable_lsn`` (commits the batch - one
+fsync for about a second of transactions - and returns what the stream may confirm upstream:
+after a crash the store is exactly as of some applied transaction at or after it); ``check``
+(before each replication session: the slot still exists, kept its WAL and was not confirmed
+past the durable position - else :class:`~cdc.bases.follow.BasesLost`) and ``load`` (again);
+and ``rows(run)``: a fill's rows read from the store (through the open batch), decoded as the
+applier decodes pgoutput text, when every table it reads is local (None otherwise: the fill
+goes upstream).
 
 Why a local fill needs no snapshot, marker or patch: between two stream messages the store
 holds exactly the transactions the engine has applied (both change at the same Commit, in one
@@ -75,6 +78,8 @@ class LocalBases:
         self.local_fills = 0
         self.loads = 0  # loads from one snapshot (the first, and reloads)
         self._bases: dict[tuple[str, str], _Base] = {}
+        self._batch: Any = None  # the open LMDB write transaction of applied transactions
+        self._durable = (0, 0, 0)  # (lsn, commit LSN, xid reference) of the last flush
         try:
             self._attach(BaseStore.open(self.path))
         except BootstrapError as exc:
@@ -90,6 +95,8 @@ class LocalBases:
 
     def _attach(self, store: BaseStore) -> None:
         self.store, self.replica = store, store.replica()
+        r = self.replica
+        self._durable = (r.lsn, r.commit_lsn, r.xid_reference)
         self.tables = self.tables or tuple(
             f"{quote_ident(t['schema'])}.{quote_ident(t['name'])}"
             for t in store.manifest["tables"])
@@ -113,6 +120,7 @@ class LocalBases:
         from cdc.bases import snapshot_load
 
         self.ready = False
+        self.abort()
         if self.store is not None:
             self.store.close()
             self.store = self.replica = None
@@ -128,6 +136,7 @@ class LocalBases:
 
     async def check(self) -> None:
         """Raise ``BasesLost`` if the slot can no longer bring the store up to date."""
+        self.flush()
         assert self.replica is not None
         conn = await PgConnection.connect(ConnectParams.from_url(self.upstream_url),
                                           replication=True)
@@ -141,32 +150,57 @@ class LocalBases:
     @property
     def resume(self) -> tuple[int, int]:
         """(commit LSN, end LSN) of the last transaction durably in the store."""
-        assert self.replica is not None
-        return self.replica.commit_lsn, self.replica.lsn
+        return self._durable[1], self._durable[0]
 
     def durable_lsn(self) -> int:
-        """The end of the last upstream transaction the store holds durably."""
-        return self.replica.lsn if self.replica is not None else 0
+        """Commit the open batch (fsync) and return the end of the last upstream transaction
+        the store now holds durably: the stream calls it for each status update, so nothing
+        is confirmed upstream before it is on disk, and a batch stays open about a second."""
+        self.flush()
+        return self._durable[0]
+
+    def flush(self) -> None:
+        """Commit the open batch of applied transactions, durably."""
+        txn, store = self._batch, self.store
+        if txn is None or store is None or self.replica is None:
+            return
+        self._batch = store.txn = None
+        txn.commit()
+        r = self.replica
+        self._durable = (r.lsn, r.commit_lsn, r.xid_reference)
 
     def tap(self, msg: PgoutputMessage) -> None:
-        """One decoded message, before the applier: a Commit is applied to the store in one
-        LMDB write transaction (durable when it returns) together with the new position."""
+        """One decoded message, before the applier: a Commit's changes are applied to the
+        store inside the open batch (an LMDB write transaction that ``flush`` commits), which
+        local fills read through, so they see it at once."""
         store, replica = self.store, self.replica
         assert store is not None and replica is not None
-        if isinstance(msg, Commit):
-            before = replica.lsn, replica.commit_lsn, replica.xid_reference
-            try:
-                with store.write():
-                    replica.feed(msg)
-                    store.save_position(replica)
-            except BaseException:  # not written: the stream fails and resends it
-                replica.lsn, replica.commit_lsn, replica.xid_reference = before
-                raise
-        else:
+        if not isinstance(msg, Commit):
             replica.feed(msg)
+            return
+        if self._batch is None:
+            self._batch = store.txn = store.env.begin(write=True)
+        try:
+            replica.feed(msg)
+            store.save_position(replica)
+        except BaseException:  # the batch may hold part of it: drop back to the durable state
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Forget the open batch: the store and its position are the durable ones again (the
+        stream must resume from ``resume``)."""
+        txn = self._batch
+        if txn is not None and self.store is not None:
+            self._batch = self.store.txn = None
+            txn.abort()
+        if self.replica is not None:
+            r = self.replica
+            r.lsn, r.commit_lsn, r.xid_reference = self._durable
 
     def close(self) -> None:
         if self.store is not None:
+            self.flush()
             self.store.close()
             self.store = self.replica = None
 
@@ -177,13 +211,18 @@ class LocalBases:
         table is not local or a lookup would be too costly here."""
         if not self.ready or self.store is None:
             return None
-        out: list[list[Row]] = []
+        if self._batch is not None:  # the applied transactions not yet durable are in it
+            return self._read(self._batch, run)
         with self.store.env.begin() as txn:
-            for req in run.requests:
-                found = self._request(txn, req)
-                if found is None:
-                    return None
-                out.append(found)
+            return self._read(txn, run)
+
+    def _read(self, txn: Any, run: RunFill) -> list[list[Row]] | None:
+        out: list[list[Row]] = []
+        for req in run.requests:
+            found = self._request(txn, req)
+            if found is None:
+                return None
+            out.append(found)
         self.local_fills += 1
         return out
 
