@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from engine.dataflow import pgmath, pgtime
+from engine.dataflow import pgjson, pgmath, pgtime, pgzones
 from engine.dataflow.pgmath import EvalError
 from engine.values import oids as T
 
@@ -109,6 +109,8 @@ FUNCTIONS: dict[str, Impl] = {
     "position": lambda a, t: a[0].find(a[1]) + 1,
 }
 
-FUNCTIONS.update(date_trunc=pgtime.date_trunc, extract=pgtime.extract)
+FUNCTIONS.update(date_trunc=pgtime.date_trunc, extract=pgtime.extract,
+                 timezone=pgzones.timezone)
+FUNCTIONS.update(pgjson.FUNCTIONS)
 
 NULL_TOLERANT = frozenset({"concat"})

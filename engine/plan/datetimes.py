@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.dataflow import pgtime
+from engine.dataflow import pgtime, pgzones
 from engine.plan import ir, pgtypes
 from engine.plan.scope import PlanError
 from engine.values import Interval
@@ -73,3 +73,24 @@ def datetime_func(b: ExprBuilder, name: str, body: Node) -> ir.Expr:
                         + (" (depends on the session TimeZone)"
                            if value.type_oid == T.TIMESTAMPTZ else ""))
     return ir.Func("extract", (ir.Const(unit, T.TEXT), value), T.NUMERIC)
+
+
+def at_time_zone(b: ExprBuilder, body: Node) -> ir.Expr:
+    """``value AT TIME ZONE 'Area/City'`` (``timezone(zone, value)``) on a timestamp or a
+    timestamptz: the zone is a constant full zone name, so the session TimeZone is not read."""
+    args = body.get("args", [])
+    if len(args) != 2:
+        raise PlanError(f"timezone() with {len(args)} arguments")
+    zone, value = b.build(args[0]), b.build(args[1])
+    if not (isinstance(zone, ir.Const) and isinstance(zone.value, str)
+            and zone.type_oid in (T.UNKNOWN, T.TEXT)):
+        raise PlanError("AT TIME ZONE with a zone that is not a string constant")
+    if not pgzones.zone_known(zone.value):
+        raise PlanError(f"AT TIME ZONE {zone.value!r} (only full zone names such as "
+                        "'Europe/Paris' and 'UTC': other names may be abbreviations, "
+                        "which depend on the session's timezone_abbreviations)")
+    if value.type_oid not in (T.TIMESTAMP, T.TIMESTAMPTZ):
+        raise PlanError(f"AT TIME ZONE on {pgtypes.type_name(value.type_oid)}"
+                        + (" (untyped literal)" if value.type_oid == T.UNKNOWN else ""))
+    result = T.TIMESTAMP if value.type_oid == T.TIMESTAMPTZ else T.TIMESTAMPTZ
+    return ir.Func("timezone", (ir.Const(zone.value, T.TEXT), value), result)

@@ -102,7 +102,7 @@ def aggregate_value(call: ir.AggCall, rows: Sequence[Row], params: Sequence[Any]
         keys = tuple(ir.SortKey(i + 1, s.descending, s.nulls_first)
                      for i, s in enumerate(call.order))
         return ordered_value([tuple(f(r) for f in fns) for r in rows], keys, call.func,
-                             call.delimiter)
+                             call.delimiter, call.arg.type_oid)
     fn = compile_expr(call.arg, params)
     values = [v for v in (fn(r) for r in rows) if v is not None]
     if call.func == "count":

@@ -35,7 +35,7 @@ def _const(value: object, type_oid: int) -> str:
         return "true" if value else "false"
     if isinstance(value, int | Decimal | float):
         return str(value)
-    shown = encode_text(type_oid, value) if isinstance(value, Interval) else str(value)
+    shown = encode_text(type_oid, value) if isinstance(value, Interval | tuple) else str(value)
     text = shown.replace("'", "''")
     return f"'{text}'::{pgtypes.type_name(type_oid)}"
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.dataflow import pgtime
-from engine.plan import datetimes, ir, pgtypes
+from engine.plan import datetimes, ir, jsonops, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
@@ -28,7 +28,7 @@ ColHook = Callable[[int], ir.Expr]
 
 AGGREGATES = frozenset({"count", "sum", "avg", "min", "max"})
 #: Aggregates whose result depends on the order of their input: planned with their ORDER BY.
-ORDERED_AGGREGATES = {"string_agg": 2, "array_agg": 1}  # name -> argument count
+ORDERED_AGGREGATES = {"string_agg": 2, "array_agg": 1, "json_agg": 1, "jsonb_agg": 1}
 #: Aggregates PostgreSQL has that the planner does not support (named in the reason).
 KNOWN_AGGREGATES = frozenset({
     "string_agg", "array_agg", "json_agg", "jsonb_agg", "json_object_agg", "bool_and",
@@ -216,6 +216,8 @@ class ExprBuilder:
             return self.arith(name, left, right)
         if name == "||":
             return self.textcat(left, right)
+        if name in jsonops.JSON_OPERATORS:
+            return jsonops.json_operator(self, name, left, right)
         raise PlanError(f"operator {name}")
 
     def pair(self, left: ir.Expr, right: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
@@ -436,6 +438,8 @@ class ExprBuilder:
             raise PlanError(f"aggregate {name}()")
         if name in ("date_trunc", "extract"):
             return self._datetime_func(name, body)
+        if name == "timezone":
+            return datetimes.at_time_zone(self, body)
         if name not in _TEXT_FUNCS and name not in ("concat", "abs", "round"):
             raise PlanError(f"function {name}()")
         args = [self.build(a) for a in body.get("args", [])]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from engine.dataflow.pgjson import JSON_ELEMENT_TYPES
 from engine.plan import ir, pgtypes
 from engine.plan.exprs import ORDERED_AGGREGATES, ExprBuilder, Node, is_aggregate_call
 from engine.plan.from_clause import conjuncts
@@ -127,7 +128,8 @@ class Grouping:
 
     def _ordered(self, name: str, body: Node, inner: ExprBuilder,
                  where: ir.Expr | None) -> ir.Expr:
-        """string_agg(text, 'delimiter' ORDER BY ...) and array_agg(x ORDER BY ...). Without
+        """string_agg(text, 'delimiter' ORDER BY ...), array_agg(x ORDER BY ...) and
+        json_agg / jsonb_agg(x ORDER BY ...) of scalars whose JSON form is exact. Without
         ORDER BY their result is in the order rows happen to arrive: refused."""
         if body.get("agg_distinct"):
             raise PlanError(f"{name}(DISTINCT ...)")
@@ -146,6 +148,12 @@ class Grouping:
             if not isinstance(sep, ir.Const) or not isinstance(sep.value, str):
                 raise PlanError("string_agg() with a delimiter that is not a string constant")
             delimiter, result, coll = sep.value, T.TEXT, inner.collation(arg)
+        elif name in ("json_agg", "jsonb_agg"):
+            if where is not None:
+                raise PlanError(f"{name}() with FILTER")  # CASE would add null elements
+            if arg.type_oid not in JSON_ELEMENT_TYPES:
+                raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)}")
+            result = T.JSON if name == "json_agg" else T.JSONB
         else:
             if where is not None:
                 raise PlanError("array_agg() with FILTER")  # CASE would add NULL elements

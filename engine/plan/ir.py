@@ -299,7 +299,7 @@ class UnionAll:
 
 
 AggFunc = Literal["count_star", "count", "count_distinct", "sum", "avg", "min", "max",
-                  "string_agg", "array_agg"]
+                  "string_agg", "array_agg", "json_agg", "jsonb_agg"]
 
 
 @dataclass(frozen=True, slots=True)

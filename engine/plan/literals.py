@@ -17,9 +17,11 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from engine.dataflow.pgjson import canonical_jsonb
 from engine.plan.pgtypes import type_name
 from engine.values import Interval
 from engine.values import oids as T
+from engine.values.arrays import parse_array
 
 
 class LiteralError(ValueError):
@@ -155,10 +157,27 @@ def _uuid(_type_oid: int, text: str) -> uuid.UUID:
     return uuid.UUID(stripped)
 
 
+def _jsonb(_type_oid: int, text: str) -> str:
+    try:
+        return canonical_jsonb(text)
+    except ValueError as exc:
+        raise LiteralError(f"jsonb literal {text!r} ({exc})") from exc
+
+
+def _text_array(_type_oid: int, text: str) -> tuple[Any, ...]:
+    if not text.startswith("{") or re.search(r"\s", text):
+        raise LiteralError(f"text[] literal {text!r} (only '{{...}}' without whitespace)")
+    try:
+        return parse_array(text, lambda raw: _text(T.TEXT, raw))
+    except ValueError as exc:
+        raise LiteralError(f"text[] literal {text!r}") from exc
+
+
 _PARSERS: dict[int, Any] = {
     T.INT2: _int, T.INT4: _int, T.INT8: _int, T.NUMERIC: _numeric, T.BOOL: _bool,
     T.DATE: _date, T.TIMESTAMP: _timestamp, T.TEXT: _text, T.VARCHAR: _text, T.NAME: _text,
-    T.UUID: _uuid, T.TIMESTAMPTZ: _timestamptz, T.INTERVAL: _interval,
+    T.UUID: _uuid, T.TIMESTAMPTZ: _timestamptz, T.INTERVAL: _interval, T.JSONB: _jsonb,
+    T.ARRAY_OF[T.TEXT]: _text_array,
 }
 
 

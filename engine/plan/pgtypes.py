@@ -25,6 +25,14 @@ ORDERABLE_TYPES = frozenset({
 #: bpchar is excluded from comparisons: PostgreSQL ignores its trailing blanks, Python does not.
 SUPPORTED_TYPES = ORDERABLE_TYPES | {T.JSON, T.JSONB, T.INTERVAL, T.BPCHAR}
 
+#: Types whose PostgreSQL equality is not equality of the engine's canonical values (what
+#: GROUP BY, DISTINCT and UNION would compare): why, for the reason shown.
+NOT_EQUAL_BY_VALUE = {
+    T.JSONB: "jsonb equality compares numbers by value (1.0 = 1), their printed text does not",
+    T.JSON: "json has no equality operator",
+    T.BPCHAR: "bpchar equality ignores trailing blanks",
+}
+
 TYPE_NAMES = {
     T.BOOL: "bool", T.BYTEA: "bytea", T.CHAR: "char", T.NAME: "name", T.INT8: "int8",
     T.INT2: "int2", T.INT4: "int4", T.TEXT: "text", T.OID: "oid", T.JSON: "json",
@@ -79,7 +87,8 @@ def arithmetic_type(op: str, left: int, right: int) -> int | None:
 def comparable(left: int, right: int) -> bool:
     """Whether ``left = right`` (and < etc.) exists and compares the canonical values exactly."""
     if left == right:
-        return left in ORDERABLE_TYPES or left in (T.JSONB, T.INTERVAL)
+        # not jsonb: its equality compares numbers by value ('1.0' = '1'), its text does not
+        return left in ORDERABLE_TYPES or left == T.INTERVAL
     if left in _NUMERIC_RANK and right in _NUMERIC_RANK:
         floats = (T.FLOAT4, T.FLOAT8)
         # numeric vs float compares after a cast to float8 in PostgreSQL; Python compares the

@@ -24,7 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,6 +261,8 @@ class _Planner:
             positions.append(pos)
             extra.append(ScopeCol(None, f"?group{len(exprs)}?", expr.type_oid,
                                   builder.collation(expr), ctx.new_rte(), hidden=True))
+        _check_equality_types([c.type_oid for c in bound.scope.cols + tuple(extra)],
+                              positions, "GROUP BY")
         if not exprs:
             return bound, positions, canon
         cols = bound.rel.columns
@@ -340,6 +342,7 @@ class _Planner:
                                 "select list")
             if cut_extra:
                 raise PlanError("range parameter on a column SELECT DISTINCT does not output")
+            _check_equality_types([e.type_oid for e in exprs], range(len(exprs)), "DISTINCT")
             project = ir.Distinct(project)
         return _Block(project, list(out_names), colls, len(exprs), block_keys, order, limit,
                       offset, page=page, cuts=block_cuts, windows=calls)
@@ -423,6 +426,8 @@ class _Planner:
         first = branches[0]
         rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
         if not stmt.get("all"):
+            cols = rel.columns
+            _check_equality_types([c.type_oid for c in cols], range(len(cols)), "UNION")
             rel = ir.Distinct(rel)  # UNION = DISTINCT over UNION ALL (NULLs equal, as in SQL)
         visible = len(first.scope.cols) - len(keys)
         names = [c.name for c in first.scope.cols]
@@ -554,3 +559,10 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
                             tuple(sorted(ctx.relations)), block.empty_row, block.page, cuts,
                             hidden)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries
+
+
+def _check_equality_types(types: Sequence[int], positions: Iterable[int], what: str) -> None:
+    for pos in positions:
+        why = pgtypes.NOT_EQUAL_BY_VALUE.get(types[pos])
+        if why is not None:
+            raise PlanError(f"{what} on a {pgtypes.type_name(types[pos])} value ({why})")

@@ -82,7 +82,8 @@ def _check_func(node: Node) -> str | None:
         return f"window function {name}() OVER (...)"
     if node.get("agg_within_group"):
         return f"ordered-set aggregate {name}() WITHIN GROUP"
-    if node.get("agg_order") and name not in ("string_agg", "array_agg"):
+    if node.get("agg_order") and name not in ("string_agg", "array_agg", "json_agg",
+                                              "jsonb_agg"):
         return f"ORDER BY inside aggregate {name}()"
     return None
 

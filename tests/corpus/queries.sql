@@ -416,3 +416,22 @@ SELECT extract(dow FROM placed_on) AS dow, count(*) FROM orders GROUP BY 1;
 SELECT id, created_at - timestamp '2024-01-01' AS since, extract(epoch FROM created_at) AS epoch FROM comments WHERE story_id = $1;
 SELECT id, extract(isodow FROM created_at), extract(week FROM created_at), extract(doy FROM created_at), extract(quarter FROM created_at), extract(milliseconds FROM created_at) FROM threads;
 SELECT id, created_at::date AS day, date_trunc('hour', created_at) - interval '30 minutes' FROM posts WHERE created_at < timestamp '2024-02-15' - interval '2 weeks';
+-- ===================== jsonb operators =====================
+-- params: [3]
+SELECT id, data -> 'user' AS who, data ->> 'kind' AS kind, data -> 'tags' -> 0 AS first_tag, data #>> '{user,name}' AS name, data ->> 'n' AS n FROM activities WHERE user_id = $1;
+-- params: ["vote"]
+SELECT id, user_id FROM activities WHERE data ->> 'kind' = $1;
+SELECT id FROM activities WHERE data @> '{"tags": ["rust"]}' ORDER BY id;
+SELECT data ->> 'kind' AS kind, count(*) FROM activities WHERE data ? 'tags' GROUP BY 1;
+SELECT id, data #> '{tags}' FROM activities WHERE data @> '{"n": 1}' AND NOT data <@ '{}';
+-- ===================== AT TIME ZONE a full zone name =====================
+-- params: [2]
+SELECT id, created_at AT TIME ZONE 'Europe/Paris' AS paris FROM stories WHERE author_id = $1;
+SELECT date_trunc('day', (created_at AT TIME ZONE 'America/New_York') AT TIME ZONE 'UTC') AS day, count(*) FROM comments GROUP BY 1;
+SELECT id FROM orders WHERE placed_on::timestamp AT TIME ZONE 'Asia/Kolkata' > timestamptz '2024-02-01 00:00Z' ORDER BY id;
+-- ===================== json_agg / jsonb_agg with ORDER BY =====================
+-- params: [3]
+SELECT author_id, json_agg(title ORDER BY id) AS titles, jsonb_agg(score ORDER BY score DESC, id) AS scores FROM stories WHERE author_id = $1 GROUP BY author_id;
+SELECT o.customer_id, jsonb_agg(o.total ORDER BY o.placed_on, o.id) AS totals, json_agg(o.placed_on ORDER BY o.id) FROM orders o GROUP BY o.customer_id;
+-- params: [2]
+SELECT jsonb_agg(data ORDER BY id) FROM activities WHERE user_id = $1;

@@ -141,8 +141,9 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
         through = psycopg.connect(server.dsn(dbname=dbname), autocommit=True,
                                   prepare_threshold=None)
         direct = psycopg.connect(pg.dsn(dbname=dbname), autocommit=True)
-        for conn in (through, direct):  # text intervals as printed (timedelta normalizes)
-            conn.adapters.register_loader("interval", TextLoader)
+        for conn in (through, direct):  # as printed (timedelta normalizes, json parses)
+            for type_name in ("interval", "json", "jsonb"):
+                conn.adapters.register_loader(type_name, TextLoader)
         for i, shape in enumerate(shapes):
             through.execute(f"CREATE CACHE c{i} FROM {shape.sql}")
         served = reads = mismatches = 0
@@ -209,6 +210,10 @@ AGG_SHAPES = [
     Shape("SELECT n.ref, array_agg(t.name ORDER BY t.name DESC, n.id) FROM notes n "
           "JOIN things t ON t.id = n.ref WHERE n.ref = $1 GROUP BY n.ref",
           lambda r: (r.randint(0, 45),)),
+    Shape("SELECT grp, json_agg(name ORDER BY id) AS names, jsonb_agg(score ORDER BY id DESC) "
+          "FROM things WHERE grp = ANY($1) GROUP BY grp", lambda r: (_ids(r, 45),)),
+    Shape("SELECT jsonb_agg(made ORDER BY made, id), json_agg(day ORDER BY id) FROM things "
+          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
 ]
 
 
@@ -277,6 +282,89 @@ DATE_SHAPES = [
 ]
 
 
+ZONE_SHAPES = [
+    Shape("SELECT id, at AT TIME ZONE 'America/New_York' AS ny, made AT TIME ZONE "
+          "'Europe/Paris' AS paris, timezone('UTC', at) FROM things WHERE grp = $1",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT grp, date_trunc('day', at AT TIME ZONE 'Australia/Sydney') AS day, count(*) "
+          "FROM things WHERE grp = ANY($1) GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+    Shape("SELECT id FROM things WHERE grp = $1 AND (made AT TIME ZONE 'Europe/Paris') "
+          "< at ORDER BY id", lambda r: (r.randint(0, 45),), ordered=True),
+]
+
+
+def test_at_time_zone(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, ZONE_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
 def test_dates_and_times(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, DATE_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+
+
+def _json_doc(rng: random.Random) -> str | None:
+    """Random documents: numbers of several scales, escapes, nesting, raw scalars, nulls."""
+    def value(depth: int) -> Any:
+        kind = rng.random()
+        if depth > 2 or kind < 0.3:
+            return rng.choice([1, 1.0, 2.5, -0.25, "1", "x", "é\t\"q\"", None, True, False])
+        if kind < 0.6:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(["a", "b", "kind", "tags", "n", "é"]): value(depth + 1)
+                for _ in range(rng.randint(0, 4))}
+    if rng.random() < 0.05:
+        return None
+    import json
+    doc = value(0) if rng.random() < 0.2 else {
+        "kind": rng.choice(["post", "link", "poll", 1]), "n": rng.choice([1, 1.0, 1.50, 7]),
+        "tags": [rng.choice(["a", "b", "c"]) for _ in range(rng.randint(0, 3))],
+        "user": {"name": rng.choice(["ann", "bob", None]), "id": rng.randint(1, 5)},
+        "extra": value(1)}
+    return json.dumps(doc)
+
+
+def _json_schema() -> str:
+    rng = random.Random(23)
+    rows = []
+    for i in range(1, 301):
+        doc = _json_doc(rng)
+        rows.append(f"({i}, {i % 46}, " + ("NULL" if doc is None else
+                                           "'" + doc.replace("'", "''") + "'") + ")")
+    return SCHEMA + "CREATE TABLE docs (id int PRIMARY KEY, grp int, doc jsonb);\n" \
+        f"INSERT INTO docs VALUES {', '.join(rows)};\n"
+
+
+def _json_write(conn: psycopg.Connection[Any], rng: random.Random,
+                next_id: dict[str, int]) -> None:
+    if rng.random() < 0.5:
+        _random_write(conn, rng, next_id)
+    elif rng.random() < 0.5:
+        next_id["docs"] += 1
+        conn.execute("INSERT INTO docs VALUES (%s, %s, %s)",
+                     (next_id["docs"], rng.randint(0, 45), _json_doc(rng)))
+    else:
+        conn.execute("UPDATE docs SET doc = %s WHERE id = %s",
+                     (_json_doc(rng), rng.randint(1, next_id["docs"])))
+
+
+JSON_SHAPES = [
+    Shape("SELECT id, doc -> 'user' AS u, doc ->> 'kind', doc -> 'tags' -> -1, "
+          "doc #>> '{user,name}', doc #> '{extra,0}', doc ->> 'n' FROM docs WHERE grp = $1",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, grp FROM docs WHERE doc ->> 'kind' = $1",
+          lambda r: (r.choice(["post", "link", "poll", "1", "x"]),)),
+    Shape("SELECT id FROM docs WHERE grp = $1 AND doc @> '{\"tags\": [\"a\"]}' "
+          "AND NOT doc @> '{\"n\": 1}'", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT grp, doc ->> 'kind' AS kind, count(*) FROM docs WHERE grp = ANY($1) "
+          "AND doc ? 'tags' GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+    Shape("SELECT id, doc -> 0, doc ->> 1 FROM docs WHERE grp = $1 AND doc <@ "
+          "'[1, \"x\", [], {\"a\": null}, true]'", lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_jsonb_operators(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, JSON_SHAPES, _json_schema(), _json_write,
+                     {"things": 1000, "notes": 1000, "docs": 300})

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
+from psycopg.types.string import TextLoader
 
 from engine.plan.evaluate import evaluate_reader
 from engine.plan.queries import INTERNAL_ERROR, QueryPlanner, merge_lookups
@@ -98,10 +100,16 @@ def generate(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
                         rng.random() < 0.2, rng.randint(0, 8), _ts(rng)) for i in range(1, 21)]
     data["posts"] = [(i, rng.randint(1, 20), rng.randint(1, 10), _words(rng, 8) + " ",
                       rng.random() < 0.3, _ts(rng)) for i in range(1, 81)]
+    data["activities"] = [(i, rng.randint(1, 10), _maybe(rng, Jsonb({
+        "kind": rng.choice(["view", "vote", "comment"]), "n": rng.choice([1, 1.0, 2.50]),
+        "tags": rng.sample(["rust", "db", "web"], rng.randint(0, 2)),
+        "user": {"name": rng.choice([*names[:3], None])}}), 0.1)) for i in range(1, 41)]
     return data
 
 
 def populate(conn: psycopg.Connection[Any], data: dict[str, list[tuple[Any, ...]]]) -> None:
+    for type_name in ("json", "jsonb"):  # as the text PostgreSQL prints
+        conn.adapters.register_loader(type_name, TextLoader)
     conn.execute((CORPUS / "schema.sql").read_text())
     for table, rows in data.items():
         marks = ", ".join(["%s"] * len(rows[0]))

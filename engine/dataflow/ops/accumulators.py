@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 import cython_ext
-from engine.dataflow import pgmath
+from engine.dataflow import pgjson, pgmath
 from engine.dataflow.ordering import order_key, value_key
 from engine.plan.ir import SortKey
 from engine.values import oids as T
@@ -224,30 +224,39 @@ class Max(Multiset):
 
 
 def ordered_value(entries: Iterable[tuple[Any, ...]], order: Sequence[SortKey], func: str,
-                  delimiter: str | None) -> Any:
-    """string_agg / array_agg of ``entries`` (each ``(value, sort key values...)``, repeated
-    as many times as it occurs) in the call's ORDER BY (``order``: positions in the entry);
-    rows tied on it in the order of their values (PostgreSQL leaves ties unspecified)."""
+                  delimiter: str | None, arg_oid: int | None = None) -> Any:
+    """string_agg / array_agg / json_agg / jsonb_agg of ``entries`` (each ``(value, sort key
+    values...)``, repeated as many times as it occurs) in the call's ORDER BY (``order``:
+    positions in the entry); rows tied on it in the order of their values (PostgreSQL leaves
+    ties unspecified). ``arg_oid``: the argument's type (the JSON aggregates print by it)."""
     rows = sorted(entries, key=order_key(order))
     if func == "array_agg":
         return tuple(r[0] for r in rows) if rows else None  # NULL elements are kept
+    if func in ("json_agg", "jsonb_agg"):
+        return pgjson.json_array([r[0] for r in rows], arg_oid or 0) if rows else None
     values = [r[0] for r in rows if r[0] is not None]
     return (delimiter or "").join(values) if values else None
 
 
 class Ordered(Multiset):
-    """string_agg / array_agg with ORDER BY: the multiset of (value, sort keys) entries."""
+    """The ordered aggregates (string_agg, array_agg, json_agg, jsonb_agg) with ORDER BY: the
+    multiset of (value, sort keys) entries."""
 
-    __slots__ = ("delimiter", "func", "order")
+    __slots__ = ("arg_oid", "delimiter", "func", "order")
 
     def __init__(self, oid: int, func: str = "array_agg", order: Sequence[SortKey] = (),
-                 delimiter: str | None = None) -> None:
+                 delimiter: str | None = None, arg_oid: int | None = None) -> None:
         super().__init__(oid)
         self.func, self.order, self.delimiter = func, tuple(order), delimiter
+        self.arg_oid = arg_oid
 
     def value(self) -> Any:
-        return ordered_value(self.values.elements(), self.order, self.func, self.delimiter)
+        return ordered_value(self.values.elements(), self.order, self.func, self.delimiter,
+                             self.arg_oid)
 
+
+#: The aggregates planned with their own ORDER BY (an ``Ordered`` multiset).
+ORDERED = frozenset({"string_agg", "array_agg", "json_agg", "jsonb_agg"})
 
 ACCUMULATORS: dict[str, Callable[[int], Acc]] = {
     "count_star": CountStar, "count": Count, "count_distinct": CountDistinct, "sum": Sum,
@@ -259,8 +268,8 @@ def accumulator(func: str, result_oid: int, arg_oid: int | None,
                 order: Sequence[SortKey] = (), delimiter: str | None = None) -> Acc:
     """A fresh accumulator for ``func`` (integer SUM into an integer type takes the fast path;
     string_agg/array_agg get their ORDER BY as positions in their (value, keys...) entries)."""
-    if func in ("string_agg", "array_agg"):
-        return Ordered(result_oid, func, order, delimiter)
+    if func in ORDERED:
+        return Ordered(result_oid, func, order, delimiter, arg_oid)
     if func == "sum" and result_oid in pgmath.INT_TYPES and arg_oid in pgmath.INT_TYPES:
         return IntSum(result_oid)
     if func in ("sum", "avg") and result_oid == T.NUMERIC:
