@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ class LocalBases:
         self._bases: dict[tuple[str, str], _Base] = {}
         self._batch: Any = None  # the open LMDB write transaction of applied transactions
         self._durable = (0, 0, 0)  # (lsn, commit LSN, xid reference) of the last flush
+        self._batch_thread = 0
         try:
             self._attach(BaseStore.open(self.path))
         except BootstrapError as exc:
@@ -160,9 +162,12 @@ class LocalBases:
         return self._durable[0]
 
     def flush(self) -> None:
-        """Commit the open batch of applied transactions, durably."""
+        """Commit the open batch of applied transactions, durably (only from the thread that
+        applies them: the event loop's; a call from elsewhere, a metrics scrape say, leaves
+        the batch to it)."""
         txn, store = self._batch, self.store
-        if txn is None or store is None or self.replica is None:
+        if txn is None or store is None or self.replica is None \
+                or threading.get_ident() != self._batch_thread:
             return
         self._batch = store.txn = None
         txn.commit()
@@ -180,6 +185,7 @@ class LocalBases:
             return
         if self._batch is None:
             self._batch = store.txn = store.env.begin(write=True)
+            self._batch_thread = threading.get_ident()
         try:
             replica.feed(msg)
             store.save_position(replica)
