@@ -25,7 +25,6 @@ from cdc.bases.store import BaseStore
 from cdc.bootstrap import catalog, copytext, snapshot
 from cdc.bootstrap.errors import BootstrapError, explain
 from cdc.bootstrap.plan import Partitioning, TableSpec, quote_ident, table_to_json
-from cdc.bootstrap.replay import Text
 from cdc.pgoutput import format_lsn
 
 
@@ -49,9 +48,9 @@ def ensure_published(conn: psycopg.Connection[Any], publication: str,
 
 
 def _copy_rows(conn: psycopg.Connection[Any], spec: TableSpec, entry: dict[str, Any]
-               ) -> Iterator[Text]:
-    """The table's rows as text tuples (COPY text, weir's session settings); their count and
-    row checksum are recorded in its manifest ``entry`` (and its one partition)."""
+               ) -> Iterator[bytes]:
+    """The table's rows as COPY text lines (weir's session settings); their count and row
+    checksum are recorded in its manifest ``entry`` (and its one partition)."""
     cols = ", ".join(quote_ident(c.name) for c in spec.columns)
     rows, total, rest = 0, 0, b""
     with conn.cursor() as cur, cur.copy(
@@ -60,7 +59,7 @@ def _copy_rows(conn: psycopg.Connection[Any], spec: TableSpec, entry: dict[str, 
             lines, rest = copytext.split_lines(rest, bytes(chunk))
             rows += len(lines)
             total = (total + copytext.lines_checksum(lines)) & copytext.MASK64
-            yield from map(copytext.parse_line, lines)
+            yield from lines
     entry["rows"] = entry["estimated_rows"] = entry["partitions"][0]["rows"] = rows
     entry["checksum"] = entry["partitions"][0]["checksum"] = total
 

@@ -39,8 +39,8 @@ def _u64(value: int) -> bytes:
 class StoreRows(MutableMapping[Text, Text]):
     """One table's rows in the store, through the store's current LMDB transaction."""
 
-    def __init__(self, store: BaseStore, db: Any) -> None:
-        self.store, self.db = store, db
+    def __init__(self, store: BaseStore, db: Any, key_positions: tuple[int, ...] = ()) -> None:
+        self.store, self.db, self.key_positions = store, db, key_positions
 
     @property
     def _txn(self) -> Any:
@@ -99,10 +99,11 @@ class BaseStore:
 
     @classmethod
     def build(cls, path: str | Path, data: dict[str, Any],
-              rows_of: Callable[[dict[str, Any]], Iterable[Text]],
+              rows_of: Callable[[dict[str, Any]], Iterable[Text | bytes]],
               map_size: int = MAP_SIZE) -> BaseStore:
         """A new store at ``path`` holding manifest ``data``'s tables, each table's rows from
-        ``rows_of(its manifest entry)``; marked complete only once every row is in."""
+        ``rows_of(its manifest entry)`` (text tuples, or COPY text lines as PostgreSQL writes
+        them, stored as they are); marked complete only once every row is in."""
         env = cls._env(path, map_size)
         meta = env.open_db(_META)
         with env.begin() as txn:
@@ -112,7 +113,7 @@ class BaseStore:
         replica = store.replica(fresh=True)
         for t in data["tables"]:
             rows = replica.tables[t["qualified"]]
-            batch: list[Text] = []
+            batch: list[Text | bytes] = []
             for row in rows_of(t):
                 batch.append(row)
                 if len(batch) >= _BATCH:
@@ -124,10 +125,17 @@ class BaseStore:
             store.txn.put(b"complete", b"1", db=store.meta)
         return store
 
-    def _put(self, rows: MutableMapping[Text, Text], key: Any, batch: list[Text]) -> None:
+    def _put(self, rows: MutableMapping[Text, Text], key: Any, batch: list[Text | bytes]
+             ) -> None:
+        assert isinstance(rows, StoreRows)
+        positions = rows.key_positions
         with self.write():
             for row in batch:
-                rows[key(row)] = row
+                if isinstance(row, bytes):  # a COPY line: its key's line is its key fields
+                    fields = row.split(b"\t")
+                    self.txn.put(b"\t".join([fields[i] for i in positions]), row, db=rows.db)
+                else:
+                    rows[key(row)] = row
         batch.clear()
 
     @classmethod
@@ -155,7 +163,7 @@ class BaseStore:
         return replica
 
     def _rows(self, spec: TableSpec) -> StoreRows:
-        return StoreRows(self, self.dbs[spec.qualified])
+        return StoreRows(self, self.dbs[spec.qualified], spec.key_positions)
 
     @contextmanager
     def write(self) -> Iterator[None]:
