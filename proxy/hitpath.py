@@ -226,8 +226,7 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     name_end = raw.find(b"\x00", bs + 1, be_)
     if name_end < 0:
         return False
-    ext = session.extended
-    held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
+    held = session.state.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
     if held is None or held.route.cache is None or not may_serve(session):
         return False
     memo = session.server.service.hits.statement_memo(held, session_settings_id(session))
@@ -235,7 +234,8 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     hit = memo.get(rest)
     if hit is None or not _current(session, memo, rest, hit):
         return False
-    ext.portals.pop("", None)  # the unnamed portal is replaced, then ends with the Sync
+    session.state.held_portals.pop("", None)  # the unnamed portal is replaced, then ends
+    # with the Sync
     _serve(session, hit, hit.replies[describe])
     return True
 
@@ -268,12 +268,12 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
         return False
     if not _current(session, memo, raw, hit):
         return False
-    ext = session.extended
     if hit.statement is not None:
-        ext.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
-        ext.portals.pop("", None)
+        state = session.state
+        state.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
+        state.held_portals.pop("", None)
     else:  # a simple Query drops the unnamed statement
-        ext.simple_query(answered=True)
+        session.extended.simple_query(answered=True)
     _serve(session, hit, hit.replies[0])
     return True
 
@@ -297,10 +297,9 @@ def _serve(session: Session, hit: Hit, reply: bytes) -> None:
 
 def may_serve(session: Session) -> bool:
     """The gates of the general path that do not depend on the cache (module docstring)."""
-    ext = session.extended
     state = session.state
     ctx = session.ctx
-    if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
+    if state.batch_upstream or state.batch_local or state.batch_failed or not state.caught_up \
             or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied \
             or ctx.tainted is not None:
         return False

@@ -76,9 +76,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import cython_ext
 from pgwire import frontend as fe
+from pgwire.events import Phase
 from pgwire.framing import scan_messages
 from proxy.forwarding import CONTENT_FREE
-from proxy.handshake import Phase
 from proxy.hitpath import Hit, may_serve, session_settings_id
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
 
@@ -243,7 +243,7 @@ class HitLanes:
         if fd < 0:
             return
         end = raw.find(b"\x00", 6)
-        held = session.extended.held.get(raw[6:end].decode("utf-8", "replace"))
+        held = session.state.held.get(raw[6:end].decode("utf-8", "replace"))
         if held is None or held.memo is None:
             return
         memo = held.memo
@@ -272,13 +272,14 @@ class HitLanes:
             log.warning("could not hand a session to a lane: %s", exc)
             session.resume_client(_PAUSE)
             return
-        session.lane = token
+        session.state.lane = token
         self._sessions[token] = session
         self.entered += 1
 
     def _quiet(self, session: Session) -> bool:
-        return (session.phase is Phase.READY and not session._paused and not session._held
-                and not session._local_busy and not session._cframer.buffered
+        core = session.state
+        return (core.phase is Phase.READY and not core.paused and not core.waiting
+                and not core.local_busy and not session.cframer.buffered
                 and session.client.get_write_buffer_size() == 0 and may_serve(session))
 
     def _statements(self, session: Session) -> list[tuple[bytes, int, float]]:
@@ -288,7 +289,7 @@ class HitLanes:
         sid = session_settings_id(session)
         grants = service.grants
         out = []
-        for name, held in session.extended.held.items():
+        for name, held in session.state.held.items():
             entry = held.route.cache
             if entry is None:
                 continue
@@ -306,7 +307,7 @@ class HitLanes:
         token = session.lane
         if not token:
             return
-        session.lane = 0
+        session.state.lane = 0
         del self._sessions[token]
         result = self.core.leave(token)
         if result is None:
@@ -317,7 +318,7 @@ class HitLanes:
             return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
-            session.extended.portals.pop("", None)
+            session.state.held_portals.pop("", None)
             last = self._lasts.get(table)
             if last is not None and session.ctx is not None:
                 session.ctx.last = last
@@ -372,15 +373,15 @@ class HitLanes:
         if fd < 0 or ufd < 0:
             return NEVER
         state, ext, memos = session.state, session.extended, session.memos
-        if not (session.phase is Phase.READY and not session._paused and not session._held
-                and not session._local_busy and state.transaction_status == "I"
+        if not (state.phase is Phase.READY and not state.paused and not state.waiting
+                and not state.local_busy and state.transaction_status == "I"
                 and state.idle and not state.swallowing and ext.quiet
-                and not ext.batch_upstream and not session._cframer.buffered
-                and not session._uframer.buffered
+                and not state.batch_upstream and not session.cframer.buffered
+                and not session.uframer.buffered
                 and session.client.get_write_buffer_size() == 0
                 and upstream.get_write_buffer_size() == 0):
             return RETRY
-        local = session._caching and session.ctx is not None
+        local = session.state.caching and session.ctx is not None
         if local and (memos.registry_seen is not service.registry
                       or memos.names_seen is not service.cached_names):
             return RETRY  # the next client message brings the memos up to date first
@@ -402,7 +403,7 @@ class HitLanes:
             upstream.resume_reading()
             session.resume_client(_PAUSE_PASS)
             return NEVER
-        session.lane = token
+        session.state.lane = token
         self._sessions[token] = session
         self._passing.add(token)
         self.passed += 1
@@ -459,7 +460,7 @@ def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
     for _, mtype, key, runs in steps:
         msg: fe.Bind | fe.Parse
         if mtype == _T_QUERY:
-            if session._caching and ctx is not None and memos.plain_last is not None:
+            if session.state.caching and ctx is not None and memos.plain_last is not None:
                 ctx.last = memos.plain_last
             continue
         if mtype == _T_BIND:
@@ -478,7 +479,7 @@ def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
             ext.count_runs(msg.statement, runs - 1)
     state.expect("sync")
     state.ready(b"I")
-    ext.batch_upstream = batch
+    state.batch_upstream = batch
 
 
 def _observe_sent(session: Session, raw: bytes) -> None:
@@ -491,13 +492,13 @@ def _observe_sent(session: Session, raw: bytes) -> None:
         if kind is not None:
             state.expect(kind)
             if mtype == _T_SYNC:
-                ext.batch_upstream = False
+                state.batch_upstream = False
             elif kind:
-                ext.batch_upstream = True
+                state.batch_upstream = True
             continue
         msg = fe.decode_frontend(mtype, raw[start:end])
         ctx = session.ctx
-        if mtype == _T_QUERY and session._caching and ctx is not None \
+        if mtype == _T_QUERY and session.state.caching and ctx is not None \
                 and session.memos.plain_last is not None:
             ctx.last = session.memos.plain_last
         state.frontend(msg)

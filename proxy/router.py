@@ -79,7 +79,7 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
         return Route("upstream", "inside a transaction block")
     if ctx.database != replicated_db:
         return Route("upstream", f"database {ctx.database} is not the one weir replicates")
-    if not state.idle:
+    if not state.caught_up:
         return Route("upstream", "earlier statements are still running upstream")
     classified: Classified = registry.classify(text, ctx.search_path)
     query = classified.query

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from pgwire import frontend as fe
 from proxy import hitpath
 from proxy.hitpath import Hit, HitMemos, bind_rest
+from proxy.session import SessionState
 
 
 def test_bind_rest_only_for_the_unnamed_portal() -> None:
@@ -70,8 +71,10 @@ def test_other_batches_are_left_to_the_general_path() -> None:
     bind = fe.Bind("", "s1", (), (b"5",), ()).encode()
     # a session busy upstream: a batch of a recognised shape gets as far as the gates
     service = SimpleNamespace(host=object(), settings=None, hits=None, grants={})
-    session = SimpleNamespace(extended=SimpleNamespace(held={}, portals={}, batch_upstream=True),
-                              ctx=SimpleNamespace(tainted=None), state=None,
+    state = SessionState()
+    state.batch_upstream = True
+    session = SimpleNamespace(extended=SimpleNamespace(), ctx=SimpleNamespace(tainted=None),
+                              state=state,
                               server=SimpleNamespace(service=service),
                               client=SimpleNamespace(write=None))
     parse = fe.Parse("", "SELECT 1").encode()

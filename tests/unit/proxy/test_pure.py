@@ -17,7 +17,7 @@ from pgwire.errors import error_response
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.lanes import cpu_quota, lane_plan
 from proxy.params import ParamError, decode_param, formats_for
-from proxy.router import SessionContext, observe_set, setting_taint
+from proxy.router import SessionContext, observe_set, route_query, setting_taint
 from proxy.session import SessionState
 from proxy.settings import Settings, SettingsError, UpstreamAddress, parse_listen
 
@@ -110,6 +110,48 @@ def test_injected_answers_are_swallowed() -> None:
     s.frontend(fe.Bind("", ""))
     assert s.answer(ord("1")) is True  # the ParseComplete weir caused
     assert s.answer(ord("2")) is False  # the client's own BindComplete
+
+
+def test_answers_weir_discards_do_not_hold_local_answers_back() -> None:
+    """weir's own Close of the unnamed statement (sent after answering a query itself) is
+    outstanding: the session is not idle, but caught up — nothing the client waits for is
+    upstream, so routing may answer the next read locally."""
+    s = SessionState()
+    s.statements[""] = object()  # type: ignore[assignment]
+    s.injected(fe.Close("S", ""))
+    assert not s.idle and s.caught_up and s.discarded == 1
+    ctx = SessionContext(database="d", user="u", search_path=("public",))
+    assert route_query("SELECT 1", s, ctx, _NoCaches(), "d").reason == "no cache for this query"
+    s.frontend(fe.Query("SELECT 2"))  # the client's own request: its answer is awaited
+    assert not s.caught_up
+    assert route_query("SELECT 1", s, ctx, _NoCaches(), "d").reason \
+        == "earlier statements are still running upstream"
+    assert s.answer(ord("3")) is True  # weir's CloseComplete, swallowed
+    assert s.discarded == 0 and not s.caught_up
+    _feed(s, be.CommandComplete("SELECT 1"), be.ReadyForQuery("I"))
+    assert s.idle and s.caught_up and s.statements == {}
+
+
+def test_swallowed_answers_with_a_replacement_or_an_outcome_are_awaited() -> None:
+    s = SessionState()
+    s.injected(fe.Close("P", "p"), replace=be.CloseComplete().encode())
+    assert not s.caught_up  # the client gets its replacement in that answer's place
+    s.injected(fe.Parse("x", "SELECT 1"), skipped=lambda: None)
+    assert not s.caught_up and s.discarded == 0
+    _feed(s, error_response("42601", "syntax error"))
+    assert s.skipping and not s.caught_up
+
+
+class _NoCaches:
+    def classify(self, text: str, search_path: Any) -> Any:
+        return _Classified()
+
+    def cache_for(self, classified: Any) -> None:
+        return None
+
+
+class _Classified:
+    query = None
 
 
 def test_deallocate_and_discard() -> None:
