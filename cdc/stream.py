@@ -7,6 +7,8 @@ applier; keepalives answered when asked; standby status updates every ``status_i
 reconnect with exponential backoff, and continuity: a new temporary slot, a lost or
 invalidated persistent slot, or a changed system identifier resets every cache.
 
+Local bases (``tap``, ``durable_lsn``) see every decoded message just before the applier.
+
 Invariants: status updates report as flushed/applied only ``Applier.applied_end_lsn`` (and
 never more than ``durable_lsn()`` when given), or, while no transaction is open, the server's
 own keepalive position (nothing unapplied precedes it); with a persistent slot, nothing is
