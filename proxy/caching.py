@@ -253,14 +253,20 @@ class EngineHost:
     def try_read(self, cache: str, key: Sequence[Any], count: bool = True
                  ) -> tuple[Row, ...] | None:
         """The rows if present now; None on a miss (its fill is started: call :meth:`read`
-        to wait for it); ``FAILED`` when the engine cannot answer the key (``count``: as for
-        ``Engine.read``)."""
+        to wait for it; a miss answered at once by a fill over local bases returns its rows);
+        ``FAILED`` when the engine cannot answer the key (``count``: as for ``Engine.read``)."""
         try:
             result = self.engine.read(cache, key, count)
         except Exception:
             return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
         if result.rows is None:
             self._perform(result.effects)
+            if self.local is not None and result.effects:  # a local fill may have answered
+                try:
+                    result = self.engine.read(cache, key, False)
+                except Exception:
+                    return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
+                self._perform(result.effects)
         return result.rows
 
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:
@@ -278,6 +284,8 @@ class EngineHost:
         fut: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault((cache, tuple(key)), []).append(fut)
         self._perform(result.effects)
+        if fut.done():  # answered already (a fill over local bases)
+            return fut.result()
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.read_timeout)
         except TimeoutError:

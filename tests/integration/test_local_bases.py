@@ -122,6 +122,9 @@ def test_serve_keeps_local_bases_exact_and_restarts_warm_after_kill(
             writer.stop()
             _barrier(dsn, conn)
             _differential(dsn, conn, keys + [rng.randint(1, ROWS) for _ in range(40)])
+            fresh = [k for k in rng.sample(range(1, ROWS + 1), 20) if k not in keys]
+            for k in fresh:  # a miss is answered from the cache at its first read
+                assert _served(conn, ITEM.replace("$1", "%s"), (k,)) is not None, k
             status = _status(conn)
             assert status["fills"] == "0", status  # not one fill went upstream
             assert int(status["local_fills"]) >= 80, status
