@@ -107,9 +107,13 @@ cdef bint _may_serve(_View v):
             or ctx.tainted is not None:
         return False
     settings = v.settings
-    if ctx.wrote and settings.read_your_writes == "on":
-        return False
     host = v.service.host
+    if host is None:
+        return False
+    if settings.read_your_writes == "on":  # seen(s): proxy.seen.may_serve
+        seen = ctx.seen
+        if seen.pending or <double>seen.at > <double>host.coverage.covered:
+            return False
     return host is not None and host.stream.up \
         and _monotonic() - <double>host.fresh_as_of <= <double>settings.staleness_bound
 

@@ -17,10 +17,19 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from cython_ext.rules_kernel cimport query_head as _query_head
 from cython_ext.session_core cimport SessionCore
 from cython_ext.rules_kernel cimport read_only_tag as _read_only_tag
+
+
+cdef inline double _monotonic() noexcept nogil:
+    """``time.monotonic()`` (the same clock) without the call."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
 
 cdef object _error = ValueError
 
@@ -385,6 +394,10 @@ cdef class Relay:
             for i in range(nfound):
                 Py_XDECREF(found[i])
         self.upstream_write(raw)
+        if self.core.upstream_since == 0.0:
+            self.core.upstream_since = _monotonic()
+        if ctx is not None:
+            ctx.seen.pending = True  # its answer moves seen(s) (proxy.seen)
         return True
 
     cdef int _observe(self, const unsigned char* p, Py_ssize_t n, PyObject** found, bint local,
@@ -523,6 +536,8 @@ cdef class Relay:
                 self._ready(p[pos + 5])
             pos += 1 + _length(p, pos)
         self.core.transaction_status = "I" if status == 73 else "T" if status == 84 else "E"
+        if self.core.upstream_since != 0.0:
+            self.state.answered()
         return True
 
     cdef int _ready(self, unsigned char status) except -1:

@@ -39,3 +39,5 @@ cdef class SessionCore:
     cdef public bint batch_upstream  # something of the current batch went upstream
     cdef public bint batch_local  # weir answered something of the current batch
     cdef public bint batch_failed  # weir answered an error: skip the batch until Sync
+    # -- timing ------------------------------------------------------------------------------
+    cdef public double upstream_since  # when the oldest unanswered request went upstream

@@ -39,3 +39,4 @@ cdef class SessionCore:
         self.batch_upstream = False
         self.batch_local = False
         self.batch_failed = False
+        self.upstream_since = 0.0

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
+from proxy.seen import may_serve as seen_allows
 
 if TYPE_CHECKING:
     from proxy.relay import Session
@@ -66,6 +67,10 @@ MEMOS = 1024
 MAX_ANSWER_BYTES = 16384
 TOTAL_ENTRIES = 200_000
 TOTAL_BYTES = 64 << 20
+#: what one remembered answer costs beyond its key and replies (the Hit, its tuples, the
+#: memo's slot), counted in ``HitMemos.bytes`` so that the memos' share of the memory
+#: budget holds for the process (``proxy.misses.budgets``)
+ENTRY_OVERHEAD = 256
 #: the key of the entry that marks a memo dropped from :class:`HitMemos` (real keys are whole
 #: messages or a Bind's tail: never empty); a statement holding such a memo fetches its
 #: memo again before remembering (``Extended``), so no answer goes where no bound counts it
@@ -113,6 +118,7 @@ class HitMemos:
         self.served = 0  # answers given from a memo (SHOW WEIR STATUS)
         self._remembered = 0  # answers remembered since the last clear (a bound, not a count)
         self.bytes = 0  # bytes remembered since the last clear (SHOW WEIR STATUS)
+        self.limit = TOTAL_BYTES  # past it every memo starts over (``proxy.misses.budgets``)
 
     def settings_id(self, settings: Any) -> int:
         """A small number standing for an output-settings value (interned)."""
@@ -157,8 +163,9 @@ class HitMemos:
             del memo[next(iter(memo))]
         self._remembered += 1
         plain, described = hit.replies
-        self.bytes += len(key) + len(plain) + (len(described) if described is not plain else 0)
-        if self._remembered > TOTAL_ENTRIES or self.bytes > TOTAL_BYTES:
+        self.bytes += len(key) + len(plain) + ENTRY_OVERHEAD + (
+            len(described) if described is not plain else 0)
+        if self._remembered > TOTAL_ENTRIES or self.bytes > self.limit:
             self.clear()
             if DEAD in memo:  # it was one of them: this answer is not remembered either
                 return
@@ -304,11 +311,14 @@ def may_serve(session: Session) -> bool:
             or ctx.tainted is not None:
         return False
     service = session.server.service
-    if ctx.wrote and service.settings.read_your_writes == "on":
-        return False
     host = service.host
+    if host is None:
+        return False
+    if service.settings.read_your_writes == "on" \
+            and not seen_allows(ctx.seen, host.coverage.covered):
+        return False
     # ``host.connected`` and ``host.staleness()``, read directly
-    return host is not None and host.stream.up \
+    return host.stream.up \
         and time.monotonic() - host.fresh_as_of <= service.settings.staleness_bound
 
 

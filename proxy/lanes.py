@@ -80,6 +80,7 @@ from pgwire.events import Phase
 from pgwire.framing import scan_messages
 from proxy.forwarding import CONTENT_FREE
 from proxy.hitpath import Hit, may_serve, session_settings_id
+from proxy.metrics import LATENCY_BOUNDS
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
 
 if TYPE_CHECKING:
@@ -155,6 +156,7 @@ class HitLanes:
             raise RuntimeError("hit lanes need the compiled cython_ext.lanes")
         self.core = core.Lanes(count, SPIN, cpus)
         self.core.set_words(WATCHED_WORDS, READ_ONLY_TAGS)
+        self.core.set_latency_bounds(LATENCY_BOUNDS)
         self._queries = core.QUERIES
         self._passing: set[int] = set()  # tokens of the pass sessions in lanes
         self.service = service
@@ -165,6 +167,8 @@ class HitLanes:
         #: the lane table of each memo in use: id(memo) -> (table, memo kept alive)
         self._tables: dict[int, tuple[int, dict[bytes, Hit]]] = {}
         self._lasts: dict[int, tuple[str, str]] = {}  # table -> EXPLAIN LAST STATEMENT
+        self._caches: dict[int, str] = {}  # table -> the cache its answers come from
+        self._served: dict[str, int] = {}  # answers of forgotten tables, by cache
         self._loop: asyncio.AbstractEventLoop | None = None
         self.entered = 0  # sessions handed to a lane (SHOW WEIR STATUS)
         self.passed = 0  # pass sessions handed to a lane (SHOW WEIR STATUS)
@@ -217,8 +221,29 @@ class HitLanes:
     def clear(self) -> None:
         self.bump()
         self.core.clear()
+        self._fold(self.core.served_by_table(True))
+        self._caches.clear()
         self._tables.clear()
         self._lasts.clear()
+
+    def _fold(self, by_table: dict[int, int]) -> dict[str, int]:
+        """Add answers counted per table to ``_served`` (per cache); returns ``_served``."""
+        served = self._served
+        for table, n in by_table.items():
+            cache = self._caches.get(table)
+            if cache is not None:
+                served[cache] = served.get(cache, 0) + n
+        return served
+
+    def served_by_cache(self) -> dict[str, int]:
+        """Answers the lanes gave, by cache (for /metrics)."""
+        return {**self._fold(self.core.served_by_table(True))}
+
+    def upstream_latency(self) -> tuple[tuple[int, ...], float]:
+        """Bucket counts (``metrics.LATENCY_BOUNDS``, then +Inf) and sum of seconds of the
+        cycles pass sessions relayed, each from its Sync or Query to its ReadyForQuery."""
+        counts, total = self.core.upstream_latency()
+        return tuple(counts), float(total)
 
     def _table(self, memo: dict[bytes, Hit]) -> int:
         known = self._tables.get(id(memo))
@@ -254,6 +279,7 @@ class HitLanes:
             return
         table = self._table(memo)
         self._lasts[table] = hit.last
+        self._caches[table] = hit.reads[0][0]
         self.core.put(table, rest, hit.replies[0], hit.replies[1])
         if self.core.stats()[2] > MAX_BYTES:
             self.clear()
@@ -314,6 +340,8 @@ class HitLanes:
             return
         if token in self._passing:
             self._passing.discard(token)
+            if session.ctx is not None:  # what the lane relayed moves seen(s) (proxy.seen)
+                session.ctx.seen.pending = True
             self._reclaim_pass(session, result, replay)
             return
         served, table, unanswered, unsent = result

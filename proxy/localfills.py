@@ -79,7 +79,8 @@ async def start(host: EngineHost, local: LocalBases) -> None:
         await asyncio.to_thread(local.load)
     _resume(host, local)
     oids = [r[0] for r in await host.pool.fetch(_OIDS, local.relation_names())]
-    host.publication.keep_tables(o for o in oids if o is not None)
+    local.oids = frozenset(o for o in oids if o is not None)
+    host.publication.keep_tables(local.oids)
 
 
 def _resume(host: EngineHost, local: LocalBases) -> None:

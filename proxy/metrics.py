@@ -50,6 +50,16 @@ class Buckets:
         self.count += 1
         self.total += seconds
 
+    def plus(self, counts: tuple[int, ...], total: float) -> Buckets:
+        """A copy with ``counts`` (same bounds, then +Inf) and ``total`` seconds added."""
+        both = Buckets(self.bounds)
+        if len(counts) != len(self.counts):
+            raise ValueError("bucket counts of other bounds")
+        both.counts = [a + b for a, b in zip(self.counts, counts, strict=True)]
+        both.count = self.count + sum(counts)
+        both.total = self.total + total
+        return both
+
     def family(self, name: str, doc: str) -> HistogramMetricFamily:
         cumulative, running = [], 0
         for bound, n in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
@@ -68,6 +78,9 @@ FORWARDS: dict[str, int] = {}
 ADMIN = [0]
 #: time to open a relayed session's upstream connection (TCP and TLS)
 UPSTREAM_CONNECT = Buckets()
+#: time from a request going upstream to its ReadyForQuery, for sessions on the event loop
+#: (pass lanes count theirs in C: ``HitLanes.upstream_latency``)
+UPSTREAM_STATEMENTS = Buckets()
 
 #: a reason's first words -> its label (``Route.reason``, ``ReadOutcome`` texts)
 _REASON_PREFIXES: tuple[tuple[str, str], ...] = (
@@ -170,6 +183,11 @@ class WeirCollector:
         yield UPSTREAM_CONNECT.family("weir_upstream_connect_seconds",
                                       "time to open a session's upstream connection")
         lanes = service.lanes
+        statements = UPSTREAM_STATEMENTS if lanes is None \
+            else UPSTREAM_STATEMENTS.plus(*lanes.upstream_latency())
+        yield statements.family(
+            "weir_upstream_statement_seconds", "time from a request sent upstream (a simple "
+            "Query or an extended-protocol batch up to its Sync) to its ReadyForQuery")
         lane_answers = 0
         if lanes is not None:
             stats = lanes.stats()
@@ -201,7 +219,13 @@ class WeirCollector:
         destinations["cache"] = hits
         yield _counter("weir_cache_hits", "cache lookups answered (the engine's, the memoized "
                        "answers' checks, the lanes' answers)", hits)
-        yield _counter("weir_cache_misses", "cached reads that needed a fill", engine.stats.misses)
+        yield _counter("weir_cache_misses", "cached reads whose key was missing",
+                       engine.stats.misses)
+        yield _counter("weir_cache_fill_failures", "fill transactions that failed",
+                       host.fill_failures)
+        yield _counter("weir_cache_misses_not_admitted",
+                       "misses not filled: the key's first read (--admission second)",
+                       host.admission.refused)
         yield _counter("weir_cache_fills", "fills completed", host.fills_done)
         yield _counter("weir_cache_fill_transactions", "snapshot transactions run for fills",
                        host.fill_transactions)
@@ -216,6 +240,14 @@ class WeirCollector:
         yield _labelled(GaugeMetricFamily("weir_cache_memory_bytes", "bytes of cached state "
                                           "per cache", labels=["cache"]),
                         engine.memory_by_cache())
+        by_cache = dict(engine.hits_by_cache)
+        if service.lanes is not None:
+            for cache, n in service.lanes.served_by_cache().items():
+                if cache in by_cache:
+                    by_cache[cache] += n
+        yield _labelled(CounterMetricFamily(
+            "weir_cache_queries", "cache lookups answered, by cache (the engine's, the "
+            "memoized answers' checks, the lanes' answers)", labels=["cache"]), by_cache)
         yield _gauge("weir_replication_connected", "1 while the replication stream runs",
                      int(stats.connected))
         yield _gauge("weir_replication_applied_lsn", "last WAL position applied to the caches "

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -219,8 +220,7 @@ class Session:
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self.terminated = True
-        if self.upstream is not None:
-            self.upstream.write(raw[written:] if written else raw)
+        self._upstream_write(raw[written:] if written else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -322,6 +322,10 @@ class Session:
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             self.upstream.write(data)
+            if not self.state.upstream_since:
+                self.state.upstream_since = time.monotonic()
+            if self.ctx is not None:
+                self.ctx.seen.pending = True  # its answer moves seen(s) (``proxy.seen``)
 
     def _note_hidden(self, msg: object) -> bool:
         """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
@@ -332,7 +336,7 @@ class Session:
             return False
         if isinstance(msg, fe.Bind):
             if msg.statement in ctx.hiding:
-                ctx.wrote = True
+                ctx.seen.pending = True
                 return True
         elif isinstance(msg, fe.Parse):
             if self.server.service.hides_write(msg.query):
@@ -357,7 +361,8 @@ class Session:
         is sent to the client in its place; ``skipped`` runs if it does not succeed)."""
         self._note_hidden(msg)
         self.state.injected(msg, replace, skipped)
-        self._upstream_write(msg.encode())
+        if self.upstream is not None:  # (its answer shows the client nothing: seen(s) stays)
+            self.upstream.write(msg.encode())
 
     def inject_flush(self) -> None:
         """Ask the upstream for the answers to weir's own requests now (a Flush)."""
@@ -373,7 +378,7 @@ class Session:
         service.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx)
         if service.hides_write(msg.query):
-            self.ctx.wrote = True  # read-your-writes: as if its tag said it wrote
+            self.ctx.seen.pending = True  # read-your-writes: as if its tag said it wrote
 
     def _forward_query(self, route: Route, msg: fe.Query, raw: bytes) -> None:
         """A Query that goes upstream — unless it deallocates a statement only weir holds:
@@ -505,7 +510,7 @@ class Session:
                 swallowed.append((start - 5, end, state.replacement))
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
-                self.ctx.wrote = True
+                self.ctx.seen.pending = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.forget_grants(raw[start : start + 6])
         return _without(raw, swallowed) if swallowed else raw

@@ -22,6 +22,7 @@ from typing import Any
 from engine import Classified, Unsupported
 from proxy.admin import AdminCommand, parse_admin
 from proxy.results import OutputSettings, supports
+from proxy.seen import Seen
 from proxy.session import SessionState
 
 #: Settings a client may SET without changing what a cached SELECT returns.
@@ -41,7 +42,9 @@ class SessionContext:
     user: str
     search_path: tuple[str, ...]
     tainted: str | None = None  # why this session's reads must go upstream
-    wrote: bool = False  # a write committed since the last barrier (read-your-writes)
+    #: seen(s): when the session last got an answer from the upstream (``proxy.seen``;
+    #: read-your-writes and monotonic reads)
+    seen: Seen = field(default_factory=Seen)
     last: tuple[str, str] = ("upstream", "no statement yet")
     #: output settings PostgreSQL does not report with ParameterStatus, as the client set them
     settings: dict[str, str] = field(default_factory=dict)

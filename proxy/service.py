@@ -28,10 +28,12 @@ from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
 from proxy.metrics import ADMIN, count_forward, own_error
+from proxy.misses import BEHIND, budgets, fill_policy, read_covered, read_covered_now
 from proxy.registry import AdminError, Registry
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported, route_query
 from proxy.rules import hides_write, hiding_words, plain_text
+from proxy.seen import covered
 from proxy.session import SessionState
 from proxy.settings import Settings
 
@@ -126,8 +128,8 @@ class CacheService:
         async with self._starting:
             if self.registry is None:
                 s = self.settings
-                host = EngineHost(s.upstream, memory_budget=s.memory_budget,
-                                  read_timeout=s.read_timeout,
+                host = EngineHost(s.upstream, memory_budget=budgets(s, self.hits),
+                                  read_timeout=s.read_timeout, policy=fill_policy(s),
                                   replication_slot=s.replication_slot,
                                   local_bases=s.local_bases,
                                   local_tables=s.local_table_names)
@@ -278,8 +280,11 @@ class CacheService:
         if host is None:
             return None, "caching is not running"
         assert ctx is not None and route.keys is not None and route.classified is not None
-        if ctx.wrote and self.settings.read_your_writes == "on":
-            return None
+        rule = self.settings.read_your_writes == "on"
+        upstream_misses = self.settings.misses == "upstream"
+        if rule and not upstream_misses \
+                and not covered(ctx.seen, host.coverage, time.monotonic()):
+            return None  # (the waiting read: ``read_rows``)
         if not ctx.defaults_applied:
             return None
         allowed = self.granted(ctx.user, route.cache.name)
@@ -292,6 +297,8 @@ class CacheService:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, _stale(lag)
+        if upstream_misses:
+            return read_covered_now(host, route, ctx, reads, rule)
         results = []
         ctx.tried = None
         for i, key in enumerate(route.keys):
@@ -331,12 +338,12 @@ class CacheService:
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, _stale(lag)
-        if ctx.wrote and self.settings.read_your_writes == "on":
-            try:
-                await host.barrier(self.settings.read_timeout)
-            except Exception as exc:  # any barrier failure means: go upstream
-                return None, f"read-your-writes barrier did not pass ({exc})"
-            ctx.wrote = False
+        rule = self.settings.read_your_writes == "on"
+        if self.settings.misses == "upstream":
+            return await read_covered(host, route, ctx, reads, rule, self.settings.read_timeout)
+        if rule and not covered(ctx.seen, host.coverage, time.monotonic()) \
+                and not await host.coverage.wait(ctx.seen.at, self.settings.read_timeout):
+            return None, BEHIND
         entry = route.cache
         assert route.keys is not None and route.classified is not None
         tried, ctx.tried = ctx.tried, None

@@ -26,6 +26,7 @@ Routing (a later layer) reads this state; it never changes it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -34,7 +35,7 @@ from typing import Any
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.errors import ErrorResponse
-from proxy.metrics import count_error
+from proxy.metrics import UPSTREAM_STATEMENTS, count_error
 from proxy.session_core import SessionCore
 
 
@@ -212,6 +213,16 @@ class SessionState(SessionCore):
                 self.portals.clear()
         if statuses:
             self.transaction_status = _STATUS[statuses[-1]]
+        if self.upstream_since:
+            self.answered()
+
+    def answered(self) -> None:
+        """A ReadyForQuery came from the upstream: observe how long the oldest request
+        waited for it (``metrics.UPSTREAM_STATEMENTS``); the next one is timed from now if
+        requests are still outstanding."""
+        now = time.monotonic()
+        UPSTREAM_STATEMENTS.observe(now - self.upstream_since)
+        self.upstream_since = now if self.pending else 0.0
 
     def _pop(self) -> _Pending:
         item: _Pending = self.pending.popleft()
@@ -284,6 +295,8 @@ class SessionState(SessionCore):
         self.transaction_status = msg.status
         if msg.status == "I":
             self.portals.clear()
+        if self.upstream_since:
+            self.answered()
 
     def _on_parameter_status(self, msg: be.ParameterStatus) -> None:
         self.parameters[msg.name] = msg.value

@@ -32,6 +32,8 @@ FIELDS = (
     # held statements and local portals (proxy.extended.Extended)
     "held", "held_portals", "reasons", "portal_statements", "routes", "last_reason",
     "last_route", "batch_upstream", "batch_local", "batch_failed",
+    # timing (proxy.metrics.UPSTREAM_STATEMENTS)
+    "upstream_since",
 )
 
 
@@ -100,6 +102,9 @@ class SessionCore_python:
     batch_upstream: bool
     batch_local: bool
     batch_failed: bool
+    #: ``time.monotonic()`` when the oldest request still unanswered went upstream (0.0:
+    #: none timed); each ReadyForQuery from the upstream observes the time since
+    upstream_since: float
 
     def __init__(self, phase: Any = None) -> None:
         self.phase = phase
@@ -133,6 +138,7 @@ class SessionCore_python:
         self.batch_upstream = False
         self.batch_local = False
         self.batch_failed = False
+        self.upstream_since = 0.0
 
 
 SessionCore = SessionCore_python

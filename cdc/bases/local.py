@@ -30,7 +30,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,8 @@ class LocalBases:
         #: once the host's first barrier passed)
         self.ready = False
         self.local_fills = 0
+        #: the local tables' relation oids upstream (set by the host once it looked them up)
+        self.oids: frozenset[int] = frozenset()
         self.loads = 0  # loads from one snapshot (the first, and reloads)
         self._bases: dict[tuple[str, str], _Base] = {}
         self._batch: Any = None  # the open LMDB write transaction of applied transactions
@@ -209,6 +211,10 @@ class LocalBases:
             self.flush()
             self.store.close()
             self.store = self.replica = None
+
+    def covers(self, relations: Collection[int]) -> bool:
+        """Whether every relation in ``relations`` (oids) is a local table."""
+        return bool(relations) and self.oids.issuperset(relations)
 
     # -- fills --------------------------------------------------------------------------------
 

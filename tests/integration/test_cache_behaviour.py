@@ -525,7 +525,8 @@ def test_writes_behind_read_only_tags_count_for_read_your_writes(pg: Any, dbname
     """A statement whose CommandComplete says SELECT (or EXPLAIN) may still write: a call of a
     volatile function, a data-modifying WITH, EXPLAIN ANALYZE of a write. Running one counts
     as a write, whatever the protocol, so the session's next cached read waits for a
-    barrier and sees it; a plain read does not."""
+    barrier and sees it (so does a read forwarded upstream, since DESIGN §12: any upstream
+    answer moves seen(s))."""
     _kv(pg, dbname, 5)
     pg.psql("CREATE FUNCTION bump(t text) RETURNS int LANGUAGE sql AS "
             "$$ UPDATE kv SET v = t WHERE k = 1 RETURNING 1 $$", dbname)
@@ -553,20 +554,20 @@ def test_writes_behind_read_only_tags_count_for_read_your_writes(pg: Any, dbname
                     cursor.execute(sql.format(v=value))
                 else:
                     cursor.execute(sql, (value,))
-                assert session.ctx.wrote, sql
+                assert session.ctx.seen.pending, sql
                 assert conn.execute(read, (1,)).fetchone() == (value,), sql
                 assert _last(conn)[0] == "cache"
             for cursor, sql in ((simple, "SELECT count(*) AS updated_at FROM kv"),
                                 (conn, "SELECT v FROM kv WHERE k = 2")):
-                cursor.execute(sql)
-                assert not session.ctx.wrote, sql
+                cursor.execute(sql)  # forwarded reads move seen(s) too (monotonic reads)
+                assert session.ctx.seen.pending, sql
             # a function created upstream, not through weir, is known within a heartbeat
             pg.psql("CREATE FUNCTION bump2(t text) RETURNS int LANGUAGE sql AS "
                     "$$ UPDATE kv SET v = t WHERE k = 1 RETURNING 1 $$", dbname)
             eventually(lambda: "bump2" in service.writers, timeout=30)
             for i in range(3):
                 simple.execute(f"SELECT bump2('x{i}')")
-                assert session.ctx.wrote
+                assert session.ctx.seen.pending
                 assert conn.execute(read, (1,)).fetchone() == (f"x{i}",)
     finally:
         server.stop()

@@ -260,7 +260,7 @@ def _snapshot(session: Session) -> tuple[Any, ...]:
     assert ctx is not None
     return (state.transaction_status, dict(state.parameters), state.parameters_version,
             {k: (v.query, v.param_types) for k, v in state.statements.items()},
-            dict(state.portals), [p.kind for p in state.pending], ctx.last, ctx.wrote,
+            dict(state.portals), [p.kind for p in state.pending], ctx.last,
             dict(ctx.settings), ctx.tainted, state.batch_upstream, state.batch_local,
             sorted(state.held), sorted(state.held_portals), dict(state.reasons), dict(state.routes),
             dict(state.portal_statements), state.phase)

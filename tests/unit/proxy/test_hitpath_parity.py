@@ -16,6 +16,7 @@ from pgwire import frontend as fe
 from pgwire.framing import scan_messages
 from proxy import hitpath
 from proxy.extended import HeldStatement
+from proxy.seen import Seen
 from proxy.session_core import SessionCore_python
 from tests.unit.proxy.test_session_core_parity import ledger_on
 
@@ -73,7 +74,8 @@ def _world(c: dict[str, Any], core: type = SessionCore_python
     service = SimpleNamespace(
         settings=SimpleNamespace(read_your_writes="on", staleness_bound=5.0),
         host=SimpleNamespace(stream=SimpleNamespace(up=c["connected"]),
-                             fresh_as_of=now - c["lag"], engine=engine),
+                             fresh_as_of=now - c["lag"], engine=engine,
+                             coverage=SimpleNamespace(covered=now - c["behind"])),
         hits=hits, grants=grants, output_settings_id=lambda state, ctx: (None, 0))
     description = b"T-desc" if c["kind"] == "prepared" else b""  # as the memos are filled
     hit = hitpath.Hit(((("c", (1,), answer)),), description, b"D-rows C-tag", ("cache", "c"),
@@ -108,7 +110,8 @@ def _world(c: dict[str, Any], core: type = SessionCore_python
     session = SimpleNamespace(
         extended=extended,
         state=state,
-        ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"], wrote=c["wrote"],
+        ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"],
+                            seen=Seen(now - 1.0, c["wrote"]),
                             user="u", last=("upstream", "before"), database="db",
                             search_path=("public",), settings_version=1,
                             # the session's memo of its output settings id: current or not
@@ -142,7 +145,7 @@ CONFIG = st.fixed_dictionaries({
     "granted": st.sampled_from(("yes",) * 6 + ("no", "expired", None)),
     "connected": _mostly(True, False), "lag": _mostly(0.1, 9.0), "busy": _mostly(False, True),
     "idle": st.sampled_from(("yes",) * 5 + ("discarded", "no")), "tx": _mostly("I", "T"),
-    "wrote": _mostly(False, True),
+    "wrote": _mostly(False, True), "behind": _mostly(0.5, 2.0),
     "tainted": _mostly(None, "SET search_path"), "output_memo": _mostly(True, False),
     "dead": _mostly(False, True),
 })
@@ -165,7 +168,8 @@ def test_twin_matches_pure_when_the_statement_holds_a_dropped_memo() -> None:
     assert fast is not None
     good = {"kind": "prepared", "param": b"1", "shape_ok": True, "cached": True, "memo": True,
             "current": True, "fail": False, "granted": "yes", "connected": True, "lag": 0.1,
-            "busy": False, "idle": "yes", "tx": "I", "wrote": False, "tainted": None,
+            "busy": False, "idle": "yes", "tx": "I", "wrote": False, "behind": 0.5,
+            "tainted": None,
             "dead": True}
     for describe in (False, True):
         for output_memo in (False, True):
