@@ -62,11 +62,14 @@ def attach(host: EngineHost, local: LocalBases) -> None:
     stream.tap = tap
 
     async def before_slot() -> None:
-        try:
-            await local.check()
-        except BasesLost as exc:
-            log.error("local bases lost: %s; reloading them from one snapshot", exc)
-            await reload(host, local, str(exc))
+        if not local.loaded:  # a reload that failed (the upstream went away meanwhile, say)
+            await reload(host, local, "the last load of the local bases did not finish")
+        else:
+            try:
+                await local.check()
+            except BasesLost as exc:
+                log.error("local bases lost: %s; reloading them from one snapshot", exc)
+                await reload(host, local, str(exc))
         await host.publication.ensure()
 
     stream.before_slot = before_slot
@@ -78,6 +81,11 @@ async def start(host: EngineHost, local: LocalBases) -> None:
     if not local.loaded:
         await asyncio.to_thread(local.load)
     _resume(host, local)
+    await _keep_published(host, local)
+
+
+async def _keep_published(host: EngineHost, local: LocalBases) -> None:
+    """Look up the local tables' relation oids; keep them in the publication."""
     oids = [r[0] for r in await host.pool.fetch(_OIDS, local.relation_names())]
     local.oids = frozenset(o for o in oids if o is not None)
     host.publication.keep_tables(local.oids)
@@ -93,6 +101,7 @@ async def reload(host: EngineHost, local: LocalBases, reason: str) -> None:
     host.reset_all(f"local bases reloaded: {reason}")
     await asyncio.to_thread(local.load)
     _resume(host, local)
+    await _keep_published(host, local)  # (a table dropped and created again has a new oid)
 
 
 def fill(engine: Engine, local: LocalBases, run: RunFill) -> tuple[object, ...] | None:

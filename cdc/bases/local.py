@@ -27,7 +27,6 @@ lookups go upstream.
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import uuid
 from collections.abc import Callable, Collection, Sequence
@@ -119,8 +118,8 @@ class LocalBases:
 
     def load(self) -> None:
         """(Re)load every table from one snapshot of a new slot named ``slot`` (blocking: run
-        it in a thread). The old store is removed first; a load cut short leaves a store that
-        is never marked complete, so the next start loads again."""
+        it in a thread). The old store's files are removed first; a load cut short leaves a
+        store that is never marked complete, so the next start loads again."""
         from cdc.bases import snapshot_load
 
         self.ready = False
@@ -128,7 +127,8 @@ class LocalBases:
         if self.store is not None:
             self.store.close()
             self.store = self.replica = None
-        shutil.rmtree(self.path, ignore_errors=True)
+        for name in ("data.mdb", "lock.mdb"):  # the store's files only, not the directory
+            (self.path / name).unlink(missing_ok=True)
         self._attach(snapshot_load.load(self.path, self.upstream_url, self.tables, self.slot,
                                         self.publication))
         self.loads += 1
