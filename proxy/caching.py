@@ -313,7 +313,8 @@ class EngineHost:
             if not count:  # (read again for the same client read: counted already)
                 self.engine.stats.hits -= 1
             return rows
-        if self.local is not None and self.local.covers(self._relations.get(cache, ())):
+        local = self.local
+        if local is not None and local.ready and local.covers(self._relations.get(cache, ())):
             return self.try_read(cache, k, count)  # a fill over local bases answers at once
         queue = self.queue
         if queue.full:
