@@ -166,7 +166,7 @@ def test_serve_keeps_local_bases_exact_and_restarts_warm_after_kill(
         _drop_bases_slot(pg, dbname, wait=False)
 
 
-def test_a_slot_dropped_while_weir_is_down_is_reported_and_the_bases_reloaded(
+def test_a_slot_dropped_or_consumed_while_weir_is_down_is_reported_and_the_bases_reloaded(
         pg: Any, dbname: str, tmp_path: Path) -> None:
     dsn = pg.dsn(dbname=dbname)
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -198,6 +198,21 @@ def test_a_slot_dropped_while_weir_is_down_is_reported_and_the_bases_reloaded(
             assert _served(conn, ITEM.replace("$1", "%s"), (6,)) == []
             assert _status(conn)["fills"] == "0"
         assert any("local bases lost" in line and f"slot {slot} is gone" in line
+                   for line in proc.log), proc.log
+        _exact(dsn, tmp_path)
+        proc.stop()
+        # behind: the slot consumed past the bases (by someone else) while weir is down
+        pg.psql("UPDATE items SET v = 'again' WHERE id = 5", dbname)
+        eventually(lambda: pg.psql(
+            f"SELECT pg_replication_slot_advance('{slot}', pg_current_wal_lsn()) IS NOT NULL"
+            f" FROM pg_replication_slots WHERE slot_name = '{slot}' AND NOT active",
+            dbname).strip() == "t", timeout=20)
+        proc = _start(pg, dsn, tmp_path)
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            conn.execute("SELECT 1")
+            eventually(lambda: _value(conn, 5) == "again", timeout=20)
+        assert any("local bases lost" in line and "past the bases' durable position" in line
                    for line in proc.log), proc.log
         _exact(dsn, tmp_path)
     finally:
