@@ -62,8 +62,11 @@ def attach(host: EngineHost, local: LocalBases) -> None:
     stream.tap = tap
 
     async def before_slot() -> None:
-        if not local.loaded:  # a reload that failed (the upstream went away meanwhile, say)
-            await reload(host, local, "the last load of the local bases did not finish")
+        if not local.loaded or local.stale:  # a DDL, or a reload that failed (say the
+            # upstream went away meanwhile)
+            reason = local.stale or "the last load of the local bases did not finish"
+            log.error("local bases: %s; reloading them from one snapshot", reason)
+            await reload(host, local, reason)
         else:
             try:
                 await local.check()

@@ -41,7 +41,7 @@ from cdc.bootstrap.errors import BootstrapError
 from cdc.bootstrap.plan import TableSpec, quote_ident, table_from_json
 from cdc.bootstrap.replay import Replica
 from cdc.connection import ConnectParams, PgConnection
-from cdc.pgoutput import Commit, PgoutputMessage
+from cdc.pgoutput import Commit, PgoutputMessage, Relation
 from engine import FillRequest, Row, RunFill, decode_text
 
 log = logging.getLogger("weir.bases")
@@ -76,6 +76,8 @@ class LocalBases:
         #: once the host's first barrier passed)
         self.ready = False
         self.local_fills = 0
+        #: why the bases must be loaded again before they are followed (set by a DDL)
+        self.stale: str | None = None
         #: the local tables' relation oids upstream (set by the host once it looked them up)
         self.oids: frozenset[int] = frozenset()
         self.loads = 0  # loads from one snapshot (the first, and reloads)
@@ -132,6 +134,7 @@ class LocalBases:
         self._attach(snapshot_load.load(self.path, self.upstream_url, self.tables, self.slot,
                                         self.publication))
         self.loads += 1
+        self.stale = None
         self.ready = True  # exact at the slot's consistent point, where the stream starts
 
     def relation_names(self) -> list[str]:
@@ -182,6 +185,8 @@ class LocalBases:
         local fills read through, so they see it at once."""
         store, replica = self.store, self.replica
         assert store is not None and replica is not None
+        if isinstance(msg, Relation):
+            self._check_shape(msg)
         if not isinstance(msg, Commit):
             replica.feed(msg)
             return
@@ -194,6 +199,17 @@ class LocalBases:
         except BaseException:  # the batch may hold part of it: drop back to the durable state
             self.abort()
             raise
+
+    def _check_shape(self, rel: Relation) -> None:
+        """A local table whose columns changed (DDL) cannot be kept by the store: drop the
+        batch, stop local fills and fail the stream; the next session reloads the bases."""
+        base = self._bases.get((rel.namespace, rel.name))
+        if base is None or [c.name for c in rel.columns] == [c.name for c in base.spec.columns]:
+            return
+        self.abort()
+        self.ready = False
+        self.stale = f"the columns of {rel.namespace}.{rel.name} changed"
+        raise BasesLost(f"{self.stale}: the bases are loaded again")
 
     def abort(self) -> None:
         """Forget the open batch: the store and its position are the durable ones again (the

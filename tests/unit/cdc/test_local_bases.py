@@ -100,3 +100,17 @@ def test_lookups_by_key_scan_and_semi_join(tmp_path: Path) -> None:
     local.ready = False
     assert local.rows(RunFill(7, (FillRequest(REF, (0,), (1,)),))) is None
     local.close()
+
+
+def test_a_local_table_whose_columns_changed_makes_the_bases_stale(tmp_path: Path) -> None:
+    from cdc.bases.follow import BasesLost
+
+    local = _bases(tmp_path)
+    local.tap(RELATION)  # the same columns: nothing happens
+    _txn(local, 20, 0x200, Insert(7, ("4", "d", "3")))
+    added = Relation(7, "public", "t", "d", (*RELATION.columns, RelColumn(0, "w", 25, -1)))
+    with pytest.raises(BasesLost, match=r"columns of public\.t changed"):
+        local.tap(added)
+    assert local.stale is not None and not local.ready
+    assert local.resume == (0, 0x100)  # the batch was dropped with it
+    local.close()
