@@ -103,6 +103,9 @@ async def reload(host: EngineHost, local: LocalBases, reason: str) -> None:
     """Reload the bases from one snapshot of a new slot; the caches start over."""
     host.reset_all(f"local bases reloaded: {reason}")
     await asyncio.to_thread(local.load)
+    # a barrier emitted before the new slot existed never comes through it: fail those now
+    # (the heartbeat tries again at once) instead of letting them time out
+    host.stream.barriers.lose_all(f"local bases reloaded: {reason}")
     _resume(host, local)
     await _keep_published(host, local)  # (a table dropped and created again has a new oid)
 

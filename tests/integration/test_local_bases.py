@@ -215,6 +215,14 @@ def test_a_slot_dropped_or_consumed_while_weir_is_down_is_reported_and_the_bases
         assert any("local bases lost" in line and "past the bases' durable position" in line
                    for line in proc.log), proc.log
         _exact(dsn, tmp_path)
+        # a column added to a local table: the store cannot follow it, so it is reloaded
+        pg.psql("ALTER TABLE items ADD COLUMN w text DEFAULT 'x';"
+                " UPDATE items SET v = 'after ddl' WHERE id = 5", dbname)
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            eventually(lambda: _value(conn, 5) == "after ddl", timeout=30)
+        assert any("columns of public.items changed" in line for line in proc.log), proc.log
+        _exact(dsn, tmp_path)
     finally:
         proc.stop()
         _drop_bases_slot(pg, dbname, wait=False)
