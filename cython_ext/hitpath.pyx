@@ -89,7 +89,7 @@ cdef _View _view(object session, object ctx):
         v.service = session.server.service
         v.settings = v.service.settings
         v.hits = v.service.hits
-        v.grants = v.service.grants
+        v.grants = v.service.gates.grants
         v.write = session.client.write
         v.held = core.held
         v.portals = core.held_portals
@@ -125,7 +125,7 @@ cdef object _settings_id(_View v):
     if known is not None and known[0] == state.parameters_version \
             and known[1] == ctx.settings_version:
         return known[2][1]
-    return v.service.output_settings_id(state, ctx)[1]
+    return v.service.reads.output_settings_id(state, ctx)[1]
 
 
 cdef bint _current(_View v, dict memo, bytes key, object hit):

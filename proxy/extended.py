@@ -485,7 +485,7 @@ class Extended:
                 rows = None
             else:
                 reads: list[tuple[str, tuple[Any, ...], object]] = []
-                read = service.read_rows_now(prepared[0], ctx, reads)
+                read = service.reads.read_rows_now(prepared[0], ctx, reads)
                 if read is None:
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
                 rows = portal_reads.encode(service, ctx, local, read, prepared)
@@ -511,7 +511,7 @@ class Extended:
                 or held.route.cache is None:
             return
         service = self.service
-        _, sid = service.output_settings_id(session.state, session.ctx)
+        _, sid = service.reads.output_settings_id(session.state, session.ctx)
         description = row_description(held, local.bind.result_formats)
         reads = tuple(local.reads)
         service.hits.remember(service.hits.statement_memo(held, sid), local.rest,

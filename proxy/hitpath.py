@@ -20,7 +20,7 @@ Invariants:
   reader's current answer for its key (object identity: a reader hands out a new answer
   object whenever a key's rows change, is evicted or is filled again), so a memoized answer is
   exactly what the general path would encode now;
-- every gate of the general path (``Extended._execute`` and ``CacheService.read_rows_now``)
+- every gate of the general path (``Extended._execute`` and ``ReadPath.read_rows_now``)
   holds before an entry is used: nothing of the batch upstream, no request outstanding, no
   transaction block, no read-your-writes barrier due, role defaults read, the role known to
   be allowed to read the cache, the replication stream up and within the staleness bound;
@@ -29,23 +29,24 @@ Invariants:
   (where the general path's answer is to be remembered), and the general path handles it.
 
 It runs for every cached answer, so it reads the state behind those gates directly — the
-host's ``stream.up`` and ``fresh_as_of``, ``service.grants``, the session's memo of its output
+host's ``stream.up`` and ``fresh_as_of``, ``service.gates.grants``, the session's memo of its output
 settings id — instead of calling the methods that own them (``host.connected``,
-``host.staleness()``, ``service.granted()``, ``service.output_settings_id()``).
+``host.staleness()``, ``gates.granted()``, ``reads.output_settings_id()``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
+from proxy.caching import EngineHost
+from proxy.router import SessionContext
 from proxy.seen import may_serve as seen_allows
-
-if TYPE_CHECKING:
-    from proxy.relay import Session
+from proxy.session import SessionState
+from proxy.settings import Settings
 
 _T_BIND = ord("B")
 _T_DESCRIBE = ord("D")
@@ -178,6 +179,68 @@ class HitMemos:
         self._memos.clear()
         self._remembered = 0
         self.bytes = 0
+
+
+class HitService(Protocol):
+    """What the hit path reads of the cache service (``proxy.service.CacheService``)."""
+
+    @property
+    def hits(self) -> HitMemos: ...
+
+    @property
+    def host(self) -> EngineHost | None: ...
+
+    @property
+    def gates(self) -> HitGates: ...
+
+    @property
+    def reads(self) -> HitReads: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+class HitGates(Protocol):
+    @property
+    def grants(self) -> dict[tuple[str, str], tuple[bool, float]]: ...
+
+
+class HitReads(Protocol):
+    def output_settings_id(self, state: SessionState, ctx: SessionContext
+                           ) -> tuple[Any, int]: ...
+
+
+class HitServer(Protocol):
+    @property
+    def service(self) -> HitService: ...
+
+
+class HitExtended(Protocol):
+    """What the hit path changes of ``proxy.extended.Extended``."""
+
+    recording: tuple[dict[bytes, Hit], bytes, bool] | None
+
+    def simple_query(self, answered: bool = False) -> None: ...
+
+
+class Session(Protocol):
+    """What the hit path uses of a session (``proxy.relay.Session``): its core, its
+    routing context, its ``Extended``, the cache service and the client's transport."""
+
+    @property
+    def state(self) -> SessionState: ...
+
+    @property
+    def ctx(self) -> SessionContext | None: ...
+
+    @property
+    def extended(self) -> HitExtended: ...
+
+    @property
+    def server(self) -> HitServer: ...
+
+    @property
+    def client(self) -> Any: ...
 
 
 def _drop(memo: dict[bytes, Hit]) -> None:
@@ -323,22 +386,23 @@ def may_serve(session: Session) -> bool:
 
 
 def session_settings_id(session: Session) -> int:
-    """``service.output_settings_id(...)[1]``, from the session's memo of it when current."""
+    """``service.reads.output_settings_id(...)[1]``, from the session's memo of it when
+    current."""
     state, ctx = session.state, session.ctx
     known = ctx.output  # type: ignore[union-attr]
     if known is not None and known[0] == state.parameters_version \
             and known[1] == ctx.settings_version:  # type: ignore[union-attr]
         return known[2][1]  # type: ignore[no-any-return]
-    return session.server.service.output_settings_id(state, ctx)[1]  # type: ignore[arg-type]
+    return session.server.service.reads.output_settings_id(state, ctx)[1]  # type: ignore[arg-type]
 
 
 def _current(session: Session, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> bool:
     """Whether ``hit`` is still what the caches answer, for a role allowed to read them
-    (``service.granted`` read directly)."""
+    (``Gates.granted`` read directly)."""
     service = session.server.service
     user = session.ctx.user  # type: ignore[union-attr]
     engine = service.host.engine  # type: ignore[union-attr]
-    grants = service.grants
+    grants = service.gates.grants
     now = time.monotonic()
     try:
         for cache, k, answer in hit.reads:

@@ -55,7 +55,7 @@ Invariants:
   relays only answers the relay core would relay without a look (``Relay._forward_quiet`` and
   ``Relay._ready_run``), so that what the session observes on its return is what the relay
   core would have observed; a change of the routing state (caches created or dropped:
-  ``CacheService._refresh_names`` calls :meth:`HitLanes.routing`) makes every pass session
+  ``CacheService.refresh_names`` calls :meth:`HitLanes.routing`) makes every pass session
   hand back before it forwards anything more; SHOW PROXIED QUERIES first takes every pass
   session back (:meth:`HitLanes.settle`), so its counts include what lanes relayed.
 
@@ -71,24 +71,72 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import cython_ext
 from pgwire import frontend as fe
 from pgwire.events import Phase
-from pgwire.framing import scan_messages
-from proxy.forwarding import CONTENT_FREE
-from proxy.hitpath import Hit, may_serve, session_settings_id
+from pgwire.framing import Framer, scan_messages
+from proxy.extended import Extended
+from proxy.forwarding import CONTENT_FREE, ForwardMemos
+from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
+from proxy.hitpath import Session as HitSession
 from proxy.metrics import LATENCY_BOUNDS
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
-
-if TYPE_CHECKING:
-    from proxy.relay import Session
-    from proxy.service import CacheService
-    from proxy.settings import Settings
+from proxy.settings import Settings
 
 log = logging.getLogger("weir.lanes")
+
+
+class LaneService(HitService, Protocol):
+    """What the lanes read of the cache service (``proxy.service.CacheService``)."""
+
+    @property
+    def registry(self) -> Any: ...
+
+    @property
+    def cached_names(self) -> tuple[str, ...]: ...
+
+    def hiding_now(self) -> tuple[str, ...]: ...
+
+
+class Session(HitSession, Protocol):
+    """What the lanes use of a session (``proxy.relay.Session``) besides the hit path's."""
+
+    lane_fd: int | None
+    upstream_lane_fd: int | None
+    client_received: Callable[[bytes], None]
+    upstream_received: Callable[[bytes], None]
+
+    @property
+    def phase(self) -> Phase: ...
+
+    @property
+    def lane(self) -> int: ...
+
+    @property
+    def extended(self) -> Extended: ...
+
+    @property
+    def memos(self) -> ForwardMemos: ...
+
+    @property
+    def cframer(self) -> Framer: ...
+
+    @property
+    def uframer(self) -> Framer: ...
+
+    @property
+    def upstream(self) -> asyncio.Transport | None: ...
+
+    @property
+    def client(self) -> asyncio.Transport: ...
+
+    def pause_client(self, why: str) -> None: ...
+
+    def resume_client(self, why: str) -> None: ...
 
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
@@ -150,7 +198,7 @@ def cpu_quota(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
 class HitLanes:
     """See the module docstring. ``start()`` in the event loop; ``stop()`` at the end."""
 
-    def __init__(self, count: int, service: CacheService, cpus: tuple[int, ...] = ()) -> None:
+    def __init__(self, count: int, service: LaneService, cpus: tuple[int, ...] = ()) -> None:
         core = cython_ext.load("lanes")
         if core is None:
             raise RuntimeError("hit lanes need the compiled cython_ext.lanes")
@@ -313,7 +361,7 @@ class HitLanes:
         service = self.service
         user = session.ctx.user  # type: ignore[union-attr]
         sid = session_settings_id(session)
-        grants = service.grants
+        grants = service.gates.grants
         out = []
         for name, held in session.state.held.items():
             entry = held.route.cache

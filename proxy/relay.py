@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
@@ -47,12 +47,11 @@ from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
 from proxy.handshake import Handshake, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.metrics import own_error, own_violation
+from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
+from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
-
-if TYPE_CHECKING:
-    from proxy.server import Server
 
 _FLUSH = fe.Flush().encode()
 log = logging.getLogger("weir.relay")
@@ -76,11 +75,23 @@ _OBSERVED_BACKEND = frozenset(map(ord, "ZSE123nTCIs"))
 __all__ = ["Phase", "Session", "context"]
 
 
+class RelayServer(HandshakeServer, Protocol):
+    """What a session needs of its server (``proxy.server.Server``)."""
+
+    @property
+    def service(self) -> CacheService: ...
+
+    @property
+    def sessions(self) -> set[Session]: ...
+
+    def release_key(self, key: tuple[int, int]) -> None: ...
+
+
 class Session:
     """A relayed client session (see the module docstring)."""
 
     def __init__(
-        self, server: Server, transport: asyncio.Transport, endpoint: asyncio.Protocol
+        self, server: RelayServer, transport: asyncio.Transport, endpoint: asyncio.Protocol
     ) -> None:
         self.server = server
         self.client = transport
@@ -293,7 +304,7 @@ class Session:
         if route.destination != "cache":
             return False
         reads: list[tuple[str, tuple[Any, ...], object]] = []
-        served = service.serve_now(route, self.ctx, self.state.parameters, reads)
+        served = service.reads.serve_now(route, self.ctx, self.state.parameters, reads)
         if served is None:
             return False
         self._finish_query(msg, raw, *served)
@@ -438,7 +449,7 @@ class Session:
                 self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
             return
         reads: list[tuple[str, tuple[Any, ...], object]] = []
-        served = await service.serve(route, ctx, self.state.parameters, reads)
+        served = await service.reads.serve(route, ctx, self.state.parameters, reads)
         if self.state.phase is not Phase.CLOSED:
             self._finish_query(msg, raw, *served)
             if served[0] is not None:

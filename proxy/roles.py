@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pgwire import frontend as fe
 from pgwire.framing import Framer
 from proxy.hitpath import HitMemos
-from proxy.results import OutputSettings
+from proxy.reads import ReadPath
 from proxy.router import Route, SessionContext
 from proxy.session import SessionState
 from proxy.settings import Settings, UpstreamAddress
@@ -46,24 +46,15 @@ class RoutingState(Protocol):
 
 
 class CachedReads(Protocol):
-    """The service's cached reads, as local portals use them (``proxy.service``)."""
+    """The service as local portals use it (``proxy.portal_reads``): its cached reads
+    (``proxy.reads.ReadPath``) and the routing of a statement whose cache was dropped."""
+
+    @property
+    def reads(self) -> ReadPath: ...
 
     def is_current(self, entry: Any) -> bool: ...
 
     def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route: ...
-
-    def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings: ...
-
-    def output_plan(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
-                    ) -> tuple[str | None, list[Any]]: ...
-
-    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None
-                      ) -> tuple[tuple[Any, ...] | None, str] | None: ...
-
-    async def read_rows(self, route: Route, ctx: SessionContext | None,
-                        reads: Reads | None = None) -> tuple[tuple[Any, ...] | None, str]: ...
-
-    async def ensure_defaults(self, ctx: SessionContext) -> None: ...
 
 
 class ExtendedSession(Protocol):
@@ -99,9 +90,6 @@ class ExtendedService(CachedReads, Protocol):
     def hits(self) -> HitMemos: ...
 
     def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None: ...
-
-    def output_settings_id(self, state: SessionState, ctx: SessionContext
-                           ) -> tuple[OutputSettings, int]: ...
 
     async def admin(self, route: Route, ctx: SessionContext) -> bytes: ...
 

@@ -52,7 +52,7 @@ class SessionContext:
     output: Any = None  # (versions, (OutputSettings, id)) memo kept by CacheService
     defaults_applied: bool = False  # role/database defaults read (CacheService)
     #: (cache, keys, how many of them were read) of the last read that missed without
-    #: waiting (``CacheService.read_rows_now``): the waiting read that follows does not
+    #: waiting (``ReadPath.read_rows_now``): the waiting read that follows does not
     #: count those keys again
     tried: tuple[str, list[Any], int] | None = None
     parameters: dict[str, str] | None = None  # the session's ParameterStatus values

@@ -11,9 +11,7 @@ fix it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from proxy.fillqueue import ADMISSIONS
@@ -275,14 +273,3 @@ class Settings:
     @property
     def listen_address(self) -> tuple[str, int]:
         return parse_listen(self.listen)
-
-    @classmethod
-    def from_sources(
-        cls, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-        file: Mapping[str, Any] | None = None,
-    ) -> Settings:
-        """Flags (None = not given) over ``WEIR_<NAME>`` environment variables over the
-        configuration file's values over defaults (see ``proxy.config.resolve``)."""
-        from proxy.config import resolve
-
-        return resolve(flags, os.environ if environ is None else environ, file or {})[0]

@@ -84,7 +84,8 @@ def test_memo_bound_follows_the_budget_share() -> None:
 def test_other_batches_are_left_to_the_general_path() -> None:
     bind = fe.Bind("", "s1", (), (b"5",), ()).encode()
     # a session busy upstream: a batch of a recognised shape gets as far as the gates
-    service = SimpleNamespace(host=object(), settings=None, hits=None, grants={})
+    service = SimpleNamespace(host=object(), settings=None, hits=None,
+                              gates=SimpleNamespace(grants={}))
     state = SessionState()
     state.batch_upstream = True
     session = SimpleNamespace(extended=SimpleNamespace(), ctx=SimpleNamespace(tainted=None),

@@ -76,7 +76,8 @@ def _world(c: dict[str, Any], core: type = SessionCore_python
         host=SimpleNamespace(stream=SimpleNamespace(up=c["connected"]),
                              fresh_as_of=now - c["lag"], engine=engine,
                              coverage=SimpleNamespace(covered=now - c["behind"])),
-        hits=hits, grants=grants, output_settings_id=lambda state, ctx: (None, 0))
+        hits=hits, gates=SimpleNamespace(grants=grants),
+        reads=SimpleNamespace(output_settings_id=lambda state, ctx: (None, 0)))
     description = b"T-desc" if c["kind"] == "prepared" else b""  # as the memos are filled
     hit = hitpath.Hit(((("c", (1,), answer)),), description, b"D-rows C-tag", ("cache", "c"),
                       statement=held if c["kind"] == "unnamed" else None)

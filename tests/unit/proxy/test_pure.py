@@ -15,6 +15,7 @@ from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.errors import error_response
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
+from proxy.config import resolve
 from proxy.lanes import cpu_quota, lane_plan
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.router import SessionContext, observe_set, route_query, setting_taint
@@ -176,7 +177,7 @@ def test_settings_sources_and_errors() -> None:
         "WEIR_UPSTREAM": "postgresql://u:p@db:6432/app?sslmode=require",
         "WEIR_MAX_MESSAGE_BYTES": "2048",
     }
-    s = Settings.from_sources({"listen": "0.0.0.0:7000"}, env)
+    s = resolve({"listen": "0.0.0.0:7000"}, env, {})[0]
     assert s.listen_address == ("0.0.0.0", 7000) and s.max_message_bytes == 2048
     addr = s.upstream_address
     assert (addr.host, addr.port, addr.user, addr.dbname, addr.sslmode) == (
@@ -187,9 +188,9 @@ def test_settings_sources_and_errors() -> None:
         "require",
     )
     with pytest.raises(SettingsError, match="upstream is required"):
-        Settings.from_sources({}, {})
+        resolve({}, {}, {})
     with pytest.raises(SettingsError, match="not a number"):
-        Settings.from_sources({"upstream": "postgresql://x@h/d", "connect_timeout": "soon"}, {})
+        resolve({"upstream": "postgresql://x@h/d", "connect_timeout": "soon"}, {}, {})
     with pytest.raises(SettingsError, match="sslmode"):
         UpstreamAddress.parse("postgresql://h/d?sslmode=maybe")
     with pytest.raises(SettingsError, match="HOST:PORT"):
