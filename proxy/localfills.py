@@ -24,15 +24,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from cdc import BasesLost, LocalBases, PgoutputMessage
+import asyncpg
+
+from cdc import BasesLost, LocalBases, PgoutputMessage, ReplicationStream
 from engine import Engine, RunFill
-
-if TYPE_CHECKING:
-    from proxy.caching import EngineHost
+from proxy.publication import Publication
 
 log = logging.getLogger("weir.cache")
+
+
+class EngineHost(Protocol):
+    """What of ``proxy.caching.EngineHost`` the local bases use."""
+
+    stream: ReplicationStream
+    publication: Publication
+
+    @property
+    def pool(self) -> asyncpg.Pool: ...
+
+    def reset_all(self, reason: str) -> None: ...
 
 #: relation oids of the local tables (to keep them in the publication)
 _OIDS = "SELECT to_regclass(n)::oid::int8 FROM unnest($1::text[]) AS n"
