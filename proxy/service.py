@@ -165,6 +165,12 @@ class CacheService:
         async with self._mutating:
             changed = await registry.changed_relations()
             if not changed:
+                if await registry.follow_catalog():  # new tables: learnt routes go
+                    self._refresh_names()
+                    self.cached_names = _Names(self.cached_names)  # a new object: noticed
+                    self.hits.clear()
+                    if self.lanes is not None:
+                        self.lanes.clear()
                 return
             for line in await registry.replan(changed):
                 log.warning("%s", line)
@@ -564,3 +570,8 @@ def parameters_of(ctx: SessionContext) -> dict[str, str]:
     """The ParameterStatus values of the session a context belongs to."""
     return ctx.parameters if ctx.parameters is not None else {}
 
+
+class _Names(tuple[str, ...]):
+    """A names tuple that is a new object even when empty (``()`` is a singleton)."""
+
+    __slots__ = ()
