@@ -10,6 +10,7 @@ upstream -> visible through weir) under a background write load. Writes
 
     .venv/bin/python bench/hit.py [--seconds 10] [--clients 2,4,16] [--stories 10000]
     .venv/bin/python bench/hit.py --metrics-compare [--seconds 5] [--rounds 6]
+    .venv/bin/python bench/hit.py --cold [--seconds 10] [--clients 8]   (bench/cold.py)
 
 ``--metrics-compare`` instead measures the cost of ``/metrics``: two weirs on the same
 cluster, one with ``--metrics-listen`` (scraped every second meanwhile, more often than
@@ -264,6 +265,10 @@ def status(dsn: str) -> dict[str, str]:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--cold"]:  # cold starts: bench/cold.py (its own options)
+        from bench import cold
+
+        return cold.main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--clients", type=_counts, default=[2, 4, 16],
@@ -335,7 +340,11 @@ def main() -> int:
         weir.wait(10)
         cluster.stop()
     text = report(runs, counted, fill_ms, lags, args)
-    Path(args.output).write_text(text)
+    out = Path(args.output)
+    old = out.read_text() if out.exists() else ""
+    if "<!-- cold:begin -->" in old:  # the cold starts' section (bench/cold.py) stays
+        text += "\n" + old[old.index("<!-- cold:begin -->"):]
+    out.write_text(text)
     print(text)
     return 0
 

@@ -1,15 +1,18 @@
 # cython: language_level=3
 """Twin of proxy.hitpath.try_answer (same contract, same side effects; see that module).
 
-Works on the session's Python objects by attribute, as the pure version does; what it saves
-is the interpreter's work between them and, with ``_View``, the reads of the session's parts
-that never change. Imports nothing from the project.
+Works on the session's Python objects by attribute, as the pure version does, except the
+session core (``cython_ext/session_core.pxd``), whose declared fields it reads as C members;
+what it saves is the interpreter's work between them and, with ``_View``, the reads of the
+session's parts that never change. Imports nothing from the project.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+from cython_ext.session_core cimport SessionCore
 
 cdef int T_BIND = ord("B")
 cdef int T_DESCRIBE = ord("D")
@@ -64,57 +67,65 @@ cdef inline double _monotonic() noexcept:
 
 cdef class _View:
     """The parts of a READY session the hit path reads, taken once: none of them is replaced
-    for the session's life (the session's ``extended``, ``state``, ``ctx``, the cache
-    service, its ``settings``, ``hits`` and ``grants``, ``Extended.held``/``portals`` and
-    the client transport's ``write``). What changes (the host, its engine, every gate's
-    value) is still read on every answer."""
+    for the session's life (the session's ``extended``, its core ``state``, ``ctx``, the
+    cache service, its ``settings``, ``hits`` and ``grants``, the core's ``held`` and
+    ``held_portals`` and the client transport's ``write``); kept in the core's
+    ``hit_view``. What changes (the host, its engine, every gate's value) is still read on
+    every answer."""
 
-    cdef object ext, state, ctx, service, settings, hits, write
+    cdef object ext, ctx, service, settings, hits, write
+    cdef SessionCore state
     cdef dict held, portals, grants
 
 
 cdef _View _view(object session, object ctx):
-    cdef _View v = getattr(session, "_hit_view", None)
+    cdef SessionCore core = session.state
+    cdef _View v = core.hit_view
     if v is None:
         v = _View()
         v.ext = session.extended
-        v.state = session.state
+        v.state = core
         v.ctx = ctx
         v.service = session.server.service
         v.settings = v.service.settings
         v.hits = v.service.hits
-        v.grants = v.service.grants
+        v.grants = v.service.gates.grants
         v.write = session.client.write
-        v.held = v.ext.held
-        v.portals = v.ext.portals
-        session._hit_view = v
+        v.held = core.held
+        v.portals = core.held_portals
+        core.hit_view = v
     return v
 
 
 cdef bint _may_serve(_View v):
-    ext = v.ext
-    state = v.state
+    cdef SessionCore state = v.state
     ctx = v.ctx
-    if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
+    # SessionState.caught_up: what is outstanding (if anything) is weir's own, discarded
+    if state.batch_upstream or state.batch_local or state.batch_failed \
+            or len(state.pending) != state.discarded or state.skipping \
             or state.transaction_status != "I" or not ctx.defaults_applied \
             or ctx.tainted is not None:
         return False
     settings = v.settings
-    if ctx.wrote and settings.read_your_writes == "on":
-        return False
     host = v.service.host
+    if host is None:
+        return False
+    if settings.read_your_writes == "on":  # seen(s): proxy.seen.may_serve
+        seen = ctx.seen
+        if seen.pending or <double>seen.at > <double>host.coverage.covered:
+            return False
     return host is not None and host.stream.up \
         and _monotonic() - <double>host.fresh_as_of <= <double>settings.staleness_bound
 
 
 cdef object _settings_id(_View v):
-    state = v.state
+    cdef SessionCore state = v.state
     ctx = v.ctx
     known = ctx.output
     if known is not None and known[0] == state.parameters_version \
             and known[1] == ctx.settings_version:
         return known[2][1]
-    return v.service.output_settings_id(state, ctx)[1]
+    return v.service.reads.output_settings_id(state, ctx)[1]
 
 
 cdef bint _current(_View v, dict memo, bytes key, object hit):

@@ -76,6 +76,7 @@ cdef class Lanes:
         self.c.gen = 1
         self.c.relayed = 0
         self.c.moved = 0
+        self.c.lat_sum = 0
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
             self.c.cpus.push_back(cpu)
@@ -273,6 +274,38 @@ cdef class Lanes:
                   self.c.sessions.size(), self.c.relayed, self.c.moved)
         pthread_mutex_unlock(&self.c.mu)
         return result
+
+    def set_latency_bounds(self, tuple bounds not None):
+        """The upper bounds (seconds, ascending) of the buckets that count how long relayed
+        cycles took upstream; resets the counts."""
+        pthread_mutex_lock(&self.c.mu)
+        self.c.lat_bounds.clear()
+        for bound in bounds:
+            self.c.lat_bounds.push_back(<double>bound)
+        self.c.lat_counts.assign(len(bounds) + 1, 0)
+        self.c.lat_sum = 0
+        pthread_mutex_unlock(&self.c.mu)
+
+    def upstream_latency(self):
+        """``(counts per bucket, the last one +Inf; sum of seconds)`` of the cycles pass
+        sessions relayed, from each Sync or Query sent to its ReadyForQuery relayed."""
+        pthread_mutex_lock(&self.c.mu)
+        result = (tuple(self.c.lat_counts), self.c.lat_sum)
+        pthread_mutex_unlock(&self.c.mu)
+        return result
+
+    def served_by_table(self, bint reset=False):
+        """``{table: answers given}`` for every lane table that answered (since the last
+        ``reset``, which empties the counts in the same step)."""
+        cdef pair[int64_t, uint64_t] item
+        cdef vector[pair[int64_t, uint64_t]] copied
+        pthread_mutex_lock(&self.c.mu)
+        for item in self.c.table_served:
+            copied.push_back(item)
+        if reset:
+            self.c.table_served.clear()
+        pthread_mutex_unlock(&self.c.mu)
+        return {item.first: item.second for item in copied}
 
     # -- pass sessions ----------------------------------------------------------------------
 

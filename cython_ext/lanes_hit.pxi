@@ -48,6 +48,7 @@ cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil
             s.served += 1
             s.last_table = stmt_of(st).table
             c.served += 1
+            c.table_served[s.last_table] += 1
             pos += size
     pthread_mutex_unlock(&c.mu)
     s.pending_in.assign(buf + pos, n - pos)

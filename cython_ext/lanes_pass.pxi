@@ -68,6 +68,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     """The client of a pass session is readable: forward whole quiet cycles upstream."""
     cdef ssize_t n
     cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base
+    cdef double now
     cdef const unsigned char* p
     cdef unsigned char t
     cdef vector[int64_t] found
@@ -142,6 +143,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
         _hand_back(c, token, s)
         return
     base = s.inflight.size()
+    now = _monotonic()
     s.inflight.append(<const char*>p, cut)
     batch = s.sent_batch
     pos = 0
@@ -159,6 +161,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
         if t == b'S' or t == b'Q':
             s.events.push_back(<int64_t>EV_BARRIER << 32)
             s.barriers.push_back(base + end)
+            s.sent_at.push_back(now)
             s.batches.push_back(batch)
         pos = end
     s.sent_batch = batch
@@ -176,6 +179,7 @@ cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
     """The answers of the first ``cycles`` cycles in ``inflight`` went to the client."""
     cdef Py_ssize_t i = 0, done = 0, kind, index
     cdef size_t cut = s.barriers[cycles - 1]
+    cdef double now
     while done < cycles:
         kind = s.events[i] >> 32
         index = s.events[i] & <int64_t>0xffffffff
@@ -194,13 +198,27 @@ cdef void _relayed(Core* c, LSession* s, Py_ssize_t cycles) noexcept nogil:
     s.batch = s.batches[cycles - 1]
     s.batches.erase(s.batches.begin(), s.batches.begin() + cycles)
     s.barriers.erase(s.barriers.begin(), s.barriers.begin() + cycles)
+    now = _monotonic()
     for i in range(<Py_ssize_t>s.barriers.size()):
         s.barriers[i] -= cut
     s.inflight.erase(0, cut)
     s.served += cycles
     pthread_mutex_lock(&c.mu)
     c.relayed += cycles
+    for i in range(cycles):
+        _observe_latency(c, now - s.sent_at[i])
     pthread_mutex_unlock(&c.mu)
+    s.sent_at.erase(s.sent_at.begin(), s.sent_at.begin() + cycles)
+
+
+cdef inline void _observe_latency(Core* c, double seconds) noexcept nogil:
+    """Count one relayed cycle's time upstream (``c.mu`` held)."""
+    cdef size_t i = 0, n = c.lat_bounds.size()
+    while i < n and seconds > c.lat_bounds[i]:
+        i += 1
+    if i < c.lat_counts.size():
+        c.lat_counts[i] += 1
+    c.lat_sum += seconds
 
 
 cdef bint _pass_upstream(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:

@@ -136,6 +136,7 @@ cdef cppclass LSession:
     string inflight  # what went upstream whose cycle is not relayed yet
     vector[int64_t] events  # what ``inflight`` holds: EV_* << 32 | index, in order
     vector[size_t] barriers  # the end in ``inflight`` of each Sync or Query
+    vector[double] sent_at  # when each of them went upstream (monotonic seconds)
     vector[int] batches  # ``sent_batch`` after each of them
     # the whole answers read at this wake-up (``upstream_in`` up to ``relay_cut``), relayed
     # after every read, and whether the session is handed back then
@@ -180,6 +181,13 @@ cdef cppclass Core:
     Words watched  # proxy.rules.WATCHED_WORDS
     Words read_only  # CommandComplete tags that cannot have written anything
     uint64_t relayed  # cycles relayed by pass sessions
+    # how long relayed cycles took upstream (from the Sync or Query to its ReadyForQuery):
+    # counts per bucket of ``lat_bounds`` (proxy.metrics.LATENCY_BOUNDS; one more: +Inf)
+    vector[double] lat_bounds
+    vector[uint64_t] lat_counts
+    double lat_sum
+    # answers given per lane table (proxy.lanes maps a table to its cache)
+    unordered_map[int64_t, uint64_t] table_served
     uint64_t moved  # sessions moved to the lane of another CPU
 
 

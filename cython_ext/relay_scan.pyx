@@ -13,14 +13,23 @@ package imports nothing from the project: ``configure`` hands the core what it c
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from cython_ext.rules_kernel cimport query_head as _query_head
+from cython_ext.session_core cimport SessionCore
 from cython_ext.rules_kernel cimport read_only_tag as _read_only_tag
+
+
+cdef inline double _monotonic() noexcept nogil:
+    """``time.monotonic()`` (the same clock) without the call."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
+
 
 cdef object _error = ValueError
 
@@ -148,7 +157,6 @@ cdef Py_ssize_t _nread_only = 0
 #: SessionState's shared queue items of the requests whose success changes nothing
 cdef object _describe = None, _execute = None, _sync = None, _query = None
 cdef bint _configured = False
-cdef object _false = False
 #: Binds and Parses per chunk the core observes (more: the Python path does)
 cdef enum:
     MAX_FOUND = 64
@@ -242,13 +250,12 @@ cdef class Relay:
     """
 
     cdef object session
-    cdef bint bound, caching
+    #: the session core (``proxy.session_core``): its declared fields are read as C members
+    cdef SessionCore core
+    cdef bint bound
     cdef object state, pending, append, popleft, ctx, upstream_write, client_write
     cdef object ext, memos, service
     cdef dict binds, parses, held, portals, reasons, routes, portal_statements, state_portals
-    #: the instance dictionaries of the session, its state and the cache service: their plain
-    #: attributes (no class defines a descriptor for them) are read there directly
-    cdef dict sdict, stdict, svdict
     #: the cache service's routing state last seen equal to the memos' (see _forward_quiet)
     cdef object seen_registry, seen_names
     #: the last Bind names and Parse payload looked up in the memos (a repeated one is not
@@ -270,37 +277,35 @@ cdef class Relay:
 
     def __init__(self, session):
         self.session = session
+        self.core = session.state
         self.items, self.applies = [None, None], [None, None]
 
     cdef bint _bind(self) except -1:
         """Take the session's parts once it is READY (none of them is replaced after)."""
         s = self.session
-        if s.phase is not _ready_phase or s.upstream is None:
+        core = self.core
+        if core.phase is not _ready_phase or s.upstream is None:
             return False
-        self.sdict = s.__dict__
-        self.state = s.state
-        self.stdict = self.state.__dict__
-        self.pending = self.state._pending
+        self.state = core  # (its methods: proxy.session.SessionState)
+        self.pending = core.pending
         self.append = self.pending.append
         self.popleft = self.pending.popleft
-        self.state_portals = self.state.portals
+        self.state_portals = core.portals
         self.ctx = s.ctx
         self.upstream_write = s.upstream.write
         self.client_write = s.client.write
         self.ext = s.extended
-        self.held, self.portals = self.ext.held, self.ext.portals
-        self.reasons, self.routes = self.ext._reasons, self.ext._routes
-        self.portal_statements = self.ext._portal_statements
+        self.held, self.portals = core.held, core.held_portals
+        self.reasons, self.routes = core.reasons, core.routes
+        self.portal_statements = core.portal_statements
         self.memos = s.memos
         self.binds, self.parses = self.memos.binds, self.memos.parses
         self.service = s.server.service
-        self.svdict = self.service.__dict__
-        self.caching = s._caching
         lanes = self.service.lanes
         self.offer_pass = lanes.offer_pass if lanes is not None else None
-        cframer, uframer = s._cframer, s._uframer
-        self.cmax, self.umax = cframer._max, uframer._max
-        self.cbuf, self.ubuf = cframer._buf, uframer._buf
+        cframer, uframer = s.cframer, s.uframer
+        self.cmax, self.umax = cframer.max_length, uframer.max_length
+        self.cbuf, self.ubuf = cframer.buf, uframer.buf
         self.bound = True
         return True
 
@@ -310,8 +315,7 @@ cdef class Relay:
         """READY (and, for the client side, not answering locally), parts taken."""
         if not self.bound and not self._bind():
             return False
-        return PyDict_GetItem(self.sdict, "phase") == <PyObject*>_ready_phase and (
-            not client or PyDict_GetItem(self.sdict, "_local_busy") == <PyObject*>_false)
+        return self.core.phase is _ready_phase and (not client or not self.core.local_busy)
 
     def client_data(self, data):
         s = self.session
@@ -340,22 +344,20 @@ cdef class Relay:
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, end
         cdef unsigned char t
-        cdef bint local = self.caching and ctx is not None
+        cdef bint local = self.core.caching and ctx is not None
         cdef PyObject* found[MAX_FOUND]  # the chunk's Binds and Parses seen before (owned)
         cdef Py_ssize_t nfound = 0, i, names_end
-        cdef PyObject* registry
-        cdef PyObject* names
         memos = self.memos
         if local:
-            registry = PyDict_GetItem(self.svdict, "registry")
-            names = PyDict_GetItem(self.svdict, "cached_names")
+            service = self.service
+            registry, names = service.registry, service.cached_names
             # the memos take the service's state only (ForwardMemos.current): while it is the one
             # last seen equal to theirs, theirs has not changed either
-            if registry != <PyObject*>self.seen_registry or names != <PyObject*>self.seen_names:
-                if registry != <PyObject*>memos.registry_seen or names != <PyObject*>memos.names_seen:
+            if registry is not self.seen_registry or names is not self.seen_names:
+                if registry is not memos.registry_seen or names is not memos.names_seen:
                     return False  # the routing state changed (ForwardMemos.current, Extended.adopt)
                 self.seen_registry, self.seen_names = memos.registry_seen, memos.names_seen
-        if self.held or self.portals or self.ext.batch_local or self._swallowing():
+        if self.held or self.portals or self.core.batch_local or self.core.swallowing:
             return False  # not quiet (or an outcome awaited: SessionState.uncertain)
         last = None
         try:
@@ -392,6 +394,10 @@ cdef class Relay:
             for i in range(nfound):
                 Py_XDECREF(found[i])
         self.upstream_write(raw)
+        if self.core.upstream_since == 0.0:
+            self.core.upstream_since = _monotonic()
+        if ctx is not None:
+            ctx.seen.pending = True  # its answer moves seen(s) (proxy.seen)
         return True
 
     cdef int _observe(self, const unsigned char* p, Py_ssize_t n, PyObject** found, bint local,
@@ -426,7 +432,7 @@ cdef class Relay:
                 append(_query)
             pos += 1 + _length(p, pos)
         if batch >= 0:
-            self.ext.batch_upstream = batch == 1
+            self.core.batch_upstream = batch == 1
         return 0
 
     cdef bint _plain(self, bytes raw, const unsigned char* p, Py_ssize_t start,
@@ -436,14 +442,14 @@ cdef class Relay:
                                     _nwatched)
         if head == 0:
             return False
-        if PyDict_GetItem(self.svdict, "registry") == <PyObject*>None:
+        if self.service.registry is None:
             return head == 1 or _utf8(p + start, end - 1 - start)
         return _plain_query(raw, start, end, self.service)
 
     cdef int _bind_seen(self, object msg, object ctx) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Bind seen before."""
-        cdef PyObject* last = PyDict_GetItem(self.stdict, "_last_bind")
-        if last != NULL and <object>last is not None and (<tuple>last)[0] is msg:
+        last = self.core.last_bind
+        if last is not None and (<tuple>last)[0] is msg:
             self.append((<tuple>last)[1])
         else:
             self.state.frontend(msg)
@@ -459,19 +465,19 @@ cdef class Relay:
 
     cdef int _parse_seen(self, object msg) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Parse seen before."""
-        ext = self.ext
-        cdef PyObject* last = PyDict_GetItem(self.stdict, "_last_parse")
-        if last != NULL and <object>last is not None and (<tuple>last)[0] is msg:
+        cdef SessionCore core = self.core
+        last = core.last_parse
+        if last is not None and (<tuple>last)[0] is msg:
             self.append((<tuple>last)[1])
         else:
             self.state.frontend(msg)
         name = msg.name
         if self.held:
             self.held.pop(name, None)
-        self.reasons[name] = ext._last_reason
-        route = ext._last_route  # Extended._note_proxied
+        self.reasons[name] = core.last_reason
+        route = core.last_route  # Extended._note_proxied
         if route is not None:
-            ext._last_route = None
+            core.last_route = None
         if route is not None and route.classified is not None:
             self.routes[name] = route
         elif self.routes:
@@ -482,11 +488,11 @@ cdef class Relay:
 
     def upstream_data(self, data):
         s = self.session
-        if s.lane:
+        if self.core.lane:
             s.server.service.lanes.reclaim(s)
         if type(data) is not bytes or not self._ready_now(False):
             return s.upstream_data(data)
-        if len(self.ubuf) or self._swallowing() or not self._ready_run(data):
+        if len(self.ubuf) or self.core.swallowing or not self._ready_run(data):
             return s.upstream_data(data)
         self.client_write(data)
         if self.offer_pass is not None and not len(self.pending):
@@ -494,10 +500,6 @@ cdef class Relay:
                 self.offer_wait -= 1
             else:  # the lanes may relay this session from here on (proxy.lanes)
                 self.offer_wait = self.offer_pass(s)
-
-    cdef inline bint _swallowing(self) except -1:
-        cdef PyObject* value = PyDict_GetItem(self.stdict, "swallowing")
-        return value == NULL or <object>value
 
     cdef bint _ready_run(self, bytes raw) except -1:
         """If ``raw`` is whole messages ending with ReadyForQuery, none special (see
@@ -533,8 +535,9 @@ cdef class Relay:
             if p[pos] == 90:
                 self._ready(p[pos + 5])
             pos += 1 + _length(p, pos)
-        PyDict_SetItem(self.stdict, "transaction_status",
-                       "I" if status == 73 else "T" if status == 84 else "E")
+        self.core.transaction_status = "I" if status == 73 else "T" if status == 84 else "E"
+        if self.core.upstream_since != 0.0:
+            self.state.answered()
         return True
 
     cdef int _ready(self, unsigned char status) except -1:

@@ -98,6 +98,8 @@ class Engine:
         self.fills = FillManager(log_cap=log_cap)
         self.budget = memory_budget
         self.stats = Stats()
+        #: hits by cache (as ``stats.hits`` counts them), for /metrics
+        self.hits_by_cache: dict[str, int] = {}
         self.applied_lsn = 0
         self.probe_every = probe_every
         self._probe_pending = False
@@ -111,6 +113,7 @@ class Engine:
     # ------------------------------------------------------------------ caches
     def add_cache(self, name: str, plan: ir.Reader) -> None:
         self._readers[name] = self.graph.add_cache(name, plan)
+        self.hits_by_cache[name] = 0
 
     def drop_cache(self, name: str) -> None:
         reader, _ = self.graph.caches[name]
@@ -121,6 +124,7 @@ class Engine:
                 self._drop_waiter(wid)
         self.graph.drop_cache(name)
         del self._readers[name]
+        self.hits_by_cache.pop(name, None)
 
     def caches(self) -> tuple[str, ...]:
         return tuple(self.graph.caches)
@@ -132,6 +136,7 @@ class Engine:
         rows = self._readers[cache].lookup(key)
         if rows is not None:
             self.stats.hits += 1
+            self.hits_by_cache[cache] += 1
         return rows
 
     def current(self, cache: str, key: Row, answer: object) -> bool:
@@ -150,6 +155,7 @@ class Engine:
         except KeyError:
             lru[item] = None
         self.stats.hits += 1
+        self.hits_by_cache[cache] += 1
         return True
 
     def read(self, cache: str, key: Sequence[Any], count: bool = True) -> ReadResult:
@@ -162,6 +168,7 @@ class Engine:
         if rows is not None:
             if count:
                 self.stats.hits += 1
+                self.hits_by_cache[cache] += 1
             return ReadResult(rows)
         if count:
             self.stats.misses += 1

@@ -60,7 +60,8 @@ NegotiationResponse = SSLResponse | GSSENCResponse
 
 
 class Phase(enum.Enum):
-    """The life of one connection.
+    """The life of one connection — the one enum for both the sans-I/O connection roles
+    and the proxy's relayed sessions (``proxy.relay``).
 
     STARTUP -> (SSLRequest|GSSENCRequest) NEGOTIATING -> (answer) STARTUP
     STARTUP -> (StartupMessage) AUTHENTICATING -> (AuthenticationOk) STARTING
@@ -69,12 +70,18 @@ class Phase(enum.Enum):
     AUTHENTICATING|STARTING -> (ErrorResponse) CLOSED
     In CLOSED no frontend message is accepted; backend messages still owed (a Terminate
     pipelined behind a query) are.
+
+    A relayed session (``proxy.handshake``) goes STARTUP -> CONNECTING (opening the
+    upstream connection, or a TLS handshake or a cancel request in progress) ->
+    AUTHENTICATING (relaying the authentication exchange, up to the first ReadyForQuery)
+    -> READY -> CLOSED.
     """
 
     __hash__ = object.__hash__  # members are singletons; Enum's name hash is slow
 
     STARTUP = "startup"
     NEGOTIATING = "negotiating"
+    CONNECTING = "connecting"
     AUTHENTICATING = "authenticating"
     STARTING = "starting"
     READY = "ready"

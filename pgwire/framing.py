@@ -119,17 +119,18 @@ class Framer:
     connection); after it (or after an SSLRequest answered ``N``, by calling
     ``expect_startup`` again) messages are typed.
 
-    Invariants the relay core (``cython_ext/relay_scan.pyx``) relies on: ``_buf`` is one
-    bytearray for the framer's life (changed in place only), and the read position never
-    passes its end, so nothing waits exactly when ``_buf`` is empty.
+    Invariants the relay core (``cython_ext/relay_scan.pyx``) relies on: :attr:`buf` is
+    one bytearray for the framer's life (changed in place only), and the read position never
+    passes its end, so nothing waits exactly when :attr:`buf` is empty. :attr:`buf` and
+    :attr:`max_length` are read-only to everyone else.
     """
 
-    __slots__ = ("_buf", "_max", "_pos", "_startup")
+    __slots__ = ("_pos", "_startup", "buf", "max_length")
 
     def __init__(self, max_length: int = DEFAULT_MAX_MESSAGE_LENGTH, startup: bool = False) -> None:
-        self._buf = bytearray()
+        self.buf = bytearray()
         self._pos = 0
-        self._max = max_length
+        self.max_length = max_length
         self._startup = startup
 
     def expect_startup(self) -> None:
@@ -139,21 +140,21 @@ class Framer:
     @property
     def buffered(self) -> int:
         """Bytes received and not yet returned as messages."""
-        return len(self._buf) - self._pos
+        return len(self.buf) - self._pos
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self._pos and self._pos >= len(self._buf) // 2:
-            del self._buf[: self._pos]
+        if self._pos and self._pos >= len(self.buf) // 2:
+            del self.buf[: self._pos]
             self._pos = 0
-        self._buf += data
+        self.buf += data
 
     def take(self, data: bytes) -> tuple[bytes, list[tuple[int, int, int]]]:
         """``feed(data)`` then :meth:`drain`, without copying when ``data`` holds whole
         messages and nothing was waiting (the usual case: then ``raw`` is ``data`` itself)."""
-        joined = data if self._pos == len(self._buf) == 0 else self._join(data)
+        joined = data if self._pos == len(self.buf) == 0 else self._join(data)
         if not joined:
             return b"", []
-        found, end = scan_messages(joined, 0, self._max)
+        found, end = scan_messages(joined, 0, self.max_length)
         return (joined if end == len(joined) else self._keep(joined, end)), found
 
     def take_backend(
@@ -161,17 +162,17 @@ class Framer:
     ) -> tuple[bytes, bytes, list[tuple[int, int, int]]]:
         """:meth:`take` for the upstream side: ``(raw, statuses, marks)`` as described by
         :func:`scan_backend` (offsets relative to ``raw``)."""
-        joined = data if self._pos == len(self._buf) == 0 else self._join(data)
+        joined = data if self._pos == len(self.buf) == 0 else self._join(data)
         if not joined:
             return b"", b"", []
-        end, statuses, marks = scan_backend(joined, 0, self._max, quiet_tags, bulk)
+        end, statuses, marks = scan_backend(joined, 0, self.max_length, quiet_tags, bulk)
         return (joined if end == len(joined) else self._keep(joined, end)), statuses, marks
 
     def _join(self, data: bytes) -> bytes:
         """What is waiting followed by ``data``; empty while the first waiting message is
         still incomplete (so a large message arriving in pieces is copied once, not per
         piece)."""
-        buf, pos = self._buf, self._pos
+        buf, pos = self.buf, self._pos
         if len(buf) == pos:
             if pos:
                 buf.clear()
@@ -180,7 +181,7 @@ class Framer:
         buf += data
         if len(buf) - pos >= 5:
             length = int.from_bytes(buf[pos + 1 : pos + 5], "big")
-            if 4 <= length <= self._max and len(buf) - pos < 1 + length:
+            if 4 <= length <= self.max_length and len(buf) - pos < 1 + length:
                 return b""
         else:
             return b""
@@ -193,12 +194,12 @@ class Framer:
         """Keep ``joined[end:]`` (an incomplete message) waiting; return ``joined[:end]``."""
         if end == len(joined):
             return joined
-        self._buf += memoryview(joined)[end:]
+        self.buf += memoryview(joined)[end:]
         return joined[:end]
 
     def next_startup(self) -> bytes | None:
         """The next untyped message's payload (without its length), or None if incomplete."""
-        buf, pos = self._buf, self._pos
+        buf, pos = self.buf, self._pos
         if len(buf) - pos < 4:
             return None
         length = int.from_bytes(buf[pos : pos + 4], "big")
@@ -212,24 +213,25 @@ class Framer:
 
     def next_byte(self) -> int | None:
         """One raw byte (the answer to SSLRequest / GSSENCRequest), or None if none yet."""
-        if self._pos >= len(self._buf):
+        if self._pos >= len(self.buf):
             return None
         self._pos += 1
-        return self._buf[self._pos - 1]
+        return self.buf[self._pos - 1]
 
     def next(self) -> tuple[int, bytes] | None:
         """The next message as ``(type, payload)``; type is 0 for an untyped startup message."""
         if self._startup:
             payload = self.next_startup()
             return None if payload is None else (0, payload)
-        buf, pos = self._buf, self._pos
+        buf, pos = self.buf, self._pos
         if len(buf) - pos < 5:
             return None
         length = int.from_bytes(buf[pos + 1 : pos + 5], "big")
         if length < 4:
             raise ProtocolViolation(f"invalid message length {length}")
-        if length > self._max:
-            raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {self._max}")
+        if length > self.max_length:
+            raise ProtocolViolation(
+                f"message of {length} bytes exceeds the limit of {self.max_length}")
         stop = pos + 1 + length
         if stop > len(buf):
             return None
@@ -242,11 +244,11 @@ class Framer:
         ``raw`` holds the complete messages' bytes exactly as received (to forward with one
         write); ``index`` has ``(type, payload_start, payload_end)`` relative to ``raw``.
         """
-        found, end = scan_messages(self._buf, self._pos, self._max)
+        found, end = scan_messages(self.buf, self._pos, self.max_length)
         if not found:
             return b"", []
         base = self._pos
-        raw = bytes(self._buf[base:end])
+        raw = bytes(self.buf[base:end])
         self._pos = end
         if base:
             found = [(t, s - base, e - base) for t, s, e in found]

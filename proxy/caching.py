@@ -34,9 +34,7 @@ import asyncpg
 
 from cdc import ConnectParams, ReplicationStream, StreamConfig, TableSchema
 from engine import (
-    Column,
     Engine,
-    FillRequest,
     Reader,
     ReadFailed,
     ReadReady,
@@ -44,12 +42,13 @@ from engine import (
     Snapshot,
     TakeSnapshot,
     Transaction,
-    decode_text,
-    fill_query,
 )
 from proxy import logparams
+from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
+from proxy.fillsql import fetch_batch
 from proxy.metrics import Buckets
 from proxy.publication import Publication, persistent_names
+from proxy.seen import Coverage
 
 log = logging.getLogger("weir.cache")
 
@@ -63,11 +62,11 @@ FILL_SETTINGS = {
     "application_name": "weir-fill",
     # the marker makes a fill transaction write WAL: never wait for synchronous standbys
     "synchronous_commit": "local",
+    # a fill never queues behind someone's lock for long: it fails, and its tables back off
+    "lock_timeout": "1s",
 }
 
 _FILL_PREFIX = "fill-"
-#: most fills that run in one upstream transaction
-FILL_BATCH = 32
 
 Row = tuple[Any, ...]
 
@@ -85,6 +84,7 @@ class ReadOutcome:
     FAILED = "the cache could not evaluate the query for this key"
     DROPPED = "the cache was dropped"
     DOWN = "the replication stream is not connected"
+    BACKOFF = "a fill of the tables it reads failed recently (backing off)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,16 +106,23 @@ class EngineHost:
 
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
                  read_timeout: float = 5.0, max_fills: int = 8,
+                 policy: FillPolicy | None = None,
                  replication_slot: str | None = None) -> None:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
+        self.max_fills = max_fills
         self._fill_slots = asyncio.Semaphore(max_fills)
-        self._queued: list[tuple[RunFill, float]] = []  # fills waiting for a slot, and since
+        self.policy = policy or FillPolicy()
+        self.queue = FillQueue(self.policy)  # fills waiting for a slot (``proxy.fillqueue``)
+        self.admission = Admission(self.policy.admission, self.policy.doorkeeper)
         self._draining = False  # a task hands queued fills to free slots
         self._waiting: dict[tuple[str, Row], list[asyncio.Future[Served]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._pool: asyncpg.Pool | None = None
+        self._pool: asyncpg.Pool | None = None  # heartbeat checks, probes, privileges, DDL
+        self._fill_pool: asyncpg.Pool | None = None  # fill transactions only
+        self._relations: dict[str, frozenset[int]] = {}  # tables each cache reads
+        self._marker_sent: dict[str, float] = {}  # a batch's marker -> when it was sent
         self.schemas: dict[int, TableSchema] = {}
         slot, pub = (None, None) if replication_slot is None \
             else persistent_names(replication_slot)
@@ -141,17 +148,31 @@ class EngineHost:
         self.fill_transactions = 0  # upstream transactions that ran them (fills are batched)
         self.fill_seconds = 0.0
         self.fill_latency = Buckets()  # each fill's time from request to rows (``/metrics``)
+        self.fill_failures = 0  # fill transactions that failed (their tables back off)
+        #: where fill time goes, summed over fills (seconds): waiting in the queue for a
+        #: slot, the upstream transaction (snapshot, marker, rows, commit), and from the
+        #: rows' arrival until the applier passed the marker (``SHOW WEIR STATUS``)
+        self.fill_phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
+        self._rows_at: dict[str, tuple[float, int]] = {}  # a batch's marker -> rows arrived
+        #: how far the applier has provably caught up, and the sessions' barrier requests
+        self.coverage = Coverage(lambda: self.stream.barrier(30.0))
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
+        # two pools: a fill stuck behind a lock never holds up the heartbeat's schema check,
+        # the snapshot probe or a privilege check
         self._pool = await asyncpg.create_pool(
-            self.upstream_url, min_size=1, max_size=8, server_settings=FILL_SETTINGS,
+            self.upstream_url, min_size=1, max_size=4, server_settings=FILL_SETTINGS,
             reset=_keep_session)
+        self._fill_pool = await asyncpg.create_pool(
+            self.upstream_url, min_size=1, max_size=self.max_fills,
+            server_settings=FILL_SETTINGS, reset=_keep_session)
         await self.stream.start()
         started = time.monotonic()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
         self._set_fresh(started)
+        self.coverage.passed(started)
         self._spawn(self._heartbeat())
 
     async def _heartbeat(self, interval: float = 0.5) -> None:
@@ -162,6 +183,7 @@ class EngineHost:
             self._nudge.clear()
             try:
                 await self.stream.barrier(30.0)
+                self.coverage.passed(started)
                 if self.verify is not None:
                     await self.verify()
                 if trust == self._trust:
@@ -199,7 +221,10 @@ class EngineHost:
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.coverage.stop()
         await self.stream.stop()
+        if self._fill_pool is not None:
+            await self._fill_pool.close()
         if self._pool is not None:
             await self.publication.drop()
             await self._pool.close()
@@ -218,13 +243,16 @@ class EngineHost:
     async def add_cache(self, name: str, reader: Reader, relations: Iterable[int]) -> None:
         """Serve ``reader`` as cache ``name`` once the tables it reads (``relations``) are
         published (raises :class:`NotPublishable` or the upstream's error otherwise)."""
+        relations = frozenset(relations)
         await self.publication.need(name, relations)
         self.engine.add_cache(name, reader)
         self._plans[name] = reader
+        self._relations[name] = relations
 
     def drop_cache(self, name: str) -> None:
         self.engine.drop_cache(name)
         self._plans.pop(name, None)
+        self._relations.pop(name, None)
         trim = self.publication.release(name)
         if trim is not None:
             self._spawn(trim)
@@ -248,11 +276,44 @@ class EngineHost:
             self._perform(result.effects)
         return result.rows
 
+    def read_or_fill(self, cache: str, key: Sequence[Any], count: bool = True
+                     ) -> tuple[Row, ...] | None:
+        """The rows if present now; None on a miss, whose read the caller answers upstream
+        at once (``--misses upstream``): the key's fill is queued in the background when the
+        key is admitted (``proxy.fillqueue.Admission``), the queue has room and no table it
+        reads is backing off; a key whose fill is pending just misses again. ``FAILED`` and
+        ``DROPPED`` as for :meth:`try_read`."""
+        k = tuple(key)
+        try:
+            rows = self.engine.lookup(cache, k)
+        except Exception:
+            return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
+        if rows is not None:
+            if not count:  # (read again for the same client read: counted already)
+                self.engine.stats.hits -= 1
+            return rows
+        queue = self.queue
+        if queue.full:
+            queue.dropped += 1
+        elif queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
+            queue.held_back += 1
+        elif self.admission.admit((cache, k)):
+            return self.try_read(cache, k, count)  # starts (or joins) the key's fill
+        self.engine.stats.misses += 1
+        return None
+
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:
         """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill
         (``count``: as for ``Engine.read``)."""
         if not self.connected:
             return Served(None, ReadOutcome.DOWN)
+        if self.queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
+            try:
+                rows = self.engine.lookup(cache, tuple(key))
+            except Exception:
+                rows = None
+            if rows is None:  # (no fill starts: a fill of its tables failed just now)
+                return Served(None, ReadOutcome.BACKOFF)
         try:
             result = self.engine.read(cache, key, count)
         except Exception:
@@ -306,50 +367,68 @@ class EngineHost:
         task.add_done_callback(self._tasks.discard)
 
     def _queue_fill(self, run: RunFill) -> None:
-        """Fills wait for a slot (at most ``max_fills`` upstream transactions at once); those
-        that waited together run in one transaction (see :meth:`_fetch`)."""
-        self._queued.append((run, time.monotonic()))
-        if not self._draining:
+        """Fills wait for a slot (at most ``max_fills`` upstream transactions at once, at most
+        ``per_table`` of them reading one table); those that waited together run in one
+        transaction (see :meth:`_fetch`)."""
+        tables = frozenset(r.table.oid for r in run.requests) | frozenset(
+            r.via.table.oid for r in run.requests if r.via is not None)
+        self.queue.push(run, tables, time.monotonic())
+        self._kick()
+
+    def _kick(self) -> None:
+        if not self._draining and self.queue.waiting:
             self._draining = True
             self._spawn(self._drain())
 
     async def _drain(self) -> None:
         try:
-            while self._queued:
+            if self.policy.linger > 0:  # let the misses of the next moment join the batch
+                await asyncio.sleep(self.policy.linger)
+            while self.queue.waiting:
                 await self._fill_slots.acquire()
-                batch, self._queued = self._queued[:FILL_BATCH], self._queued[FILL_BATCH:]
+                batch, gone = self.queue.take(time.monotonic())
+                for q in gone:  # a table they read failed recently: their keys miss on
+                    self._abandon(q.run, "a table it reads is backing off after a failure")
+                if not batch:  # the rest wait for a table's fills to finish (``_fill``)
+                    self._fill_slots.release()
+                    break
                 self._spawn(self._fill(batch))
         finally:
             self._draining = False
 
-    async def _fill(self, queued: list[tuple[RunFill, float]]) -> None:
-        """Run a batch of fills (holding one slot) and hand each response to the engine."""
-        batch = [run for run, _ in queued]
+    async def _fill(self, queued: list[Queued]) -> None:
+        """Run a batch of fills (holding one slot) and hand each response to the engine. A
+        failure is not retried: the batch's tables back off (``FillQueue.finished``) and
+        their keys miss (answered upstream) until a later read fills them again."""
+        batch = [q.run for q in queued]
         rows: list[list[list[Row]]] | None = None
+        started = time.monotonic()
+        self.fill_phases["queue"] += sum(started - q.at for q in queued)
         try:
-            for attempt in range(3):
-                try:
-                    snapshot, rows = await self._fetch(batch)
-                    break
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                    log.warning("fills %s failed (attempt %d): %s",
-                                [r.fill_id for r in batch], attempt + 1, exc)
-                except Exception:
-                    log.exception("fills %s failed; their reads go upstream",
-                                  [r.fill_id for r in batch])
-                    break
+            snapshot, rows = await self._fetch(batch)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("fills %s failed: %s", [r.fill_id for r in batch], exc)
+        except Exception:
+            log.exception("fills %s failed", [r.fill_id for r in batch])
         finally:
             self._fill_slots.release()
+            self.queue.finished(queued, rows is not None, time.monotonic())
+            self._kick()
         if rows is None:
+            self.fill_failures += 1
             for run in batch:
                 self._abandon(run)
             return
         self.fills_done += len(batch)
         self.fill_transactions += 1
         now = time.monotonic()
-        self.fill_seconds += sum(now - at for _, at in queued)
-        for _, at in queued:
-            self.fill_latency.observe(now - at)
+        self.fill_phases["fetch"] += (now - started) * len(batch)
+        marker = _marker(batch)
+        if marker in self._marker_sent:  # (else the marker passed before the rows came)
+            self._rows_at[marker] = (now, len(batch))
+        self.fill_seconds += sum(now - q.at for q in queued)
+        for q in queued:
+            self.fill_latency.observe(now - q.at)
         for run, run_rows in zip(batch, rows, strict=True):
             try:
                 effects = self.engine.fill_response(run.fill_id, snapshot, run_rows)
@@ -359,29 +438,39 @@ class EngineHost:
                 continue
             self._perform(effects)
 
-    def _abandon(self, run: RunFill) -> None:
+    def _abandon(self, run: RunFill, reason: str = "the fill failed upstream") -> None:
         """Give up on a fill: the reads waiting for its keys go upstream, and the engine
         forgets it (it would otherwise hold back the log's pruning)."""
         try:
-            self._perform(self.engine.abandon_fill(run.fill_id, "the fill failed upstream"))
+            self._perform(self.engine.abandon_fill(run.fill_id, reason))
         except Exception:
             log.exception("abandoning fill %d failed", run.fill_id)
 
     async def _fetch(self, batch: list[RunFill]) -> tuple[Snapshot, list[list[list[Row]]]]:
-        """One REPEATABLE READ transaction for a batch of fills: one snapshot, every fill's
-        marker, then every fill's base rows (per fill, per request)."""
-        async with self.pool.acquire() as conn, conn.transaction(
+        """One REPEATABLE READ transaction for a batch of fills: one snapshot, one marker
+        naming every fill of the batch, then the base rows (``proxy.fillsql``: requests of
+        one shape are fetched with one statement)."""
+        marker = _marker(batch)
+        async with self._fills().acquire() as conn, conn.transaction(
             isolation="repeatable_read", readonly=True
         ):
-            # the first statement takes the transaction's snapshot; the markers, transactional
-            # messages, reach the stream with the commit wherever they are sent
-            head = await conn.fetchrow(
-                "SELECT pg_current_snapshot()::text, (SELECT count(pg_logical_emit_message("
-                "true, 'weir', m)) FROM unnest($1::text[]) AS m)",
-                [f"{_FILL_PREFIX}{run.fill_id}" for run in batch])
-            snapshot = parse_snapshot(head[0])
-            rows = [[await _fetch_rows(conn, req) for req in run.requests] for run in batch]
+            # the first statement takes the transaction's snapshot; the marker, a
+            # transactional message, reaches the stream with the commit
+            self._marker_sent[marker] = time.monotonic()
+            try:
+                head = await conn.fetchrow(
+                    "SELECT pg_current_snapshot()::text, "
+                    "pg_logical_emit_message(true, 'weir', $1::text)", marker)
+                snapshot = parse_snapshot(head[0])
+                rows = await fetch_batch(conn, [run.requests for run in batch])
+            except BaseException:
+                self._marker_sent.pop(marker, None)
+                raise
         return snapshot, rows
+
+    def _fills(self) -> asyncpg.Pool:
+        assert self._fill_pool is not None, "EngineHost.start() first"
+        return self._fill_pool
 
     async def _probe(self) -> None:
         """A snapshot for the engine's recent-transaction log pruning (``TakeSnapshot``)."""
@@ -397,10 +486,17 @@ class EngineHost:
         if not content.startswith(_FILL_PREFIX):
             return
         try:
-            fill_id = int(content[len(_FILL_PREFIX):])
+            fill_ids = [int(x) for x in content[len(_FILL_PREFIX):].split(",")]
         except ValueError:
             return
-        self._perform(self.engine.marker(fill_id))
+        for fill_id in fill_ids:
+            self._perform(self.engine.marker(fill_id))
+        sent = self._marker_sent.pop(content, None)
+        if sent is not None:  # a fill marker is a barrier too (``proxy.seen``)
+            self.coverage.passed(sent)
+        rows_at = self._rows_at.pop(content, None)
+        if rows_at is not None:
+            self.fill_phases["marker"] += (time.monotonic() - rows_at[0]) * rows_at[1]
 
     # -- TransactionSink ----------------------------------------------------------------------
 
@@ -438,28 +534,12 @@ class EngineHost:
         return await self.stream.barrier(timeout)
 
 
-def _as_output_text(column: Column) -> str:
-    """SQL giving a column's value in its type's output form (what pgoutput sends)."""
-    ref = 'q."' + column.name.replace('"', '""') + '"'
-    if column.type_oid == 16:  # bool::text is 'true'/'false'; the output form is 't'/'f'
-        return f"CASE WHEN {ref} THEN 't' WHEN NOT {ref} THEN 'f' END"
-    return f"{ref}::text"
+def _marker(batch: Sequence[RunFill]) -> str:
+    """The marker message of a fill batch: every fill it carries."""
+    return _FILL_PREFIX + ",".join(str(run.fill_id) for run in batch)
 
 
 async def _keep_session(conn: Any) -> None:
     """The fill pool's reset: nothing. Its connections carry no session state beyond their
     fixed settings (transactions end before release), so asyncpg's default reset (advisory
     unlock, CLOSE ALL, UNLISTEN, RESET ALL: a round trip per fill) is not needed."""
-
-
-async def _fetch_rows(conn: Any, req: FillRequest) -> list[Row]:
-    """The base rows of one fill request, decoded as the CDC applier decodes them."""
-    sql, params = fill_query(req)
-    columns = req.table.columns
-    casts = ", ".join(_as_output_text(c) for c in columns)
-    records = await conn.fetch(f"SELECT {casts} FROM ({sql}) AS q", *params)
-    oids = [c.type_oid for c in columns]
-    return [tuple(None if v is None else decode_text(oid, v)
-                  for oid, v in zip(oids, rec, strict=True))
-            for rec in records]
-

@@ -22,6 +22,8 @@ from dataclasses import MISSING, fields
 
 from proxy import logparams
 from proxy.config import CONFIG_ENV, load_file, resolve, show
+from proxy.health import MetricsEndpoint
+from proxy.server import Server
 from proxy.settings import Settings, SettingsError
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -102,9 +104,6 @@ def _configure_logging(level: str, fmt: str = "json") -> None:
 
 
 async def _serve(settings: Settings) -> None:
-    from proxy.health import MetricsEndpoint
-    from proxy.server import Server
-
     server = Server(settings)
     await server.start()
     endpoint = None

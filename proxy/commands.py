@@ -3,22 +3,28 @@
 Owns: :func:`result_set` (a text result: RowDescription, DataRows, CommandComplete),
 :func:`create` (CREATE CACHE and EXPLAIN CREATE CACHE) and :func:`show` (SHOW CACHES,
 PROXIED QUERIES, SUPPORTED QUERIES, TABLES, WEIR STATUS). The grammar is ``proxy.admin``'s;
-``CacheService.admin`` serializes the commands that change caches and turns errors into
-ErrorResponses.
+:func:`run` runs one (serializing those that change caches) and turns errors into
+ErrorResponses; it needs of the cache service only :class:`AdminHost`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
+from typing import Protocol
 
 from cdc import format_lsn
 from pgwire import backend as be
-from proxy.admin import CreateCache
+from proxy.admin import CreateCache, DropCache, Show
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes
-from proxy.registry import Registry
-from proxy.router import SessionContext
-from proxy.settings import UpstreamAddress
+from proxy.metrics import ADMIN, own_error
+from proxy.registry import AdminError, Registry
+from proxy.router import Route, SessionContext
+from proxy.settings import Settings, UpstreamAddress
+
+log = logging.getLogger("weir.commands")
 
 TEXT_OID = 25
 
@@ -90,6 +96,15 @@ def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
         ("fills", str(host.fills_done)),
         ("fill_transactions", str(host.fill_transactions)),
         ("fill_ms_avg", f"{1000 * host.fill_seconds / max(1, host.fills_done):.2f}"),
+        *((f"fill_{phase}_ms_avg", f"{1000 * spent / max(1, host.fills_done):.2f}")
+          for phase, spent in host.fill_phases.items()),
+        ("fill_failures", str(host.fill_failures)),
+        ("fills_queued", str(len(host.queue.waiting))),
+        ("fills_not_admitted", str(host.admission.refused)),
+        ("fills_dropped_queue_full", str(host.queue.dropped)),
+        ("fills_held_back", str(host.queue.held_back)),
+        ("session_barriers", str(host.coverage.barriers)),
+        ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),
         ("memo_bytes", str(hits.bytes)),
@@ -97,3 +112,51 @@ def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
     if lanes is not None:
         pairs.extend((k, str(v)) for k, v in lanes.stats().items())
     return result_set(["name", "value"], pairs, f"SELECT {len(pairs)}")
+
+
+class AdminHost(Protocol):
+    """What running a command needs of the cache service (``proxy.service.CacheService``)."""
+
+    @property
+    def mutating(self) -> asyncio.Lock: ...
+
+    @property
+    def lanes(self) -> HitLanes | None: ...
+
+    @property
+    def hits(self) -> HitMemos: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    async def ensure(self) -> Registry: ...
+
+    def refresh_names(self) -> None: ...
+
+
+async def run(service: AdminHost, route: Route, ctx: SessionContext) -> bytes:
+    """Run an admin command; errors become an ErrorResponse (the session goes on)."""
+    ADMIN[0] += 1
+    cmd = route.admin
+    try:
+        if isinstance(cmd, Show) and cmd.what == "last":
+            return result_set(["destination", "reason"], [ctx.last], "SELECT 1")
+        registry = await service.ensure()
+        async with service.mutating:
+            if isinstance(cmd, CreateCache):
+                answer = await create(registry, cmd, ctx)
+                service.refresh_names()
+                return answer
+            if isinstance(cmd, DropCache):
+                n = registry.drop(cmd.name)
+                service.refresh_names()
+                return be.CommandComplete(
+                    "DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}").encode()
+        assert isinstance(cmd, Show)
+        return show(registry, cmd.what, service.lanes, service.hits,
+                    service.settings.upstream_address)
+    except AdminError as exc:
+        return own_error("42000", str(exc))
+    except Exception as exc:
+        log.exception("admin command failed")
+        return own_error("XX000", f"weir: {exc}")

@@ -75,6 +75,8 @@ def _typed(f: Field[Any], value: Any, where: str) -> Any:
 def _coerce(f: Field[Any], value: str, where: str) -> Any:
     """Text from a flag or the environment as the setting's type."""
     kind = _kind(f)
+    if f.name == "memory_budget" and value.strip().lower() == "none":
+        return 0  # no budget
     try:
         if kind == "int":
             return int(value)

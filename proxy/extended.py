@@ -48,7 +48,7 @@ from proxy.held import (
 from proxy.hitpath import Hit, bind_rest
 from proxy.roles import ExtendedService, ExtendedSession
 from proxy.router import Route
-from proxy.session import deallocation
+from proxy.session import SessionState, deallocation
 
 log = logging.getLogger("weir.extended")
 
@@ -65,19 +65,10 @@ class Extended:
 
     session: ExtendedSession
     service: ExtendedService
-    held: dict[str, HeldStatement] = field(default_factory=dict)
-    portals: dict[str, LocalPortal] = field(default_factory=dict)
-    batch_upstream: bool = False  # something of the current batch went upstream
-    batch_local: bool = False  # weir answered something of the current batch
-    batch_failed: bool = False  # weir answered an error: skip the batch until Sync
-    #: why each statement the upstream holds went there; which statement each portal runs
-    _reasons: dict[str, str] = field(default_factory=dict)
-    _portal_statements: dict[str, str] = field(default_factory=dict)
-    _last_reason: str = "not a cached query"
-    _last_route: Route | None = None  # the last Parse that goes upstream (for statistics)
-    #: statements parsed upstream that routing classified: each run (Bind) of one counts for
-    #: SHOW PROXIED QUERIES and auto mode
-    _routes: dict[str, Route] = field(default_factory=dict)
+    #: the session core (``proxy.session_core``): the held statements (``held``) and local
+    #: portals (``held_portals``), the batch flags, the reasons and routes of what went
+    #: upstream live there, where the relay core and the hit path read them
+    core: SessionState = field(init=False)
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
@@ -90,7 +81,8 @@ class Extended:
     _settled: asyncio.Event | None = None
 
     def __post_init__(self) -> None:
-        self.session.state.on_settled = self._on_settled
+        self.core = self.session.state
+        self.core.on_settled = self._on_settled
 
     def _on_settled(self) -> None:
         self.wait_settle = False
@@ -113,16 +105,16 @@ class Extended:
         if self.wait_settle:
             return True
         if isinstance(msg, fe.Parse):
-            return self._holdable(msg) is not None or msg.name in self.held
+            return self._holdable(msg) is not None or msg.name in self.core.held
         if isinstance(msg, fe.Bind):
-            return msg.statement in self.held or msg.portal in self.portals
+            return msg.statement in self.core.held or msg.portal in self.core.held_portals
         if isinstance(msg, _NAMED):
-            table = self.held if msg.kind == "S" else self.portals
+            table = self.core.held if msg.kind == "S" else self.core.held_portals
             return msg.name in table
         if isinstance(msg, fe.Execute):
-            return msg.portal in self.portals
+            return msg.portal in self.core.held_portals
         if isinstance(msg, _BATCH_ENDS):
-            return self.batch_local
+            return self.core.batch_local
         return False
 
     def adopt(self) -> None:
@@ -133,95 +125,96 @@ class Extended:
         session = self.session
         registry, ctx = self.service.registry, session.ctx
         if registry is not None and ctx is not None and ctx.tainted is None:
-            adopt(self.held, session.state.statements, registry, ctx.search_path)
+            adopt(self.core.held, session.state.statements, registry, ctx.search_path)
 
     def releases(self, query: str) -> bool:
         """Whether a simple query deallocates a statement weir holds (see :meth:`release`)."""
-        found = deallocation(query) if self.held else None
-        return found is not None and (found[0] != "name" or found[1] in self.held)
+        found = deallocation(query) if self.core.held else None
+        return found is not None and (found[0] != "name" or found[1] in self.core.held)
 
     def release(self, query: str) -> bytes | None:
         """A DEALLOCATE/DISCARD ALL of statements weir holds goes upstream next: they stop
         being held, and the upstream deallocates its own copies. Returns weir's own answer
         (CommandComplete) when the command names a statement only weir holds and the session
         is idle — then the query must not go upstream, which would say it does not exist."""
-        found = deallocation(query) if self.held else None
-        state = self.session.state
+        found = deallocation(query) if self.core.held else None
+        state = self.core
         if found is None or state.transaction_status == "E":  # PostgreSQL refuses it there
             return None
         kind, name = found
         if kind != "name":
             if not (kind == "discard" and state.in_transaction):
-                self.held.clear()  # (DISCARD ALL fails inside a transaction block)
+                self.core.held.clear()  # (DISCARD ALL fails inside a transaction block)
             return None
-        held = self.held.get(name)
+        held = self.core.held.get(name)
         if held is None:
             return None
-        if not held.upstream and not (state.idle and not self.batch_upstream):
+        if not held.upstream and not (state.caught_up and not self.core.batch_upstream):
             self._materialize(name)  # requests are pending upstream: answer in their order
-        del self.held[name]
+        del self.core.held[name]
         return None if held.upstream else be.CommandComplete("DEALLOCATE").encode()
 
     @property
     def quiet(self) -> bool:
         """Nothing is held or answered locally, and no outcome is awaited: content-free
         messages need no look."""
-        return not (self.held or self.portals or self.batch_local
-                    or self.session.state.uncertain)
+        return not (self.core.held or self.core.held_portals or self.core.batch_local
+                    or self.core.uncertain)
 
     def observe_forwarded(self, msg: object) -> None:
         """A message went upstream on the synchronous path: keep the bookkeeping right."""
         if isinstance(msg, fe.Sync):
-            self.batch_upstream = self.batch_local = False
-            self.portals.clear()  # local portals end with the implicit transaction
-            self.wait_settle = self.session.state.uncertain > 0
+            self.core.batch_upstream = self.core.batch_local = False
+            self.core.held_portals.clear()  # local portals end with the implicit transaction
+            self.wait_settle = self.core.uncertain > 0
         elif isinstance(msg, _EXTENDED):
-            if not self.batch_upstream:
+            if not self.core.batch_upstream:
                 self._switch()
-            self.batch_upstream = True
+            self.core.batch_upstream = True
             if isinstance(msg, fe.Parse):
-                self.held.pop(msg.name, None)
-                self._reasons[msg.name] = self._last_reason
+                self.core.held.pop(msg.name, None)
+                self.core.reasons[msg.name] = self.core.last_reason
                 self._note_proxied(msg.name)
             elif isinstance(msg, fe.Bind):
-                self.portals.pop(msg.portal, None)
-                self._portal_statements[msg.portal] = msg.statement
+                self.core.held_portals.pop(msg.portal, None)
+                self.core.portal_statements[msg.portal] = msg.statement
                 self._note_upstream(msg.statement)  # (its Execute is not decoded)
-                if self._routes:
+                if self.core.routes:
                     self.count_runs(msg.statement)
             elif isinstance(msg, fe.Execute):
-                self._note_upstream(self._portal_statements.get(msg.portal, ""))
+                self._note_upstream(self.core.portal_statements.get(msg.portal, ""))
 
     def _note_proxied(self, name: str) -> None:
         """Remember the route of the statement just parsed upstream, so that each of its
         runs counts for SHOW PROXIED QUERIES and auto mode (:meth:`count_runs`)."""
-        route, self._last_route = self._last_route, None
+        route, self.core.last_route = self.core.last_route, None
         if route is not None and route.classified is not None:
-            self._routes[name] = route
+            self.core.routes[name] = route
         else:
-            self._routes.pop(name, None)
+            self.core.routes.pop(name, None)
 
     def count_runs(self, statement: str, times: int = 1) -> None:
         """A statement parsed upstream ran again ``times`` times (its Binds went upstream)."""
-        route = self._routes.get(statement)
+        route = self.core.routes.get(statement)
         if route is not None and self.session.ctx is not None:
             self.service.note_upstream(route, self.session.ctx, times)
 
     def _note_upstream(self, statement: str, reason: str | None = None) -> None:
         ctx = self.session.ctx
         if ctx is not None:
-            ctx.last = ("upstream", reason or self._reasons.get(statement, "not a cached query"))
+            ctx.last = ("upstream",
+                        reason or self.core.reasons.get(statement, "not a cached query"))
 
     def _can_answer(self, held: HeldStatement | None = None) -> bool:
         """Whether weir may answer now: nothing of the batch upstream, nothing pending, and
         (for cached reads, not admin commands) no transaction block and no setting weir does
         not follow (a statement prepared before ``SET search_path`` is re-analyzed by
         PostgreSQL under the new path)."""
-        state = self.session.state
+        state = self.core
         if held is not None and held.route.destination == "admin":
-            return not self.batch_upstream and state.idle
+            return not self.core.batch_upstream and state.caught_up
         ctx = self.session.ctx
-        return not self.batch_upstream and state.idle and not state.in_transaction \
+        return not self.core.batch_upstream and state.caught_up and not state.in_transaction \
             and (ctx is None or ctx.tainted is None)
 
     def _why_not(self) -> str:
@@ -244,8 +237,8 @@ class Extended:
         route = service.route(msg.query, session.state, session.ctx)
         if route.destination == "cache" or route.cache is not None:
             return route
-        self._last_reason = route.reason
-        self._last_route = route
+        self.core.last_reason = route.reason
+        self.core.last_route = route
         return None
 
     # -- the pump ---------------------------------------------------------------------------
@@ -255,7 +248,7 @@ class Extended:
         when it needs :meth:`handle` (a cache miss, a barrier or an admin command)."""
         if self.wait_settle:
             return False  # (handle() waits first)
-        if self.batch_failed and not isinstance(msg, fe.Sync):
+        if self.core.batch_failed and not isinstance(msg, fe.Sync):
             return True  # PostgreSQL ignores the rest of a failed batch
         if isinstance(msg, fe.Execute):
             return self._execute(msg, raw, wait=False)
@@ -269,8 +262,8 @@ class Extended:
     async def handle(self, msg: object, raw: bytes) -> None:
         """Answer or forward one client message, waiting for the cache where needed."""
         await self.settle()
-        if isinstance(msg, fe.Execute) and not self.batch_failed:
-            local = self.portals.get(msg.portal)
+        if isinstance(msg, fe.Execute) and not self.core.batch_failed:
+            local = self.core.held_portals.get(msg.portal)
             if local is not None and self._can_answer(local.statement):
                 if local.statement.route.destination == "admin":
                     await self._execute_admin(local)
@@ -279,7 +272,7 @@ class Extended:
                     ctx = self.session.ctx
                     assert ctx is not None
                     local.rows = await portal_reads.cached_rows(
-                        self.service, self.session.state, ctx, local)
+                        self.service, self.core, ctx, local)
                     if local.rows is None:
                         self._materialize_portal(msg.portal)
                         self.forward(msg, raw)
@@ -288,18 +281,18 @@ class Extended:
 
     def forward(self, msg: object, raw: bytes) -> None:
         self.recording = None
-        if not self.batch_upstream and not isinstance(msg, _BATCH_ENDS):
+        if not self.core.batch_upstream and not isinstance(msg, _BATCH_ENDS):
             self._switch()
         self.session.forward(msg, raw)
         if isinstance(msg, fe.Sync):
-            self.batch_upstream = self.batch_local = False
-            self.portals.clear()  # local portals end with the implicit transaction
-            self.wait_settle = self.session.state.uncertain > 0
+            self.core.batch_upstream = self.core.batch_local = False
+            self.core.held_portals.clear()  # local portals end with the implicit transaction
+            self.wait_settle = self.core.uncertain > 0
         elif not isinstance(msg, fe.Flush):
-            self.batch_upstream = True
+            self.core.batch_upstream = True
 
     def _answer(self, data: bytes) -> None:
-        self.batch_local = True
+        self.core.batch_local = True
         self.out.append(data)
 
     def flush(self) -> None:
@@ -315,7 +308,8 @@ class Extended:
         batch as it would have (later in the batch, a statement it was bound from may be
         closed or replaced). Portals that ran keep their rows: what they still owe is
         answered in order through :meth:`_placeholder`."""
-        for name in [n for n, p in self.portals.items() if p.rows is None and p.result is None
+        for name in [n for n, p in self.core.held_portals.items()
+                     if p.rows is None and p.result is None
                      and p.statement.route.destination != "admin"]:
             self._materialize_portal(name)
 
@@ -332,9 +326,9 @@ class Extended:
         statement weir alone holds exist upstream too. Inside the block their runs go
         upstream, and once it fails PostgreSQL refuses to parse them (so weir could not
         recreate them) while a Bind must still find its statement to fail as it does."""
-        if not self.held or not opens_block(text):
+        if not self.core.held or not opens_block(text):
             return
-        for name, held in list(self.held.items()):
+        for name, held in list(self.core.held.items()):
             # weir's own commands never exist upstream (PostgreSQL cannot parse them: its
             # error would make it skip the statement that opens the block)
             if name and not held.upstream and held.route.destination != "admin":
@@ -344,26 +338,26 @@ class Extended:
         """A simple Query runs: PostgreSQL drops the unnamed statement and portal first.
         When weir ``answered`` it, the upstream's unnamed statement is closed the same way
         (answer swallowed, and flushed at once so the session is soon idle again)."""
-        self.held.pop("", None)
-        self.portals.pop("", None)
-        if answered and "" in self.session.state.statements:
+        self.core.held.pop("", None)
+        self.core.held_portals.pop("", None)
+        if answered and "" in self.core.statements:
             self.session.inject(fe.Close("S", ""))
             self.session.inject_flush()
 
     def _materialize(self, statement: str) -> None:
         """Recreate a held statement upstream (its ParseComplete is swallowed). It stays
         held: later runs outside a transaction block are answered by weir again."""
-        held = self.held.get(statement)
+        held = self.core.held.get(statement)
         if held is not None and not held.upstream:
             self._recreate(held)
 
     def _materialize_portal(self, portal: str) -> None:
         """Recreate a local portal (and its statement) upstream, answers swallowed."""
-        local = self.portals.pop(portal, None)
+        local: LocalPortal | None = self.core.held_portals.pop(portal, None)
         if local is None:
             return
         held = local.statement
-        if self.held.get(held.parse.name) is held:
+        if self.core.held.get(held.parse.name) is held:
             if not held.upstream:
                 self._recreate(held)
             self.session.inject(local.bind)
@@ -385,7 +379,7 @@ class Extended:
         route = self._holdable(msg)
         if route is not None and not self._can_answer(HeldStatement(msg, route)):
             route = None
-        if msg.name and (msg.name in self.held or msg.name in self.session.state.statements):
+        if msg.name and (msg.name in self.core.held or msg.name in self.core.statements):
             route = None  # let PostgreSQL say "already exists"
         if route is None:
             self.before_statement(msg.query)
@@ -396,51 +390,52 @@ class Extended:
                 # the unnamed statement is replaced (portals bound from it go upstream
                 # first, in :meth:`forward`, while it is still the one PostgreSQL holds),
                 # even when the Parse fails; not when PostgreSQL skips it
-                old = self.held.pop("", None)
+                old = self.core.held.pop("", None)
                 self.forward(msg, raw)
                 if old is not None:
-                    self.session.state.attach(skipped=partial(self._restore, "", old))
-            self._reasons[msg.name] = self._last_reason
+                    self.core.attach(skipped=partial(self._restore, "", old))
+            self.core.reasons[msg.name] = self.core.last_reason
             self._note_proxied(msg.name)
             return
-        self.held[msg.name] = HeldStatement(msg, route)
+        self.core.held[msg.name] = HeldStatement(msg, route)
         self._answer(be.PARSE_COMPLETE.encode())
 
     def _bind(self, msg: fe.Bind, raw: bytes) -> None:
-        held = self.held.get(msg.statement)
-        if msg.portal and (msg.portal in self.portals
-                           or msg.portal in self.session.state.portals):
+        held = self.core.held.get(msg.statement)
+        if msg.portal and (msg.portal in self.core.held_portals
+                           or msg.portal in self.core.portals):
             # a named portal is not replaced: PostgreSQL says it exists already
             self._materialize_portal(msg.portal)
             held = None
-        self.portals.pop(msg.portal, None)
+        self.core.held_portals.pop(msg.portal, None)
         if held is not None and self._can_answer(held):
             lookup = bind_keys(held, msg)
             if lookup is not None or held.route.destination == "admin":
                 keys, params = lookup or (None, ())
-                self.portals[msg.portal] = LocalPortal(held, msg, keys, params,
+                self.core.held_portals[msg.portal] = LocalPortal(held, msg, keys, params,
                                                        rest=bind_rest(raw))
                 self._answer(be.BIND_COMPLETE.encode())
                 return
         if held is not None:
-            self._reasons[msg.statement] = (
+            self.core.reasons[msg.statement] = (
                 self._why_not() if not self._can_answer()
                 else "a parameter is not usable as a cache key"
             )
         self._materialize(msg.statement)
-        self._portal_statements[msg.portal] = msg.statement
+        self.core.portal_statements[msg.portal] = msg.statement
         if held is None:
             self.count_runs(msg.statement)
         self.forward(msg, raw)
 
 
     def _describe(self, msg: fe.Describe, raw: bytes) -> None:
-        if msg.name not in (self.held if msg.kind == "S" else self.portals):
+        if msg.name not in (self.core.held if msg.kind == "S" else self.core.held_portals):
             self.forward(msg, raw)
             return
-        held = self.held[msg.name] if msg.kind == "S" else self.portals[msg.name].statement
-        if msg.kind == "P" and self.batch_upstream and self.portals[msg.name].rows is not None:
-            local = self.portals[msg.name]
+        core = self.core
+        held = core.held[msg.name] if msg.kind == "S" else core.held_portals[msg.name].statement
+        if msg.kind == "P" and core.batch_upstream and core.held_portals[msg.name].rows is not None:
+            local = self.core.held_portals[msg.name]
             self._placeholder(row_description(held, local.bind.result_formats))
             return
         if not self._can_answer(held):
@@ -448,7 +443,7 @@ class Extended:
             self.forward(msg, raw)
             return
         if msg.kind == "S":
-            held = self.held[msg.name]
+            held = self.core.held[msg.name]
             types = param_types(held)
             if types is None:
                 self._materialize(msg.name)
@@ -456,18 +451,18 @@ class Extended:
                 return
             self._answer(be.ParameterDescription(types).encode() + row_description(held, ()))
             return
-        local = self.portals[msg.name]
+        local = self.core.held_portals[msg.name]
         self._answer(row_description(local.statement, local.bind.result_formats))
 
 
     def _execute(self, msg: fe.Execute, raw: bytes, wait: bool) -> bool:
-        local = self.portals.get(msg.portal)
+        local = self.core.held_portals.get(msg.portal)
         if local is None:
-            self._note_upstream(self._portal_statements.get(msg.portal, ""))
+            self._note_upstream(self.core.portal_statements.get(msg.portal, ""))
             self.forward(msg, raw)
             return True
         if not self._can_answer(local.statement):
-            if local.rows is not None and self.batch_upstream:
+            if local.rows is not None and self.core.batch_upstream:
                 self._placeholder(next_rows(local, msg))
                 return True
             self._note_upstream(local.statement.parse.name, self._why_not())
@@ -485,12 +480,12 @@ class Extended:
             if not ctx.defaults_applied:
                 return False
             service = self.service
-            prepared = portal_reads.prepare(service, self.session.state, ctx, local)
+            prepared = portal_reads.prepare(service, self.core, ctx, local)
             if prepared is None:
                 rows = None
             else:
                 reads: list[tuple[str, tuple[Any, ...], object]] = []
-                read = service.read_rows_now(prepared[0], ctx, reads)
+                read = service.reads.read_rows_now(prepared[0], ctx, reads)
                 if read is None:
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
                 rows = portal_reads.encode(service, ctx, local, read, prepared)
@@ -516,12 +511,12 @@ class Extended:
                 or held.route.cache is None:
             return
         service = self.service
-        _, sid = service.output_settings_id(session.state, session.ctx)
+        _, sid = service.reads.output_settings_id(session.state, session.ctx)
         description = row_description(held, local.bind.result_formats)
         reads = tuple(local.reads)
         service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
                               Hit(reads, description, body, session.ctx.last))
-        if self.recording is not None and self.held.get("") is held:
+        if self.recording is not None and self.core.held.get("") is held:
             memo, batch, describe = self.recording
             self.recording = None
             answer = (be.PARSE_COMPLETE.encode() + be.BIND_COMPLETE.encode()
@@ -542,20 +537,20 @@ class Extended:
                 answer = answer[1 + int.from_bytes(answer[1:5], "big") :]
             local.result = answer
         if local.result[:1] == b"E":
-            self.batch_failed = True
+            self.core.batch_failed = True
         self._answer(local.result)
 
     def _close(self, msg: fe.Close, raw: bytes) -> None:
-        table: dict[str, Any] = self.held if msg.kind == "S" else self.portals
+        table: dict[str, Any] = self.core.held if msg.kind == "S" else self.core.held_portals
         gone = table.pop(msg.name, None)
         if (
             gone is not None
             and not (msg.kind == "S" and gone.upstream)  # the upstream holds it too
-            and not self.batch_upstream
-            and self.session.state.idle
+            and not self.core.batch_upstream
+            and self.core.caught_up
         ):
             self._answer(be.CLOSE_COMPLETE.encode())
-            if msg.kind == "S" and not msg.name and "" in self.session.state.statements:
+            if msg.kind == "S" and not msg.name and "" in self.core.statements:
                 # the upstream's older unnamed statement, which the held one replaced in
                 # the client's view, must not come back into use
                 self.flush()
@@ -564,27 +559,27 @@ class Extended:
             return
         self.forward(msg, raw)
         if gone is not None and msg.kind == "S":  # held again if PostgreSQL skips the Close
-            self.session.state.attach(skipped=partial(self._restore, msg.name, gone))
+            self.core.attach(skipped=partial(self._restore, msg.name, gone))
 
     def _restore(self, name: str, held: HeldStatement) -> None:
         """A Parse or Close that replaced or closed a held statement was skipped by
         PostgreSQL (an error earlier in its batch): the statement is still the client's."""
-        if name not in self.held:
-            self.held[name] = held
+        if name not in self.core.held:
+            self.core.held[name] = held
 
     def _sync(self, msg: fe.Sync, raw: bytes) -> None:
         self.recording = None
-        if self.batch_upstream or not self.batch_local:
+        if self.core.batch_upstream or not self.core.batch_local:
             self.forward(msg, raw)
             return
-        self.batch_local = self.batch_failed = False
-        self.portals.clear()  # the implicit transaction ends: its portals are gone
-        self.out.append(be.ReadyForQuery(self.session.state.transaction_status).encode())
+        self.core.batch_local = self.core.batch_failed = False
+        self.core.held_portals.clear()  # the implicit transaction ends: its portals are gone
+        self.out.append(be.ReadyForQuery(self.core.transaction_status).encode())
         self.flush()
 
     def _flush(self, msg: fe.Flush, raw: bytes) -> None:
         self.flush()
-        if self.batch_upstream:
+        if self.core.batch_upstream:
             self.forward(msg, raw)
 
 

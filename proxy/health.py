@@ -8,7 +8,7 @@ what alive and ready mean:
 - ``/readyz``: 200 when weir accepts clients (not draining) and the upstream accepts a TCP
   connection (what relaying needs first); caches still warming do not matter. 503 otherwise,
   with the failing check in the JSON body.
-- ``/metrics``: Prometheus text from ``proxy.metrics.WeirCollector`` and the process
+- ``/metrics``: Prometheus text from ``proxy.collector.WeirCollector`` and the process
   collector, gathered on the loop so that the state read is consistent.
 """
 
@@ -19,16 +19,13 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import generate_latest
 
-from proxy.metrics import WeirCollector
+from proxy.collector import WeirCollector
+from proxy.server import Server
 from proxy.settings import parse_listen
-
-if TYPE_CHECKING:
-    from proxy.server import Server
 
 log = logging.getLogger("weir.health")
 

@@ -20,7 +20,7 @@ Invariants:
   reader's current answer for its key (object identity: a reader hands out a new answer
   object whenever a key's rows change, is evicted or is filled again), so a memoized answer is
   exactly what the general path would encode now;
-- every gate of the general path (``Extended._execute`` and ``CacheService.read_rows_now``)
+- every gate of the general path (``Extended._execute`` and ``ReadPath.read_rows_now``)
   holds before an entry is used: nothing of the batch upstream, no request outstanding, no
   transaction block, no read-your-writes barrier due, role defaults read, the role known to
   be allowed to read the cache, the replication stream up and within the staleness bound;
@@ -29,22 +29,24 @@ Invariants:
   (where the general path's answer is to be remembered), and the general path handles it.
 
 It runs for every cached answer, so it reads the state behind those gates directly — the
-host's ``stream.up`` and ``fresh_as_of``, ``service.grants``, the session's memo of its output
+host's ``stream.up`` and ``fresh_as_of``, ``service.gates.grants``, the session's memo of its output
 settings id — instead of calling the methods that own them (``host.connected``,
-``host.staleness()``, ``service.granted()``, ``service.output_settings_id()``).
+``host.staleness()``, ``gates.granted()``, ``reads.output_settings_id()``).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
-
-if TYPE_CHECKING:
-    from proxy.relay import Session
+from proxy.caching import EngineHost
+from proxy.router import SessionContext
+from proxy.seen import may_serve as seen_allows
+from proxy.session import SessionState
+from proxy.settings import Settings
 
 _T_BIND = ord("B")
 _T_DESCRIBE = ord("D")
@@ -66,6 +68,10 @@ MEMOS = 1024
 MAX_ANSWER_BYTES = 16384
 TOTAL_ENTRIES = 200_000
 TOTAL_BYTES = 64 << 20
+#: what one remembered answer costs beyond its key and replies (the Hit, its tuples, the
+#: memo's slot), counted in ``HitMemos.bytes`` so that the memos' share of the memory
+#: budget holds for the process (``proxy.misses.budgets``)
+ENTRY_OVERHEAD = 256
 #: the key of the entry that marks a memo dropped from :class:`HitMemos` (real keys are whole
 #: messages or a Bind's tail: never empty); a statement holding such a memo fetches its
 #: memo again before remembering (``Extended``), so no answer goes where no bound counts it
@@ -113,6 +119,7 @@ class HitMemos:
         self.served = 0  # answers given from a memo (SHOW WEIR STATUS)
         self._remembered = 0  # answers remembered since the last clear (a bound, not a count)
         self.bytes = 0  # bytes remembered since the last clear (SHOW WEIR STATUS)
+        self.limit = TOTAL_BYTES  # past it every memo starts over (``proxy.misses.budgets``)
 
     def settings_id(self, settings: Any) -> int:
         """A small number standing for an output-settings value (interned)."""
@@ -157,8 +164,9 @@ class HitMemos:
             del memo[next(iter(memo))]
         self._remembered += 1
         plain, described = hit.replies
-        self.bytes += len(key) + len(plain) + (len(described) if described is not plain else 0)
-        if self._remembered > TOTAL_ENTRIES or self.bytes > TOTAL_BYTES:
+        self.bytes += len(key) + len(plain) + ENTRY_OVERHEAD + (
+            len(described) if described is not plain else 0)
+        if self._remembered > TOTAL_ENTRIES or self.bytes > self.limit:
             self.clear()
             if DEAD in memo:  # it was one of them: this answer is not remembered either
                 return
@@ -171,6 +179,68 @@ class HitMemos:
         self._memos.clear()
         self._remembered = 0
         self.bytes = 0
+
+
+class HitService(Protocol):
+    """What the hit path reads of the cache service (``proxy.service.CacheService``)."""
+
+    @property
+    def hits(self) -> HitMemos: ...
+
+    @property
+    def host(self) -> EngineHost | None: ...
+
+    @property
+    def gates(self) -> HitGates: ...
+
+    @property
+    def reads(self) -> HitReads: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+class HitGates(Protocol):
+    @property
+    def grants(self) -> dict[tuple[str, str], tuple[bool, float]]: ...
+
+
+class HitReads(Protocol):
+    def output_settings_id(self, state: SessionState, ctx: SessionContext
+                           ) -> tuple[Any, int]: ...
+
+
+class HitServer(Protocol):
+    @property
+    def service(self) -> HitService: ...
+
+
+class HitExtended(Protocol):
+    """What the hit path changes of ``proxy.extended.Extended``."""
+
+    recording: tuple[dict[bytes, Hit], bytes, bool] | None
+
+    def simple_query(self, answered: bool = False) -> None: ...
+
+
+class Session(Protocol):
+    """What the hit path uses of a session (``proxy.relay.Session``): its core, its
+    routing context, its ``Extended``, the cache service and the client's transport."""
+
+    @property
+    def state(self) -> SessionState: ...
+
+    @property
+    def ctx(self) -> SessionContext | None: ...
+
+    @property
+    def extended(self) -> HitExtended: ...
+
+    @property
+    def server(self) -> HitServer: ...
+
+    @property
+    def client(self) -> Any: ...
 
 
 def _drop(memo: dict[bytes, Hit]) -> None:
@@ -226,8 +296,7 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     name_end = raw.find(b"\x00", bs + 1, be_)
     if name_end < 0:
         return False
-    ext = session.extended
-    held = ext.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
+    held = session.state.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
     if held is None or held.route.cache is None or not may_serve(session):
         return False
     memo = session.server.service.hits.statement_memo(held, session_settings_id(session))
@@ -235,7 +304,8 @@ def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -
     hit = memo.get(rest)
     if hit is None or not _current(session, memo, rest, hit):
         return False
-    ext.portals.pop("", None)  # the unnamed portal is replaced, then ends with the Sync
+    session.state.held_portals.pop("", None)  # the unnamed portal is replaced, then ends
+    # with the Sync
     _serve(session, hit, hit.replies[describe])
     return True
 
@@ -268,12 +338,12 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
         return False
     if not _current(session, memo, raw, hit):
         return False
-    ext = session.extended
     if hit.statement is not None:
-        ext.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
-        ext.portals.pop("", None)
+        state = session.state
+        state.held[""] = type(hit.statement)(hit.statement.parse, hit.statement.route)
+        state.held_portals.pop("", None)
     else:  # a simple Query drops the unnamed statement
-        ext.simple_query(answered=True)
+        session.extended.simple_query(answered=True)
     _serve(session, hit, hit.replies[0])
     return True
 
@@ -297,39 +367,42 @@ def _serve(session: Session, hit: Hit, reply: bytes) -> None:
 
 def may_serve(session: Session) -> bool:
     """The gates of the general path that do not depend on the cache (module docstring)."""
-    ext = session.extended
     state = session.state
     ctx = session.ctx
-    if ext.batch_upstream or ext.batch_local or ext.batch_failed or not state.idle \
+    if state.batch_upstream or state.batch_local or state.batch_failed or not state.caught_up \
             or state.transaction_status != "I" or ctx is None or not ctx.defaults_applied \
             or ctx.tainted is not None:
         return False
     service = session.server.service
-    if ctx.wrote and service.settings.read_your_writes == "on":
-        return False
     host = service.host
+    if host is None:
+        return False
+    if service.settings.read_your_writes == "on" \
+            and not seen_allows(ctx.seen, host.coverage.covered):
+        return False
     # ``host.connected`` and ``host.staleness()``, read directly
-    return host is not None and host.stream.up \
+    return host.stream.up \
         and time.monotonic() - host.fresh_as_of <= service.settings.staleness_bound
 
 
 def session_settings_id(session: Session) -> int:
-    """``service.output_settings_id(...)[1]``, from the session's memo of it when current."""
+    """``service.reads.output_settings_id(...)[1]``, from the session's memo of it when
+    current."""
     state, ctx = session.state, session.ctx
     known = ctx.output  # type: ignore[union-attr]
     if known is not None and known[0] == state.parameters_version \
             and known[1] == ctx.settings_version:  # type: ignore[union-attr]
         return known[2][1]  # type: ignore[no-any-return]
-    return session.server.service.output_settings_id(state, ctx)[1]  # type: ignore[arg-type]
+    return session.server.service.reads.output_settings_id(state, ctx)[1]  # type: ignore[arg-type]
 
 
 def _current(session: Session, memo: dict[bytes, Hit], key: bytes, hit: Hit) -> bool:
     """Whether ``hit`` is still what the caches answer, for a role allowed to read them
-    (``service.granted`` read directly)."""
+    (``Gates.granted`` read directly)."""
     service = session.server.service
     user = session.ctx.user  # type: ignore[union-attr]
     engine = service.host.engine  # type: ignore[union-attr]
-    grants = service.grants
+    grants = service.gates.grants
     now = time.monotonic()
     try:
         for cache, k, answer in hit.reads:

@@ -55,7 +55,7 @@ Invariants:
   relays only answers the relay core would relay without a look (``Relay._forward_quiet`` and
   ``Relay._ready_run``), so that what the session observes on its return is what the relay
   core would have observed; a change of the routing state (caches created or dropped:
-  ``CacheService._refresh_names`` calls :meth:`HitLanes.routing`) makes every pass session
+  ``CacheService.refresh_names`` calls :meth:`HitLanes.routing`) makes every pass session
   hand back before it forwards anything more; SHOW PROXIED QUERIES first takes every pass
   session back (:meth:`HitLanes.settle`), so its counts include what lanes relayed.
 
@@ -71,23 +71,72 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import cython_ext
 from pgwire import frontend as fe
-from pgwire.framing import scan_messages
-from proxy.forwarding import CONTENT_FREE
-from proxy.handshake import Phase
-from proxy.hitpath import Hit, may_serve, session_settings_id
+from pgwire.events import Phase
+from pgwire.framing import Framer, scan_messages
+from proxy.extended import Extended
+from proxy.forwarding import CONTENT_FREE, ForwardMemos
+from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
+from proxy.hitpath import Session as HitSession
+from proxy.metrics import LATENCY_BOUNDS
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
-
-if TYPE_CHECKING:
-    from proxy.relay import Session
-    from proxy.service import CacheService
-    from proxy.settings import Settings
+from proxy.settings import Settings
 
 log = logging.getLogger("weir.lanes")
+
+
+class LaneService(HitService, Protocol):
+    """What the lanes read of the cache service (``proxy.service.CacheService``)."""
+
+    @property
+    def registry(self) -> Any: ...
+
+    @property
+    def cached_names(self) -> tuple[str, ...]: ...
+
+    def hiding_now(self) -> tuple[str, ...]: ...
+
+
+class Session(HitSession, Protocol):
+    """What the lanes use of a session (``proxy.relay.Session``) besides the hit path's."""
+
+    lane_fd: int | None
+    upstream_lane_fd: int | None
+    client_received: Callable[[bytes], None]
+    upstream_received: Callable[[bytes], None]
+
+    @property
+    def phase(self) -> Phase: ...
+
+    @property
+    def lane(self) -> int: ...
+
+    @property
+    def extended(self) -> Extended: ...
+
+    @property
+    def memos(self) -> ForwardMemos: ...
+
+    @property
+    def cframer(self) -> Framer: ...
+
+    @property
+    def uframer(self) -> Framer: ...
+
+    @property
+    def upstream(self) -> asyncio.Transport | None: ...
+
+    @property
+    def client(self) -> asyncio.Transport: ...
+
+    def pause_client(self, why: str) -> None: ...
+
+    def resume_client(self, why: str) -> None: ...
 
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
@@ -149,12 +198,13 @@ def cpu_quota(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
 class HitLanes:
     """See the module docstring. ``start()`` in the event loop; ``stop()`` at the end."""
 
-    def __init__(self, count: int, service: CacheService, cpus: tuple[int, ...] = ()) -> None:
+    def __init__(self, count: int, service: LaneService, cpus: tuple[int, ...] = ()) -> None:
         core = cython_ext.load("lanes")
         if core is None:
             raise RuntimeError("hit lanes need the compiled cython_ext.lanes")
         self.core = core.Lanes(count, SPIN, cpus)
         self.core.set_words(WATCHED_WORDS, READ_ONLY_TAGS)
+        self.core.set_latency_bounds(LATENCY_BOUNDS)
         self._queries = core.QUERIES
         self._passing: set[int] = set()  # tokens of the pass sessions in lanes
         self.service = service
@@ -165,6 +215,8 @@ class HitLanes:
         #: the lane table of each memo in use: id(memo) -> (table, memo kept alive)
         self._tables: dict[int, tuple[int, dict[bytes, Hit]]] = {}
         self._lasts: dict[int, tuple[str, str]] = {}  # table -> EXPLAIN LAST STATEMENT
+        self._caches: dict[int, str] = {}  # table -> the cache its answers come from
+        self._served: dict[str, int] = {}  # answers of forgotten tables, by cache
         self._loop: asyncio.AbstractEventLoop | None = None
         self.entered = 0  # sessions handed to a lane (SHOW WEIR STATUS)
         self.passed = 0  # pass sessions handed to a lane (SHOW WEIR STATUS)
@@ -217,8 +269,29 @@ class HitLanes:
     def clear(self) -> None:
         self.bump()
         self.core.clear()
+        self._fold(self.core.served_by_table(True))
+        self._caches.clear()
         self._tables.clear()
         self._lasts.clear()
+
+    def _fold(self, by_table: dict[int, int]) -> dict[str, int]:
+        """Add answers counted per table to ``_served`` (per cache); returns ``_served``."""
+        served = self._served
+        for table, n in by_table.items():
+            cache = self._caches.get(table)
+            if cache is not None:
+                served[cache] = served.get(cache, 0) + n
+        return served
+
+    def served_by_cache(self) -> dict[str, int]:
+        """Answers the lanes gave, by cache (for /metrics)."""
+        return {**self._fold(self.core.served_by_table(True))}
+
+    def upstream_latency(self) -> tuple[tuple[int, ...], float]:
+        """Bucket counts (``metrics.LATENCY_BOUNDS``, then +Inf) and sum of seconds of the
+        cycles pass sessions relayed, each from its Sync or Query to its ReadyForQuery."""
+        counts, total = self.core.upstream_latency()
+        return tuple(counts), float(total)
 
     def _table(self, memo: dict[bytes, Hit]) -> int:
         known = self._tables.get(id(memo))
@@ -243,7 +316,7 @@ class HitLanes:
         if fd < 0:
             return
         end = raw.find(b"\x00", 6)
-        held = session.extended.held.get(raw[6:end].decode("utf-8", "replace"))
+        held = session.state.held.get(raw[6:end].decode("utf-8", "replace"))
         if held is None or held.memo is None:
             return
         memo = held.memo
@@ -254,6 +327,7 @@ class HitLanes:
             return
         table = self._table(memo)
         self._lasts[table] = hit.last
+        self._caches[table] = hit.reads[0][0]
         self.core.put(table, rest, hit.replies[0], hit.replies[1])
         if self.core.stats()[2] > MAX_BYTES:
             self.clear()
@@ -272,13 +346,14 @@ class HitLanes:
             log.warning("could not hand a session to a lane: %s", exc)
             session.resume_client(_PAUSE)
             return
-        session.lane = token
+        session.state.lane = token
         self._sessions[token] = session
         self.entered += 1
 
     def _quiet(self, session: Session) -> bool:
-        return (session.phase is Phase.READY and not session._paused and not session._held
-                and not session._local_busy and not session._cframer.buffered
+        core = session.state
+        return (core.phase is Phase.READY and not core.paused and not core.waiting
+                and not core.local_busy and not session.cframer.buffered
                 and session.client.get_write_buffer_size() == 0 and may_serve(session))
 
     def _statements(self, session: Session) -> list[tuple[bytes, int, float]]:
@@ -286,9 +361,9 @@ class HitLanes:
         service = self.service
         user = session.ctx.user  # type: ignore[union-attr]
         sid = session_settings_id(session)
-        grants = service.grants
+        grants = service.gates.grants
         out = []
-        for name, held in session.extended.held.items():
+        for name, held in session.state.held.items():
             entry = held.route.cache
             if entry is None:
                 continue
@@ -306,18 +381,20 @@ class HitLanes:
         token = session.lane
         if not token:
             return
-        session.lane = 0
+        session.state.lane = 0
         del self._sessions[token]
         result = self.core.leave(token)
         if result is None:
             return
         if token in self._passing:
             self._passing.discard(token)
+            if session.ctx is not None:  # what the lane relayed moves seen(s) (proxy.seen)
+                session.ctx.seen.pending = True
             self._reclaim_pass(session, result, replay)
             return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
-            session.extended.portals.pop("", None)
+            session.state.held_portals.pop("", None)
             last = self._lasts.get(table)
             if last is not None and session.ctx is not None:
                 session.ctx.last = last
@@ -372,15 +449,15 @@ class HitLanes:
         if fd < 0 or ufd < 0:
             return NEVER
         state, ext, memos = session.state, session.extended, session.memos
-        if not (session.phase is Phase.READY and not session._paused and not session._held
-                and not session._local_busy and state.transaction_status == "I"
+        if not (state.phase is Phase.READY and not state.paused and not state.waiting
+                and not state.local_busy and state.transaction_status == "I"
                 and state.idle and not state.swallowing and ext.quiet
-                and not ext.batch_upstream and not session._cframer.buffered
-                and not session._uframer.buffered
+                and not state.batch_upstream and not session.cframer.buffered
+                and not session.uframer.buffered
                 and session.client.get_write_buffer_size() == 0
                 and upstream.get_write_buffer_size() == 0):
             return RETRY
-        local = session._caching and session.ctx is not None
+        local = session.state.caching and session.ctx is not None
         if local and (memos.registry_seen is not service.registry
                       or memos.names_seen is not service.cached_names):
             return RETRY  # the next client message brings the memos up to date first
@@ -402,7 +479,7 @@ class HitLanes:
             upstream.resume_reading()
             session.resume_client(_PAUSE_PASS)
             return NEVER
-        session.lane = token
+        session.state.lane = token
         self._sessions[token] = session
         self._passing.add(token)
         self.passed += 1
@@ -459,7 +536,7 @@ def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
     for _, mtype, key, runs in steps:
         msg: fe.Bind | fe.Parse
         if mtype == _T_QUERY:
-            if session._caching and ctx is not None and memos.plain_last is not None:
+            if session.state.caching and ctx is not None and memos.plain_last is not None:
                 ctx.last = memos.plain_last
             continue
         if mtype == _T_BIND:
@@ -478,7 +555,7 @@ def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
             ext.count_runs(msg.statement, runs - 1)
     state.expect("sync")
     state.ready(b"I")
-    ext.batch_upstream = batch
+    state.batch_upstream = batch
 
 
 def _observe_sent(session: Session, raw: bytes) -> None:
@@ -491,13 +568,13 @@ def _observe_sent(session: Session, raw: bytes) -> None:
         if kind is not None:
             state.expect(kind)
             if mtype == _T_SYNC:
-                ext.batch_upstream = False
+                state.batch_upstream = False
             elif kind:
-                ext.batch_upstream = True
+                state.batch_upstream = True
             continue
         msg = fe.decode_frontend(mtype, raw[start:end])
         ctx = session.ctx
-        if mtype == _T_QUERY and session._caching and ctx is not None \
+        if mtype == _T_QUERY and session.state.caching and ctx is not None \
                 and session.memos.plain_last is not None:
             ctx.last = session.memos.plain_last
         state.frontend(msg)

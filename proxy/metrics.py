@@ -3,9 +3,8 @@
 Owns: the few counters the edges of the proxy bump where nothing counted before (upstream
 errors by SQLSTATE class, upstream forwards by reason, admin commands, upstream connection
 and fill latencies in fixed buckets: plain integer and dict updates, no locks), the
-classification of forwarding reasons into a small label set, and ``WeirCollector``, which
-turns the server's state (the engine's and the lanes' own statistics, the replication
-stream's, the sessions) into metric families when ``/metrics`` is scraped. The hot paths
+classification of forwarding reasons into a small label set. ``proxy.collector`` turns
+them and the server's state into metric families when ``/metrics`` is scraped. The hot paths
 (lanes, the hit path) count in their own structures (the lanes in C); nothing here runs on
 them.
 """
@@ -13,21 +12,13 @@ them.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
     HistogramMetricFamily,
-    Metric,
 )
 
 from pgwire.errors import error_response
 from pgwire.framing import ProtocolViolation
-
-if TYPE_CHECKING:
-    from proxy.server import Server
 
 #: latency buckets in seconds: fills (a snapshot read) and upstream connections
 LATENCY_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -50,6 +41,16 @@ class Buckets:
         self.count += 1
         self.total += seconds
 
+    def plus(self, counts: tuple[int, ...], total: float) -> Buckets:
+        """A copy with ``counts`` (same bounds, then +Inf) and ``total`` seconds added."""
+        both = Buckets(self.bounds)
+        if len(counts) != len(self.counts):
+            raise ValueError("bucket counts of other bounds")
+        both.counts = [a + b for a, b in zip(self.counts, counts, strict=True)]
+        both.count = self.count + sum(counts)
+        both.total = self.total + total
+        return both
+
     def family(self, name: str, doc: str) -> HistogramMetricFamily:
         cumulative, running = [], 0
         for bound, n in zip((*map(str, self.bounds), "+Inf"), self.counts, strict=True):
@@ -68,6 +69,9 @@ FORWARDS: dict[str, int] = {}
 ADMIN = [0]
 #: time to open a relayed session's upstream connection (TCP and TLS)
 UPSTREAM_CONNECT = Buckets()
+#: time from a request going upstream to its ReadyForQuery, for sessions on the event loop
+#: (pass lanes count theirs in C: ``HitLanes.upstream_latency``)
+UPSTREAM_STATEMENTS = Buckets()
 
 #: a reason's first words -> its label (``Route.reason``, ``ReadOutcome`` texts)
 _REASON_PREFIXES: tuple[tuple[str, str], ...] = (
@@ -123,103 +127,3 @@ def own_error(sqlstate: str, message: str, severity: str = "ERROR", **extra: str
 def own_violation(exc: ProtocolViolation) -> bytes:
     """The FATAL ErrorResponse for a protocol violation (``own_error``)."""
     return own_error(exc.sqlstate, exc.message, "FATAL")
-
-
-def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-    return CounterMetricFamily(name, doc, value=value)
-
-
-def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, value=value)
-
-
-def _labelled(family: CounterMetricFamily | GaugeMetricFamily, label_values: dict[str, Any]
-              ) -> CounterMetricFamily | GaugeMetricFamily:
-    for label, value in sorted(label_values.items()):
-        family.add_metric([label], value)
-    return family
-
-
-class WeirCollector:
-    """Metric families from a running ``Server``, built on each scrape (on its loop)."""
-
-    def __init__(self, server: Server) -> None:
-        self.server = server
-
-    def describe(self) -> list[Metric]:
-        return []  # (no eager collection at registration)
-
-    def collect(self) -> Iterator[Metric]:
-        server = self.server
-        service = server.service
-        sessions = list(server.sessions)
-        yield _gauge("weir_client_connections", "client sessions open", len(sessions))
-        yield _gauge("weir_upstream_connections", "relayed sessions' upstream connections open",
-                     sum(1 for s in sessions if s.upstream is not None
-                         and not s.upstream.is_closing()))
-        yield _gauge("weir_draining", "1 while weir drains after SIGTERM", int(server.draining))
-        yield _labelled(CounterMetricFamily(
-            "weir_upstream_errors", "ErrorResponses from the upstream by SQLSTATE class",
-            labels=["sqlstate_class"]), UPSTREAM_ERRORS)
-        yield _labelled(CounterMetricFamily(
-            "weir_errors", "ErrorResponses weir sent itself (refusals, protocol violations, "
-            "its own failures), by SQLSTATE class", labels=["sqlstate_class"]), OWN_ERRORS)
-        yield _labelled(CounterMetricFamily(
-            "weir_upstream_forwards", "statements weir routed upstream, by reason",
-            labels=["reason"]), FORWARDS)
-        yield UPSTREAM_CONNECT.family("weir_upstream_connect_seconds",
-                                      "time to open a session's upstream connection")
-        lanes = service.lanes
-        lane_answers = 0
-        if lanes is not None:
-            stats = lanes.stats()
-            lane_answers = int(stats["lane_answers"])
-            for key, value in stats.items():
-                if isinstance(value, int):
-                    yield _gauge(f"weir_{key}", f"hit lanes: {key} (SHOW WEIR STATUS)", value)
-        destinations = {"upstream": sum(FORWARDS.values()), "admin": ADMIN[0]}
-        yield from self._caching(lane_answers, destinations)
-        yield _labelled(CounterMetricFamily(
-            "weir_queries", "statements by destination (cache: answered from a cache; "
-            "upstream: routed upstream; admin: weir's own commands)",
-            labels=["destination"]), destinations)
-
-    def _caching(self, lane_answers: int, destinations: dict[str, Any]) -> Iterator[Metric]:
-        service = self.server.service
-        host = service.host
-        yield _gauge("weir_caching_running", "1 once the cache host runs", int(host is not None))
-        memo_answers = service.hits.served + lane_answers
-        yield _counter("weir_memoized_answers", "reads answered from memoized encoded answers",
-                       memo_answers)
-        yield _gauge("weir_memo_bytes", "bytes of memoized answers", service.hits.bytes)
-        if host is None or service.registry is None:
-            destinations["cache"] = memo_answers
-            return
-        engine = host.engine
-        stats = host.stream.stats()
-        hits = engine.stats.hits + lane_answers  # (as SHOW WEIR STATUS counts them)
-        destinations["cache"] = hits
-        yield _counter("weir_cache_hits", "cache lookups answered (the engine's, the memoized "
-                       "answers' checks, the lanes' answers)", hits)
-        yield _counter("weir_cache_misses", "cached reads that needed a fill", engine.stats.misses)
-        yield _counter("weir_cache_fills", "fills completed", host.fills_done)
-        yield _counter("weir_cache_fill_transactions", "snapshot transactions run for fills",
-                       host.fill_transactions)
-        yield host.fill_latency.family("weir_cache_fill_seconds",
-                                       "time from a fill's request to its rows")
-        yield _counter("weir_cache_evictions", "cached entries evicted", engine.stats.evictions)
-        yield _gauge("weir_caches", "caches defined", len(service.registry.caches))
-        yield _gauge("weir_memory_bytes", "bytes of cached state", engine.memory_total())
-        yield _labelled(GaugeMetricFamily("weir_cache_memory_bytes", "bytes of cached state "
-                                          "per cache", labels=["cache"]),
-                        engine.memory_by_cache())
-        yield _gauge("weir_replication_connected", "1 while the replication stream runs",
-                     int(stats.connected))
-        yield _gauge("weir_replication_applied_lsn", "last WAL position applied to the caches "
-                     "(bytes)", stats.applied_lsn)
-        if stats.lag_bytes is not None:
-            yield _gauge("weir_replication_lag_bytes", "WAL bytes behind the upstream "
-                         "(from the last barrier)", stats.lag_bytes)
-        if stats.lag_seconds is not None:
-            yield _gauge("weir_replication_lag_seconds", "seconds behind the upstream "
-                         "(from the last barrier)", stats.lag_seconds)

@@ -36,9 +36,9 @@ def prepare(service: CachedReads, state: SessionState, ctx: SessionContext,
     entry = held.cache
     route = Route("cache", held.reason, classified=held.classified, cache=entry,
                   keys=local.keys, params=local.params)
-    settings = service.output_settings(state, ctx)
+    settings = service.reads.output_settings(state, ctx)
     fmts = formats_for(len(entry.fields), local.bind.result_formats)
-    reason, _ = service.output_plan(entry, fmts, settings)
+    reason, _ = service.reads.output_plan(entry, fmts, settings)
     if reason is not None:
         ctx.last = ("upstream", reason)
         return None
@@ -70,7 +70,7 @@ def encode(service: CachedReads, ctx: SessionContext, local: LocalPortal,
         ctx.last = ("upstream", why)
         return None
     entry = local.statement.route.cache
-    _, encoders = service.output_plan(entry, prepared[2], prepared[1])
+    _, encoders = service.reads.output_plan(entry, prepared[2], prepared[1])
     try:
         data = [encode_rows([row], encoders) for row in rows]
     except Exception as exc:  # Unencodable and friends: answer from upstream
@@ -84,11 +84,11 @@ async def cached_rows(service: CachedReads, state: SessionState, ctx: SessionCon
                       local: LocalPortal) -> list[bytes] | None:
     """Read and encode a local portal's rows, waiting for a fill or barrier if needed."""
     if not ctx.defaults_applied:  # output settings may come from the role's defaults
-        await service.ensure_defaults(ctx)
+        await service.reads.ensure_defaults(ctx)
     prepared = prepare(service, state, ctx, local)
     if prepared is None:
         return None
     reads: Reads = []
-    read = await service.read_rows(prepared[0], ctx, reads)
+    read = await service.reads.read_rows(prepared[0], ctx, reads)
     local.reads = reads
     return encode(service, ctx, local, read, prepared)

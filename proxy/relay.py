@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
+from pgwire.events import Phase
 from pgwire.framing import (
     UPSTREAM_MAX_MESSAGE_LENGTH,
     Framer,
@@ -42,15 +44,14 @@ from pgwire.framing import (
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
-from proxy.handshake import Handshake, Phase, context
+from proxy.handshake import Handshake, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.metrics import own_error, own_violation
+from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
+from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
-
-if TYPE_CHECKING:
-    from proxy.server import Server
 
 _FLUSH = fe.Flush().encode()
 log = logging.getLogger("weir.relay")
@@ -74,35 +75,42 @@ _OBSERVED_BACKEND = frozenset(map(ord, "ZSE123nTCIs"))
 __all__ = ["Phase", "Session", "context"]
 
 
-class Session(Handshake):
+class RelayServer(HandshakeServer, Protocol):
+    """What a session needs of its server (``proxy.server.Server``)."""
+
+    @property
+    def service(self) -> CacheService: ...
+
+    @property
+    def sessions(self) -> set[Session]: ...
+
+    def release_key(self, key: tuple[int, int]) -> None: ...
+
+
+class Session:
     """A relayed client session (see the module docstring)."""
 
     def __init__(
-        self, server: Server, transport: asyncio.Transport, endpoint: asyncio.Protocol
+        self, server: RelayServer, transport: asyncio.Transport, endpoint: asyncio.Protocol
     ) -> None:
         self.server = server
         self.client = transport
         self.endpoint = endpoint
         self.upstream: asyncio.Transport | None = None
-        self.phase = Phase.STARTUP
-        self.state = SessionState()
+        #: the session core: phase, hot flags, request ledger, held statements and portals
+        #: (``proxy.session_core``; its ledger rules: ``SessionState``)
+        self.state = SessionState(Phase.STARTUP)
+        self.state.caching = server.service.enabled  # weir answers some statements itself
         self.key: tuple[int, int] | None = None
-        self.upstream_key: tuple[int, int] | None = None
-        self.startup: fe.StartupMessage | None = None
-        self._cframer = Framer(server.settings.max_message_bytes, startup=True)
-        self._uframer = Framer(UPSTREAM_MAX_MESSAGE_LENGTH)
-        self._terminated = False  # the client said Terminate (or closed its side)
-        self._fatal_relayed = False  # the upstream already told the client why it is closing
-        self._streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.cframer = Framer(server.settings.max_message_bytes, startup=True)
+        self.uframer = Framer(UPSTREAM_MAX_MESSAGE_LENGTH)
+        self.terminated = False  # the client said Terminate (or closed its side)
+        self.fatal_relayed = False  # the upstream already told the client why it is closing
         self.ctx: SessionContext | None = None
-        self._held: list[bytes] = []  # client messages waiting behind a local answer
-        self._local_busy = False
         self._route = Route("upstream", "")
         self.extended = Extended(self, server.service)
         self.memos = ForwardMemos()  # forwarded messages seen before (see ``_forward_seen``)
-        self._caching = server.service.enabled  # weir answers some statements itself
-        self._paused: set[str] = set()  # why reading from the client is paused
-        self.lane = 0  # the token of the lane reading the client (``proxy.lanes``), or 0
+        self.handshake = Handshake(self)
         self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
@@ -110,31 +118,54 @@ class Session(Handshake):
         #: what the transports deliver data to (see ``relay_entries``)
         self.client_received, self.upstream_received = relay_entries(self, _core)
 
+    @property
+    def phase(self) -> Phase:
+        """Where the session is in its life (the session core's ``phase``)."""
+        return self.state.phase  # type: ignore[no-any-return]
+
+    @property
+    def lane(self) -> int:
+        """The token of the lane reading the client (``proxy.lanes``), or 0."""
+        return self.state.lane
+
+    def pause_client(self, why: str) -> None:
+        """Stop reading from the client for ``why`` (connecting upstream, the upstream's or
+        the client's own send buffer full, weir answering held messages); reading resumes
+        once every reason is gone."""
+        paused = self.state.paused
+        if not paused:
+            self.client.pause_reading()
+        paused.add(why)
+
+    def resume_client(self, why: str) -> None:
+        paused = self.state.paused
+        if why in paused:
+            paused.discard(why)
+            if not paused and self.state.phase is not Phase.CLOSED:
+                self.client.resume_reading()
+
     # -- client side ------------------------------------------------------------------------
 
     def client_data(self, data: bytes) -> None:
         try:
-            if self.phase is Phase.READY:
-                raw, index = self._cframer.take(data)
+            if self.state.phase is Phase.READY:
+                raw, index = self.cframer.take(data)
                 if not raw:
                     return
-                if self._local_busy:
-                    self._held.extend(raw[start - 5 : end] for _, start, end in index)
+                if self.state.local_busy:
+                    self.state.waiting.extend(raw[start - 5 : end] for _, start, end in index)
                 else:
                     self._process_client(raw, index)
                 return
-            self._cframer.feed(data)
-            if self.phase is Phase.STARTUP:
-                self._startup_messages()
-            elif self.phase is Phase.AUTH:
-                self._forward_auth_from_client()
+            self.cframer.feed(data)
+            self.handshake.received()
         except ProtocolViolation as exc:
             self.client_violation(exc)
 
     def client_violation(self, exc: ProtocolViolation) -> None:
         """The client sent something malformed: tell it why and end the session."""
         log.warning("protocol violation from client: %s", exc.message)
-        self._fatal(own_violation(exc))
+        self.fatal(own_violation(exc))
 
     def _process_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """Observe and forward client messages until one needs weir's own answer; from there
@@ -151,7 +182,7 @@ class Session(Handshake):
         ext = self.extended
         state = self.state
         service = self.server.service
-        local = self._caching and self.ctx is not None
+        local = self.state.caching and self.ctx is not None
         if local and self.memos.current(service):
             ext.adopt()  # caches changed: statements prepared upstream may now be served
         # nothing held locally: stays so in this loop (only a local answer, which ends the
@@ -168,9 +199,9 @@ class Session(Handshake):
                     # the hot path (PostgreSQL validates their content itself)
                     state.expect(kind)
                     if mtype == _T_SYNC:
-                        ext.batch_upstream = False
+                        state.batch_upstream = False
                     elif kind:  # a Flush leaves the batch as it is
-                        ext.batch_upstream = True
+                        state.batch_upstream = True
                     continue
                 if mtype == _T_BIND:  # seen before: only its names matter
                     bind = self.memos.binds.get(bind_names(raw, start, end))
@@ -186,7 +217,7 @@ class Session(Handshake):
                 self._answer_now([raw[s - 5 : e] for _, s, e in index[i:]])
                 return
             if mtype == _T_QUERY and local:
-                if ext.held:  # weir may send statements first (Extended.before_statement)
+                if state.held:  # weir may send statements first (Extended.before_statement)
                     self._upstream_write(raw[written : start - 5])
                     written = start - 5
                 self._upstream_query(self._route, msg)  # type: ignore[arg-type]
@@ -199,9 +230,8 @@ class Session(Handshake):
             state.frontend(msg)
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
-                self._terminated = True
-        if self.upstream is not None:
-            self.upstream.write(raw[written:] if written else raw)
+                self.terminated = True
+        self._upstream_write(raw[written:] if written else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -232,7 +262,7 @@ class Session(Handshake):
         service = self.server.service
         if isinstance(msg, fe.Parse):
             # the registry, when running, may route the statement (Extended._holdable)
-            if service.registry is None or not self._caching:
+            if service.registry is None or not self.state.caching:
                 self.memos.remember_parse(payload, msg)
             return
         route = self._route
@@ -254,9 +284,9 @@ class Session(Handshake):
                     else self.extended.handle_now(msg, raw))
             if not done:
                 self.extended.flush()
-                self._local_busy = True
+                self.state.local_busy = True
                 self.pause_client("answering")
-                self._held = pending[j:] + self._held
+                self.state.waiting = pending[j:] + self.state.waiting
                 self.server.spawn(self._pump())
                 return
         self.extended.flush()
@@ -274,7 +304,7 @@ class Session(Handshake):
         if route.destination != "cache":
             return False
         reads: list[tuple[str, tuple[Any, ...], object]] = []
-        served = service.serve_now(route, self.ctx, self.state.parameters, reads)
+        served = service.reads.serve_now(route, self.ctx, self.state.parameters, reads)
         if served is None:
             return False
         self._finish_query(msg, raw, *served)
@@ -303,6 +333,10 @@ class Session(Handshake):
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             self.upstream.write(data)
+            if not self.state.upstream_since:
+                self.state.upstream_since = time.monotonic()
+            if self.ctx is not None:
+                self.ctx.seen.pending = True  # its answer moves seen(s) (``proxy.seen``)
 
     def _note_hidden(self, msg: object) -> bool:
         """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
@@ -313,7 +347,7 @@ class Session(Handshake):
             return False
         if isinstance(msg, fe.Bind):
             if msg.statement in ctx.hiding:
-                ctx.wrote = True
+                ctx.seen.pending = True
                 return True
         elif isinstance(msg, fe.Parse):
             if self.server.service.hides_write(msg.query):
@@ -329,7 +363,7 @@ class Session(Handshake):
         self._note_hidden(msg)
         self.state.frontend(msg)
         if isinstance(msg, fe.Terminate):
-            self._terminated = True
+            self.terminated = True
         self._upstream_write(raw)
 
     def inject(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
@@ -338,7 +372,8 @@ class Session(Handshake):
         is sent to the client in its place; ``skipped`` runs if it does not succeed)."""
         self._note_hidden(msg)
         self.state.injected(msg, replace, skipped)
-        self._upstream_write(msg.encode())
+        if self.upstream is not None:  # (its answer shows the client nothing: seen(s) stays)
+            self.upstream.write(msg.encode())
 
     def inject_flush(self) -> None:
         """Ask the upstream for the answers to weir's own requests now (a Flush)."""
@@ -354,7 +389,7 @@ class Session(Handshake):
         service.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx)
         if service.hides_write(msg.query):
-            self.ctx.wrote = True  # read-your-writes: as if its tag said it wrote
+            self.ctx.seen.pending = True  # read-your-writes: as if its tag said it wrote
 
     def _forward_query(self, route: Route, msg: fe.Query, raw: bytes) -> None:
         """A Query that goes upstream — unless it deallocates a statement only weir holds:
@@ -371,8 +406,8 @@ class Session(Handshake):
     async def _pump(self) -> None:
         """Process held client messages in order, answering weir's own ones."""
         try:
-            while self._held and self.phase is not Phase.CLOSED:
-                raw = self._held.pop(0)
+            while self.state.waiting and self.state.phase is not Phase.CLOSED:
+                raw = self.state.waiting.pop(0)
                 mtype = raw[0]
                 if mtype == _T_COPY_DATA:
                     self._upstream_write(raw)
@@ -385,13 +420,13 @@ class Session(Handshake):
                 else:
                     await self.extended.handle(msg, raw)
         except ProtocolViolation as exc:
-            self._fatal(own_violation(exc))
+            self.fatal(own_violation(exc))
         except Exception:
             log.exception("the session's local answering failed")
-            self._fatal(own_error("XX000", "weir: internal error", severity="FATAL"))
+            self.fatal(own_error("XX000", "weir: internal error", severity="FATAL"))
         finally:
-            self._local_busy = False
-            if self.phase is not Phase.CLOSED:
+            self.state.local_busy = False
+            if self.state.phase is not Phase.CLOSED:
                 self.extended.flush()
                 self.resume_client("answering")
 
@@ -409,28 +444,28 @@ class Session(Handshake):
             answer = await service.admin(route, ctx)
             if getattr(route.admin, "what", "") != "last":
                 ctx.last = ("admin", route.reason)
-            if self.phase is not Phase.CLOSED:
+            if self.state.phase is not Phase.CLOSED:
                 self.extended.flush()
                 self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
             return
         reads: list[tuple[str, tuple[Any, ...], object]] = []
-        served = await service.serve(route, ctx, self.state.parameters, reads)
-        if self.phase is not Phase.CLOSED:
+        served = await service.reads.serve(route, ctx, self.state.parameters, reads)
+        if self.state.phase is not Phase.CLOSED:
             self._finish_query(msg, raw, *served)
             if served[0] is not None:
                 remember_query(self, raw, reads, served[0])
 
     def client_eof(self) -> bool:
         """The client closed its sending side: finish what it sent, then end the session."""
-        self._terminated = True
+        self.terminated = True
         if self.upstream is not None and not self.upstream.is_closing():
             self.upstream.write(fe.Terminate().encode())
             return True  # keep our sending side open for the last results
-        self._close()
+        self.close()
         return False
 
     def client_lost(self) -> None:
-        self._terminated = True
+        self.terminated = True
         if self.upstream is not None and not self.upstream.is_closing():
             self.upstream.write(fe.Terminate().encode())
             self.upstream.close()
@@ -442,27 +477,26 @@ class Session(Handshake):
         if self.lane:
             self.server.service.lanes.reclaim(self)  # type: ignore[union-attr]
         try:
-            if self.phase is Phase.READY:
-                self._relay_from_upstream(data)
+            if self.state.phase is Phase.READY:
+                self.relay_from_upstream(data)
                 return
-            self._uframer.feed(data)
-            if self.phase is Phase.AUTH:
-                self._relay_auth_from_upstream()
+            self.uframer.feed(data)
+            self.handshake.upstream_received()
         except ProtocolViolation as exc:
             log.error("protocol violation from upstream: %s", exc.message)
-            self._fatal(
+            self.fatal(
                 own_error("08P01", f"invalid message from upstream: {exc.message}",
                           severity="FATAL")
             )
 
-    def _upstream_protocol(self) -> asyncio.Protocol:
+    def upstream_protocol(self) -> asyncio.Protocol:
         return UpstreamEndpoint(self)
 
-    def _relay_from_upstream(self, data: bytes) -> None:
+    def relay_from_upstream(self, data: bytes) -> None:
         """Relay whole messages; the session state observes runs that end with
         ReadyForQuery in one step (``scan_backend``), the rest message by message."""
         state = self.state
-        raw, statuses, marks = self._uframer.take_backend(
+        raw, statuses, marks = self.uframer.take_backend(
             data, READ_ONLY_TAGS, not state.swallowing)
         if statuses:
             state.ready(statuses)
@@ -482,45 +516,45 @@ class Session(Handshake):
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
-                    self._fatal_relayed = True
+                    self.fatal_relayed = True
             elif state.answer(mtype):
                 swallowed.append((start - 5, end, state.replacement))
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
-                self.ctx.wrote = True
+                self.ctx.seen.pending = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.forget_grants(raw[start : start + 6])
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:
-        if self.phase is Phase.CLOSED:
+        if self.state.phase is Phase.CLOSED:
             return
         if self.lane:
             self.server.service.lanes.reclaim(self, replay=False)  # type: ignore[union-attr]
-        if not self._terminated and not self._fatal_relayed:
-            self._fatal(
+        if not self.terminated and not self.fatal_relayed:
+            self.fatal(
                 own_error("08006", "the upstream server closed the connection unexpectedly",
                           severity="FATAL")
             )
             return
-        self._close()
+        self.close()
 
     # -- ending -----------------------------------------------------------------------------
 
-    def _fatal(self, error: bytes) -> None:
+    def fatal(self, error: bytes) -> None:
         """Tell the client why, then end the session."""
-        if self.phase is not Phase.CLOSED and not self.client.is_closing():
+        if self.state.phase is not Phase.CLOSED and not self.client.is_closing():
             self.client.write(error)
-        self._close()
+        self.close()
 
-    def _close(self) -> None:
-        if self.phase is Phase.CLOSED:
+    def close(self) -> None:
+        if self.state.phase is Phase.CLOSED:
             return
         if self.lane:
             self.server.service.lanes.reclaim(self, replay=False)  # type: ignore[union-attr]
-        self.phase = Phase.CLOSED
+        self.state.phase = Phase.CLOSED
         if self.upstream is not None and not self.upstream.is_closing():
-            if not self._terminated:
+            if not self.terminated:
                 self.upstream.write(fe.Terminate().encode())
             self.upstream.close()
         if not self.client.is_closing():
@@ -528,7 +562,7 @@ class Session(Handshake):
         self._release()
 
     def _release(self) -> None:
-        self.phase = Phase.CLOSED
+        self.state.phase = Phase.CLOSED
         self.extended.wake()  # a pump waiting for the upstream's answers stops waiting
         self.server.sessions.discard(self)
         if self.key is not None:

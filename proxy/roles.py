@@ -4,7 +4,9 @@ Owns: :class:`RoutingState` (what recognising plain Queries and the forwarding m
 the service, ``proxy.forwarding``), :class:`CachedReads` (what the cached read of a local
 portal uses of the service, ``proxy.portal_reads``), :class:`ExtendedService` and
 :class:`ExtendedSession` (what ``proxy.extended.Extended`` uses of the service and of its
-session). ``CacheService`` and ``relay.Session`` meet them structurally (mypy checks it);
+session), :class:`HandshakeSession` and :class:`HandshakeServer` (what
+``proxy.handshake.Handshake`` uses of its session and of the server). ``CacheService``,
+``Server`` and ``relay.Session`` meet them structurally (mypy checks it);
 the helpers import these instead of the classes, so that they see only what they use and
 import no module above them.
 """
@@ -12,15 +14,17 @@ import no module above them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import ssl
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from pgwire import frontend as fe
+from pgwire.framing import Framer
 from proxy.hitpath import HitMemos
-from proxy.results import OutputSettings
+from proxy.reads import ReadPath
 from proxy.router import Route, SessionContext
 from proxy.session import SessionState
-from proxy.settings import Settings
+from proxy.settings import Settings, UpstreamAddress
 
 #: (cache, key, engine answer) for each key read (the hit path's memo keeps them)
 Reads = list[tuple[str, tuple[Any, ...], object]]
@@ -42,24 +46,15 @@ class RoutingState(Protocol):
 
 
 class CachedReads(Protocol):
-    """The service's cached reads, as local portals use them (``proxy.service``)."""
+    """The service as local portals use it (``proxy.portal_reads``): its cached reads
+    (``proxy.reads.ReadPath``) and the routing of a statement whose cache was dropped."""
+
+    @property
+    def reads(self) -> ReadPath: ...
 
     def is_current(self, entry: Any) -> bool: ...
 
     def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route: ...
-
-    def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings: ...
-
-    def output_plan(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
-                    ) -> tuple[str | None, list[Any]]: ...
-
-    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None
-                      ) -> tuple[tuple[Any, ...] | None, str] | None: ...
-
-    async def read_rows(self, route: Route, ctx: SessionContext | None,
-                        reads: Reads | None = None) -> tuple[tuple[Any, ...] | None, str]: ...
-
-    async def ensure_defaults(self, ctx: SessionContext) -> None: ...
 
 
 class ExtendedSession(Protocol):
@@ -96,7 +91,63 @@ class ExtendedService(CachedReads, Protocol):
 
     def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None: ...
 
-    def output_settings_id(self, state: SessionState, ctx: SessionContext
-                           ) -> tuple[OutputSettings, int]: ...
-
     async def admin(self, route: Route, ctx: SessionContext) -> bytes: ...
+
+
+class HandshakeServer(Protocol):
+    """What the handshake needs of the server (``proxy.server.Server``)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def tls(self) -> ssl.SSLContext | None: ...
+
+    @property
+    def upstream(self) -> UpstreamAddress: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+    async def cancel(self, process_id: int, secret_key: int) -> None: ...
+
+    def register_key(self, session: Any, upstream_pid: int) -> tuple[int, int]: ...
+
+
+class HandshakeSession(Protocol):
+    """What the handshake needs of its session (``proxy.relay.Session``): the transports,
+    the framers, the session core and the hooks it calls."""
+
+    client: asyncio.Transport
+    upstream: asyncio.Transport | None
+    ctx: SessionContext | None
+    key: tuple[int, int] | None
+    terminated: bool
+    fatal_relayed: bool
+
+    @property
+    def server(self) -> HandshakeServer: ...
+
+    @property
+    def endpoint(self) -> asyncio.Protocol: ...
+
+    @property
+    def state(self) -> SessionState: ...
+
+    @property
+    def cframer(self) -> Framer: ...
+
+    @property
+    def uframer(self) -> Framer: ...
+
+    def pause_client(self, why: str) -> None: ...
+
+    def resume_client(self, why: str) -> None: ...
+
+    def upstream_protocol(self) -> asyncio.Protocol: ...
+
+    def relay_from_upstream(self, data: bytes) -> None:
+        """Relay upstream messages (``Phase.READY``): what is buffered, then ``data``."""
+
+    def fatal(self, error: bytes) -> None: ...
+
+    def close(self) -> None: ...

@@ -22,6 +22,7 @@ from typing import Any
 from engine import Classified, Unsupported
 from proxy.admin import AdminCommand, parse_admin
 from proxy.results import OutputSettings, supports
+from proxy.seen import Seen
 from proxy.session import SessionState
 
 #: Settings a client may SET without changing what a cached SELECT returns.
@@ -41,7 +42,9 @@ class SessionContext:
     user: str
     search_path: tuple[str, ...]
     tainted: str | None = None  # why this session's reads must go upstream
-    wrote: bool = False  # a write committed since the last barrier (read-your-writes)
+    #: seen(s): when the session last got an answer from the upstream (``proxy.seen``;
+    #: read-your-writes and monotonic reads)
+    seen: Seen = field(default_factory=Seen)
     last: tuple[str, str] = ("upstream", "no statement yet")
     #: output settings PostgreSQL does not report with ParameterStatus, as the client set them
     settings: dict[str, str] = field(default_factory=dict)
@@ -49,7 +52,7 @@ class SessionContext:
     output: Any = None  # (versions, (OutputSettings, id)) memo kept by CacheService
     defaults_applied: bool = False  # role/database defaults read (CacheService)
     #: (cache, keys, how many of them were read) of the last read that missed without
-    #: waiting (``CacheService.read_rows_now``): the waiting read that follows does not
+    #: waiting (``ReadPath.read_rows_now``): the waiting read that follows does not
     #: count those keys again
     tried: tuple[str, list[Any], int] | None = None
     parameters: dict[str, str] | None = None  # the session's ParameterStatus values
@@ -79,7 +82,7 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
         return Route("upstream", "inside a transaction block")
     if ctx.database != replicated_db:
         return Route("upstream", f"database {ctx.database} is not the one weir replicates")
-    if not state.idle:
+    if not state.caught_up:
         return Route("upstream", "earlier statements are still running upstream")
     classified: Classified = registry.classify(text, ctx.search_path)
     query = classified.query

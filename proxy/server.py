@@ -16,8 +16,8 @@ from collections.abc import Coroutine
 from functools import partial
 from typing import Any
 
+from pgwire.events import Phase
 from proxy.endpoints import ClientEndpoint
-from proxy.handshake import Phase
 from proxy.metrics import own_error
 from proxy.relay import Session
 from proxy.service import CacheService
@@ -95,7 +95,7 @@ class Server:
         while True:
             for session in list(self.sessions):
                 if quiet(session):
-                    session._fatal(bye)
+                    session.fatal(bye)
             if not self.sessions:
                 log.info("drained: every session ended")
                 return
@@ -173,14 +173,14 @@ class Server:
             log.info("cancel request with an unknown key ignored")
             return
         session = entry[1]
-        if session.upstream_key is None:
+        if session.handshake.upstream_key is None:
             return
-        pid, secret = session.upstream_key
+        pid, secret = session.handshake.upstream_key
         await send_cancel(self.upstream, pid, secret, self.settings.connect_timeout)
 
 
 def quiet(session: Session) -> bool:
     """Whether a session may be ended without cutting a statement or transaction short."""
     return session.phase is Phase.READY and session.state.idle \
-        and not session.state.in_transaction and not session._local_busy \
-        and not session._held
+        and not session.state.in_transaction and not session.state.local_busy \
+        and not session.state.waiting

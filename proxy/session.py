@@ -26,16 +26,17 @@ Routing (a later layer) reads this state; it never changes it.
 
 from __future__ import annotations
 
-from collections import deque
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.errors import ErrorResponse
-from proxy.metrics import count_error
+from proxy.metrics import UPSTREAM_STATEMENTS, count_error
+from proxy.session_core import SessionCore
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,35 +83,11 @@ PLAIN_REQUESTS = _PLAIN
 _STATUS = {ord(s): s for s in "ITE"}
 
 
-@dataclass
-class SessionState:
-    """Mutable view of one session; fed by :meth:`frontend` and :meth:`backend`."""
+class SessionState(SessionCore):
+    """The request ledger of one session, fed by :meth:`frontend` and :meth:`backend`; its
+    fields are the session core's (``proxy.session_core``), its rules are here."""
 
-    transaction_status: str = "I"
-    parameters: dict[str, str] = field(default_factory=dict)
-    statements: dict[str, PreparedStatement] = field(default_factory=dict)
-    #: the portals the upstream holds: name -> the statement each was bound from
-    portals: dict[str, str] = field(default_factory=dict)
-    parameters_version: int = 0  # bumped whenever ``parameters`` changes
-    _pending: deque[_Pending] = field(default_factory=deque)
-    #: outstanding requests whose answers must not reach the client (see :meth:`answer`),
-    #: plus one while :attr:`skipping`: either way the relay observes the upstream's
-    #: messages one by one
-    swallowing: int = 0
-    #: an error ended an extended-protocol batch before its Sync was sent: PostgreSQL
-    #: skips every message up to that Sync (their effects never happen)
-    skipping: bool = False
-    #: what the client gets in place of the answer :meth:`answer` swallowed last
-    replacement: bytes = b""
-    #: outstanding requests whose outcome weir's own bookkeeping waits for (they have
-    #: ``skipped``/``failed`` callbacks); each also counts in :attr:`swallowing`
-    uncertain: int = 0
-    #: called when :attr:`uncertain` drops to zero
-    on_settled: Callable[[], object] | None = None
-    #: the last Parse and the last Bind observed, with their queue items (reused when the
-    #: same message object comes again, as the relay's memos make it)
-    _last_parse: tuple[object, _Pending] | None = None
-    _last_bind: tuple[object, _Pending] | None = None
+    __slots__ = ()
 
     @property
     def in_transaction(self) -> bool:
@@ -120,7 +97,15 @@ class SessionState:
     @property
     def idle(self) -> bool:
         """No request is outstanding (nor a failed batch waiting for its Sync)."""
-        return not self._pending and not self.skipping
+        return not self.pending and not self.skipping
+
+    @property
+    def caught_up(self) -> bool:
+        """Every answer the client waits for has come: what is still outstanding upstream,
+        if anything, is requests weir sent on its own whose answers it discards (e.g. its
+        Close of the unnamed statement after answering a query locally) — they do not hold
+        up a local answer, which the client gets in the same order either way."""
+        return len(self.pending) == self.discarded and not self.skipping
 
     # -- frontend ---------------------------------------------------------------------------
 
@@ -128,7 +113,7 @@ class SessionState:
         """A request of ``kind`` whose success changes nothing here went upstream (``""``:
         one that gets no answer, e.g. Flush)."""
         if kind:
-            self._pending.append(_PLAIN[kind])
+            self.pending.append(_PLAIN[kind])
 
     def frontend(self, msg: object) -> None:
         """Observe a message the client sent (before it is forwarded)."""
@@ -137,31 +122,31 @@ class SessionState:
             handler(self, msg)
 
     def _on_parse(self, msg: fe.Parse) -> None:
-        last = self._last_parse
+        last = self.last_parse
         if last is not None and last[0] is msg:
-            self._pending.append(last[1])
+            self.pending.append(last[1])
             return
         stmt = PreparedStatement(msg.name, msg.query, msg.param_types)
         item = _Pending("parse", partial(self.statements.__setitem__, stmt.name, stmt))
-        self._last_parse = (msg, item)
-        self._pending.append(item)
+        self.last_parse = (msg, item)
+        self.pending.append(item)
 
     def _on_bind(self, msg: fe.Bind) -> None:
-        last = self._last_bind
+        last = self.last_bind
         if last is not None and last[0] is msg:
-            self._pending.append(last[1])
+            self.pending.append(last[1])
             return
         item = _Pending("bind", partial(self.portals.__setitem__, msg.portal, msg.statement))
-        self._last_bind = (msg, item)
-        self._pending.append(item)
+        self.last_bind = (msg, item)
+        self.pending.append(item)
 
     def _on_close(self, msg: fe.Close) -> None:
         table: dict[str, Any] = self.statements if msg.kind == "S" else self.portals
-        self._pending.append(_Pending("close", partial(table.pop, msg.name, None)))
+        self.pending.append(_Pending("close", partial(table.pop, msg.name, None)))
 
     def _on_query(self, msg: fe.Query) -> None:
         effect = _simple_query_effect(msg.query)
-        self._pending.append(_PLAIN["query"] if effect is None
+        self.pending.append(_PLAIN["query"] if effect is None
                              else _Pending("query", partial(effect, self)))
 
     def injected(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
@@ -169,19 +154,21 @@ class SessionState:
         """weir sends ``msg`` upstream on its own: track it, and swallow its answer (the
         client gets ``replace`` in its place); ``skipped`` runs if it does not succeed."""
         self.frontend(msg)
-        item = self._pending.pop()
-        self._pending.append(_Pending(item.kind, item.apply, swallow=True, replace=replace,
+        item = self.pending.pop()
+        self.pending.append(_Pending(item.kind, item.apply, swallow=True, replace=replace,
                                       skipped=skipped, failed=skipped))
         self.swallowing += 1
         if skipped is not None:
             self.uncertain += 1
+        elif not replace:
+            self.discarded += 1
 
     def attach(self, skipped: Callable[[], object] | None = None,
                failed: Callable[[], object] | None = None) -> None:
         """Give the request observed last what to do if PostgreSQL skips it, or if it
         fails (weir's own bookkeeping that must follow what the upstream really did)."""
-        item = self._pending.pop()
-        self._pending.append(_Pending(item.kind, item.apply, item.swallow, item.replace,
+        item = self.pending.pop()
+        self.pending.append(_Pending(item.kind, item.apply, item.swallow, item.replace,
                                       skipped, failed))
         self.uncertain += 1
         if not item.swallow:
@@ -214,7 +201,7 @@ class SessionState:
         Equivalent to observing the run message by message; only for runs with no swallowed
         request outstanding (:attr:`swallowing`), whose answers must be cut out one by one.
         """
-        pending = self._pending
+        pending = self.pending
         for status in statuses:
             while pending:
                 item = pending.popleft()
@@ -226,11 +213,23 @@ class SessionState:
                 self.portals.clear()
         if statuses:
             self.transaction_status = _STATUS[statuses[-1]]
+        if self.upstream_since:
+            self.answered()
+
+    def answered(self) -> None:
+        """A ReadyForQuery came from the upstream: observe how long the oldest request
+        waited for it (``metrics.UPSTREAM_STATEMENTS``); the next one is timed from now if
+        requests are still outstanding."""
+        now = time.monotonic()
+        UPSTREAM_STATEMENTS.observe(now - self.upstream_since)
+        self.upstream_since = now if self.pending else 0.0
 
     def _pop(self) -> _Pending:
-        item = self._pending.popleft()
+        item: _Pending = self.pending.popleft()
         if item.swallow:
             self.swallowing -= 1
+            if not item.replace and not item.watched:
+                self.discarded -= 1
         if item.watched:
             if not item.swallow:
                 self.swallowing -= 1
@@ -241,9 +240,9 @@ class SessionState:
 
     def _complete(self, kind: str) -> bool:
         """Pop the oldest outstanding request of ``kind`` (skipping describe-like ones)."""
-        pending = self._pending
+        pending = self.pending
         while pending:
-            item = pending[0]
+            item: _Pending = pending[0]
             if item.kind == kind:
                 self._pop()
                 if item.apply is not None:
@@ -257,7 +256,7 @@ class SessionState:
 
     def _on_error(self, msg: ErrorResponse) -> None:
         count_error(msg.sqlstate)
-        pending = self._pending
+        pending = self.pending
         if not pending:
             return
         if pending[0].kind == "query":
@@ -274,14 +273,14 @@ class SessionState:
 
     def _skip(self) -> None:
         """Drop the outstanding requests PostgreSQL skips, up to the next barrier."""
-        pending = self._pending
+        pending = self.pending
         while pending and pending[0].kind not in _BARRIERS:
             item = self._pop()
             if item.skipped is not None:
                 item.skipped()
 
     def _on_ready(self, msg: be.ReadyForQuery) -> None:
-        pending = self._pending
+        pending = self.pending
         if self.skipping:  # the Sync that ends the failed batch: all before it was skipped
             self.skipping = False
             self.swallowing -= 1
@@ -296,6 +295,8 @@ class SessionState:
         self.transaction_status = msg.status
         if msg.status == "I":
             self.portals.clear()
+        if self.upstream_since:
+            self.answered()
 
     def _on_parameter_status(self, msg: be.ParameterStatus) -> None:
         self.parameters[msg.name] = msg.value
@@ -347,7 +348,7 @@ def _forget_statement(state: SessionState, name: str) -> None:
 
 def _expect(kind: str) -> Callable[[SessionState, object], None]:
     item = _PLAIN[kind]
-    return lambda s, _msg: s._pending.append(item)
+    return lambda s, _msg: s.pending.append(item)
 
 
 def _answer(kind: str) -> Callable[[SessionState, object], None]:

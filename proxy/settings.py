@@ -11,10 +11,10 @@ fix it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from proxy.fillqueue import ADMISSIONS
 
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
@@ -131,17 +131,42 @@ class Settings:
         default=None, metadata={"help": "directory for the persisted cache catalog"}
     )
     memory_budget: int | None = field(
-        default=None, metadata={"help": "bytes of cached state before eviction (default: none)"}
+        default=None,
+        metadata={"help": "bytes of cached state and hit-path answers before eviction "
+                          "(default: a quarter of the machine's or the cgroup's memory; "
+                          "0 or none: no budget)",
+                  "default_text": "(a quarter of memory)"},
     )
     read_timeout: float = field(
-        default=2.0, metadata={"help": "seconds a cached read waits for a fill before upstream"}
+        default=2.0,
+        metadata={"help": "seconds a cached read waits (for a barrier after the session's "
+                          "last upstream answer; with --misses wait, for a fill) before "
+                          "upstream"},
+    )
+    misses: str = field(
+        default="upstream",
+        metadata={"help": "upstream: a read whose key is missing is answered upstream at "
+                          "once and the key filled in the background; wait: it waits for "
+                          "the fill (up to --read-timeout)"},
+    )
+    admission: str = field(
+        default="second",
+        metadata={"help": "which missed keys are filled: second (on a key's second read "
+                          "within the recent one-off keys) or always"},
+    )
+    fill_queue: int = field(
+        default=4096,
+        metadata={"help": "fills waiting for an upstream transaction; misses beyond it are "
+                          "not filled"},
     )
     staleness_bound: float = field(
         default=5.0,
         metadata={"help": "replication lag in seconds past which cached reads go upstream"},
     )
     read_your_writes: str = field(
-        default="on", metadata={"help": "on: a session's reads after its write wait for it"}
+        default="on",
+        metadata={"help": "on: a session is never answered from a cache state older than "
+                          "what it saw upstream (its writes, forwarded reads, misses)"},
     )
     hit_lanes: int | None = field(
         default=None,
@@ -169,6 +194,12 @@ class Settings:
             raise SettingsError(f"--caching must be off, explicit or auto, not {self.caching!r}")
         if self.read_your_writes not in ("on", "off"):
             raise SettingsError("--read-your-writes must be on or off")
+        if self.misses not in ("upstream", "wait"):
+            raise SettingsError(f"--misses must be upstream or wait, not {self.misses!r}")
+        if self.admission not in ADMISSIONS:
+            raise SettingsError(f"--admission must be second or always, not {self.admission!r}")
+        if self.fill_queue < 1:
+            raise SettingsError("--fill-queue must be at least 1")
         if self.hit_lanes is not None and not 0 <= self.hit_lanes <= 64:
             raise SettingsError("--hit-lanes must be between 0 and 64")
         cpus = self.pinned_cpus
@@ -221,14 +252,3 @@ class Settings:
     @property
     def listen_address(self) -> tuple[str, int]:
         return parse_listen(self.listen)
-
-    @classmethod
-    def from_sources(
-        cls, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None,
-        file: Mapping[str, Any] | None = None,
-    ) -> Settings:
-        """Flags (None = not given) over ``WEIR_<NAME>`` environment variables over the
-        configuration file's values over defaults (see ``proxy.config.resolve``)."""
-        from proxy.config import resolve
-
-        return resolve(flags, os.environ if environ is None else environ, file or {})[0]

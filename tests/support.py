@@ -118,6 +118,13 @@ class WeirEndpoint:
         return f"postgresql://{auth}@{self.host}:{self.port}/{dbname}?sslmode={sslmode}"
 
 
+#: Most integration tests check what a cached read answers right after its key's first read,
+#: so weirs started by these helpers wait for fills (``--misses wait``) and fill every missed
+#: key (``--admission always``) unless a test says otherwise; the defaults (a miss answered
+#: upstream, admission on the second read) are tested by tests/integration/test_misses.py.
+WAITING_FILLS = {"misses": "wait", "admission": "always"}
+
+
 class WeirProcess(WeirEndpoint):
     """``python -m proxy.cli serve`` in a subprocess; ``dsn()`` connects through it."""
 
@@ -151,6 +158,9 @@ class WeirProcess(WeirEndpoint):
             f"127.0.0.1:{port}",
             *(extra or []),
         ]
+        for name, value in WAITING_FILLS.items():
+            if f"--{name}" not in argv and f"WEIR_{name.upper()}" not in (env or {}):
+                argv += [f"--{name}", value]
         proc = subprocess.Popen(
             argv, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
         )
@@ -190,6 +200,7 @@ class InProcessWeir(WeirEndpoint):
 
         self = cls()
         self.thread.start()
+        settings = {**WAITING_FILLS, **settings}
         self.server = Server(Settings(upstream=upstream, listen="127.0.0.1:0", **settings))
         self.call(self.server.start())
         self.port = self.server.port

@@ -29,7 +29,8 @@ def settings_table() -> str:
     for f in fields(Settings):
         flag = "--" + f.name.replace("_", "-")
         default = ("(required)" if f.default is MISSING
-                   else "(none)" if f.default is None else f"`{f.default}`")
+                   else f.metadata.get("default_text", "(none)") if f.default is None
+                   else f"`{f.default}`")
         meaning = str(f.metadata.get("help", "")).replace("|", "\\|")
         lines.append(f"| `{flag}` | `WEIR_{f.name.upper()}` | {default} | {meaning} |")
     return "\n".join(lines)

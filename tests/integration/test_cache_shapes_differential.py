@@ -133,7 +133,8 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
     compared with the direct answers; at least 80% served by the cache, with evictions."""
     rng = random.Random(20261127)
     pg.psql(schema, dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname), memory_budget=20_000)
+    # (the budget covers the hit path's memos too, a quarter of it: the caches get 20,000)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), memory_budget=26_667)
     loop = asyncio.new_event_loop()
     apg = loop.run_until_complete(asyncpg.connect(server.dsn(dbname=dbname)))
     apg_direct = loop.run_until_complete(asyncpg.connect(pg.dsn(dbname=dbname)))

@@ -365,7 +365,7 @@ def test_a_client_that_does_not_read_stops_weir_answering(pg: Any, dbname: str) 
         sender = threading.Thread(target=sock.sendall, args=(batch * count,))
         sender.start()
         session = next(iter(server.server.sessions))
-        eventually(lambda: "client send buffer full" in session._paused, 20)
+        eventually(lambda: "client send buffer full" in session.state.paused, 20)
         # weir stops reading once the buffer passes the limit; what it has read by then (one
         # read: at most 256 KiB of requests on asyncio's loop, which this runs on) is still
         # answered, so the buffer stays within the limit plus the answers to one read (each

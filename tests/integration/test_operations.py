@@ -108,6 +108,28 @@ def test_metrics_move_with_the_workload(pg: Any, dbname: str, served: Any) -> No
         assert _value(mport, "weir_errors_total", sqlstate_class="42") == own + 1
         assert _value(mport, "weir_upstream_errors_total", sqlstate_class="42") == upstream
 
+    # every answer counts for its cache, and every statement relayed upstream is timed,
+    # whether the event loop or a lane (WEIR_IMPL=cython) handles the session
+    with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True, prepare_threshold=0) as conn:
+        conn.execute("SELECT v FROM kv WHERE k = %s", (7,)).fetchone()  # (filled, if not yet)
+        eventually(lambda: _cached(conn, 7))
+        per_cache = _value(mport, "weir_cache_queries_total", cache="kv_by_k")
+        for _ in range(50):
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (7,)).fetchone() == ("v7",)
+        assert _value(mport, "weir_cache_queries_total", cache="kv_by_k") >= per_cache + 50
+        timed = _value(mport, "weir_upstream_statement_seconds_count")
+        for _ in range(50):  # (the same Bind each time: a pass lane may relay them)
+            assert conn.execute("SELECT count(*) FROM kv WHERE k < %s", (9,)).fetchone()
+        after = _samples(mport)
+        assert after[("weir_upstream_statement_seconds_count", ())] >= timed + 50
+        assert after[("weir_upstream_statement_seconds_sum", ())] > 0
+
+
+def _cached(conn: psycopg.Connection[Any], k: int) -> bool:
+    conn.execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone()
+    row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+    return row is not None and row[0] == "cache"
+
 
 def test_readyz_fails_when_the_upstream_is_unreachable(pg: Any) -> None:
     mport = free_port()

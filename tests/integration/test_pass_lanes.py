@@ -129,6 +129,9 @@ def test_pass_lanes_relay_byte_for_byte_as_the_event_loop(pg: Any, dbname: str) 
         if LANES:
             assert stats["lane_relayed"] > 300
             assert stats["lane_pass_entered"] >= 5  # the rare phases sent it back each time
+            # every cycle a lane relayed was timed (weir_upstream_statement_seconds)
+            counts, total = with_lane.server.service.lanes.upstream_latency()
+            assert sum(counts) == stats["lane_relayed"] and total > 0
         for sock in socks:
             sock.close()
         direct.close()

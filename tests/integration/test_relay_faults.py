@@ -189,7 +189,7 @@ def test_slow_client_backpressure(pg: Any) -> None:
 
         sess = eventually(session)
         eventually(lambda: sess.upstream is not None and not sess.upstream.is_reading(), 20)
-        buffered = sess.client.get_write_buffer_size() + sess._uframer.buffered
+        buffered = sess.client.get_write_buffer_size() + sess.uframer.buffered
         assert buffered < limit + 1024 * 1024  # one socket read past the mark at most
         rows = sum(isinstance(m, be.DataRow) for m in client.until_ready())
         assert rows == 50000

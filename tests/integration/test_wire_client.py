@@ -1,7 +1,7 @@
 """The client-role state machine and weir's own authentication against a real PostgreSQL.
 
 A blocking socket drives ``ClientConnection``; every conversation the unit tests script is
-replayed here against the server, so the tables of ``pgwire.conversation`` are checked
+replayed here against the server, so the tables of ``tests.oracle.conversation`` are checked
 against what PostgreSQL really sends (pipelining, errors mid-batch, COPY in/out, TLS).
 """
 
@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.auth import ClientAuthenticator
-from pgwire.client_conn import ClientConnection
 from pgwire.events import CONNECTION_CLOSED, NEED_DATA, Phase, SSLResponse, State
+from tests.oracle.client_conn import ClientConnection
 from tests.support import unique_name
 
 

@@ -5,7 +5,7 @@ Each app connection gets a ``ServerConnection`` (facing the app) and a ``ClientC
 afterwards bytes are forwarded raw with ``next_raw`` / ``send_relayed``, so both
 conversations track every message. Any ProtocolViolation is recorded and fails the test: real
 drivers (psycopg 3 with pipelining and COPY, asyncpg's extended protocol) must never trip the
-tables of ``pgwire.conversation``.
+tables of ``tests.oracle.conversation``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import psycopg
 import pytest
 
 from pgwire import frontend as fe
-from pgwire.client_conn import ClientConnection
 from pgwire.events import CONNECTION_CLOSED, NEED_DATA, Phase, SSLResponse, State
 from pgwire.framing import ProtocolViolation
-from pgwire.server_conn import ServerConnection
+from tests.oracle.client_conn import ClientConnection
+from tests.oracle.server_conn import ServerConnection
 
 
 class RelaySession:

@@ -162,7 +162,7 @@ def test_a_long_pipeline_is_observed_alike() -> None:
 def test_the_core_passes_data_on_outside_ready() -> None:
     python, core = _pair()
     for session in (python, core):
-        session.phase = Phase.CLOSED
+        session.state.phase = Phase.CLOSED
         session.client_received(fe.Query("SELECT 1").encode())
         session.upstream_received(READY_IDLE)
     assert core.upstream.written == python.upstream.written == []  # type: ignore[union-attr]

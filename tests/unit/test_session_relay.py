@@ -30,9 +30,12 @@ from proxy.relay import Phase, Session, context, relay_entries
 from proxy.rules import READ_ONLY_TAGS
 from proxy.server import Server
 from proxy.session import SessionState
+from proxy.session_core import FIELDS
 from proxy.settings import Settings
+from tests.unit.proxy.test_session_core_parity import ledger_on
 
 SCAN = cython_ext.load_pair("relay_scan")
+CORE = cython_ext.load_pair("session_core")
 if SCAN is not None:
     SCAN.set_error_class(ProtocolViolation)
 
@@ -97,7 +100,7 @@ def test_take_is_split_invariant(msgs: list[bytes], cuts: list[int]) -> None:
     points = sorted({min(c, len(stream)) for c in cuts} | {0, len(stream)})
     whole, _, whole_marks = Framer().take_backend(stream, READ_ONLY_TAGS, False)
     front, back = Framer(), Framer()
-    buffers = (front._buf, back._buf)
+    buffers = (front.buf, back.buf)
     got_front: list[bytes] = []
     got_back: list[bytes] = []
     for a, b in itertools.pairwise(points):
@@ -106,8 +109,8 @@ def test_take_is_split_invariant(msgs: list[bytes], cuts: list[int]) -> None:
         raw, _, marks = back.take_backend(stream[a:b], READ_ONLY_TAGS, False)
         got_back.extend(raw[s - 5 : e] for _, s, e in marks)
         # what the relay core relies on: one buffer, the read position within it
-        assert front._buf is buffers[0] and front._pos <= len(front._buf)
-        assert back._buf is buffers[1] and back._pos <= len(back._buf)
+        assert front.buf is buffers[0] and front._pos <= len(front.buf)
+        assert back.buf is buffers[1] and back._pos <= len(back.buf)
     assert got_front == msgs
     assert got_back == [whole[s - 5 : e] for _, s, e in whole_marks]
     assert front.buffered == back.buffered == 0
@@ -149,11 +152,20 @@ class _Transport:
         pass
 
 
-def _one_by_one() -> SessionState:
+def _one_by_one(state: SessionState) -> None:
     """The reference: backend messages are never summed up (as while weir swallows)."""
-    state = SessionState()
-    state.swallowing = 1 << 40
-    return state
+    state.swallowing = 1 << 30
+
+
+def _compiled_core(session: Session) -> None:
+    """Give ``session`` a compiled session core (the relay core reads its C fields) when
+    ``WEIR_IMPL=python`` gave it the pure one: the same fields, the same ledger rules."""
+    if CORE is None or isinstance(session.state, CORE.SessionCore):
+        return
+    state = ledger_on(CORE.SessionCore)
+    for name in FIELDS:
+        setattr(state, name, getattr(session.state, name))
+    session.state = session.extended.core = state
 
 
 class _Reference(Session):
@@ -169,9 +181,11 @@ def _session(server: Server, reference: bool, core: bool = False) -> Session:
     cls = _Reference if reference else Session
     session = cls(server, _Transport(), None)  # type: ignore[arg-type]
     if reference:
-        session.state = _one_by_one()
+        _one_by_one(session.state)
+    if core:
+        _compiled_core(session)
     session.upstream = _Transport()  # type: ignore[assignment]
-    session.phase = Phase.READY
+    session.state.phase = Phase.READY
     session.ctx = context({"user": "u", "database": "d"})
     session.ctx.parameters = session.state.parameters
     session.client_received, session.upstream_received = relay_entries(
@@ -242,14 +256,14 @@ def batch(draw: st.DrawFn) -> tuple[bytes, bytes]:
 
 
 def _snapshot(session: Session) -> tuple[Any, ...]:
-    state, ctx, ext = session.state, session.ctx, session.extended
+    state, ctx = session.state, session.ctx
     assert ctx is not None
     return (state.transaction_status, dict(state.parameters), state.parameters_version,
             {k: (v.query, v.param_types) for k, v in state.statements.items()},
-            dict(state.portals), [p.kind for p in state._pending], ctx.last, ctx.wrote,
-            dict(ctx.settings), ctx.tainted, ext.batch_upstream, ext.batch_local,
-            sorted(ext.held), sorted(ext.portals), dict(ext._reasons), dict(ext._routes),
-            dict(ext._portal_statements), session.phase)
+            dict(state.portals), [p.kind for p in state.pending], ctx.last,
+            dict(ctx.settings), ctx.tainted, state.batch_upstream, state.batch_local,
+            sorted(state.held), sorted(state.held_portals), dict(state.reasons), dict(state.routes),
+            dict(state.portal_statements), state.phase)
 
 
 def _pieces(data: st.DataObject, whole: bytes) -> list[bytes]:

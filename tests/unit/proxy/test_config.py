@@ -108,6 +108,11 @@ def test_request_parsing_and_buckets() -> None:
     assert values[("x_seconds_bucket", "+Inf")] == 4
     assert values[("x_seconds_count", None)] == 4
     assert values[("x_seconds_sum", None)] == pytest.approx(3.65)
+    both = b.plus((1, 0, 2), 0.5)  # (another's counts in the same bounds: the lanes')
+    assert both.counts == [3, 1, 3] and both.count == 7 and both.total == pytest.approx(4.15)
+    assert b.count == 4  # (unchanged)
+    with pytest.raises(ValueError):
+        b.plus((1, 2), 0.0)
 
 
 @pytest.mark.parametrize(("reason", "label"), [

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from pgwire import frontend as fe
 from proxy import hitpath
 from proxy.hitpath import Hit, HitMemos, bind_rest
+from proxy.session import SessionState
 
 
 def test_bind_rest_only_for_the_unnamed_portal() -> None:
@@ -61,17 +62,34 @@ def test_memo_byte_bound() -> None:
         count += 1
     # keys and whole replies are counted (a batch's one reply once): past TOTAL_BYTES, the
     # memos start over
-    # (each entry: its key, its body and ReadyForQuery)
-    assert (count - 1) * len(body) < hitpath.TOTAL_BYTES <= count * (len(body) + 16)
+    # (each entry: its key, its body, ReadyForQuery and the entry's own overhead)
+    per_entry = len(body) + hitpath.ENTRY_OVERHEAD
+    assert (count - 1) * per_entry < hitpath.TOTAL_BYTES <= count * (per_entry + 16)
     assert memos.bytes == 0 and count < hitpath.TOTAL_ENTRIES
+
+
+def test_memo_bound_follows_the_budget_share() -> None:
+    """``limit`` (set from the memory budget by ``proxy.misses.budgets``) replaces the
+    fixed bound: the memos start over once their entries pass it."""
+    memos = HitMemos()
+    memos.limit = 10_000
+    memo = memos.batches("db", ("public",), 0)
+    count = 0
+    while hitpath.DEAD not in memo:
+        memos.remember(memo, str(count).encode(), Hit((), b"", b"x" * 1000, ("cache", "x")))
+        count += 1
+    assert 8 <= count <= 10
 
 
 def test_other_batches_are_left_to_the_general_path() -> None:
     bind = fe.Bind("", "s1", (), (b"5",), ()).encode()
     # a session busy upstream: a batch of a recognised shape gets as far as the gates
-    service = SimpleNamespace(host=object(), settings=None, hits=None, grants={})
-    session = SimpleNamespace(extended=SimpleNamespace(held={}, portals={}, batch_upstream=True),
-                              ctx=SimpleNamespace(tainted=None), state=None,
+    service = SimpleNamespace(host=object(), settings=None, hits=None,
+                              gates=SimpleNamespace(grants={}))
+    state = SessionState()
+    state.batch_upstream = True
+    session = SimpleNamespace(extended=SimpleNamespace(), ctx=SimpleNamespace(tainted=None),
+                              state=state,
                               server=SimpleNamespace(service=service),
                               client=SimpleNamespace(write=None))
     parse = fe.Parse("", "SELECT 1").encode()

@@ -16,8 +16,13 @@ from pgwire import frontend as fe
 from pgwire.framing import scan_messages
 from proxy import hitpath
 from proxy.extended import HeldStatement
+from proxy.seen import Seen
+from proxy.session_core import SessionCore_python
+from tests.unit.proxy.test_session_core_parity import ledger_on
 
 fast = cython_ext.load_pair("hitpath")
+_core = cython_ext.load_pair("session_core")
+FAST_CORE: type = SessionCore_python if _core is None else _core.SessionCore
 QUERY = "SELECT v FROM t WHERE k = $1"
 
 
@@ -52,8 +57,10 @@ def _batch(kind: str, describe: bool, param: bytes, shape_ok: bool) -> bytes:
     return b"".join(m.encode() for m in msgs)
 
 
-def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
-    """A session as the hit path sees it, built afresh from the drawn configuration."""
+def _world(c: dict[str, Any], core: type = SessionCore_python
+           ) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
+    """A session as the hit path sees it, built afresh from the drawn configuration (its
+    core of the class ``core``: each twin reads its own)."""
     raw = _batch(c["kind"], c["describe"], c["param"], c["shape_ok"])
     index, _ = scan_messages(raw, 0, 1 << 20)
     route = SimpleNamespace(cache=SimpleNamespace(name="c") if c["cached"] else None)
@@ -67,8 +74,10 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
     service = SimpleNamespace(
         settings=SimpleNamespace(read_your_writes="on", staleness_bound=5.0),
         host=SimpleNamespace(stream=SimpleNamespace(up=c["connected"]),
-                             fresh_as_of=now - c["lag"], engine=engine),
-        hits=hits, grants=grants, output_settings_id=lambda state, ctx: (None, 0))
+                             fresh_as_of=now - c["lag"], engine=engine,
+                             coverage=SimpleNamespace(covered=now - c["behind"])),
+        hits=hits, gates=SimpleNamespace(grants=grants),
+        reads=SimpleNamespace(output_settings_id=lambda state, ctx: (None, 0)))
     description = b"T-desc" if c["kind"] == "prepared" else b""  # as the memos are filled
     hit = hitpath.Hit(((("c", (1,), answer)),), description, b"D-rows C-tag", ("cache", "c"),
                       statement=held if c["kind"] == "unnamed" else None)
@@ -83,20 +92,27 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
         held.memo, held.memo_sid = hits.memo(held, 0), 0
         hits.clear()
     writes: list[bytes] = []
-    extended = SimpleNamespace(held={"s1": held}, portals={"": object(), "q": object()},
-                               batch_upstream=c["busy"], batch_local=False,
-                               batch_failed=False, recording=None)
+    state = ledger_on(core)  # the session core: the gates the hit path reads
+    state.held["s1"] = held
+    state.held_portals.update({"": object(), "q": object()})
+    state.batch_upstream = c["busy"]
+    state.transaction_status = c["tx"]
+    state.parameters_version = 3
+    if c["idle"] != "yes":  # a request outstanding: the client's, or one weir discards
+        state.pending.append(object())
+        state.discarded = int(c["idle"] == "discarded")
+    extended = SimpleNamespace(recording=None)
 
     def simple_query(answered: bool = False) -> None:  # Extended.simple_query's effect here
-        extended.held.pop("", None)
-        extended.portals.pop("", None)
+        state.held.pop("", None)
+        state.held_portals.pop("", None)
 
     extended.simple_query = simple_query
     session = SimpleNamespace(
         extended=extended,
-        state=SimpleNamespace(idle=c["idle"], transaction_status=c["tx"],
-                              parameters_version=3),
-        ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"], wrote=c["wrote"],
+        state=state,
+        ctx=SimpleNamespace(defaults_applied=True, tainted=c["tainted"],
+                            seen=Seen(now - 1.0, c["wrote"]),
                             user="u", last=("upstream", "before"), database="db",
                             search_path=("public",), settings_version=1,
                             # the session's memo of its output settings id: current or not
@@ -106,14 +122,14 @@ def _world(c: dict[str, Any]) -> tuple[Any, bytes, list[tuple[int, int, int]]]:
 
 
 def _outcome(session: Any, result: bool) -> tuple[Any, ...]:
-    ext, hits = session.extended, session.server.service.hits
+    ext, state, hits = session.extended, session.state, session.server.service.hits
     recording = None if ext.recording is None else ext.recording[1:]
     # (a prepared statement's memo key holds id(cache entry): differs between the worlds)
     memos = sorted((repr(k[:1] + k[2:] if len(k) == 5 else k), sorted(m))
                    for k, m in hits._memos.items())
-    held = {name: (type(h).__name__, h.parse, h.memo_sid) for name, h in ext.held.items()}
+    held = {name: (type(h).__name__, h.parse, h.memo_sid) for name, h in state.held.items()}
     return (result, session.client.write.__self__, session.ctx.last, hits.served, memos,
-            sorted(ext.portals), held, recording)
+            sorted(state.held_portals), held, recording)
 
 
 def _mostly(good: Any, bad: Any) -> st.SearchStrategy[Any]:
@@ -129,7 +145,8 @@ CONFIG = st.fixed_dictionaries({
     "fail": _mostly(False, True),
     "granted": st.sampled_from(("yes",) * 6 + ("no", "expired", None)),
     "connected": _mostly(True, False), "lag": _mostly(0.1, 9.0), "busy": _mostly(False, True),
-    "idle": _mostly(True, False), "tx": _mostly("I", "T"), "wrote": _mostly(False, True),
+    "idle": st.sampled_from(("yes",) * 5 + ("discarded", "no")), "tx": _mostly("I", "T"),
+    "wrote": _mostly(False, True), "behind": _mostly(0.5, 2.0),
     "tainted": _mostly(None, "SET search_path"), "output_memo": _mostly(True, False),
     "dead": _mostly(False, True),
 })
@@ -140,7 +157,7 @@ CONFIG = st.fixed_dictionaries({
 def test_twin_matches_pure(config: dict[str, Any]) -> None:
     assert fast is not None
     pure_session, raw, index = _world(config)
-    fast_session, raw2, index2 = _world(config)
+    fast_session, raw2, index2 = _world(config, FAST_CORE)
     expected = _outcome(pure_session, hitpath.try_answer_python(pure_session, raw, index))
     got = _outcome(fast_session, fast.try_answer(fast_session, raw2, index2))
     assert got == expected
@@ -152,13 +169,14 @@ def test_twin_matches_pure_when_the_statement_holds_a_dropped_memo() -> None:
     assert fast is not None
     good = {"kind": "prepared", "param": b"1", "shape_ok": True, "cached": True, "memo": True,
             "current": True, "fail": False, "granted": "yes", "connected": True, "lag": 0.1,
-            "busy": False, "idle": True, "tx": "I", "wrote": False, "tainted": None,
+            "busy": False, "idle": "yes", "tx": "I", "wrote": False, "behind": 0.5,
+            "tainted": None,
             "dead": True}
     for describe in (False, True):
         for output_memo in (False, True):
             config = {**good, "describe": describe, "output_memo": output_memo}
             pure_session, raw, index = _world(config)
-            fast_session, raw2, index2 = _world(config)
+            fast_session, raw2, index2 = _world(config, FAST_CORE)
             expected = _outcome(pure_session, hitpath.try_answer_python(pure_session, raw, index))
             assert expected[4], "a live memo was fetched"
             assert _outcome(fast_session, fast.try_answer(fast_session, raw2, index2)) == expected

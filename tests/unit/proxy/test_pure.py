@@ -15,9 +15,10 @@ from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.errors import error_response
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
+from proxy.config import resolve
 from proxy.lanes import cpu_quota, lane_plan
 from proxy.params import ParamError, decode_param, formats_for
-from proxy.router import SessionContext, observe_set, setting_taint
+from proxy.router import SessionContext, observe_set, route_query, setting_taint
 from proxy.session import SessionState
 from proxy.settings import Settings, SettingsError, UpstreamAddress, parse_listen
 
@@ -112,6 +113,48 @@ def test_injected_answers_are_swallowed() -> None:
     assert s.answer(ord("2")) is False  # the client's own BindComplete
 
 
+def test_answers_weir_discards_do_not_hold_local_answers_back() -> None:
+    """weir's own Close of the unnamed statement (sent after answering a query itself) is
+    outstanding: the session is not idle, but caught up — nothing the client waits for is
+    upstream, so routing may answer the next read locally."""
+    s = SessionState()
+    s.statements[""] = object()  # type: ignore[assignment]
+    s.injected(fe.Close("S", ""))
+    assert not s.idle and s.caught_up and s.discarded == 1
+    ctx = SessionContext(database="d", user="u", search_path=("public",))
+    assert route_query("SELECT 1", s, ctx, _NoCaches(), "d").reason == "no cache for this query"
+    s.frontend(fe.Query("SELECT 2"))  # the client's own request: its answer is awaited
+    assert not s.caught_up
+    assert route_query("SELECT 1", s, ctx, _NoCaches(), "d").reason \
+        == "earlier statements are still running upstream"
+    assert s.answer(ord("3")) is True  # weir's CloseComplete, swallowed
+    assert s.discarded == 0 and not s.caught_up
+    _feed(s, be.CommandComplete("SELECT 1"), be.ReadyForQuery("I"))
+    assert s.idle and s.caught_up and s.statements == {}
+
+
+def test_swallowed_answers_with_a_replacement_or_an_outcome_are_awaited() -> None:
+    s = SessionState()
+    s.injected(fe.Close("P", "p"), replace=be.CloseComplete().encode())
+    assert not s.caught_up  # the client gets its replacement in that answer's place
+    s.injected(fe.Parse("x", "SELECT 1"), skipped=lambda: None)
+    assert not s.caught_up and s.discarded == 0
+    _feed(s, error_response("42601", "syntax error"))
+    assert s.skipping and not s.caught_up
+
+
+class _NoCaches:
+    def classify(self, text: str, search_path: Any) -> Any:
+        return _Classified()
+
+    def cache_for(self, classified: Any) -> None:
+        return None
+
+
+class _Classified:
+    query = None
+
+
 def test_deallocate_and_discard() -> None:
     s = SessionState()
     _feed(
@@ -134,7 +177,7 @@ def test_settings_sources_and_errors() -> None:
         "WEIR_UPSTREAM": "postgresql://u:p@db:6432/app?sslmode=require",
         "WEIR_MAX_MESSAGE_BYTES": "2048",
     }
-    s = Settings.from_sources({"listen": "0.0.0.0:7000"}, env)
+    s = resolve({"listen": "0.0.0.0:7000"}, env, {})[0]
     assert s.listen_address == ("0.0.0.0", 7000) and s.max_message_bytes == 2048
     addr = s.upstream_address
     assert (addr.host, addr.port, addr.user, addr.dbname, addr.sslmode) == (
@@ -145,9 +188,9 @@ def test_settings_sources_and_errors() -> None:
         "require",
     )
     with pytest.raises(SettingsError, match="upstream is required"):
-        Settings.from_sources({}, {})
+        resolve({}, {}, {})
     with pytest.raises(SettingsError, match="not a number"):
-        Settings.from_sources({"upstream": "postgresql://x@h/d", "connect_timeout": "soon"}, {})
+        resolve({"upstream": "postgresql://x@h/d", "connect_timeout": "soon"}, {}, {})
     with pytest.raises(SettingsError, match="sslmode"):
         UpstreamAddress.parse("postgresql://h/d?sslmode=maybe")
     with pytest.raises(SettingsError, match="HOST:PORT"):

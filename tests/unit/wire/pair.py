@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pgwire import backend as be
 from pgwire import frontend as fe
-from pgwire.client_conn import ClientConnection
 from pgwire.events import CONNECTION_CLOSED, NEED_DATA, NegotiationResponse
-from pgwire.server_conn import ServerConnection
+from tests.oracle.client_conn import ClientConnection
+from tests.oracle.server_conn import ServerConnection
 
 
 class Pair:

@@ -6,7 +6,6 @@ import pytest
 
 from pgwire import backend as be
 from pgwire import frontend as fe
-from pgwire.conversation import Owed
 from pgwire.events import (
     CONNECTION_CLOSED,
     NEED_DATA,
@@ -16,6 +15,7 @@ from pgwire.events import (
     State,
 )
 from pgwire.framing import ProtocolViolation
+from tests.oracle.conversation import Owed
 from tests.unit.wire.pair import Pair
 
 ROWS = be.RowDescription((be.FieldDescription("n", type_oid=23, type_size=4),))

@@ -60,4 +60,4 @@ def test_buffer_is_compacted_as_messages_are_taken() -> None:
         framer.feed(row)
         assert framer.next() == (ord("D"), row[5:])
     assert framer.buffered == 0
-    assert len(framer._buf) <= 2 * len(row)
+    assert len(framer.buf) <= 2 * len(row)

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from pgwire import backend as be
 from pgwire import frontend as fe
-from pgwire.client_conn import ClientConnection
 from pgwire.events import CONNECTION_CLOSED, NEED_DATA
 from pgwire.framing import Framer, ProtocolViolation
-from pgwire.server_conn import ServerConnection
+from tests.oracle.client_conn import ClientConnection
+from tests.oracle.server_conn import ServerConnection
 from tests.unit.wire import strategies as s
 
 STARTUP = fe.StartupMessage({"user": "fuzz", "database": "db"})

@@ -24,8 +24,6 @@ from collections.abc import Callable
 
 from pgwire import frontend as fe
 from pgwire.backend import BackendKeyData, BackendMessage, ParameterStatus
-from pgwire.conversation import PasswordKind
-from pgwire.endpoint import Endpoint
 from pgwire.events import (
     CONNECTION_CLOSED,
     ConnectionClosed,
@@ -36,6 +34,8 @@ from pgwire.events import (
     SSLResponse,
 )
 from pgwire.framing import DEFAULT_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
+from tests.oracle.conversation import PasswordKind
+from tests.oracle.endpoint import Endpoint
 
 ServerEvent = fe.FrontendMessage | fe.StartupPhaseMessage | NeedData | ConnectionClosed
 RawMessages = tuple[bytes, list[tuple[int, int, int]]]

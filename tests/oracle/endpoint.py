@@ -8,9 +8,9 @@ Owns: ``Endpoint``, the base of ``ClientConnection`` (we face the upstream) and
 from __future__ import annotations
 
 from pgwire import backend as be
-from pgwire.conversation import Conversation
 from pgwire.events import CONNECTION_CLOSED, NEED_DATA, ConnectionClosed, NeedData, Phase, State
 from pgwire.framing import Framer
+from tests.oracle.conversation import Conversation
 
 
 class Endpoint:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from pgwire import backend as be
 from pgwire import frontend as fe
-from pgwire.endpoint import Endpoint
 from pgwire.events import (
     ConnectionClosed,
     GSSENCResponse,
@@ -29,6 +28,7 @@ from pgwire.events import (
     SSLResponse,
 )
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
+from tests.oracle.endpoint import Endpoint
 
 ClientEvent = be.BackendMessage | NegotiationResponse | NeedData | ConnectionClosed
 RawMessages = tuple[bytes, list[tuple[int, int, int]]]

@@ -1,0 +1,154 @@
+"""Background fills: which missed keys are filled, when, and together with which (sans-I/O).
+
+Owns: :class:`Admission` (a key is admitted to the cache on its second read within a window,
+or on every read), :class:`FillQueue` (fills waiting for an upstream transaction: bounded,
+taken in batches of fills whose tables are under the per-table bound, tables whose fills
+failed held back with an exponential back-off) and :class:`FillPolicy`, their settings.
+``proxy.caching.EngineHost`` performs what these decide; nothing here does I/O or reads a
+clock (times are passed in).
+
+Why this is safe (DESIGN §12): a read whose key is missing is answered upstream at once, so
+nothing here changes what a client sees — only how soon, and at what upstream cost, later
+reads of the key become hits. A key that is not admitted, whose table is backing off, or that
+finds the queue full simply keeps going upstream.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: admission policies (``--admission``)
+ADMISSIONS = ("second", "always")
+
+
+@dataclass(frozen=True, slots=True)
+class FillPolicy:
+    """How background fills run. ``admission``: ``second`` (a key is filled on its second
+    read within the doorkeeper's window) or ``always``; ``max_queued``: fills waiting for an
+    upstream transaction (more misses are not filled); ``batch``: fills per upstream
+    transaction; ``per_table``: upstream fill transactions at once that read one table;
+    ``backoff``: first and longest pause, in seconds, after a fill of a table failed;
+    ``linger``: seconds the first fill of an idle queue waits for others to join its
+    transaction (a miss is answered upstream, so no client waits for it)."""
+
+    admission: str = "second"
+    max_queued: int = 4096
+    batch: int = 64
+    per_table: int = 2
+    backoff: tuple[float, float] = (0.5, 30.0)
+    doorkeeper: int = 1 << 16
+    linger: float = 0.002
+
+
+class Admission:
+    """A doorkeeper (TinyLFU's first stage): the hashes of keys read once recently. A key
+    found in it is admitted (and forgotten: its fill is under way); the set starts over when
+    it holds ``capacity`` keys, so "recently" is the last ``capacity`` distinct one-off keys."""
+
+    def __init__(self, policy: str = "second", capacity: int = 1 << 16) -> None:
+        if policy not in ADMISSIONS:
+            raise ValueError(f"admission must be one of {ADMISSIONS}, not {policy!r}")
+        self.always = policy == "always"
+        self.capacity = capacity
+        self._once: set[int] = set()
+        self.refused = 0  # misses not filled because the key was new
+
+    def admit(self, key: Hashable) -> bool:
+        if self.always:
+            return True
+        h = hash(key)
+        if h in self._once:
+            self._once.discard(h)
+            return True
+        if len(self._once) >= self.capacity:
+            self._once.clear()
+        self._once.add(h)
+        self.refused += 1
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A fill waiting for an upstream transaction: the engine's ``RunFill``, the tables it
+    reads, and since when it waits (``time.monotonic()``)."""
+
+    run: Any
+    tables: frozenset[int]
+    at: float
+
+
+@dataclass(slots=True)
+class _Backoff:
+    until: float
+    delay: float
+
+
+@dataclass(slots=True)
+class FillQueue:
+    policy: FillPolicy = field(default_factory=FillPolicy)
+    waiting: deque[Queued] = field(default_factory=deque)
+    busy: Counter[int] = field(default_factory=Counter)  # fill transactions per table
+    backoff: dict[int, _Backoff] = field(default_factory=dict)
+    dropped: int = 0  # misses not filled: the queue was full
+    held_back: int = 0  # misses not filled: a table was backing off
+
+    @property
+    def full(self) -> bool:
+        return len(self.waiting) >= self.policy.max_queued
+
+    def backing_off(self, tables: Iterable[int], now: float) -> bool:
+        """Whether a fill reading ``tables`` should not start now (one of them failed
+        recently)."""
+        for oid in tables:
+            b = self.backoff.get(oid)
+            if b is not None and now < b.until:
+                return True
+        return False
+
+    def push(self, run: Any, tables: frozenset[int], now: float) -> None:
+        self.waiting.append(Queued(run, tables, now))
+
+    def take(self, now: float) -> tuple[list[Queued], list[Queued]]:
+        """The next batch (the oldest fill whose tables are all under the per-table bound,
+        and up to ``batch`` fills in all that read no other table; its tables count as busy
+        from here until :meth:`finished`) and the fills given up
+        because a table they read is backing off (the host abandons them)."""
+        batch: list[Queued] = []
+        gone: list[Queued] = []
+        rest: deque[Queued] = deque()
+        tables: set[int] = set()
+        limit = self.policy.per_table
+        while self.waiting:
+            q = self.waiting.popleft()
+            if self.backing_off(q.tables, now):
+                gone.append(q)
+            elif not batch and all(self.busy[t] < limit for t in q.tables):
+                batch.append(q)
+                tables |= q.tables
+            elif batch and len(batch) < self.policy.batch and q.tables <= tables:
+                batch.append(q)  # (a batch reads one set of tables: a locked table stalls
+                # only the fills that read it)
+            else:
+                rest.append(q)
+        self.waiting = rest
+        for oid in tables:
+            self.busy[oid] += 1
+        return batch, gone
+
+    def finished(self, batch: list[Queued], ok: bool, now: float) -> None:
+        """A batch's transaction ended: its tables are free again; a failure starts (or
+        doubles) their back-off, a success ends it."""
+        first, longest = self.policy.backoff
+        for oid in set().union(*(q.tables for q in batch)) if batch else ():
+            self.busy[oid] -= 1
+            if self.busy[oid] <= 0:
+                del self.busy[oid]
+            if ok:
+                self.backoff.pop(oid, None)
+            else:
+                b = self.backoff.get(oid)
+                delay = first if b is None else min(longest, b.delay * 2)
+                self.backoff[oid] = _Backoff(now + delay, delay)

@@ -1,0 +1,102 @@
+"""The statements of a fill batch: one per request shape, the keys of all its fills in one array.
+
+Owns: :func:`fetch_batch` (inside the batch's REPEATABLE READ transaction, the base rows of
+every request of every fill, decoded exactly as the CDC applier decodes pgoutput text), with
+requests of one shape — same table, one key column, no semi-join — across the batch fetched
+by one ``... WHERE "k" = ANY($1)`` statement whose rows are handed back per key, and the text
+form of fetched columns (:func:`as_output_text`).
+
+Invariant: each request gets exactly the rows its own statement (``engine.fill_query``) would
+have returned under the same snapshot. A merged statement's row whose key value equals none
+of the requested keys in Python's equality (a collation or type whose SQL equality is looser)
+makes that shape fall back to one statement per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine import Column, FillRequest, decode_text, fill_query
+
+Row = tuple[Any, ...]
+
+
+def as_output_text(column: Column) -> str:
+    """SQL giving a column's value in its type's output form (what pgoutput sends)."""
+    ref = 'q."' + column.name.replace('"', '""') + '"'
+    if column.type_oid == 16:  # bool::text is 'true'/'false'; the output form is 't'/'f'
+        return f"CASE WHEN {ref} THEN 't' WHEN NOT {ref} THEN 'f' END"
+    return f"{ref}::text"
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _shape(req: FillRequest) -> tuple[Any, int] | None:
+    """What requests must share to be fetched together (None: fetched alone)."""
+    if req.via is not None or len(req.columns) != 1:
+        return None
+    return (req.table, req.columns[0])
+
+
+def any_sql(req: FillRequest) -> str:
+    """The merged statement of ``req``'s shape: every column, the key column ``= ANY($1)``."""
+    table = req.table
+    columns = ", ".join(as_output_text(c) for c in table.columns)
+    inner = (f"SELECT {', '.join(_quote(c.name) for c in table.columns)} FROM "
+             f"{_quote(table.schema)}.{_quote(table.name)} "
+             f"WHERE {_quote(table.columns[req.columns[0]].name)} = ANY($1)")
+    return f"SELECT {columns} FROM ({inner}) AS q"
+
+
+def _decode(columns: Sequence[Column], records: Sequence[Any]) -> list[Row]:
+    oids = [c.type_oid for c in columns]
+    return [tuple(None if v is None else decode_text(oid, v)
+                  for oid, v in zip(oids, rec, strict=True))
+            for rec in records]
+
+
+async def fetch_rows(conn: Any, req: FillRequest) -> list[Row]:
+    """The base rows of one fill request (its own statement)."""
+    sql, params = fill_query(req)
+    columns = req.table.columns
+    casts = ", ".join(as_output_text(c) for c in columns)
+    records = await conn.fetch(f"SELECT {casts} FROM ({sql}) AS q", *params)
+    return _decode(columns, records)
+
+
+async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
+                      ) -> list[list[list[Row]]]:
+    """Rows per fill, per request of that fill (in the order given)."""
+    out: list[list[list[Row] | None]] = [[None] * len(reqs) for reqs in fills]
+    groups: dict[tuple[Any, int], list[tuple[int, int]]] = {}
+    for i, reqs in enumerate(fills):
+        for j, req in enumerate(reqs):
+            shape = _shape(req)
+            if shape is not None:
+                groups.setdefault(shape, []).append((i, j))
+    for (_, col), places in groups.items():
+        if len(places) < 2:
+            continue
+        first = fills[places[0][0]][places[0][1]]
+        keys = list(dict.fromkeys(fills[i][j].key[0] for i, j in places))
+        records = await conn.fetch(any_sql(first), keys)
+        by_key: dict[Any, list[Row]] = {k: [] for k in keys}
+        loose = False
+        for row in _decode(first.table.columns, records):
+            bucket = by_key.get(row[col])
+            if bucket is None:
+                loose = True
+                break
+            bucket.append(row)
+        if loose:
+            continue  # each request of the shape runs its own statement below
+        for i, j in places:
+            out[i][j] = list(by_key[fills[i][j].key[0]])
+    for i, reqs in enumerate(fills):
+        for j, req in enumerate(reqs):
+            if out[i][j] is None:
+                out[i][j] = await fetch_rows(conn, req)
+    return [[rows or [] for rows in per_fill] for per_fill in out]

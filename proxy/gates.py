@@ -1,0 +1,118 @@
+"""The gates of a cached read besides the cache itself: may the role read it, what the role's
+and the database's defaults make the session's settings, is the cache fresh enough.
+
+Owns: :class:`Gates` — the remembered privilege verdicts (``grants``: the hit path and the
+lanes read them directly), the memo of role and database defaults (``ALTER ROLE/DATABASE ...
+SET`` and the server's configuration, which the wire never shows), and the reason a read past
+the staleness bound gives (:func:`stale`). The checks run on the cache host's pool
+(:class:`GateHost`); a check that fails says "not known to be allowed" or taints the
+session, so its reads go upstream.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Protocol
+
+from engine import effective_search_path
+from proxy.router import SessionContext
+
+log = logging.getLogger("weir.gates")
+
+#: how long a privilege verdict or a role's defaults are trusted (seconds)
+GRANT_TTL = 60.0
+
+DEFAULTS_QUERY = """
+    SELECT s.setrole <> 0, s.setdatabase <> 0, s.setconfig
+    FROM pg_db_role_setting s
+    WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = $2))
+      AND s.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = $1))"""
+SERVER_QUERY = """
+    SELECT name, CASE WHEN source IN ('user', 'database', 'client', 'session')
+                      THEN boot_val ELSE setting END
+    FROM pg_settings WHERE name IN ('search_path', 'extra_float_digits', 'bytea_output')"""
+
+
+class GateHost(Protocol):
+    """What the gates need of the cache host (``proxy.caching.EngineHost``): its pool."""
+
+    @property
+    def pool(self) -> Any: ...
+
+
+class Gates:
+    """Privileges and role defaults, remembered per (role, cache) and (role, database)."""
+
+    def __init__(self) -> None:
+        #: (role, cache) -> (may read, time.monotonic() it expires)
+        self.grants: dict[tuple[str, str], tuple[bool, float]] = {}
+        #: (role, database) -> (default settings, time.monotonic() read)
+        self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
+
+    # -- privileges ---------------------------------------------------------------------------
+
+    def granted(self, user: str, cache: str) -> bool | None:
+        """The remembered verdict for (role, cache), or None when it must be checked."""
+        verdict = self.grants.get((user, cache))
+        if verdict is None or time.monotonic() > verdict[1]:
+            return None
+        return verdict[0]
+
+    async def authorized(self, host: GateHost, user: str, entry: Any) -> bool:
+        """Whether ``user`` may SELECT from every relation the cache reads (checked on
+        weir's connection with ``has_table_privilege``, remembered for ``GRANT_TTL``)."""
+        known = self.granted(user, entry.name)
+        if known is not None:
+            return known
+        try:
+            allowed = bool(await host.pool.fetchval(
+                "SELECT coalesce(bool_and(has_table_privilege($1, r, 'SELECT')), true) "
+                "FROM unnest($2::oid[]) AS r", user, list(entry.query.plan.relations)))
+        except Exception as exc:  # unknown role, lost connection: not known to be allowed
+            log.info("privilege check for role %s failed: %s", user, exc)
+            allowed = False
+        self.grants[(user, entry.name)] = (allowed, time.monotonic() + GRANT_TTL)
+        return allowed
+
+    # -- role and database defaults -----------------------------------------------------------
+
+    async def apply_defaults(self, host: GateHost, ctx: SessionContext) -> None:
+        """Follow what ALTER ROLE/DATABASE ... SET (and the server configuration) make the
+        session's defaults, which the wire never shows: output settings the client did not
+        SET itself, and search_path (a different one sends the session's reads upstream)."""
+        key = (ctx.user, ctx.database)
+        found = self._defaults.get(key)
+        if found is None or time.monotonic() - found[1] > GRANT_TTL:
+            try:
+                values = dict(await host.pool.fetch(SERVER_QUERY))
+                rows = await host.pool.fetch(DEFAULTS_QUERY, ctx.user, ctx.database)
+            except Exception as exc:
+                log.info("reading role defaults for %s failed: %s", ctx.user, exc)
+                ctx.tainted = ctx.tainted or "the session's role defaults could not be read"
+                ctx.defaults_applied = True
+                return
+            # precedence: global < database < role < role in database
+            for _, _, config in sorted(rows, key=lambda r: (r[0], r[1])):
+                for item in config or ():
+                    name, _, value = item.partition("=")
+                    values[name.lower()] = value
+            found = self._defaults[key] = (values, time.monotonic())
+        values = found[0]
+        for name in ("extra_float_digits", "bytea_output"):
+            if name in values and name not in ctx.settings:
+                ctx.settings[name] = values[name]
+                ctx.settings_version += 1
+        path = values.get("search_path")
+        if (path is not None and ctx.tainted is None
+                and effective_search_path(path, ctx.user) != ctx.search_path):
+            ctx.tainted = f"the role's or database's search_path is {path}"
+        ctx.defaults_applied = True
+
+
+def stale(lag: float) -> str:
+    """Why a read past the staleness bound goes upstream."""
+    if lag == float("inf"):
+        return ("no heartbeat has passed since the caches started or a schema change passed "
+                "through weir: the caches' tables are being checked")
+    return f"replication lag of up to {lag:.1f}s exceeds the staleness bound"

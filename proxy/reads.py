@@ -1,0 +1,259 @@
+"""Cached reads: the rows of a routed read from the caches, and their encoded answers.
+
+Owns: :class:`ReadPath` — a read's gates in order (role defaults, the role's privileges:
+``proxy.gates``; the staleness bound; read-your-writes: the session's ``seen(s)`` covered,
+``proxy.seen``), the read itself (every key of an IN list from one state of the cache; with
+``--misses upstream``, ``proxy.misses``), and encoding the rows (the column encoders
+memoized per cache, formats and output settings; the session's output settings and their
+small id, which the hit path's memos are kept by). Two entry points share these rules:
+:meth:`ReadPath.read_rows_now` answers without waiting or says it would have to wait (the
+relay's synchronous path, a local portal's Execute), :meth:`ReadPath.read_rows` waits
+(fills, the barrier, the checks on the upstream).
+
+Every failure turns into "forward upstream" with the reason recorded for EXPLAIN LAST
+STATEMENT; the client never sees an error it would not get from PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from engine import merge_lookups
+from pgwire import backend as be
+from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
+from proxy.gates import Gates, stale
+from proxy.hitpath import HitMemos
+from proxy.misses import BEHIND, read_covered, read_covered_now
+from proxy.results import OutputSettings, column_encoder, encode_rows, supports
+from proxy.router import Route, SessionContext, output_unsupported
+from proxy.seen import covered
+from proxy.session import SessionState
+from proxy.settings import Settings
+
+#: (cache, key, engine answer) for each key read (the hit path's memo keeps them)
+Reads = list[tuple[str, tuple[Any, ...], object]]
+#: rows (None: go upstream) and the reason
+Read = tuple[tuple[Any, ...] | None, str]
+#: passes a read of several keys (an IN list) makes to take them all from one state, when
+#: keys it waited for were evicted again before it could (then the read goes upstream)
+ONE_STATE_ATTEMPTS = 3
+
+
+class HostOwner(Protocol):
+    """Where the running cache host is found (``proxy.service.CacheService``)."""
+
+    @property
+    def host(self) -> EngineHost | None: ...
+
+
+class ReadPath:
+    """The cached reads of one service (see the module docstring)."""
+
+    def __init__(self, owner: HostOwner, settings: Settings, gates: Gates,
+                 hits: HitMemos) -> None:
+        self.owner = owner
+        self.settings = settings
+        self.gates = gates
+        self.hits = hits
+        self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
+                             tuple[str | None, list[Any]]] = {}
+
+    def forget_encoders(self) -> None:
+        """The caches changed: a cache name may now stand for another query."""
+        self._encoders.clear()
+
+    async def ensure_defaults(self, ctx: SessionContext) -> None:
+        host = self.owner.host
+        if not ctx.defaults_applied and host is not None:
+            await self.gates.apply_defaults(host, ctx)
+
+    # -- the rows -----------------------------------------------------------------------------
+
+    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None
+                      ) -> Read | None:
+        """:meth:`read_rows` without waiting: None when it would have to wait (a key is
+        missing — its fill is started —, a gate must be checked upstream first, or a
+        read-your-writes barrier is due)."""
+        host = self.owner.host
+        if host is None:
+            return None, "caching is not running"
+        assert ctx is not None and route.keys is not None
+        rule = self.settings.read_your_writes == "on"
+        upstream_misses = self.settings.misses == "upstream"
+        if rule and not upstream_misses \
+                and not covered(ctx.seen, host.coverage, time.monotonic()):
+            return None  # (the waiting read: ``read_rows``)
+        if not ctx.defaults_applied:
+            return None
+        allowed = self.gates.granted(ctx.user, route.cache.name)
+        if allowed is None:
+            return None
+        if not allowed:
+            return None, _not_allowed(ctx)
+        if not host.connected:
+            return None, ReadOutcome.DOWN
+        lag = host.staleness()
+        if lag > self.settings.staleness_bound:
+            return None, stale(lag)
+        if upstream_misses:
+            return read_covered_now(host, route, ctx, reads, rule)
+        results = []
+        ctx.tried = None
+        for i, key in enumerate(route.keys):
+            rows = host.try_read(route.cache.name, key)
+            if rows is None:
+                ctx.tried = (route.cache.name, route.keys, i + 1)
+                return None
+            if rows is FAILED:
+                return None, ReadOutcome.FAILED
+            if rows is DROPPED:
+                return None, ReadOutcome.DROPPED
+            results.append(rows)
+        return _merged(route, results, reads)
+
+    async def read_rows(self, route: Route, ctx: SessionContext | None,
+                        reads: Reads | None = None) -> Read:
+        """The cached rows for a routed read, or None and why the read must go upstream
+        (``reads``, if given, receives (cache, key, engine answer) for each key read). The
+        keys of an IN list are answered from one state of the cache, as one upstream
+        snapshot would answer them."""
+        host = self.owner.host
+        if host is None:
+            return None, "caching is not running"
+        assert ctx is not None
+        if not ctx.defaults_applied:
+            await self.gates.apply_defaults(host, ctx)
+            if ctx.tainted is not None:
+                return None, ctx.tainted
+            reason = output_unsupported(route.cache.fields, {**parameters_of(ctx), **ctx.settings})
+            if reason is not None:
+                return None, reason
+        if not await self.gates.authorized(host, ctx.user, route.cache):
+            return None, _not_allowed(ctx)
+        lag = host.staleness()
+        if lag > self.settings.staleness_bound:
+            return None, stale(lag)
+        rule = self.settings.read_your_writes == "on"
+        if self.settings.misses == "upstream":
+            return await read_covered(host, route, ctx, reads, rule, self.settings.read_timeout)
+        if rule and not covered(ctx.seen, host.coverage, time.monotonic()) \
+                and not await host.coverage.wait(ctx.seen.at, self.settings.read_timeout):
+            return None, BEHIND
+        entry = route.cache
+        assert route.keys is not None
+        tried, ctx.tried = ctx.tried, None
+        counted = (tried[2] if tried is not None and tried[0] == entry.name
+                   and tried[1] == route.keys else 0)
+        results: list[Any] = []
+        for _ in range(ONE_STATE_ATTEMPTS):
+            results = []
+            for i, key in enumerate(route.keys):
+                served = await host.read(entry.name, key, count=i >= counted)
+                if served.rows is None:
+                    return None, served.reason
+                results.append(served.rows)
+            counted = len(route.keys)  # a later pass counts nothing
+            if len(results) == 1:
+                break
+            # the keys read before a wait are from an older state than those filled after
+            # it: take them all again from the current state, with no wait in between
+            again = [host.try_read(entry.name, key, count=False) for key in route.keys]
+            if any(rows is FAILED for rows in again):
+                return None, ReadOutcome.FAILED
+            if any(rows is DROPPED for rows in again):
+                return None, ReadOutcome.DROPPED
+            if all(rows is not None for rows in again):
+                results = list(again)
+                break
+        else:  # evicted again each time (a memory budget smaller than the IN list's keys)
+            return None, "the keys of the IN list did not stay cached together"
+        return _merged(route, results, reads)
+
+    # -- the answer ---------------------------------------------------------------------------
+
+    def output_plan(self, entry: Any, formats: tuple[int, ...], settings: OutputSettings
+                    ) -> tuple[str | None, list[Any]]:
+        """Why a cache's columns cannot be encoded in these formats under these settings
+        (None if they can), and their column encoders (memoized)."""
+        key = (entry.name, formats, settings)
+        found = self._encoders.get(key)
+        if found is None:
+            if len(self._encoders) > 4096:
+                self._encoders.clear()
+            reason = settings.reason() or next(
+                (r for f, fmt in zip(entry.fields, formats, strict=True)
+                 if (r := supports(f.type_oid, f.type_modifier, fmt, settings)) is not None),
+                None)
+            encoders = [] if reason is not None else [
+                column_encoder(f.type_oid, f.type_modifier, fmt, settings)
+                for f, fmt in zip(entry.fields, formats, strict=True)]
+            found = self._encoders[key] = (reason, encoders)
+        return found
+
+    def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings:
+        """The session's output settings, recomputed only when its parameters change."""
+        return self.output_settings_id(state, ctx)[0]
+
+    def output_settings_id(self, state: SessionState, ctx: SessionContext
+                           ) -> tuple[OutputSettings, int]:
+        """:meth:`output_settings` and a small number standing for them (the hit path's
+        memos are per settings)."""
+        cached = ctx.output
+        if cached is not None and cached[0] == state.parameters_version \
+                and cached[1] == ctx.settings_version:
+            return cached[2]  # type: ignore[no-any-return]
+        settings = OutputSettings.from_parameters({**state.parameters, **ctx.settings})
+        found = (settings, self.hits.settings_id(settings))
+        ctx.output = (state.parameters_version, ctx.settings_version, found)
+        return found
+
+    def serve_now(self, route: Route, ctx: SessionContext, parameters: dict[str, str],
+                  reads: Reads | None = None) -> tuple[bytes | None, str] | None:
+        """:meth:`serve` without waiting; None when it would have to wait."""
+        read = self.read_rows_now(route, ctx, reads)
+        return None if read is None else self._answer(route, ctx, parameters, read)
+
+    async def serve(self, route: Route, ctx: SessionContext, parameters: dict[str, str],
+                    reads: Reads | None = None) -> tuple[bytes | None, str]:
+        """The complete text-format answer for a simple-protocol cached read (without
+        ReadyForQuery), or None and why not (``reads`` as for :meth:`read_rows`)."""
+        read = await self.read_rows(route, ctx, reads)
+        return self._answer(route, ctx, parameters, read)
+
+    def _answer(self, route: Route, ctx: SessionContext, parameters: dict[str, str],
+                read: Read) -> tuple[bytes | None, str]:
+        rows, reason = read
+        if rows is None:
+            return None, reason
+        entry = route.cache
+        settings = OutputSettings.from_parameters({**parameters, **ctx.settings})
+        reason_not, encoders = self.output_plan(entry, (0,) * len(entry.fields), settings)
+        if reason_not is not None:
+            return None, reason_not
+        try:
+            body = encode_rows(rows, encoders)
+        except Exception as exc:  # Unencodable and friends: answer from upstream
+            return None, f"a cached value cannot be encoded exactly: {exc}"
+        return (be.RowDescription(entry.fields).encode() + body
+                + be.CommandComplete(f"SELECT {len(rows)}").encode()), reason
+
+
+def _merged(route: Route, results: list[Any], reads: Reads | None) -> Read:
+    """The rows of every key read, as the query's plan merges them."""
+    assert route.keys is not None and route.classified is not None
+    if reads is not None:
+        name = route.cache.name
+        reads.extend((name, tuple(key), rows)
+                     for key, rows in zip(route.keys, results, strict=True))
+    plan = route.classified.query.plan  # type: ignore[union-attr]
+    return tuple(merge_lookups(plan, results, route.params)), route.reason
+
+
+def _not_allowed(ctx: SessionContext) -> str:
+    return f"role {ctx.user} is not known to be allowed to read this cache"
+
+
+def parameters_of(ctx: SessionContext) -> dict[str, str]:
+    """The ParameterStatus values of the session a context belongs to."""
+    return ctx.parameters if ctx.parameters is not None else {}

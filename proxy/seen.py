@@ -1,0 +1,154 @@
+"""seen(s): a session never sees a cache state older than something it already saw (DESIGN §12).
+
+Owns: :class:`Seen`, the per-session record of when the session last got an answer from the
+upstream (a forwarded read, a write's commit, a miss answered upstream), :func:`may_serve`,
+the check a cached read must pass, and :class:`Coverage`, the host's record of how far the
+applier has provably caught up (the send time of the newest barrier or fill marker it has
+passed) with the coalesced barrier requests of the sessions that are behind it.
+
+The rule: a barrier (a transactional logical message, DESIGN §6) that was *sent* at
+``time.monotonic() = t`` lands in the WAL after every commit any upstream answer received
+before ``t`` could have shown; once the applier has passed it, the caches include all of
+them. So a cached read for session ``s`` is allowed when ``seen(s).at <= covered``.
+
+Answers arrive in the relay without weir looking at them, so :class:`Seen` records only that
+something went upstream (``pending``); the first cached read after it fixes ``at`` to *now*
+(the router sends a session with requests outstanding upstream to the upstream, so at a
+cached read every answer has arrived: now is later than all of them; conservative). Read-your-
+writes is the case where the answer is a write's commit.
+
+Why a cached read that is not yet covered waits (bounded) for a barrier instead of going
+upstream: a session whose reads keep going upstream keeps moving ``seen(s)`` past every
+barrier sent before its last answer, so a busy session would never be covered again; one
+short wait for a barrier sent after ``seen(s)`` ends that (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+log = logging.getLogger("weir.seen")
+
+NEVER = float("-inf")
+
+
+@dataclass(slots=True)
+class Seen:
+    """seen(s) for one session. ``pending``: something went upstream since ``at`` was last
+    fixed (set by the relay; :meth:`settle` turns it into a time)."""
+
+    at: float = NEVER
+    pending: bool = False
+
+    def upstream(self) -> None:
+        """The session sent something upstream: its answer will be newer than ``at``."""
+        self.pending = True
+
+    def settle(self, now: float) -> float:
+        """Fix ``at`` when something went upstream since (call only when no answer is
+        outstanding: then ``now`` is later than every answer the session got)."""
+        if self.pending:
+            self.at = now
+            self.pending = False
+        return self.at
+
+
+def may_serve(seen: Seen, covered: float) -> bool:
+    """Whether a cached read may answer the session now: nothing went upstream that was not
+    settled, and the applier passed a barrier sent after the session's last upstream answer."""
+    return not seen.pending and seen.at <= covered
+
+
+@dataclass(slots=True)
+class _Want:
+    need: float
+    future: asyncio.Future[bool] = field(repr=False)
+
+
+class Coverage:
+    """``covered``: the largest send time of a barrier or marker the applier has passed.
+    :meth:`wait` asks for a barrier sent after ``need`` (coalesced: at most one in flight, and
+    one barrier answers every session whose ``seen`` it follows)."""
+
+    def __init__(self, emit: Callable[[], Awaitable[object]]) -> None:
+        self._emit = emit
+        self.covered = NEVER
+        self._wants: list[_Want] = []
+        self._task: asyncio.Task[None] | None = None
+        self.barriers = 0  # barriers this object emitted (SHOW WEIR STATUS)
+
+    def passed(self, sent_at: float) -> None:
+        """A barrier or fill marker sent at ``sent_at`` was applied."""
+        if sent_at <= self.covered:
+            return
+        self.covered = sent_at
+        if self._wants:
+            keep = []
+            for want in self._wants:
+                if want.need <= sent_at:
+                    if not want.future.done():
+                        want.future.set_result(True)
+                else:
+                    keep.append(want)
+            self._wants = keep
+
+    async def wait(self, need: float, timeout: float) -> bool:
+        """True once the applier passed a barrier sent at or after ``need``; False when that
+        did not happen within ``timeout`` seconds (or the barrier failed)."""
+        if need <= self.covered:
+            return True
+        if timeout <= 0:
+            self.request()
+            return False
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._wants.append(_Want(need, fut))
+        self.request()
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TimeoutError:
+            fut.cancel()  # (dropped from the wants by the next barrier)
+            return False
+
+    def request(self) -> None:
+        """Make sure a barrier is on its way (a session is behind ``covered``)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            sent = time.monotonic()
+            self.barriers += 1
+            try:
+                await self._emit()
+            except Exception as exc:  # the stream is down: the waiting reads go upstream
+                log.debug("coverage barrier failed: %s", exc)
+                wants, self._wants = self._wants, []
+                for want in wants:
+                    if not want.future.done():
+                        want.future.set_result(False)
+                return
+            self.passed(sent)
+            # wants registered after ``sent`` need the next one; expired ones are dropped
+            self._wants = [w for w in self._wants if not w.future.done()]
+            if not self._wants:
+                return
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+def covered(seen: Seen, coverage: Coverage, now: float) -> bool:
+    """:func:`may_serve` at a cached read (no answer outstanding upstream, so ``seen`` may
+    settle); when not, a barrier is requested at once (the waiting read gets a head start)."""
+    if may_serve(seen, coverage.covered):
+        return True
+    seen.settle(now)
+    if may_serve(seen, coverage.covered):
+        return True
+    coverage.request()
+    return False

@@ -1,0 +1,250 @@
+"""Misses at pass-through cost and monotonic reads, against the real upstream (DESIGN §12):
+a miss is answered upstream at once and filled in the background (shared per key, batched,
+bounded, admitted on the second read), and a session that saw upstream state is never then
+answered from an older cache state."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from proxy.fillqueue import FillPolicy
+from proxy.misses import BEHIND, MISS, default_budget
+from tests.support import InProcessWeir, eventually
+
+DEFAULTS = {"misses": "upstream", "admission": "second", "hit_lanes": 0}
+
+
+def _kv(pg: Any, dbname: str, rows: int) -> None:
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            f"INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, {rows}) g", dbname)
+
+
+def _last(conn: Any) -> tuple[str, str]:
+    row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+    return (row[0], row[1])
+
+
+def _read(conn: Any, k: int) -> tuple[Any, tuple[str, str]]:
+    """A read of key ``k`` (simple protocol: nothing of weir's own runs upstream in between)
+    and where EXPLAIN LAST STATEMENT says it was answered."""
+    value = psycopg.ClientCursor(conn).execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone()
+    return (None if value is None else value[0]), _last(conn)
+
+
+def _start(pg: Any, dbname: str, **settings: Any) -> InProcessWeir:
+    return InProcessWeir.start(pg.dsn(dbname=dbname), **{**DEFAULTS, **settings})
+
+
+def test_a_miss_is_answered_upstream_then_filled_in_the_background(pg: Any, dbname: str
+                                                                     ) -> None:
+    _kv(pg, dbname, 10)
+    server = _start(pg, dbname)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            # first read: a miss, answered upstream; the key is not admitted yet
+            assert _read(conn, 3) == ("v3", ("upstream", MISS))
+            assert host.engine.stats.fills == 0 and host.admission.refused == 1
+            # second read: still upstream, but now its fill runs in the background
+            assert _read(conn, 3) == ("v3", ("upstream", MISS))
+            assert host.engine.stats.fills == 1
+            eventually(lambda: _read(conn, 3) == ("v3", ("cache", "served by cache kv1")))
+            assert host.fills_done == 1
+    finally:
+        server.stop()
+
+
+def test_concurrent_misses_of_one_key_share_one_fill(pg: Any, dbname: str) -> None:
+    _kv(pg, dbname, 10)
+    server = _start(pg, dbname, admission="always")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+        host = server.server.service.host
+
+        async def miss_many() -> list[Any]:
+            return [host.read_or_fill("kv1", (5,)) for _ in range(20)]
+
+        assert server.call(miss_many()) == [None] * 20
+        assert host.engine.stats.fills == 1
+        eventually(lambda: host.engine.lookup("kv1", (5,)) == (("v5",),))
+        assert host.fills_done == 1 and host.fill_transactions == 1
+    finally:
+        server.stop()
+
+
+def test_misses_of_many_keys_fill_in_one_upstream_transaction(pg: Any, dbname: str) -> None:
+    _kv(pg, dbname, 100)
+    server = _start(pg, dbname, admission="always")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+        host = server.server.service.host
+
+        async def miss_many() -> list[Any]:
+            return [host.read_or_fill("kv1", (k,)) for k in range(1, 51)]
+
+        assert server.call(miss_many()) == [None] * 50
+        assert host.engine.stats.fills == 50
+        eventually(lambda: host.fills_done == 50)
+        # one snapshot, one marker, one statement (``= ANY``) for the fifty keys
+        assert host.fill_transactions == 1
+        assert all(host.engine.lookup("kv1", (k,)) == ((f"v{k}",),) for k in range(1, 51))
+        # (a key missing upstream is filled as present-and-empty)
+        assert server.call(miss_one(host, 1000)) is None
+        eventually(lambda: host.engine.lookup("kv1", (1000,)) == ())
+    finally:
+        server.stop()
+
+
+async def miss_one(host: Any, k: int) -> Any:
+    return host.read_or_fill("kv1", (k,))
+
+
+def test_the_fill_queue_is_bounded(pg: Any, dbname: str) -> None:
+    _kv(pg, dbname, 100)
+    server = _start(pg, dbname, admission="always", fill_queue=5)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+        host = server.server.service.host
+
+        async def miss_many() -> tuple[list[Any], int]:
+            got = [host.read_or_fill("kv1", (k,)) for k in range(1, 21)]
+            return got, len(host.queue.waiting)
+
+        got, queued = server.call(miss_many())
+        assert got == [None] * 20 and queued == 5
+        assert host.queue.dropped == 15 and host.engine.stats.fills == 5
+        eventually(lambda: host.fills_done == 5)
+        assert [host.engine.lookup("kv1", (k,)) is not None for k in range(1, 21)] == \
+            [True] * 5 + [False] * 15
+    finally:
+        server.stop()
+
+
+def test_a_table_whose_fills_fail_backs_off(pg: Any, dbname: str) -> None:
+    """A fill that cannot run (the table is locked; the fill's lock_timeout ends it) is not
+    retried per read: its table backs off, and misses of it just go upstream meanwhile; the
+    heartbeat, off the fill connections, keeps the caches fresh throughout."""
+    _kv(pg, dbname, 10)
+    server = _start(pg, dbname, admission="always")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(pg.dsn(dbname=dbname)) as locker:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            host.queue.policy = FillPolicy(admission="always", backoff=(600.0, 600.0))
+            locker.execute("LOCK TABLE kv IN ACCESS EXCLUSIVE MODE")
+            got: list[Any] = []
+            reader = threading.Thread(target=lambda: got.append(_read(conn, 1)))
+            reader.start()  # its upstream answer waits for the lock; its fill fails
+            eventually(lambda: host.fill_failures == 1, timeout=30)
+            assert host.staleness() < 2.0
+            locker.rollback()
+            reader.join(30)
+            assert got == [("v1", ("upstream", MISS))]
+            held = host.queue.held_back
+            assert _read(conn, 2) == ("v2", ("upstream", MISS))
+            assert host.queue.held_back == held + 1 and host.engine.stats.fills == 1
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("rule", ["on", "off"])
+def test_monotonic_reads_after_a_miss_answered_upstream(pg: Any, dbname: str, rule: str
+                                                        ) -> None:
+    """A transaction updates keys A and B; the cache lags (its applier is held); the session
+    reads A (a miss, answered upstream: the update) and then B (a hit of the old state): with
+    the rule it sees the update too (after the barrier, from the cache); without it (the
+    control), it would see the old value — the anomaly the rule prevents."""
+    _kv(pg, dbname, 10)
+    server = _start(pg, dbname, read_your_writes=rule, read_timeout=30.0, admission="always")
+    held: list[Any] = []
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            _read(conn, 2)
+            eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
+            applier = host.stream.applier
+            feed = applier.feed
+
+            async def hold() -> None:
+                applier.feed = held.append
+
+            async def release() -> None:
+                del applier.feed
+                for msg in held:
+                    feed(msg)
+
+            server.call(hold())
+            direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
+            assert _read(conn, 1) == ("v1-new", ("upstream", MISS))  # A: a miss, upstream
+            if rule == "off":
+                assert _read(conn, 2) == ("v2", ("cache", "served by cache kv1"))
+                return
+            got: list[Any] = []
+            reader = threading.Thread(target=lambda: got.append(_read(conn, 2)))
+            reader.start()  # B waits for a barrier sent after A's answer
+            eventually(lambda: host.coverage._wants, timeout=10)
+            assert not got
+            server.call(release())
+            reader.join(30)
+            assert got == [("v2-new", ("cache", "served by cache kv1"))]
+    finally:
+        server.stop()
+
+
+def test_a_session_behind_the_cache_goes_upstream_after_its_bound(pg: Any, dbname: str
+                                                                  ) -> None:
+    """While no barrier after its last upstream answer passes (the applier is held), a read
+    that would hit goes upstream once ``--read-timeout`` is over, and sees the update."""
+    _kv(pg, dbname, 10)
+    server = _start(pg, dbname, read_timeout=0.2, admission="always")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            _read(conn, 2)
+            eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
+            applier = host.stream.applier
+
+            async def hold() -> None:
+                applier.feed = lambda msg: None
+
+            server.call(hold())
+            direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
+            assert _read(conn, 1) == ("v1-new", ("upstream", MISS))
+            assert _read(conn, 2) == ("v2-new", ("upstream", BEHIND))
+    finally:
+        server.stop()
+
+
+def test_a_memory_budget_by_default(pg: Any, dbname: str) -> None:
+    """Without --memory-budget the caches and the memoized answers share a budget derived
+    from the machine's (or the cgroup's) memory; --memory-budget none means no budget."""
+    _kv(pg, dbname, 10)
+    for given, bounded in ((None, True), (0, False)):
+        server = _start(pg, dbname, memory_budget=given)
+        try:
+            with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+                conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+                service = server.server.service
+                machine = default_budget()
+                assert machine is not None
+                if bounded:
+                    assert service.host.engine.budget + service.hits.limit == machine
+                    status = dict(conn.execute("SHOW WEIR STATUS").fetchall())
+                    assert status["memory_budget"] == str(service.host.engine.budget)
+                else:
+                    assert service.host.engine.budget is None
+        finally:
+            server.stop()

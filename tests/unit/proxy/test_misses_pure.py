@@ -1,0 +1,161 @@
+"""The pure parts of misses at pass-through cost: admission, the fill queue (bound, batches,
+per-table bound, back-off), seen(s) and coverage, and the default memory budget."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.fillqueue import Admission, FillPolicy, FillQueue
+from proxy.hitpath import TOTAL_BYTES, HitMemos
+from proxy.misses import budgets, default_budget
+from proxy.seen import NEVER, Coverage, Seen, covered, may_serve
+from proxy.settings import Settings
+
+UP = "postgresql://u@localhost/db"
+
+
+def test_admission_on_the_second_read() -> None:
+    doorkeeper = Admission("second")
+    assert not doorkeeper.admit(("c", (1,)))
+    assert not doorkeeper.admit(("c", (2,)))
+    assert doorkeeper.admit(("c", (1,)))  # read again: admitted (and forgotten)
+    assert not doorkeeper.admit(("c", (1,)))
+    assert doorkeeper.refused == 3
+    assert all(Admission("always").admit(("c", (k,))) for k in range(5))
+
+
+def test_admission_forgets_one_off_keys_past_its_capacity() -> None:
+    doorkeeper = Admission("second", capacity=3)
+    for k in range(3):
+        doorkeeper.admit(k)
+    doorkeeper.admit(99)  # the window starts over: 0..2 are one-off keys again
+    assert not doorkeeper.admit(0)
+    with pytest.raises(ValueError):
+        Admission("sometimes")
+
+
+def _queue(**policy: Any) -> FillQueue:
+    return FillQueue(FillPolicy(**policy))
+
+
+def test_queue_bound() -> None:
+    q = _queue(max_queued=2)
+    q.push("a", frozenset({1}), 0.0)
+    assert not q.full
+    q.push("b", frozenset({1}), 0.0)
+    assert q.full
+
+
+def test_batches_read_one_set_of_tables_and_respect_the_per_table_bound() -> None:
+    q = _queue(batch=3, per_table=1)
+    for name, tables in (("a", {1}), ("b", {2}), ("c", {1}), ("d", {1}), ("e", {1})):
+        q.push(name, frozenset(tables), 0.0)
+    batch, gone = q.take(0.0)
+    assert [x.run for x in batch] == ["a", "c", "d"] and not gone  # table 1, at most 3
+    batch2, _ = q.take(0.0)
+    assert [x.run for x in batch2] == ["b"]  # table 1 is busy (per_table=1): e waits
+    assert [x.run for x in q.waiting] == ["e"]
+    assert q.take(0.0) == ([], [])
+    q.finished(batch, True, 1.0)
+    assert [x.run for x in q.take(1.0)[0]] == ["e"]
+
+
+def test_a_failed_batch_backs_its_tables_off_exponentially() -> None:
+    q = _queue(backoff=(1.0, 3.0))
+    q.push("a", frozenset({1}), 0.0)
+    batch, _ = q.take(0.0)
+    q.finished(batch, False, 10.0)
+    assert q.backing_off({1}, 10.5) and not q.backing_off({1}, 11.0)
+    assert not q.backing_off({2}, 10.5)
+    q.push("c", frozenset({1, 2}), 10.6)
+    batch, gone = q.take(10.7)
+    assert not batch and [x.run for x in gone] == ["c"]  # given up: its keys miss on
+    q.push("d", frozenset({1}), 11.5)
+    batch, _ = q.take(11.5)
+    q.finished(batch, False, 12.0)
+    assert q.backing_off({1}, 13.9) and not q.backing_off({1}, 14.0)  # doubled: 2 s
+    q.push("e", frozenset({1}), 14.0)
+    batch, _ = q.take(14.0)
+    q.finished(batch, False, 20.0)
+    assert q.backing_off({1}, 22.9) and not q.backing_off({1}, 23.0)  # at most 3 s
+    q.push("f", frozenset({1}), 23.0)
+    batch, _ = q.take(23.0)
+    q.finished(batch, True, 24.0)
+    assert not q.backing_off({1}, 24.0) and not q.busy
+
+
+def test_seen_settles_at_the_next_cached_read() -> None:
+    seen = Seen()
+    assert may_serve(seen, NEVER)  # a session that never went upstream
+    seen.upstream()
+    assert not may_serve(seen, 100.0)  # not settled: the answer's time is not known yet
+    assert seen.settle(5.0) == 5.0 and not seen.pending
+    assert not may_serve(seen, 4.9) and may_serve(seen, 5.0)
+    assert seen.settle(7.0) == 5.0  # nothing went upstream since
+
+
+def test_coverage_coalesces_barriers_and_serves_every_session_it_follows() -> None:
+    emitted: list[asyncio.Future[None]] = []
+
+    async def emit() -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        emitted.append(fut)
+        await fut
+
+    async def scenario() -> None:
+        cov = Coverage(emit)
+        a, b = Seen(), Seen()
+        a.upstream()
+        b.upstream()
+        assert not covered(a, cov, 1.0) and not covered(b, cov, 2.0)
+        waits = [asyncio.create_task(cov.wait(a.at, 5.0)),
+                 asyncio.create_task(cov.wait(b.at, 5.0))]
+        await asyncio.sleep(0)
+        assert len(emitted) == 1  # one barrier in flight for both
+        cov.passed(3.0)  # a barrier sent at 3.0 (a fill marker, say) passed
+        assert await asyncio.gather(*waits) == [True, True]
+        assert covered(a, cov, 9.0) and covered(b, cov, 9.0)
+        emitted[0].set_result(None)
+        late = asyncio.create_task(cov.wait(time.monotonic() + 1000.0, 0.05))
+        assert not await late  # not passed in time: the read goes upstream
+        assert len(emitted) == 2  # (the next barrier was asked for)
+        cov.stop()
+
+    asyncio.run(scenario())
+
+
+def test_default_budget_from_the_cgroup_or_the_machine(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       8000000 kB\nMemFree: 1 kB\n")
+    cgroup = tmp_path / "memory.max"
+    cgroup.write_text("max\n")
+    assert default_budget(str(meminfo), str(cgroup)) == 8000000 * 1024 // 4
+    cgroup.write_text("1073741824\n")
+    assert default_budget(str(meminfo), str(cgroup)) == 1073741824 // 4
+    assert default_budget(str(tmp_path / "none"), str(tmp_path / "none")) is not None
+
+
+def test_budgets_cover_the_memos_and_none_means_none() -> None:
+    memos = HitMemos()
+    assert budgets(Settings(upstream=UP, memory_budget=4_000_000), memos) == 3_000_000
+    assert memos.limit == 1_000_000
+    memos = HitMemos()
+    assert budgets(Settings(upstream=UP, memory_budget=0), memos) is None
+    assert memos.limit == TOTAL_BYTES
+    memos = HitMemos()
+    default = budgets(Settings(upstream=UP), memos)
+    machine = default_budget()
+    assert default is not None and machine is not None
+    assert default + memos.limit == machine
+    assert memos.limit == min(TOTAL_BYTES, machine // 4)
+
+
+def test_memory_budget_none_from_a_flag() -> None:
+    settings = Settings.from_sources({"upstream": UP, "memory_budget": "none"})
+    assert settings.memory_budget == 0
+    assert Settings.from_sources({"upstream": UP}).memory_budget is None
