@@ -161,7 +161,8 @@ class CacheService:
             if not changed:
                 if await registry.follow_catalog():  # new tables: learnt routes go
                     self.refresh_names()
-                    self.cached_names = _Names(self.cached_names)  # a new object: noticed
+                    if not self.cached_names:  # () is one object: sessions would not notice
+                        self.cached_names = ("\x00",)  # a name no query text holds (no NUL)
                     self.hits.clear()
                     if self.lanes is not None:
                         self.lanes.clear()
@@ -279,9 +280,3 @@ class CacheService:
     async def admin(self, route: Route, ctx: SessionContext) -> bytes:
         """Run an admin command (``proxy.commands.run``)."""
         return await commands.run(self, route, ctx)
-
-
-class _Names(tuple[str, ...]):
-    """A names tuple that is a new object even when empty (``()`` is a singleton)."""
-
-    __slots__ = ()
