@@ -161,6 +161,13 @@ class CacheService:
         async with self.mutating:
             changed = await registry.changed_relations()
             if not changed:
+                if await registry.follow_catalog():  # new tables: learnt routes go
+                    self.refresh_names()
+                    if not self.cached_names:  # () is one object: sessions would not notice
+                        self.cached_names = ("\x00",)  # a name no query text holds (no NUL)
+                    self.hits.clear()
+                    if self.lanes is not None:
+                        self.lanes.clear()
                 return
             for line in await registry.replan(changed):
                 log.warning("%s", line)
