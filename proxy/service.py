@@ -126,7 +126,9 @@ class CacheService:
                 s = self.settings
                 host = EngineHost(s.upstream, memory_budget=budgets(s, self.hits),
                                   read_timeout=s.read_timeout, policy=fill_policy(s),
-                                  replication_slot=s.replication_slot)
+                                  replication_slot=s.replication_slot,
+                                  local_bases=s.local_bases,
+                                  local_tables=s.local_table_names)
                 self._pending = host
                 try:
                     await host.start()
@@ -164,6 +166,13 @@ class CacheService:
         async with self.mutating:
             changed = await registry.changed_relations()
             if not changed:
+                if await registry.follow_catalog():  # new tables: learnt routes go
+                    self.refresh_names()
+                    if not self.cached_names:  # () is one object: sessions would not notice
+                        self.cached_names = ("\x00",)  # a name no query text holds (no NUL)
+                    self.hits.clear()
+                    if self.lanes is not None:
+                        self.lanes.clear()
                 return
             for line in await registry.replan(changed):
                 log.warning("%s", line)
