@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from proxy.config import resolve
 from proxy.fillqueue import Admission, FillPolicy, FillQueue
 from proxy.hitpath import TOTAL_BYTES, HitMemos
 from proxy.misses import budgets, default_budget
@@ -156,6 +157,6 @@ def test_budgets_cover_the_memos_and_none_means_none() -> None:
 
 
 def test_memory_budget_none_from_a_flag() -> None:
-    settings = Settings.from_sources({"upstream": UP, "memory_budget": "none"})
+    settings = resolve({"upstream": UP, "memory_budget": "none"}, {}, {})[0]
     assert settings.memory_budget == 0
-    assert Settings.from_sources({"upstream": UP}).memory_budget is None
+    assert resolve({"upstream": UP}, {}, {})[0].memory_budget is None
