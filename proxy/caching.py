@@ -84,6 +84,7 @@ class ReadOutcome:
     FAILED = "the cache could not evaluate the query for this key"
     DROPPED = "the cache was dropped"
     DOWN = "the replication stream is not connected"
+    BACKOFF = "a fill of the tables it reads failed recently (backing off)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +307,13 @@ class EngineHost:
         (``count``: as for ``Engine.read``)."""
         if not self.connected:
             return Served(None, ReadOutcome.DOWN)
+        if self.queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
+            try:
+                rows = self.engine.lookup(cache, tuple(key))
+            except Exception:
+                rows = None
+            if rows is None:  # (no fill starts: a fill of its tables failed just now)
+                return Served(None, ReadOutcome.BACKOFF)
         try:
             result = self.engine.read(cache, key, count)
         except Exception:

@@ -157,6 +157,6 @@ def test_budgets_cover_the_memos_and_none_means_none() -> None:
 
 
 def test_memory_budget_none_from_a_flag() -> None:
-    settings = resolve({"upstream": UP, "memory_budget": "none"}, {}, {})[0]
+    settings, _ = resolve({"upstream": UP, "memory_budget": "none"}, {}, {})
     assert settings.memory_budget == 0
     assert resolve({"upstream": UP}, {}, {})[0].memory_budget is None
