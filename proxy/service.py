@@ -122,7 +122,9 @@ class CacheService:
                 s = self.settings
                 host = EngineHost(s.upstream, memory_budget=budgets(s, self.hits),
                                   read_timeout=s.read_timeout, policy=fill_policy(s),
-                                  replication_slot=s.replication_slot)
+                                  replication_slot=s.replication_slot,
+                                  local_bases=s.local_bases,
+                                  local_tables=s.local_table_names)
                 self._pending = host
                 try:
                     await host.start()

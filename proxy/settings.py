@@ -104,6 +104,20 @@ class Settings:
                           "characters other than a-z, 0-9 and _ become _ and the slot is named "
                           "weir_<name> (default: a temporary slot each time caching starts)"},
     )
+    local_bases: str | None = field(
+        default=None,
+        metadata={"help": "directory of local replica bases (LMDB) that fills of their tables "
+                          "read instead of the upstream, kept exact by weir's one replication "
+                          "stream through their persistent slot: a store made by weir "
+                          "bootstrap + weir bases load, or loaded by weir from one snapshot of "
+                          "--local-tables when the directory holds none (default: off)"},
+    )
+    local_tables: str | None = field(
+        default=None,
+        metadata={"help": "with --local-bases: comma-separated tables (as in SQL) weir loads "
+                          "from one snapshot when the directory holds no bases yet (small "
+                          "tables; larger ones: weir bootstrap)"},
+    )
     upstream_password_file: str | None = field(
         default=None,
         metadata={"help": "file holding the upstream password (e.g. a mounted secret), used "
@@ -212,6 +226,8 @@ class Settings:
             raise SettingsError("--log-parameters must be on or off")
         if self.replication_slot is not None and not 1 <= len(self.replication_slot) <= 40:
             raise SettingsError("--replication-slot must have 1 to 40 characters")
+        if self.local_tables is not None and self.local_bases is None:
+            raise SettingsError("--local-tables needs --local-bases DIR")
         if self.metrics_listen is not None:
             parse_listen(self.metrics_listen, "--metrics-listen")
         for name in ("connect_timeout", "read_timeout", "staleness_bound", "drain_seconds"):
@@ -225,6 +241,11 @@ class Settings:
             raise SettingsError(
                 f"--log-level must be debug, info, warning or error, not {self.log_level!r}"
             )
+
+    @property
+    def local_table_names(self) -> tuple[str, ...]:
+        """``--local-tables`` as a tuple of SQL names."""
+        return tuple(t.strip() for t in (self.local_tables or "").split(",") if t.strip())
 
     @property
     def pinned_cpus(self) -> tuple[int, ...]:
