@@ -353,8 +353,7 @@ def test_a_failed_fill_sends_its_reads_upstream(pg: Any, dbname: str) -> None:
                                                "this key")
             host._fetch = real_fetch
             assert host.fill_failures == 1 and host.queue.backoff
-            # (the unnamed-statement Close weir sent with its answer to EXPLAIN LAST
-            # STATEMENT may still be running upstream: it does not hold this read back)
+            # (the table backs off after the failed fill: reads go upstream until it ends)
             eventually(lambda: conn.execute("SELECT v FROM kv WHERE k = %s", (2,)).fetchone()
                        == ("v2",) and _last(conn) == ("cache", "served by cache kv1"))
             assert not host.engine.fills.pending and not host.queue.backoff
