@@ -242,7 +242,7 @@ class Query:
 
     @classmethod
     def decode(cls, payload: bytes) -> Query:
-        query, pos = cstring_at(payload, 0, "Query", "surrogateescape")
+        query, pos = cstring_at(payload, 0, "Query")
         at_end(payload, pos, "Query")
         return cls(query)
 
@@ -264,7 +264,7 @@ class Parse:
     @classmethod
     def decode(cls, payload: bytes) -> Parse:
         name, pos = cstring_at(payload, 0, "Parse")
-        query, pos = cstring_at(payload, pos, "Parse", "surrogateescape")
+        query, pos = cstring_at(payload, pos, "Parse")
         r = Reader(payload[pos:], "Parse")
         types = r.uint32_list(r.count())
         r.finish()

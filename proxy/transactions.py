@@ -31,7 +31,8 @@ Pure: no I/O; the relay and the service call these functions.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 #: the isolation levels a block may be served at (PostgreSQL runs READ UNCOMMITTED as READ
@@ -175,3 +176,24 @@ def ended(state: Any) -> bool:
     """Whether the transaction of a session's last statement is over, or the session (a
     DDL's: ``EngineHost.distrust``). ``state``: the session's ``SessionState``."""
     return bool(state.phase.name == "CLOSED" or (not state.in_transaction and state.idle))
+
+
+@dataclass(slots=True)
+class DdlHolds:
+    """Transactions that ran DDL through weir and may still be open (``EngineHost.distrust``:
+    no cached read until they ended and the catalog was checked after that)."""
+
+    waiting: list[Callable[[], bool]] = field(default_factory=list)
+
+    def add(self, ended: Callable[[], bool] | None) -> None:
+        if ended is not None:
+            self.waiting.append(ended)
+
+    def check(self) -> tuple[bool, bool]:
+        """(whether one was held, whether one ended since the last check)."""
+        if not self.waiting:
+            return False, False
+        still = [done for done in self.waiting if not done()]
+        ended = len(still) < len(self.waiting)
+        self.waiting = still
+        return True, ended
