@@ -52,6 +52,18 @@ ADMIN_DENIED = ("permission denied to run weir's commands: the role is not one o
 UNREAD = "the session sent a message weir could not read"
 
 _WORDS = re.compile(r"[a-z_][a-z0-9_$]*")
+#: a set_config call whose setting is a plain literal: its name
+_SET_CONFIG_LITERAL = re.compile(r"set_config\s*\(\s*'([a-z_][a-z0-9_.]*)'\s*,")
+#: settings a set_config call may change without making the session's identity (or any
+#: answer weir gives it) depend on it: asyncpg turns ``jit`` off this way before it reads
+#: types, on every connection. (The output settings PostgreSQL reports — DateStyle,
+#: TimeZone, IntervalStyle — reach weir as ParameterStatus; the others are not here.)
+SET_CONFIG_HARMLESS = frozenset({
+    "application_name", "statement_timeout", "lock_timeout",
+    "idle_in_transaction_session_timeout", "idle_session_timeout", "client_min_messages",
+    "work_mem", "maintenance_work_mem", "temp_buffers", "jit", "log_statement",
+    "synchronous_commit", "enable_seqscan", "random_page_cost", "tcp_keepalives_idle",
+})
 _ALL = "the session ran a statement that may change its role or search_path"
 
 
@@ -101,13 +113,22 @@ def statement_taint(text: str, functions: tuple[str, ...] = ()) -> tuple[str | N
         return _ALL, True
     if first in OPAQUE_FIRST_WORDS:
         return _ALL, True
-    if SET_CONFIG in lowered:
+    if SET_CONFIG in lowered and not _harmless_set_config(lowered):
         return _ALL, True
     if functions:
         found = set(_WORDS.findall(lowered))
         if not found.isdisjoint(functions):
             return _ALL, True
     return None, False
+
+
+def _harmless_set_config(lowered: str) -> bool:
+    """Whether every ``set_config`` in ``lowered`` names, as a literal, a setting of
+    :data:`SET_CONFIG_HARMLESS` (anything else — a parameter, an expression, an identity
+    setting, an unknown one — is not)."""
+    names = _SET_CONFIG_LITERAL.findall(lowered)
+    return len(names) == lowered.count(SET_CONFIG) and all(
+        name in SET_CONFIG_HARMLESS for name in names)
 
 
 def default_taint(values: dict[str, str]) -> tuple[str | None, bool]:

@@ -17,6 +17,9 @@ from proxy.router import SessionContext
     ("RESET search_path", False), ("RESET ALL", False), ("DISCARD ALL", True),
     ("SELECT set_config('role', 'bob', false)", True),
     ("select pg_catalog.SET_CONFIG('search_path', 'x', false)", True),
+    ("SELECT set_config($1, 'bob', false)", True),
+    ("SELECT set_config('jit', 'off', false), set_config('role', 'bob', false)", True),
+    ("SELECT set_config('my.custom', 'x', false)", True),
     ("DO $$ BEGIN EXECUTE 'SET ROLE bob'; END $$", True), ("CALL p()", True),
     ("EXECUTE stmt(1)", True), ("SELECT myfn(1)", True),
 ])
@@ -29,6 +32,9 @@ def test_statements_that_make_the_identity_unknown(text: str, role: bool) -> Non
 @pytest.mark.parametrize("text", [
     "SELECT v FROM secret WHERE id = $1", "SET statement_timeout = 5", "RESET work_mem",
     "SHOW role", "SELECT myfn_other(1)", "DISCARD PLANS", "INSERT INTO t VALUES (1)", "",
+    # asyncpg, on every connection before it introspects types
+    "SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new",
+    "select set_config( 'statement_timeout' , '5s', true)",
 ])
 def test_statements_that_do_not(text: str) -> None:
     assert identity.statement_taint(text, ("myfn",)) == (None, False)
