@@ -91,8 +91,9 @@ def test_metrics_move_with_the_workload(pg: Any, dbname: str, served: Any) -> No
         assert _value(mport, "weir_replication_connected") == 1
         # a forward counts its reason
         inside = _value(mport, "weir_upstream_forwards_total", reason="transaction")
-        with conn.transaction():
-            conn.execute("SELECT v FROM kv WHERE k = 7")
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")  # (READ COMMITTED is served)
+        conn.execute("SELECT v FROM kv WHERE k = 7")
+        conn.execute("COMMIT")
         assert _value(mport, "weir_upstream_forwards_total", reason="transaction") == inside + 1
         # an upstream error counts its SQLSTATE class
         errors = _value(mport, "weir_upstream_errors_total", sqlstate_class="42")
