@@ -179,8 +179,9 @@ def _print(rows: list[report.Summary], direct_run: workload.Outcome,
     print(f"  from a cold start weir was {verdict} than PostgreSQL directly: "
           f"{speedup:.2f}x the throughput over the whole run, {late:.2f}x in its last third.")
     if speedup < 1:
-        print("  (every first read of a key is a fill: today a fill costs many upstream queries, "
-              "issue 18; hits are served from memory)")
+        print("  (a read that misses is answered upstream and its key filled in the background; "
+              "today weir's miss path and its fills cost more than the query itself, issue 18; "
+              "hits are served from memory)")
     print(f"  cached answers checked against PostgreSQL: {equal}/{compared} equal")
     for err in [*direct_run.errors, *weir_run.errors] + ([probe_error] if probe_error else []):
         print(f"  error: {err}")
