@@ -130,7 +130,9 @@ def test_fd_limit_raised_and_memory_returned(pg: Any) -> None:
                 c.close()
 
         round_()
-        time.sleep(0.5)  # not synchronization: lets the process settle before measuring
+        # the four sessions have ended (their upstream connections are gone) before measuring
+        eventually(lambda: pg.psql("SELECT count(*) FROM pg_stat_activity "
+                                   f"WHERE datname = '{dbname}'").strip() == "0")
         baseline = _rss(proc.proc.pid)
         for _ in range(4):
             round_()
