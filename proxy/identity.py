@@ -27,6 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from proxy.router import HARMLESS_SETTINGS
+
 #: settings whose change changes who the session is, or which relations its names resolve to
 IDENTITY_SETTINGS = frozenset({"role", "session_authorization", "search_path"})
 #: settings of the role side only (``SessionContext.role_unknown``)
@@ -56,14 +58,11 @@ _WORDS = re.compile(r"[a-z_][a-z0-9_$]*")
 _SET_CONFIG_LITERAL = re.compile(r"set_config\s*\(\s*'([a-z_][a-z0-9_.]*)'\s*,")
 #: settings a set_config call may change without making the session's identity (or any
 #: answer weir gives it) depend on it: asyncpg turns ``jit`` off this way before it reads
-#: types, on every connection. (The output settings PostgreSQL reports — DateStyle,
-#: TimeZone, IntervalStyle — reach weir as ParameterStatus; the others are not here.)
-SET_CONFIG_HARMLESS = frozenset({
-    "application_name", "statement_timeout", "lock_timeout",
-    "idle_in_transaction_session_timeout", "idle_session_timeout", "client_min_messages",
-    "work_mem", "maintenance_work_mem", "temp_buffers", "jit", "log_statement",
-    "synchronous_commit", "enable_seqscan", "random_page_cost", "tcp_keepalives_idle",
-})
+#: types, on every connection. The SET statements' harmless settings (``proxy.router``)
+#: less the output settings PostgreSQL reports (weir reads them from ParameterStatus, not
+#: here) and the default isolation, which decides whether a block may be served.
+SET_CONFIG_HARMLESS = HARMLESS_SETTINGS - {
+    "datestyle", "timezone", "intervalstyle", "default_transaction_isolation"}
 _ALL = "the session ran a statement that may change its role or search_path"
 
 
