@@ -209,7 +209,7 @@ cdef bint _batch(_View v, bytes raw, list index):
     hit = memo.get(raw)
     if hit is None:
         if m0[0] == T_PARSE:
-            v.ext.recording = (memo, raw, bool(describe))
+            v.ext.recording = (raw, bool(describe))
         return False
     if not _current(v, memo, raw, hit):
         return False

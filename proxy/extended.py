@@ -45,7 +45,7 @@ from proxy.held import (
     param_types,
     row_description,
 )
-from proxy.hitpath import Hit, bind_rest
+from proxy.hitpath import Hit, bind_rest, learned_batch
 from proxy.roles import ExtendedService, ExtendedSession
 from proxy.router import Route
 from proxy.session import SessionState, deallocation
@@ -73,9 +73,10 @@ class Extended:
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
-    #: an unnamed Parse/Bind/Execute batch the hit path may learn: (memo, batch bytes,
-    #: whether it describes the portal); dropped at Sync or when anything goes upstream
-    recording: tuple[dict[bytes, Hit], bytes, bool] | None = None
+    #: an unnamed Parse/Bind/Execute batch the hit path may learn: (batch bytes, whether it
+    #: describes the portal); dropped at Sync or when anything goes upstream, and learned
+    #: only if it is the batch answered (``hitpath.learned_batch``)
+    recording: tuple[bytes, bool] | None = None
     #: a batch whose outcome changes held statements (a Parse or Close of one, a statement
     #: recreated upstream) was synced: messages after it wait until PostgreSQL answered it
     wait_settle: bool = False
@@ -517,12 +518,15 @@ class Extended:
         service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
                               Hit(reads, description, body, session.ctx.last))
         if self.recording is not None and self.core.held.get("") is held:
-            memo, batch, describe = self.recording
+            batch, describe = self.recording
             self.recording = None
+            if not learned_batch(batch, held.parse, local.rest):
+                return  # recorded for another batch (this one did not pass the hit path)
+            ctx = session.ctx
             answer = (be.PARSE_COMPLETE.encode() + be.BIND_COMPLETE.encode()
                       + (description if describe else b"") + body)
-            service.hits.remember(memo, batch, Hit(reads, b"", answer, session.ctx.last,
-                                                   statement=held))
+            service.hits.remember(service.hits.batches(ctx.database, ctx.search_path, sid),
+                                  batch, Hit(reads, b"", answer, ctx.last, statement=held))
 
 
     async def _execute_admin(self, local: LocalPortal) -> None:

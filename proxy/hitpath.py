@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
+from pgwire import frontend as fe
 from proxy.caching import EngineHost
 from proxy.router import SessionContext
 from proxy.seen import may_serve as seen_allows
@@ -218,7 +219,7 @@ class HitServer(Protocol):
 class HitExtended(Protocol):
     """What the hit path changes of ``proxy.extended.Extended``."""
 
-    recording: tuple[dict[bytes, Hit], bytes, bool] | None
+    recording: tuple[bytes, bool] | None
 
     def simple_query(self, answered: bool = False) -> None: ...
 
@@ -258,6 +259,16 @@ def bind_rest(raw_bind: bytes) -> bytes | None:
         return None
     end = raw_bind.find(b"\x00", 6)
     return None if end < 0 else raw_bind[end + 1 :]
+
+
+def learned_batch(batch: bytes, parse: fe.Parse, rest: bytes) -> bool:
+    """Whether ``batch``, recorded by the hit path, begins with ``parse`` and a Bind of the
+    unnamed portal and statement with ``rest`` after the statement name (its tail was checked
+    when it was recorded): only then is the answer to that Bind the answer to the batch. A
+    recording can outlive its batch when the relay core forwarded the batch by itself."""
+    head = parse.encode()
+    bind = b"B" + (len(rest) + 6).to_bytes(4, "big") + b"\x00\x00" + rest
+    return batch.startswith(head) and batch.startswith(bind, len(head))
 
 
 def try_answer(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
@@ -334,7 +345,7 @@ def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> b
     hit = memo.get(raw)
     if hit is None:
         if index[0][0] == _T_PARSE:
-            session.extended.recording = (memo, raw, describe)
+            session.extended.recording = (raw, describe)
         return False
     if not _current(session, memo, raw, hit):
         return False

@@ -26,7 +26,7 @@ import pytest
 from pgwire import backend as be
 from pgwire import frontend as fe
 from tests.integration.test_wire_client import connect
-from tests.support import InProcessWeir
+from tests.support import InProcessWeir, eventually
 
 SHAPES = [
     "SELECT id, name, score FROM things WHERE grp = $1",
@@ -341,6 +341,32 @@ def test_statements_prepared_before_the_cache_existed_are_served(pg: Any, dbname
         conn.execute("COMMIT")
         assert conn.execute(query, (6,)).fetchone() == ("n3",)
         assert _last(conn)[0] == "cache"
+
+
+def test_a_batch_forwarded_upstream_does_not_lend_its_bytes_to_a_later_answer(
+        pg: Any, dbname: str) -> None:
+    """The hit path notes an unnamed Parse/Bind batch it could not answer, so that the
+    answer weir gives to it can be memoized under its bytes. A batch that went upstream
+    whole (no cache served it yet) left that note behind; the next run of the statement
+    with another key, answered from the cache after a read-your-writes wait (so not through
+    the hit path), was memoized under the first batch's bytes, and the first key then read
+    the second key's row (found by ``test_psycopg_paths``' copy scenario, 1 run in 20)."""
+    query = "SELECT name FROM things WHERE id = %s"
+    with _admin_and_prepared(pg, dbname) as (admin, _), \
+            psycopg.connect(admin.info.dsn, password="", autocommit=True,
+                            prepare_threshold=None) as conn:
+        admin.execute("CREATE CACHE other FROM SELECT score FROM things WHERE id = $1")
+        eventually(lambda: conn.execute("SELECT score FROM things WHERE id = %s", (5,))
+                   .fetchone() == (5 * 31 % 50,) and _last(conn)[0] == "cache", 10)
+        assert conn.execute(query, (5,)).fetchone() == ("n9",)  # upstream: no cache yet
+        admin.execute("CREATE CACHE names FROM SELECT name FROM things WHERE id = $1")
+        conn.execute("INSERT INTO things VALUES (1000, 1, 'w', 1)")  # the next read waits
+        assert conn.execute(query, (6,)).fetchone() == ("n3",)
+        assert _last(conn) == ("cache", "served by cache names")
+        for _ in range(3):
+            assert conn.execute(query, (5,)).fetchone() == ("n9",)
+            assert conn.execute(query, (6,)).fetchone() == ("n3",)
+        assert _last(conn) == ("cache", "served by cache names")
 
 
 def test_a_client_that_does_not_read_stops_weir_answering(pg: Any, dbname: str) -> None:

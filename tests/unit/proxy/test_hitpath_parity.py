@@ -123,7 +123,7 @@ def _world(c: dict[str, Any], core: type = SessionCore_python
 
 def _outcome(session: Any, result: bool) -> tuple[Any, ...]:
     ext, state, hits = session.extended, session.state, session.server.service.hits
-    recording = None if ext.recording is None else ext.recording[1:]
+    recording = ext.recording
     # (a prepared statement's memo key holds id(cache entry): differs between the worlds)
     memos = sorted((repr(k[:1] + k[2:] if len(k) == 5 else k), sorted(m))
                    for k, m in hits._memos.items())
