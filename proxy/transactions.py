@@ -4,8 +4,10 @@ inside ``BEGIN ... COMMIT``.
 Owns: :class:`Block`, what weir knows of a session's current transaction block (the isolation
 level it named, and why its reads must go upstream until it ends), the session's default
 isolation (``SET default_transaction_isolation``, ``SET SESSION CHARACTERISTICS``, the role's
-and database's defaults), :func:`observe` (a statement's text, before it runs),
-:func:`note_write` (a write's CommandComplete), and :func:`refusal`, the rule itself.
+and database's defaults; such a SET inside a block or LOCAL, which may not outlast the block,
+leaves it unknown: later blocks read upstream unless they name their level),
+:func:`observe` (a statement's text, before it runs), :func:`note_write` (a write's
+CommandComplete), and :func:`refusal`, the rule itself.
 
 The rule: a block may be served from the caches while it is READ COMMITTED (or READ
 UNCOMMITTED, which PostgreSQL runs as READ COMMITTED), has not failed, and has run nothing
@@ -49,6 +51,9 @@ WRITES = frozenset({"INSERT", "UPDATE", "DELETE", "MERGE", "COPY", "TRUNCATE"})
 #: CommandComplete tags (their first 8 bytes) the relay counts as writes (read-your-writes)
 #: that change no data a later read of the block sees
 _NOT_WRITES = (b"SAVEPOIN", b"RELEASE", b"NOTIFY")
+#: the session's default isolation after a change weir cannot follow (its blocks read
+#: upstream unless they name their level)
+UNKNOWN = "unknown"
 WROTE = "the transaction wrote (its reads go upstream until it ends)"
 LOCKED = "the transaction ran a locking read (FOR UPDATE/SHARE): its reads go upstream"
 FAILED = "the transaction failed (PostgreSQL answers its statements with an error)"
@@ -60,6 +65,7 @@ _LOCKING = re.compile(r"\bfor\s+(?:no\s+key\s+update|update|key\s+share|share)\b
 _DEFAULT = re.compile(r"^\s*(?:set|reset)\s+(?:session\s+|local\s+)?"
                       r"default_transaction_isolation\b\s*(?:to|=)?\s*'?([a-z ]*)'?",
                       re.IGNORECASE)
+_LOCAL = re.compile(r"^\s*set\s+local\b", re.IGNORECASE)
 _CHARACTERISTICS = re.compile(r"^\s*set\s+session\s+characteristics\b", re.IGNORECASE)
 _SET_TRANSACTION = re.compile(r"^\s*set\s+(?:local\s+)?transaction\b", re.IGNORECASE)
 _SAVEPOINT = re.compile(r"^\s*rollback\s+(?:work\s+|transaction\s+)?to\b", re.IGNORECASE)
@@ -118,7 +124,12 @@ def observe(text: str, in_block: bool, block: Block, isolation: Isolation,
         block.isolation = _level(text) or block.isolation
     elif head in ("SET", "RESET"):
         default = _DEFAULT.match(text)
-        if default is not None:
+        if (default is not None or _CHARACTERISTICS.match(text) is not None) \
+                and (in_block or _LOCAL.match(text) is not None):
+            # a rollback undoes it, a SET LOCAL ends with its block (and outside one does
+            # nothing): which default the next block has is not known
+            isolation.session = UNKNOWN
+        elif default is not None:
             isolation.session = None if head == "RESET" else level_name(default.group(1))
         elif _CHARACTERISTICS.match(text) is not None:
             isolation.session = _level(text) or isolation.session
@@ -167,6 +178,9 @@ def refusal(status: str, block: Block, isolation: Isolation) -> str | None:
     if block.upstream is not None:
         return block.upstream
     level = block.isolation or isolation.default()
+    if level == UNKNOWN:
+        return ("the session changed its default isolation where weir cannot follow it "
+                "(inside a block or SET LOCAL)")
     if level not in SERVED:
         return f"inside a {level.upper()} transaction (one snapshot for the whole block)"
     return None

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.types.string import TextLoader
 
-from tests.support import InProcessWeir
+from tests.support import InProcessWeir, eventually
 
 READ = "SELECT x, b FROM f WHERE id = %s"
 CASES = {
@@ -55,5 +55,36 @@ def test_an_output_setting_is_followed_only_as_long_as_it_lasts(pg: Any, dbname:
             with psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn:
                 hits = int(dict(conn.execute("SHOW WEIR STATUS").fetchall())["hits"])
             assert hits > 0
+    finally:
+        weir.stop()
+
+
+def test_a_default_isolation_set_for_one_block_only_does_not_outlast_it(pg: Any, dbname: str
+                                                                         ) -> None:
+    """The session's default isolation is REPEATABLE READ; a SET LOCAL of READ COMMITTED
+    ends with its block. The next block is REPEATABLE READ: its second read must see the
+    block's snapshot, not the cache that moved on (weir serves READ COMMITTED blocks from
+    the caches)."""
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text); INSERT INTO kv VALUES (1, 'v1')",
+            dbname)
+    weir = InProcessWeir.start(pg.dsn(dbname=dbname), caching="explicit")
+    try:
+        dsn = weir.dsn(dbname=dbname)
+        read = "SELECT v FROM kv WHERE k = 1"
+        with psycopg.connect(dsn, autocommit=True) as conn, \
+                psycopg.connect(dsn, autocommit=True) as watcher:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            cur = psycopg.ClientCursor(conn)
+            for statement in ("SET default_transaction_isolation = 'repeatable read'",
+                              "BEGIN", "SET LOCAL default_transaction_isolation = "
+                              "'read committed'", "COMMIT", "BEGIN"):
+                cur.execute(statement)
+            assert cur.execute(read).fetchall() == [("v1",)]  # the block's snapshot
+            pg.psql("UPDATE kv SET v = 'v2' WHERE k = 1", dbname)
+            watching = psycopg.ClientCursor(watcher)
+            eventually(lambda: watching.execute(read).fetchall() == [("v2",)]
+                       and watcher.execute("EXPLAIN LAST STATEMENT").fetchone()[0] == "cache")
+            assert cur.execute(read).fetchall() == [("v1",)]
+            cur.execute("COMMIT")
     finally:
         weir.stop()
