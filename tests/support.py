@@ -222,5 +222,21 @@ class InProcessWeir(WeirEndpoint):
 
     def stop(self) -> None:
         self.call(self.server.close())
+        # what close() left running (its grace ran out on a loaded machine: the replication
+        # stream's task, say) ends here, on the loop: a coroutine left pending would be
+        # closed when the loop is collected, outside it ("Event loop is closed")
+        self.call(_end_tasks())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+async def _end_tasks() -> None:
+    """Cancel every other task of the running loop and wait until they ended."""
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=20)
