@@ -389,13 +389,20 @@ def test_a_client_that_does_not_read_stops_weir_answering(pg: Any, dbname: str) 
         s.until_ready()
         batch = b"".join(m.encode() for m in (fe.Bind("", "s1", (), (b"5",), ()),
                                                 fe.Execute(), fe.Sync()))
-        count = 200_000  # about 7 MB of requests, 9 MB of answers: more than socket buffers
         sock = s.sock
         assert isinstance(sock, socket.socket)
+        session = next(iter(server.server.sessions))
+        # small socket buffers both ways (the kernel would otherwise take megabytes of
+        # answers first), so that 20,000 batches (700 KB of requests, 1.2 MB of answers)
+        # pass them many times over however slowly a loaded machine answers
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        session.client.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+        count = 20_000
+        sock.settimeout(120)  # (sendall's timeout bounds the whole send, reading included)
         sender = threading.Thread(target=sock.sendall, args=(batch * count,))
         sender.start()
-        session = next(iter(server.server.sessions))
-        eventually(lambda: "client send buffer full" in session.state.paused, 20)
+        eventually(lambda: "client send buffer full" in session.state.paused, 120)
         # weir stops reading once the buffer passes the limit; what it has read by then (one
         # read: at most 256 KiB of requests on asyncio's loop, which this runs on) is still
         # answered, so the buffer stays within the limit plus the answers to one read (each
