@@ -43,6 +43,7 @@ from proxy.held import (
     row_description,
 )
 from proxy.hitpath import bind_rest
+from proxy.reads import Wait
 from proxy.roles import ExtendedService, ExtendedSession
 from proxy.router import Route
 from proxy.session import SessionState
@@ -406,7 +407,7 @@ class Extended:
             else:
                 reads: list[tuple[str, tuple[Any, ...], object]] = []
                 read = service.reads.read_rows_now(prepared[0], ctx, reads)
-                if read is None:
+                if isinstance(read, Wait):
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
                 rows = portal_reads.encode(service, ctx, local, read, prepared)
                 local.reads = reads
