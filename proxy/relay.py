@@ -336,7 +336,7 @@ class Session:
         self.extended.simple_query()
         service = self.server.service
         service.note_upstream(route, self.ctx)
-        observe_set(msg.query, self.ctx)
+        observe_set(msg.query, self.ctx, self.state.in_transaction)
         if service.hides_write(msg.query):
             self.ctx.seen.pending = True  # read-your-writes: as if its tag said it wrote
 
