@@ -112,7 +112,10 @@ class ForwardMemos:
         return False
 
     def remember_parse(self, payload: bytes, msg: fe.Parse) -> None:
-        _put(self.parses, payload, msg)
+        """(A Parse that may change or give back the session's identity is never remembered:
+        each one must be observed, ``proxy.identity``.)"""
+        if identity.statement_changes(msg.query)[0] is None:
+            _put(self.parses, payload, msg)
 
     def remember_bind(self, raw: bytes, start: int, end: int, msg: fe.Bind) -> None:
         names = bind_names(raw, start, end)

@@ -36,11 +36,7 @@ import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.events import Phase
-from pgwire.framing import (
-    UPSTREAM_MAX_MESSAGE_LENGTH,
-    Framer,
-    ProtocolViolation,
-)
+from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import identity, limits
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
@@ -225,6 +221,7 @@ class Session:
             elif mtype == _T_BIND and not self._note_hidden(msg):
                 self.memos.remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
             state.frontend(msg)
+            identity.forwarded(state, self.ctx, msg)
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self.terminated = True
@@ -360,6 +357,7 @@ class Session:
         identity.observe(self.ctx, msg, self.server.service.identity_functions)
         self._note_hidden(msg)
         self.state.frontend(msg)
+        identity.forwarded(self.state, self.ctx, msg)
         if isinstance(msg, fe.Terminate):
             self.terminated = True
         self._upstream_write(raw)

@@ -1,0 +1,176 @@
+"""``proxy.identity``: a session whose identity became unknown learns it again when a reset
+(RESET ROLE, RESET SESSION AUTHORIZATION, RESET search_path, RESET ALL, DISCARD ALL) runs
+alone and commits, with nothing that may change it seen since (sans-I/O: the real session
+ledger fed scripted backend messages)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.errors import ErrorResponse
+from proxy import identity
+from proxy.router import SessionContext
+from proxy.session import SessionState
+
+
+def _session() -> tuple[SessionState, SessionContext]:
+    return SessionState(), SessionContext(database="d", user="app", search_path=("public",))
+
+
+def _send(state: SessionState, ctx: SessionContext, text: str) -> None:
+    """A simple Query on its way upstream, as the relay observes and forwards it."""
+    msg = fe.Query(text)
+    identity.observe(ctx, msg, ())
+    state.frontend(msg)
+    identity.forwarded(state, ctx, msg)
+
+
+def _ok(state: SessionState, tag: str = "SET", status: str = "I") -> None:
+    state.backend(be.CommandComplete(tag))
+    state.backend(be.ReadyForQuery(status))
+
+
+def _failed(state: SessionState, status: str = "I") -> None:
+    state.backend(ErrorResponse((("S", "ERROR"), ("C", "25P02"), ("M", "aborted"))))
+    state.backend(be.ReadyForQuery(status))
+
+
+@pytest.mark.parametrize(("change", "reset"), [
+    ("SET ROLE bob", "RESET ROLE"), ("SET ROLE bob", "set role none;"),
+    ("SET ROLE bob", "SET ROLE TO DEFAULT"), ("SET ROLE bob", "RESET SESSION AUTHORIZATION"),
+    ("SET SESSION AUTHORIZATION bob", "SET SESSION AUTHORIZATION DEFAULT"),
+    ("SET search_path = other", "RESET search_path"),
+    ("SET search_path = other", "SET search_path = DEFAULT"),
+    ("SET search_path = other", "RESET ALL"),
+    ("DO $$ BEGIN EXECUTE 'SET ROLE bob'; END $$", "DISCARD ALL"),
+    ("SELECT set_config('role', 'bob', false)", "discard all"),
+])
+def test_a_reset_that_commits_gives_the_identity_back(change: str, reset: str) -> None:
+    state, ctx = _session()
+    _send(state, ctx, change)
+    _ok(state)
+    assert ctx.tainted is not None
+    _send(state, ctx, reset)
+    assert ctx.tainted is not None  # not before it succeeded
+    _ok(state, "RESET")
+    assert ctx.tainted is None and not ctx.role_unknown
+
+
+def test_a_reset_answered_in_one_run_gives_it_back_too() -> None:
+    state, ctx = _session()
+    _send(state, ctx, "SET ROLE bob")
+    state.ready(b"I")  # (the relay core's one-step observation of a quiet run)
+    _send(state, ctx, "RESET ROLE")
+    state.ready(b"I")
+    assert ctx.tainted is None
+
+
+@pytest.mark.parametrize(("change", "reset"), [
+    ("SET ROLE bob", "RESET search_path"), ("SET search_path = x", "RESET ROLE"),
+    ("SET SESSION AUTHORIZATION bob", "RESET ROLE"), ("DO $$ BEGIN END $$", "RESET ROLE"),
+    ("SET ROLE bob", "RESET ALL"),
+    ("SET ROLE bob", "RESET ROLE; SET ROLE bob"), ("SET ROLE bob", "RESET ROLE /* x */"),
+    ("SET ROLE bob", "SET LOCAL ROLE NONE"), ("SET ROLE bob", 'RESET "role"'),
+])
+def test_a_reset_of_another_part_or_form_does_not(change: str, reset: str) -> None:
+    state, ctx = _session()
+    _send(state, ctx, change)
+    _ok(state)
+    _send(state, ctx, reset)
+    _ok(state, "RESET")
+    assert ctx.tainted is not None
+
+
+def test_both_parts_given_back_one_by_one() -> None:
+    state, ctx = _session()
+    for text in ("SET ROLE bob", "SET search_path = x", "RESET ROLE"):
+        _send(state, ctx, text)
+        _ok(state)
+    assert ctx.tainted is not None and not ctx.role_unknown  # the role is known again
+    _send(state, ctx, "RESET search_path")
+    _ok(state)
+    assert ctx.tainted is None
+
+
+def test_a_failed_reset_gives_nothing_back() -> None:
+    state, ctx = _session()
+    _send(state, ctx, "SET ROLE bob")
+    _ok(state)
+    _send(state, ctx, "RESET ROLE")
+    _failed(state)
+    assert ctx.tainted is not None and ctx.role_unknown
+
+
+def test_a_reset_inside_a_transaction_block_gives_nothing_back() -> None:
+    state, ctx = _session()
+    _send(state, ctx, "SET ROLE bob")
+    _ok(state)
+    _send(state, ctx, "BEGIN")
+    _ok(state, "BEGIN", "T")
+    _send(state, ctx, "RESET ROLE")  # ROLLBACK would undo it: not learnt, even at COMMIT
+    _ok(state, "RESET", "T")
+    _send(state, ctx, "COMMIT")
+    _ok(state, "COMMIT", "I")
+    assert ctx.tainted is not None
+
+
+def test_a_reset_behind_outstanding_requests_gives_nothing_back() -> None:
+    state, ctx = _session()
+    _send(state, ctx, "SET ROLE bob")
+    _send(state, ctx, "RESET ROLE")  # pipelined: the status it runs in is not known yet
+    _ok(state)
+    _ok(state, "RESET")
+    assert ctx.tainted is not None
+
+
+def test_a_change_sent_after_the_reset_keeps_the_identity_unknown() -> None:
+    state, ctx = _session()
+    _send(state, ctx, "SET ROLE bob")
+    _ok(state)
+    _send(state, ctx, "RESET ROLE")
+    _send(state, ctx, "SET ROLE bob")  # pipelined behind it, seen before its answer
+    _ok(state, "RESET")
+    _ok(state)
+    assert ctx.tainted is not None and ctx.role_unknown
+
+
+@pytest.mark.parametrize("startup", [{"options": "-c role=bob"}, {"role": "bob"},
+                                     {"search_path": "other"}])
+def test_a_login_identity_set_at_startup_is_never_learnt(startup: dict[str, str]) -> None:
+    state, ctx = _session()
+    identity.taint_for_life(ctx, identity.startup_taint({"user": "app", **startup}))
+    _send(state, ctx, "DISCARD ALL")  # resets to the startup values, which weir does not know
+    _ok(state, "DISCARD ALL")
+    assert ctx.tainted is not None
+
+
+def test_a_non_identity_taint_is_kept() -> None:
+    state, ctx = _session()
+    _send(state, ctx, "SET ROLE bob")
+    _ok(state)
+    ctx.tainted = "the session changed setting geqo, which weir does not follow yet"
+    _send(state, ctx, "RESET ROLE")
+    _ok(state, "RESET")
+    assert ctx.tainted is not None and not ctx.role_unknown
+
+
+def test_discard_all_keeps_its_effect_on_the_statements() -> None:
+    state, ctx = _session()
+    state.statements["s"] = object()  # type: ignore[assignment]
+    _send(state, ctx, "SET ROLE bob")
+    _ok(state)
+    _send(state, ctx, "DISCARD ALL")
+    _ok(state, "DISCARD ALL")
+    assert ctx.tainted is None and not state.statements
+
+
+def test_statement_reset_forms() -> None:
+    assert identity.statement_reset("RESET ROLE") == {identity.ROLE}
+    assert identity.statement_reset(" reset session authorization ;") == {
+        identity.ROLE, identity.AUTH}
+    assert identity.statement_reset("DISCARD ALL") == identity.EVERYTHING
+    for text in ("RESET ROLE; RESET ROLE", "SET ROLE bob", "RESET work_mem", "DISCARD PLANS",
+                 "SET ROLE 'none'", "RESET ROLE -- x", ""):
+        assert identity.statement_reset(text) == frozenset()
