@@ -38,6 +38,12 @@ HARMLESS_SETTINGS = frozenset({
 
 
 
+#: settings ``proxy.identity`` follows (role, session authorization, search_path): a change
+#: makes the session's identity unknown there, until a reset gives it back
+IDENTITY_FOLLOWED = frozenset({"role", "authorization", "session_authorization",
+                               "search_path"})
+
+
 @dataclass(slots=True)
 class SessionContext:
     database: str
@@ -162,7 +168,7 @@ def setting_taint(text: str) -> str | None:
     if not rest:
         return None
     name = rest[0].lower().strip('"')
-    if rest[0].upper() == "ALL":
+    if rest[0].upper() == "ALL" or name in IDENTITY_FOLLOWED:
         return None
     if name in HARMLESS_SETTINGS:
         return None
