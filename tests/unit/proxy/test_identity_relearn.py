@@ -158,7 +158,7 @@ def test_a_non_identity_taint_is_kept() -> None:
 
 def test_discard_all_keeps_its_effect_on_the_statements() -> None:
     state, ctx = _session()
-    state.statements["s"] = object()  # type: ignore[assignment]
+    state.statements["s"] = object()
     _send(state, ctx, "SET ROLE bob")
     _ok(state)
     _send(state, ctx, "DISCARD ALL")
