@@ -269,12 +269,19 @@ def _taint(ctx: Any, reason: str, parts: frozenset[str]) -> None:
         ctx.role_unknown = True
 
 
-def forwarded(state: Any, ctx: Any, msg: object) -> None:
-    """``msg`` was just handed to the session core (``state.frontend``) on its way upstream:
+def forwarded(session: Any, msg: object) -> None:
+    """``msg`` was just handed to ``session``'s core (``state.frontend``) on its way upstream:
     if it is a Query :func:`observe` found may give the identity back, and it is the only
     request outstanding, outside a transaction block (so it runs alone, in its own implicit
-    transaction), its ledger item learns the identity again when it succeeds."""
+    transaction), its ledger item learns the identity again when it succeeds (an Execute:
+    :func:`_execute_item`). Once learnt, the statements the session prepared upstream
+    meanwhile may be served again (``Extended.adopt``)."""
+    state, ctx = session.state, session.ctx
     if ctx is None or ctx.who is None:
+        return
+    if type(msg) is fe.Execute:
+        if ctx.tainted is not None or ctx.role_unknown:
+            _execute_item(session, msg.portal)
         return
     found: Who = ctx.who
     armed = found.armed
@@ -291,28 +298,75 @@ def forwarded(state: Any, ctx: Any, msg: object) -> None:
     def succeeded() -> None:
         if effect is not None:
             effect()
-        relearn(ctx, gives, generation)
+        if relearn(ctx, gives, generation):
+            session.extended.adopt()
 
     pending.append(replace(item, apply=succeeded))
 
 
-def relearn(ctx: Any, gives: frozenset[str], generation: int) -> None:
+#: the kinds of ledger items that execute nothing (``proxy.session``)
+_INERT = frozenset({"parse", "bind", "describe", "close"})
+_EXECUTE = ord("E")
+
+
+def executed(session: Any, mtype: int, raw: bytes, start: int, end: int) -> None:
+    """A client message of ``session`` (``raw[start:end]``, type ``mtype``) just went into
+    the ledger undecoded: for an Execute, :func:`_execute_item`."""
+    ctx = session.ctx
+    if mtype == _EXECUTE and ctx is not None and ctx.who is not None \
+            and (ctx.tainted is not None or ctx.role_unknown):
+        nul = raw.find(b"\0", start, end)
+        if nul >= 0:
+            _execute_item(session, raw[start:nul].decode("utf-8", "surrogateescape"))
+
+
+def _execute_item(session: Any, portal: str) -> None:
+    """An Execute of ``portal`` was just added to the ledger (extended protocol). If it is
+    the first statement of a batch begun outside a transaction block, its item checks, when
+    it succeeds, whether the statement it ran is a reset (the ledger's own statement and
+    portal tables then hold what it ran) and the batch's Sync comes next (the reset then
+    commits alone): the identity is learnt again (:func:`relearn`)."""
+    state, ctx = session.state, session.ctx
+    pending = state.pending
+    if state.skipping or state.transaction_status != "I" or not pending \
+            or pending[-1].kind != "execute" \
+            or any(pending[i].kind not in _INERT for i in range(len(pending) - 1)):
+        return
+    found: Who = ctx.who
+    generation = found.generation
+    item = pending.pop()
+
+    def succeeded() -> None:
+        name = state.portals.get(portal)
+        statement = state.statements.get(name) if name is not None else None
+        if statement is None or not pending or pending[0].kind != "sync":
+            return
+        gives = statement_reset(statement.query)
+        if gives and relearn(ctx, gives, generation):
+            session.extended.adopt()
+
+    pending.append(replace(item, apply=succeeded))
+
+
+def relearn(ctx: Any, gives: frozenset[str], generation: int) -> bool:
     """A reset that gives back ``gives`` committed: those parts are the login's again,
     unless a statement that may change the identity was seen since (``generation``); when
-    none is left, the session's reads may be served again."""
+    none is left, the session's reads may be served again (True)."""
     found: Who = ctx.who
     if found.generation != generation:
-        return
+        return False
     found.changed -= gives
     if found.for_life:
-        return
+        return False
     if found.changed.isdisjoint((ROLE, AUTH)):
         ctx.role_unknown = False
     if found.changed:
-        return
-    if ctx.tainted is not None and ctx.tainted is found.reason:
+        return False
+    learnt = ctx.tainted is not None and ctx.tainted is found.reason
+    if learnt:
         ctx.tainted = None
     found.reason = None
+    return learnt
 
 
 def admin_roles(setting: str | None, upstream_user: str | None) -> frozenset[str]:

@@ -189,6 +189,7 @@ class Session:
                     # Execute/Sync/Flush/Describe with nothing held locally: no decoding on
                     # the hot path (PostgreSQL validates their content itself)
                     state.expect(kind)
+                    identity.executed(self, mtype, raw, start, end)
                     if mtype == _T_SYNC:
                         state.batch_upstream = False
                     elif kind:  # a Flush leaves the batch as it is
@@ -221,7 +222,7 @@ class Session:
             elif mtype == _T_BIND and not self._note_hidden(msg):
                 self.memos.remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
             state.frontend(msg)
-            identity.forwarded(state, self.ctx, msg)
+            identity.forwarded(self, msg)
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self.terminated = True
@@ -357,7 +358,7 @@ class Session:
         identity.observe(self.ctx, msg, self.server.service.identity_functions)
         self._note_hidden(msg)
         self.state.frontend(msg)
-        identity.forwarded(self.state, self.ctx, msg)
+        identity.forwarded(self, msg)
         if isinstance(msg, fe.Terminate):
             self.terminated = True
         self._upstream_write(raw)

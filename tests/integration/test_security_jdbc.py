@@ -102,3 +102,12 @@ def test_admin_commands_through_jdbc(world: World, jdbc: Path) -> None:
     out = _run(jdbc, world.server.port, world.dbname, world.app,
                ["x DROP ALL CACHES", "p SHOW CACHES", "x SHOW WEIR STATUS", READ])
     assert out == ["error 42501", "error 42501", "error 42501", "rows public-secret"]
+
+
+def test_a_role_reset_through_jdbc_is_served_from_the_cache_again(world: World,
+                                                                   jdbc: Path) -> None:
+    out = _run(jdbc, world.server.port, world.dbname, world.app,
+               [f"x SET ROLE {world.bob}", READ, "p EXPLAIN LAST STATEMENT", "x RESET ROLE",
+                READ, "p EXPLAIN LAST STATEMENT"])
+    assert out == ["ok", "error 42501", "rows upstream", "ok", "rows public-secret",
+                   "rows cache"]

@@ -116,3 +116,38 @@ def test_asyncpg_learns_it_again_after_a_simple_reset(world: World) -> None:
     assert direct == through == [DENIED, PUBLIC]
     with world.connect(world.app) as conn:  # (the same login, on another session: unaffected)
         assert _read(conn) == PUBLIC and last(conn)[0] == "cache"
+
+
+@pytest.mark.parametrize("reset", ["RESET ROLE", "DISCARD ALL"])
+def test_an_extended_protocol_reset_learns_it_again(world: World, reset: str) -> None:
+    """asyncpg's ``fetch`` and psycopg's prepared statements send the reset over the
+    extended protocol."""
+    async def script(dsn: str, through: bool) -> list[Any]:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.fetch(f"SET ROLE {world.bob}")
+            try:  # (prepared while the identity is unknown: adopted again after the reset)
+                denied: Any = await conn.fetch(READ_PG, 1)
+            except asyncpg.exceptions.InsufficientPrivilegeError:
+                denied = DENIED
+            await conn.fetch(reset)
+            rows = [tuple(r) for r in await conn.fetch(READ_PG, 1)]
+            if through:
+                rows.append((await conn.fetchrow("EXPLAIN LAST STATEMENT"))[0])
+            return [denied, rows]
+        finally:
+            await conn.close()
+
+    if reset == "RESET ROLE":  # (after DISCARD ALL, asyncpg's own statement cache is stale)
+        direct = asyncio.run(script(world.pg.dsn(user=world.app, dbname=world.dbname), False))
+        assert direct == [DENIED, PUBLIC]
+        assert asyncio.run(script(world.async_dsn(world.app), True)) == [
+            DENIED, [*PUBLIC, "cache"]]
+
+    def prepared(conn: Any) -> list[Any]:
+        conn.execute(f"SET ROLE {world.bob}", prepare=True)
+        denied = _read(conn)
+        conn.execute(reset, prepare=True)
+        return [denied, _read(conn)]
+
+    assert _both(world, prepared) == [DENIED, PUBLIC, "cache"]

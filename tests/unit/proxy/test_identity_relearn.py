@@ -15,6 +15,17 @@ from proxy.router import SessionContext
 from proxy.session import SessionState
 
 
+class _Session:
+    """What ``identity.forwarded``/``executed`` need of a relayed session."""
+
+    def __init__(self, state: SessionState, ctx: SessionContext) -> None:
+        self.state, self.ctx = state, ctx
+        self.extended = self  # (its ``adopt``)
+
+    def adopt(self) -> None:
+        pass
+
+
 def _session() -> tuple[SessionState, SessionContext]:
     return SessionState(), SessionContext(database="d", user="app", search_path=("public",))
 
@@ -24,7 +35,7 @@ def _send(state: SessionState, ctx: SessionContext, text: str) -> None:
     msg = fe.Query(text)
     identity.observe(ctx, msg, ())
     state.frontend(msg)
-    identity.forwarded(state, ctx, msg)
+    identity.forwarded(_Session(state, ctx), msg)
 
 
 def _ok(state: SessionState, tag: str = "SET", status: str = "I") -> None:
@@ -174,3 +185,90 @@ def test_statement_reset_forms() -> None:
     for text in ("RESET ROLE; RESET ROLE", "SET ROLE bob", "RESET work_mem", "DISCARD PLANS",
                  "SET ROLE 'none'", "RESET ROLE -- x", ""):
         assert identity.statement_reset(text) == frozenset()
+
+
+# -- the extended protocol ---------------------------------------------------------------------
+
+def _extended(state: SessionState, ctx: SessionContext, text: str, name: str = "",
+              parse: bool = True, sync: bool = True, raw_execute: bool = False) -> None:
+    """Parse/Bind/Execute[/Sync] as the relay observes them (the Execute decoded, or, with
+    ``raw_execute``, undecoded as on the quiet path)."""
+    msgs: list[object] = [fe.Parse(name, text)] if parse else []
+    msgs.append(fe.Bind("", name))
+    for msg in msgs:
+        identity.observe(ctx, msg, ())
+        state.frontend(msg)
+        identity.forwarded(_Session(state, ctx), msg)
+    if raw_execute:
+        raw = fe.Execute("").encode()
+        state.expect("execute")
+        identity.executed(_Session(state, ctx), raw[0], raw, 5, len(raw))
+    else:
+        execute = fe.Execute("")
+        state.frontend(execute)
+        identity.forwarded(_Session(state, ctx), execute)
+    if sync:
+        state.frontend(fe.Sync())
+
+
+def _answered(state: SessionState, tag: str, parse: bool = True) -> None:
+    if parse:
+        state.backend(be.ParseComplete())
+    state.backend(be.BindComplete())
+    _ok(state, tag)
+
+
+@pytest.mark.parametrize("raw_execute", [False, True])
+def test_an_extended_reset_gives_the_identity_back(raw_execute: bool) -> None:
+    state, ctx = _session()
+    _extended(state, ctx, "SET ROLE bob")
+    _answered(state, "SET")
+    assert ctx.role_unknown
+    _extended(state, ctx, "RESET ROLE", raw_execute=raw_execute)
+    _answered(state, "RESET")
+    assert ctx.tainted is None and not ctx.role_unknown
+
+
+def test_a_named_reset_statement_run_later() -> None:
+    state, ctx = _session()
+    _extended(state, ctx, "SET ROLE bob")
+    _answered(state, "SET")
+    msg = fe.Parse("r", "RESET ROLE")  # prepared first (asyncpg), executed in a later batch
+    identity.observe(ctx, msg, ())
+    state.frontend(msg)
+    state.frontend(fe.Sync())
+    state.backend(be.ParseComplete())
+    state.backend(be.ReadyForQuery("I"))
+    _extended(state, ctx, "", name="r", parse=False)
+    _answered(state, "RESET", parse=False)
+    assert ctx.tainted is None
+
+
+def test_an_extended_reset_not_alone_in_its_batch_does_not() -> None:
+    state, ctx = _session()
+    _extended(state, ctx, "SET ROLE bob")
+    _answered(state, "SET")
+    _extended(state, ctx, "SELECT 1", sync=False)  # the same implicit transaction
+    _extended(state, ctx, "RESET ROLE")
+    state.ready(b"I")
+    assert ctx.tainted is not None
+    _extended(state, ctx, "RESET ROLE", sync=False)  # something follows it before the Sync
+    _extended(state, ctx, "SELECT 1")
+    state.ready(b"I")
+    assert ctx.tainted is not None
+
+
+def test_an_extended_reset_that_fails_or_runs_in_a_block_does_not() -> None:
+    state, ctx = _session()
+    _extended(state, ctx, "SET ROLE bob")
+    _answered(state, "SET")
+    _extended(state, ctx, "RESET ROLE")
+    state.backend(be.ParseComplete())
+    state.backend(be.BindComplete())
+    _failed(state)
+    assert ctx.tainted is not None
+    _send(state, ctx, "BEGIN")
+    _ok(state, "BEGIN", "T")
+    _extended(state, ctx, "RESET ROLE")
+    _answered(state, "RESET")
+    assert ctx.tainted is not None
