@@ -30,7 +30,8 @@ log = logging.getLogger("weir.commands")
 
 TEXT_OID = 25
 #: the SHOW commands a non-admin may run: they list only the statements it sent itself
-OWN_STATEMENTS = ("proxied", "supported")
+#: (the caches: those over a statement it sent)
+OWN_STATEMENTS = ("proxied", "supported", "caches")
 
 
 def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
@@ -66,7 +67,8 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
             (e.name, e.query_id,
              e.text if cmd.literals else masked(registry.classify(e.text, e.search_path)),
              str(memory.get(e.name, 0)))
-            for e in registry.caches.values()]
+            for e in registry.caches.values()
+            if sender is None or sender in getattr(registry.proxied.get(e.query_id), "roles", ())]
         return result_set(["name", "query_id", "query", "memory_bytes"], rows,
                           f"SELECT {len(rows)}")
     if what in ("proxied", "supported"):

@@ -1,7 +1,7 @@
 """weir's SQL commands are for admins (issue 20, repro 5): the upstream URL's role,
 superusers, or the roles ``--admin-roles`` names. Others get 42501; SHOW shows literal values
-only when asked WITH LITERALS. A non-admin's SHOW PROXIED [SUPPORTED] QUERIES lists only the
-statements its own login role sent."""
+only when asked WITH LITERALS. A non-admin's SHOW PROXIED [SUPPORTED] QUERIES and SHOW CACHES
+list only the statements its own login role sent (and the caches over them)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ COMMANDS = (
     "EXPLAIN CREATE CACHE FROM SELECT v FROM notes WHERE id = $1",
     "DROP CACHE notes_v",
     "DROP ALL CACHES",
-    "SHOW CACHES",
     "SHOW WEIR STATUS",
     "SHOW WEIR TABLES",
 )
@@ -108,7 +107,12 @@ def test_non_admins_see_only_their_own_statements(pg: Any, dbname: str) -> None:
                         if "bobs-own" in r[1]]
             everyone = " ".join(r[1] for r in owner.execute("SHOW PROXIED QUERIES WITH LITERALS"))
             assert "hunter2" in everyone and "bobs-own" in everyone
-            for command in ("SHOW CACHES", "SHOW WEIR STATUS", "SHOW WEIR TABLES"):
+            owner.execute("CREATE CACHE theirs FROM SELECT id FROM notes "
+                          "WHERE v = 'alice-password-hunter2'")  # (a statement alice sent)
+            assert [r[0] for r in theirs.execute("SHOW CACHES")] == ["theirs"]
+            assert [r[0] for r in mine.execute("SHOW CACHES")] == []
+            assert len(list(owner.execute("SHOW CACHES"))) == 2
+            for command in ("SHOW WEIR STATUS", "SHOW WEIR TABLES"):
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):
                     mine.execute(command)
     finally:
