@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests.integration.test_security_identity import World, world
@@ -90,12 +91,22 @@ def test_search_path_and_role_reset_through_jdbc(world: World, jdbc: Path) -> No
 
 
 def test_schema_usage_and_column_grants_through_jdbc(world: World, jdbc: Path) -> None:
+    """bob: SELECT on other.secret without USAGE on ``other``, SELECT on secret's id only;
+    caches cover every read."""
     world.pg.psql(f"GRANT SELECT ON other.secret TO {world.bob};"
                   f"GRANT SELECT (id) ON secret TO {world.bob}", world.dbname)
-    script = ["p SELECT v FROM other.secret WHERE id = ?", READ,
-              "p SELECT id FROM secret WHERE id = ?"]
+    other = "p SELECT v FROM other.secret WHERE id = ?"
+    with psycopg.connect(world.server.dsn(dbname=world.dbname), autocommit=True) as owner:
+        owner.execute("CREATE CACHE other_v FROM SELECT v FROM other.secret WHERE id = $1")
+        owner.execute("CREATE CACHE secret_id FROM SELECT id FROM secret WHERE id = $1")
+    assert _same(world, jdbc, world.app, [other]) == [
+        "rows other-secret"]
+    script = [other, READ, "p SELECT id FROM secret WHERE id = ?"]
     assert _same(world, jdbc, world.bob, script) == [
         "error 42501", "error 42501", "rows 1"]
+    served = _run(jdbc, world.server.port, world.dbname, world.app,
+                  [other, "p EXPLAIN LAST STATEMENT"])
+    assert served == ["rows other-secret", "rows cache"]  # (the caches do serve app)
 
 
 def test_admin_commands_through_jdbc(world: World, jdbc: Path) -> None:
