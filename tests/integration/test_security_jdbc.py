@@ -122,3 +122,18 @@ def test_a_role_reset_through_jdbc_is_served_from_the_cache_again(world: World,
                 READ, "p EXPLAIN LAST STATEMENT"])
     assert out == ["ok", "error 42501", "rows upstream", "ok", "rows public-secret",
                    "rows cache"]
+
+
+def test_revoke_inside_a_transaction_through_jdbc(world: World, jdbc: Path) -> None:
+    """The owner revokes app's SELECT inside a transaction through weir: JDBC reads before
+    the COMMIT get the row (as PostgreSQL gives it), after it 42501 (not a remembered
+    verdict)."""
+    with psycopg.connect(world.server.dsn(dbname=world.dbname), autocommit=True) as owner:
+        owner.execute("BEGIN")
+        owner.execute(f"REVOKE SELECT ON secret FROM {world.app}")
+        before = _run(jdbc, world.server.port, world.dbname, world.app, [READ, READ])
+        owner.execute("COMMIT")
+    after = _run(jdbc, world.server.port, world.dbname, world.app, [READ])
+    direct = _run(jdbc, world.pg.port, world.dbname, world.app, [READ])
+    assert before == ["rows public-secret"] * 2
+    assert after == direct == ["error 42501"]
