@@ -440,3 +440,15 @@ SELECT u.id, u.username, s.id AS story FROM users u LEFT JOIN stories s ON s.aut
 -- params: [2]
 SELECT c.id, count(o.id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND c.vip WHERE c.id = $1 GROUP BY c.id;
 SELECT t.id, p.id AS post FROM posts p RIGHT JOIN threads t ON p.thread_id = t.id AND NOT t.pinned AND p.edited;
+-- ===================== CROSS and non-equality joins =====================
+-- params: [3]
+SELECT u.id, t.name FROM users u CROSS JOIN tags t WHERE u.id = $1;
+SELECT c.name, t.name FROM categories c, tags t WHERE c.parent_id IS NULL;
+SELECT p.id, q.id FROM products p JOIN products q ON q.price > p.price AND q.category_id = p.category_id WHERE p.id = 4;
+SELECT s.id, count(c.id) FROM stories s JOIN comments c ON c.story_id = s.id AND c.created_at > s.created_at GROUP BY s.id;
+SELECT u.id, s.id FROM users u LEFT JOIN stories s ON s.score > 55;
+SELECT u.id, t.id FROM users u LEFT JOIN tags t ON u.is_admin AND t.name < 'r';
+SELECT t.id, u.id FROM tags t RIGHT JOIN users u ON u.karma > 100;
+SELECT u.id, t.id FROM users u LEFT JOIN tags t ON TRUE WHERE u.karma = 0;
+-- params: [2]
+SELECT o.id, p.id FROM orders o, products p WHERE o.customer_id = $1 AND p.price BETWEEN o.total / 4 AND o.total / 2;

@@ -492,6 +492,16 @@ def _check_prefetch(conn: Any, catalog: Catalog, rng: random.Random) -> int:
                        if r[pi] in values and r[pi] is not None)
         assert got == want, sql
         checked += 1
+        # a join on no columns (CROSS JOIN): every row, when the source has one for the key
+        for probe in (key, (-1,)):
+            request = _Prefetch(pref, (), (), _Via(cref, (cref.primary_key[0],), probe, ()))
+            sql, params = fill_query(request)  # type: ignore[arg-type]
+            got = Counter(tuple(r) for r in conn.execute(re.sub(r"\$\d+", "%s", sql), params))
+            present = any(r[cref.primary_key[0]] == probe[0] for r in child_rows)
+            want = Counter(tuple(r) for r in conn.execute(f"SELECT * FROM {parent}")
+                           if present)
+            assert got == want, sql
+            checked += 1
     return checked
 
 
