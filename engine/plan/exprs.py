@@ -319,8 +319,8 @@ class ExprBuilder:
         kind = body.get("subLinkType", "")
         what = _SUBLINKS.get(kind, "subquery")
         if kind in ("EXISTS_SUBLINK", "ANY_SUBLINK"):
-            raise PlanError(f"{what} under OR or an expression (only top-level WHERE "
-                            "[NOT] IN/EXISTS become semi- or anti-joins)")
+            raise PlanError(f"{what} inside an expression (only IN/EXISTS in WHERE "
+                            "conditions of AND, OR and NOT become joins)")
         if correlated(self.scope, body):
             raise PlanError(f"correlated {what}")
         if kind == "EXPR_SUBLINK":

@@ -452,3 +452,10 @@ SELECT t.id, u.id FROM tags t RIGHT JOIN users u ON u.karma > 100;
 SELECT u.id, t.id FROM users u LEFT JOIN tags t ON TRUE WHERE u.karma = 0;
 -- params: [2]
 SELECT o.id, p.id FROM orders o, products p WHERE o.customer_id = $1 AND p.price BETWEEN o.total / 4 AND o.total / 2;
+-- ===================== IN / EXISTS under OR =====================
+SELECT id FROM stories s WHERE s.score > 50 OR EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.value < 0);
+SELECT id FROM stories s WHERE s.published AND (s.author_id IN (SELECT id FROM users WHERE is_admin) OR s.score > 40);
+SELECT c.id FROM comments c WHERE NOT (c.score > 5 OR EXISTS (SELECT 1 FROM votes v WHERE v.user_id = c.author_id));
+SELECT u.id FROM users u WHERE u.karma > 100 OR u.id IN (SELECT author_id FROM comments WHERE score IS NULL);
+-- params: [2]
+SELECT t.id FROM threads t WHERE t.forum_id = $1 AND (t.pinned OR t.id IN (SELECT thread_id FROM posts WHERE edited));

@@ -67,3 +67,22 @@ JOIN_SHAPES = [
 def test_cross_and_non_equality_joins(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, JOIN_SHAPES, LEVELS, _write,
                      {"things": 1000, "notes": 1000, "levels": 5})
+
+
+OR_SHAPES = [
+    Shape("SELECT id, score FROM things t WHERE grp = $1 AND (score > 40 OR EXISTS "
+          "(SELECT 1 FROM notes n WHERE n.ref = t.id AND n.note LIKE 'note 1%'))",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id FROM things t WHERE grp = $1 AND (score IS NULL OR NOT EXISTS "
+          "(SELECT 1 FROM notes n WHERE n.ref = t.score))", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, score FROM things WHERE grp = ANY($1) AND (name = 'n3' OR score IN "
+          "(SELECT ref FROM notes WHERE id > 1000))", lambda r: (_ids(r, 45),)),
+    Shape("SELECT grp, count(*) FROM things t WHERE (score < 10 AND grp IN (SELECT ref FROM "
+          "notes WHERE note LIKE 'note 2%')) OR EXISTS (SELECT 1 FROM notes n WHERE "
+          "n.ref = t.grp AND n.id > 1000) GROUP BY grp", lambda r: ()),
+]
+
+
+def test_subqueries_under_or(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, OR_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
