@@ -459,3 +459,10 @@ SELECT c.id FROM comments c WHERE NOT (c.score > 5 OR EXISTS (SELECT 1 FROM vote
 SELECT u.id FROM users u WHERE u.karma > 100 OR u.id IN (SELECT author_id FROM comments WHERE score IS NULL);
 -- params: [2]
 SELECT t.id FROM threads t WHERE t.forum_id = $1 AND (t.pinned OR t.id IN (SELECT thread_id FROM posts WHERE edited));
+-- ===================== json (not jsonb) operators: the document's text as written =====================
+-- params: [3]
+SELECT id, raw -> 'user' AS who, raw ->> 'kind' AS kind, raw -> 'tags' -> -1 AS last_tag, raw #>> '{user,name}' AS name, raw -> 'n' AS n, raw #> '{}' FROM activities WHERE user_id = $1;
+-- params: ["view"]
+SELECT id FROM activities WHERE raw ->> 'kind' = $1;
+SELECT raw ->> 'kind' AS kind, count(*) FROM activities GROUP BY 1;
+SELECT id, raw #> '{tags,0}', raw ->> 'tags' FROM activities WHERE raw -> 'user' ->> 'name' IS NOT NULL ORDER BY id;

@@ -29,4 +29,4 @@ CREATE VIEW popular_stories AS
     JOIN users u ON u.id = s.author_id WHERE s.score > 20;
 CREATE TABLE posts (id int8 PRIMARY KEY, thread_id int4 NOT NULL, author_id int4 NOT NULL,
                     body text NOT NULL, edited bool NOT NULL, created_at timestamp NOT NULL);
-CREATE TABLE activities (id int4 PRIMARY KEY, user_id int4 NOT NULL, data jsonb);
+CREATE TABLE activities (id int4 PRIMARY KEY, user_id int4 NOT NULL, data jsonb, raw json);

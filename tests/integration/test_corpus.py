@@ -103,8 +103,22 @@ def generate(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
     data["activities"] = [(i, rng.randint(1, 10), _maybe(rng, Jsonb({
         "kind": rng.choice(["view", "vote", "comment"]), "n": rng.choice([1, 1.0, 2.50]),
         "tags": rng.sample(["rust", "db", "web"], rng.randint(0, 2)),
-        "user": {"name": rng.choice([*names[:3], None])}}), 0.1)) for i in range(1, 41)]
+        "user": {"name": rng.choice([*names[:3], None])}}), 0.1), _raw_json(rng, i))
+        for i in range(1, 41)]
     return data
+
+
+def _raw_json(rng: random.Random, i: int) -> str | None:
+    """A json document as an application might write it: odd spacing, a duplicate key,
+    numbers and escapes as written (json keeps its text)."""
+    spacing = rng.choice([(",", ":"), (", ", ": "), (" ,\n ", " : ")])
+    doc = {"kind": rng.choice(["view", "vote", "comment"]), "n": rng.choice([1, 2.50, -0.0]),
+           "tags": rng.sample(["rust", "db", "w\u00e9b"], rng.randint(0, 2)),
+           "user": {"name": rng.choice(["al\"ice", "bob", None])}}
+    text = json.dumps(doc, separators=spacing)
+    if i % 3 == 0:
+        text = '{"kind" : "old",' + text[1:]  # a duplicate key: the last one counts
+    return _maybe(rng, text, 0.1)
 
 
 def populate(conn: psycopg.Connection[Any], data: dict[str, list[tuple[Any, ...]]]) -> None:
@@ -279,7 +293,8 @@ def test_fill_queries_fetch_exactly_the_keyed_rows(pg: Any, dbname: str) -> None
             ref = table_ref(rel)
             rows = [tuple(r) for r in conn.execute(
                 f'SELECT * FROM "{rel.schema}"."{rel.name}"').fetchall()]
-            keyings = [(i,) for i in range(len(rel.columns))] + [ref.primary_key, ()]
+            keyings = [(i,) for i, c in enumerate(rel.columns)  # json has no equality
+                       if c.type_oid != 114] + [ref.primary_key, ()]
             for cols in keyings:
                 key = tuple(rows[rng.randrange(len(rows))][i] for i in cols)
                 sql, params = fill_query(FillRequest(ref, cols, key))

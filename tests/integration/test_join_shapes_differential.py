@@ -1,7 +1,7 @@
-"""Differential tests of CROSS joins and non-equality join conditions (issue 23) against the
-real upstream, with the loop of ``test_cache_shapes_differential`` (random writes through weir
-and directly, reads through three clients compared with PostgreSQL's own answers, a memory
-budget that keeps evicting).
+"""Differential tests of CROSS joins and non-equality join conditions, IN / EXISTS under OR, and
+json (not jsonb) operators (issue 23) against the real upstream, with the loop of
+``test_cache_shapes_differential`` (random writes through weir and directly, reads through three
+clients compared with PostgreSQL's own answers, a memory budget that keeps evicting).
 
 A small ``levels`` table (a band per row) is what applications cross-join or band-join with;
 its writes move the bands and sometimes empty the filtered side of a LEFT JOIN, so the
@@ -10,6 +10,7 @@ NULL-padded rows come and go.
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.integration.test_cache_shapes_differential import (
     SCHEMA,
     Shape,
     _ids,
+    _json_doc,
     _random_write,
     run_differential,
 )
@@ -86,3 +88,58 @@ OR_SHAPES = [
 def test_subqueries_under_or(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, OR_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+def _raw_doc(rng: random.Random) -> str | None:
+    """A json document as written: random spacing, duplicate keys, escapes, raw scalars."""
+    doc = _json_doc(rng)
+    if doc is None:
+        return None
+    value = json.loads(doc)
+    spacing = rng.choice([(",", ":"), (", ", ": "), (" ,\n\t", " : ")])
+    text = json.dumps(value, separators=spacing, ensure_ascii=rng.random() < 0.5)
+    if text.startswith("{") and rng.random() < 0.3:
+        text = '{"kind": "shadowed" , ' + text[1:] if len(text) > 2 else text
+    return rng.choice(["", " ", "\n "]) + text + rng.choice(["", "  "])
+
+
+def _raw_schema() -> str:
+    rng = random.Random(29)
+    rows = []
+    for i in range(1, 301):
+        doc = _raw_doc(rng)
+        rows.append(f"({i}, {i % 46}, " + ("NULL" if doc is None else
+                                           "'" + doc.replace("'", "''") + "'") + ")")
+    return SCHEMA + "CREATE TABLE feeds (id int PRIMARY KEY, grp int, doc json);\n" \
+        f"INSERT INTO feeds VALUES {', '.join(rows)};\n"
+
+
+def _raw_write(conn: psycopg.Connection[Any], rng: random.Random,
+               next_id: dict[str, int]) -> None:
+    if rng.random() < 0.4:
+        _random_write(conn, rng, next_id)
+    elif rng.random() < 0.5:
+        next_id["feeds"] += 1
+        conn.execute("INSERT INTO feeds VALUES (%s, %s, %s)",
+                     (next_id["feeds"], rng.randint(0, 45), _raw_doc(rng)))
+    else:
+        conn.execute("UPDATE feeds SET doc = %s WHERE id = %s",
+                     (_raw_doc(rng), rng.randint(1, next_id["feeds"])))
+
+
+RAW_JSON_SHAPES = [
+    Shape("SELECT id, doc -> 'user' AS u, doc ->> 'kind', doc -> 'tags' -> -1, "
+          "doc #>> '{user,name}', doc #> '{extra,0}', doc ->> 'n', doc #> '{}' FROM feeds "
+          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, grp FROM feeds WHERE doc ->> 'kind' = $1",
+          lambda r: (r.choice(["post", "link", "poll", "1", "x", "shadowed"]),)),
+    Shape("SELECT grp, doc ->> 'kind' AS kind, count(*) FROM feeds WHERE grp = ANY($1) "
+          "GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+    Shape("SELECT id, doc -> 0, doc ->> 1, doc #>> '{}' FROM feeds WHERE grp = $1",
+          lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_json_operators(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, RAW_JSON_SHAPES, _raw_schema(), _raw_write,
+                     {"things": 1000, "notes": 1000, "feeds": 300})
