@@ -466,3 +466,11 @@ SELECT id, raw -> 'user' AS who, raw ->> 'kind' AS kind, raw -> 'tags' -> -1 AS 
 SELECT id FROM activities WHERE raw ->> 'kind' = $1;
 SELECT raw ->> 'kind' AS kind, count(*) FROM activities GROUP BY 1;
 SELECT id, raw #> '{tags,0}', raw ->> 'tags' FROM activities WHERE raw -> 'user' ->> 'name' IS NOT NULL ORDER BY id;
+-- ===================== array columns and operators =====================
+SELECT id, name, labels FROM products WHERE labels @> '{sale}';
+SELECT id, cardinality(labels), array_length(labels, 1) FROM products WHERE category_id = 2;
+-- params: [3]
+SELECT id FROM products WHERE category_id = $1 AND 'eco' = ANY(labels);
+SELECT category_id, count(*) FROM products WHERE labels && '{new,eco}' GROUP BY category_id;
+SELECT id FROM products WHERE NOT labels <@ '{new,sale}' ORDER BY id;
+SELECT id FROM products WHERE stock = ANY('{0,3}');

@@ -13,7 +13,8 @@ CREATE TABLE story_tags (story_id int8, tag_id int4, PRIMARY KEY (story_id, tag_
 CREATE TABLE customers (id int4 PRIMARY KEY, name text NOT NULL, country text, vip bool NOT NULL);
 CREATE TABLE categories (id int4 PRIMARY KEY, name text NOT NULL, parent_id int4);
 CREATE TABLE products (id int4 PRIMARY KEY, category_id int4 NOT NULL, name text NOT NULL,
-                       price numeric(10,2) NOT NULL, stock int4 NOT NULL, discontinued bool NOT NULL);
+                       price numeric(10,2) NOT NULL, stock int4 NOT NULL, discontinued bool NOT NULL,
+                       labels text[]);
 CREATE TABLE orders (id int8 PRIMARY KEY, customer_id int4 NOT NULL, status text NOT NULL,
                      total numeric(12,2), placed_on date NOT NULL);
 CREATE TABLE order_items (order_id int8, product_id int4, quantity int4 NOT NULL,

@@ -143,3 +143,54 @@ RAW_JSON_SHAPES = [
 def test_json_operators(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, RAW_JSON_SHAPES, _raw_schema(), _raw_write,
                      {"things": 1000, "notes": 1000, "feeds": 300})
+
+
+def _tags(rng: random.Random) -> list[Any] | None:
+    if rng.random() < 0.1:
+        return None
+    return [rng.choice(["a", "b", "c", "d e", None]) for _ in range(rng.randint(0, 4))]
+
+
+def _array_schema() -> str:
+    rng = random.Random(31)
+    rows = []
+    for i in range(1, 301):
+        tags = _tags(rng)
+        text = "NULL" if tags is None else "ARRAY[" + ", ".join(
+            "NULL" if t is None else f"'{t}'" for t in tags) + "]::text[]"
+        nums = ", ".join(str(rng.randint(0, 9)) for _ in range(rng.randint(0, 3)))
+        rows.append(f"({i}, {i % 46}, {text}, '{{{nums}}}')")
+    return SCHEMA + "CREATE TABLE items (id int PRIMARY KEY, grp int, tags text[], nums int[]);\n" \
+        f"INSERT INTO items VALUES {', '.join(rows)};\n"
+
+
+def _array_write(conn: psycopg.Connection[Any], rng: random.Random,
+                 next_id: dict[str, int]) -> None:
+    if rng.random() < 0.4:
+        _random_write(conn, rng, next_id)
+    elif rng.random() < 0.5:
+        next_id["items"] += 1
+        conn.execute("INSERT INTO items VALUES (%s, %s, %s, %s)",
+                     (next_id["items"], rng.randint(0, 45), _tags(rng),
+                      [rng.randint(0, 9) for _ in range(rng.randint(0, 3))]))
+    else:
+        conn.execute("UPDATE items SET tags = %s, nums = %s WHERE id = %s",
+                     (_tags(rng), rng.choice([None, [rng.randint(0, 9), None]]),
+                      rng.randint(1, next_id["items"])))
+
+
+ARRAY_SHAPES = [
+    Shape("SELECT id, tags, nums, cardinality(tags), array_length(nums, 1) FROM items "
+          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id FROM items WHERE grp = $1 AND tags @> '{a}' AND NOT tags && '{\"d e\"}'",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, 'b' = ANY(tags), 3 = ANY(nums) FROM items WHERE grp = ANY($1)",
+          lambda r: (_ids(r, 45),)),
+    Shape("SELECT grp, count(*) FROM items WHERE nums <@ '{1,2,3,4,5}' AND 'c' = ANY(tags) "
+          "GROUP BY grp", lambda r: ()),
+]
+
+
+def test_array_operators(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, ARRAY_SHAPES, _array_schema(), _array_write,
+                     {"things": 1000, "notes": 1000, "items": 300})
