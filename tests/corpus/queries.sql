@@ -474,3 +474,9 @@ SELECT id FROM products WHERE category_id = $1 AND 'eco' = ANY(labels);
 SELECT category_id, count(*) FROM products WHERE labels && '{new,eco}' GROUP BY category_id;
 SELECT id FROM products WHERE NOT labels <@ '{new,sale}' ORDER BY id;
 SELECT id FROM products WHERE stock = ANY('{0,3}');
+-- ===================== IN (VALUES ...) of constants =====================
+SELECT id, title FROM stories WHERE id IN (VALUES (1), (2), (5));
+SELECT id FROM users WHERE username IN (VALUES ('alice'), ('bob')) AND karma >= 0;
+SELECT p.id FROM products p WHERE p.category_id = ANY (VALUES (1), (3)) ORDER BY p.id;
+SELECT id FROM orders WHERE status NOT IN (VALUES ('cancelled'), ('new'));
+SELECT s.id, v.label FROM stories s JOIN (VALUES (1, 'one'), (2, 'two')) v(id, label) ON v.id = s.id;

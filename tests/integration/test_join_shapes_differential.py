@@ -82,10 +82,12 @@ OR_SHAPES = [
     Shape("SELECT grp, count(*) FROM things t WHERE (score < 10 AND grp IN (SELECT ref FROM "
           "notes WHERE note LIKE 'note 2%')) OR EXISTS (SELECT 1 FROM notes n WHERE "
           "n.ref = t.grp AND n.id > 1000) GROUP BY grp", lambda r: ()),
+    Shape("SELECT id, name FROM things WHERE grp IN (VALUES (1), (2), (3)) AND score NOT IN "
+          "(VALUES (5), (10))", lambda r: ()),
 ]
 
 
-def test_subqueries_under_or(pg: Any, dbname: str) -> None:
+def test_subqueries_under_or_and_in_values(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, OR_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
 
