@@ -115,6 +115,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),
+            ("local_bases_loads", str(host.local.loads)),
             ("local_bases_lsn", format_lsn(host.local.resume[1]))]),
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),
