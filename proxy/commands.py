@@ -116,6 +116,8 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),
             ("local_bases_loads", str(host.local.loads)),
+            ("local_bases_path", str(host.local.path)),
+            ("local_indexes", " ".join(f"{k}:{v}" for k, v in host.local.index_states().items())),
             ("local_bases_lsn", format_lsn(host.local.resume[1]))]),
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),

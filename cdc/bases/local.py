@@ -400,6 +400,15 @@ class LocalBases:
                         rows.append(decode(copytext.parse_line(bytes(line))))
         return rows
 
+    def index_states(self) -> dict[str, str]:
+        """Each secondary index: ``done``, or ``building`` (durable state, for status)."""
+        store = self.store
+        if store is None:
+            return {}
+        with store.env.begin() as txn:
+            return {ix.name.decode()[3:]: "done" if txn.get(ix.name, db=store.meta) == b"done"
+                    else "building" for ixs in store.indexes.values() for ix in ixs}
+
     def build_indexes(self, seconds: float = INDEX_SECONDS) -> None:
         """Go on building the secondary indexes lookups wanted (run by every heartbeat, on
         the thread that applies transactions: the build writes inside the open batch, so it

@@ -293,16 +293,12 @@ def test_local_bases_in_memory_are_loaded_at_every_start_and_leave_nothing_behin
     slots = ("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'weir_bases_mem_%'"
              f" AND database = '{dbname}'")
 
-    def memory_dir(proc: WeirProcess) -> Path:
-        line = next(x for x in proc.log if "local bases in memory at" in x)
-        return Path(line.split("local bases in memory at ")[1].split(":")[0])
-
     proc = WeirProcess.start(pg, args, upstream=dsn)
     try:
-        folder = memory_dir(proc)
-        assert (folder / "data.mdb").exists()
         with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
                              prepare_threshold=None) as conn:
+            folder = Path(_status(conn)["local_bases_path"])
+            assert folder.parent == Path("/dev/shm") and (folder / "data.mdb").exists()
             conn.execute(f"CREATE CACHE items_by_id FROM {ITEM}")
             eventually(lambda: _value(conn, 5) == "v5")
             pg.psql("UPDATE items SET v = 'new' WHERE id = 7", dbname)
@@ -319,14 +315,65 @@ def test_local_bases_in_memory_are_loaded_at_every_start_and_leave_nothing_behin
             for k in (7, 9):
                 assert _cached(conn, sql, (k,)) == pg_rows(dsn, sql, k)
             assert _status(conn)["fills"] == "0"
+            assert _status(conn)["local_bases_path"] == str(folder)  # reused, not another
         assert pg.psql(slots, dbname).strip() == "1"  # the killed weir's slot was reused
-        folder = memory_dir(proc)
         proc.stop()
         assert proc.proc.returncode == 0
         assert not folder.exists()  # a clean stop removes the bases and drops the slot
         assert pg.psql(slots, dbname).strip() == "0"
     finally:
         proc.stop()
+
+
+def test_lookups_on_other_columns_of_a_large_local_table_get_a_secondary_index(
+        pg: Any, dbname: str, tmp_path: Path) -> None:
+    """A cache keyed on a non-key column of a table over SCAN_ROWS: the first miss goes
+    upstream and asks for an index, built a slice a heartbeat while writes keep it; then
+    misses are local and exact, across a restart too (the index is in the store)."""
+    dsn = pg.dsn(dbname=dbname)
+    rows = 30_000
+    create_table(dsn, "items", rows=rows)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tags (id int PRIMARY KEY, name text)")
+    by_small = "SELECT id, v, n FROM items WHERE small = %s"
+    writer = Writer(dsn, "items", rows=rows, seed=21).start()
+    proc = _start(pg, dsn, tmp_path)
+    procs = [proc]
+    try:
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            conn.execute(f"CREATE CACHE items_by_id FROM {ITEM}")  # (for the barriers)
+            conn.execute(f"CREATE CACHE items_by_small FROM {by_small.replace('%s', '$1')}")
+            _cached(conn, by_small, (1,))
+            assert _status(conn)["fills"] == "1"  # no index yet: upstream
+            eventually(lambda: _status(conn)["local_indexes"] == "public.items(small):done",
+                       timeout=60)
+            eventually(lambda: writer.commits > 100, timeout=60)
+            writer.stop()
+            _barrier(dsn, conn)
+            with psycopg.connect(dsn, autocommit=True) as up:
+                for k in (1, 2, 3, 4, 29999):
+                    direct = sorted(up.execute(by_small, (k,)).fetchall())
+                    assert sorted(_cached(conn, by_small, (k,))) == direct, k
+            status = _status(conn)
+            assert status["fills"] == "1" and int(status["local_fills"]) >= 4, status
+        _exact(dsn, tmp_path)
+        proc.stop()
+        pg.psql("UPDATE items SET small = 5 WHERE id = 6", dbname)
+        proc = _start(pg, dsn, tmp_path)
+        procs.append(proc)
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn, \
+                psycopg.connect(dsn, autocommit=True) as up:
+            _barrier(dsn, conn)
+            assert sorted(_cached(conn, by_small, (5,))) == sorted(
+                up.execute(by_small, (5,)).fetchall())
+            assert _status(conn)["fills"] == "0"
+    finally:
+        writer.done.set()
+        for p in procs:
+            p.stop()
+        _drop_bases_slot(pg, dbname, wait=False)
 
 
 def pg_rows(dsn: str, sql: str, k: int) -> list[tuple[Any, ...]]:
