@@ -323,7 +323,7 @@ def test_local_bases_follow_the_slot_and_restart_warm_after_kill(
 #: under a minute; by hand, the issue's few million rows (docs/bootstrap.md, "Tests"):
 #:     WEIR_BOOTSTRAP_ROWS=3000000 .venv/bin/python -m pytest -q \
 #:         tests/integration/cdc/test_bootstrap.py -k large_table
-LARGE_ROWS = int(os.environ.get("WEIR_BOOTSTRAP_ROWS", "300000"))
+LARGE_ROWS = int(os.environ.get("WEIR_BOOTSTRAP_ROWS", "200000"))
 
 
 def test_large_table_bootstrapped_under_writes_then_served_exactly_and_restarted_warm(
