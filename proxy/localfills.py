@@ -99,7 +99,7 @@ def attach(host: EngineHost, local: LocalBases) -> None:
 
 async def _changed_columns(host: EngineHost, local: LocalBases) -> str | None:
     rows = await host.pool.fetch(COLUMNS_QUERY, local.relation_names())
-    return local.changed_columns([(r[0], r[1], r[2]) for r in rows])
+    return local.changed_columns([(r[0], r[1], r[2], r[3], r[4]) for r in rows])
 
 
 async def verify(host: EngineHost, local: LocalBases | None) -> None:

@@ -67,7 +67,7 @@ INDEX_SECONDS = 0.02
 #: the local tables' columns upstream now ($1: their SQL names), in the order of
 #: :meth:`LocalBases.changed_columns`'s argument
 COLUMNS_QUERY = """
-    SELECT n, a.attname::text, format_type(a.atttypid, a.atttypmod)
+    SELECT n, a.attname::text, a.atttypid::int8, a.atttypmod, format_type(a.atttypid, a.atttypmod)
     FROM unnest($1::text[]) WITH ORDINALITY AS t(n, i)
     JOIN pg_attribute a ON a.attrelid = to_regclass(t.n)
     WHERE a.attnum > 0 AND NOT a.attisdropped ORDER BY t.i, a.attnum"""
@@ -265,16 +265,21 @@ class LocalBases:
         self.ready = False
         self.stale = reason
 
-    def changed_columns(self, found: Sequence[tuple[str, str, str]]) -> str | None:
+    def changed_columns(self, found: Sequence[tuple[str, str, int, int, str]]) -> str | None:
         """Why the store's tables differ from ``found`` (the upstream catalog's rows of
-        :data:`COLUMNS_QUERY`: table, column, ``format_type``), or None when they agree."""
-        now: dict[str, list[tuple[str, str]]] = {}
-        for table, column, type_text in found:
-            now.setdefault(table, []).append((column, type_text))
+        :data:`COLUMNS_QUERY`: table, column, type oid, typmod, ``format_type``), or None when
+        they agree. Types compare by oid and typmod when the manifest recorded them (the text
+        of ``format_type`` depends on the search_path), else by that text."""
         for name, base in zip(self.relation_names(), self._bases.values(), strict=True):
-            kept = [(c.name, c.type) for c in base.spec.columns]
-            if now.get(name) != kept:
-                what = "gone" if name not in now else f"now {now[name]}, stored {kept}"
+            now = [f[1:] for f in found if f[0] == name]
+            cols = base.spec.columns
+            same = len(now) == len(cols) and all(
+                c.name == column and ((c.type_oid, c.typmod) == (oid, typmod) if c.type_oid
+                                      else c.type == type_text)
+                for c, (column, oid, typmod, type_text) in zip(cols, now, strict=True))
+            if not same:
+                kept = [(c.name, c.type) for c in cols]
+                what = f"now {[(f[0], f[3]) for f in now]}, stored {kept}" if now else "gone"
                 return f"the columns of {base.spec.qualified} changed ({what})"
         return None
 

@@ -129,10 +129,14 @@ def test_a_type_change_under_the_same_column_names_makes_the_bases_stale(tmp_pat
     assert _get(local, 1) == [(1, "a", 1)]  # (the old shape is still served by the store)
     # ...the catalog check sees it (every heartbeat and session)...
     t = local.relation_names()[0]  # as COLUMNS_QUERY returns it
-    found = [(t, "id", "bigint"), (t, "v", "text"), (t, "g", "integer")]
+    found = [(t, "id", 20, -1, "bigint"), (t, "v", 25, -1, "text"), (t, "g", 23, -1, "integer")]
     assert local.changed_columns(found) is None
     assert local.changed_columns([]) == "the columns of public.t changed (gone)"
-    found[2] = (t, "g", "numeric(10,2)")
+    assert local.changed_columns(found[:2]) is not None  # a column dropped
+    assert local.changed_columns([*found, (t, "w", 25, -1, "text")]) is not None  # added
+    # the type's text depends on the search_path: the oid and typmod decide
+    assert local.changed_columns([*found[:2], (t, "g", 23, -1, "pg_catalog.int4")]) is None
+    found[2] = (t, "g", 1700, (10 << 16 | 2) + 4, "numeric(10,2)")
     assert local.changed_columns(found) == (
         "the columns of public.t changed (now [('id', 'bigint'), ('v', 'text'), ('g', "
         "'numeric(10,2)')], stored [('id', 'bigint'), ('v', 'text'), ('g', 'integer')])")
