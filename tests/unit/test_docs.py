@@ -165,33 +165,41 @@ def emitted_messages() -> dict[str, str]:
     """The fixed words of each error message weir builds itself: each literal part of the
     message (split at ``: ``, at least three characters), by where it is built."""
     found: dict[str, str] = {}
-    for package in EMITTERS:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if path.name in NOT_EMITTING | UPSTREAM_DECODERS:
+    trees = [(path, ast.parse(path.read_text())) for package in EMITTERS
+             for path in sorted((ROOT / package).rglob("*.py"))
+             if path.name not in NOT_EMITTING | UPSTREAM_DECODERS]
+    constants = {target.id: node.value.value for _, tree in trees for node in tree.body
+                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                 and isinstance(node.value.value, str)
+                 for target in node.targets if isinstance(target, ast.Name)}
+    for path, tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
                 continue
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(node, ast.Call):
-                    continue
-                func = node.func
-                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
-                index = MESSAGE_ARG.get(name)
-                if index is None or len(node.args) <= index:
-                    continue
-                message = node.args[index]
-                parts = ([message.value] if isinstance(message, ast.Constant) else
-                         [v.value for v in message.values if isinstance(v, ast.Constant)]
-                         if isinstance(message, ast.JoinedStr) else [])
-                for part in parts:
-                    for words in str(part).split(": "):
-                        if len(words := words.strip(" :.,()")) >= 3:
-                            found[words] = f"{path.relative_to(ROOT)}:{node.lineno}"
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+            index = MESSAGE_ARG.get(name)
+            if index is None or len(node.args) <= index:
+                continue
+            message = node.args[index]
+            named = getattr(message, "id", getattr(message, "attr", None))
+            if named in constants:  # a module's constant (identity.ADMIN_DENIED)
+                message = ast.Constant(constants[named], lineno=node.lineno)
+            parts = ([message.value] if isinstance(message, ast.Constant) else
+                     [v.value for v in message.values if isinstance(v, ast.Constant)]
+                     if isinstance(message, ast.JoinedStr) else [])
+            for part in parts:
+                for words in str(part).split(": "):
+                    if len(words := words.strip(" :.,()")) >= 3:
+                        found[words] = f"{path.relative_to(ROOT)}:{node.lineno}"
     return found
 
 
 def test_every_error_message_weir_builds_is_in_troubleshooting() -> None:
     messages = emitted_messages()
     assert {"sorry, too many clients already", "invalid message from upstream",
-            "query cannot be cached"} <= messages.keys(), messages  # the scan works
+            "query cannot be cached", "permission denied to run weir's commands"
+            } <= messages.keys(), messages  # the scan works
     text = (DOCS / "troubleshooting.md").read_text()
     table = text[:text.index("## Errors of `weir serve`")]
     missing = {words: where for words, where in messages.items() if words not in table}
