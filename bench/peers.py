@@ -148,7 +148,11 @@ def weir(cluster: localpg.LocalCluster, cached: bool, *extra: str
          ) -> Iterator[tuple[str, Weir]]:
     """weir in front of the cluster (``extra``: more flags); ``cached``: with the news site's
     caches (empty)."""
-    with Weir(cluster.dsn(), *extra) as proc:
+    try:
+        started = Weir(cluster.dsn(), *extra)
+    except RuntimeError as exc:
+        raise PeerUnavailable(str(exc)[:800]) from None
+    with started as proc:
         if cached:
             with psycopg.connect(proc.dsn(), autocommit=True) as conn:
                 dataset.create_caches(conn)
