@@ -38,6 +38,12 @@ HARMLESS_SETTINGS = frozenset({
 
 
 
+#: settings ``proxy.identity`` follows (role, session authorization, search_path): a change
+#: makes the session's identity unknown there, until a reset gives it back
+IDENTITY_FOLLOWED = frozenset({"role", "authorization", "session_authorization",
+                               "search_path"})
+
+
 @dataclass(slots=True)
 class SessionContext:
     database: str
@@ -46,6 +52,7 @@ class SessionContext:
     tainted: str | None = None  # why this session's reads must go upstream
     #: the session's role may not be its login role any more (``proxy.identity``)
     role_unknown: bool = False
+    who: Any = None  # which parts of the identity may have changed (``proxy.identity.Who``)
     #: seen(s): when the session last got an answer from the upstream (``proxy.seen``;
     #: read-your-writes and monotonic reads)
     seen: Seen = field(default_factory=Seen)
@@ -169,7 +176,7 @@ def setting_taint(text: str) -> str | None:
     if not rest:
         return None
     name = rest[0].lower().strip('"')
-    if rest[0].upper() == "ALL":
+    if rest[0].upper() == "ALL" or name in IDENTITY_FOLLOWED:
         return None
     if name in HARMLESS_SETTINGS:
         return None
