@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pgwire import frontend as fe
-from proxy.router import HARMLESS_SETTINGS
+from proxy.router import HARMLESS_SETTINGS, SQL_COMMENTS
 
 #: settings whose change changes who the session is, or which relations its names resolve to
 IDENTITY_SETTINGS = frozenset({"role", "session_authorization", "search_path"})
@@ -153,7 +153,7 @@ def statement_changes(text: str, functions: tuple[str, ...] = ()
     parts: frozenset[str] = frozenset()
     for piece in lowered.split(";") if ";" in lowered else (lowered,):
         if "--" in piece or "/*" in piece:
-            piece = _COMMENTS.sub(" ", piece)
+            piece = SQL_COMMENTS.sub(" ", piece)
         found, more = _first_words(piece)
         if found is not None:
             reason, parts = reason or found, parts | more
@@ -164,10 +164,6 @@ def statement_changes(text: str, functions: tuple[str, ...] = ()
         if not found_words.isdisjoint(functions):
             return reason or _ALL, EVERYTHING
     return reason, parts
-
-
-#: SQL comments, cut naively (a block comment left open runs to the end of the piece)
-_COMMENTS = re.compile(r"/\*.*?\*/|/\*.*|--[^\n]*", re.S)
 
 
 def _first_words(piece: str) -> tuple[str | None, frozenset[str]]:

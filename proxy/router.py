@@ -17,6 +17,7 @@ Order of the rules (DESIGN §4):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,7 +137,21 @@ def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:
 
 
 def observe_set(text: str, ctx: SessionContext) -> None:
-    """Follow a SET/RESET statement: record output settings, taint for the others."""
+    """Follow the SET/RESET statements of a Query (each statement of a multi-statement one,
+    after its comments): record output settings, taint for the others."""
+    if ";" in text.rstrip().rstrip(";") or "--" in text or "/*" in text:
+        for piece in text.split(";"):
+            _observe_set(SQL_COMMENTS.sub(" ", piece), ctx)
+        return
+    _observe_set(text, ctx)
+
+
+#: SQL comments, cut naively (a block comment left open runs to the end of the text; also
+#: used by ``proxy.identity``)
+SQL_COMMENTS = re.compile(r"/\*.*?\*/|/\*.*|--[^\n]*", re.S)
+
+
+def _observe_set(text: str, ctx: SessionContext) -> None:
     head = text.lstrip()[:5].upper()
     if not (head.startswith("SET") or head.startswith("RESET")):
         return

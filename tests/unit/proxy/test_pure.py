@@ -278,6 +278,11 @@ def test_set_tracking() -> None:
         assert ctx.tainted is None
     observe_set("SET geqo = off", ctx)
     assert ctx.tainted is not None and "geqo" in ctx.tainted
+    other = SessionContext("db", "u", ("u", "public"))
+    observe_set("SELECT 1; /* c */ SET extra_float_digits = 0;", other)
+    assert other.settings == {"extra_float_digits": "0"} and other.tainted is None
+    observe_set("SELECT 1 -- c\n; RESET extra_float_digits", other)
+    assert other.settings == {}
     assert setting_taint("SELECT 1") is None
     assert setting_taint("SET TIME ZONE 'UTC'") is None
 
