@@ -136,14 +136,20 @@ def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:
     return None
 
 
-def observe_set(text: str, ctx: SessionContext) -> None:
-    """Follow the SET/RESET statements of a Query (each statement of a multi-statement one,
-    after its comments): record output settings, taint for the others."""
+def observe_set(text: str, ctx: SessionContext, in_block: bool = False) -> None:
+    """Follow a SET/RESET statement: record output settings, taint for the others.
+    A change of an output setting that may not outlast its statement — inside a transaction
+    block (``in_block``; a rollback undoes it, a SET LOCAL ends with the block), SET LOCAL
+    (outside a block PostgreSQL ignores it), or among other statements in one Query — is
+    not followed: the session's reads go upstream from then on (``ctx.tainted``). Every
+    statement of a multi-statement Query is looked at, each after its comments."""
     if ";" in text.rstrip().rstrip(";") or "--" in text or "/*" in text:
-        for piece in text.split(";"):
-            _observe_set(SQL_COMMENTS.sub(" ", piece), ctx)
+        pieces = [SQL_COMMENTS.sub(" ", piece) for piece in text.split(";")]
+        several = sum(1 for piece in pieces if piece.strip()) > 1
+        for piece in pieces:
+            _observe_set(piece, ctx, in_block or several)
         return
-    _observe_set(text, ctx)
+    _observe_set(text, ctx, in_block)
 
 
 #: SQL comments, cut naively (a block comment left open runs to the end of the text; also
@@ -151,16 +157,20 @@ def observe_set(text: str, ctx: SessionContext) -> None:
 SQL_COMMENTS = re.compile(r"/\*.*?\*/|/\*.*|--[^\n]*", re.S)
 
 
-def _observe_set(text: str, ctx: SessionContext) -> None:
+def _observe_set(text: str, ctx: SessionContext, in_block: bool) -> None:
     head = text.lstrip()[:5].upper()
     if not (head.startswith("SET") or head.startswith("RESET")):
         return
     words = text.strip().rstrip(";").replace("=", " = ").split()
     rest = words[1:]
+    local = bool(rest) and rest[0].upper() == "LOCAL"
     if rest and rest[0].upper() in ("SESSION", "LOCAL"):
         rest = rest[1:]
     if rest and rest[0].lower() in ("extra_float_digits", "bytea_output"):
         name = rest[0].lower()
+        if in_block or local or ";" in text.strip().rstrip(";"):
+            ctx.tainted = f"the session changed setting {name} where it may not last"
+            return
         if words[0].upper() == "RESET" or len(rest) < 3:
             ctx.settings.pop(name, None)
         else:
