@@ -488,3 +488,7 @@ SELECT u.id, s.id FROM users u LEFT JOIN stories s ON s.author_id = u.id AND s.s
 SELECT c.id, count(o.id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND o.total > c.id * 10 GROUP BY c.id;
 SELECT p.id, q.id FROM products p LEFT JOIN products q ON q.category_id = p.category_id AND q.price < p.price AND q.id <> p.id WHERE p.category_id = 3;
 SELECT t.id, pp.id FROM posts pp RIGHT JOIN threads t ON pp.thread_id = t.id AND pp.created_at > t.created_at;
+-- ===================== EXISTS in the select list =====================
+-- params: [2]
+SELECT s.id, s.title, EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1) AS voted FROM stories s WHERE s.published;
+SELECT t.id, EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.edited) AS has_edits FROM threads t ORDER BY t.id;

@@ -100,10 +100,12 @@ THETA_SHAPES = [
           lambda r: (_ids(r, 45),)),
     Shape("SELECT id, name FROM things WHERE grp IN (VALUES (1), (2), (3)) AND score NOT IN "
           "(VALUES (5), (10))", lambda r: ()),
+    Shape("SELECT t.id, EXISTS (SELECT 1 FROM notes n WHERE n.ref = t.id AND n.id > 1000) "
+          "AS noted FROM things t WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
 ]
 
 
-def test_left_joins_comparing_both_sides_and_in_values(pg: Any, dbname: str) -> None:
+def test_left_joins_comparing_both_sides_in_values_and_select_exists(pg: Any, dbname: str) -> None:
     # a theta LEFT JOIN holds its matched pairs twice (the union's branch and the distinct
     # matched keys, whose state is whole): three times the others' budget, still evicting
     run_differential(pg, dbname, THETA_SHAPES, LEVELS, _write,
