@@ -11,7 +11,6 @@ shared 2-core machine (load average 12), over the suite's budget for one test.
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +144,11 @@ def test_serve_keeps_local_bases_exact_and_restarts_warm_after_kill(
 
         proc = _start(pg, dsn, tmp_path)  # warm: the caches come back from the state dir
         procs.append(proc)
-        up_at = time.monotonic()
         with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
                              prepare_threshold=None) as conn:
-            _cached(conn, ITEM.replace("$1", "%s"), (keys[0],), timeout=5)
-            answered = time.monotonic() - up_at
-            assert answered < 1.0, f"first cached answer {answered:.2f}s after restart"
+            # (how soon depends on the machine's load: what makes the restart warm is checked
+            # below — the bases were followed from where they were, not loaded again)
+            _cached(conn, ITEM.replace("$1", "%s"), (keys[0],), timeout=60)
             writer.stop()
             _barrier(dsn, conn)
             _differential(dsn, conn, keys[:20] + [rng.randint(1, ROWS) for _ in range(20)])
@@ -159,6 +157,11 @@ def test_serve_keeps_local_bases_exact_and_restarts_warm_after_kill(
             assert int(status["local_fills"]) >= 40, status
         _exact(dsn, tmp_path)  # no change lost or applied twice across the kill
         assert not any("local bases lost" in line for line in proc.log)
+        store = BaseStore.open(tmp_path / "bases")
+        try:  # the same store and slot: the bases were not loaded again from a snapshot
+            assert str(store.manifest["slot"]) == slot
+        finally:
+            store.close()
     finally:
         writer.done.set()
         for p in procs:
