@@ -73,6 +73,8 @@ class Extended:
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
+    #: ``out`` goes with the upstream's first answer (a miss: the client wakes up once)
+    deferred: bool = False
     #: an unnamed Parse/Bind/Execute batch the hit path may learn: (batch bytes, whether it
     #: describes the portal); dropped at Sync or when anything goes upstream, and learned
     #: only if it is the batch answered (``hitpath.learned_batch``)
@@ -298,10 +300,13 @@ class Extended:
 
     def flush(self) -> None:
         """Write the buffered local answers."""
-        if self.out:
-            data = b"".join(self.out)
-            self.out.clear()
-            self.session.client.write(data)
+        if self.out and not self.deferred:
+            self.session.client.write(self.take_deferred())
+
+    def take_deferred(self) -> bytes:
+        data, self.deferred = b"".join(self.out), False
+        self.out.clear()
+        return data
 
     def _switch(self) -> None:
         """The first message of the batch goes upstream: every local portal that has not
@@ -492,7 +497,8 @@ class Extended:
                 rows = portal_reads.encode(service, ctx, local, read, prepared)
                 local.reads = reads
             if rows is None:
-                self._materialize_portal(msg.portal)
+                self._materialize_portal(msg.portal)  # (its answers are swallowed: the
+                self.deferred = self.core.swallowing > 0  # Python relay path takes them)
                 self.forward(msg, raw)
                 return True
             local.rows = rows
@@ -587,13 +593,8 @@ class Extended:
             self.forward(msg, raw)
 
 
-_HANDLERS: dict[type, Any] = {
-    fe.Parse: Extended._parse,
-    fe.Bind: Extended._bind,
-    fe.Describe: Extended._describe,
-    fe.Close: Extended._close,
-    fe.Sync: Extended._sync,
-    fe.Flush: Extended._flush,
-}
+_HANDLERS: dict[type, Any] = {fe.Parse: Extended._parse, fe.Bind: Extended._bind,
+                              fe.Describe: Extended._describe, fe.Close: Extended._close,
+                              fe.Sync: Extended._sync, fe.Flush: Extended._flush}
 
 __all__ = ["Extended", "HeldStatement", "LocalPortal"]

@@ -36,11 +36,7 @@ import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.events import Phase
-from pgwire.framing import (
-    UPSTREAM_MAX_MESSAGE_LENGTH,
-    Framer,
-    ProtocolViolation,
-)
+from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import identity, limits
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
@@ -57,18 +53,11 @@ from proxy.session import PLAIN_REQUESTS, SessionState
 _FLUSH = fe.Flush().encode()
 log = logging.getLogger("weir.relay")
 
-_T_ERROR = ord("E")
-_T_COPY_DATA = ord("d")
-_T_TERMINATE = ord("X")
-_T_QUERY = ord("Q")
-_T_SYNC = ord("S")
+_T_ERROR, _T_COPY_DATA, _T_TERMINATE, _T_QUERY, _T_SYNC = map(ord, "EdXQS")
 #: CommandComplete tags after which remembered privilege checks are dropped.
 _PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"RESET")
-_T_BIND = ord("B")
-_T_PARSE = ord("P")
-_T_COMMAND_COMPLETE = ord("C")
-#: backend messages whose content the session state needs.
-_DECODED_BACKEND = frozenset(map(ord, "ZSE"))
+_T_BIND, _T_PARSE, _T_COMMAND_COMPLETE = map(ord, "BPC")
+_DECODED_BACKEND = frozenset(map(ord, "ZSE"))  # backend messages the session state decodes
 #: backend messages the relay looks at one by one (when not summed up by ``scan_backend``)
 _OBSERVED_BACKEND = frozenset(map(ord, "ZSE123nTCIs"))
 
@@ -108,6 +97,7 @@ class Session:
         self.handshake = Handshake(self)
         self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
+        self.corked: list[bytes] | None = None  # upstream bytes held for one write
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
@@ -269,8 +259,16 @@ class Session:
             self.memos.plain_last = self.ctx.last
 
     def _answer_now(self, pending: list[bytes]) -> None:
-        """Handle messages one by one without waiting; hand the rest to the asynchronous
-        pump at the first that must wait (reading from the client pauses meanwhile)."""
+        """Handle messages without waiting (from the first that must, the pump does)."""
+        self.corked = []  # what goes upstream meanwhile (a miss) leaves in one write
+        try:
+            self._answer_each(pending)
+        finally:
+            held, self.corked = self.corked, None
+            if held and self.upstream is not None:
+                self.upstream.write(b"".join(held))
+
+    def _answer_each(self, pending: list[bytes]) -> None:
         for j, raw in enumerate(pending):
             mtype = raw[0]
             if mtype == _T_COPY_DATA:
@@ -329,7 +327,7 @@ class Session:
 
     def _upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
-            self.upstream.write(data)
+            (self.upstream.write if self.corked is None else self.corked.append)(data)
             if not self.state.upstream_since:
                 self.state.upstream_since = time.monotonic()
             if self.ctx is not None:
@@ -371,7 +369,7 @@ class Session:
         self._note_hidden(msg)
         self.state.injected(msg, replace, skipped)
         if self.upstream is not None:  # (its answer shows the client nothing: seen(s) stays)
-            self.upstream.write(msg.encode())
+            (self.upstream.write if self.corked is None else self.corked.append)(msg.encode())
 
     def inject_flush(self) -> None:
         """Ask the upstream for the answers to weir's own requests now (a Flush)."""
@@ -500,6 +498,8 @@ class Session:
             state.ready(statuses)
         if marks:
             raw = self._observe_upstream(raw, marks)
+        if self.extended.deferred:  # a miss's local answers come first (Extended.deferred)
+            raw = self.extended.take_deferred() + raw
         if raw:
             self.client.write(raw)
 
