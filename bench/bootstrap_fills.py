@@ -85,7 +85,7 @@ async def _measure(host: EngineHost, rows: int, keys: int) -> dict[str, Any]:
         "miss_p99_ms": round(1000 * _pct(single, 0.99), 3),
         "cold_reads_per_s_1": round(rate1), "cold_reads_per_s_16": round(rate16),
         "hit_p50_ms": round(1000 * statistics.median(hits), 4),
-        "upstream_fills": host.fills_done,
+        "upstream_fills": host.fills.done,
     }
 
 

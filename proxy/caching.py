@@ -2,10 +2,10 @@
 
 Owns: one ``engine.api.Engine`` per weir process, the ``cdc`` replication stream that applies
 upstream transactions to it (the host is the stream's ``TransactionSink``), performing the
-engine's effects — ``RunFill`` as one REPEATABLE READ READ ONLY upstream transaction that
-takes ``pg_current_snapshot()``, fetches the requested base rows and emits the fill's marker
-(DESIGN §6), ``ReadReady``/``ReadFailed`` by waking the reads that wait — and the bound on
-how long a read waits before the caller answers it upstream.
+engine's effects — ``RunFill`` by its fill runner (``proxy.fillrun``: queued, batched, one
+REPEATABLE READ READ ONLY upstream transaction per batch; DESIGN §6), ``ReadReady``/
+``ReadFailed`` by waking the reads that wait — the staleness bound's clock (heartbeats), and
+the bound on how long a read waits before the caller answers it upstream.
 
 Invariants:
 - the engine is only touched from the event loop thread, and every transaction is applied in
@@ -39,34 +39,16 @@ from engine import (
     ReadFailed,
     ReadReady,
     RunFill,
-    Snapshot,
     TakeSnapshot,
     Transaction,
 )
 from proxy import localfills, logparams, transactions
-from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
-from proxy.fillsql import fetch_all
-from proxy.metrics import Buckets
+from proxy.fillqueue import FillPolicy
+from proxy.fillrun import FILL_SETTINGS, FillRunner, keep_session, parse_snapshot
 from proxy.publication import Publication, persistent_names
 from proxy.seen import Coverage
 
 log = logging.getLogger("weir.cache")
-
-#: Output settings of fill connections: the same text forms pgoutput produces.
-FILL_SETTINGS = {
-    "DateStyle": "ISO, MDY",
-    "IntervalStyle": "postgres",
-    "TimeZone": "UTC",
-    "extra_float_digits": "3",
-    "bytea_output": "hex",
-    "application_name": "weir-fill",
-    # the marker makes a fill transaction write WAL: never wait for synchronous standbys
-    "synchronous_commit": "local",
-    # a fill never queues behind someone's lock for long: it fails, and its tables back off
-    "lock_timeout": "1s",
-}
-
-_FILL_PREFIX = "fill-"
 
 Row = tuple[Any, ...]
 
@@ -95,12 +77,6 @@ class Served:
     reason: str = ""
 
 
-def parse_snapshot(text: str) -> Snapshot:
-    """``pg_current_snapshot()`` text form ``xmin:xmax:xip,xip``."""
-    xmin, xmax, xip = text.split(":")
-    return Snapshot(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
-
-
 class EngineHost:
     """See the module docstring. ``await start()``; ``await read(...)``; ``await stop()``."""
 
@@ -112,18 +88,12 @@ class EngineHost:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
-        self.max_fills = max_fills
-        self._fill_slots = asyncio.Semaphore(max_fills)
-        self.policy = policy or FillPolicy()
-        self.queue = FillQueue(self.policy)  # fills waiting for a slot (``proxy.fillqueue``)
-        self.admission = Admission(self.policy.admission, self.policy.doorkeeper)
-        self._draining = False  # a task hands queued fills to free slots
+        #: the fills against the upstream (``proxy.fillrun``: queue, slots, statistics)
+        self.fills = FillRunner(self, max_fills, policy)
         self._waiting: dict[tuple[str, Row], list[asyncio.Future[Served]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: asyncpg.Pool | None = None  # heartbeat checks, probes, privileges, DDL
-        self._fill_pool: asyncpg.Pool | None = None  # fill transactions only
         self._relations: dict[str, frozenset[int]] = {}  # tables each cache reads
-        self._marker_sent: dict[str, float] = {}  # a batch's marker -> when it was sent
         self.schemas: dict[int, TableSchema] = {}
         slot, pub = (None, None) if replication_slot is None \
             else persistent_names(replication_slot)
@@ -135,11 +105,11 @@ class EngineHost:
             slot, pub = self.local.slot, self.local.publication
         self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0),
                                        name=pub, keep=slot is not None)
-        self.stream = ReplicationStream(
+        self.stream: ReplicationStream = ReplicationStream(
             StreamConfig(ConnectParams.from_url(upstream_url),
                          publication=self.publication.name, create_publication=False,
                          slot=slot, temporary=slot is None),
-            self, on_marker=self._on_marker)
+            self, on_marker=self.fills.on_marker)
         self.stream.before_slot = self.publication.ensure
         if self.local is not None:
             localfills.attach(self, self.local)
@@ -155,16 +125,6 @@ class EngineHost:
         self._nudge = asyncio.Event()  # set by distrust(): check again now
         self._probing = False  # a snapshot probe is in flight
         self.heartbeats = 0  # rounds of the heartbeat loop (tests wait for them)
-        self.fills_done = 0
-        self.fill_transactions = 0  # upstream transactions that ran them (fills are batched)
-        self.fill_seconds = 0.0
-        self.fill_latency = Buckets()  # each fill's time from request to rows (``/metrics``)
-        self.fill_failures = 0  # fill transactions that failed (their tables back off)
-        #: where fill time goes, summed over fills (seconds): waiting in the queue for a
-        #: slot, the upstream transaction (snapshot, marker, rows, commit), and from the
-        #: rows' arrival until the applier passed the marker (``SHOW WEIR STATUS``)
-        self.fill_phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
-        self._rows_at: dict[str, tuple[float, int]] = {}  # a batch's marker -> rows arrived
         #: how far the applier has provably caught up, and the sessions' barrier requests
         self.coverage = Coverage(lambda: self.stream.barrier(30.0))
 
@@ -175,20 +135,17 @@ class EngineHost:
         # the snapshot probe or a privilege check
         self._pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=4, server_settings=FILL_SETTINGS,
-            reset=_keep_session)
-        self._fill_pool = await asyncpg.create_pool(
-            self.upstream_url, min_size=1, max_size=self.max_fills,
-            server_settings=FILL_SETTINGS, reset=_keep_session)
+            reset=keep_session)
+        await self.fills.start(self.upstream_url)
         if self.local is not None:
             await localfills.start(self, self.local)
         await self.stream.start()
         started = time.monotonic()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
-        if self.local is not None:
-            self.local.ready = True  # (see proxy.localfills)
+        localfills.first_barrier_passed(self.local)
         self._set_fresh(started)
         self.coverage.passed(started)
-        self._spawn(self._heartbeat())
+        self.spawn(self._heartbeat())
 
     async def _heartbeat(self, interval: float = 0.5) -> None:
         """Barriers in a loop: ``fresh_as_of`` is the ``time.monotonic()`` before the last
@@ -199,6 +156,7 @@ class EngineHost:
             try:
                 await self.stream.barrier(30.0)
                 self.coverage.passed(started)
+                await localfills.verify(self, self.local)  # before caches are replanned
                 if self.verify is not None:
                     await self.verify()
                 if trust == self._trust and not self._held():
@@ -249,8 +207,7 @@ class EngineHost:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self.coverage.stop()
         await self.stream.stop()
-        if self._fill_pool is not None:
-            await self._fill_pool.close()
+        await self.fills.stop()
         if self._pool is not None:
             await self.publication.drop()
             await self._pool.close()
@@ -283,7 +240,7 @@ class EngineHost:
         self._relations.pop(name, None)
         trim = self.publication.release(name)
         if trim is not None:
-            self._spawn(trim)
+            self.spawn(trim)
         for (cache, key), futures in list(self._waiting.items()):
             if cache == name:
                 del self._waiting[(cache, key)]
@@ -301,13 +258,13 @@ class EngineHost:
         except Exception:
             return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
         if result.rows is None:
-            self._perform(result.effects)
+            self.perform(result.effects)
             if self.local is not None and result.effects:  # a local fill may have answered
                 try:
                     result = self.engine.read(cache, key, False)
                 except Exception:
                     return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
-                self._perform(result.effects)
+                self.perform(result.effects)
         return result.rows
 
     def read_or_fill(self, cache: str, key: Sequence[Any], count: bool = True
@@ -330,12 +287,12 @@ class EngineHost:
         local = self.local
         if local is not None and local.ready and local.covers(self._relations.get(cache, ())):
             return self.try_read(cache, k, count)  # a fill over local bases answers at once
-        queue = self.queue
+        queue = self.fills.queue
         if queue.full:
             queue.dropped += 1
         elif queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
             queue.held_back += 1
-        elif self.admission.admit((cache, k)):
+        elif self.fills.admission.admit((cache, k)):
             return self.try_read(cache, k, count)  # starts (or joins) the key's fill
         self.engine.stats.misses += 1
         return None
@@ -345,7 +302,7 @@ class EngineHost:
         (``count``: as for ``Engine.read``)."""
         if not self.connected:
             return Served(None, ReadOutcome.DOWN)
-        if self.queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
+        if self.fills.queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
             try:
                 rows = self.engine.lookup(cache, tuple(key))
             except Exception:
@@ -361,7 +318,7 @@ class EngineHost:
             return Served(result.rows)
         fut: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault((cache, tuple(key)), []).append(fut)
-        self._perform(result.effects)
+        self.perform(result.effects)
         if fut.done():  # answered already (a fill over local bases)
             return fut.result()
         try:
@@ -381,16 +338,16 @@ class EngineHost:
 
     # -- effects ------------------------------------------------------------------------------
 
-    def _perform(self, effects: Sequence[object]) -> None:
+    def perform(self, effects: Sequence[object]) -> None:
         for effect in effects:
             if isinstance(effect, RunFill):
-                self._queue_fill(effect)
+                self.fills.queue_fill(effect)
             elif isinstance(effect, ReadReady):
                 self._wake(effect.cache, effect.key, Served(effect.rows))
             elif isinstance(effect, TakeSnapshot):
                 if not self._probing:
                     self._probing = True
-                    self._spawn(self._probe())
+                    self.spawn(self._probe())
             elif isinstance(effect, ReadFailed):
                 log.info("cache %s cannot answer key %s (%s): forwarding upstream",
                          effect.cache, logparams.shown(effect.key), effect.sqlstate)
@@ -401,114 +358,10 @@ class EngineHost:
             if not fut.done():
                 fut.set_result(served)
 
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    def _queue_fill(self, run: RunFill) -> None:
-        """Fills wait for a slot (at most ``max_fills`` upstream transactions at once, at most
-        ``per_table`` of them reading one table); those that waited together run in one
-        transaction (see :meth:`_fetch`). A fill over local bases only is installed at once
-        instead (``proxy.localfills``)."""
-        if self.local is not None:
-            effects = localfills.fill(self.engine, self.local, run)
-            if effects is not None:
-                self._perform(effects)
-                return
-        tables = frozenset(r.table.oid for r in run.requests) | frozenset(
-            r.via.table.oid for r in run.requests if r.via is not None)
-        self.queue.push(run, tables, time.monotonic())
-        self._kick()
-
-    def _kick(self) -> None:
-        if not self._draining and self.queue.waiting:
-            self._draining = True
-            self._spawn(self._drain())
-
-    async def _drain(self) -> None:
-        try:
-            if self.policy.linger > 0:  # let the misses of the next moment join the batch
-                await asyncio.sleep(self.policy.linger)
-            while self.queue.waiting:
-                await self._fill_slots.acquire()
-                batch, gone = self.queue.take(time.monotonic())
-                for q in gone:  # a table they read failed recently: their keys miss on
-                    self._abandon(q.run, "a table it reads is backing off after a failure")
-                if not batch:  # the rest wait for a table's fills to finish (``_fill``)
-                    self._fill_slots.release()
-                    break
-                self._spawn(self._fill(batch))
-        finally:
-            self._draining = False
-
-    async def _fill(self, queued: list[Queued]) -> None:
-        """Run a batch of fills (holding one slot) and hand each response to the engine. A
-        failure is not retried: the batch's tables back off (``FillQueue.finished``) and
-        their keys miss (answered upstream) until a later read fills them again."""
-        batch = [q.run for q in queued]
-        rows: list[list[list[Row]]] | None = None
-        started = time.monotonic()
-        self.fill_phases["queue"] += sum(started - q.at for q in queued)
-        try:
-            snapshot, rows = await self._fetch(batch)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            log.warning("fills %s failed: %s", [r.fill_id for r in batch], exc)
-        except Exception:
-            log.exception("fills %s failed", [r.fill_id for r in batch])
-        finally:
-            self._fill_slots.release()
-            self.queue.finished(queued, rows is not None, time.monotonic())
-            self._kick()
-        if rows is None:
-            self.fill_failures += 1
-            for run in batch:
-                self._abandon(run)
-            return
-        self.fills_done += len(batch)
-        self.fill_transactions += 1
-        now = time.monotonic()
-        self.fill_phases["fetch"] += (now - started) * len(batch)
-        marker = _marker(batch)
-        if marker in self._marker_sent:  # (else the marker passed before the rows came)
-            self._rows_at[marker] = (now, len(batch))
-        self.fill_seconds += sum(now - q.at for q in queued)
-        for q in queued:
-            self.fill_latency.observe(now - q.at)
-        for run, run_rows in zip(batch, rows, strict=True):
-            try:
-                effects = self.engine.fill_response(run.fill_id, snapshot, run_rows)
-            except Exception:
-                log.exception("installing fill %d failed", run.fill_id)
-                self._abandon(run)
-                continue
-            self._perform(effects)
-
-    def _abandon(self, run: RunFill, reason: str = "the fill failed upstream") -> None:
-        """Give up on a fill: the reads waiting for its keys go upstream, and the engine
-        forgets it (it would otherwise hold back the log's pruning)."""
-        try:
-            self._perform(self.engine.abandon_fill(run.fill_id, reason))
-        except Exception:
-            log.exception("abandoning fill %d failed", run.fill_id)
-
-    async def _fetch(self, batch: list[RunFill]) -> tuple[Snapshot, list[list[list[Row]]]]:
-        """One upstream transaction for a batch of fills: one snapshot, one marker naming
-        every fill of the batch, the base rows (``proxy.fillsql.fetch_all``: one statement
-        for a batch of one integer-keyed shape, else a REPEATABLE READ transaction)."""
-        marker = _marker(batch)
-        async with self._fills().acquire() as conn:
-            self._marker_sent[marker] = time.monotonic()
-            try:
-                text, rows = await fetch_all(conn, [run.requests for run in batch], marker)
-            except BaseException:
-                self._marker_sent.pop(marker, None)
-                raise
-        return parse_snapshot(text), rows
-
-    def _fills(self) -> asyncpg.Pool:
-        assert self._fill_pool is not None, "EngineHost.start() first"
-        return self._fill_pool
 
     async def _probe(self) -> None:
         """A snapshot for the engine's recent-transaction log pruning (``TakeSnapshot``)."""
@@ -519,22 +372,6 @@ class EngineHost:
             log.debug("snapshot probe failed: %s", exc)
         finally:
             self._probing = False
-
-    def _on_marker(self, content: str, lsn: int) -> None:
-        if not content.startswith(_FILL_PREFIX):
-            return
-        try:
-            fill_ids = [int(x) for x in content[len(_FILL_PREFIX):].split(",")]
-        except ValueError:
-            return
-        for fill_id in fill_ids:
-            self._perform(self.engine.marker(fill_id))
-        sent = self._marker_sent.pop(content, None)
-        if sent is not None:  # a fill marker is a barrier too (``proxy.seen``)
-            self.coverage.passed(sent)
-        rows_at = self._rows_at.pop(content, None)
-        if rows_at is not None:
-            self.fill_phases["marker"] += (time.monotonic() - rows_at[0]) * rows_at[1]
 
     # -- TransactionSink ----------------------------------------------------------------------
 
@@ -573,20 +410,9 @@ class EngineHost:
             self._wake(*key, Served(None, f"cache reset: {reason}"))
 
     def apply(self, txn: Transaction) -> None:
-        self._perform(self.engine.apply(txn))
+        self.perform(self.engine.apply(txn))
 
     # -- stats --------------------------------------------------------------------------------
 
     async def barrier(self, timeout: float = 30.0) -> Any:
         return await self.stream.barrier(timeout)
-
-
-def _marker(batch: Sequence[RunFill]) -> str:
-    """The marker message of a fill batch: every fill it carries."""
-    return _FILL_PREFIX + ",".join(str(run.fill_id) for run in batch)
-
-
-async def _keep_session(conn: Any) -> None:
-    """The fill pool's reset: nothing. Its connections carry no session state beyond their
-    fixed settings (transactions end before release), so asyncpg's default reset (advisory
-    unlock, CLOSE ALL, UNLISTEN, RESET ALL: a round trip per fill) is not needed."""

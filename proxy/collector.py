@@ -108,18 +108,18 @@ class WeirCollector:
         yield _counter("weir_cache_misses", "cached reads whose key was missing",
                        engine.stats.misses)
         yield _counter("weir_cache_fill_failures", "fill transactions that failed",
-                       host.fill_failures)
+                       host.fills.failures)
         yield _counter("weir_cache_misses_not_admitted",
                        "misses not filled: the key's first read (--admission second)",
-                       host.admission.refused)
-        yield _counter("weir_cache_fills", "fills completed", host.fills_done)
+                       host.fills.admission.refused)
+        yield _counter("weir_cache_fills", "fills completed", host.fills.done)
         yield _counter("weir_cache_fill_transactions", "snapshot transactions run for fills",
-                       host.fill_transactions)
+                       host.fills.transactions)
         if host.local is not None:
             yield _counter("weir_cache_local_fills", "fills answered from local bases "
                            "(--local-bases)", host.local.local_fills)
-        yield host.fill_latency.family("weir_cache_fill_seconds",
-                                       "time from a fill's request to its rows")
+        yield host.fills.latency.family("weir_cache_fill_seconds",
+                                        "time from a fill's request to its rows")
         yield _counter("weir_cache_evictions", "cached entries evicted", engine.stats.evictions)
         yield _gauge("weir_caches", "caches defined", len(service.registry.caches))
         yield _gauge("weir_memory_bytes", "bytes of cached state", engine.memory_total())

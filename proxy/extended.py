@@ -23,7 +23,6 @@ Rules that keep the client's view identical to PostgreSQL's:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from dataclasses import dataclass, field
 from functools import partial
@@ -35,21 +34,20 @@ from proxy import portal_reads
 from proxy.admin import Show, parse_admin
 from proxy.held import (
     PLACEHOLDER_PORTAL,
-    PLACEHOLDER_STATEMENT,
     HeldStatement,
     LocalPortal,
     adopt,
     bind_keys,
     next_rows,
-    opens_block,
     param_types,
     row_description,
 )
-from proxy.hitpath import Hit, bind_rest, learned_batch
+from proxy.hitpath import bind_rest
+from proxy.reads import Wait
 from proxy.roles import ExtendedService, ExtendedSession
 from proxy.router import Route
-from proxy.session import SessionState, deallocation
-from proxy.transactions import isolation_named
+from proxy.session import SessionState
+from proxy.upstream_copies import UpstreamCopies
 
 log = logging.getLogger("weir.extended")
 
@@ -70,10 +68,13 @@ class Extended:
     #: portals (``held_portals``), the batch flags, the reasons and routes of what went
     #: upstream live there, where the relay core and the hit path read them
     core: SessionState = field(init=False)
+    #: the upstream's copies of the held statements and portals (``proxy.upstream_copies``)
+    copies: UpstreamCopies = field(init=False)
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
-    #: ``out`` goes with the upstream's first answer (a miss: the client wakes up once)
+    #: ``out`` waits for the upstream's first answer and goes in front of it (a miss of a
+    #: local portal: the client is woken once, not first for its BindComplete alone)
     deferred: bool = False
     #: an unnamed Parse/Bind/Execute batch the hit path may learn: (batch bytes, whether it
     #: describes the portal); dropped at Sync or when anything goes upstream, and learned
@@ -86,6 +87,7 @@ class Extended:
 
     def __post_init__(self) -> None:
         self.core = self.session.state
+        self.copies = UpstreamCopies(self.session)
         self.core.on_settled = self._on_settled
 
     def _on_settled(self) -> None:
@@ -131,33 +133,6 @@ class Extended:
         if registry is not None and ctx is not None and ctx.tainted is None:
             adopt(self.core.held, session.state.statements, registry, ctx.search_path)
 
-    def releases(self, query: str) -> bool:
-        """Whether a simple query deallocates a statement weir holds (see :meth:`release`)."""
-        found = deallocation(query) if self.core.held else None
-        return found is not None and (found[0] != "name" or found[1] in self.core.held)
-
-    def release(self, query: str) -> bytes | None:
-        """A DEALLOCATE/DISCARD ALL of statements weir holds goes upstream next: they stop
-        being held, and the upstream deallocates its own copies. Returns weir's own answer
-        (CommandComplete) when the command names a statement only weir holds and the session
-        is idle — then the query must not go upstream, which would say it does not exist."""
-        found = deallocation(query) if self.core.held else None
-        state = self.core
-        if found is None or state.transaction_status == "E":  # PostgreSQL refuses it there
-            return None
-        kind, name = found
-        if kind != "name":
-            if not (kind == "discard" and state.in_transaction):
-                self.core.held.clear()  # (DISCARD ALL fails inside a transaction block)
-            return None
-        held = self.core.held.get(name)
-        if held is None:
-            return None
-        if not held.upstream and not (state.caught_up and not self.core.batch_upstream):
-            self._materialize(name)  # requests are pending upstream: answer in their order
-        del self.core.held[name]
-        return None if held.upstream else be.CommandComplete("DEALLOCATE").encode()
-
     @property
     def quiet(self) -> bool:
         """Nothing is held or answered locally, and no outcome is awaited: content-free
@@ -173,7 +148,7 @@ class Extended:
             self.wait_settle = self.core.uncertain > 0
         elif isinstance(msg, _EXTENDED):
             if not self.core.batch_upstream:
-                self._switch()
+                self.copies.switch()
             self.core.batch_upstream = True
             if isinstance(msg, fe.Parse):
                 self.core.held.pop(msg.name, None)
@@ -277,7 +252,7 @@ class Extended:
                     local.rows = await portal_reads.cached_rows(
                         self.service, self.core, ctx, local)
                     if local.rows is None:
-                        self._materialize_portal(msg.portal)
+                        self.copies.materialize_portal(msg.portal)
                         self.forward(msg, raw)
                         return
         self.handle_now(msg, raw)
@@ -285,7 +260,7 @@ class Extended:
     def forward(self, msg: object, raw: bytes) -> None:
         self.recording = None
         if not self.core.batch_upstream and not isinstance(msg, _BATCH_ENDS):
-            self._switch()
+            self.copies.switch()
         self.session.forward(msg, raw)
         if isinstance(msg, fe.Sync):
             self.core.batch_upstream = self.core.batch_local = False
@@ -301,23 +276,15 @@ class Extended:
     def flush(self) -> None:
         """Write the buffered local answers."""
         if self.out and not self.deferred:
-            self.session.client.write(self.take_deferred())
+            data = self.take_deferred()
+            self.session.client.write(data)
 
     def take_deferred(self) -> bytes:
+        """``out``, joined and emptied (the relay's Python path puts it in front of the
+        upstream's first answer while ``deferred``)."""
         data, self.deferred = b"".join(self.out), False
         self.out.clear()
         return data
-
-    def _switch(self) -> None:
-        """The first message of the batch goes upstream: every local portal that has not
-        run yet is created upstream now, so that PostgreSQL holds it from this point of the
-        batch as it would have (later in the batch, a statement it was bound from may be
-        closed or replaced). Portals that ran keep their rows: what they still owe is
-        answered in order through :meth:`_placeholder`."""
-        for name in [n for n, p in self.core.held_portals.items()
-                     if p.rows is None and p.result is None
-                     and p.statement.route.destination != "admin"]:
-            self._materialize_portal(name)
 
     def _placeholder(self, answer: bytes) -> None:
         """Send weir's own ``answer`` after what went upstream before it: a request of
@@ -326,21 +293,6 @@ class Extended:
         the batch makes PostgreSQL skip the rest of it."""
         self.flush()
         self.session.inject(fe.Close("P", PLACEHOLDER_PORTAL), answer)
-
-    def before_statement(self, text: str) -> None:
-        """A statement goes upstream: one that opens a transaction block first makes every
-        statement weir alone holds exist upstream too. Inside the block their runs go
-        upstream, and once it fails PostgreSQL refuses to parse them (so weir could not
-        recreate them) while a Bind must still find its statement to fail as it does. Not
-        before a BEGIN naming an isolation level (a Parse first takes a snapshot: PostgreSQL
-        would refuse the level); those are recreated at their first use in the block."""
-        if not self.core.held or not opens_block(text) or isolation_named(text):
-            return
-        for name, held in list(self.core.held.items()):
-            # weir's own commands never exist upstream (PostgreSQL cannot parse them: its
-            # error would make it skip the statement that opens the block)
-            if name and not held.upstream and held.route.destination != "admin":
-                self._recreate(held)
 
     def simple_query(self, answered: bool = False) -> None:
         """A simple Query runs: PostgreSQL drops the unnamed statement and portal first.
@@ -352,37 +304,6 @@ class Extended:
             self.session.inject(fe.Close("S", ""))
             self.session.inject_flush()
 
-    def _materialize(self, statement: str) -> None:
-        """Recreate a held statement upstream (its ParseComplete is swallowed). It stays
-        held: later runs outside a transaction block are answered by weir again."""
-        held = self.core.held.get(statement)
-        if held is not None and not held.upstream:
-            self._recreate(held)
-
-    def _materialize_portal(self, portal: str) -> None:
-        """Recreate a local portal (and its statement) upstream, answers swallowed."""
-        local: LocalPortal | None = self.core.held_portals.pop(portal, None)
-        if local is None:
-            return
-        held = local.statement
-        if self.core.held.get(held.parse.name) is held:
-            if not held.upstream:
-                self._recreate(held)
-            self.session.inject(local.bind)
-            return
-        # the client closed or replaced the statement since (its portal lives on): bound
-        # from a statement of weir's own, closed again at once
-        parse = held.parse
-        self.session.inject(fe.Parse(PLACEHOLDER_STATEMENT, parse.query, parse.param_types))
-        self.session.inject(dataclasses.replace(local.bind, statement=PLACEHOLDER_STATEMENT))
-        self.session.inject(fe.Close("S", PLACEHOLDER_STATEMENT))
-
-    def _recreate(self, held: HeldStatement) -> None:
-        """Send a held statement's Parse upstream (answer swallowed); it counts as held
-        upstream unless PostgreSQL skips it (an error earlier in the batch) or refuses it."""
-        held.upstream = self.core.transaction_status != "E"  # (else it fails)
-        self.session.inject(held.parse, skipped=partial(setattr, held, "upstream", False))
-
     def _parse(self, msg: fe.Parse, raw: bytes) -> None:
         route = self._holdable(msg)
         if route is not None and not self._can_answer(HeldStatement(msg, route)):
@@ -390,9 +311,9 @@ class Extended:
         if msg.name and (msg.name in self.core.held or msg.name in self.core.statements):
             route = None  # let PostgreSQL say "already exists"
         if route is None:
-            self.before_statement(msg.query)
+            self.copies.before_statement(msg.query)
             if msg.name:
-                self._materialize(msg.name)  # PostgreSQL then says it exists already
+                self.copies.materialize(msg.name)  # PostgreSQL then says it exists already
                 self.forward(msg, raw)
             else:
                 # the unnamed statement is replaced (portals bound from it go upstream
@@ -413,7 +334,7 @@ class Extended:
         if msg.portal and (msg.portal in self.core.held_portals
                            or msg.portal in self.core.portals):
             # a named portal is not replaced: PostgreSQL says it exists already
-            self._materialize_portal(msg.portal)
+            self.copies.materialize_portal(msg.portal)
             held = None
         self.core.held_portals.pop(msg.portal, None)
         if held is not None and self._can_answer(held) and self._describable(held, msg.portal):
@@ -429,7 +350,7 @@ class Extended:
                 self._why_not() if not self._can_answer()
                 else self.service.shape_reason(held.route.cache)
                 or "a parameter is not usable as a cache key")
-        self._materialize(msg.statement)
+        self.copies.materialize(msg.statement)
         self.core.portal_statements[msg.portal] = msg.statement
         if held is None:
             self.count_runs(msg.statement)
@@ -446,14 +367,17 @@ class Extended:
             self._placeholder(row_description(held, local.bind.result_formats))
             return
         if not self._can_answer(held):
-            self._materialize(msg.name) if msg.kind == "S" else self._materialize_portal(msg.name)
+            if msg.kind == "S":
+                self.copies.materialize(msg.name)
+            else:
+                self.copies.materialize_portal(msg.name)
             self.forward(msg, raw)
             return
         if msg.kind == "S":
             held = self.core.held[msg.name]
             types = param_types(held)
             if types is None or not self._describable(held):
-                self._materialize(msg.name)
+                self.copies.materialize(msg.name)
                 self.forward(msg, raw)
                 return
             self._answer(be.ParameterDescription(types).encode() + row_description(held, ()))
@@ -472,7 +396,7 @@ class Extended:
                 self._placeholder(next_rows(local, msg))
                 return True
             self._note_upstream(local.statement.parse.name, self._why_not())
-            self._materialize_portal(msg.portal)
+            self.copies.materialize_portal(msg.portal)
             self.forward(msg, raw)
             return True
         if local.statement.route.destination == "admin":
@@ -492,47 +416,25 @@ class Extended:
             else:
                 reads: list[tuple[str, tuple[Any, ...], object]] = []
                 read = service.reads.read_rows_now(prepared[0], ctx, reads)
-                if read is None:
+                if isinstance(read, Wait):
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
                 rows = portal_reads.encode(service, ctx, local, read, prepared)
                 local.reads = reads
             if rows is None:
-                self._materialize_portal(msg.portal)  # (its answers are swallowed: the
-                self.deferred = self.core.swallowing > 0  # Python relay path takes them)
+                self.copies.materialize_portal(msg.portal)
+                # (its answers are swallowed: the relay's Python path sees the first one)
+                self.deferred = self.core.swallowing > 0
                 self.forward(msg, raw)
                 return True
             local.rows = rows
         whole = local.sent == 0 and (msg.max_rows <= 0 or msg.max_rows > len(local.rows))
         body = next_rows(local, msg)
         if whole:
-            self._remember(local, body)
+            ctx = self.session.ctx  # (the hit path's memos: ``portal_reads.memoize``)
+            self.recording = portal_reads.memoize(self.service, self.core, ctx, local, body,
+                                                  self.recording)
         self._answer(body)
         return True
-
-
-    def _remember(self, local: LocalPortal, body: bytes) -> None:
-        """Give a whole cached answer of the unnamed portal to the hit path's memo."""
-        session = self.session
-        held = local.statement
-        if local.rest is None or local.reads is None or session.ctx is None \
-                or held.route.cache is None:
-            return
-        service = self.service
-        _, sid = service.reads.output_settings_id(session.state, session.ctx)
-        description = row_description(held, local.bind.result_formats)
-        reads = tuple(local.reads)
-        service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
-                              Hit(reads, description, body, session.ctx.last))
-        if self.recording is not None and self.core.held.get("") is held:
-            batch, describe = self.recording
-            self.recording = None
-            if not learned_batch(batch, held.parse, local.rest):
-                return  # recorded for another batch (this one did not pass the hit path)
-            ctx = session.ctx
-            answer = (be.PARSE_COMPLETE.encode() + be.BIND_COMPLETE.encode()
-                      + (description if describe else b"") + body)
-            service.hits.remember(service.hits.batches(ctx.database, ctx.search_path, sid),
-                                  batch, Hit(reads, b"", answer, ctx.last, statement=held))
 
 
     async def _execute_admin(self, local: LocalPortal) -> None:
@@ -593,8 +495,13 @@ class Extended:
             self.forward(msg, raw)
 
 
-_HANDLERS: dict[type, Any] = {fe.Parse: Extended._parse, fe.Bind: Extended._bind,
-                              fe.Describe: Extended._describe, fe.Close: Extended._close,
-                              fe.Sync: Extended._sync, fe.Flush: Extended._flush}
+_HANDLERS: dict[type, Any] = {
+    fe.Parse: Extended._parse,
+    fe.Bind: Extended._bind,
+    fe.Describe: Extended._describe,
+    fe.Close: Extended._close,
+    fe.Sync: Extended._sync,
+    fe.Flush: Extended._flush,
+}
 
 __all__ = ["Extended", "HeldStatement", "LocalPortal"]

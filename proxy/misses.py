@@ -15,15 +15,13 @@ snapshot and marker (DESIGN §6), as a waited-for fill did.
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from engine import merge_lookups
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.fillqueue import FillPolicy
-from proxy.router import Route, SessionContext
-from proxy.seen import covered
+from proxy.router import Route
 from proxy.settings import Settings
 
 MISS = "a miss: answered upstream while the key's fill runs in the background"
@@ -58,33 +56,6 @@ def read_now(host: EngineHost, route: Route, reads: Reads | None, count: bool = 
                      for key, rows in zip(route.keys, results, strict=True))
     plan = route.classified.query.plan  # type: ignore[union-attr]
     return tuple(merge_lookups(plan, results, route.params)), route.reason
-
-
-def read_covered_now(host: EngineHost, route: Route, ctx: SessionContext, reads: Reads | None,
-                     rule: bool) -> tuple[tuple[Any, ...] | None, str] | None:
-    """:func:`read_now` under seen(s) (``rule``): a miss goes upstream at once (that never
-    shows the session an older state); a hit the session may not see yet gives None (the
-    caller waits for a barrier: :func:`read_covered`)."""
-    read = read_now(host, route, reads)
-    if read[0] is None or not rule or covered(ctx.seen, host.coverage, time.monotonic()):
-        return read
-    if reads is not None:
-        reads.clear()
-    return None
-
-
-async def read_covered(host: EngineHost, route: Route, ctx: SessionContext,
-                       reads: Reads | None, rule: bool, timeout: float
-                       ) -> tuple[tuple[Any, ...] | None, str]:
-    """:func:`read_covered_now`, waiting (at most ``timeout`` seconds) for a barrier sent
-    after the session's last upstream answer when the keys are present; then the keys are
-    read again, from the state the barrier guarantees."""
-    read = read_covered_now(host, route, ctx, reads, rule)
-    if read is not None:
-        return read
-    if not await host.coverage.wait(ctx.seen.at, timeout):
-        return None, BEHIND
-    return read_now(host, route, reads, count=False)
 
 
 def fill_policy(settings: Settings) -> FillPolicy:

@@ -4,18 +4,21 @@ Owns: preparing the read of a :class:`~proxy.held.LocalPortal` (its route, the s
 output settings and result formats), following a held statement to the cache that now serves
 its text when its own was dropped, reading it (``read_rows``) and encoding the rows
 exactly; each step records in ``ctx.last`` (EXPLAIN LAST STATEMENT) why a read goes
-upstream instead. It needs only the cached-read side of the service
-(``proxy.roles.CachedReads``).
+upstream instead; a whole answer is given to the hit path's memos (:func:`memoize`). It
+needs only the cached-read side of the service (``proxy.roles.CachedReads``; the memos:
+``ExtendedService``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from proxy.held import HeldStatement, LocalPortal, bind_keys
+from pgwire import backend as be
+from proxy.held import HeldStatement, LocalPortal, bind_keys, row_description
+from proxy.hitpath import Hit, learned_batch
 from proxy.params import formats_for
 from proxy.results import OutputSettings, encode_rows
-from proxy.roles import CachedReads, Reads
+from proxy.roles import CachedReads, ExtendedService, Reads
 from proxy.router import Route, SessionContext
 from proxy.session import SessionState
 from proxy.transactions import refusal
@@ -136,3 +139,30 @@ async def cached_rows(service: CachedReads, state: SessionState, ctx: SessionCon
     read = await service.reads.read_rows(prepared[0], ctx, reads)
     local.reads = reads
     return encode(service, ctx, local, read, prepared)
+
+
+def memoize(service: ExtendedService, state: SessionState, ctx: SessionContext | None,
+            local: LocalPortal, body: bytes, recording: tuple[bytes, bool] | None
+            ) -> tuple[bytes, bool] | None:
+    """Give a whole cached answer ``body`` of a local portal to the hit path's memos: the
+    statement's, and, for the unnamed statement's portal, the batch ``recording`` (batch
+    bytes, whether it describes the portal: ``Extended.recording``). Returns the recording
+    left to learn (None once this answer used it)."""
+    held = local.statement
+    if local.rest is None or local.reads is None or ctx is None or held.route.cache is None:
+        return recording
+    _, sid = service.reads.output_settings_id(state, ctx)
+    description = row_description(held, local.bind.result_formats)
+    reads = tuple(local.reads)
+    service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
+                          Hit(reads, description, body, ctx.last))
+    if recording is None or state.held.get("") is not held:
+        return recording
+    batch, describe = recording
+    if not learned_batch(batch, held.parse, local.rest):
+        return None  # recorded for another batch (this one did not pass the hit path)
+    answer = (be.PARSE_COMPLETE.encode() + be.BIND_COMPLETE.encode()
+              + (description if describe else b"") + body)
+    service.hits.remember(service.hits.batches(ctx.database, ctx.search_path, sid),
+                          batch, Hit(reads, b"", answer, ctx.last, statement=held))
+    return None

@@ -5,10 +5,11 @@ Owns: :class:`ReadPath` — a read's gates in order (role defaults, the role's p
 ``proxy.seen``), the read itself (every key of an IN list from one state of the cache; with
 ``--misses upstream``, ``proxy.misses``), and encoding the rows (the column encoders
 memoized per cache, formats and output settings; the session's output settings and their
-small id, which the hit path's memos are kept by). Two entry points share these rules:
-:meth:`ReadPath.read_rows_now` answers without waiting or says it would have to wait (the
-relay's synchronous path, a local portal's Execute), :meth:`ReadPath.read_rows` waits
-(fills, the barrier, the checks on the upstream).
+small id, which the hit path's memos are kept by). The rules are written once, in
+:meth:`ReadPath.read_rows_now`: it answers without waiting, or says what the read must wait
+for (:class:`Wait`: the role's defaults or privileges read upstream, a read-your-writes
+barrier, a fill); the relay's synchronous path and a local portal's Execute stop there,
+:meth:`ReadPath.read_rows` performs the wait and asks it again.
 
 Every failure turns into "forward upstream" with the reason recorded for EXPLAIN LAST
 STATEMENT; the client never sees an error it would not get from PostgreSQL.
@@ -16,6 +17,7 @@ STATEMENT; the client never sees an error it would not get from PostgreSQL.
 
 from __future__ import annotations
 
+import enum
 import time
 from typing import Any, Protocol
 
@@ -25,7 +27,7 @@ from proxy import transactions
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
-from proxy.misses import BEHIND, read_covered, read_covered_now
+from proxy.misses import BEHIND, read_now
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported
 from proxy.seen import covered
@@ -39,6 +41,16 @@ Read = tuple[tuple[Any, ...] | None, str]
 #: passes a read of several keys (an IN list) makes to take them all from one state, when
 #: keys it waited for were evicted again before it could (then the read goes upstream)
 ONE_STATE_ATTEMPTS = 3
+
+
+class Wait(enum.Enum):
+    """What a cached read must wait for before it can go on (:meth:`ReadPath.read_rows_now`);
+    :meth:`ReadPath.read_rows` performs it and asks again."""
+
+    DEFAULTS = "the role's and database's defaults, read upstream"
+    GRANT = "the role's privileges, checked upstream"
+    BARRIER = "a barrier sent after the session's last upstream answer (read-your-writes)"
+    FILL = "a missing key's fill"
 
 
 class HostOwner(Protocol):
@@ -71,41 +83,53 @@ class ReadPath:
 
     # -- the rows -----------------------------------------------------------------------------
 
-    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None
-                      ) -> Read | None:
-        """:meth:`read_rows` without waiting: None when it would have to wait (a key is
-        missing — its fill is started —, a gate must be checked upstream first, or a
-        read-your-writes barrier is due)."""
+    def read_rows_now(self, route: Route, ctx: SessionContext | None, reads: Reads | None = None,
+                      waited: frozenset[Wait] = frozenset()) -> Read | Wait:
+        """The cached rows for a routed read, or None and why it must go upstream, or what
+        it must wait for first (a :class:`Wait`; :meth:`read_rows` waits and asks again,
+        passing what it ``waited`` for). The gates in order: the role's defaults, its
+        privileges, the stream up, the staleness bound, read-your-writes (the session's
+        seen(s) covered), then every key (``reads``, if given, receives (cache, key, engine
+        answer) for each key read); the keys of an IN list are answered from one state of
+        the cache, as one upstream snapshot would answer them."""
         host = self.owner.host
         if host is None:
             return None, "caching is not running"
         assert ctx is not None and route.keys is not None
-        rule = self.settings.read_your_writes == "on"
-        upstream_misses = self.settings.misses == "upstream"
-        if rule and not upstream_misses \
-                and not covered(ctx.seen, host.coverage, time.monotonic()):
-            return None  # (the waiting read: ``read_rows``)
         if not ctx.defaults_applied:
-            return None
-        allowed = self.gates.granted(ctx.user, route.cache.name)
-        if allowed is None:
-            return None
-        if not allowed:
-            return None, _not_allowed(ctx)
+            return Wait.DEFAULTS
+        if Wait.GRANT not in waited:  # (a verdict checked just now may not be remembered)
+            allowed = self.gates.granted(ctx.user, route.cache.name)
+            if allowed is None:
+                return Wait.GRANT
+            if not allowed:
+                return None, _not_allowed(ctx)
         if not host.connected:
             return None, ReadOutcome.DOWN
         lag = host.staleness()
         if lag > self.settings.staleness_bound:
             return None, stale(lag)
-        if upstream_misses:
-            return read_covered_now(host, route, ctx, reads, rule)
+        rule = self.settings.read_your_writes == "on" and Wait.BARRIER not in waited
+        if self.settings.misses == "upstream":  # a miss goes upstream at once
+            read = read_now(host, route, reads, count=Wait.BARRIER not in waited)
+            if read[0] is None or not rule or covered(ctx.seen, host.coverage, time.monotonic()):
+                return read
+            if reads is not None:
+                reads.clear()
+            return Wait.BARRIER  # (a hit the session may not see yet)
+        if rule and not covered(ctx.seen, host.coverage, time.monotonic()):
+            return Wait.BARRIER
+        name = route.cache.name
+        tried, ctx.tried = ctx.tried, None
+        counted = (len(route.keys) if Wait.FILL in waited
+                   else tried[2] if tried is not None and tried[0] == name
+                   and tried[1] == route.keys else 0)
         results = []
-        ctx.tried = None
         for i, key in enumerate(route.keys):
-            rows = host.try_read(route.cache.name, key)
-            if rows is None:
-                ctx.tried = (route.cache.name, route.keys, i + 1)
-                return None
+            rows = host.try_read(name, key, count=i >= counted)
+            if rows is None:  # its fill is started
+                ctx.tried = (name, route.keys, max(counted, i + 1))
+                return Wait.FILL
             if rows is FAILED:
                 return None, ReadOutcome.FAILED
             if rows is DROPPED:
@@ -115,63 +139,55 @@ class ReadPath:
 
     async def read_rows(self, route: Route, ctx: SessionContext | None,
                         reads: Reads | None = None) -> Read:
-        """The cached rows for a routed read, or None and why the read must go upstream
-        (``reads``, if given, receives (cache, key, engine answer) for each key read). The
-        keys of an IN list are answered from one state of the cache, as one upstream
-        snapshot would answer them."""
+        """:meth:`read_rows_now`, performing what it waits for (at most ``--read-timeout``
+        each) and asking again, until it answers."""
+        waited: set[Wait] = set()
+        fills = 0
+        while True:
+            step = self.read_rows_now(route, ctx, reads, frozenset(waited))
+            if not isinstance(step, Wait):
+                return step
+            assert ctx is not None
+            if step is Wait.FILL:
+                if fills == ONE_STATE_ATTEMPTS:  # evicted again each time (a memory
+                    # budget smaller than the IN list's keys)
+                    return None, "the keys of the IN list did not stay cached together"
+                fills += 1
+            why = await self._wait(step, route, ctx)
+            if why is not None:
+                return None, why
+            waited.add(step)
+
+    async def _wait(self, wait: Wait, route: Route, ctx: SessionContext) -> str | None:
+        """Perform ``wait``; None when the read may go on, else why it goes upstream."""
         host = self.owner.host
-        if host is None:
-            return None, "caching is not running"
-        assert ctx is not None
-        if not ctx.defaults_applied:
+        assert host is not None
+        if wait is Wait.DEFAULTS:
             await self.gates.apply_defaults(host, ctx)
             if ctx.tainted is not None:
-                return None, ctx.tainted
+                return ctx.tainted
             reason = output_unsupported(route.cache.fields, {**parameters_of(ctx), **ctx.settings})
             if reason is None and ctx.block.open:  # the role's default isolation is known now
                 reason = transactions.refusal("T", ctx.block, ctx.isolation)
-            if reason is not None:
-                return None, reason
-        if not await self.gates.authorized(host, ctx.user, route.cache):
-            return None, _not_allowed(ctx)
-        lag = host.staleness()
-        if lag > self.settings.staleness_bound:
-            return None, stale(lag)
-        rule = self.settings.read_your_writes == "on"
-        if self.settings.misses == "upstream":
-            return await read_covered(host, route, ctx, reads, rule, self.settings.read_timeout)
-        if rule and not covered(ctx.seen, host.coverage, time.monotonic()) \
-                and not await host.coverage.wait(ctx.seen.at, self.settings.read_timeout):
-            return None, BEHIND
-        entry = route.cache
+            return reason
+        if wait is Wait.GRANT:
+            allowed = await self.gates.authorized(host, ctx.user, route.cache)
+            return None if allowed else _not_allowed(ctx)
+        if wait is Wait.BARRIER:
+            ok = await host.coverage.wait(ctx.seen.at, self.settings.read_timeout)
+            return None if ok else BEHIND
+        # Wait.FILL: every key not read yet is read, waiting for its fill; the keys are then
+        # read again together, from one state (:meth:`read_rows_now`)
         assert route.keys is not None
+        name = route.cache.name
         tried, ctx.tried = ctx.tried, None
-        counted = (tried[2] if tried is not None and tried[0] == entry.name
-                   and tried[1] == route.keys else 0)
-        results: list[Any] = []
-        for _ in range(ONE_STATE_ATTEMPTS):
-            results = []
-            for i, key in enumerate(route.keys):
-                served = await host.read(entry.name, key, count=i >= counted)
-                if served.rows is None:
-                    return None, served.reason
-                results.append(served.rows)
-            counted = len(route.keys)  # a later pass counts nothing
-            if len(results) == 1:
-                break
-            # the keys read before a wait are from an older state than those filled after
-            # it: take them all again from the current state, with no wait in between
-            again = [host.try_read(entry.name, key, count=False) for key in route.keys]
-            if any(rows is FAILED for rows in again):
-                return None, ReadOutcome.FAILED
-            if any(rows is DROPPED for rows in again):
-                return None, ReadOutcome.DROPPED
-            if all(rows is not None for rows in again):
-                results = list(again)
-                break
-        else:  # evicted again each time (a memory budget smaller than the IN list's keys)
-            return None, "the keys of the IN list did not stay cached together"
-        return _merged(route, results, reads)
+        counted = tried[2] if tried is not None and tried[0] == name \
+            and tried[1] == route.keys else 0
+        for i, key in enumerate(route.keys):
+            served = await host.read(name, key, count=i >= counted)
+            if served.rows is None:
+                return served.reason
+        return None
 
     # -- the answer ---------------------------------------------------------------------------
 
@@ -215,7 +231,7 @@ class ReadPath:
                   reads: Reads | None = None) -> tuple[bytes | None, str] | None:
         """:meth:`serve` without waiting; None when it would have to wait."""
         read = self.read_rows_now(route, ctx, reads)
-        return None if read is None else self._answer(route, ctx, parameters, read)
+        return None if isinstance(read, Wait) else self._answer(route, ctx, parameters, read)
 
     async def serve(self, route: Route, ctx: SessionContext, parameters: dict[str, str],
                     reads: Reads | None = None) -> tuple[bytes | None, str]:

@@ -2,9 +2,9 @@
 
 Owns: the life of a session — startup and the relayed authentication (``proxy.handshake``),
 then the relay of every message in both directions, byte for byte, while the session state
-(``proxy.session``) and its identity (``proxy.identity``) observe them, weir answering the
-statements it serves itself (``proxy.hitpath``, ``proxy.extended``, the cache service) and
-the end of the session.
+(``proxy.session``) and its identity (``proxy.identity``) observe them, handing the client's
+messages to weir's own answering from the first that needs it on (``proxy.answering``; the
+hit path before it: ``proxy.hitpath``) and the end of the session.
 
 Invariants:
 - bytes are forwarded in the order received, whole messages at a time, with one write per
@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Protocol
 
 import cython_ext
 from pgwire import backend as be
@@ -38,11 +38,12 @@ from pgwire import frontend as fe
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import identity, limits
+from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, decode_client, plain_query
 from proxy.handshake import Handshake, context
-from proxy.hitpath import remember_query, try_answer
+from proxy.hitpath import try_answer
 from proxy.metrics import own_error, own_violation
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
@@ -53,11 +54,18 @@ from proxy.session import PLAIN_REQUESTS, SessionState
 _FLUSH = fe.Flush().encode()
 log = logging.getLogger("weir.relay")
 
-_T_ERROR, _T_COPY_DATA, _T_TERMINATE, _T_QUERY, _T_SYNC = map(ord, "EdXQS")
+_T_ERROR = ord("E")
+_T_COPY_DATA = ord("d")
+_T_TERMINATE = ord("X")
+_T_QUERY = ord("Q")
+_T_SYNC = ord("S")
 #: CommandComplete tags after which remembered privilege checks are dropped.
 _PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"RESET")
-_T_BIND, _T_PARSE, _T_COMMAND_COMPLETE = map(ord, "BPC")
-_DECODED_BACKEND = frozenset(map(ord, "ZSE"))  # backend messages the session state decodes
+_T_BIND = ord("B")
+_T_PARSE = ord("P")
+_T_COMMAND_COMPLETE = ord("C")
+#: backend messages whose content the session state needs.
+_DECODED_BACKEND = frozenset(map(ord, "ZSE"))
 #: backend messages the relay looks at one by one (when not summed up by ``scan_backend``)
 _OBSERVED_BACKEND = frozenset(map(ord, "ZSE123nTCIs"))
 
@@ -95,9 +103,11 @@ class Session:
         self.extended = Extended(self, server.service)
         self.memos = ForwardMemos()  # forwarded messages seen before (see ``_forward_seen``)
         self.handshake = Handshake(self)
+        self.answering = Answering(self)  # weir's own answers (``proxy.answering``)
         self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
-        self.corked: list[bytes] | None = None  # upstream bytes held for one write
+        #: upstream bytes held for one write while a chunk is answered (``Answering.now``)
+        self.corked: list[bytes] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
@@ -183,6 +193,7 @@ class Session:
                     # Execute/Sync/Flush/Describe with nothing held locally: no decoding on
                     # the hot path (PostgreSQL validates their content itself)
                     state.expect(kind)
+                    identity.executed(self, mtype, raw, start, end)
                     if mtype == _T_SYNC:
                         state.batch_upstream = False
                     elif kind:  # a Flush leaves the batch as it is
@@ -200,14 +211,14 @@ class Session:
             if msg is None:  # malformed: upstream as it is, for PostgreSQL's own ERROR
                 continue
             if local and self._needs_local(mtype, msg):
-                self._upstream_write(raw[written : start - 5])
-                self._answer_now([raw[s - 5 : e] for _, s, e in index[i:]])
+                self.upstream_write(raw[written : start - 5])
+                self.answering.now([raw[s - 5 : e] for _, s, e in index[i:]])
                 return
             if mtype == _T_QUERY and local:
-                if state.held:  # weir may send statements first (Extended.before_statement)
-                    self._upstream_write(raw[written : start - 5])
+                if state.held:  # weir may send statements first (UpstreamCopies.before_statement)
+                    self.upstream_write(raw[written : start - 5])
                     written = start - 5
-                self._upstream_query(self._route, msg)  # type: ignore[arg-type]
+                self.upstream_query(self._route, msg)  # type: ignore[arg-type]
                 self._remember(raw[start:end], msg)  # type: ignore[arg-type]
             elif mtype == _T_PARSE:
                 self._note_hidden(msg)
@@ -215,10 +226,11 @@ class Session:
             elif mtype == _T_BIND and not self._note_hidden(msg):
                 self.memos.remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
             state.frontend(msg)
+            identity.forwarded(self, msg)
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self.terminated = True
-        self._upstream_write(raw[written:] if written else raw)
+        self.upstream_write(raw[written:] if written else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -258,80 +270,26 @@ class Session:
             assert self.ctx is not None
             self.memos.plain_last = self.ctx.last
 
-    def _answer_now(self, pending: list[bytes]) -> None:
-        """Handle messages without waiting (from the first that must, the pump does)."""
-        self.corked = []  # what goes upstream meanwhile (a miss) leaves in one write
-        try:
-            self._answer_each(pending)
-        finally:
-            held, self.corked = self.corked, None
-            if held and self.upstream is not None:
-                self.upstream.write(b"".join(held))
-
-    def _answer_each(self, pending: list[bytes]) -> None:
-        for j, raw in enumerate(pending):
-            mtype = raw[0]
-            if mtype == _T_COPY_DATA:
-                self._upstream_write(raw)
-                continue
-            msg = fe.decode_frontend(mtype, raw[5:])
-            done = (self._query_now(msg, raw) if mtype == _T_QUERY
-                    else self.extended.handle_now(msg, raw))
-            if not done:
-                self.extended.flush()
-                self.state.local_busy = True
-                self.pause_client("answering")
-                self.state.waiting = pending[j:] + self.state.waiting
-                self.server.spawn(self._pump())
-                return
-        self.extended.flush()
-
-    def _query_now(self, msg: object, raw: bytes) -> bool:
-        """A simple Query answered or forwarded without waiting; False if it must wait."""
-        assert isinstance(msg, fe.Query) and self.ctx is not None
-        if self.extended.wait_settle:
-            return False  # (the pump waits first)
-        service = self.server.service
-        route = service.route(msg.query, self.state, self.ctx)
-        if route.destination == "upstream":
-            self._forward_query(route, msg, raw)
-            return True
-        if route.destination != "cache":
-            return False
-        reads: list[tuple[str, tuple[Any, ...], object]] = []
-        served = service.reads.serve_now(route, self.ctx, self.state.parameters, reads)
-        if served is None:
-            return False
-        self._finish_query(msg, raw, *served)
-        if served[0] is not None:
-            remember_query(self, raw, reads, served[0])
-        return True
-
-    def _finish_query(self, msg: fe.Query, raw: bytes, answer: bytes | None, reason: str) -> None:
-        assert self.ctx is not None
-        self.ctx.last = ("cache", reason) if answer is not None else ("upstream", reason)
-        self.extended.simple_query(answered=answer is not None)
-        if answer is None:
-            self.forward(msg, raw)
-        else:
-            self.extended.flush()
-            self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
-
     def _needs_local(self, mtype: int, msg: object) -> bool:
         if mtype == _T_QUERY:
             assert isinstance(msg, fe.Query) and self.ctx is not None
             self._route = self.server.service.route(msg.query, self.state, self.ctx)
-            return self._route.destination != "upstream" or self.extended.releases(msg.query) \
-                or self.extended.wait_settle
+            return self._route.destination != "upstream" \
+                or self.extended.copies.releases(msg.query) or self.extended.wait_settle
         return self.extended.involves(msg)
 
-    def _upstream_write(self, data: bytes) -> None:
+    def upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
             (self.upstream.write if self.corked is None else self.corked.append)(data)
             if not self.state.upstream_since:
                 self.state.upstream_since = time.monotonic()
             if self.ctx is not None:
                 self.ctx.seen.pending = True  # its answer moves seen(s) (``proxy.seen``)
+
+    def upstream_flush(self, data: bytes) -> None:
+        """Write bytes held by ``corked`` (their bookkeeping was done as they came)."""
+        if self.upstream is not None:
+            self.upstream.write(data)
 
     def _note_hidden(self, msg: object) -> bool:
         """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
@@ -358,9 +316,10 @@ class Session:
         identity.observe(self.ctx, msg, self.server.service.identity_functions)
         self._note_hidden(msg)
         self.state.frontend(msg)
+        identity.forwarded(self, msg)
         if isinstance(msg, fe.Terminate):
             self.terminated = True
-        self._upstream_write(raw)
+        self.upstream_write(raw)
 
     def inject(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
                skipped: Callable[[], object] | None = None) -> None:
@@ -373,83 +332,19 @@ class Session:
 
     def inject_flush(self) -> None:
         """Ask the upstream for the answers to weir's own requests now (a Flush)."""
-        self._upstream_write(_FLUSH)
+        self.upstream_write(_FLUSH)
 
-    def _upstream_query(self, route: Route, msg: fe.Query) -> None:
+    def upstream_query(self, route: Route, msg: fe.Query) -> None:
         """Bookkeeping for a Query that goes upstream."""
         assert self.ctx is not None
         self.ctx.last = ("upstream", route.reason)
-        self.extended.before_statement(msg.query)
+        self.extended.copies.before_statement(msg.query)
         self.extended.simple_query()
         service = self.server.service
         service.note_upstream(route, self.ctx)
-        observe_set(msg.query, self.ctx)
+        observe_set(msg.query, self.ctx, self.state.in_transaction)
         if service.hides_write(msg.query):
             self.ctx.seen.pending = True  # read-your-writes: as if its tag said it wrote
-
-    def _forward_query(self, route: Route, msg: fe.Query, raw: bytes) -> None:
-        """A Query that goes upstream — unless it deallocates a statement only weir holds:
-        weir answers that itself (``Extended.release``)."""
-        answer = self.extended.release(msg.query)
-        self._upstream_query(route, msg)
-        if answer is None:
-            self.forward(msg, raw)
-            return
-        self.extended.simple_query(answered=True)
-        self.extended.flush()
-        self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
-
-    async def _pump(self) -> None:
-        """Process held client messages in order, answering weir's own ones."""
-        try:
-            while self.state.waiting and self.state.phase is not Phase.CLOSED:
-                raw = self.state.waiting.pop(0)
-                mtype = raw[0]
-                if mtype == _T_COPY_DATA:
-                    self._upstream_write(raw)
-                    continue
-                msg = fe.decode_frontend(mtype, raw[5:])
-                if mtype == _T_QUERY:
-                    assert isinstance(msg, fe.Query)
-                    await self.extended.settle()
-                    await self._query(msg, raw)
-                else:
-                    await self.extended.handle(msg, raw)
-        except ProtocolViolation as exc:
-            self.fatal(own_violation(exc))
-        except Exception:
-            log.exception("the session's local answering failed")
-            self.fatal(own_error("XX000", "weir: internal error", severity="FATAL"))
-        finally:
-            self.state.local_busy = False
-            if self.state.phase is not Phase.CLOSED:
-                self.extended.flush()
-                self.resume_client("answering")
-
-    async def _query(self, msg: fe.Query, raw: bytes) -> None:
-        """A simple-protocol Query: answered by weir (admin or cache) or forwarded."""
-        service = self.server.service
-        ctx = self.ctx
-        assert ctx is not None
-        route = service.route(msg.query, self.state, ctx)
-        if route.destination == "upstream":
-            self._forward_query(route, msg, raw)
-            return
-        if route.destination == "admin":
-            self.extended.simple_query(answered=True)
-            answer = await service.admin(route, ctx)
-            if getattr(route.admin, "what", "") != "last":
-                ctx.last = ("admin", route.reason)
-            if self.state.phase is not Phase.CLOSED:
-                self.extended.flush()
-                self.client.write(answer + be.ReadyForQuery(self.state.transaction_status).encode())
-            return
-        reads: list[tuple[str, tuple[Any, ...], object]] = []
-        served = await service.reads.serve(route, ctx, self.state.parameters, reads)
-        if self.state.phase is not Phase.CLOSED:
-            self._finish_query(msg, raw, *served)
-            if served[0] is not None:
-                remember_query(self, raw, reads, served[0])
 
     def client_eof(self) -> bool:
         """The client closed its sending side: finish what it sent, then end the session."""

@@ -271,7 +271,7 @@ class CacheService:
         count_forward(route.reason, times)
         if self.registry is None or route.classified is None:
             return
-        text = self.registry.note_proxied(route.classified, ctx.search_path, times)
+        text = self.registry.note_proxied(route.classified, ctx.search_path, times, ctx.user)
         if text is not None:
             asyncio.get_running_loop().create_task(self._auto_create(text, ctx.search_path))
 

@@ -342,21 +342,21 @@ def test_a_failed_fill_sends_its_reads_upstream(pg: Any, dbname: str) -> None:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
             conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
             host = server.server.service.host
-            real_fetch = host._fetch
+            real_fetch = host.fills._fetch
 
             async def broken(run: Any) -> Any:
                 raise RuntimeError("injected fill failure")
 
-            host._fetch = broken
+            host.fills._fetch = broken
             assert conn.execute("SELECT v FROM kv WHERE k = %s", (2,)).fetchone() == ("v2",)
             assert _last(conn) == ("upstream", "the cache could not evaluate the query for "
                                                "this key")
-            host._fetch = real_fetch
-            assert host.fill_failures == 1 and host.queue.backoff
+            host.fills._fetch = real_fetch
+            assert host.fills.failures == 1 and host.fills.queue.backoff
             # (the table backs off after the failed fill: reads go upstream until it ends)
             eventually(lambda: conn.execute("SELECT v FROM kv WHERE k = %s", (2,)).fetchone()
                        == ("v2",) and _last(conn) == ("cache", "served by cache kv1"))
-            assert not host.engine.fills.pending and not host.queue.backoff
+            assert not host.engine.fills.pending and not host.fills.queue.backoff
     finally:
         server.stop()
 
@@ -376,7 +376,7 @@ def test_fills_waiting_for_a_slot_share_one_transaction(pg: Any, dbname: str) ->
         host = server.server.service.host
 
         async def one_slot() -> None:
-            host._fill_slots = asyncio.Semaphore(1)
+            host.fills._fill_slots = asyncio.Semaphore(1)
 
         server.call(one_slot())
 
@@ -389,8 +389,8 @@ def test_fills_waiting_for_a_slot_share_one_transaction(pg: Any, dbname: str) ->
                 await asyncio.gather(*(c.close() for c in conns))
 
         assert asyncio.run(burst()) == [f"v{k}" for k in range(1, 31)]
-        assert host.fills_done == 30
-        assert host.fill_transactions < 30
+        assert host.fills.done == 30
+        assert host.fills.transactions < 30
     finally:
         server.stop()
 

@@ -85,7 +85,7 @@ def test_ddl_resets_only_the_caches_over_its_table(dbname: str,
         assert _cached(conn, READ, 1) == [("1",)]
         assert _cached(conn, other, 1) == [("w1",)]
         host = server.server.service.host
-        fills = host.fills_done
+        fills = host.fills.done
         conn.execute("ALTER TABLE ty_t ALTER COLUMN v TYPE int USING v::int")
         assert conn.execute(READ, (1,)).fetchall() == [(1,)]
         eventually(lambda: conn.execute(other, (1,)).fetchall() == [("w1",)]
@@ -93,7 +93,7 @@ def test_ddl_resets_only_the_caches_over_its_table(dbname: str,
         eventually(lambda: conn.execute(READ, (1,)).fetchall() == [(1,)]
                    and _last(conn)[0] == "cache", 10)
         # ty was refilled; oth kept its state (no fill for it)
-        assert host.fills_done == fills + 1
+        assert host.fills.done == fills + 1
 
 
 def test_ddl_in_a_transaction_block_holds_cached_reads_until_it_ends(

@@ -6,6 +6,7 @@ answered from an older cache state."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import psycopg
@@ -49,12 +50,12 @@ def test_a_miss_is_answered_upstream_then_filled_in_the_background(pg: Any, dbna
             host = server.server.service.host
             # first read: a miss, answered upstream; the key is not admitted yet
             assert _read(conn, 3) == ("v3", ("upstream", MISS))
-            assert host.engine.stats.fills == 0 and host.admission.refused == 1
+            assert host.engine.stats.fills == 0 and host.fills.admission.refused == 1
             # second read: still upstream, but now its fill runs in the background
             assert _read(conn, 3) == ("v3", ("upstream", MISS))
             assert host.engine.stats.fills == 1
             eventually(lambda: _read(conn, 3) == ("v3", ("cache", "served by cache kv1")))
-            assert host.fills_done == 1
+            assert host.fills.done == 1
     finally:
         server.stop()
 
@@ -73,7 +74,7 @@ def test_concurrent_misses_of_one_key_share_one_fill(pg: Any, dbname: str) -> No
         assert server.call(miss_many()) == [None] * 20
         assert host.engine.stats.fills == 1
         eventually(lambda: host.engine.lookup("kv1", (5,)) == (("v5",),))
-        assert host.fills_done == 1 and host.fill_transactions == 1
+        assert host.fills.done == 1 and host.fills.transactions == 1
     finally:
         server.stop()
 
@@ -91,21 +92,26 @@ def test_misses_of_many_keys_fill_in_one_upstream_transaction(pg: Any, dbname: s
 
         assert server.call(miss_many()) == [None] * 50
         assert host.engine.stats.fills == 50
-        eventually(lambda: host.fills_done == 50)
+        # (a fill's rows are installed once its marker came through the replication stream,
+        # after ``fills_done`` counted its answer)
+        eventually(lambda: server.call(looked_up(host, range(1, 51)))
+                   == [((f"v{k}",),) for k in range(1, 51)])
         # one snapshot, one marker, one statement (``= ANY``) for the fifty keys
-        assert host.fill_transactions == 1
-        # (installed once the stream passed the batch's marker, which may come after its rows)
-        eventually(lambda: all(host.engine.lookup("kv1", (k,)) == ((f"v{k}",),)
-                               for k in range(1, 51)))
+        assert (host.fills.done, host.fills.transactions) == (50, 1)
         # (a key missing upstream is filled as present-and-empty)
         assert server.call(miss_one(host, 1000)) is None
-        eventually(lambda: host.engine.lookup("kv1", (1000,)) == ())
+        eventually(lambda: server.call(looked_up(host, [1000])) == [()])
     finally:
         server.stop()
 
 
 async def miss_one(host: Any, k: int) -> Any:
     return host.read_or_fill("kv1", (k,))
+
+
+async def looked_up(host: Any, keys: Iterable[int]) -> list[Any]:
+    """Cache kv1's rows for ``keys`` (None: not filled), read on weir's loop."""
+    return [host.engine.lookup("kv1", (k,)) for k in keys]
 
 
 def test_the_fill_queue_is_bounded(pg: Any, dbname: str) -> None:
@@ -118,14 +124,15 @@ def test_the_fill_queue_is_bounded(pg: Any, dbname: str) -> None:
 
         async def miss_many() -> tuple[list[Any], int]:
             got = [host.read_or_fill("kv1", (k,)) for k in range(1, 21)]
-            return got, len(host.queue.waiting)
+            return got, len(host.fills.queue.waiting)
 
         got, queued = server.call(miss_many())
         assert got == [None] * 20 and queued == 5
-        assert host.queue.dropped == 15 and host.engine.stats.fills == 5
-        eventually(lambda: host.fills_done == 5)
-        assert [host.engine.lookup("kv1", (k,)) is not None for k in range(1, 21)] == \
-            [True] * 5 + [False] * 15
+        assert host.fills.queue.dropped == 15 and host.engine.stats.fills == 5
+        filled = [True] * 5 + [False] * 15
+        eventually(lambda: [rows is not None for rows in
+                            server.call(looked_up(host, range(1, 21)))] == filled)
+        assert host.fills.done == 5
     finally:
         server.stop()
 
@@ -141,19 +148,19 @@ def test_a_table_whose_fills_fail_backs_off(pg: Any, dbname: str) -> None:
                 psycopg.connect(pg.dsn(dbname=dbname)) as locker:
             conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
             host = server.server.service.host
-            host.queue.policy = FillPolicy(admission="always", backoff=(600.0, 600.0))
+            host.fills.queue.policy = FillPolicy(admission="always", backoff=(600.0, 600.0))
             locker.execute("LOCK TABLE kv IN ACCESS EXCLUSIVE MODE")
             got: list[Any] = []
             reader = threading.Thread(target=lambda: got.append(_read(conn, 1)))
             reader.start()  # its upstream answer waits for the lock; its fill fails
-            eventually(lambda: host.fill_failures == 1, timeout=30)
+            eventually(lambda: host.fills.failures == 1, timeout=30)
             assert host.staleness() < 2.0
             locker.rollback()
             reader.join(30)
             assert got == [("v1", ("upstream", MISS))]
-            held = host.queue.held_back
+            held = host.fills.queue.held_back
             assert _read(conn, 2) == ("v2", ("upstream", MISS))
-            assert host.queue.held_back == held + 1 and host.engine.stats.fills == 1
+            assert host.fills.queue.held_back == held + 1 and host.engine.stats.fills == 1
     finally:
         server.stop()
 

@@ -1,0 +1,246 @@
+"""Running the cache host's fills against the upstream.
+
+Owns: :class:`FillRunner` — the engine's ``RunFill`` effects queued (``proxy.fillqueue``:
+admission, the bounded queue, batches per table set, back-off), at most ``max_fills``
+upstream transactions at once on the fill pool, each one REPEATABLE READ READ ONLY
+transaction that takes ``pg_current_snapshot()``, emits the batch's marker and fetches the
+base rows (``proxy.fillsql``; DESIGN §6); the rows handed to the engine, a failed fill
+abandoned (the reads waiting for its keys go upstream); the markers coming back through the
+replication stream; the fill statistics (``SHOW WEIR STATUS``, ``/metrics``). A fill over
+local bases only is installed at once instead (``proxy.localfills``).
+
+Fill connections run under :data:`FILL_SETTINGS`: the same text forms pgoutput produces, so a
+row from a fill and the same row from the stream decode equal. It sees the cache host through
+:class:`FillHost` (``proxy.caching.EngineHost`` meets it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol
+
+import asyncpg
+
+from cdc import LocalBases
+from engine import Engine, RunFill, Snapshot
+from proxy import localfills
+from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
+from proxy.fillsql import fetch_all
+from proxy.metrics import Buckets
+from proxy.seen import Coverage
+
+log = logging.getLogger("weir.cache")
+
+#: Output settings of fill connections: the same text forms pgoutput produces.
+FILL_SETTINGS = {
+    "DateStyle": "ISO, MDY",
+    "IntervalStyle": "postgres",
+    "TimeZone": "UTC",
+    "extra_float_digits": "3",
+    "bytea_output": "hex",
+    "application_name": "weir-fill",
+    # the marker makes a fill transaction write WAL: never wait for synchronous standbys
+    "synchronous_commit": "local",
+    # a fill never queues behind someone's lock for long: it fails, and its tables back off
+    "lock_timeout": "1s",
+}
+
+_FILL_PREFIX = "fill-"
+
+Row = tuple[Any, ...]
+
+
+class FillHost(Protocol):
+    """What the fills use of the cache host (``proxy.caching.EngineHost``)."""
+
+    @property
+    def engine(self) -> Engine: ...  # (replaced when every cache is reset)
+
+    @property
+    def local(self) -> LocalBases | None: ...
+
+    @property
+    def coverage(self) -> Coverage: ...
+
+    def perform(self, effects: Sequence[object]) -> None: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+
+def parse_snapshot(text: str) -> Snapshot:
+    """``pg_current_snapshot()`` text form ``xmin:xmax:xip,xip``."""
+    xmin, xmax, xip = text.split(":")
+    return Snapshot(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
+
+
+class FillRunner:
+    """The fills of one cache host (see the module docstring). ``await start(url)`` opens
+    the fill pool, ``await stop()`` closes it."""
+
+    def __init__(self, host: FillHost, max_fills: int = 8,
+                 policy: FillPolicy | None = None) -> None:
+        self.host = host
+        self.max_fills = max_fills
+        self._fill_slots = asyncio.Semaphore(max_fills)
+        self.policy = policy or FillPolicy()
+        self.queue = FillQueue(self.policy)  # fills waiting for a slot (``proxy.fillqueue``)
+        self.admission = Admission(self.policy.admission, self.policy.doorkeeper)
+        self._draining = False  # a task hands queued fills to free slots
+        self._fill_pool: asyncpg.Pool | None = None  # fill transactions only
+        self._marker_sent: dict[str, float] = {}  # a batch's marker -> when it was sent
+        self.done = 0  # fills completed
+        self.transactions = 0  # upstream transactions that ran them (fills are batched)
+        self.seconds = 0.0
+        self.latency = Buckets()  # each fill's time from request to rows (``/metrics``)
+        self.failures = 0  # fill transactions that failed (their tables back off)
+        #: where fill time goes, summed over fills (seconds): waiting in the queue for a
+        #: slot, the upstream transaction (snapshot, marker, rows, commit), and from the
+        #: rows' arrival until the applier passed the marker (``SHOW WEIR STATUS``)
+        self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
+        self._rows_at: dict[str, tuple[float, int]] = {}  # a batch's marker -> rows arrived
+
+    async def start(self, upstream_url: str) -> None:
+        self._fill_pool = await asyncpg.create_pool(
+            upstream_url, min_size=1, max_size=self.max_fills,
+            server_settings=FILL_SETTINGS, reset=keep_session)
+
+    async def stop(self) -> None:
+        if self._fill_pool is not None:
+            await self._fill_pool.close()
+
+    def queue_fill(self, run: RunFill) -> None:
+        """Fills wait for a slot (at most ``max_fills`` upstream transactions at once, at most
+        ``per_table`` of them reading one table); those that waited together run in one
+        transaction (see :meth:`_fetch`). A fill over local bases only is installed at once
+        instead (``proxy.localfills``)."""
+        host = self.host
+        if host.local is not None:
+            effects = localfills.fill(host.engine, host.local, run)
+            if effects is not None:
+                host.perform(effects)
+                return
+        tables = frozenset(r.table.oid for r in run.requests) | frozenset(
+            r.via.table.oid for r in run.requests if r.via is not None)
+        self.queue.push(run, tables, time.monotonic())
+        self._kick()
+
+    def _kick(self) -> None:
+        if not self._draining and self.queue.waiting:
+            self._draining = True
+            self.host.spawn(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            if self.policy.linger > 0:  # let the misses of the next moment join the batch
+                await asyncio.sleep(self.policy.linger)
+            while self.queue.waiting:
+                await self._fill_slots.acquire()
+                batch, gone = self.queue.take(time.monotonic())
+                for q in gone:  # a table they read failed recently: their keys miss on
+                    self._abandon(q.run, "a table it reads is backing off after a failure")
+                if not batch:  # the rest wait for a table's fills to finish (``_fill``)
+                    self._fill_slots.release()
+                    break
+                self.host.spawn(self._fill(batch))
+        finally:
+            self._draining = False
+
+    async def _fill(self, queued: list[Queued]) -> None:
+        """Run a batch of fills (holding one slot) and hand each response to the engine. A
+        failure is not retried: the batch's tables back off (``FillQueue.finished``) and
+        their keys miss (answered upstream) until a later read fills them again."""
+        batch = [q.run for q in queued]
+        rows: list[list[list[Row]]] | None = None
+        started = time.monotonic()
+        self.phases["queue"] += sum(started - q.at for q in queued)
+        try:
+            snapshot, rows = await self._fetch(batch)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("fills %s failed: %s", [r.fill_id for r in batch], exc)
+        except Exception:
+            log.exception("fills %s failed", [r.fill_id for r in batch])
+        finally:
+            self._fill_slots.release()
+            self.queue.finished(queued, rows is not None, time.monotonic())
+            self._kick()
+        if rows is None:
+            self.failures += 1
+            for run in batch:
+                self._abandon(run)
+            return
+        self.done += len(batch)
+        self.transactions += 1
+        now = time.monotonic()
+        self.phases["fetch"] += (now - started) * len(batch)
+        marker = _marker(batch)
+        if marker in self._marker_sent:  # (else the marker passed before the rows came)
+            self._rows_at[marker] = (now, len(batch))
+        self.seconds += sum(now - q.at for q in queued)
+        for q in queued:
+            self.latency.observe(now - q.at)
+        for run, run_rows in zip(batch, rows, strict=True):
+            try:
+                effects = self.host.engine.fill_response(run.fill_id, snapshot, run_rows)
+            except Exception:
+                log.exception("installing fill %d failed", run.fill_id)
+                self._abandon(run)
+                continue
+            self.host.perform(effects)
+
+    def _abandon(self, run: RunFill, reason: str = "the fill failed upstream") -> None:
+        """Give up on a fill: the reads waiting for its keys go upstream, and the engine
+        forgets it (it would otherwise hold back the log's pruning)."""
+        try:
+            self.host.perform(self.host.engine.abandon_fill(run.fill_id, reason))
+        except Exception:
+            log.exception("abandoning fill %d failed", run.fill_id)
+
+    async def _fetch(self, batch: list[RunFill]) -> tuple[Snapshot, list[list[list[Row]]]]:
+        """One upstream transaction for a batch of fills: one snapshot, one marker naming
+        every fill of the batch, the base rows (``proxy.fillsql.fetch_all``: one statement
+        for a batch of one integer-keyed shape, else a REPEATABLE READ transaction)."""
+        marker = _marker(batch)
+        async with self._fills().acquire() as conn:
+            self._marker_sent[marker] = time.monotonic()
+            try:
+                text, rows = await fetch_all(conn, [run.requests for run in batch], marker)
+            except BaseException:
+                self._marker_sent.pop(marker, None)
+                raise
+        return parse_snapshot(text), rows
+
+    def _fills(self) -> asyncpg.Pool:
+        assert self._fill_pool is not None, "EngineHost.start() first"
+        return self._fill_pool
+
+    def on_marker(self, content: str, lsn: int) -> None:
+        """The stream passed a ``weir`` logical message: a fill batch's marker installs
+        its fills (``Engine.marker``) and is a barrier too (``proxy.seen``)."""
+        if not content.startswith(_FILL_PREFIX):
+            return
+        try:
+            fill_ids = [int(x) for x in content[len(_FILL_PREFIX):].split(",")]
+        except ValueError:
+            return
+        for fill_id in fill_ids:
+            self.host.perform(self.host.engine.marker(fill_id))
+        sent = self._marker_sent.pop(content, None)
+        if sent is not None:
+            self.host.coverage.passed(sent)
+        rows_at = self._rows_at.pop(content, None)
+        if rows_at is not None:
+            self.phases["marker"] += (time.monotonic() - rows_at[0]) * rows_at[1]
+
+
+def _marker(batch: Sequence[RunFill]) -> str:
+    """The marker message of a fill batch: every fill it carries."""
+    return _FILL_PREFIX + ",".join(str(run.fill_id) for run in batch)
+
+
+async def keep_session(conn: Any) -> None:
+    """The fill pools' reset: nothing. Their connections carry no session state beyond their
+    fixed settings (transactions end before release), so asyncpg's default reset (advisory
+    unlock, CLOSE ALL, UNLISTEN, RESET ALL: a round trip per fill) is not needed."""
