@@ -295,9 +295,11 @@ the full results could be.
 
 ## Reading the tables
 
-- weir from a cold start pays a fill for every first read of a key; today a fill costs many
-  upstream queries (issue 18), so a cold run is slower than PostgreSQL directly. Where weir
-  loses, the tables show it.
+- weir from a cold start: a read that misses is answered upstream at once, and its key is
+  filled in the background from its second read on (`--admission second`), so the first reads
+  of every key cost a trip through weir to PostgreSQL plus, later, a fill (issue 18 works on
+  making both cheaper). The hit rate and the fill time show how far the caches got within
+  the run. Where weir loses, the tables show it.
 - pgpool-II's cache never sees writes made directly on PostgreSQL (or through another
   pgpool-II): with `memqcache_expire = 0` its answers stay stale ("never fresh" probes). Writes
   through it drop every cached result of the written table, which is what its hit rate in the

@@ -101,7 +101,7 @@ def pgbouncer(host: str, port: int, clients: int) -> Iterator[tuple[int, int]]:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         _wait_port(listen)
-        yield listen, int((workdir / "pgbouncer.pid").read_text())
+        yield listen, _wait_pid(workdir / "pgbouncer.pid")
     finally:
         proc.terminate()
         proc.wait(10)
@@ -148,6 +148,17 @@ def _wait_port(port: int, timeout: float = 20.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listens on port {port}")
+
+
+def _wait_pid(pidfile: Path, timeout: float = 20.0) -> int:
+    """The process id in ``pidfile``: PgBouncer may listen before it has written it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return int(pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            time.sleep(0.05)
+    raise RuntimeError(f"no process id in {pidfile}")
 
 
 def run(seconds: int, clients: int, scale: int, modes: list[str], rounds: int,

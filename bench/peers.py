@@ -9,6 +9,7 @@ which the report prints instead of dropping the peer.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -42,7 +43,11 @@ def url(port: int) -> str:
 def bouncer(cluster: localpg.LocalCluster, clients: int) -> Iterator[tuple[str, int | None]]:
     if not (shutil.which("pgbouncer") or Path("/usr/sbin/pgbouncer").exists()):
         raise PeerUnavailable("pgbouncer is not installed (make install installs it)")
-    with pgbouncer("127.0.0.1", cluster.port, clients) as (port, pid):
+    with contextlib.ExitStack() as stack:
+        try:
+            port, pid = stack.enter_context(pgbouncer("127.0.0.1", cluster.port, clients))
+        except RuntimeError as exc:
+            raise PeerUnavailable(f"PgBouncer did not start: {exc}") from None
         yield url(port), pid
 
 
@@ -143,7 +148,11 @@ def weir(cluster: localpg.LocalCluster, cached: bool, *extra: str
          ) -> Iterator[tuple[str, Weir]]:
     """weir in front of the cluster (``extra``: more flags); ``cached``: with the news site's
     caches (empty)."""
-    with Weir(cluster.dsn(), *extra) as proc:
+    try:
+        started = Weir(cluster.dsn(), *extra)
+    except RuntimeError as exc:
+        raise PeerUnavailable(str(exc)[:800]) from None
+    with started as proc:
         if cached:
             with psycopg.connect(proc.dsn(), autocommit=True) as conn:
                 dataset.create_caches(conn)

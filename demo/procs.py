@@ -31,6 +31,13 @@ class Weir:
              "--listen", f"127.0.0.1:{self.port}", "--log-level", "warning", *extra],
             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
             start_new_session=True)
+        try:
+            self._wait_listening()
+        except BaseException:  # it did not start, or Ctrl-C while it started: stop it
+            self.stop()
+            raise
+
+    def _wait_listening(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.log.append(line)

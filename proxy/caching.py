@@ -142,8 +142,7 @@ class EngineHost:
         await self.stream.start()
         started = time.monotonic()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
-        if self.local is not None:
-            self.local.ready = True  # (see proxy.localfills)
+        localfills.first_barrier_passed(self.local)
         self._set_fresh(started)
         self.coverage.passed(started)
         self.spawn(self._heartbeat())
@@ -157,6 +156,7 @@ class EngineHost:
             try:
                 await self.stream.barrier(30.0)
                 self.coverage.passed(started)
+                await localfills.verify(self, self.local)  # before caches are replanned
                 if self.verify is not None:
                     await self.verify()
                 if trust == self._trust and not self._held():

@@ -29,6 +29,9 @@ from proxy.settings import Settings, UpstreamAddress
 log = logging.getLogger("weir.commands")
 
 TEXT_OID = 25
+#: the SHOW commands a non-admin may run: they list only the statements it sent itself
+#: (the caches: those over a statement it sent)
+OWN_STATEMENTS = ("proxied", "supported", "caches")
 
 
 def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
@@ -53,8 +56,9 @@ async def create(registry: Registry, cmd: CreateCache, ctx: SessionContext) -> b
     return be.CommandComplete("CREATE CACHE").encode()
 
 def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
-         upstream: UpstreamAddress) -> bytes:
-    """SHOW CACHES | PROXIED QUERIES | SUPPORTED QUERIES | TABLES | WEIR STATUS."""
+         upstream: UpstreamAddress, sender: str | None = None) -> bytes:
+    """SHOW CACHES | PROXIED QUERIES | SUPPORTED QUERIES | TABLES | WEIR STATUS
+    (``sender``: only the statements that login role sent, for a non-admin)."""
     host = registry.host
     what = cmd.what
     if what == "caches":
@@ -63,14 +67,16 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
             (e.name, e.query_id,
              e.text if cmd.literals else masked(registry.classify(e.text, e.search_path)),
              str(memory.get(e.name, 0)))
-            for e in registry.caches.values()]
+            for e in registry.caches.values()
+            if sender is None or sender in getattr(registry.proxied.get(e.query_id), "roles", ())]
         return result_set(["name", "query_id", "query", "memory_bytes"], rows,
                           f"SELECT {len(rows)}")
     if what in ("proxied", "supported"):
         if lanes is not None:
             lanes.settle()  # what pass sessions' lanes relayed counts too
         items = [p for p in registry.proxied.values()
-                 if what == "proxied" or not p.supported.startswith("unsupported")]
+                 if (what == "proxied" or not p.supported.startswith("unsupported"))
+                 and (sender is None or sender in p.roles)]
         rows = [(p.query_id, p.text if cmd.literals else p.shape, p.supported, str(p.count))
                 for p in items]
         return result_set(["query_id", "query", "supported", "count"], rows,
@@ -115,6 +121,9 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),
+            ("local_bases_loads", str(host.local.loads)),
+            ("local_bases_path", str(host.local.path)),
+            ("local_indexes", " ".join(f"{k}:{v}" for k, v in host.local.index_states().items())),
             ("local_bases_lsn", format_lsn(host.local.resume[1]))]),
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),
@@ -156,8 +165,11 @@ async def run(service: AdminHost, route: Route, ctx: SessionContext) -> bytes:
     try:
         if isinstance(cmd, Show) and cmd.what == "last":
             return result_set(["destination", "reason"], [ctx.last], "SELECT 1")
+        sender = None
         if not identity.is_admin(ctx, service.admins):
-            return own_error("42501", identity.ADMIN_DENIED)
+            if not (isinstance(cmd, Show) and cmd.what in OWN_STATEMENTS):
+                return own_error("42501", identity.ADMIN_DENIED)
+            sender = ctx.user  # a non-admin sees the statements its login role sent
         registry = await service.ensure()
         async with service.mutating:
             if isinstance(cmd, CreateCache):
@@ -171,7 +183,7 @@ async def run(service: AdminHost, route: Route, ctx: SessionContext) -> bytes:
                     "DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}").encode()
         assert isinstance(cmd, Show)
         return show(registry, cmd, service.lanes, service.hits,
-                    service.settings.upstream_address)
+                    service.settings.upstream_address, sender)
     except AdminError as exc:
         return own_error("42000", str(exc))
     except Exception as exc:

@@ -34,6 +34,7 @@ _V = TypeVar("_V")
 
 #: bound of each memo
 MEMO_ENTRIES = 256
+_T_QUERY, _T_BIND = ord("Q"), ord("B")
 #: frontend messages whose content neither the session state nor ``Extended`` needs while
 #: nothing is held locally: type -> pending kind (``SessionState.expect``)
 CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
@@ -50,8 +51,8 @@ def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any,
     """A client message decoded, its statement observed for the session's identity
     (``identity.observe``, with the ``routing``'s identity functions); None for a malformed
     one that goes upstream as it is for PostgreSQL's own error (one of
-    :data:`JUDGED_UPSTREAM`, with nothing held locally: the session's identity is then
-    unknown, as weir did not read it); otherwise a malformed message raises
+    :data:`JUDGED_UPSTREAM`, with nothing held locally or :func:`may_judge`: the session's
+    identity is then unknown, as weir did not read it); otherwise a malformed message raises
     ProtocolViolation (the session ends with FATAL 08P01)."""
     try:
         msg = fe.decode_frontend(mtype, payload)
@@ -59,11 +60,32 @@ def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any,
         return msg
     except ProtocolViolation:
         kind = JUDGED_UPSTREAM.get(mtype)
-        if kind is None or not quiet:
+        if kind is None or not (quiet or may_judge(mtype, payload, state)):
             raise
     state.expect(kind)
+    if not quiet and mtype != _T_QUERY:
+        # the batch has a part upstream now: weir answers nothing more of it locally
+        # (``Extended._can_answer``), PostgreSQL skips the rest of it after its error
+        state.batch_upstream = True
     identity.taint(ctx, (identity.UNREAD, True))
     return None
+
+
+def may_judge(mtype: int, payload: bytes, state: Any) -> bool:
+    """Whether a malformed client message may go upstream as it is while weir holds
+    statements: weir answered nothing of the current batch itself, holds no portal and
+    awaits no outcome, and the message is not a Bind naming a statement only weir holds
+    (PostgreSQL would then say it does not exist, not that the message is malformed)."""
+    if state.batch_local or state.held_portals or state.uncertain:
+        return False
+    if mtype == _T_BIND:
+        names = bind_names(payload, 0, len(payload))
+        if names:
+            held = state.held.get(names[names.index(b"\0") + 1 : -1].decode(
+                "utf-8", "surrogateescape"))
+            if held is not None and not held.upstream:
+                return False
+    return True
 
 
 def plain_query(raw: bytes, start: int, end: int, routing: RoutingState) -> bool:
@@ -112,7 +134,10 @@ class ForwardMemos:
         return False
 
     def remember_parse(self, payload: bytes, msg: fe.Parse) -> None:
-        _put(self.parses, payload, msg)
+        """(A Parse that may change or give back the session's identity is never remembered:
+        each one must be observed, ``proxy.identity``.)"""
+        if identity.statement_changes(msg.query)[0] is None:
+            _put(self.parses, payload, msg)
 
     def remember_bind(self, raw: bytes, start: int, end: int, msg: fe.Bind) -> None:
         names = bind_names(raw, start, end)

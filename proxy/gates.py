@@ -83,7 +83,8 @@ class Gates:
                 rows = await host.pool.fetch(DEFAULTS_QUERY, ctx.user, ctx.database)
             except Exception as exc:
                 log.info("reading role defaults for %s failed: %s", ctx.user, exc)
-                ctx.tainted = ctx.tainted or "the session's role defaults could not be read"
+                identity.taint_for_life(ctx, ("the session's role defaults could not be read",
+                                              True))
                 ctx.defaults_applied = True
                 return
             # precedence: global < database < role < role in database
@@ -99,11 +100,11 @@ class Gates:
                 ctx.settings_version += 1
         ctx.isolation.role = transactions.level_name(
             values.get("default_transaction_isolation", ""))
-        identity.taint(ctx, identity.default_taint(values))
+        identity.taint_for_life(ctx, identity.default_taint(values))
         path = values.get("search_path")
-        if (path is not None and ctx.tainted is None
-                and effective_search_path(path, ctx.user) != ctx.search_path):
-            ctx.tainted = f"the role's or database's search_path is {path}"
+        if path is not None and effective_search_path(path, ctx.user) != ctx.search_path:
+            identity.taint_for_life(ctx, (f"the role's or database's search_path is {path}",
+                                          False))
         ctx.defaults_applied = True
 
 

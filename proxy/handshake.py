@@ -232,7 +232,7 @@ def context(parameters: dict[str, str]) -> SessionContext:
     user = parameters.get("user", "")
     ctx = SessionContext(database=parameters.get("database") or user, user=user,
                          search_path=effective_search_path('"$user", public', user))
-    identity.taint(ctx, identity.startup_taint(parameters))
+    identity.taint_for_life(ctx, identity.startup_taint(parameters))
     for name in ("extra_float_digits", "bytea_output"):
         if name in parameters:
             ctx.settings[name] = parameters[name]

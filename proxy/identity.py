@@ -12,11 +12,21 @@ own SQL commands require of it:
   function that may change them (:data:`IDENTITY_FUNCTIONS_QUERY`);
 - :func:`default_taint`: role or database defaults (``ALTER ROLE ... SET role = ...``) that
   change the role the session starts with;
+- :func:`statement_reset`: a statement that brings parts of the identity back to the
+  login's (``RESET ROLE``, ``RESET SESSION AUTHORIZATION``, ``RESET search_path``,
+  ``RESET ALL``, ``DISCARD ALL`` and their ``SET ... NONE/DEFAULT`` forms), and
+  :func:`forwarded`/:func:`relearn`: the session learns its identity again when such a
+  statement, sent alone as a simple Query while nothing else was outstanding and no
+  transaction block was open, succeeds (its own implicit transaction committed), and no
+  statement that may change the identity was seen since;
 - :func:`is_admin`: whether a session may run weir's SQL commands.
 
-A session whose identity is unknown reads upstream for the rest of its life
-(``SessionContext.tainted``, with ``role_unknown`` set when the role itself is in doubt):
-PostgreSQL then decides. Tracking is conservative: a false positive costs cache hits,
+A session whose identity is unknown reads upstream (``SessionContext.tainted``, with
+``role_unknown`` set when the role itself is in doubt) until it is known again: PostgreSQL
+then decides. :class:`Who` (``SessionContext.who``) keeps which parts may differ from the
+login's (``role``, ``auth`` — the session authorization — and ``path``), and whether the
+login identity itself is unknown (startup parameters, role or database defaults: then it is
+never learnt again). Tracking is conservative: a false positive costs cache hits,
 never a wrong answer. The bytes of a plain simple Query that weir forwards without a look
 never contain ``set_config`` (``proxy.rules.query_head`` refuses them) and never start with
 DO, CALL or EXECUTE (``proxy.rules.WATCHED_WORDS``).
@@ -25,8 +35,10 @@ DO, CALL or EXECUTE (``proxy.rules.WATCHED_WORDS``).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pgwire import frontend as fe
 from proxy.router import HARMLESS_SETTINGS
 
 #: settings whose change changes who the session is, or which relations its names resolve to
@@ -65,6 +77,36 @@ SET_CONFIG_HARMLESS = HARMLESS_SETTINGS - {
     "datestyle", "timezone", "intervalstyle", "default_transaction_isolation"}
 _ALL = "the session ran a statement that may change its role or search_path"
 
+#: the parts of a session's identity weir follows: its role (SET ROLE), its session
+#: authorization and its search_path
+ROLE, AUTH, PATH = "role", "auth", "path"
+EVERYTHING = frozenset({ROLE, AUTH, PATH})
+#: setting -> the part of the identity it is
+_PART = {"role": ROLE, "session_authorization": AUTH, "search_path": PATH}
+
+
+@dataclass(slots=True)
+class Who:
+    """What weir knows of a session's identity beyond its login (``SessionContext.who``)."""
+
+    #: the login identity itself is unknown (startup parameters, role or database defaults)
+    for_life: bool = False
+    #: parts that may differ from the login's (``ROLE``, ``AUTH``, ``PATH``)
+    changed: set[str] = field(default_factory=set)
+    #: what ``identity.taint`` set ``ctx.tainted`` to (cleared with it when learnt again)
+    reason: str | None = None
+    generation: int = 0  # bumped whenever a statement that may change the identity is seen
+    #: (the Query, the parts it restores, ``generation`` after it) of a reset just observed
+    armed: tuple[object, frozenset[str], int] | None = None
+
+
+def who(ctx: Any) -> Who:
+    """The session's :class:`Who` (made on first use)."""
+    found = ctx.who
+    if found is None:
+        found = ctx.who = Who()
+    return found  # type: ignore[no-any-return]
+
 
 def startup_taint(parameters: dict[str, str]) -> tuple[str | None, bool]:
     """(why the session's identity is unknown from the start, whether its role is)."""
@@ -95,30 +137,70 @@ def _setting_name(words: list[str]) -> str | None:
 def statement_taint(text: str, functions: tuple[str, ...] = ()) -> tuple[str | None, bool]:
     """(why a statement makes the session's identity unknown, or None; whether its role is
     in doubt). ``functions``: user functions that may change the identity (lower case)."""
+    reason, parts = statement_changes(text, functions)
+    return reason, not parts.isdisjoint((ROLE, AUTH))
+
+
+def statement_changes(text: str, functions: tuple[str, ...] = ()
+                      ) -> tuple[str | None, frozenset[str]]:
+    """(why a statement makes the session's identity unknown, or None; the parts of it that
+    may change: ``ROLE``, ``AUTH``, ``PATH``)."""
     lowered = text.lower()
     words = _WORDS.findall(lowered[:200])
     if not words:
-        return None, False
+        return None, frozenset()
     first = words[0]
     if first in ("set", "reset"):
         name = _setting_name(words)
         if name == "all":  # RESET ALL: search_path back to its default (role is kept)
-            return _ALL, False
-        if name in IDENTITY_SETTINGS:
+            return _ALL, frozenset({PATH})
+        if name is not None and name in IDENTITY_SETTINGS:
             return (f"the session changed {name.replace('_', ' ')}, which weir does not "
-                    "follow yet"), name in ROLE_SETTINGS
-        return None, False
+                    "follow yet"), frozenset({_PART[name]})
+        return None, frozenset()
     if first == "discard" and words[1:2] == ["all"]:
-        return _ALL, True
+        return _ALL, EVERYTHING
     if first in OPAQUE_FIRST_WORDS:
-        return _ALL, True
+        return _ALL, EVERYTHING
     if SET_CONFIG in lowered and not _harmless_set_config(lowered):
-        return _ALL, True
+        return _ALL, EVERYTHING
     if functions:
         found = set(_WORDS.findall(lowered))
         if not found.isdisjoint(functions):
-            return _ALL, True
-    return None, False
+            return _ALL, EVERYTHING
+    return None, frozenset()
+
+
+#: the exact word lists (lower case) of the statements that bring parts of the identity
+#: back to the login's, when they run alone and commit: ``RESET ROLE`` and ``SET ROLE NONE``
+#: give the role back (the login's own, as no startup parameter or default set another);
+#: ``RESET SESSION AUTHORIZATION`` gives the authenticated user back and ends any SET ROLE
+#: (PostgreSQL: SET SESSION AUTHORIZATION logically resets the role to NONE); ``RESET
+#: search_path`` and ``RESET ALL`` give the search_path of the session's start back (the
+#: login's, when no startup parameter or default changed it); ``DISCARD ALL`` does all that
+_RESETS: dict[tuple[str, ...], frozenset[str]] = {}
+for _forms, _parts in (
+        ((("reset", "role"), ("set", "role", "none"), ("set", "role", "to", "default"),
+          ("set", "role", "default"), ("set", "session", "role", "none")), {ROLE}),
+        ((("reset", "session", "authorization"),
+          ("set", "session", "authorization", "default")), {ROLE, AUTH}),
+        ((("reset", "search_path"), ("set", "search_path", "to", "default"),
+          ("set", "search_path", "default"), ("reset", "all")), {PATH}),
+        ((("discard", "all"),), EVERYTHING)):
+    for _form in _forms:
+        _RESETS[_form] = frozenset(_parts)
+_WORDS_ONLY = re.compile(r"[a-z_]+|[^\sa-z_;]")
+
+
+def statement_reset(text: str) -> frozenset[str]:
+    """The parts of the identity a statement gives back to the login's if it runs alone and
+    commits (see :data:`_RESETS`); empty for anything else (several statements, comments,
+    quoted names: nothing is given back, which only costs cache hits)."""
+    body = text.strip().rstrip(";").rstrip()
+    if len(body) > 64 or ";" in body:
+        return frozenset()
+    words = tuple(_WORDS_ONLY.findall(body.lower().replace("=", " to ")))
+    return _RESETS.get(words, frozenset())
 
 
 def _harmless_set_config(lowered: str) -> bool:
@@ -141,22 +223,150 @@ def default_taint(values: dict[str, str]) -> tuple[str | None, bool]:
 
 def observe(ctx: Any, msg: object, functions: tuple[str, ...]) -> None:
     """A Query or Parse (any message: others are ignored) seen by a session with context
-    ``ctx``: its identity becomes unknown if the statement may change it."""
+    ``ctx``: its identity becomes unknown if the statement may change it; a Query that
+    may give it back is remembered (:func:`forwarded` decides whether it may)."""
     text = getattr(msg, "query", None)
-    if ctx is None or ctx.role_unknown or not isinstance(text, str):
+    if ctx is None or not isinstance(text, str):
         return
-    taint(ctx, statement_taint(text, functions))
+    reason, parts = statement_changes(text, functions)
+    if reason is not None:
+        _taint(ctx, reason, parts)
+    if type(msg) is fe.Query and (ctx.tainted is not None or ctx.role_unknown):
+        gives = statement_reset(text)
+        if gives:
+            found = who(ctx)
+            found.armed = (msg, gives, found.generation)
 
 
 def taint(ctx: Any, found: tuple[str | None, bool]) -> None:
-    """Record a taint on a ``SessionContext`` (the first reason is kept)."""
+    """Record a taint on a ``SessionContext`` (the first reason is kept): the whole identity
+    when the role is in doubt, else the search_path."""
+    reason, role = found
+    if reason is not None and ctx is not None:
+        _taint(ctx, reason, EVERYTHING if role else frozenset({PATH}))
+
+
+def taint_for_life(ctx: Any, found: tuple[str | None, bool]) -> None:
+    """Record that the session's login identity itself is unknown (startup parameters, role
+    or database defaults): it is never learnt again."""
     reason, role = found
     if reason is None or ctx is None:
         return
+    who(ctx).for_life = True
     if ctx.tainted is None:
         ctx.tainted = reason
     if role:
         ctx.role_unknown = True
+
+
+def _taint(ctx: Any, reason: str, parts: frozenset[str]) -> None:
+    found = who(ctx)
+    found.generation += 1
+    found.changed |= parts
+    if ctx.tainted is None:
+        ctx.tainted = found.reason = reason
+    if not parts.isdisjoint((ROLE, AUTH)):
+        ctx.role_unknown = True
+
+
+def forwarded(session: Any, msg: object) -> None:
+    """``msg`` was just handed to ``session``'s core (``state.frontend``) on its way upstream:
+    if it is a Query :func:`observe` found may give the identity back, and it is the only
+    request outstanding, outside a transaction block (so it runs alone, in its own implicit
+    transaction), its ledger item learns the identity again when it succeeds (an Execute:
+    :func:`_execute_item`). Once learnt, the statements the session prepared upstream
+    meanwhile may be served again (``Extended.adopt``)."""
+    state, ctx = session.state, session.ctx
+    if ctx is None or ctx.who is None:
+        return
+    if type(msg) is fe.Execute:
+        if ctx.tainted is not None or ctx.role_unknown:
+            _execute_item(session, msg.portal)
+        return
+    found: Who = ctx.who
+    armed = found.armed
+    if armed is None or armed[0] is not msg:
+        return
+    found.armed = None
+    pending = state.pending
+    if len(pending) != 1 or state.skipping or state.transaction_status != "I":
+        return
+    item = pending.pop()
+    effect = item.apply
+    gives, generation = armed[1], armed[2]
+
+    def succeeded() -> None:
+        if effect is not None:
+            effect()
+        if relearn(ctx, gives, generation):
+            session.extended.adopt()
+
+    pending.append(replace(item, apply=succeeded))
+
+
+#: the kinds of ledger items that execute nothing (``proxy.session``)
+_INERT = frozenset({"parse", "bind", "describe", "close"})
+_EXECUTE = ord("E")
+
+
+def executed(session: Any, mtype: int, raw: bytes, start: int, end: int) -> None:
+    """A client message of ``session`` (``raw[start:end]``, type ``mtype``) just went into
+    the ledger undecoded: for an Execute, :func:`_execute_item`."""
+    ctx = session.ctx
+    if mtype == _EXECUTE and ctx is not None and ctx.who is not None \
+            and (ctx.tainted is not None or ctx.role_unknown):
+        nul = raw.find(b"\0", start, end)
+        if nul >= 0:
+            _execute_item(session, raw[start:nul].decode("utf-8", "surrogateescape"))
+
+
+def _execute_item(session: Any, portal: str) -> None:
+    """An Execute of ``portal`` was just added to the ledger (extended protocol). If it is
+    the first statement of a batch begun outside a transaction block, its item checks, when
+    it succeeds, whether the statement it ran is a reset (the ledger's own statement and
+    portal tables then hold what it ran) and the batch's Sync comes next (the reset then
+    commits alone): the identity is learnt again (:func:`relearn`)."""
+    state, ctx = session.state, session.ctx
+    pending = state.pending
+    if state.skipping or state.transaction_status != "I" or not pending \
+            or pending[-1].kind != "execute" \
+            or any(pending[i].kind not in _INERT for i in range(len(pending) - 1)):
+        return
+    found: Who = ctx.who
+    generation = found.generation
+    item = pending.pop()
+
+    def succeeded() -> None:
+        name = state.portals.get(portal)
+        statement = state.statements.get(name) if name is not None else None
+        if statement is None or not pending or pending[0].kind != "sync":
+            return
+        gives = statement_reset(statement.query)
+        if gives and relearn(ctx, gives, generation):
+            session.extended.adopt()
+
+    pending.append(replace(item, apply=succeeded))
+
+
+def relearn(ctx: Any, gives: frozenset[str], generation: int) -> bool:
+    """A reset that gives back ``gives`` committed: those parts are the login's again,
+    unless a statement that may change the identity was seen since (``generation``); when
+    none is left, the session's reads may be served again (True)."""
+    found: Who = ctx.who
+    if found.generation != generation:
+        return False
+    found.changed -= gives
+    if found.for_life:
+        return False
+    if found.changed.isdisjoint((ROLE, AUTH)):
+        ctx.role_unknown = False
+    if found.changed:
+        return False
+    learnt = ctx.tainted is not None and ctx.tainted is found.reason
+    if learnt:
+        ctx.tainted = None
+    found.reason = None
+    return learnt
 
 
 def admin_roles(setting: str | None, upstream_user: str | None) -> frozenset[str]:

@@ -9,6 +9,9 @@ it, and the stream's failure resets the caches and resends from there); at start
 (or loaded from one snapshot, in a thread) and the applier resumes after its last transaction;
 before every replication session the slot is checked, and a slot that is gone, lost its WAL
 or was confirmed past the store is reported and the bases reloaded (every cache is reset);
+so are bases whose tables' columns changed upstream (names or types, seen in the stream's
+Relation messages or by the catalog check of every heartbeat and session: a type change
+rewrites the rows' texts without streaming them);
 fills whose tables are all local are answered from the store at once
 (``Engine.fill_local``), others go upstream as before.
 
@@ -29,6 +32,7 @@ from typing import Protocol
 import asyncpg
 
 from cdc import BasesLost, LocalBases, PgoutputMessage, ReplicationStream
+from cdc.bases.local import COLUMNS_QUERY
 from engine import Engine, RunFill
 from proxy.publication import Publication
 
@@ -81,6 +85,9 @@ def attach(host: EngineHost, local: LocalBases) -> None:
             await reload(host, local, reason)
         else:
             try:
+                changed = await _changed_columns(host, local)
+                if changed is not None:
+                    raise BasesLost(changed)
                 await local.check()
             except BasesLost as exc:
                 log.error("local bases lost: %s; reloading them from one snapshot", exc)
@@ -88,6 +95,33 @@ def attach(host: EngineHost, local: LocalBases) -> None:
         await host.publication.ensure()
 
     stream.before_slot = before_slot
+
+
+async def _changed_columns(host: EngineHost, local: LocalBases) -> str | None:
+    rows = await host.pool.fetch(COLUMNS_QUERY, local.relation_names())
+    return local.changed_columns([(r[0], r[1], r[2], r[3], r[4]) for r in rows])
+
+
+async def verify(host: EngineHost, local: LocalBases | None) -> None:
+    """Run by every heartbeat before its freshness counts: a local table whose columns
+    changed upstream (DDL the stream shows only with the table's next change: a type change
+    rewrites every row's text) stops local fills at once, and the stream's session is ended
+    so that the next one reloads the bases."""
+    if local is None or not local.loaded or local.stale:
+        return
+    changed = await _changed_columns(host, local)
+    if changed is None or local.stale:
+        local.build_indexes()  # a slice of the secondary indexes lookups asked for
+        return
+    log.error("local bases: %s; reloading them from one snapshot", changed)
+    local.mark_stale(changed)
+    host.stream.kill_connection()
+
+
+def first_barrier_passed(local: LocalBases | None) -> None:
+    """The host's first barrier came through: local fills may start (see the docstring)."""
+    if local is not None and not local.stale:
+        local.ready = True
 
 
 async def start(host: EngineHost, local: LocalBases) -> None:

@@ -227,9 +227,24 @@ def _make_certificate(directory: Path) -> None:
 def start(
     settings: dict[str, str] | None = None, tls: bool = True, attempts: int = 3
 ) -> LocalCluster:
-    """initdb and start a cluster in a new temporary directory; raise LocalPgError on failure."""
+    """initdb and start a cluster in a new temporary directory; raise LocalPgError on failure.
+    Interrupted (Ctrl-C) or failing part-way, it stops what it started and removes the
+    directory before the exception goes on."""
     bindir = find_bindir()
     root = Path(tempfile.mkdtemp(prefix="weir-pg-"))
+    try:
+        return _start_in(root, bindir, settings, tls, attempts)
+    except BaseException:
+        if (root / "data" / "postmaster.pid").exists():
+            _run_as_owner([str(bindir / "pg_ctl"), "-D", str(root / "data"), "-m", "immediate",
+                           "-w", "stop"])
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _start_in(
+    root: Path, bindir: Path, settings: dict[str, str] | None, tls: bool, attempts: int
+) -> LocalCluster:
     os.chmod(root, 0o755)
     if os.geteuid() == 0:
         pw = pwd.getpwnam("postgres")

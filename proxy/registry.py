@@ -59,6 +59,8 @@ class CacheEntry:
 
 
 HIDDEN = "(query text hidden: it does not parse)"
+#: how many login roles a proxied statement remembers as its senders
+SENDERS = 64
 
 
 def masked(classified: Classified) -> str:
@@ -75,6 +77,9 @@ class ProxiedQuery:
     supported: str  # "yes", "cached" or "unsupported: <reason>"
     count: int = 0
     shape: str = ""  # the text with $n in place of its literals (what SHOW shows by default)
+    #: the login roles that sent it (a non-admin's SHOW lists only its own statements;
+    #: at most ``SENDERS`` are kept)
+    roles: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -121,9 +126,9 @@ class Registry:
         return self.by_id.get(query.identity.query_id)
 
     def note_proxied(self, classified: Classified, search_path: tuple[str, ...],
-                     times: int = 1) -> str | None:
-        """Count a query that went upstream (``times`` runs of it); return a query text to
-        auto-cache, if due."""
+                     times: int = 1, role: str | None = None) -> str | None:
+        """Count a query that went upstream (``times`` runs of it; ``role``: the login role
+        that sent it); return a query text to auto-cache, if due."""
         query = classified.query
         if isinstance(query, Unsupported):
             qid = "u_" + (classified.parsed.fingerprint or "unparsed")
@@ -143,6 +148,8 @@ class Registry:
                 self._texts.pop(old, None)
         entry.supported = supported
         entry.count += times
+        if role is not None and role not in entry.roles and len(entry.roles) < SENDERS:
+            entry.roles.add(role)
         if self.auto_after is not None and supported == "yes" and entry.count >= self.auto_after:
             return classified.parsed.text
         return None

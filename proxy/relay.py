@@ -36,11 +36,7 @@ import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.events import Phase
-from pgwire.framing import (
-    UPSTREAM_MAX_MESSAGE_LENGTH,
-    Framer,
-    ProtocolViolation,
-)
+from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import identity, limits
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
@@ -195,6 +191,7 @@ class Session:
                     # Execute/Sync/Flush/Describe with nothing held locally: no decoding on
                     # the hot path (PostgreSQL validates their content itself)
                     state.expect(kind)
+                    identity.executed(self, mtype, raw, start, end)
                     if mtype == _T_SYNC:
                         state.batch_upstream = False
                     elif kind:  # a Flush leaves the batch as it is
@@ -227,6 +224,7 @@ class Session:
             elif mtype == _T_BIND and not self._note_hidden(msg):
                 self.memos.remember_bind(raw, start, end, msg)  # type: ignore[arg-type]
             state.frontend(msg)
+            identity.forwarded(self, msg)
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self.terminated = True
@@ -311,6 +309,7 @@ class Session:
         identity.observe(self.ctx, msg, self.routing.identity_functions)
         self._note_hidden(msg)
         self.state.frontend(msg)
+        identity.forwarded(self, msg)
         if isinstance(msg, fe.Terminate):
             self.terminated = True
         self.upstream_write(raw)
@@ -335,7 +334,7 @@ class Session:
         self.extended.copies.before_statement(msg.query)
         self.extended.simple_query()
         self.routing.note_upstream(route, self.ctx)
-        observe_set(msg.query, self.ctx)
+        observe_set(msg.query, self.ctx, self.state.in_transaction)
         if self.routing.hides_write(msg.query):
             self.ctx.seen.pending = True  # read-your-writes: as if its tag said it wrote
 

@@ -38,6 +38,12 @@ HARMLESS_SETTINGS = frozenset({
 
 
 
+#: settings ``proxy.identity`` follows (role, session authorization, search_path): a change
+#: makes the session's identity unknown there, until a reset gives it back
+IDENTITY_FOLLOWED = frozenset({"role", "authorization", "session_authorization",
+                               "search_path"})
+
+
 @dataclass(slots=True)
 class SessionContext:
     database: str
@@ -46,6 +52,7 @@ class SessionContext:
     tainted: str | None = None  # why this session's reads must go upstream
     #: the session's role may not be its login role any more (``proxy.identity``)
     role_unknown: bool = False
+    who: Any = None  # which parts of the identity may have changed (``proxy.identity.Who``)
     #: seen(s): when the session last got an answer from the upstream (``proxy.seen``;
     #: read-your-writes and monotonic reads)
     seen: Seen = field(default_factory=Seen)
@@ -128,17 +135,25 @@ def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:
     return None
 
 
-def observe_set(text: str, ctx: SessionContext) -> None:
-    """Follow a SET/RESET statement: record output settings, taint for the others."""
+def observe_set(text: str, ctx: SessionContext, in_block: bool = False) -> None:
+    """Follow a SET/RESET statement: record output settings, taint for the others.
+    A change of an output setting that may not outlast its statement — inside a transaction
+    block (``in_block``; a rollback undoes it, a SET LOCAL ends with the block), SET LOCAL
+    (outside a block PostgreSQL ignores it), or among other statements in one Query — is
+    not followed: the session's reads go upstream from then on (``ctx.tainted``)."""
     head = text.lstrip()[:5].upper()
     if not (head.startswith("SET") or head.startswith("RESET")):
         return
     words = text.strip().rstrip(";").replace("=", " = ").split()
     rest = words[1:]
+    local = bool(rest) and rest[0].upper() == "LOCAL"
     if rest and rest[0].upper() in ("SESSION", "LOCAL"):
         rest = rest[1:]
     if rest and rest[0].lower() in ("extra_float_digits", "bytea_output"):
         name = rest[0].lower()
+        if in_block or local or ";" in text.strip().rstrip(";"):
+            ctx.tainted = f"the session changed setting {name} where it may not last"
+            return
         if words[0].upper() == "RESET" or len(rest) < 3:
             ctx.settings.pop(name, None)
         else:
@@ -161,7 +176,7 @@ def setting_taint(text: str) -> str | None:
     if not rest:
         return None
     name = rest[0].lower().strip('"')
-    if rest[0].upper() == "ALL":
+    if rest[0].upper() == "ALL" or name in IDENTITY_FOLLOWED:
         return None
     if name in HARMLESS_SETTINGS:
         return None

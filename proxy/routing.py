@@ -111,7 +111,7 @@ class Routing:
         count_forward(route.reason, times)
         if self.registry is None or route.classified is None:
             return
-        text = self.registry.note_proxied(route.classified, ctx.search_path, times)
+        text = self.registry.note_proxied(route.classified, ctx.search_path, times, ctx.user)
         if text is not None:
             self._auto_create(text, ctx.search_path)
 

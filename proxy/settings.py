@@ -110,7 +110,9 @@ class Settings:
                           "read instead of the upstream, kept exact by weir's one replication "
                           "stream through their persistent slot: a store made by weir "
                           "bootstrap + weir bases load, or loaded by weir from one snapshot of "
-                          "--local-tables when the directory holds none (default: off)"},
+                          "--local-tables when the directory holds none; 'memory': bases in "
+                          "memory (tmpfs, no fsync), loaded from one snapshot of "
+                          "--local-tables at every start (default: off)"},
     )
     local_tables: str | None = field(
         default=None,

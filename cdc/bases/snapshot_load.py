@@ -65,9 +65,10 @@ def _copy_rows(conn: psycopg.Connection[Any], spec: TableSpec, entry: dict[str, 
 
 
 def load(path: str | Path, dsn: str, tables: Sequence[str], slot: str,
-         publication: str) -> BaseStore:
+         publication: str, durable: bool = True) -> BaseStore:
     """Load ``tables`` (SQL names) into a new store at ``path`` from one snapshot of slot
-    ``slot`` (created, persistent; dropped first if it exists)."""
+    ``slot`` (created, persistent; dropped first if it exists); ``durable=False``: a store
+    without fsync (in memory)."""
     if not tables:
         raise BootstrapError("local bases need at least one table")
     with catalog.connect(dsn) as conn:
@@ -99,7 +100,8 @@ def load(path: str | Path, dsn: str, tables: Sequence[str], slot: str,
                                for s in specs]}
                 by_name = dict(zip((s.qualified for s in specs), specs, strict=True))
                 store = BaseStore.build(
-                    path, data, lambda t: _copy_rows(conn, by_name[str(t["qualified"])], t))
+                    path, data, lambda t: _copy_rows(conn, by_name[str(t["qualified"])], t),
+                    durable=durable)
                 conn.execute("COMMIT")
             except psycopg.Error as exc:
                 raise explain(exc, "loading the local bases") from None

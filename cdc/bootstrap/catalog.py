@@ -84,7 +84,8 @@ def inspect(conn: psycopg.Connection[Any], name: str) -> Found:
                              "deletes cannot be streamed; ALTER TABLE ... REPLICA IDENTITY "
                              "DEFAULT")
     cols = conn.execute(
-        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute"
+        "SELECT attname, format_type(atttypid, atttypmod), atttypid, atttypmod"
+        " FROM pg_attribute"
         " WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
         (oid,)).fetchall()
     key = conn.execute(
@@ -94,7 +95,8 @@ def inspect(conn: psycopg.Connection[Any], name: str) -> Found:
     if not key:
         raise BootstrapError(f"{schema}.{rel} has no primary key: weir partitions a table by "
                              "its key and applies its changes by key; add a PRIMARY KEY")
-    columns = tuple(Column(str(c), str(t), KINDS.get(str(t), "text")) for c, t in cols)
+    columns = tuple(Column(str(c), str(t), KINDS.get(str(t), "text"), int(o), int(m))
+                    for c, t, o, m in cols)
     return Found(int(oid), str(schema), str(rel), columns, tuple(str(k[0]) for k in key))
 
 

@@ -1,11 +1,13 @@
 """The one error type of the bootstrap, and how upstream failures become clear messages.
 
 Owns: :class:`BootstrapError` (a message a user can act on, printed as is by ``weir
-bootstrap``) and :func:`explain` (a psycopg error, by SQLSTATE or class, to such a message).
+bootstrap``) and :func:`explain` (a psycopg or asyncpg error, by SQLSTATE or class, to such a
+message).
 """
 
 from __future__ import annotations
 
+import asyncpg
 import psycopg
 
 
@@ -29,7 +31,8 @@ def explain(exc: BaseException, doing: str) -> BootstrapError:
     """A :class:`BootstrapError` for ``exc`` raised while ``doing`` something."""
     if isinstance(exc, BootstrapError):
         return exc
-    if isinstance(exc, psycopg.OperationalError) and getattr(exc, "sqlstate", None) is None:
+    if (isinstance(exc, psycopg.OperationalError) and getattr(exc, "sqlstate", None) is None) \
+            or isinstance(exc, OSError | asyncpg.InterfaceError):
         return BootstrapError(f"the upstream is gone or unreachable while {doing}: "
                               f"{str(exc).strip()}")
     sqlstate = getattr(exc, "sqlstate", None)

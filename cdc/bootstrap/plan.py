@@ -37,6 +37,10 @@ class Column:
     name: str
     type: str  # format_type() of the column
     kind: str  # an Arrow kind from KINDS, or "text"
+    #: pg_attribute's atttypid and atttypmod (what a pgoutput Relation message says of the
+    #: column; 0 when unknown: manifests written before they were recorded)
+    type_oid: int = 0
+    typmod: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +172,8 @@ def table_to_json(t: TableSpec) -> dict[str, Any]:
     p = t.partitioning
     return {
         "schema": t.schema, "name": t.name,
-        "columns": [{"name": c.name, "type": c.type, "kind": c.kind} for c in t.columns],
+        "columns": [{"name": c.name, "type": c.type, "kind": c.kind, "oid": c.type_oid,
+                     "typmod": c.typmod} for c in t.columns],
         "key": list(t.key),
         "partitioning": {"kind": p.kind, "count": p.count, "column": p.column,
                          "bounds": list(p.bounds)},
@@ -180,7 +185,8 @@ def table_from_json(d: dict[str, Any]) -> TableSpec:
     p = d["partitioning"]
     return TableSpec(
         str(d["schema"]), str(d["name"]),
-        tuple(Column(str(c["name"]), str(c["type"]), str(c["kind"])) for c in d["columns"]),
+        tuple(Column(str(c["name"]), str(c["type"]), str(c["kind"]), int(c.get("oid", 0)),
+                     int(c.get("typmod", -1))) for c in d["columns"]),
         tuple(str(k) for k in d["key"]),
         Partitioning(str(p["kind"]), int(p["count"]), p.get("column"),
                      tuple(int(b) for b in p.get("bounds", ()))),

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from engine.dataflow import pgjson, pgmath, pgtime, pgzones
+from engine.dataflow import pgarrays, pgjson, pgjsontext, pgmath, pgtime, pgzones
 from engine.dataflow.pgmath import EvalError
 from engine.values import oids as T
 
@@ -112,5 +112,7 @@ FUNCTIONS: dict[str, Impl] = {
 FUNCTIONS.update(date_trunc=pgtime.date_trunc, extract=pgtime.extract,
                  timezone=pgzones.timezone)
 FUNCTIONS.update(pgjson.FUNCTIONS)
+FUNCTIONS.update(pgjsontext.FUNCTIONS)
+FUNCTIONS.update(pgarrays.FUNCTIONS)
 
-NULL_TOLERANT = frozenset({"concat"})
+NULL_TOLERANT = frozenset({"concat", "array_any_eq"})

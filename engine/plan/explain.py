@@ -124,7 +124,7 @@ def _line(rel: ir.Rel) -> str:
         lc, rc = rel.left.columns, rel.right.columns
         on = " AND ".join(f"{_colname(lc, a)} = {_colname(rc, b)}"
                           for a, b in zip(rel.left_keys, rel.right_keys, strict=True))
-        return f"{'LeftJoin' if rel.kind == 'left' else 'Join'} ON {on}"
+        return f"{'LeftJoin' if rel.kind == 'left' else 'Join'} ON {on or 'TRUE (cross)'}"
     if isinstance(rel, ir.UnionAll):
         return "UnionAll"
     if isinstance(rel, ir.Aggregate):

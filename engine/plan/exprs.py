@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.dataflow import pgtime
-from engine.plan import datetimes, ir, jsonops, pgtypes
+from engine.plan import arrayops, datetimes, ir, jsonops, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
@@ -165,7 +165,7 @@ class ExprBuilder:
             raise PlanError("* in an expression")
         pos = self.scope.lookup(tuple(f["String"]["sval"] for f in fields))
         col = self.scope.cols[pos]
-        if col.type_oid not in pgtypes.SUPPORTED_TYPES:
+        if col.type_oid not in pgtypes.SUPPORTED_TYPES and col.type_oid not in arrayops.ARRAY_TYPES:
             raise PlanError(f"column {col.name} of type {pgtypes.type_name(col.type_oid)}")
         expr = self.on_column(pos) if self.on_column is not None else ir.ColumnRef(
             pos, col.type_oid)
@@ -216,6 +216,8 @@ class ExprBuilder:
             return self.arith(name, left, right)
         if name == "||":
             return self.textcat(left, right)
+        if arrayops.applies(name, left, right):
+            return arrayops.array_operator(self, name, left, right)
         if name in jsonops.JSON_OPERATORS:
             return jsonops.json_operator(self, name, left, right)
         raise PlanError(f"operator {name}")
@@ -319,8 +321,8 @@ class ExprBuilder:
         kind = body.get("subLinkType", "")
         what = _SUBLINKS.get(kind, "subquery")
         if kind in ("EXISTS_SUBLINK", "ANY_SUBLINK"):
-            raise PlanError(f"{what} under OR or an expression (only top-level WHERE "
-                            "[NOT] IN/EXISTS become semi- or anti-joins)")
+            raise PlanError(f"{what} inside an expression (only IN/EXISTS in WHERE "
+                            "conditions of AND, OR and NOT become joins)")
         if correlated(self.scope, body):
             raise PlanError(f"correlated {what}")
         if kind == "EXPR_SUBLINK":
@@ -440,6 +442,8 @@ class ExprBuilder:
             return self._datetime_func(name, body)
         if name == "timezone":
             return datetimes.at_time_zone(self, body)
+        if name in arrayops.ARRAY_FUNCTIONS:
+            return arrayops.array_func(self, name, body)
         if name not in _TEXT_FUNCS and name not in ("concat", "abs", "round"):
             raise PlanError(f"function {name}()")
         args = [self.build(a) for a in body.get("args", [])]
@@ -550,6 +554,7 @@ _AEXPR_NAMES = {"AEXPR_OP_ANY": ("op ANY (array) other than a lookup key column 
 
 _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "AEXPR_OP": ExprBuilder.op,
+    "AEXPR_OP_ANY": arrayops.any_op,
     "AEXPR_IN": ExprBuilder.in_list,
     "AEXPR_LIKE": lambda b, n: b.like(n, False),
     "AEXPR_ILIKE": lambda b, n: b.like(n, True),

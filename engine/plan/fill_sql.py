@@ -89,19 +89,24 @@ def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
 
 
 def _prefetch_query(request: FillRequest, via: Any) -> tuple[str, tuple[object, ...]]:
-    """``SELECT * FROM t WHERE (cols) IN (SELECT join_cols FROM via WHERE via_cols = $n)``."""
+    """``SELECT * FROM t WHERE (cols) IN (SELECT join_cols FROM via WHERE via_cols = $n)``;
+    with no join columns ``WHERE EXISTS (SELECT 1 FROM via WHERE via_cols = $n)``."""
     table, source = request.table, via.table
     names = [c.name for c in table.columns]
     source_names = [c.name for c in source.columns]
-    inner = exp.select(*(_ident(source_names[i]) for i in via.join_columns)).from_(
+    picked: list[exp.Expression] = [_ident(source_names[i]) for i in via.join_columns]
+    inner = exp.select(*(picked or [exp.Literal.number(1)])).from_(
         exp.table_(source.name, db=source.schema, quoted=True))
     conds = [exp.EQ(this=_ident(source_names[c]), expression=_param(i + 1))
              for i, c in enumerate(via.columns)]
     if conds:
         inner = inner.where(exp.and_(*conds) if len(conds) > 1 else conds[0])
     cols = [_ident(names[i]) for i in request.columns]
-    target = cols[0] if len(cols) == 1 else exp.Tuple(expressions=cols)
+    if not cols:  # a join on no columns (CROSS JOIN): every row, if the source has one
+        test: exp.Expression = exp.Exists(this=inner)
+    else:
+        target = cols[0] if len(cols) == 1 else exp.Tuple(expressions=cols)
+        test = exp.In(this=target, query=exp.Subquery(this=inner))
     query = exp.select(*(_ident(n) for n in names)).from_(
-        exp.table_(table.name, db=table.schema, quoted=True)).where(
-        exp.In(this=target, query=exp.Subquery(this=inner)))
+        exp.table_(table.name, db=table.schema, quoted=True)).where(test)
     return query.sql(dialect="postgres"), tuple(via.key)

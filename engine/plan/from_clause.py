@@ -6,8 +6,11 @@ WHERE conjuncts that connect its items -> one ``Bound`` relation and the conjunc
 
 Invariants: the output columns of ``bind_from`` are the FROM items' columns in FROM order
 (as ``*`` expands), whatever order the joins were built in. Only inner and left equi-joins
-are produced (a RIGHT JOIN becomes a LEFT JOIN with a column-restoring projection); any other
-join shape raises ``PlanError``. A table with row-level security, a view, or an unknown
+are produced (a RIGHT JOIN becomes a LEFT JOIN with a column-restoring projection); a join
+with no equality between its sides (CROSS JOIN, ON TRUE, non-equality conditions) is an
+equi-join on no columns, its conditions a filter above it (or, for a LEFT JOIN, on the side
+they read); any other join shape (FULL, USING, a LEFT JOIN ON comparing both sides other
+than by equality) raises ``PlanError``. A table with row-level security, a view, or an unknown
 relation is a ``PlanError`` naming it.
 """
 
@@ -25,6 +28,7 @@ from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import RELKIND_NAMES, Catalog, Relation
 from engine.sql.text import parse_query
+from engine.values import oids as T
 
 Node = dict[str, Any]
 
@@ -183,6 +187,8 @@ def _split_on(ctx: PlanContext, quals: Node | None, left: Bound, right: Bound,
     left_only: list[Node] = []
     rest: list[Node] = []
     for conj in conjuncts(quals):
+        if conj.get("A_Const", {}).get("boolval", {}).get("boolval"):
+            continue  # ON TRUE
         pair = column_equality(conj)
         if pair is not None:
             a, b = scope.lookup(pair[0]), scope.lookup(pair[1])
@@ -202,8 +208,6 @@ def _split_on(ctx: PlanContext, quals: Node | None, left: Bound, right: Bound,
                                 "column equality")
             continue
         rest.append(conj)
-    if not eqs:
-        raise PlanError("join without an equality between its two sides")
     return eqs, right_only, rest, left_only
 
 
@@ -220,26 +224,43 @@ def _has_sublink(tree: Any) -> bool:
     return False
 
 
-def _gate_left(ctx: PlanContext, left: Bound, conds: list[Node],
-               eqs: list[tuple[int, int]]) -> tuple[Bound, list[tuple[int, int]]]:
+def _gate_left(ctx: PlanContext, left: Bound, right: Bound, conds: list[Node],
+               eqs: list[tuple[int, int]]) -> tuple[Bound, Bound, list[tuple[int, int]]]:
     """LEFT JOIN ON conditions reading only the left side: the first equality's left column
     is replaced by a hidden ``CASE WHEN conds THEN column END``, so a left row whose
     conditions are not true matches nothing (NULL equals nothing) and is padded, as in
-    PostgreSQL. Right-side positions in ``eqs`` move up by the added column."""
+    PostgreSQL. Right-side positions in ``eqs`` move up by the added column. Without an
+    equality the join gets one: the left side's ``CASE WHEN conds THEN true END`` equal to a
+    hidden ``true`` on the right side."""
     width = len(left.scope.cols)
     builder = ExprBuilder(left.scope, ctx.catalog, clause="JOIN/ON")
     preds = tuple(builder.boolean(c) for c in conds)
     pred = preds[0] if len(preds) == 1 else ir.BoolOp("and", preds)
-    (a, b), *others = [(x, y) if x < width else (y, x) for x, y in eqs]
-    col = left.scope.cols[a]
-    gated = ir.Case(((pred, ir.ColumnRef(a, col.type_oid)),), None, col.type_oid)
-    cols = left.rel.columns
-    name = f"?on.{col.name}?"
-    rel = ir.Project(left.rel, (*(ir.ColumnRef(i, c.type_oid) for i, c in enumerate(cols)),
-                                gated), (*(c.name for c in cols), name))
-    hidden = dataclasses.replace(col, name=name, hidden=True, table_pk=False)
-    bound = Bound(rel, Scope((*left.scope.cols, hidden)))
-    return bound, [(width, b + 1)] + [(x, y + 1) for x, y in others]
+    if not eqs:
+        true = ir.Const(True, T.BOOL)
+        gated: ir.Expr = ir.Case(((pred, true),), None, T.BOOL)
+        name = "?on?"
+        col = ScopeCol(None, name, T.BOOL, None, 0, False, hidden=True)
+        right = _with_hidden(right, true, col)
+        others: list[tuple[int, int]] = []
+        b = width + len(right.scope.cols)  # its position after the left's added column
+    else:
+        (a, b), *others = [(x, y) if x < width else (y, x) for x, y in eqs]
+        col = left.scope.cols[a]
+        gated = ir.Case(((pred, ir.ColumnRef(a, col.type_oid)),), None, col.type_oid)
+        name = f"?on.{col.name}?"
+        col = dataclasses.replace(col, name=name, hidden=True, table_pk=False)
+        b += 1
+    bound = _with_hidden(left, gated, col)
+    return bound, right, [(width, b)] + [(x, y + 1) for x, y in others]
+
+
+def _with_hidden(bound: Bound, expr: ir.Expr, col: ScopeCol) -> Bound:
+    """``bound`` with one more (hidden) column computed by ``expr``."""
+    cols = bound.rel.columns
+    rel = ir.Project(bound.rel, (*(ir.ColumnRef(i, c.type_oid) for i, c in enumerate(cols)),
+                                 expr), (*(c.name for c in cols), col.name))
+    return Bound(rel, Scope((*bound.scope.cols, col)))
 
 
 def _column_refs(tree: Any) -> list[tuple[str, ...]]:
@@ -273,8 +294,6 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
         return _right_join(ctx, node, left, right), lrest + rrest
     if jointype not in ("JOIN_INNER", "JOIN_LEFT"):
         raise PlanError({"JOIN_FULL": "FULL JOIN"}.get(jointype, str(jointype)))
-    if node.get("quals") is None:
-        raise PlanError("CROSS JOIN")
     kind = "left" if jointype == "JOIN_LEFT" else "inner"
     if kind == "left" and rrest:
         raise PlanError("LEFT JOIN whose right side carries join conditions of its own")
@@ -282,7 +301,7 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     if right_only:
         right = _filter_input(ctx, right, right_only)
     if left_only:
-        left, eqs = _gate_left(ctx, left, left_only, eqs)
+        left, right, eqs = _gate_left(ctx, left, right, left_only, eqs)
     lk, rk = _join_keys(eqs, left, right, ctx.catalog)
     joined = Bound(ir.Join(left.rel, right.rel, lk, rk, kind), _combined(left, right))  # type: ignore[arg-type]
     return joined, lrest + rrest + rest
@@ -295,7 +314,7 @@ def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Boun
     if right_only:
         left = _filter_input(ctx, left, right_only)
     if left_only:
-        right, eqs = _gate_left(ctx, right, left_only, eqs)
+        right, left, eqs = _gate_left(ctx, right, left, left_only, eqs)
     lk, rk = _join_keys(eqs, right, left, ctx.catalog)
     join = ir.Join(right.rel, left.rel, lk, rk, "left")
     nr, nl = len(right.scope.cols), len(left.scope.cols)
@@ -363,10 +382,8 @@ def _implicit_joins(items: list[Bound], where: list[Node],
     positions = list(range(offsets[0], offsets[0] + len(items[0].scope.cols)))
     while len(joined) < len(items):
         step = _next_join(items, joined, edges, owner)
-        if step is None:
-            raise PlanError("cross join: a FROM item is not connected to the others by an "
-                            "equality")
-        target, used = step
+        # an item no equality connects: a cross join (every row with every row)
+        target, used = step if step is not None else (_unjoined(items, joined), [])
         other = items[target]
         local = {g: i for i, g in enumerate(positions)}
         base = len(positions)
@@ -380,6 +397,10 @@ def _implicit_joins(items: list[Bound], where: list[Node],
     for conj, _, _ in edges:  # equalities between already-joined items: plain filters
         rest.append(conj)
     return _restore_order(current, positions), rest
+
+
+def _unjoined(items: list[Bound], joined: list[int]) -> int:
+    return next(i for i in range(len(items)) if i not in joined)
 
 
 def _next_join(items: list[Bound], joined: list[int], edges: list[tuple[Node, int, int]],

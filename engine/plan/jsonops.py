@@ -1,10 +1,11 @@
-"""jsonb operators for the planner: which forms are planned and their result types.
+"""jsonb and json operators for the planner: which forms are planned and their result types.
 
 Owns: ``json_operator`` (``->``, ``->>``, ``#>``, ``#>>``, ``@>``, ``<@``, ``?`` with a jsonb
 left side), called by ``ExprBuilder.op``. Their kernels are ``engine.dataflow.pgjson``.
-Only jsonb is planned: ``json``'s operators answer from the document's original text
-(whitespace, duplicate keys), which the engine does not model. A path for ``#>`` / ``#>>``
-must be a literal; a jsonb literal is typed to the text PostgreSQL prints for it.
+On ``json`` (which keeps the document's original text: whitespace, duplicate keys) only
+``->``, ``->>``, ``#>`` and ``#>>`` exist; their kernels are ``engine.dataflow.pgjsontext``.
+A path for ``#>`` / ``#>>`` must be a literal; a jsonb literal is typed to the text
+PostgreSQL prints for it.
 """
 
 from __future__ import annotations
@@ -24,19 +25,20 @@ _TEXT_ARRAY = T.ARRAY_OF[T.TEXT]
 
 
 def json_operator(b: ExprBuilder, name: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
-    """``left name right`` for the jsonb operators above (PlanError for the other types)."""
+    """``left name right`` for the jsonb operators above, and json's path operators
+    (PlanError for the other types)."""
     if name in ("@>", "<@") and left.type_oid == T.UNKNOWN and right.type_oid == T.JSONB:
         left = _jsonb_literal(b, left)
-    if left.type_oid != T.JSONB:
-        what = "json (only jsonb is planned)" if left.type_oid == T.JSON else \
-            pgtypes.type_name(left.type_oid)
-        raise PlanError(f"operator {name} on {what}")
+    json = left.type_oid == T.JSON and name in ("->", "->>", "#>", "#>>")
+    if left.type_oid != T.JSONB and not json:
+        raise PlanError(f"operator {name} on {pgtypes.type_name(left.type_oid)}")
+    kind = "json" if json else "jsonb"  # json: kernels over the original text
     if name in ("->", "->>"):
         suffix = "_text" if name == "->>" else ""
-        result = T.TEXT if suffix else T.JSONB
+        result = T.TEXT if suffix else left.type_oid
         if right.type_oid in (T.INT2, T.INT4):
-            return ir.Func("jsonb_index" + suffix, (left, b.coerce(right, T.INT4)), result)
-        return ir.Func("jsonb_field" + suffix, (left, _text(b, name, right)), result)
+            return ir.Func(kind + "_index" + suffix, (left, b.coerce(right, T.INT4)), result)
+        return ir.Func(kind + "_field" + suffix, (left, _text(b, name, right)), result)
     if name in ("#>", "#>>"):
         if not (isinstance(right, ir.Const) and right.type_oid == T.UNKNOWN
                 and isinstance(right.value, str)):
@@ -46,8 +48,8 @@ def json_operator(b: ExprBuilder, name: str, left: ir.Expr, right: ir.Expr) -> i
         except LiteralError as exc:
             raise PlanError(str(exc)) from exc
         suffix = "_text" if name == "#>>" else ""
-        return ir.Func("jsonb_path" + suffix, (left, ir.Const(path, _TEXT_ARRAY)),
-                       T.TEXT if suffix else T.JSONB)
+        return ir.Func(kind + "_path" + suffix, (left, ir.Const(path, _TEXT_ARRAY)),
+                       T.TEXT if suffix else left.type_oid)
     if name == "?":
         return ir.Func("jsonb_exists", (left, _text(b, name, right)), T.BOOL)
     right = _jsonb_literal(b, right)

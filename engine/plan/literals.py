@@ -164,21 +164,28 @@ def _jsonb(_type_oid: int, text: str) -> str:
         raise LiteralError(f"jsonb literal {text!r} ({exc})") from exc
 
 
-def _text_array(_type_oid: int, text: str) -> tuple[Any, ...]:
-    if not text.startswith("{") or re.search(r"\s", text):
-        raise LiteralError(f"text[] literal {text!r} (only '{{...}}' without whitespace)")
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')  # a quoted array element (blanks kept as written)
+
+
+def _array(type_oid: int, text: str) -> tuple[Any, ...]:
+    element = T.ARRAY_ELEMENT[type_oid]
+    name = type_name(type_oid)
+    if not text.startswith("{") or re.search(r"\s", _QUOTED.sub("", text)):
+        raise LiteralError(f"{name} literal {text!r} (only '{{...}}' without whitespace "
+                           "outside quotes)")
     try:
-        return parse_array(text, lambda raw: _text(T.TEXT, raw))
+        return parse_array(text, lambda raw: _PARSERS[element](element, raw))
     except ValueError as exc:
-        raise LiteralError(f"text[] literal {text!r}") from exc
+        raise LiteralError(f"{name} literal {text!r}") from exc
 
 
 _PARSERS: dict[int, Any] = {
     T.INT2: _int, T.INT4: _int, T.INT8: _int, T.NUMERIC: _numeric, T.BOOL: _bool,
     T.DATE: _date, T.TIMESTAMP: _timestamp, T.TEXT: _text, T.VARCHAR: _text, T.NAME: _text,
     T.UUID: _uuid, T.TIMESTAMPTZ: _timestamptz, T.INTERVAL: _interval, T.JSONB: _jsonb,
-    T.ARRAY_OF[T.TEXT]: _text_array,
 }
+_PARSERS.update({T.ARRAY_OF[e]: _array for e in (T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR,
+                                                 T.BOOL, T.UUID, T.DATE)})
 
 
 def literal_value(type_oid: int, text: str) -> Any:

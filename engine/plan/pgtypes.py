@@ -32,6 +32,9 @@ NOT_EQUAL_BY_VALUE = {
     T.JSON: "json has no equality operator",
     T.BPCHAR: "bpchar equality ignores trailing blanks",
 }
+NOT_EQUAL_BY_VALUE.update({  # arrays pass as values and operands of the array operators only
+    array: "equality of whole arrays is not planned" for array, element in T.ARRAY_ELEMENT.items()
+    if element in ORDERABLE_TYPES})
 
 TYPE_NAMES = {
     T.BOOL: "bool", T.BYTEA: "bytea", T.CHAR: "char", T.NAME: "name", T.INT8: "int8",

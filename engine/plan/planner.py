@@ -47,6 +47,7 @@ from engine.plan.ranges import RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.plan.sublinks import conditional_subqueries
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
 from engine.plan.windows import (
     WindowSpec,
@@ -164,6 +165,7 @@ class _Planner:
         bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
         bound, where = semi_joins(ctx, self.subquery, bound, where)
         bound, where = anti_joins(ctx, self.subquery, bound, where)
+        bound, where = conditional_subqueries(ctx, self.subquery, bound, where)
         bound, where = where_scalar_subqueries(ctx, self.subquery, bound, where)
         targets = stmt.get("targetList", [])
         grouped = bool(stmt.get("groupClause")) or has_aggregates(

@@ -8,9 +8,9 @@ into an inner join of the outer relation with the DISTINCT rows of the subquery'
 
 Invariants: only top-level conjuncts are rewritten (under WHERE, a NULL and a false IN
 result both drop the row, so the semi-join is exact there; under OR or NOT it would not be:
-those stay unsupported). The subquery's columns are appended as hidden columns: ``*`` and
-name lookup never see them, and existing positions do not move. The DISTINCT makes each
-outer row match at most once.
+those become marked LEFT JOINs in ``engine.plan.sublinks``). The subquery's columns are
+appended as hidden columns: ``*`` and name lookup never see them, and existing positions do
+not move. The DISTINCT makes each outer row match at most once.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@
 - ``catalog``: ``Catalog`` / ``Relation`` / ``Column``, ``CATALOG_QUERY`` + ``from_rows``,
   ``resolve`` under a search_path, ``effective_search_path``.
 - ``cacheable``: ``check_statement`` -> ``Supported`` | ``Unsupported(reason)``.
+- ``rewrite``: equivalent forms made plannable before the screen (``x IN (VALUES ...)`` of
+  constants as an IN list), applied by ``parse_query``.
 
 Planning proper lives in ``engine.plan`` (entry point ``engine.plan.queries.QueryPlanner``).
 """

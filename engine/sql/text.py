@@ -26,6 +26,8 @@ from typing import Any
 
 from pglast import parser as pg_parser
 
+from engine.sql.rewrite import values_in_lists
+
 Node = dict[str, Any]
 
 
@@ -134,7 +136,7 @@ def parse_query(text: str) -> ParsedQuery:
             return ParsedQuery(text, shape, fingerprint, None, (),
                                "numeric literal syntax newer than PostgreSQL 15 "
                                f"({text[lit.location:lit.location + 12]!r})")
-    return ParsedQuery(text, shape, fingerprint, stmt, literals)
+    return ParsedQuery(text, shape, fingerprint, values_in_lists(stmt), literals)
 
 
 class QueryTextCache:

@@ -440,3 +440,43 @@ SELECT u.id, u.username, s.id AS story FROM users u LEFT JOIN stories s ON s.aut
 -- params: [2]
 SELECT c.id, count(o.id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND c.vip WHERE c.id = $1 GROUP BY c.id;
 SELECT t.id, p.id AS post FROM posts p RIGHT JOIN threads t ON p.thread_id = t.id AND NOT t.pinned AND p.edited;
+-- ===================== CROSS and non-equality joins =====================
+-- params: [3]
+SELECT u.id, t.name FROM users u CROSS JOIN tags t WHERE u.id = $1;
+SELECT c.name, t.name FROM categories c, tags t WHERE c.parent_id IS NULL;
+SELECT p.id, q.id FROM products p JOIN products q ON q.price > p.price AND q.category_id = p.category_id WHERE p.id = 4;
+SELECT s.id, count(c.id) FROM stories s JOIN comments c ON c.story_id = s.id AND c.created_at > s.created_at GROUP BY s.id;
+SELECT u.id, s.id FROM users u LEFT JOIN stories s ON s.score > 55;
+SELECT u.id, t.id FROM users u LEFT JOIN tags t ON u.is_admin AND t.name < 'r';
+SELECT t.id, u.id FROM tags t RIGHT JOIN users u ON u.karma > 100;
+SELECT u.id, t.id FROM users u LEFT JOIN tags t ON TRUE WHERE u.karma = 0;
+-- params: [2]
+SELECT o.id, p.id FROM orders o, products p WHERE o.customer_id = $1 AND p.price BETWEEN o.total / 4 AND o.total / 2;
+-- ===================== IN / EXISTS under OR =====================
+SELECT id FROM stories s WHERE s.score > 50 OR EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.value < 0);
+SELECT id FROM stories s WHERE s.published AND (s.author_id IN (SELECT id FROM users WHERE is_admin) OR s.score > 40);
+SELECT c.id FROM comments c WHERE NOT (c.score > 5 OR EXISTS (SELECT 1 FROM votes v WHERE v.user_id = c.author_id));
+SELECT u.id FROM users u WHERE u.karma > 100 OR u.id IN (SELECT author_id FROM comments WHERE score IS NULL);
+-- params: [2]
+SELECT t.id FROM threads t WHERE t.forum_id = $1 AND (t.pinned OR t.id IN (SELECT thread_id FROM posts WHERE edited));
+-- ===================== json (not jsonb) operators: the document's text as written =====================
+-- params: [3]
+SELECT id, raw -> 'user' AS who, raw ->> 'kind' AS kind, raw -> 'tags' -> -1 AS last_tag, raw #>> '{user,name}' AS name, raw -> 'n' AS n, raw #> '{}' FROM activities WHERE user_id = $1;
+-- params: ["view"]
+SELECT id FROM activities WHERE raw ->> 'kind' = $1;
+SELECT raw ->> 'kind' AS kind, count(*) FROM activities GROUP BY 1;
+SELECT id, raw #> '{tags,0}', raw ->> 'tags' FROM activities WHERE raw -> 'user' ->> 'name' IS NOT NULL ORDER BY id;
+-- ===================== array columns and operators =====================
+SELECT id, name, labels FROM products WHERE labels @> '{sale}';
+SELECT id, cardinality(labels), array_length(labels, 1) FROM products WHERE category_id = 2;
+-- params: [3]
+SELECT id FROM products WHERE category_id = $1 AND 'eco' = ANY(labels);
+SELECT category_id, count(*) FROM products WHERE labels && '{new,eco}' GROUP BY category_id;
+SELECT id FROM products WHERE NOT labels <@ '{new,sale}' ORDER BY id;
+SELECT id FROM products WHERE stock = ANY('{0,3}');
+-- ===================== IN (VALUES ...) of constants =====================
+SELECT id, title FROM stories WHERE id IN (VALUES (1), (2), (5));
+SELECT id FROM users WHERE username IN (VALUES ('alice'), ('bob')) AND karma >= 0;
+SELECT p.id FROM products p WHERE p.category_id = ANY (VALUES (1), (3)) ORDER BY p.id;
+SELECT id FROM orders WHERE status NOT IN (VALUES ('cancelled'), ('new'));
+SELECT s.id, v.label FROM stories s JOIN (VALUES (1, 'one'), (2, 'two')) v(id, label) ON v.id = s.id;

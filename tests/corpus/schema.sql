@@ -13,7 +13,8 @@ CREATE TABLE story_tags (story_id int8, tag_id int4, PRIMARY KEY (story_id, tag_
 CREATE TABLE customers (id int4 PRIMARY KEY, name text NOT NULL, country text, vip bool NOT NULL);
 CREATE TABLE categories (id int4 PRIMARY KEY, name text NOT NULL, parent_id int4);
 CREATE TABLE products (id int4 PRIMARY KEY, category_id int4 NOT NULL, name text NOT NULL,
-                       price numeric(10,2) NOT NULL, stock int4 NOT NULL, discontinued bool NOT NULL);
+                       price numeric(10,2) NOT NULL, stock int4 NOT NULL, discontinued bool NOT NULL,
+                       labels text[]);
 CREATE TABLE orders (id int8 PRIMARY KEY, customer_id int4 NOT NULL, status text NOT NULL,
                      total numeric(12,2), placed_on date NOT NULL);
 CREATE TABLE order_items (order_id int8, product_id int4, quantity int4 NOT NULL,
@@ -29,4 +30,4 @@ CREATE VIEW popular_stories AS
     JOIN users u ON u.id = s.author_id WHERE s.score > 20;
 CREATE TABLE posts (id int8 PRIMARY KEY, thread_id int4 NOT NULL, author_id int4 NOT NULL,
                     body text NOT NULL, edited bool NOT NULL, created_at timestamp NOT NULL);
-CREATE TABLE activities (id int4 PRIMARY KEY, user_id int4 NOT NULL, data jsonb);
+CREATE TABLE activities (id int4 PRIMARY KEY, user_id int4 NOT NULL, data jsonb, raw json);

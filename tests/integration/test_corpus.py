@@ -27,6 +27,7 @@ from engine.plan.queries import INTERNAL_ERROR, QueryPlanner, merge_lookups
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import CATALOG_QUERY, Catalog
 from engine.values import Interval
+from engine.values.oids import ARRAY_ELEMENT
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 WORDS = ["How", "rust", "python", "why", "a", "the", "Postgres", "cache", "fast", "?", "news",
@@ -84,7 +85,8 @@ def generate(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
                           for i in range(1, 7)]
     data["products"] = [(i, rng.randint(1, 6), _words(rng, 2) + f" {i}",
                          Decimal(rng.choice(["9.99", "19.99", "5.00", "49.50", "120.00", "0.99"])),
-                         rng.choice([0, 3, 12, 40]), rng.random() < 0.2) for i in range(1, 26)]
+                         rng.choice([0, 3, 12, 40]), rng.random() < 0.2, _labels(rng))
+                        for i in range(1, 26)]
     data["orders"] = [(i, rng.randint(1, 10), rng.choice(["paid", "shipped", "cancelled", "new"]),
                        _maybe(rng, Decimal(rng.randint(100, 30000)) / 100),
                        date(2024, 1, 1) + timedelta(days=rng.randint(0, 100)))
@@ -103,8 +105,26 @@ def generate(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
     data["activities"] = [(i, rng.randint(1, 10), _maybe(rng, Jsonb({
         "kind": rng.choice(["view", "vote", "comment"]), "n": rng.choice([1, 1.0, 2.50]),
         "tags": rng.sample(["rust", "db", "web"], rng.randint(0, 2)),
-        "user": {"name": rng.choice([*names[:3], None])}}), 0.1)) for i in range(1, 41)]
+        "user": {"name": rng.choice([*names[:3], None])}}), 0.1), _raw_json(rng, i))
+        for i in range(1, 41)]
     return data
+
+
+def _labels(rng: random.Random) -> list[str | None] | None:
+    return _maybe(rng, [rng.choice(["new", "sale", "eco", None]) for _ in range(rng.randint(0, 3))])
+
+
+def _raw_json(rng: random.Random, i: int) -> str | None:
+    """A json document as an application might write it: odd spacing, a duplicate key,
+    numbers and escapes as written (json keeps its text)."""
+    spacing = rng.choice([(",", ":"), (", ", ": "), (" ,\n ", " : ")])
+    doc = {"kind": rng.choice(["view", "vote", "comment"]), "n": rng.choice([1, 2.50, -0.0]),
+           "tags": rng.sample(["rust", "db", "w\u00e9b"], rng.randint(0, 2)),
+           "user": {"name": rng.choice(["al\"ice", "bob", None])}}
+    text = json.dumps(doc, separators=spacing)
+    if i % 3 == 0:
+        text = '{"kind" : "old",' + text[1:]  # a duplicate key: the last one counts
+    return _maybe(rng, text, 0.1)
 
 
 def populate(conn: psycopg.Connection[Any], data: dict[str, list[tuple[Any, ...]]]) -> None:
@@ -176,7 +196,7 @@ def test_corpus_matches_postgres(pg: Any, dbname: str) -> None:
     with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as conn:
         populate(conn, generate(rng))
         catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
-        tables = {rel.oid: [tuple(r) for r in conn.execute(
+        tables = {rel.oid: [tuple(map(_tuples, r)) for r in conn.execute(
             f'SELECT * FROM "{rel.schema}"."{rel.name}"').fetchall()]
             for rel in catalog.relations}
         planner = QueryPlanner(catalog)
@@ -277,14 +297,17 @@ def test_fill_queries_fetch_exactly_the_keyed_rows(pg: Any, dbname: str) -> None
             if rel.kind != "r":
                 continue
             ref = table_ref(rel)
-            rows = [tuple(r) for r in conn.execute(
+            rows = [tuple(map(_tuples, r)) for r in conn.execute(
                 f'SELECT * FROM "{rel.schema}"."{rel.name}"').fetchall()]
-            keyings = [(i,) for i in range(len(rel.columns))] + [ref.primary_key, ()]
+            keyings = [(i,) for i, c in enumerate(rel.columns)  # no keys on json or arrays
+                       if c.type_oid != 114 and c.type_oid not in ARRAY_ELEMENT] + [
+                ref.primary_key, ()]
             for cols in keyings:
                 key = tuple(rows[rng.randrange(len(rows))][i] for i in cols)
                 sql, params = fill_query(FillRequest(ref, cols, key))
                 text = re.sub(r"\$\d+", "%s", sql)  # asyncpg's $n, psycopg's %s (in order)
-                got = Counter(tuple(r) for r in conn.execute(text, params).fetchall())
+                got = Counter(tuple(map(_tuples, r))
+                              for r in conn.execute(text, params).fetchall())
                 want = Counter(r for r in rows if all(
                     r[i] is not None and r[i] == v for i, v in zip(cols, key, strict=True)))
                 assert got == want, (sql, params)
@@ -419,7 +442,7 @@ def test_random_queries_match_postgres(pg: Any, dbname: str) -> None:
     with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as conn:
         populate(conn, generate(random.Random(5)))
         catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
-        tables = {rel.oid: [tuple(r) for r in conn.execute(
+        tables = {rel.oid: [tuple(map(_tuples, r)) for r in conn.execute(
             f'SELECT * FROM "{rel.schema}"."{rel.name}"').fetchall()]
             for rel in catalog.relations}
         planner = QueryPlanner(catalog)
@@ -486,12 +509,24 @@ def _check_prefetch(conn: Any, catalog: Catalog, rng: random.Random) -> int:
         key = (child_rows[rng.randrange(len(child_rows))][cref.primary_key[0]],)
         request = _Prefetch(pref, (pi,), (), _Via(cref, (cref.primary_key[0],), key, (ci,)))
         sql, params = fill_query(request)  # type: ignore[arg-type]
-        got = Counter(tuple(r) for r in conn.execute(re.sub(r"\$\d+", "%s", sql), params))
+        got = Counter(tuple(map(_tuples, r))
+                      for r in conn.execute(re.sub(r"\$\d+", "%s", sql), params))
         values = {r[ci] for r in child_rows if r[cref.primary_key[0]] == key[0]}
-        want = Counter(tuple(r) for r in conn.execute(f"SELECT * FROM {parent}")
+        want = Counter(tuple(map(_tuples, r)) for r in conn.execute(f"SELECT * FROM {parent}")
                        if r[pi] in values and r[pi] is not None)
         assert got == want, sql
         checked += 1
+        # a join on no columns (CROSS JOIN): every row, when the source has one for the key
+        for probe in (key, (-1,)):
+            request = _Prefetch(pref, (), (), _Via(cref, (cref.primary_key[0],), probe, ()))
+            sql, params = fill_query(request)  # type: ignore[arg-type]
+            got = Counter(tuple(map(_tuples, r))
+                      for r in conn.execute(re.sub(r"\$\d+", "%s", sql), params))
+            present = any(r[cref.primary_key[0]] == probe[0] for r in child_rows)
+            want = Counter(tuple(map(_tuples, r)) for r in conn.execute(f"SELECT * FROM {parent}")
+                           if present)
+            assert got == want, sql
+            checked += 1
     return checked
 
 
@@ -544,7 +579,7 @@ def test_corpus_plans_run_in_the_dataflow(pg: Any, dbname: str) -> None:
     with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as conn:
         populate(conn, generate(random.Random(20261121)))
         catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
-        tables = {rel.oid: [tuple(r) for r in conn.execute(
+        tables = {rel.oid: [tuple(map(_tuples, r)) for r in conn.execute(
             f'SELECT * FROM "{rel.schema}"."{rel.name}"').fetchall()]
             for rel in catalog.relations}
         planner = QueryPlanner(catalog)

@@ -13,8 +13,14 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from demo.procs import Weir
+from proxy import localpg
 from tests.support import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,3 +82,42 @@ def test_ctrl_c_leaves_no_process_or_temporary_directory(tmp_path: Path) -> None
     eventually(lambda: not _processes_mentioning(datadir), timeout=10)
     assert not Path(datadir).exists()
     assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_while_postgres_starts_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interrupt lands right after ``pg_ctl start`` returned: the demo has no cluster
+    object yet, so ``localpg.start`` itself must stop the server and remove its directory."""
+    real_run, real_mkdtemp = localpg._run_as_owner, tempfile.mkdtemp
+    roots: list[str] = []
+
+    def mkdtemp(**kwargs: Any) -> str:
+        roots.append(real_mkdtemp(**kwargs))
+        return roots[-1]
+
+    def run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        done = real_run(argv, **kwargs)
+        if argv[-1] == "start":
+            raise KeyboardInterrupt
+        return done
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(localpg, "_run_as_owner", run)
+    with pytest.raises(KeyboardInterrupt):
+        localpg.start()
+    assert len(roots) == 1 and not Path(roots[0]).exists()
+    eventually(lambda: not _processes_mentioning(roots[0]), timeout=10)
+
+
+def test_ctrl_c_while_weir_starts_stops_it(pg: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """weir runs in its own session (the terminal's Ctrl-C reaches only the demo), so an
+    interrupt before it listened must stop it from the demo."""
+    started: list[Weir] = []
+
+    def interrupted(self: Weir) -> None:
+        started.append(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Weir, "_wait_listening", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        Weir(pg.dsn())
+    assert len(started) == 1 and started[0].proc.poll() is not None

@@ -11,7 +11,6 @@ shared 2-core machine (load average 12), over the suite's budget for one test.
 from __future__ import annotations
 
 import random
-import time
 from pathlib import Path
 from typing import Any
 
@@ -145,12 +144,11 @@ def test_serve_keeps_local_bases_exact_and_restarts_warm_after_kill(
 
         proc = _start(pg, dsn, tmp_path)  # warm: the caches come back from the state dir
         procs.append(proc)
-        up_at = time.monotonic()
         with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
                              prepare_threshold=None) as conn:
-            _cached(conn, ITEM.replace("$1", "%s"), (keys[0],), timeout=5)
-            answered = time.monotonic() - up_at
-            assert answered < 1.0, f"first cached answer {answered:.2f}s after restart"
+            # (how soon depends on the machine's load: what makes the restart warm is checked
+            # below — the bases were followed from where they were, not loaded again)
+            _cached(conn, ITEM.replace("$1", "%s"), (keys[0],), timeout=60)
             writer.stop()
             _barrier(dsn, conn)
             _differential(dsn, conn, keys[:20] + [rng.randint(1, ROWS) for _ in range(20)])
@@ -159,6 +157,11 @@ def test_serve_keeps_local_bases_exact_and_restarts_warm_after_kill(
             assert int(status["local_fills"]) >= 40, status
         _exact(dsn, tmp_path)  # no change lost or applied twice across the kill
         assert not any("local bases lost" in line for line in proc.log)
+        store = BaseStore.open(tmp_path / "bases")
+        try:  # the same store and slot: the bases were not loaded again from a snapshot
+            assert str(store.manifest["slot"]) == slot
+        finally:
+            store.close()
     finally:
         writer.done.set()
         for p in procs:
@@ -226,6 +229,159 @@ def test_a_slot_dropped_or_consumed_while_weir_is_down_is_reported_and_the_bases
     finally:
         proc.stop()
         _drop_bases_slot(pg, dbname, wait=False)
+
+
+def test_a_column_type_changed_under_the_same_name_is_detected_and_the_bases_reloaded(
+        pg: Any, dbname: str, tmp_path: Path) -> None:
+    """ALTER ... TYPE rewrites every row's text upstream, and the stream carries none of it
+    (only a Relation message with the table's next change, which never comes here): the
+    heartbeat's catalog check must see it, or local fills serve the old types' texts."""
+    dsn = pg.dsn(dbname=dbname)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, v text, n numeric, f float8,"
+                     " ts timestamptz, small int)")
+        conn.execute("INSERT INTO items SELECT g, 'v' || g, g, g / 3.0, now(), g % 10"
+                     " FROM generate_series(1, 1000) g")
+        conn.execute("CREATE TABLE tags (id int PRIMARY KEY, name text)")
+    proc = _start(pg, dsn, tmp_path)
+    sql = ITEM.replace("$1", "%s")
+    try:
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn, \
+                psycopg.connect(dsn, autocommit=True) as up:
+            conn.execute(f"CREATE CACHE items_by_id FROM {ITEM}")
+            assert [str(v) for v in _cached(conn, sql, (5,))[0][1:3]] == ["5", "1.6666666666666667"]
+            # the same column names, other types: n's text gets a scale, f becomes a real
+            # (numeric -> numeric(12,3) keeps the type oid: only the catalog's text shows it)
+            up.execute("ALTER TABLE items ALTER COLUMN n TYPE numeric(12,3),"
+                       " ALTER COLUMN f TYPE real")
+
+            def served_new() -> bool:
+                rows = _served(conn, sql, (5,))
+                return bool(rows) and str(rows[0][1]) == "5.000"
+            eventually(served_new, timeout=30)
+            eventually(lambda: _status(conn)["local_bases_loads"] == "2", timeout=30)
+            before = int(_status(conn)["local_fills"])
+            for k in (5, 6, 500, 999):  # every value as the upstream has it now, texts too
+                direct = up.execute(sql, (k,)).fetchall()
+                cached = _cached(conn, sql, (k,))
+                assert [tuple(map(str, r)) for r in cached] == \
+                    [tuple(map(str, r)) for r in direct], k
+            assert int(_status(conn)["local_fills"]) >= before + 3  # from the new bases
+            assert any("columns of public.items changed" in line and "numeric(12,3)" in line
+                       for line in proc.log), proc.log
+        _exact(dsn, tmp_path)  # the store was reloaded with the new types' texts
+        store = BaseStore.open(tmp_path / "bases")
+        try:
+            items = next(t for t in store.manifest["tables"] if t["name"] == "items")
+            assert [c["type"] for c in items["columns"]][2:4] == ["numeric(12,3)", "real"]
+        finally:
+            store.close()
+    finally:
+        proc.stop()
+        _drop_bases_slot(pg, dbname, wait=False)
+
+
+def test_local_bases_in_memory_are_loaded_at_every_start_and_leave_nothing_behind(
+        pg: Any, dbname: str) -> None:
+    dsn = pg.dsn(dbname=dbname)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE items (id bigint PRIMARY KEY, v text, n numeric, f float8,"
+                     " ts timestamptz, small int)")
+        conn.execute("INSERT INTO items SELECT g, 'v' || g, g, g / 3.0, now(), g % 10"
+                     " FROM generate_series(1, 1000) g")
+        conn.execute("CREATE TABLE tags (id int PRIMARY KEY, name text)")
+    args = ["--local-bases", "memory", "--local-tables", "items, tags", "--read-timeout", "5"]
+    sql = ITEM.replace("$1", "%s")
+    slots = ("SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'weir_bases_mem_%'"
+             f" AND database = '{dbname}'")
+
+    proc = WeirProcess.start(pg, args, upstream=dsn)
+    try:
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            folder = Path(_status(conn)["local_bases_path"])
+            assert folder.parent == Path("/dev/shm") and (folder / "data.mdb").exists()
+            conn.execute(f"CREATE CACHE items_by_id FROM {ITEM}")
+            eventually(lambda: _value(conn, 5) == "v5")
+            pg.psql("UPDATE items SET v = 'new' WHERE id = 7", dbname)
+            eventually(lambda: _value(conn, 7) == "new")
+            assert _status(conn)["fills"] == "0" and int(_status(conn)["local_fills"]) >= 2
+        proc.proc.kill()  # no close: the directory and the slot stay behind...
+        proc.proc.wait(10)
+        pg.psql("UPDATE items SET v = 'while down' WHERE id = 8", dbname)
+        proc = WeirProcess.start(pg, args, upstream=dsn)  # ...and the next start replaces them
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            conn.execute(f"CREATE CACHE items_by_id FROM {ITEM}")
+            eventually(lambda: _value(conn, 8) == "while down")
+            for k in (7, 9):
+                assert _cached(conn, sql, (k,)) == pg_rows(dsn, sql, k)
+            assert _status(conn)["fills"] == "0"
+            assert _status(conn)["local_bases_path"] == str(folder)  # reused, not another
+        assert pg.psql(slots, dbname).strip() == "1"  # the killed weir's slot was reused
+        proc.stop()
+        assert proc.proc.returncode == 0
+        assert not folder.exists()  # a clean stop removes the bases and drops the slot
+        assert pg.psql(slots, dbname).strip() == "0"
+    finally:
+        proc.stop()
+
+
+def test_lookups_on_other_columns_of_a_large_local_table_get_a_secondary_index(
+        pg: Any, dbname: str, tmp_path: Path) -> None:
+    """A cache keyed on a non-key column of a table over SCAN_ROWS: the first miss goes
+    upstream and asks for an index, built a slice a heartbeat while writes keep it; then
+    misses are local and exact, across a restart too (the index is in the store)."""
+    dsn = pg.dsn(dbname=dbname)
+    rows = 30_000
+    create_table(dsn, "items", rows=rows)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE tags (id int PRIMARY KEY, name text)")
+    by_small = "SELECT id, v, n FROM items WHERE small = %s"
+    writer = Writer(dsn, "items", rows=rows, seed=21).start()
+    proc = _start(pg, dsn, tmp_path)
+    procs = [proc]
+    try:
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn:
+            conn.execute(f"CREATE CACHE items_by_id FROM {ITEM}")  # (for the barriers)
+            conn.execute(f"CREATE CACHE items_by_small FROM {by_small.replace('%s', '$1')}")
+            _cached(conn, by_small, (1,))
+            assert _status(conn)["fills"] == "1"  # no index yet: upstream
+            eventually(lambda: _status(conn)["local_indexes"] == "public.items(small):done",
+                       timeout=60)
+            eventually(lambda: writer.commits > 100, timeout=60)
+            writer.stop()
+            _barrier(dsn, conn)
+            with psycopg.connect(dsn, autocommit=True) as up:
+                for k in (1, 2, 3, 4, 29999):
+                    direct = sorted(up.execute(by_small, (k,)).fetchall())
+                    assert sorted(_cached(conn, by_small, (k,))) == direct, k
+            status = _status(conn)
+            assert status["fills"] == "1" and int(status["local_fills"]) >= 4, status
+        _exact(dsn, tmp_path)
+        proc.stop()
+        pg.psql("UPDATE items SET small = 5 WHERE id = 6", dbname)
+        proc = _start(pg, dsn, tmp_path)
+        procs.append(proc)
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn, \
+                psycopg.connect(dsn, autocommit=True) as up:
+            _barrier(dsn, conn)
+            assert sorted(_cached(conn, by_small, (5,))) == sorted(
+                up.execute(by_small, (5,)).fetchall())
+            assert _status(conn)["fills"] == "0"
+    finally:
+        writer.done.set()
+        for p in procs:
+            p.stop()
+        _drop_bases_slot(pg, dbname, wait=False)
+
+
+def pg_rows(dsn: str, sql: str, k: int) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn, autocommit=True) as up:
+        return up.execute(sql, (k,)).fetchall()
 
 
 def _drop_bases_slot(pg: Any, dbname: str, wait: bool = True) -> str:

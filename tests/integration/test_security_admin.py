@@ -1,6 +1,7 @@
 """weir's SQL commands are for admins (issue 20, repro 5): the upstream URL's role,
 superusers, or the roles ``--admin-roles`` names. Others get 42501; SHOW shows literal values
-only when asked WITH LITERALS."""
+only when asked WITH LITERALS. A non-admin's SHOW PROXIED [SUPPORTED] QUERIES and SHOW CACHES
+list only the statements its own login role sent (and the caches over them)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,6 @@ COMMANDS = (
     "EXPLAIN CREATE CACHE FROM SELECT v FROM notes WHERE id = $1",
     "DROP CACHE notes_v",
     "DROP ALL CACHES",
-    "SHOW CACHES",
-    "SHOW PROXIED QUERIES",
-    "SHOW PROXIED SUPPORTED QUERIES",
     "SHOW WEIR STATUS",
     "SHOW WEIR TABLES",
 )
@@ -77,8 +75,6 @@ def test_admin_roles_setting_and_literals(pg: Any, dbname: str) -> None:
             ops.execute("CREATE CACHE notes_v FROM SELECT v FROM notes "
                         "WHERE v = 'alice-password-hunter2'")
             conn.execute("SELECT id FROM notes WHERE v = 'alice-password-hunter2'")
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute("SHOW PROXIED QUERIES")
             shown = [r[1] for r in ops.execute("SHOW PROXIED QUERIES")]
             assert shown and not any("hunter2" in text for text in shown), shown
             cached = [r[2] for r in ops.execute("SHOW CACHES")]
@@ -88,5 +84,36 @@ def test_admin_roles_setting_and_literals(pg: Any, dbname: str) -> None:
             cached = [r[2] for r in ops.execute("SHOW CACHES WITH LITERALS")]
             assert any("hunter2" in text for text in cached), cached
             ops.execute("DROP ALL CACHES")
+    finally:
+        server.stop()
+
+
+def test_non_admins_see_only_their_own_statements(pg: Any, dbname: str) -> None:
+    bob, alice = _setup(pg, dbname)  # (neither is an admin here)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as owner, \
+                psycopg.connect(server.dsn(alice, dbname), autocommit=True) as theirs, \
+                psycopg.connect(server.dsn(bob, dbname), autocommit=True) as mine:
+            owner.execute("CREATE CACHE notes_v FROM SELECT v FROM notes WHERE id = $1")
+            theirs.execute("SELECT id FROM notes WHERE v = 'alice-password-hunter2'")
+            mine.execute("SELECT id, v FROM notes WHERE id > 0 AND v <> 'bobs-own'")
+            for command in ("SHOW PROXIED QUERIES", "SHOW PROXIED SUPPORTED QUERIES"):
+                shown = [r[1] for r in mine.execute(command)]
+                assert shown == ["SELECT id, v FROM notes WHERE id > $1 AND v <> $2"], shown
+            shown = [r[1] for r in mine.execute("SHOW PROXIED QUERIES WITH LITERALS")]
+            assert shown == ["SELECT id, v FROM notes WHERE id > 0 AND v <> 'bobs-own'"], shown
+            assert not [r for r in theirs.execute("SHOW PROXIED QUERIES WITH LITERALS")
+                        if "bobs-own" in r[1]]
+            everyone = " ".join(r[1] for r in owner.execute("SHOW PROXIED QUERIES WITH LITERALS"))
+            assert "hunter2" in everyone and "bobs-own" in everyone
+            owner.execute("CREATE CACHE theirs FROM SELECT id FROM notes "
+                          "WHERE v = 'alice-password-hunter2'")  # (a statement alice sent)
+            assert [r[0] for r in theirs.execute("SHOW CACHES")] == ["theirs"]
+            assert [r[0] for r in mine.execute("SHOW CACHES")] == []
+            assert len(list(owner.execute("SHOW CACHES"))) == 2
+            for command in ("SHOW WEIR STATUS", "SHOW WEIR TABLES"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    mine.execute(command)
     finally:
         server.stop()

@@ -25,3 +25,16 @@ def test_an_unavailable_peer_is_reported_in_its_table() -> None:
     table = report.markdown_table(rows)
     assert "| pgpool-II (from cold) | 0 | - | - |" in table
     assert "not run: pgpool-II did not start: port busy" in table
+
+
+def test_a_weir_that_does_not_start_is_a_reason() -> None:
+    with pytest.raises(peers.PeerUnavailable, match="weir did not start"), \
+            peers.weir(_Cluster(), False, "--caching", "sometimes"):  # type: ignore[arg-type]
+        pass
+
+
+class _Cluster:
+    """Only the URL weir is given (it exits on the bad flag before connecting)."""
+
+    def dsn(self) -> str:
+        return "postgresql://postgres@127.0.0.1:1/postgres"

@@ -77,9 +77,10 @@ def _is_identity(rel: ir.Project) -> bool:
 
 def _join(rel: ir.Join, needed: set[int]) -> tuple[ir.Rel, Mapping]:
     width = len(rel.left.columns)
-    left, lm = prune(rel.left, {i for i in needed if i < width} | set(rel.left_keys))
+    # a side nothing reads (a cross join's) keeps one column: its rows stay rows
+    left, lm = prune(rel.left, {i for i in needed if i < width} | set(rel.left_keys) or {0})
     right, rm = prune(rel.right, {i - width for i in needed if i >= width}
-                      | set(rel.right_keys))
+                      | set(rel.right_keys) or {0})
     new = ir.Join(left, right, tuple(lm[k] for k in rel.left_keys),
                   tuple(rm[k] for k in rel.right_keys), rel.kind)
     nl = len(left.columns)

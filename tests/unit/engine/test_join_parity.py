@@ -1,6 +1,7 @@
 """Parity: the Cython twin of the join's delta loop (``cython_ext.join``) equals the pure
 ``engine.dataflow.ops.join.join_deltas`` on random deltas against real input state: present
-and missing join values, NULL join values, left and inner joins, both sides in one batch;
+and missing join values, NULL join values, left and inner joins, cross joins (no join
+columns), both sides in one batch;
 inputs that are base stores with and without a primary key and an aggregate (the twin reads
 their present keys directly)."""
 
@@ -34,9 +35,9 @@ VOTE = st.tuples(st.integers(1, 9), st.sampled_from((1, 2, 3, None)), st.integer
 WEIGHT = st.sampled_from((1, -1, 2))
 
 
-def _join_node(kind: Literal["inner", "left"]) -> join.JoinNode:
-    plan = ir.Reader(ir.Join(ir.Scan(STORIES), ir.Scan(VOTES), (0,), (1,), kind), (0,),
-                     (0, 4))
+def _join_node(kind: Literal["inner", "left"], cross: bool = False) -> join.JoinNode:
+    keys: tuple[tuple[int, ...], tuple[int, ...]] = ((), ()) if cross else ((0,), (1,))
+    plan = ir.Reader(ir.Join(ir.Scan(STORIES), ir.Scan(VOTES), *keys, kind), (0,), (0, 4))
     host = make({STORIES.oid: [(1, 1, "a", 6), (2, 1, "a", 1)],
                  VOTES.oid: [(1, 1, 1, Decimal(2)), (2, 1, 2, None)]}, {"j": plan})
     answer(host, "j", (1,))  # story 1 and its votes present; stories 2, 3 missing
@@ -77,6 +78,10 @@ def _no_pk_join_node() -> join.JoinNode:
 
 
 NODES = {"left": _join_node("left"), "inner": _join_node("inner"),
+         # CROSS JOIN (no join columns): every row has the join value (); the votes side
+         # is present whole, the stories side (looked up by no column) is missing
+         "cross_left": _join_node("left", cross=True),
+         "cross_inner": _join_node("inner", cross=True),
          "aggregate": _aggregate_join_node(), "no_pk": _no_pk_join_node()}
 
 
@@ -85,7 +90,8 @@ def test_twin_is_built() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(("left", "inner")), st.lists(st.tuples(STORY, WEIGHT), max_size=5),
+@given(st.sampled_from(("left", "inner", "cross_left", "cross_inner")),
+       st.lists(st.tuples(STORY, WEIGHT), max_size=5),
        st.lists(st.tuples(VOTE, WEIGHT), max_size=5))
 def test_join_deltas_parity(kind: str, dl: list[tuple[tuple[object, ...], int]],
                             dr: list[tuple[tuple[object, ...], int]]) -> None:

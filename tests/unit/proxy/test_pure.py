@@ -273,8 +273,11 @@ def test_set_tracking() -> None:
     assert ctx.settings == {"extra_float_digits": "0"} and ctx.tainted is None
     observe_set("RESET extra_float_digits", ctx)
     assert ctx.settings == {}
-    observe_set("SET search_path TO other", ctx)
-    assert ctx.tainted is not None and "search_path" in ctx.tainted
+    for text in ("SET search_path TO other", "SET ROLE bob", "SET SESSION AUTHORIZATION b"):
+        observe_set(text, ctx)  # (followed by proxy.identity, which a reset may undo)
+        assert ctx.tainted is None
+    observe_set("SET geqo = off", ctx)
+    assert ctx.tainted is not None and "geqo" in ctx.tainted
     assert setting_taint("SELECT 1") is None
     assert setting_taint("SET TIME ZONE 'UTC'") is None
 

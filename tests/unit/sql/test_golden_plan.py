@@ -58,6 +58,7 @@ CATALOG = Catalog((
                  "     JOIN users u ON u.id = s.author_id\n  WHERE s.score > 50;"),
     Relation(16411, "public", "v_now", (_c("id", T.INT8),), kind="v",
              view_sql=" SELECT stories.id FROM stories WHERE stories.created_at > now();"),
+    Relation(16412, "public", "feeds", (_c("id", T.INT4), _c("doc", T.JSON)), ("id",)),
 ), default_collation="C", nondeterministic=frozenset({"und_ci"}))
 
 

@@ -1,0 +1,74 @@
+"""Malformed messages while weir holds the session's statements (issue 20, repro 8): a
+statement served by a cache is prepared (weir holds it, PostgreSQL does not), then a
+malformed message arrives. PostgreSQL answers an ERROR and the session goes on; through weir
+the same ERROR comes (PostgreSQL's own: the message goes upstream as it is), and the held
+statement still answers afterwards."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.framing import Framer
+from tests.integration.test_security_encodings import MALFORMED, _frame, _until_ready
+from tests.support import InProcessWeir
+
+PREPARE = fe.Parse("s1", "SELECT v FROM notes WHERE id = $1", (23,)).encode() \
+    + fe.Sync().encode()
+RUN = fe.Bind("", "s1", (), (b"1",), ()).encode() + fe.Execute("").encode() \
+    + fe.Sync().encode()
+
+
+@pytest.fixture
+def through(pg: Any, dbname: str) -> Iterator[InProcessWeir]:
+    pg.psql("CREATE TABLE notes (id int PRIMARY KEY, v text);"
+            "INSERT INTO notes VALUES (1, 'held-row')", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as owner:
+            owner.execute("CREATE CACHE notes_v FROM SELECT v FROM notes WHERE id = $1")
+        yield server
+    finally:
+        server.stop()
+
+
+def _session(port: int, dbname: str) -> tuple[socket.socket, Framer]:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(10)
+    sock.sendall(fe.StartupMessage({"user": "postgres", "database": dbname}).encode())
+    framer = Framer()
+    _until_ready(sock, framer)
+    return sock, framer
+
+
+def _rows(answer: list[object]) -> list[bytes | None]:
+    return [m.values[0] for m in answer if isinstance(m, be.DataRow)]
+
+
+@pytest.mark.parametrize("name", [*sorted(MALFORMED), "bind of an unknown statement"])
+def test_malformed_message_while_statements_are_held(
+        pg: Any, dbname: str, through: InProcessWeir, name: str) -> None:
+    message = MALFORMED.get(name) or (
+        _frame(b"B", b"\0nope\0\0\x01\xff\xff\xff\xfe\0\0") + _frame(b"S", b""))
+    outcomes = []
+    for port in (through.port, pg.port):
+        sock, framer = _session(port, dbname)
+        with sock:
+            sock.sendall(PREPARE)
+            _until_ready(sock, framer)
+            sock.sendall(RUN)
+            assert _rows(_until_ready(sock, framer)) == [b"held-row"]
+            sock.sendall(message)
+            answer = _until_ready(sock, framer)
+            errors = [dict(m.fields) for m in answer if isinstance(m, be.ErrorResponse)]
+            outcomes.append([(e["S"], e["C"]) for e in errors])
+            sock.sendall(RUN)  # the session goes on, its statement still there
+            assert _rows(_until_ready(sock, framer)) == [b"held-row"]
+    assert outcomes[0] == outcomes[1], outcomes  # PostgreSQL's own error, through weir too
+    assert [severity for severity, _ in outcomes[0]] == ["ERROR"], outcomes
