@@ -11,7 +11,8 @@ Public API (what the proxy wires together):
 - ``cdc.slots``: publications, slots, ``list_slots``, ``drop_weir_slots``, ``check_settings``;
   ``python -m cdc.admin list|drop URL`` for slot hygiene.
 - ``cdc.LocalBases``: local replica bases inside ``weir serve`` (``cdc.bases.local``), fed by
-  the stream's ``tap``; ``BasesLost`` when its slot can no longer keep them exact.
+  the stream's ``tap``; ``BasesLost`` when its slot can no longer keep them exact;
+  ``BASES_COLUMNS_QUERY``: the upstream catalog query ``LocalBases.changed_columns`` reads.
 - ``cdc.pgoutput``: the sans-I/O decoder; ``cdc.applier.Applier``: the pure applier.
 
 Public face: the names in ``__all__`` are all that other packages may import from ``cdc``
@@ -26,6 +27,7 @@ from __future__ import annotations
 from cdc import admin
 from cdc.barrier import BarrierResult
 from cdc.bases import cli as bases_cli
+from cdc.bases.local import COLUMNS_QUERY as BASES_COLUMNS_QUERY
 from cdc.bases.local import BasesLost, LocalBases
 from cdc.bootstrap import cli as bootstrap_cli
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
@@ -35,6 +37,7 @@ from cdc.slots import PUBLICATION_PREFIX, SLOT_PREFIX, quote_ident
 from cdc.stream import ReplicationStream, StreamConfig
 
 __all__ = [
+    "BASES_COLUMNS_QUERY",
     "PUBLICATION_PREFIX",
     "SLOT_PREFIX",
     "BarrierResult",

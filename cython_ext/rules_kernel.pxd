@@ -72,6 +72,12 @@ cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t star
                 break
         else:
             return 0
+    for i in range(h, end - 1):  # a second statement after a ';'
+        if p[i] == 59:
+            for k in range(i + 1, end - 1):
+                if p[k] != 59 and not _blank(p[k]):
+                    return 0
+            break
     if _has_identity_word(p + h, end - 1 - h):
         return 0
     for i in range(h + size, end - 1):

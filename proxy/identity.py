@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pgwire import frontend as fe
-from proxy.router import HARMLESS_SETTINGS
+from proxy.router import HARMLESS_SETTINGS, SQL_COMMENTS
 
 #: settings whose change changes who the session is, or which relations its names resolve to
 IDENTITY_SETTINGS = frozenset({"role", "session_authorization", "search_path"})
@@ -144,9 +144,31 @@ def statement_taint(text: str, functions: tuple[str, ...] = ()) -> tuple[str | N
 def statement_changes(text: str, functions: tuple[str, ...] = ()
                       ) -> tuple[str | None, frozenset[str]]:
     """(why a statement makes the session's identity unknown, or None; the parts of it that
-    may change: ``ROLE``, ``AUTH``, ``PATH``)."""
+    may change: ``ROLE``, ``AUTH``, ``PATH``). Every statement of a multi-statement text is
+    looked at (the text is cut at each ``;``, also one inside a literal: more pieces only
+    cost false positives), each after its comments (cut naively: a marker inside a literal
+    only removes words of that piece)."""
     lowered = text.lower()
-    words = _WORDS.findall(lowered[:200])
+    reason: str | None = None
+    parts: frozenset[str] = frozenset()
+    for piece in lowered.split(";") if ";" in lowered else (lowered,):
+        if "--" in piece or "/*" in piece:
+            piece = SQL_COMMENTS.sub(" ", piece)
+        found, more = _first_words(piece)
+        if found is not None:
+            reason, parts = reason or found, parts | more
+    if SET_CONFIG in lowered and not _harmless_set_config(lowered):
+        return reason or _ALL, EVERYTHING
+    if functions:
+        found_words = set(_WORDS.findall(lowered))
+        if not found_words.isdisjoint(functions):
+            return reason or _ALL, EVERYTHING
+    return reason, parts
+
+
+def _first_words(piece: str) -> tuple[str | None, frozenset[str]]:
+    """:func:`statement_changes` for one statement (lower case, without comments)."""
+    words = _WORDS.findall(piece[:200])
     if not words:
         return None, frozenset()
     first = words[0]
@@ -162,12 +184,6 @@ def statement_changes(text: str, functions: tuple[str, ...] = ()
         return _ALL, EVERYTHING
     if first in OPAQUE_FIRST_WORDS:
         return _ALL, EVERYTHING
-    if SET_CONFIG in lowered and not _harmless_set_config(lowered):
-        return _ALL, EVERYTHING
-    if functions:
-        found = set(_WORDS.findall(lowered))
-        if not found.isdisjoint(functions):
-            return _ALL, EVERYTHING
     return None, frozenset()
 
 

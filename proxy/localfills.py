@@ -31,8 +31,7 @@ from typing import Protocol
 
 import asyncpg
 
-from cdc import BasesLost, LocalBases, PgoutputMessage, ReplicationStream
-from cdc.bases.local import COLUMNS_QUERY
+from cdc import BASES_COLUMNS_QUERY, BasesLost, LocalBases, PgoutputMessage, ReplicationStream
 from engine import Engine, RunFill
 from proxy.publication import Publication
 
@@ -98,7 +97,7 @@ def attach(host: EngineHost, local: LocalBases) -> None:
 
 
 async def _changed_columns(host: EngineHost, local: LocalBases) -> str | None:
-    rows = await host.pool.fetch(COLUMNS_QUERY, local.relation_names())
+    rows = await host.pool.fetch(BASES_COLUMNS_QUERY, local.relation_names())
     return local.changed_columns([(r[0], r[1], r[2], r[3], r[4]) for r in rows])
 
 

@@ -17,6 +17,7 @@ Order of the rules (DESIGN §4):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,7 +141,23 @@ def observe_set(text: str, ctx: SessionContext, in_block: bool = False) -> None:
     A change of an output setting that may not outlast its statement — inside a transaction
     block (``in_block``; a rollback undoes it, a SET LOCAL ends with the block), SET LOCAL
     (outside a block PostgreSQL ignores it), or among other statements in one Query — is
-    not followed: the session's reads go upstream from then on (``ctx.tainted``)."""
+    not followed: the session's reads go upstream from then on (``ctx.tainted``). Every
+    statement of a multi-statement Query is looked at, each after its comments."""
+    if ";" in text.rstrip().rstrip(";") or "--" in text or "/*" in text:
+        pieces = [SQL_COMMENTS.sub(" ", piece) for piece in text.split(";")]
+        several = sum(1 for piece in pieces if piece.strip()) > 1
+        for piece in pieces:
+            _observe_set(piece, ctx, in_block or several)
+        return
+    _observe_set(text, ctx, in_block)
+
+
+#: SQL comments, cut naively (a block comment left open runs to the end of the text; also
+#: used by ``proxy.identity``)
+SQL_COMMENTS = re.compile(r"/\*.*?\*/|/\*.*|--[^\n]*", re.S)
+
+
+def _observe_set(text: str, ctx: SessionContext, in_block: bool) -> None:
     head = text.lstrip()[:5].upper()
     if not (head.startswith("SET") or head.startswith("RESET")):
         return

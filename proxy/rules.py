@@ -51,13 +51,17 @@ def query_head(raw: bytes, start: int, end: int, watched: tuple[bytes, ...]) -> 
     """What the bytes of the Query payload ``raw[start:end]`` say: 0 — not plain (a NUL
     before the end or none at the end; the first word, after ASCII white space, not ASCII
     letters first, or one of ``watched`` in any case; :data:`IDENTITY_WORD` in any case
-    anywhere); 1 — plain so far, all ASCII; 2 — plain so far, UTF-8 validity still to
-    check."""
+    anywhere; anything but ``;`` and white space after a ``;``: a second statement, whose
+    first word is not looked at here); 1 — plain so far, all ASCII; 2 — plain so far, UTF-8
+    validity still to check."""
     if end <= start or raw.find(b"\0", start, end) != end - 1:
         return 0
     text = raw[start : end - 1]
     head = text.lstrip()[:10]
     if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(watched):
+        return 0
+    semicolon = text.find(b";")
+    if semicolon >= 0 and text[semicolon:].strip(b"; \t\n\r\x0b\x0c"):
         return 0
     if IDENTITY_WORD in text.lower():
         return 0

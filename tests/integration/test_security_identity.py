@@ -121,6 +121,20 @@ def test_role_default_set_upstream(world: World) -> None:
         world.pg.psql(f"ALTER ROLE {world.app} RESET role")
 
 
+@pytest.mark.parametrize("text", ["SELECT 1; SET ROLE {bob}", "/* c */ SET ROLE {bob}",
+                                  "-- c\nSET ROLE {bob}", "SET /* c */ ROLE {bob}"])
+def test_role_changed_behind_a_first_statement_or_a_comment(world: World, text: str) -> None:
+    with world.connect(world.app) as conn:  # a simple Query (no parameters)
+        for _ in range(2):  # (plain Queries before it: weir knows what they say)
+            conn.execute("SELECT 2")
+        conn.execute(text.format(bob=world.bob))
+        _denied_psycopg(conn)
+    if not text.startswith("SELECT 1;"):  # (one statement: also as a prepared statement)
+        with world.connect(world.app) as conn:
+            conn.execute(text.format(bob=world.bob), prepare=True)
+            _denied_psycopg(conn)
+
+
 def test_role_changed_inside_do_block(world: World) -> None:
     with world.connect(world.app) as conn:
         conn.execute(f"DO $$ BEGIN EXECUTE 'SET ROLE {world.bob}'; END $$")

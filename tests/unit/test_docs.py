@@ -217,10 +217,14 @@ def cli_options(parser: argparse.ArgumentParser) -> set[str]:
     return found
 
 
+#: flags of other tools the guides quote: docker build's and docker run's
+DOCKER_FLAGS = {"--build-arg", "--shm-size"}
+
+
 def test_every_flag_the_guides_name_exists() -> None:
     """A renamed or removed flag fails here: every ``--flag`` quoted in the guides' text (the
     weir column only, in the ReadySet mapping) is an option of ``weir`` or a subcommand."""
-    options = cli_options(_parser()) | {"--build-arg"}  # docker build's, in operations.md
+    options = cli_options(_parser()) | DOCKER_FLAGS
     assert {"--upstream", "--memory-budget", "--include-active"} <= options
     unknown = []
     for guide in sorted(DOCS.glob("*.md")):

@@ -22,6 +22,10 @@ from proxy.router import SessionContext
     ("SELECT set_config('my.custom', 'x', false)", True),
     ("DO $$ BEGIN EXECUTE 'SET ROLE bob'; END $$", True), ("CALL p()", True),
     ("EXECUTE stmt(1)", True), ("SELECT myfn(1)", True),
+    # comments and second statements (a Query holding them is never plain: rules.query_head)
+    ("/* c */ SET ROLE bob", True), ("-- c\nSET ROLE bob", True), ("SET /* x */ ROLE bob", True),
+    ("SELECT 1; SET ROLE bob", True), ("select 1;set search_path = x", False),
+    ("SELECT 1; DO $$ BEGIN END $$", True), ("SELECT '/*'; SET ROLE bob; SELECT '*/'", True),
 ])
 def test_statements_that_make_the_identity_unknown(text: str, role: bool) -> None:
     reason, in_doubt = identity.statement_taint(text, ("myfn",))
@@ -35,6 +39,7 @@ def test_statements_that_make_the_identity_unknown(text: str, role: bool) -> Non
     # asyncpg, on every connection before it introspects types
     "SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new",
     "select set_config( 'statement_timeout' , '5s', true)",
+    "SELECT 1;", "INSERT INTO t VALUES (';'); SELECT '--set role'", "/* SET ROLE b */ SELECT 1",
 ])
 def test_statements_that_do_not(text: str) -> None:
     assert identity.statement_taint(text, ("myfn",)) == (None, False)

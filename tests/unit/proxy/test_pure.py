@@ -278,6 +278,11 @@ def test_set_tracking() -> None:
         assert ctx.tainted is None
     observe_set("SET geqo = off", ctx)
     assert ctx.tainted is not None and "geqo" in ctx.tainted
+    other = SessionContext("db", "u", ("u", "public"))
+    observe_set("/* c */ SET extra_float_digits = 0; -- c", other)  # followed behind comments
+    assert other.settings == {"extra_float_digits": "0"} and other.tainted is None
+    observe_set("SELECT 1; /* c */ RESET extra_float_digits", other)  # among others: may not last
+    assert other.tainted is not None and "extra_float_digits" in other.tainted
     assert setting_taint("SELECT 1") is None
     assert setting_taint("SET TIME ZONE 'UTC'") is None
 

@@ -26,8 +26,20 @@ query_text = st.tuples(
     st.sampled_from(["", " ", "\t\n ", "\x0b\x0c\r", "\x1c", "\xa0"]),
     st.sampled_from(_WORDS),
     st.sampled_from(["", " 1", " \xe9", ";", "\0x", "abcdefghijkl", " set_config(", "SET_CONFIG",
-                     " Set_Confi", "set_confi\xe9g", "\xe9 sEt_CoNfIg"]),
+                     " Set_Confi", "set_confi\xe9g", "\xe9 sEt_CoNfIg", "; ", " ;;\t\n",
+                     "; SET ROLE b", ";x", "1;\x0b", "';' x"]),
 ).map("".join)
+
+
+def test_a_second_statement_is_never_plain() -> None:
+    """``SELECT 1; SET ROLE bob`` must reach the identity rules (``proxy.identity``)."""
+    assert RULES is not None
+    for text in (b"SELECT 1; SET ROLE b\0", b"select 1;reset all\0", b"SELECT ';' x\0"):
+        for twin in (rules.query_head_python, RULES.query_head):
+            assert twin(text, 0, len(text), rules.WATCHED_WORDS) == 0, (twin, text)
+    for text in (b"SELECT 1;\0", b"SELECT 1 ; ;\n\0"):
+        for twin in (rules.query_head_python, RULES.query_head):
+            assert twin(text, 0, len(text), rules.WATCHED_WORDS) == 1, (twin, text)
 
 
 @settings(max_examples=200, deadline=None)
