@@ -69,6 +69,10 @@ class AnsweringSession(Protocol):
 
     def upstream_write(self, data: bytes) -> None: ...
 
+    corked: list[bytes] | None
+
+    def upstream_flush(self, data: bytes) -> None: ...
+
     def upstream_query(self, route: Route, msg: fe.Query) -> None: ...
 
     def pause_client(self, why: str) -> None: ...
@@ -86,7 +90,19 @@ class Answering:
 
     def now(self, pending: list[bytes]) -> None:
         """Handle messages one by one without waiting; hand the rest to the asynchronous
-        pump at the first that must wait (reading from the client pauses meanwhile)."""
+        pump at the first that must wait (reading from the client pauses meanwhile). What
+        goes upstream meanwhile (a miss: its portal, Execute, Sync) leaves in one write: on
+        a loaded machine each write is a wake-up of the backend, most of a miss's price."""
+        session = self.session
+        session.corked = []
+        try:
+            self._each(pending)
+        finally:
+            held, session.corked = session.corked, None
+            if held:
+                session.upstream_flush(b"".join(held))
+
+    def _each(self, pending: list[bytes]) -> None:
         session = self.session
         for j, raw in enumerate(pending):
             mtype = raw[0]

@@ -73,6 +73,9 @@ class Extended:
     #: local answers not yet written: one socket write per batch, flushed before anything
     #: goes upstream, at Sync/Flush and when the pump stops
     out: list[bytes] = field(default_factory=list)
+    #: ``out`` waits for the upstream's first answer and goes in front of it (a miss of a
+    #: local portal: the client is woken once, not first for its BindComplete alone)
+    deferred: bool = False
     #: an unnamed Parse/Bind/Execute batch the hit path may learn: (batch bytes, whether it
     #: describes the portal); dropped at Sync or when anything goes upstream, and learned
     #: only if it is the batch answered (``hitpath.learned_batch``)
@@ -272,10 +275,16 @@ class Extended:
 
     def flush(self) -> None:
         """Write the buffered local answers."""
-        if self.out:
-            data = b"".join(self.out)
-            self.out.clear()
+        if self.out and not self.deferred:
+            data = self.take_deferred()
             self.session.client.write(data)
+
+    def take_deferred(self) -> bytes:
+        """``out``, joined and emptied (the relay's Python path puts it in front of the
+        upstream's first answer while ``deferred``)."""
+        data, self.deferred = b"".join(self.out), False
+        self.out.clear()
+        return data
 
     def _placeholder(self, answer: bytes) -> None:
         """Send weir's own ``answer`` after what went upstream before it: a request of
@@ -413,6 +422,8 @@ class Extended:
                 local.reads = reads
             if rows is None:
                 self.copies.materialize_portal(msg.portal)
+                # (its answers are swallowed: the relay's Python path sees the first one)
+                self.deferred = self.core.swallowing > 0
                 self.forward(msg, raw)
                 return True
             local.rows = rows

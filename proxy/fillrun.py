@@ -28,7 +28,7 @@ from cdc import LocalBases
 from engine import Engine, RunFill, Snapshot
 from proxy import localfills
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
-from proxy.fillsql import fetch_batch
+from proxy.fillsql import fetch_all
 from proxy.metrics import Buckets
 from proxy.seen import Coverage
 
@@ -199,26 +199,18 @@ class FillRunner:
             log.exception("abandoning fill %d failed", run.fill_id)
 
     async def _fetch(self, batch: list[RunFill]) -> tuple[Snapshot, list[list[list[Row]]]]:
-        """One REPEATABLE READ transaction for a batch of fills: one snapshot, one marker
-        naming every fill of the batch, then the base rows (``proxy.fillsql``: requests of
-        one shape are fetched with one statement)."""
+        """One upstream transaction for a batch of fills: one snapshot, one marker naming
+        every fill of the batch, the base rows (``proxy.fillsql.fetch_all``: one statement
+        for a batch of one integer-keyed shape, else a REPEATABLE READ transaction)."""
         marker = _marker(batch)
-        async with self._fills().acquire() as conn, conn.transaction(
-            isolation="repeatable_read", readonly=True
-        ):
-            # the first statement takes the transaction's snapshot; the marker, a
-            # transactional message, reaches the stream with the commit
+        async with self._fills().acquire() as conn:
             self._marker_sent[marker] = time.monotonic()
             try:
-                head = await conn.fetchrow(
-                    "SELECT pg_current_snapshot()::text, "
-                    "pg_logical_emit_message(true, 'weir', $1::text)", marker)
-                snapshot = parse_snapshot(head[0])
-                rows = await fetch_batch(conn, [run.requests for run in batch])
+                text, rows = await fetch_all(conn, [run.requests for run in batch], marker)
             except BaseException:
                 self._marker_sent.pop(marker, None)
                 raise
-        return snapshot, rows
+        return parse_snapshot(text), rows
 
     def _fills(self) -> asyncpg.Pool:
         assert self._fill_pool is not None, "EngineHost.start() first"

@@ -6,6 +6,14 @@ requests of one shape — same table, one key column, no semi-join — across th
 by one ``... WHERE "k" = ANY($1)`` statement whose rows are handed back per key, and the text
 form of fetched columns (:func:`as_output_text`).
 
+Also :func:`fetch_all`, the whole upstream side of a batch: when every request of the batch
+has one shape whose key is an integer (whose SQL equality is Python's), the snapshot, the
+marker and the rows come from ONE autocommit statement (one round trip instead of four:
+BEGIN, snapshot and marker, rows, COMMIT); otherwise a REPEATABLE READ READ ONLY transaction
+runs those steps. Both give the same guarantee (DESIGN §6): a single statement reads every
+table under one snapshot, the one ``pg_current_snapshot()`` returns inside it, and its
+transactional marker commits after that snapshot was taken, as in the transaction.
+
 Invariant: each request gets exactly the rows its own statement (``engine.fill_query``) would
 have returned under the same snapshot. A merged statement's row whose key value equals none
 of the requested keys in Python's equality (a collation or type whose SQL equality is looser)
@@ -41,13 +49,14 @@ def _shape(req: FillRequest) -> tuple[Any, int] | None:
     return (req.table, req.columns[0])
 
 
-def any_sql(req: FillRequest) -> str:
-    """The merged statement of ``req``'s shape: every column, the key column ``= ANY($1)``."""
+def any_sql(req: FillRequest, param: int = 1) -> str:
+    """The merged statement of ``req``'s shape: every column, the key column
+    ``= ANY($param)``."""
     table = req.table
     columns = ", ".join(as_output_text(c) for c in table.columns)
     inner = (f"SELECT {', '.join(_quote(c.name) for c in table.columns)} FROM "
              f"{_quote(table.schema)}.{_quote(table.name)} "
-             f"WHERE {_quote(table.columns[req.columns[0]].name)} = ANY($1)")
+             f"WHERE {_quote(table.columns[req.columns[0]].name)} = ANY(${param})")
     return f"SELECT {columns} FROM ({inner}) AS q"
 
 
@@ -100,3 +109,54 @@ async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
             if out[i][j] is None:
                 out[i][j] = await fetch_rows(conn, req)
     return [[rows or [] for rows in per_fill] for per_fill in out]
+
+
+#: key types whose SQL equality is Python's equality of the decoded values (int2, int4, int8)
+EXACT_KEYS = frozenset({20, 21, 23})
+HEAD = "SELECT pg_current_snapshot()::text, pg_logical_emit_message(true, 'weir', $1::text)"
+
+
+def one_shape(fills: Sequence[Sequence[FillRequest]]) -> FillRequest | None:
+    """The request every request of ``fills`` shares its shape with, when that shape's key
+    is exact (:data:`EXACT_KEYS`); None otherwise."""
+    first = fills[0][0] if fills and fills[0] else None
+    if first is None or _shape(first) is None \
+            or first.table.columns[first.columns[0]].type_oid not in EXACT_KEYS:
+        return None
+    shape = _shape(first)
+    return first if all(_shape(r) == shape for reqs in fills for r in reqs) else None
+
+
+def one_sql(req: FillRequest) -> str:
+    """Snapshot, marker ($1) and the rows of ``req``'s shape for the keys $2 in one
+    statement: the first column is the snapshot on the head row, NULL on the rows (a CTE
+    with a volatile function is always evaluated, once)."""
+    nulls = ", ".join("NULL" for _ in req.table.columns)
+    return ("WITH h AS (SELECT pg_current_snapshot()::text AS s, "
+            "pg_logical_emit_message(true, 'weir', $1::text)::text AS m) "
+            f"SELECT h.s, {nulls} FROM h UNION ALL "
+            f"SELECT NULL, {any_sql(req, 2)[len('SELECT '):]}")
+
+
+async def fetch_all(conn: Any, fills: Sequence[Sequence[FillRequest]], marker: str
+                    ) -> tuple[str, list[list[list[Row]]]]:
+    """(the snapshot's text, rows per fill per request) of one batch, its ``marker`` emitted
+    in the same transaction (module docstring)."""
+    first = one_shape(fills)
+    if first is None:
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            # the first statement takes the transaction's snapshot; the marker, a
+            # transactional message, reaches the stream with the commit
+            head = await conn.fetchrow(HEAD, marker)
+            return head[0], await fetch_batch(conn, fills)
+    col = first.columns[0]
+    keys = list(dict.fromkeys(r.key[0] for reqs in fills for r in reqs))
+    records = await conn.fetch(one_sql(first), marker, keys)
+    snapshot = next(rec[0] for rec in records if rec[0] is not None)
+    by_key: dict[Any, list[Row]] = {k: [] for k in keys}
+    for row in _decode(first.table.columns, [rec[1:] for rec in records if rec[0] is None]):
+        bucket = by_key.get(row[col])
+        if bucket is None:  # (cannot happen for integer keys: the batch fails, its keys miss)
+            raise LookupError(f"fill row with a key not asked for: {row[col]!r}")
+        bucket.append(row)
+    return snapshot, [[list(by_key[r.key[0]]) for r in reqs] for reqs in fills]

@@ -71,8 +71,25 @@ def _exact_text(kind: int, text: str) -> None:
             raise ParamError(f"value out of range for type {kind}")
     elif kind == oids.UUID and _UUID_TEXT.match(text) is None:
         raise ParamError("invalid input syntax for type uuid")
-    elif kind in _DECIMALS and _DECIMAL_TEXT.match(text.strip(_C_SPACE)) is None:
-        raise ParamError(f"not a decimal number weir reads as PostgreSQL does: {text!r}")
+    elif kind in _DECIMALS:
+        body = text.strip(_C_SPACE)
+        if _DECIMAL_TEXT.match(body) is None:
+            raise ParamError(f"not a decimal number weir reads as PostgreSQL does: {text!r}")
+        if kind != oids.NUMERIC and not _float_in_range(kind, body):
+            raise ParamError(f"value out of range for type {kind}")
+
+
+#: the finite magnitudes float4in and float8in accept without doubt (their overflow and
+#: underflow errors, 22003, lie outside; the edges themselves go upstream too)
+_FLOAT_RANGES = {oids.FLOAT4: (1.2e-38, 3.4e38), oids.FLOAT8: (2.3e-308, 1.7e308)}
+
+
+def _float_in_range(kind: int, body: str) -> bool:
+    value = abs(float(body))
+    if value == 0.0:  # a zero, or a tiny number that underflowed (PostgreSQL refuses it)
+        return body.lstrip("+-").split("e")[0].split("E")[0].strip("0.") == ""
+    low, high = _FLOAT_RANGES[kind]
+    return low <= value <= high
 
 
 def _family(oid: int) -> int:

@@ -70,7 +70,7 @@ class ReadPath:
         self.gates = gates
         self.hits = hits
         self._encoders: dict[tuple[str, tuple[int, ...], OutputSettings],
-                             tuple[str | None, list[Any]]] = {}
+                             tuple[Any, str | None, list[Any]]] = {}
 
     def forget_encoders(self) -> None:
         """The caches changed: a cache name may now stand for another query."""
@@ -209,7 +209,9 @@ class ReadPath:
         (None if they can), and their column encoders (memoized)."""
         key = (entry.name, formats, settings)
         found = self._encoders.get(key)
-        if found is None:
+        # (memoized for this very entry: a read that began before its cache was planned
+        # again, and resumed after forget_encoders, memoizes the old entry's shapes)
+        if found is None or found[0] is not entry:
             if len(self._encoders) > 4096:
                 self._encoders.clear()
             reason = settings.reason() or next(
@@ -219,8 +221,8 @@ class ReadPath:
             encoders = [] if reason is not None else [
                 column_encoder(f.type_oid, f.type_modifier, fmt, settings)
                 for f, fmt in zip(entry.fields, formats, strict=True)]
-            found = self._encoders[key] = (reason, encoders)
-        return found
+            found = self._encoders[key] = (entry, reason, encoders)
+        return found[1], found[2]
 
     def output_settings(self, state: SessionState, ctx: SessionContext) -> OutputSettings:
         """The session's output settings, recomputed only when its parameters change."""

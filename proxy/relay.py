@@ -107,6 +107,8 @@ class Session:
         self.answering = Answering(self)  # weir's own answers (``proxy.answering``)
         self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
+        #: upstream bytes held for one write while a chunk is answered (``Answering.now``)
+        self.corked: list[bytes] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
@@ -278,11 +280,16 @@ class Session:
 
     def upstream_write(self, data: bytes) -> None:
         if data and self.upstream is not None:
-            self.upstream.write(data)
+            (self.upstream.write if self.corked is None else self.corked.append)(data)
             if not self.state.upstream_since:
                 self.state.upstream_since = time.monotonic()
             if self.ctx is not None:
                 self.ctx.seen.pending = True  # its answer moves seen(s) (``proxy.seen``)
+
+    def upstream_flush(self, data: bytes) -> None:
+        """Write bytes held by ``corked`` (their bookkeeping was done as they came)."""
+        if self.upstream is not None:
+            self.upstream.write(data)
 
     def _note_hidden(self, msg: object) -> bool:
         """Read-your-writes for writes behind read-only tags (``Routing.hides_write``):
@@ -321,7 +328,7 @@ class Session:
         self._note_hidden(msg)
         self.state.injected(msg, replace, skipped)
         if self.upstream is not None:  # (its answer shows the client nothing: seen(s) stays)
-            self.upstream.write(msg.encode())
+            (self.upstream.write if self.corked is None else self.corked.append)(msg.encode())
 
     def inject_flush(self) -> None:
         """Ask the upstream for the answers to weir's own requests now (a Flush)."""
@@ -385,6 +392,8 @@ class Session:
             state.ready(statuses)
         if marks:
             raw = self._observe_upstream(raw, marks)
+        if self.extended.deferred:  # a miss's local answers come first (Extended.deferred)
+            raw = self.extended.take_deferred() + raw
         if raw:
             self.client.write(raw)
 

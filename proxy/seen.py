@@ -69,16 +69,24 @@ class _Want:
     future: asyncio.Future[bool] = field(repr=False)
 
 
+#: coverage barriers in flight at once: a session that falls behind while one is in flight
+#: does not wait for it to land before its own is sent (the average wait for a barrier is
+#: then about one barrier's latency, not one and a half)
+MAX_IN_FLIGHT = 2
+
+
 class Coverage:
     """``covered``: the largest send time of a barrier or marker the applier has passed.
-    :meth:`wait` asks for a barrier sent after ``need`` (coalesced: at most one in flight, and
-    one barrier answers every session whose ``seen`` it follows)."""
+    :meth:`wait` asks for a barrier sent after ``need`` (coalesced: one barrier answers every
+    session whose ``seen`` it follows; a new one is sent only when none in flight was sent
+    after ``need``, at most :data:`MAX_IN_FLIGHT` at once)."""
 
     def __init__(self, emit: Callable[[], Awaitable[object]]) -> None:
         self._emit = emit
         self.covered = NEVER
         self._wants: list[_Want] = []
-        self._task: asyncio.Task[None] | None = None
+        self._flying: set[asyncio.Task[None]] = set()
+        self._last_sent = NEVER  # send time of the newest barrier in flight or passed
         self.barriers = 0  # barriers this object emitted (SHOW WEIR STATUS)
 
     def passed(self, sent_at: float) -> None:
@@ -86,6 +94,7 @@ class Coverage:
         if sent_at <= self.covered:
             return
         self.covered = sent_at
+        self._last_sent = max(self._last_sent, sent_at)
         if self._wants:
             keep = []
             for want in self._wants:
@@ -102,44 +111,50 @@ class Coverage:
         if need <= self.covered:
             return True
         if timeout <= 0:
-            self.request()
+            self.request(need)
             return False
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._wants.append(_Want(need, fut))
-        self.request()
+        self.request(need)
         try:
             return await asyncio.wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
             fut.cancel()  # (dropped from the wants by the next barrier)
             return False
 
-    def request(self) -> None:
-        """Make sure a barrier is on its way (a session is behind ``covered``)."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+    def request(self, need: float) -> None:
+        """Make sure a barrier sent at or after ``need`` is on its way (a session whose
+        ``seen`` is ``need`` is behind ``covered``); when :data:`MAX_IN_FLIGHT` are flying,
+        the first to land sends it."""
+        if need <= self._last_sent or len(self._flying) >= MAX_IN_FLIGHT:
+            return
+        self._last_sent = time.monotonic()
+        task = asyncio.get_running_loop().create_task(self._one(self._last_sent))
+        self._flying.add(task)
+        task.add_done_callback(self._flying.discard)
 
-    async def _run(self) -> None:
-        while True:
-            sent = time.monotonic()
-            self.barriers += 1
-            try:
-                await self._emit()
-            except Exception as exc:  # the stream is down: the waiting reads go upstream
-                log.debug("coverage barrier failed: %s", exc)
-                wants, self._wants = self._wants, []
-                for want in wants:
-                    if not want.future.done():
-                        want.future.set_result(False)
-                return
-            self.passed(sent)
-            # wants registered after ``sent`` need the next one; expired ones are dropped
-            self._wants = [w for w in self._wants if not w.future.done()]
-            if not self._wants:
-                return
+    async def _one(self, sent: float) -> None:
+        self.barriers += 1
+        try:
+            await self._emit()
+        except Exception as exc:  # the stream is down: the waiting reads go upstream
+            log.debug("coverage barrier failed: %s", exc)
+            self._last_sent = self.covered  # (the next request sends a new one)
+            wants, self._wants = self._wants, []
+            for want in wants:
+                if not want.future.done():
+                    want.future.set_result(False)
+            return
+        self.passed(sent)
+        # wants registered after ``sent`` need a later one; expired ones are dropped
+        self._wants = [w for w in self._wants if not w.future.done()]
+        if self._wants:
+            self._flying.discard(asyncio.current_task())
+            self.request(max(w.need for w in self._wants))
 
     def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in list(self._flying):
+            task.cancel()
 
 
 def covered(seen: Seen, coverage: Coverage, now: float) -> bool:
@@ -150,5 +165,5 @@ def covered(seen: Seen, coverage: Coverage, now: float) -> bool:
     seen.settle(now)
     if may_serve(seen, coverage.covered):
         return True
-    coverage.request()
+    coverage.request(seen.at)
     return False

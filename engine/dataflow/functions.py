@@ -110,7 +110,7 @@ FUNCTIONS: dict[str, Impl] = {
 }
 
 FUNCTIONS.update(date_trunc=pgtime.date_trunc, extract=pgtime.extract,
-                 timezone=pgzones.timezone)
+                 timezone=pgzones.timezone, date_trunc_zone=pgzones.date_trunc_zone)
 FUNCTIONS.update(pgjson.FUNCTIONS)
 FUNCTIONS.update(pgjsontext.FUNCTIONS)
 FUNCTIONS.update(pgarrays.FUNCTIONS)

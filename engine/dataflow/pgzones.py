@@ -1,8 +1,10 @@
 """``AT TIME ZONE`` with a named zone, with PostgreSQL's semantics.
 
-Owns: ``zone_known`` (which zone names the planner accepts) and the ``timezone`` kernel
-named by ``ir.Func``: ``timestamptz AT TIME ZONE z`` is the wall-clock time of the instant in
-``z`` (a timestamp); ``timestamp AT TIME ZONE z`` is the instant that wall-clock time is in
+Owns: ``zone_known`` (which zone names the planner accepts), the ``timezone`` kernel named by
+``ir.Func`` and ``date_trunc_zone`` (``date_trunc(unit, timestamptz, zone)``: truncated in the
+zone's wall-clock time; units of a day and more take the offset of the truncated time, smaller
+ones keep the instant's): ``timestamptz AT TIME ZONE z`` is the wall-clock time of the instant
+in ``z`` (a timestamp); ``timestamp AT TIME ZONE z`` is the instant that wall-clock time is in
 ``z`` (a timestamptz). Neither reads the session TimeZone. A wall-clock time inside a
 transition takes PostgreSQL's choice (DetermineTimeZoneOffset): the later instant, i.e. the
 offset before a spring-forward gap and the offset after a fall-back overlap.
@@ -22,7 +24,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from engine.dataflow.pgmath import EvalError
-from engine.dataflow.pgtime import _guard, _plain
+from engine.dataflow.pgtime import _guard, _plain, _trunc
 from engine.values import oids as T
 
 
@@ -57,3 +59,21 @@ def timezone(args: Any, types: Any) -> datetime:
     # the later instant of the two readings: the smaller offset
     offset = min(_offset(value, zone, 0), _offset(value, zone, 1))
     return (value - offset).replace(tzinfo=UTC)  # type: ignore[no-any-return]
+
+
+#: date_trunc units at or above a day: PostgreSQL finds the offset again for the truncated
+#: wall-clock time (smaller units keep the instant's own offset)
+_REDO_OFFSET = frozenset({"day", "week", "month", "quarter", "year", "decade", "century",
+                          "millennium"})
+
+
+@_guard
+def date_trunc_zone(args: Any, types: Any) -> datetime:
+    """``date_trunc(unit, timestamptz, zone)``: truncated as a wall-clock time in ``zone``,
+    as PostgreSQL's timestamptz_trunc_zone does."""
+    unit, name, value = args
+    local: datetime = timezone((name, value), (T.TEXT, T.TIMESTAMPTZ))
+    cut = _trunc(local, unit)
+    if unit in _REDO_OFFSET:
+        return timezone((name, cut), (T.TEXT, T.TIMESTAMP))  # type: ignore[no-any-return]
+    return _plain(value) - (local - cut)  # type: ignore[no-any-return]

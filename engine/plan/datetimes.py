@@ -1,9 +1,10 @@
 """Date/time expressions for the planner: which forms are planned and their result types.
 
 Owns: ``temporal_arith`` (date/timestamp/interval operators) and ``datetime_func``
-(``date_trunc``, ``extract``), called by ``ExprBuilder``. Only forms whose result does not
-depend on the session TimeZone are planned (their kernels: ``engine.dataflow.pgtime``), so
-one cache serves sessions of every TimeZone; the others are refused with that reason.
+(``date_trunc``, also with a named zone, ``extract``), called by ``ExprBuilder``. Only forms
+whose result does not depend on the session TimeZone are planned (their kernels:
+``engine.dataflow.pgtime``), so one cache serves sessions of every TimeZone; the others are
+refused with that reason.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def datetime_func(b: ExprBuilder, name: str, body: Node) -> ir.Expr:
     """date_trunc('field', timestamp) and extract(field FROM date|timestamp), and
     extract(epoch FROM timestamptz): the forms that do not read the session TimeZone."""
     args = body.get("args", [])
+    if name == "date_trunc" and len(args) == 3:
+        return _date_trunc_zone(b, args)
     if len(args) != 2:
         raise PlanError(f"{name}() with {len(args)} arguments")
     field = b.build(args[0])
@@ -75,6 +78,30 @@ def datetime_func(b: ExprBuilder, name: str, body: Node) -> ir.Expr:
     return ir.Func("extract", (ir.Const(unit, T.TEXT), value), T.NUMERIC)
 
 
+def _date_trunc_zone(b: ExprBuilder, args: list[Node]) -> ir.Expr:
+    """``date_trunc('unit', timestamptz, 'Area/City')``: in the named zone, not the session's."""
+    unit, value, zone = (b.build(a) for a in args)
+    if not isinstance(unit, ir.Const) or not isinstance(unit.value, str) \
+            or unit.value.lower() not in pgtime.TRUNC_FIELDS:
+        raise PlanError("date_trunc() with a unit that is not a known string constant")
+    name = _zone_name(zone, "date_trunc() in the zone")
+    if value.type_oid != T.TIMESTAMPTZ:
+        raise PlanError(f"date_trunc(unit, {pgtypes.type_name(value.type_oid)}, zone)")
+    return ir.Func("date_trunc_zone", (ir.Const(unit.value.lower(), T.TEXT),
+                                       ir.Const(name, T.TEXT), value), T.TIMESTAMPTZ)
+
+
+def _zone_name(zone: ir.Expr, what: str = "AT TIME ZONE") -> str:
+    if not (isinstance(zone, ir.Const) and isinstance(zone.value, str)
+            and zone.type_oid in (T.UNKNOWN, T.TEXT)):
+        raise PlanError(f"{what} with a zone that is not a string constant")
+    if not pgzones.zone_known(zone.value):
+        raise PlanError(f"{what} {zone.value!r} (only full zone names such as "
+                        "'Europe/Paris' and 'UTC': other names may be abbreviations, "
+                        "which depend on the session's timezone_abbreviations)")
+    return zone.value
+
+
 def at_time_zone(b: ExprBuilder, body: Node) -> ir.Expr:
     """``value AT TIME ZONE 'Area/City'`` (``timezone(zone, value)``) on a timestamp or a
     timestamptz: the zone is a constant full zone name, so the session TimeZone is not read."""
@@ -82,15 +109,9 @@ def at_time_zone(b: ExprBuilder, body: Node) -> ir.Expr:
     if len(args) != 2:
         raise PlanError(f"timezone() with {len(args)} arguments")
     zone, value = b.build(args[0]), b.build(args[1])
-    if not (isinstance(zone, ir.Const) and isinstance(zone.value, str)
-            and zone.type_oid in (T.UNKNOWN, T.TEXT)):
-        raise PlanError("AT TIME ZONE with a zone that is not a string constant")
-    if not pgzones.zone_known(zone.value):
-        raise PlanError(f"AT TIME ZONE {zone.value!r} (only full zone names such as "
-                        "'Europe/Paris' and 'UTC': other names may be abbreviations, "
-                        "which depend on the session's timezone_abbreviations)")
+    name = _zone_name(zone)
     if value.type_oid not in (T.TIMESTAMP, T.TIMESTAMPTZ):
         raise PlanError(f"AT TIME ZONE on {pgtypes.type_name(value.type_oid)}"
                         + (" (untyped literal)" if value.type_oid == T.UNKNOWN else ""))
     result = T.TIMESTAMP if value.type_oid == T.TIMESTAMPTZ else T.TIMESTAMPTZ
-    return ir.Func("timezone", (ir.Const(zone.value, T.TEXT), value), result)
+    return ir.Func("timezone", (ir.Const(name, T.TEXT), value), result)

@@ -4,14 +4,14 @@ Owns: ``PlanContext`` (what planning one statement needs: catalog, search_path, 
 scope, the subquery planner, the relations used) and ``bind_from`` (a FROM list plus the
 WHERE conjuncts that connect its items -> one ``Bound`` relation and the conjuncts left over).
 
-Invariants: the output columns of ``bind_from`` are the FROM items' columns in FROM order
-(as ``*`` expands), whatever order the joins were built in. Only inner and left equi-joins
-are produced (a RIGHT JOIN becomes a LEFT JOIN with a column-restoring projection); a join
-with no equality between its sides (CROSS JOIN, ON TRUE, non-equality conditions) is an
-equi-join on no columns, its conditions a filter above it (or, for a LEFT JOIN, on the side
-they read); any other join shape (FULL, USING, a LEFT JOIN ON comparing both sides other
-than by equality) raises ``PlanError``. A table with row-level security, a view, or an unknown
-relation is a ``PlanError`` naming it.
+Invariants: the output columns of ``bind_from`` are the FROM items' columns in FROM order (as
+``*`` expands), whatever order the joins were built in. Only inner and left equi-joins are
+produced (a RIGHT JOIN becomes a LEFT JOIN with a column-restoring projection); a join with no
+equality between its sides (CROSS JOIN, ON TRUE, non-equality conditions) is an equi-join on
+no columns, its conditions a filter above it (or, for a LEFT JOIN, on the side they read); a
+LEFT JOIN ON comparing both sides other than by equality is built by ``theta_joins``; any
+other join shape (FULL, USING) raises ``PlanError``. A table with row-level security, a view,
+or an unknown relation is a ``PlanError`` naming it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from engine.plan import ir
 from engine.plan.exprs import ExprBuilder, deterministic
 from engine.plan.pgtypes import comparable
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.plan.theta_joins import theta_left_join
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import RELKIND_NAMES, Catalog, Relation
 from engine.sql.text import parse_query
@@ -204,8 +205,7 @@ def _split_on(ctx: PlanContext, quals: Node | None, left: Bound, right: Bound,
             elif all(r < width for r in refs):
                 left_only.append(conj)
             else:
-                raise PlanError("LEFT JOIN ON condition reading both sides other than a "
-                                "column equality")
+                rest.append(conj)  # both sides: a theta LEFT JOIN (theta_joins)
             continue
         rest.append(conj)
     return eqs, right_only, rest, left_only
@@ -300,6 +300,10 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     eqs, right_only, rest, left_only = _split_on(ctx, node.get("quals"), left, right, kind)
     if right_only:
         right = _filter_input(ctx, right, right_only)
+    if kind == "left" and rest:
+        keys = _join_keys(eqs, left, right, ctx.catalog)
+        rel = theta_left_join(ctx, left, right, keys, left_only + rest)
+        return Bound(rel, _combined(left, right)), lrest + rrest
     if left_only:
         left, right, eqs = _gate_left(ctx, left, right, left_only, eqs)
     lk, rk = _join_keys(eqs, left, right, ctx.catalog)
@@ -309,14 +313,17 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
 
 def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Bound:
     eqs, right_only, rest, left_only = _split_on(ctx, node.get("quals"), right, left, "left")
-    if rest:
-        raise PlanError("RIGHT JOIN condition other than column equality")
     if right_only:
         left = _filter_input(ctx, left, right_only)
-    if left_only:
-        right, left, eqs = _gate_left(ctx, right, left, left_only, eqs)
-    lk, rk = _join_keys(eqs, right, left, ctx.catalog)
-    join = ir.Join(right.rel, left.rel, lk, rk, "left")
+    join: ir.Rel
+    if rest:
+        keys = _join_keys(eqs, right, left, ctx.catalog)
+        join = theta_left_join(ctx, right, left, keys, left_only + rest)
+    else:
+        if left_only:
+            right, left, eqs = _gate_left(ctx, right, left, left_only, eqs)
+        lk, rk = _join_keys(eqs, right, left, ctx.catalog)
+        join = ir.Join(right.rel, left.rel, lk, rk, "left")
     nr, nl = len(right.scope.cols), len(left.scope.cols)
     order = [nr + i for i in range(nl)] + list(range(nr))
     cols = join.columns

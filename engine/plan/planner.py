@@ -47,7 +47,7 @@ from engine.plan.ranges import RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
-from engine.plan.sublinks import conditional_subqueries
+from engine.plan.sublinks import conditional_subqueries, select_exists
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
 from engine.plan.windows import (
     WindowSpec,
@@ -172,6 +172,7 @@ class _Planner:
             [targets, stmt.get("havingClause"), stmt.get("sortClause")])
         if not grouped:
             bound, stmt = scalar_subqueries(ctx, self.subquery, bound, stmt)
+            bound, stmt = select_exists(ctx, self.subquery, bound, stmt)
         else:
             stmt, moved = having_on_groups(stmt, bound.scope)
             where = where + moved

@@ -8,6 +8,8 @@ WHERE conjunct whose boolean structure (AND / OR / NOT) holds
 gets a LEFT JOIN with the DISTINCT subquery rows plus a constant marker (as NOT EXISTS does),
 and the subquery becomes ``marker IS NOT NULL``.
 
+``select_exists`` does the same for EXISTS in the select list of an ungrouped query.
+
 Invariants: EXISTS is two-valued, so ``marker IS NOT NULL`` (a partner exists) is its exact
 value anywhere. IN is NULL where PostgreSQL cannot tell (no match, and a NULL value or a NULL
 in the subquery), which the marker turns into false; AND and OR are monotone (false <= NULL <=
@@ -23,6 +25,7 @@ from typing import Any
 from engine.plan.antijoins import _marked, _null_test, _weir
 from engine.plan.exprs import correlated
 from engine.plan.from_clause import PlanContext
+from engine.plan.names import figure_colname
 from engine.plan.scope import Bound, PlanError
 from engine.plan.subqueries import Subquery, _decorrelate, _exists, _fields, _in_subquery
 
@@ -67,3 +70,43 @@ def _rewrite(ctx: PlanContext, subquery: Subquery, bound: Bound, node: Node,
         bound, marker = _marked(ctx, bound, [pos], subquery(ctx, link["subselect"]))
         return _null_test(_weir(marker), negated=True), bound
     return node, bound
+
+
+def select_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                  stmt: Node) -> tuple[Bound, Node]:
+    """EXISTS subqueries in the select list of an ungrouped query (``EXISTS (...) AS
+    voted``): marked LEFT JOINs, the value ``marker IS NOT NULL`` (EXISTS is two-valued).
+    Other subqueries there are left to the expression builder (and its reasons)."""
+    targets = stmt.get("targetList", [])
+    if not any("EXISTS_SUBLINK" in repr(t) for t in targets):
+        return bound, stmt
+    new_targets = []
+    for target in targets:
+        res = dict(target["ResTarget"])
+        if res.get("name") is None and "val" in res:
+            res["name"] = figure_colname(res["val"])
+        res["val"], bound = _exists_only(ctx, subquery, bound, res.get("val"))
+        new_targets.append({"ResTarget": res})
+    return bound, {**stmt, "targetList": new_targets}
+
+
+def _exists_only(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                 node: Any) -> tuple[Any, Bound]:
+    if isinstance(node, list):
+        out = []
+        for item in node:
+            new, bound = _exists_only(ctx, subquery, bound, item)
+            out.append(new)
+        return out, bound
+    if not isinstance(node, dict):
+        return node, bound
+    link = _exists(node)
+    if link is not None:
+        outer, select = _decorrelate(bound.scope, link)
+        positions = [bound.scope.lookup(f) for f in outer]
+        bound, marker = _marked(ctx, bound, positions, subquery(ctx, select))
+        return _null_test(_weir(marker), negated=True), bound
+    out_node = {}
+    for key, value in node.items():
+        out_node[key], bound = _exists_only(ctx, subquery, bound, value)
+    return out_node, bound

@@ -480,3 +480,15 @@ SELECT id FROM users WHERE username IN (VALUES ('alice'), ('bob')) AND karma >= 
 SELECT p.id FROM products p WHERE p.category_id = ANY (VALUES (1), (3)) ORDER BY p.id;
 SELECT id FROM orders WHERE status NOT IN (VALUES ('cancelled'), ('new'));
 SELECT s.id, v.label FROM stories s JOIN (VALUES (1, 'one'), (2, 'two')) v(id, label) ON v.id = s.id;
+-- ===================== date_trunc in a named zone =====================
+SELECT id, date_trunc('day', created_at AT TIME ZONE 'UTC', 'America/New_York') AS day FROM stories WHERE author_id = 2;
+SELECT date_trunc('month', created_at AT TIME ZONE 'UTC', 'Europe/Paris') AS m, count(*) FROM stories GROUP BY 1;
+-- ===================== LEFT JOIN ON comparing both sides =====================
+SELECT u.id, s.id FROM users u LEFT JOIN stories s ON s.author_id = u.id AND s.score > u.karma / 10;
+SELECT c.id, count(o.id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND o.total > c.id * 10 GROUP BY c.id;
+SELECT p.id, q.id FROM products p LEFT JOIN products q ON q.category_id = p.category_id AND q.price < p.price AND q.id <> p.id WHERE p.category_id = 3;
+SELECT t.id, pp.id FROM posts pp RIGHT JOIN threads t ON pp.thread_id = t.id AND pp.created_at > t.created_at;
+-- ===================== EXISTS in the select list =====================
+-- params: [2]
+SELECT s.id, s.title, EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1) AS voted FROM stories s WHERE s.published;
+SELECT t.id, EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.edited) AS has_edits FROM threads t ORDER BY t.id;

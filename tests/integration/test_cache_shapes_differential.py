@@ -128,13 +128,14 @@ def _same(got: list[Any], want: list[Any], ordered: bool) -> bool:
 def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
                      write: Callable[[psycopg.Connection[Any], random.Random,
                                       dict[str, int]], None],
-                     next_id: dict[str, int], steps: int = 80) -> None:
+                     next_id: dict[str, int], steps: int = 80,
+                     memory_budget: int = 26_667) -> None:
     """The loop shared by the sections: caches, random writes, reads through three clients
     compared with the direct answers; at least 80% served by the cache, with evictions."""
     rng = random.Random(20261127)
     pg.psql(schema, dbname)
     # (the budget covers the hit path's memos too, a quarter of it: the caches get 20,000)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname), memory_budget=26_667)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), memory_budget=memory_budget)
     loop = asyncio.new_event_loop()
     apg = loop.run_until_complete(asyncpg.connect(server.dsn(dbname=dbname)))
     apg_direct = loop.run_until_complete(asyncpg.connect(pg.dsn(dbname=dbname)))

@@ -51,3 +51,28 @@ def test_at_time_zone_matches_postgres(pg: Any, session_zone: str) -> None:
                                   "Europe/../UTC", "Nowhere/City", ""])
 def test_other_names_are_not_planned(name: str) -> None:
     assert not pgzones.zone_known(name)
+
+
+UNITS = ["microseconds", "milliseconds", "second", "minute", "hour", "day", "week", "month",
+         "quarter", "year", "decade", "century", "millennium"]
+
+
+def test_date_trunc_in_a_zone_matches_postgres(pg: Any) -> None:
+    """date_trunc(unit, timestamptz, zone) around transitions (the truncated wall-clock time
+    may fall in a gap or an overlap; smaller units keep the instant's offset)."""
+    wrong = []
+    instants = [(local + timedelta(seconds=17, microseconds=345678)).replace(tzinfo=UTC)
+                for local in LOCAL if local.year > 1]
+    with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'Asia/Tokyo'")
+        for zone in ZONES:
+            for at in instants:
+                rows = conn.execute(
+                    "SELECT " + ", ".join(f"date_trunc('{u}', %s::timestamptz, %s)"
+                                          for u in UNITS), [at, zone] * len(UNITS)).fetchone()
+                assert rows is not None
+                for unit, want in zip(UNITS, rows, strict=True):
+                    got = pgzones.date_trunc_zone((unit, zone, at), ())
+                    if got != want:
+                        wrong.append((unit, zone, at, got, want))
+    assert not wrong, wrong[:10]

@@ -130,6 +130,53 @@ def test_coverage_coalesces_barriers_and_serves_every_session_it_follows() -> No
     asyncio.run(scenario())
 
 
+def test_coverage_sends_a_second_barrier_without_waiting_for_the_first() -> None:
+    """A session that falls behind after the barrier in flight was sent gets its own at once
+    (at most two in flight); a third waits for one to land, which then sends it."""
+    emitted: list[asyncio.Future[None]] = []
+
+    async def emit() -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        emitted.append(fut)
+        await fut
+
+    def later() -> float:  # a time after every earlier reading of the clock
+        t = time.monotonic()
+        while time.monotonic() == t:
+            pass
+        return time.monotonic()
+
+    async def turns() -> None:  # let the tasks run up to their next wait
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    async def scenario() -> None:
+        cov = Coverage(emit)
+        first = asyncio.create_task(cov.wait(later(), 5.0))
+        await turns()
+        assert len(emitted) == 1
+        second = asyncio.create_task(cov.wait(later(), 5.0))
+        await turns()
+        assert len(emitted) == 2  # not behind the first one's landing
+        third = asyncio.create_task(cov.wait(later(), 5.0))
+        await turns()
+        assert len(emitted) == 2  # two in flight: the third waits
+        emitted[0].set_result(None)
+        assert await first
+        await turns()
+        assert not second.done() and len(emitted) == 3  # the first's landing sent it
+        emitted[1].set_result(None)
+        assert await second
+        await turns()
+        assert not third.done()
+        emitted[2].set_result(None)
+        assert await third
+        assert cov.barriers == 3
+        cov.stop()
+
+    asyncio.run(scenario())
+
+
 def test_default_budget_from_the_cgroup_or_the_machine(tmp_path: Path) -> None:
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:       8000000 kB\nMemFree: 1 kB\n")

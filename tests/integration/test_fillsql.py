@@ -1,0 +1,63 @@
+"""A fill batch's upstream statements (``proxy.fillsql.fetch_all``) against the real upstream:
+the one-statement form (snapshot, marker and rows together, integer keys) and the
+transaction form give every request exactly the rows its own statement returns."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+
+from engine import FillRequest
+from engine.plan.ir import Column, TableRef
+from proxy.fillsql import fetch_all, fetch_rows, one_shape
+
+
+def _table(pg: Any, dbname: str) -> TableRef:
+    pg.psql("CREATE TABLE t (k int PRIMARY KEY, g int, v text, b bool);"
+            "INSERT INTO t SELECT i, i % 7, 'v' || i, i % 2 = 0 "
+            "FROM generate_series(1, 200) i", dbname)
+    oid = int(pg.psql("SELECT 't'::regclass::oid", dbname).strip())
+    return TableRef(oid, "public", "t", (Column("k", 23), Column("g", 23), Column("v", 25),
+                                         Column("b", 16)), (0,))
+
+
+def _batch(pg: Any, dbname: str, fills: list[list[FillRequest]]
+           ) -> tuple[str, list[list[list[Any]]], list[list[list[Any]]]]:
+    async def run() -> tuple[str, Any, Any]:
+        conn = await asyncpg.connect(pg.dsn(dbname=dbname))
+        try:
+            text, rows = await fetch_all(conn, fills, "fill-1")
+            own = [[await fetch_rows(conn, r) for r in reqs] for reqs in fills]
+            return text, rows, own
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
+def _sorted(rows: list[list[list[Any]]]) -> list[list[list[Any]]]:
+    return [[sorted(r) for r in per_fill] for per_fill in rows]
+
+
+def test_one_statement_fill_equals_each_requests_own_statement(pg: Any, dbname: str) -> None:
+    t = _table(pg, dbname)
+    fills = [[FillRequest(t, (1,), (g,))] for g in (1, 3, 3, 6)] + [[FillRequest(t, (1,), (99,))]]
+    assert one_shape(fills) is not None
+    text, rows, own = _batch(pg, dbname, fills)
+    assert ":" in text  # a snapshot's text form, xmin:xmax:xip
+    assert _sorted(rows) == _sorted(own)
+    assert [len(per_fill[0]) for per_fill in rows] == [29, 29, 29, 28, 0]
+    assert rows[0][0][0][3] in (True, False)  # (bool decoded from its output form)
+
+
+def test_other_shapes_take_the_transaction(pg: Any, dbname: str) -> None:
+    t = _table(pg, dbname)
+    text_keyed = [[FillRequest(t, (2,), ("v5",))], [FillRequest(t, (2,), ("v6",))]]
+    mixed = [[FillRequest(t, (0,), (5,))], [FillRequest(t, (1,), (2,))]]
+    for fills in (text_keyed, mixed):
+        assert one_shape(fills) is None
+        text, rows, own = _batch(pg, dbname, fills)
+        assert ":" in text
+        assert _sorted(rows) == _sorted(own)
