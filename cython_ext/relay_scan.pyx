@@ -254,7 +254,7 @@ cdef class Relay:
     cdef SessionCore core
     cdef bint bound
     cdef object state, pending, append, popleft, ctx, upstream_write, client_write
-    cdef object ext, memos, service
+    cdef object ext, memos, service, routing
     cdef dict binds, parses, held, portals, reasons, routes, portal_statements, state_portals
     #: the cache service's routing state last seen equal to the memos' (see _forward_quiet)
     cdef object seen_registry, seen_names
@@ -301,6 +301,7 @@ cdef class Relay:
         self.memos = s.memos
         self.binds, self.parses = self.memos.binds, self.memos.parses
         self.service = s.server.service
+        self.routing = s.routing  # (proxy.routing.Routing: the routing state)
         lanes = self.service.lanes
         self.offer_pass = lanes.offer_pass if lanes is not None else None
         cframer, uframer = s.cframer, s.uframer
@@ -349,9 +350,9 @@ cdef class Relay:
         cdef Py_ssize_t nfound = 0, i, names_end
         memos = self.memos
         if local:
-            service = self.service
-            registry, names = service.registry, service.cached_names
-            # the memos take the service's state only (ForwardMemos.current): while it is the one
+            routing = self.routing
+            registry, names = routing.registry, routing.cached_names
+            # the memos take the routing state only (ForwardMemos.current): while it is the one
             # last seen equal to theirs, theirs has not changed either
             if registry is not self.seen_registry or names is not self.seen_names:
                 if registry is not memos.registry_seen or names is not memos.names_seen:
@@ -442,9 +443,9 @@ cdef class Relay:
                                     _nwatched)
         if head == 0:
             return False
-        if self.service.registry is None:
+        if self.routing.registry is None:
             return head == 1 or _utf8(p + start, end - 1 - start)
-        return _plain_query(raw, start, end, self.service)
+        return _plain_query(raw, start, end, self.routing)
 
     cdef int _bind_seen(self, object msg, object ctx) except -1:
         """SessionState.frontend and Extended.observe_forwarded for a Bind seen before."""

@@ -128,7 +128,7 @@ class Answering:
         if session.extended.wait_settle:
             return False  # (the pump waits first)
         service = session.server.service
-        route = service.route(msg.query, session.state, session.ctx)
+        route = service.routing.route(msg.query, session.state, session.ctx)
         if route.destination == "upstream":
             self._forward_query(route, msg, raw)
             return True
@@ -207,7 +207,7 @@ class Answering:
         service = session.server.service
         ctx = session.ctx
         assert ctx is not None
-        route = service.route(msg.query, session.state, ctx)
+        route = service.routing.route(msg.query, session.state, ctx)
         if route.destination == "upstream":
             self._forward_query(route, msg, raw)
             return

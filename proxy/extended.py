@@ -176,7 +176,7 @@ class Extended:
         """A statement parsed upstream ran again ``times`` times (its Binds went upstream)."""
         route = self.core.routes.get(statement)
         if route is not None and self.session.ctx is not None:
-            self.service.note_upstream(route, self.session.ctx, times)
+            self.service.routing.note_upstream(route, self.session.ctx, times)
 
     def _note_upstream(self, statement: str, reason: str | None = None) -> None:
         ctx = self.session.ctx
@@ -212,7 +212,7 @@ class Extended:
             return Route("admin", "weir command", admin=admin)
         if service.registry is None:
             return None
-        route = service.route(msg.query, session.state, session.ctx)
+        route = service.routing.route(msg.query, session.state, session.ctx)
         if route.destination == "cache" or route.cache is not None:
             return route
         self.core.last_reason = route.reason

@@ -10,13 +10,13 @@ Invariants:
   of ``WATCHED_WORDS``, and no registry router looks at it (no registry, or explicit caching,
   no cached table named and no write hidden behind a read-only tag, see
   ``proxy.rules.plain_text``):
-  ``CacheService.route`` then routes it upstream for the same reason as any other plain
+  ``Routing.route`` then routes it upstream for the same reason as any other plain
   Query, ``observe_set`` ignores it, it has no effect on the session's statements and it
   cannot write without its CommandComplete saying so; so the relay learns that reason once
   and only records it after;
-- the memos hold only what depends on the message bytes and on the service's routing state
-  (its registry and cached table names); :meth:`ForwardMemos.current` forgets them when that state
-  changes;
+- the memos hold only what depends on the message bytes and on the routing state
+  (``proxy.routing``: its registry and cached table names); :meth:`ForwardMemos.current`
+  forgets them when that state changes;
 - each memo is bounded (``MEMO_ENTRIES``; cleared when full).
 """
 
@@ -47,16 +47,16 @@ JUDGED_UPSTREAM = {ord("Q"): "query", ord("P"): "describe", ord("B"): "describe"
 
 
 def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any,
-                  service: Any) -> fe.FrontendMessage | None:
+                  routing: Any) -> fe.FrontendMessage | None:
     """A client message decoded, its statement observed for the session's identity
-    (``identity.observe``, with the ``service``'s identity functions); None for a malformed
+    (``identity.observe``, with the ``routing``'s identity functions); None for a malformed
     one that goes upstream as it is for PostgreSQL's own error (one of
     :data:`JUDGED_UPSTREAM`, with nothing held locally or :func:`may_judge`: the session's
     identity is then unknown, as weir did not read it); otherwise a malformed message raises
     ProtocolViolation (the session ends with FATAL 08P01)."""
     try:
         msg = fe.decode_frontend(mtype, payload)
-        identity.observe(ctx, msg, service.identity_functions)
+        identity.observe(ctx, msg, routing.identity_functions)
         return msg
     except ProtocolViolation:
         kind = JUDGED_UPSTREAM.get(mtype)
@@ -88,17 +88,17 @@ def may_judge(mtype: int, payload: bytes, state: Any) -> bool:
     return True
 
 
-def plain_query(raw: bytes, start: int, end: int, service: RoutingState) -> bool:
+def plain_query(raw: bytes, start: int, end: int, routing: RoutingState) -> bool:
     """Whether the Query payload ``raw[start:end]`` is plain (see the module docstring)."""
     head = query_head(raw, start, end, WATCHED_WORDS)
     if head == 0:
         return False
-    if service.registry is None:
+    if routing.registry is None:
         return head == 1 or _utf8(raw[start : end - 1]) is not None
-    if service.settings.caching == "auto":
+    if routing.settings.caching == "auto":
         return False
     decoded = _utf8(raw[start : end - 1])
-    return decoded is not None and service.plain_text(decoded)
+    return decoded is not None and routing.plain_text(decoded)
 
 
 def bind_names(raw: bytes, start: int, end: int) -> bytes:
@@ -122,12 +122,12 @@ class ForwardMemos:
         self.registry_seen: object = None
         self.names_seen: object = None
 
-    def current(self, service: RoutingState) -> bool:
+    def current(self, routing: RoutingState) -> bool:
         """Forget what depends on the routing state if it changed (a cache was created or
         dropped) since the last call; True when it did."""
-        if service.registry is not self.registry_seen \
-                or service.cached_names is not self.names_seen:
-            self.registry_seen, self.names_seen = service.registry, service.cached_names
+        if routing.registry is not self.registry_seen \
+                or routing.cached_names is not self.names_seen:
+            self.registry_seen, self.names_seen = routing.registry, routing.cached_names
             self.plain_last = None
             self.parses.clear()
             return True

@@ -84,6 +84,7 @@ from proxy.forwarding import CONTENT_FREE, ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
 from proxy.hitpath import Session as HitSession
 from proxy.metrics import LATENCY_BOUNDS
+from proxy.routing import Routing
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
 from proxy.settings import Settings
 
@@ -94,12 +95,7 @@ class LaneService(HitService, Protocol):
     """What the lanes read of the cache service (``proxy.service.CacheService``)."""
 
     @property
-    def registry(self) -> Any: ...
-
-    @property
-    def cached_names(self) -> tuple[str, ...]: ...
-
-    def hiding_now(self) -> tuple[str, ...]: ...
+    def routing(self) -> Routing: ...
 
 
 class Session(HitSession, Protocol):
@@ -423,9 +419,9 @@ class HitLanes:
     def routing(self) -> None:
         """The service's routing state (registry, cached relation names, functions that may
         write) changed: pass sessions hand back before they forward anything more."""
-        service = self.service
-        self.core.routing(tuple(name.encode() for name in service.cached_names),
-                          tuple(w.encode() for w in service.hiding_now()),
+        routing = self.service.routing
+        self.core.routing(tuple(name.encode() for name in routing.cached_names),
+                          tuple(w.encode() for w in routing.hiding_now()),
                           tuple(w.encode() for w in WRITE_WORDS))
 
     # -- pass sessions ----------------------------------------------------------------------
@@ -458,10 +454,11 @@ class HitLanes:
                 and upstream.get_write_buffer_size() == 0):
             return RETRY
         local = session.state.caching and session.ctx is not None
-        if local and (memos.registry_seen is not service.registry
-                      or memos.names_seen is not service.cached_names):
+        routing = service.routing
+        if local and (memos.registry_seen is not routing.registry
+                      or memos.names_seen is not routing.cached_names):
             return RETRY  # the next client message brings the memos up to date first
-        if service.registry is None:
+        if routing.registry is None:
             queries = "ascii"
         elif local and memos.plain_last is None:
             queries = "none"

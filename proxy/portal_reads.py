@@ -54,7 +54,7 @@ def follow(service: CachedReads, state: SessionState, ctx: SessionContext,
     """The cache a held statement was routed to is gone (dropped, or planned again after
     a schema change): route its text again; with a cache for it, the statement follows
     that cache (False: none)."""
-    route = service.route(held.parse.query, state, ctx)
+    route = service.routing.route(held.parse.query, state, ctx)
     if route.cache is None or route.classified is None:
         return False
     held.route, held.memo, held.memo_sid = route, None, -1

@@ -153,9 +153,15 @@ class ReadPath:
                     # budget smaller than the IN list's keys)
                     return None, "the keys of the IN list did not stay cached together"
                 fills += 1
-            why = await self._wait(step, route, ctx)
-            if why is not None:
-                return None, why
+                filled = await self._filled(route, ctx)
+                if isinstance(filled, str):
+                    return None, filled
+                if len(filled) == 1:  # one key: the rows its fill answered are one state
+                    return _merged(route, filled, reads)
+            else:
+                why = await self._wait(step, route, ctx)
+                if why is not None:
+                    return None, why
             waited.add(step)
 
     async def _wait(self, wait: Wait, route: Route, ctx: SessionContext) -> str | None:
@@ -173,21 +179,27 @@ class ReadPath:
         if wait is Wait.GRANT:
             allowed = await self.gates.authorized(host, ctx.user, route.cache)
             return None if allowed else _not_allowed(ctx)
-        if wait is Wait.BARRIER:
-            ok = await host.coverage.wait(ctx.seen.at, self.settings.read_timeout)
-            return None if ok else BEHIND
-        # Wait.FILL: every key not read yet is read, waiting for its fill; the keys are then
-        # read again together, from one state (:meth:`read_rows_now`)
-        assert route.keys is not None
+        assert wait is Wait.BARRIER
+        ok = await host.coverage.wait(ctx.seen.at, self.settings.read_timeout)
+        return None if ok else BEHIND
+
+    async def _filled(self, route: Route, ctx: SessionContext) -> list[Any] | str:
+        """Wait.FILL: every key read, waiting for its fill: their rows, or why the read goes
+        upstream. The keys of an IN list are then read again together, from one state
+        (:meth:`read_rows_now`)."""
+        host = self.owner.host
+        assert host is not None and route.keys is not None
         name = route.cache.name
         tried, ctx.tried = ctx.tried, None
         counted = tried[2] if tried is not None and tried[0] == name \
             and tried[1] == route.keys else 0
+        results: list[Any] = []
         for i, key in enumerate(route.keys):
             served = await host.read(name, key, count=i >= counted)
             if served.rows is None:
                 return served.reason
-        return None
+            results.append(served.rows)
+        return results
 
     # -- the answer ---------------------------------------------------------------------------
 

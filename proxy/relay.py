@@ -101,6 +101,7 @@ class Session:
         self.ctx: SessionContext | None = None
         self._route = Route("upstream", "")
         self.extended = Extended(self, server.service)
+        self.routing = server.service.routing  # the statements' routing (``proxy.routing``)
         self.memos = ForwardMemos()  # forwarded messages seen before (see ``_forward_seen``)
         self.handshake = Handshake(self)
         self.answering = Answering(self)  # weir's own answers (``proxy.answering``)
@@ -176,9 +177,8 @@ class Session:
         """:meth:`_process_client` after the hit path declined."""
         ext = self.extended
         state = self.state
-        service = self.server.service
         local = self.state.caching and self.ctx is not None
-        if local and self.memos.current(service):
+        if local and self.memos.current(self.routing):
             ext.adopt()  # caches changed: statements prepared upstream may now be served
         # nothing held locally: stays so in this loop (only a local answer, which ends the
         # loop, starts holding something)
@@ -207,7 +207,7 @@ class Session:
                         continue
                 elif self._forward_seen(mtype, raw, start, end, local):
                     continue
-            msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx, self.server.service)
+            msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx, self.routing)
             if msg is None:  # malformed: upstream as it is, for PostgreSQL's own ERROR
                 continue
             if local and self._needs_local(mtype, msg):
@@ -240,10 +240,10 @@ class Session:
         if mtype == _T_QUERY:
             if local:
                 last = self.memos.plain_last
-                if last is None or not plain_query(raw, start, end, self.server.service):
+                if last is None or not plain_query(raw, start, end, self.routing):
                     return False
                 self.ctx.last = last  # type: ignore[union-attr]
-            elif not plain_query(raw, start, end, self.server.service):
+            elif not plain_query(raw, start, end, self.routing):
                 return False
             self.state.expect("query")
             return True
@@ -258,22 +258,22 @@ class Session:
 
     def _remember(self, payload: bytes, msg: fe.Query | fe.Parse) -> None:
         """Learn from a Query or Parse just forwarded (see ``_forward_seen``)."""
-        service = self.server.service
+        routing = self.routing
         if isinstance(msg, fe.Parse):
             # the registry, when running, may route the statement (Extended._holdable)
-            if service.registry is None or not self.state.caching:
+            if routing.registry is None or not self.state.caching:
                 self.memos.remember_parse(payload, msg)
             return
         route = self._route
         if self.memos.plain_last is None and route.destination == "upstream" \
-                and route.classified is None and plain_query(payload, 0, len(payload), service):
+                and route.classified is None and plain_query(payload, 0, len(payload), routing):
             assert self.ctx is not None
             self.memos.plain_last = self.ctx.last
 
     def _needs_local(self, mtype: int, msg: object) -> bool:
         if mtype == _T_QUERY:
             assert isinstance(msg, fe.Query) and self.ctx is not None
-            self._route = self.server.service.route(msg.query, self.state, self.ctx)
+            self._route = self.routing.route(msg.query, self.state, self.ctx)
             return self._route.destination != "upstream" \
                 or self.extended.copies.releases(msg.query) or self.extended.wait_settle
         return self.extended.involves(msg)
@@ -292,7 +292,7 @@ class Session:
             self.upstream.write(data)
 
     def _note_hidden(self, msg: object) -> bool:
-        """Read-your-writes for writes behind read-only tags (``CacheService.hides_write``):
+        """Read-your-writes for writes behind read-only tags (``Routing.hides_write``):
         a Parse of such a statement is remembered (and the Bind memos, which skip this, are
         forgotten), a Bind of one counts as a write; True for such a Bind (not memoized)."""
         ctx = self.ctx
@@ -303,7 +303,7 @@ class Session:
                 wrote(ctx, self.state.transaction_status)
                 return True
         elif isinstance(msg, fe.Parse):
-            if self.server.service.hides_write(msg.query):
+            if self.routing.hides_write(msg.query):
                 ctx.hiding.add(msg.name)
                 self.memos.binds.clear()
             else:
@@ -313,7 +313,7 @@ class Session:
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
         self.extended.flush()  # weir's earlier answers come first
-        identity.observe(self.ctx, msg, self.server.service.identity_functions)
+        identity.observe(self.ctx, msg, self.routing.identity_functions)
         self._note_hidden(msg)
         self.state.frontend(msg)
         identity.forwarded(self, msg)
@@ -340,10 +340,9 @@ class Session:
         self.ctx.last = ("upstream", route.reason)
         self.extended.copies.before_statement(msg.query)
         self.extended.simple_query()
-        service = self.server.service
-        service.note_upstream(route, self.ctx)
+        self.routing.note_upstream(route, self.ctx)
         observe_set(msg.query, self.ctx, self.state.in_transaction)
-        if service.hides_write(msg.query):
+        if self.routing.hides_write(msg.query):
             self.ctx.seen.pending = True  # read-your-writes: as if its tag said it wrote
 
     def client_eof(self) -> bool:

@@ -23,6 +23,7 @@ from pgwire.framing import Framer
 from proxy.hitpath import HitMemos
 from proxy.reads import ReadPath
 from proxy.router import Route, SessionContext
+from proxy.routing import Routing
 from proxy.session import SessionState
 from proxy.settings import Settings, UpstreamAddress
 
@@ -31,7 +32,7 @@ Reads = list[tuple[str, tuple[Any, ...], object]]
 
 
 class RoutingState(Protocol):
-    """The service's routing state, as ``proxy.forwarding`` reads it."""
+    """The routing state (``proxy.routing.Routing``), as ``proxy.forwarding`` reads it."""
 
     @property
     def registry(self) -> Any: ...
@@ -52,13 +53,14 @@ class CachedReads(Protocol):
     @property
     def reads(self) -> ReadPath: ...
 
+    @property
+    def routing(self) -> Routing: ...
+
     def is_current(self, entry: Any) -> bool: ...
 
     def shape_known(self, entry: Any) -> bool: ...
 
     def shape_reason(self, entry: Any) -> str | None: ...
-
-    def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route: ...
 
 
 class ExtendedSession(Protocol):
@@ -92,8 +94,6 @@ class ExtendedService(CachedReads, Protocol):
 
     @property
     def hits(self) -> HitMemos: ...
-
-    def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None: ...
 
     async def admin(self, route: Route, ctx: SessionContext) -> bytes: ...
 

@@ -69,7 +69,7 @@ class SessionContext:
     tried: tuple[str, list[Any], int] | None = None
     parameters: dict[str, str] | None = None  # the session's ParameterStatus values
     #: prepared statements whose text may write behind a read-only CommandComplete tag
-    #: (``CacheService.hides_write``): running one counts as a write
+    #: (``Routing.hides_write``): running one counts as a write
     hiding: set[str] = field(default_factory=set)
     #: the current transaction block and the session's default isolation
     #: (``proxy.transactions``)

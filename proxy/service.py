@@ -1,12 +1,13 @@
-"""The caching side of the server: its life, routing statements, and admin SQL.
+"""The caching side of the server: its life and its parts by job.
 
 Owns: ``CacheService`` — started lazily (the replication stream and fill pool exist only once
 a cache does, in auto mode, or when caches are restored from the state directory), the lanes'
-life, the schema checks of every heartbeat, the per-statement decision (``proxy.router``) with
-a cheap pre-filter while no cache could match, and executing the admin commands
-(``proxy.commands`` builds their answers) into complete backend message bytes. Its parts by
-job: ``reads`` (``proxy.reads``: cached reads and their encoders) and ``gates``
-(``proxy.gates``: privileges, role defaults, the staleness bound's reason).
+life, the schema checks of every heartbeat (and the routing state they renew: the functions
+that may write, the cached relation names), privilege changes seen in flight, and running
+the admin commands (``proxy.commands`` builds their answers). Its parts by job: ``routing``
+(``proxy.routing``: the per-statement decision and its state), ``reads`` (``proxy.reads``:
+cached reads and their encoders) and ``gates`` (``proxy.gates``: privileges, role defaults,
+the staleness bound's reason).
 
 Every failure on the cache side turns into "forward upstream" with the reason recorded for
 EXPLAIN LAST STATEMENT; the client never sees an error it would not get from PostgreSQL.
@@ -22,18 +23,15 @@ from typing import Any
 
 import cython_ext
 from proxy import commands, identity, transactions
-from proxy.admin import parse_admin
 from proxy.caching import EngineHost
 from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
-from proxy.metrics import count_forward
 from proxy.misses import budgets, fill_policy
 from proxy.reads import ReadPath
 from proxy.registry import Registry
-from proxy.router import Route, SessionContext, route_query
-from proxy.rules import hides_write, hiding_words, plain_text
-from proxy.session import SessionState
+from proxy.router import Route, SessionContext
+from proxy.routing import Routing
 from proxy.settings import Settings
 
 log = logging.getLogger("weir.service")
@@ -46,20 +44,12 @@ _DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
 class CacheService:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.replicated_db = settings.upstream_address.dbname or settings.upstream_address.user \
-            or "postgres"
         self.host: EngineHost | None = None
-        self.registry: Registry | None = None
+        #: the routing of statements and its state (``proxy.routing``), the registry's too
+        self.routing = Routing(settings, self._auto_due)
         self._starting: asyncio.Lock | None = None
         self._pending: EngineHost | None = None  # a host being started (``stop`` stops it too)
-        self.cached_names: tuple[str, ...] = ()  # relation names used by caches (pre-filter)
-        #: functions that may write (volatile, outside the system schemas; lower case) and
-        #: the words that make a statement hide a write (``rules.hides_write``)
-        self.writers: tuple[str, ...] = ()
-        self.hiding = hiding_words(())
         self.hits = HitMemos()  # encoded answers of the hit path (``proxy.hitpath``)
-        #: user functions that may change a session's role or search_path (``identity``)
-        self.identity_functions: tuple[str, ...] = ()
         self.admins = identity.admin_roles(settings.admin_roles,
                                            settings.upstream_address.user)
         #: privileges and role defaults (``proxy.gates``; the hit path reads ``gates.grants``)
@@ -68,6 +58,11 @@ class CacheService:
         self.reads = ReadPath(self, settings, self.gates, self.hits)
         self.lanes: HitLanes | None = None  # threads answering quiet sessions (``proxy.lanes``)
         self.mutating = asyncio.Lock()  # admin commands and schema checks change the caches
+
+    @property
+    def registry(self) -> Registry | None:
+        """The caches, once caching runs (``Routing.registry``)."""
+        return self.routing.registry
 
     @property
     def enabled(self) -> bool:
@@ -142,7 +137,7 @@ class CacheService:
                     raise
                 finally:
                     self._pending = None
-                self.host, self.registry = host, registry
+                self.host, self.routing.registry = host, registry
                 self._watch(host)
                 await self._load_writers()
                 self.refresh_names()
@@ -169,8 +164,9 @@ class CacheService:
             if not changed:
                 if await registry.follow_catalog():  # new tables: learnt routes go
                     self.refresh_names()
-                    if not self.cached_names:  # () is one object: sessions would not notice
-                        self.cached_names = ("\x00",)  # a name no query text holds (no NUL)
+                    if not self.routing.cached_names:  # () is one object: sessions would
+                        # not notice; a name no query text holds (no NUL)
+                        self.routing.cached_names = ("\x00",)
                     self.hits.clear()
                     if self.lanes is not None:
                         self.lanes.clear()
@@ -199,24 +195,7 @@ class CacheService:
         rows = await self.host.pool.fetch(identity.IDENTITY_FUNCTIONS_QUERY)
         functions = tuple(r[0] for r in rows)
         rows = await self.host.pool.fetch(self.WRITERS_QUERY)
-        writers = tuple(r[0] for r in rows)
-        if writers == self.writers and functions == self.identity_functions:
-            return False
-        # a call of a function that may change a session's identity is never plain either
-        self.writers, self.identity_functions = writers, functions
-        self.hiding = hiding_words(tuple(sorted({*writers, *functions})))
-        return True
-
-    def hides_write(self, text: str) -> bool:
-        """Whether a statement may write while its CommandComplete tag says it cannot (only
-        while caching runs: read-your-writes has nothing to do otherwise)."""
-        return hides_write(text.lower(), self.hiding_now())
-
-    def hiding_now(self) -> tuple[str, ...]:
-        """The words that make a statement hide a write (or change the session's identity,
-        ``proxy.identity``) while caching runs (a hidden write only counts with
-        read-your-writes on)."""
-        return self.hiding if self.registry is not None else ()
+        return self.routing.functions(tuple(r[0] for r in rows), functions)
 
     def is_current(self, entry: Any) -> bool:
         """Whether a cache entry (remembered by a prepared statement) is still the cache of
@@ -227,53 +206,13 @@ class CacheService:
         """After caches changed: the relation names of the pre-filter, and no column
         encoders memoized for a cache name that may now stand for another query."""
         self.reads.forget_encoders()
-        names: set[str] = set()
-        if self.registry is not None:
-            for entry in self.registry.caches.values():
-                for oid in entry.query.plan.relations:
-                    rel = self.registry.planner.catalog.by_oid(oid)
-                    if rel is not None:
-                        names.add(rel.name.lower())
-        self.cached_names = tuple(sorted(names))
+        self.routing.refresh_names()
         if self.lanes is not None:
             self.lanes.routing()
 
-    # -- routing ------------------------------------------------------------------------------
-
-    def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route:
-        registry = self.registry
-        # inside a block, or maybe (requests pending: a BEGIN may be among them)
-        maybe = state.transaction_status != "I" or not state.idle
-        transactions.observe(text, maybe, ctx.block, ctx.isolation,
-                             maybe and self.hides_write(text))
-        auto = self.settings.caching == "auto"
-        if registry is None or (not auto and not self._mentions_cached_table(text)):
-            admin = parse_admin(text)
-            if admin is not None:
-                return Route("admin", "weir command", admin=admin)
-            return Route("upstream", "no cache for this query")
-        return route_query(text, state, ctx, registry, self.replicated_db)
-
-    def _mentions_cached_table(self, text: str) -> bool:
-        if not self.cached_names:
-            return False
-        lowered = text.lower()
-        return any(name in lowered for name in self.cached_names)
-
-    def plain_text(self, text: str) -> bool:
-        """Whether a Query text needs no look while caching runs: it names no cached
-        relation and hides no write (``forwarding.plain_query``, ``rules.plain_text``)."""
-        return plain_text(text.lower(), self.cached_names, self.hiding_now())
-
-    def note_upstream(self, route: Route, ctx: SessionContext, times: int = 1) -> None:
-        """Record a query that goes upstream (``times`` runs of it); in auto mode, create its
-        cache when due."""
-        count_forward(route.reason, times)
-        if self.registry is None or route.classified is None:
-            return
-        text = self.registry.note_proxied(route.classified, ctx.search_path, times, ctx.user)
-        if text is not None:
-            asyncio.get_running_loop().create_task(self._auto_create(text, ctx.search_path))
+    def _auto_due(self, text: str, search_path: tuple[str, ...]) -> None:
+        """Auto mode: a query routed upstream is due for a cache (``Routing.note_upstream``)."""
+        asyncio.get_running_loop().create_task(self._auto_create(text, search_path))
 
     async def _auto_create(self, text: str, search_path: tuple[str, ...]) -> None:
         registry = await self.ensure()

@@ -566,7 +566,7 @@ def test_writes_behind_read_only_tags_count_for_read_your_writes(pg: Any, dbname
             # a function created upstream, not through weir, is known within a heartbeat
             pg.psql("CREATE FUNCTION bump2(t text) RETURNS int LANGUAGE sql AS "
                     "$$ UPDATE kv SET v = t WHERE k = 1 RETURNING 1 $$", dbname)
-            eventually(lambda: "bump2" in service.writers, timeout=30)
+            eventually(lambda: "bump2" in service.routing.writers, timeout=30)
             for i in range(3):
                 simple.execute(f"SELECT bump2('x{i}')")
                 assert session.ctx.seen.pending

@@ -93,7 +93,7 @@ def test_misses_of_many_keys_fill_in_one_upstream_transaction(pg: Any, dbname: s
         assert server.call(miss_many()) == [None] * 50
         assert host.engine.stats.fills == 50
         # (a fill's rows are installed once its marker came through the replication stream,
-        # after ``fills_done`` counted its answer)
+        # after ``fills.done`` counted its answer)
         eventually(lambda: server.call(looked_up(host, range(1, 51)))
                    == [((f"v{k}",),) for k in range(1, 51)])
         # one snapshot, one marker, one statement (``= ANY``) for the fifty keys

@@ -317,7 +317,8 @@ def test_plain_queries_are_recognised_and_forgotten_when_routing_changes() -> No
     assert not plain_query(*_payload(b"Q\0\0\0\x0aSELE\xff\0"), service)  # not UTF-8
     session.client_data(fe.Parse("", "SELECT 1").encode())
     assert len(session.memos.parses) == 1
-    service.cached_names = ("t",)  # as when a cache over t is created: the memos are forgotten
+    # as when a cache over t is created: the memos are forgotten
+    service.routing.cached_names = ("t",)
     session.client_data(fe.Query("SELECT 2").encode())
     assert session.memos.parses == {} and session.memos.plain_last is not None
 
