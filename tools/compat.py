@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+import psycopg
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -211,7 +213,9 @@ def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> di
                                check=False)
             except subprocess.TimeoutExpired:
                 log.write(f"\n[compat] run stopped after {limit} s\n".encode())
-        print(f"  {suite.name:<11} {mode:<6} {time.monotonic() - started:6.0f} s",
+        figures = "" if weir is None else weir_figures(run)
+        (workdir / "weir-figures.txt").write_text(figures + "\n")
+        print(f"  {suite.name:<11} {mode:<6} {time.monotonic() - started:6.0f} s  {figures}",
               flush=True)
         return outcomes(xml)
     finally:
@@ -222,6 +226,21 @@ def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> di
             except subprocess.TimeoutExpired:
                 weir.kill()
         cluster.stop()
+
+
+#: the figures of ``SHOW WEIR STATUS`` a run reports (how much the caches answered)
+FIGURES = ("caches", "hits", "misses", "fills", "memoized_answers")
+
+
+def weir_figures(run: Run) -> str:
+    """What weir did for the run, from ``SHOW WEIR STATUS`` (empty if weir does not answer)."""
+    try:
+        with psycopg.connect(host=run.host, port=run.port, user="postgres", dbname=run.dbname,
+                             autocommit=True, connect_timeout=10) as conn:
+            rows: dict[str, str] = dict(conn.execute("SHOW WEIR STATUS").fetchall())
+    except psycopg.Error as exc:
+        return f"(SHOW WEIR STATUS failed: {exc})"
+    return ", ".join(f"{name} {rows.get(name, '')}" for name in FIGURES)
 
 
 def outcomes(xml: Path) -> dict[str, str]:
