@@ -117,6 +117,27 @@ def test_half_closed_client_still_gets_its_results(weir_inproc: InProcessWeir) -
     assert isinstance(msgs[-1], be.ReadyForQuery)
 
 
+def test_an_error_mid_batch_reaches_the_client_before_its_sync(
+        weir_inproc: InProcessWeir) -> None:
+    """A streaming client (asyncpg's executemany) stops writing when it reads the server's
+    error between its writes: weir relays an ErrorResponse as it arrives, without waiting
+    for the batch's Sync (docs/benchmarks/compat.md, asyncpg's streaming test)."""
+    client = RawClient(weir_inproc.port)
+    rows = b"".join(fe.Bind("", "", (), (str(n).encode(),)).encode() + fe.Execute().encode()
+                    for n in (1, 0, 2, 3))
+    client.send(fe.Parse("", "SELECT 10 / $1::int").encode() + rows)
+    seen = []
+    for msg in client.messages():  # (the socket's 20 s timeout fails a held error)
+        seen.append(msg)
+        if isinstance(msg, ErrorResponse):
+            break
+    assert isinstance(seen[-1], ErrorResponse) and seen[-1].sqlstate == "22012"
+    assert not any(isinstance(m, be.ReadyForQuery) for m in seen)
+    client.send(fe.Sync().encode())
+    assert isinstance(client.until_ready()[-1], be.ReadyForQuery)
+    client.close()
+
+
 def test_upstream_terminated_mid_query(pg: Any, weir_inproc: InProcessWeir) -> None:
     with psycopg.connect(weir_inproc.dsn(), autocommit=True) as victim, \
             psycopg.connect(pg.dsn(), autocommit=True) as admin:
