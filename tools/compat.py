@@ -213,7 +213,8 @@ def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> di
                                check=False)
             except subprocess.TimeoutExpired:
                 log.write(f"\n[compat] run stopped after {limit} s\n".encode())
-        figures = "" if weir is None else weir_figures(run)
+        # (--caching off relays weir's own commands upstream)
+        figures = weir_figures(run) if mode == "auto" else ""
         (workdir / "weir-figures.txt").write_text(figures + "\n")
         print(f"  {suite.name:<11} {mode:<6} {time.monotonic() - started:6.0f} s  {figures}",
               flush=True)
