@@ -19,7 +19,8 @@ R.c)`` for a FULL JOIN. The sides' own ``c`` columns stay reachable qualified (`
 
 Invariants: the output columns are the left side's then the right side's (``full_join``), or
 the merged columns then both sides' (``using_join``). Both sides of a USING column have the
-same type, else ``PlanError`` (PostgreSQL would coerce them to a common type); a FULL JOIN
+same type, or two integer types (the merged column is the wider, as PostgreSQL resolves it),
+else ``PlanError``; a FULL JOIN
 ON holding anything but column equalities between its two sides is a ``PlanError``.
 """
 
@@ -75,27 +76,41 @@ def using_join(left: Bound, right: Bound, names: list[str], kind: str,
     ``check`` validates the equi-join pairs (types, collations) into join keys."""
     width = len(left.scope.cols)
     pairs = [(left.scope.lookup((n,)), right.scope.lookup((n,))) for n in names]
-    for a, b in pairs:
-        lc, rc = left.scope.cols[a], right.scope.cols[b]
-        if lc.type_oid != rc.type_oid:
-            raise PlanError(f"JOIN USING ({lc.name}) between columns of different types")
+    types = [_common(left.scope.cols[a], right.scope.cols[b]) for a, b in pairs]
     keys = check([(a, width + b) for a, b in pairs], left, right)
     joined = _joined(left, right, keys, kind)
     cols = joined.columns
     merged: list[ir.Expr] = []
-    for a, b in pairs:
-        l_ref, r_ref = ir.ColumnRef(a, cols[a].type_oid), ir.ColumnRef(width + b, cols[a].type_oid)
+    for (a, b), oid in zip(pairs, types, strict=True):
+        l_ref = _as(ir.ColumnRef(a, cols[a].type_oid), oid)
+        r_ref = _as(ir.ColumnRef(width + b, cols[width + b].type_oid), oid)
         merged.append({"inner": l_ref, "left": l_ref, "right": r_ref}.get(
-            kind, ir.Coalesce((l_ref, r_ref), cols[a].type_oid)))
+            kind, ir.Coalesce((l_ref, r_ref), oid)))
     rel = ir.Project(joined, (*merged, *(ir.ColumnRef(i, c.type_oid) for i, c in enumerate(cols))),
                      (*names, *(c.name for c in cols)))
     used = {a for a, _ in pairs} | {width + b for _, b in pairs}
     sides = tuple(dataclasses.replace(c, qualified_only=True) if i in used else c
                   for i, c in enumerate(left.scope.cols + right.scope.cols))
-    source = [left.scope.cols[a] for a, _ in pairs]
-    shown = tuple(ScopeCol(None, n, c.type_oid, c.collation, 0) for n, c in zip(names, source,
-                                                                                strict=True))
+    shown = tuple(ScopeCol(None, n, oid, left.scope.cols[a].collation, 0)
+                  for n, oid, (a, _) in zip(names, types, pairs, strict=True))
     return Bound(rel, Scope(shown + sides))
+
+
+_INTEGERS = (T.INT2, T.INT4, T.INT8)
+
+
+def _common(lc: ScopeCol, rc: ScopeCol) -> int:
+    """The merged column's type: the sides' own, or the wider of two integer types (the
+    common type PostgreSQL resolves); other pairs of types are a ``PlanError``."""
+    if lc.type_oid == rc.type_oid:
+        return lc.type_oid
+    if lc.type_oid in _INTEGERS and rc.type_oid in _INTEGERS:
+        return max(lc.type_oid, rc.type_oid, key=_INTEGERS.index)
+    raise PlanError(f"JOIN USING ({lc.name}) between columns of different types")
+
+
+def _as(ref: ir.ColumnRef, oid: int) -> ir.Expr:
+    return ref if ref.type_oid == oid else ir.Cast(ref, oid)
 
 
 def _joined(left: Bound, right: Bound, keys: Keys, kind: str) -> ir.Rel:

@@ -39,6 +39,10 @@ FULL_AND_USING = [
           "NATURAL LEFT JOIN things t WHERE grp = $1", lambda r: (r.randint(0, 8),)),
     Shape("SELECT id, l.hi FROM levels l RIGHT JOIN things t USING (id) WHERE t.grp = $1 "
           "ORDER BY id", lambda r: (r.randint(0, 45),), ordered=True),
+    Shape("SELECT id, t.grp, n.note FROM things t JOIN notes n USING (id) WHERE t.grp = $1",
+          lambda r: (r.randint(0, 45),)),  # int4 and int8: the merged id is int8
+    Shape("SELECT id, n.ref FROM levels l FULL JOIN notes n USING (id) WHERE n.ref = $1 "
+          "OR l.lo > 40", lambda r: (r.randint(0, 45),)),
 ]
 
 
