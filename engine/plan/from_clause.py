@@ -291,6 +291,12 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
         raise PlanError(str(jointype))
     kind = JOIN_KINDS[jointype]
     left, lrest = bind_item(ctx, node["larg"])
+    if _lateral(node["rarg"]):
+        on = [c for c in conjuncts(node.get("quals"))
+              if not c.get("A_Const", {}).get("boolval", {}).get("boolval")]
+        if on and kind != "inner":
+            raise PlanError("LEFT JOIN LATERAL ON conditions other than TRUE")
+        return _lateral_join(ctx, left, node["rarg"], kind), lrest + on
     right, rrest = bind_item(ctx, node["rarg"])
     if (rrest and kind in ("left", "full")) or (lrest and kind in ("right", "full")):
         raise PlanError(f"{kind.upper()} JOIN whose NULL-padded side carries join "
@@ -355,6 +361,15 @@ def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
     return Bound(ir.Filter(bound.rel, pred), bound.scope)
 
 
+def _lateral(item: Node) -> bool:
+    return bool(item.get("RangeSubselect", {}).get("lateral"))
+
+
+def _lateral_join(ctx: PlanContext, left: Bound, item: Node, kind: str) -> Bound:
+    from engine.plan.laterals import lateral_join  # it builds on this module
+    return lateral_join(ctx, left, item["RangeSubselect"], kind)
+
+
 def bind_item(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     kind, body = next(iter(node.items()))
     if kind == "RangeVar":
@@ -371,6 +386,9 @@ def bind_from(ctx: PlanContext, items: list[Node], where: list[Node]) -> tuple[B
     Returns the relation and the WHERE conjuncts still to apply."""
     if not items:
         raise PlanError("SELECT without FROM")
+    if len(items) > 1 and _lateral(items[-1]):  # FROM a, b, LATERAL (...) x
+        bound_rest = bind_from(ctx, items[:-1], where)
+        return _lateral_join(ctx, bound_rest[0], items[-1], "inner"), bound_rest[1]
     bound: list[Bound] = []
     pending: list[Node] = []
     for item in items:

@@ -43,6 +43,7 @@ from engine.plan.blocks import (
 from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates, having_on_groups
+from engine.plan.laterals import LATERAL, per_correlation
 from engine.plan.ranges import RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
@@ -484,7 +485,10 @@ class _Planner:
 
     # ------------------------------------------------------------------ subqueries
     def subquery(self, ctx: PlanContext, node: Node) -> Bound:
-        """A subquery in FROM (or a CTE, view, semi-join side): never keyed."""
+        """A subquery in FROM (or a CTE, view, semi-join side): never keyed. A LATERAL
+        subquery's decorrelated SELECT is cut per correlation value (``laterals``)."""
+        if LATERAL in node:
+            return per_correlation(ctx, self.block(ctx, node["SelectStmt"], False), node[LATERAL])
         return self._branch(ctx, node, top=False)[0]
 
 

@@ -65,3 +65,23 @@ CORRELATED_NOT_IN = [
 def test_correlated_not_in(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, CORRELATED_NOT_IN, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+LATERAL_SHAPES = [
+    Shape("SELECT t.id, x.id, x.note FROM things t CROSS JOIN LATERAL (SELECT n.id, n.note "
+          "FROM notes n WHERE n.ref = t.grp ORDER BY n.id DESC LIMIT 2) x WHERE t.grp = $1",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT t.id, last.id FROM things t LEFT JOIN LATERAL (SELECT n.id FROM notes n "
+          "WHERE n.ref = t.score AND n.note LIKE 'note 1%' ORDER BY n.id LIMIT 1 OFFSET 1) last "
+          "ON true WHERE t.grp = ANY($1)", lambda r: (_ids(r, 45),)),
+    Shape("SELECT l.id, top.id, top.score FROM levels l, LATERAL (SELECT t.id, t.score FROM "
+          "things t WHERE t.grp = l.id ORDER BY t.score DESC NULLS LAST, t.id LIMIT 3) top",
+          lambda r: ()),
+    Shape("SELECT t.id, x.ref FROM things t JOIN LATERAL (SELECT DISTINCT n.ref FROM notes n "
+          "WHERE n.id = t.id) x ON x.ref > 3 WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_lateral_top_n(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, LATERAL_SHAPES, LEVELS, _write,
+                     {"things": 1000, "notes": 1000, "levels": 5}, memory_budget=60_000)
