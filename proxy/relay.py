@@ -41,7 +41,14 @@ from proxy import identity, limits
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
-from proxy.forwarding import ForwardMemos, bind_names, decode_client, plain_query
+from proxy.forwarding import (
+    TO_PUMP,
+    ForwardMemos,
+    bind_names,
+    decode_client,
+    judged_upstream,
+    plain_query,
+)
 from proxy.handshake import Handshake, context
 from proxy.hitpath import try_answer
 from proxy.metrics import own_error, own_violation
@@ -210,7 +217,7 @@ class Session:
             msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx, self.routing)
             if msg is None:  # malformed: upstream as it is, for PostgreSQL's own ERROR
                 continue
-            if local and self._needs_local(mtype, msg):
+            if msg is TO_PUMP or (local and self._needs_local(mtype, msg)):
                 self.upstream_write(raw[written : start - 5])
                 self.answering.now([raw[s - 5 : e] for _, s, e in index[i:]])
                 return
@@ -319,6 +326,13 @@ class Session:
         identity.forwarded(self, msg)
         if isinstance(msg, fe.Terminate):
             self.terminated = True
+        self.upstream_write(raw)
+
+    def forward_malformed(self, mtype: int, raw: bytes) -> None:
+        """Send a malformed client message upstream as the client sent it, for PostgreSQL's
+        own ERROR (``forwarding.judged_upstream``)."""
+        self.extended.flush()  # weir's earlier answers come first
+        judged_upstream(mtype, self.state, self.ctx)
         self.upstream_write(raw)
 
     def inject(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
