@@ -27,6 +27,7 @@ from engine.plan.join_forms import Checker, Keys, full_join, swap_sides, using_j
 from engine.plan.pgtypes import comparable
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.theta_joins import theta_left_join
+from engine.plan.values_items import is_values, times_values, values_item
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import RELKIND_NAMES, Catalog, Relation
 from engine.sql.text import parse_query
@@ -290,6 +291,8 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     if jointype not in JOIN_KINDS:
         raise PlanError(str(jointype))
     kind = JOIN_KINDS[jointype]
+    if is_values(node["larg"]) or is_values(node["rarg"]):
+        return _join_values(ctx, node, kind)
     left, lrest = bind_item(ctx, node["larg"])
     if _lateral(node["rarg"]):
         on = [c for c in conjuncts(node.get("quals"))
@@ -361,6 +364,19 @@ def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
     return Bound(ir.Filter(bound.rel, pred), bound.scope)
 
 
+def _join_values(ctx: PlanContext, node: Node, kind: str) -> tuple[Bound, list[Node]]:
+    """``x JOIN (VALUES ...) v ON conds`` (either side): ``x CROSS JOIN VALUES``, the ON conditions
+    left to filter it (``values_items``)."""
+    first = is_values(node["larg"])
+    if kind != "inner" or node.get("usingClause") or node.get("isNatural") or \
+            (first and is_values(node["rarg"])):
+        raise PlanError("VALUES list in an outer, USING or NATURAL join, or joined with "
+                        "another VALUES list")
+    values = values_item(ctx.catalog, node["larg" if first else "rarg"], ctx.new_rte())
+    other, rest = bind_item(ctx, node["rarg" if first else "larg"])
+    return times_values(other, values, first), rest + conjuncts(node.get("quals"))
+
+
 def _lateral(item: Node) -> bool:
     return bool(item.get("RangeSubselect", {}).get("lateral"))
 
@@ -386,6 +402,13 @@ def bind_from(ctx: PlanContext, items: list[Node], where: list[Node]) -> tuple[B
     Returns the relation and the WHERE conjuncts still to apply."""
     if not items:
         raise PlanError("SELECT without FROM")
+    if len(items) > 1 and (is_values(items[0]) or is_values(items[-1])):
+        first = is_values(items[0])
+        values = values_item(ctx.catalog, items[0 if first else -1], ctx.new_rte())
+        other, rest = bind_from(ctx, items[1:] if first else items[:-1], where)
+        return times_values(other, values, first), rest
+    if any(is_values(item) for item in items):
+        raise PlanError("VALUES list alone in FROM, or between other FROM items")
     if len(items) > 1 and _lateral(items[-1]):  # FROM a, b, LATERAL (...) x
         bound_rest = bind_from(ctx, items[:-1], where)
         return _lateral_join(ctx, bound_rest[0], items[-1], "inner"), bound_rest[1]

@@ -515,3 +515,7 @@ SELECT u.id, s.title FROM users u CROSS JOIN LATERAL (SELECT title, score FROM s
 SELECT f.id, t.title FROM forums f, LATERAL (SELECT th.title FROM threads th WHERE th.forum_id = f.id ORDER BY th.created_at DESC, th.id LIMIT 5) t WHERE f.id = $1;
 SELECT c.id, last.id, last.placed_on FROM customers c LEFT JOIN LATERAL (SELECT o.id, o.placed_on FROM orders o WHERE o.customer_id = c.id ORDER BY o.placed_on DESC, o.id DESC LIMIT 1) last ON true;
 SELECT p.id, r.rating FROM products p JOIN LATERAL (SELECT rv.rating FROM reviews rv WHERE rv.product_id = p.id ORDER BY rv.rating DESC, rv.id LIMIT 2) r ON true WHERE p.category_id = 2;
+-- ===================== VALUES as a FROM item =====================
+SELECT p.id, p.name, w.weight FROM products p JOIN (VALUES (1, 0.5), (2, 1.5), (3, 2)) AS w(category_id, weight) ON w.category_id = p.category_id;
+-- params: [1]
+SELECT v.label, count(s.id) FROM (VALUES ('low', 0, 20), ('high', 21, 60)) AS v(label, lo, hi), stories s WHERE s.score BETWEEN v.lo AND v.hi AND s.author_id = $1 GROUP BY v.label;

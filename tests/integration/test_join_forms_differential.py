@@ -85,3 +85,19 @@ LATERAL_SHAPES = [
 def test_lateral_top_n(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, LATERAL_SHAPES, LEVELS, _write,
                      {"things": 1000, "notes": 1000, "levels": 5}, memory_budget=60_000)
+
+
+VALUES_SHAPES = [
+    Shape("SELECT t.id, v.label FROM things t JOIN (VALUES (1, 'one'), (2, 'two'), (2, 'deux')) "
+          "AS v(grp, label) ON v.grp = t.grp", lambda r: ()),
+    Shape("SELECT v.band, count(t.id), sum(t.score) FROM (VALUES ('low', 0, 20), ('mid', 15, 40),"
+          " ('none', NULL, 5)) AS v(band, lo, hi), things t WHERE t.score BETWEEN v.lo AND v.hi "
+          "AND t.grp = $1 GROUP BY v.band", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT t.id, w.weight * t.score FROM things t CROSS JOIN (VALUES (0.5), (2)) w(weight) "
+          "WHERE t.grp = ANY($1)", lambda r: (_ids(r, 45),)),
+]
+
+
+def test_values_in_from(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, VALUES_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
