@@ -44,6 +44,9 @@ class PlanContext:
     ctes: dict[str, Node] = field(default_factory=dict)
     relations: dict[int, Relation] = field(default_factory=dict)
     next_rte: int = 0
+    #: ``$n`` equalities pulled out of FROM subqueries (``pullup``): (rte, index, ``$n``
+    #: side); None where a subquery is on the NULL-padded side of an outer join.
+    pulled: list[tuple[int, int, Node]] | None = None
 
     def new_rte(self) -> int:
         self.next_rte += 1
@@ -124,9 +127,25 @@ def _view(ctx: PlanContext, rel: Relation, qualifier: str, colnames: list[str]) 
 def _range_subselect(ctx: PlanContext, node: Node) -> Bound:
     if node.get("lateral"):
         raise PlanError("LATERAL subquery")
+    from engine.plan.pullup import pull_params  # it builds on this module's users
+
     alias, colnames = _alias(node)
-    sub = ctx.subquery(ctx, node["subquery"])
-    return _requalify(sub, alias or "unnamed_subquery", colnames, ctx.new_rte())
+    pending = ctx.pulled
+    query, params = pull_params(node["subquery"]) if pending is not None else \
+        (node["subquery"], [])
+    sub = ctx.subquery(ctx, query)
+    shown = len(sub.scope.cols) - len(params)
+    if len(colnames) > shown:
+        raise PlanError(f"{alias} has {shown} columns available but {len(colnames)} "
+                        "columns specified")
+    rte = ctx.new_rte()
+    bound = _requalify(sub, alias or "unnamed_subquery", colnames, rte)
+    if not params or pending is None:
+        return bound
+    pending.extend((rte, i, param) for i, param in enumerate(params))
+    cols = tuple(dataclasses.replace(c, hidden=True) if i >= shown else c
+                 for i, c in enumerate(bound.scope.cols))
+    return Bound(bound.rel, Scope(cols))
 
 
 def conjuncts(node: Node | None) -> list[Node]:
@@ -293,6 +312,12 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     kind = JOIN_KINDS[jointype]
     if is_values(node["larg"]) or is_values(node["rarg"]):
         return _join_values(ctx, node, kind)
+    if kind != "inner" and ctx.pulled is not None:
+        pending, ctx.pulled = ctx.pulled, None  # a filter above would drop padded rows
+        try:
+            return _join_expr(ctx, node)
+        finally:
+            ctx.pulled = pending
     left, lrest = bind_item(ctx, node["larg"])
     if _lateral(node["rarg"]):
         on = [c for c in conjuncts(node.get("quals"))

@@ -519,3 +519,10 @@ SELECT p.id, r.rating FROM products p JOIN LATERAL (SELECT rv.rating FROM review
 SELECT p.id, p.name, w.weight FROM products p JOIN (VALUES (1, 0.5), (2, 1.5), (3, 2)) AS w(category_id, weight) ON w.category_id = p.category_id;
 -- params: [1]
 SELECT v.label, count(s.id) FROM (VALUES ('low', 0, 20), ('high', 21, 60)) AS v(label, lo, hi), stories s WHERE s.score BETWEEN v.lo AND v.hi AND s.author_id = $1 GROUP BY v.label;
+-- ===================== $n parameters inside FROM subqueries (pulled up as keys) =====================
+-- params: [2]
+SELECT anon_1.id, anon_1.title FROM (SELECT stories.id AS id, stories.title AS title FROM stories WHERE stories.author_id = $1) AS anon_1 ORDER BY anon_1.id;
+-- params: [3]
+SELECT count(*) FROM (SELECT id FROM orders WHERE customer_id = $1 AND status <> 'cancelled') o;
+-- params: [1]
+SELECT t.id, t.title FROM (SELECT thread_id FROM posts WHERE author_id = $1) p JOIN threads t ON t.id = p.thread_id;

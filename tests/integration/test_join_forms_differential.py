@@ -101,3 +101,23 @@ VALUES_SHAPES = [
 def test_values_in_from(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, VALUES_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+SUBQUERY_PARAMS = [
+    Shape("SELECT x.id, x.name FROM (SELECT id, name, score FROM things WHERE grp = $1) x "
+          "WHERE x.score > 10", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT count(*), max(x.score) FROM (SELECT id, score FROM things WHERE grp = $1) x",
+          lambda r: (r.randint(0, 50),)),
+    Shape("SELECT x.grp, count(*) FROM (SELECT grp, score FROM things WHERE score IS NOT NULL "
+          "AND grp = $1::int4) AS x GROUP BY x.grp", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT a.id, n.note FROM (SELECT id, grp FROM things WHERE grp = $1) a JOIN notes n "
+          "ON n.ref = a.id ORDER BY a.id, n.id LIMIT 5", lambda r: (r.randint(0, 45),),
+          ordered=True),
+    Shape("SELECT * FROM notes n, (SELECT t.id AS tid, t.name FROM things t WHERE t.grp = $1 "
+          "AND t.score < 30) s WHERE n.ref = s.tid", lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_parameters_inside_from_subqueries(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, SUBQUERY_PARAMS, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
