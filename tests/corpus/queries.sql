@@ -526,3 +526,6 @@ SELECT anon_1.id, anon_1.title FROM (SELECT stories.id AS id, stories.title AS t
 SELECT count(*) FROM (SELECT id FROM orders WHERE customer_id = $1 AND status <> 'cancelled') o;
 -- params: [1]
 SELECT t.id, t.title FROM (SELECT thread_id FROM posts WHERE author_id = $1) p JOIN threads t ON t.id = p.thread_id;
+-- ===================== array subscripts =====================
+SELECT id, labels[1] AS first_label FROM products WHERE category_id = 2;
+SELECT labels[1], count(*) FROM products GROUP BY 1;

@@ -1,4 +1,5 @@
-"""Differential tests of FULL JOIN, JOIN ... USING / NATURAL and correlated NOT IN (issue 23)
+"""Differential tests of FULL JOIN, JOIN ... USING / NATURAL, correlated NOT IN, LATERAL, VALUES
+in FROM, ``$n`` inside FROM subqueries and array subscripts (issue 23)
 against the real upstream, with the loop of ``test_cache_shapes_differential`` (random writes
 through weir and directly, reads through three clients compared with PostgreSQL's answers, a
 memory budget that keeps evicting).
@@ -20,7 +21,12 @@ from tests.integration.test_cache_shapes_differential import (
     _random_write,
     run_differential,
 )
-from tests.integration.test_join_shapes_differential import LEVELS, _write
+from tests.integration.test_join_shapes_differential import (
+    LEVELS,
+    _array_schema,
+    _array_write,
+    _write,
+)
 
 FULL_AND_USING = [
     Shape("SELECT t.id, l.id, l.label FROM things t FULL JOIN levels l ON l.id = t.grp "
@@ -121,3 +127,18 @@ SUBQUERY_PARAMS = [
 def test_parameters_inside_from_subqueries(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, SUBQUERY_PARAMS, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+SUBSCRIPTS = [
+    Shape("SELECT id, tags[1], tags[2] AS second, nums[grp % 3], tags[0], tags[1][1] FROM items "
+          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id FROM items WHERE tags[1] = $1", lambda r: (r.choice(["a", "b", "d e"]),)),
+    Shape("SELECT nums[1] AS first, count(*) FROM items GROUP BY 1", lambda r: ()),
+]
+
+
+def test_array_subscripts(pg: Any, dbname: str) -> None:
+    schema = _array_schema() + "INSERT INTO items VALUES (301, 7, '{{a,b},{c,NULL}}', " \
+        "'{{1,2},{3,4}}'), (302, 7, '{}', '{}');\n"
+    run_differential(pg, dbname, SUBSCRIPTS, schema, _array_write,
+                     {"things": 1000, "notes": 1000, "items": 302})
