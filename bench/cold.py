@@ -204,6 +204,7 @@ def run_costs(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.only_cost:
         return run_costs(args)
+    scenarios = [sc for sc in SCENARIOS if args.only is None or args.only in sc.name]
     bindir = localpg.find_bindir()
     cluster = localpg.start(tls=False)
     results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]] = []
@@ -213,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         direct = cluster.dsn()
         hit.load(direct, args.stories, args.stories // 10, args.votes)
         working_set = 0
-        for sc in SCENARIOS:
+        for sc in scenarios:
             stop = threading.Event()
             bg = threading.Thread(target=writer, args=(direct, 1000, args.stories, stop))
             if sc.writes:
@@ -235,11 +236,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"{sc.name}: direct {sum(d.tps) / max(1, len(d.tps)):.0f} tps, weir "
                   f"{sum(w.tps) / max(1, len(w.tps)):.0f} tps ({_ratio(w.tps, d.tps):.2f}x)",
                   flush=True)
-        costs = measure_costs(cluster, args.misses)
+        if args.only is None:
+            costs = measure_costs(cluster, args.misses)
     finally:
         cluster.stop()
     load_after = os.getloadavg()[0]
     text = report(results, costs, args, (load_before, load_after))
+    if args.only is not None:  # a part of the run: printed, the document keeps the whole run
+        print(text)
+        return 0
     doc = ROOT / "docs" / "benchmarks" / "hit.md"
     current = doc.read_text()
     if BEGIN not in current:
@@ -338,6 +343,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--misses", type=int, default=2000)
     parser.add_argument("--only-cost", action="store_true",
                         help="measure only the upstream cost of --misses misses")
+    parser.add_argument("--only", default=None, metavar="TEXT",
+                        help="run only the scenarios whose name contains TEXT (printed, "
+                        "docs/benchmarks/hit.md left as it is)")
     return run(parser.parse_args(argv))
 
 
