@@ -47,6 +47,7 @@ from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
 from proxy.handshake import Handshake, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.metrics import own_error, own_violation
+from proxy.missfast import try_forward
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
@@ -185,6 +186,8 @@ class Session:
         local = self.state.caching and self.ctx is not None
         if local and self.memos.current(service):
             ext.adopt()  # caches changed: statements prepared upstream may now be served
+        if local and try_forward(self, raw, index):
+            return  # a miss of a held statement, forwarded as it is (proxy.missfast)
         # nothing held locally: stays so in this loop (only a local answer, which ends the
         # loop, starts holding something)
         quiet = ext.quiet
