@@ -49,8 +49,8 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
         return False
     name = raw[bs + 1 : name_end].decode("utf-8", "replace")
     held = state.held.get(name)
-    if held is None or not held.upstream or session.extended.wait_settle or held.route.cache is None \
-            or not _upstream_holds(state, held.parse):
+    if held is None or not held.upstream or held.route.cache is None \
+            or session.extended.wait_settle or not _upstream_holds(state, held.parse):
         return False
     service = session.server.service
     if service.host is None or service.settings.misses != "upstream" \
