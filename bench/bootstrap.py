@@ -14,6 +14,11 @@ jsonb), then measures, best of ``--repeat``:
   own JVM) after one warm-up load; the figure is the load itself (slot + plan + tasks +
   manifest), Spark's start-up is reported separately.
 Prints one JSON object (rows/s of each, and the ratio local[2] / COPY).
+
+    .venv/bin/python bench/bootstrap.py --fills [--rows 200000] [--keys 2000] [--writes 200]
+
+measures instead fill latency and cold-start throughput with a local base against upstream
+fills (``bench/bootstrap_fills.py``), no Spark.
 """
 
 from __future__ import annotations
@@ -147,6 +152,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--fills", action="store_true",
+                        help="fills over a local base against upstream fills (no Spark)")
+    parser.add_argument("--keys", type=int, default=2000, help="with --fills: keys per run")
+    parser.add_argument("--writes", type=int, default=200,
+                        help="with --fills: background updates per second")
     parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--dsn", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -161,6 +171,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="weir-bench-bootstrap-"))
     try:
         _create(dsn, args.rows)
+        if args.fills:
+            from bench.bootstrap_fills import run_fills
+
+            fills = {"rows": args.rows, "keys": args.keys, "writes_per_s": args.writes,
+                     "load_average": os.getloadavg()[0],
+                     **run_fills(dsn, args.rows, args.keys, args.writes)}
+            print(json.dumps(fills, indent=1))
+            return
         result: dict[str, Any] = {"rows": args.rows, "partitions": args.partitions,
                                   "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]}
         copy = min(_copy_once(dsn) for _ in range(args.repeat))

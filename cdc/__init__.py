@@ -10,6 +10,8 @@ Public API (what the proxy wires together):
 - ``cdc.connection.ConnectParams`` (``from_url``), ``cdc.connection.PgConnection``.
 - ``cdc.slots``: publications, slots, ``list_slots``, ``drop_weir_slots``, ``check_settings``;
   ``python -m cdc.admin list|drop URL`` for slot hygiene.
+- ``cdc.LocalBases``: local replica bases inside ``weir serve`` (``cdc.bases.local``), fed by
+  the stream's ``tap``; ``BasesLost`` when its slot can no longer keep them exact.
 - ``cdc.pgoutput``: the sans-I/O decoder; ``cdc.applier.Applier``: the pure applier.
 
 Public face: the names in ``__all__`` are all that other packages may import from ``cdc``
@@ -24,10 +26,11 @@ from __future__ import annotations
 from cdc import admin
 from cdc.barrier import BarrierResult
 from cdc.bases import cli as bases_cli
+from cdc.bases.local import BasesLost, LocalBases
 from cdc.bootstrap import cli as bootstrap_cli
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import ColumnSchema, TableSchema, TransactionSink
-from cdc.pgoutput import format_lsn
+from cdc.pgoutput import PgoutputMessage, format_lsn
 from cdc.slots import PUBLICATION_PREFIX, SLOT_PREFIX, quote_ident
 from cdc.stream import ReplicationStream, StreamConfig
 
@@ -35,9 +38,12 @@ __all__ = [
     "PUBLICATION_PREFIX",
     "SLOT_PREFIX",
     "BarrierResult",
+    "BasesLost",
     "ColumnSchema",
     "ConnectParams",
+    "LocalBases",
     "PgConnection",
+    "PgoutputMessage",
     "ReplicationStream",
     "StreamConfig",
     "TableSchema",

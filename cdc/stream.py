@@ -7,6 +7,8 @@ applier; keepalives answered when asked; standby status updates every ``status_i
 reconnect with exponential backoff, and continuity: a new temporary slot, a lost or
 invalidated persistent slot, or a changed system identifier resets every cache.
 
+Local bases (``tap``, ``durable_lsn``) see every decoded message just before the applier.
+
 Invariants: status updates report as flushed/applied only ``Applier.applied_end_lsn`` (and
 never more than ``durable_lsn()`` when given), or, while no transaction is open, the server's
 own keepalive position (nothing unapplied precedes it); with a persistent slot, nothing is
@@ -31,6 +33,7 @@ from cdc.events import TransactionSink
 from cdc.pgoutput import (
     PG_EPOCH_UNIX,
     PgoutputError,
+    PgoutputMessage,
     PrimaryKeepalive,
     decode_copy_data,
     decode_message,
@@ -118,6 +121,9 @@ class ReplicationStream:
         #: awaited in every session before its slot is created (the host makes its
         #: publication whole there)
         self.before_slot: Callable[[], Awaitable[None]] | None = None
+        #: sees every decoded pgoutput message just before the applier does (local bases
+        #: apply a Commit there, in the same synchronous step as the applier)
+        self.tap: Callable[[PgoutputMessage], None] | None = None
         self.applier = Applier(sink, applied_commit_lsn=resume_lsn, on_barrier=self._marker)
         self.applier.applied_end_lsn = resume_lsn
         self.system: slots.SystemInfo | None = None
@@ -295,7 +301,10 @@ class ReplicationStream:
                 continue
             if msg.wal_end > self.received_lsn:
                 self.received_lsn = msg.wal_end
-            applier.feed(decode_message(msg.data))
+            decoded = decode_message(msg.data)
+            if self.tap is not None:
+                self.tap(decoded)
+            applier.feed(decoded)
 
     def _keepalive(self, conn: PgConnection, msg: PrimaryKeepalive) -> None:
         self.received_lsn = max(self.received_lsn, msg.wal_end)

@@ -21,6 +21,23 @@ cdef inline bint _blank(unsigned char c) noexcept nogil:
     return c == 32 or (9 <= c <= 13)  # what bytes.strip() strips
 
 
+cdef inline bint _has_identity_word(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether ``set_config`` (proxy.rules.IDENTITY_WORD) occurs in p[:n] in any ASCII case."""
+    cdef const char* word = b"set_config"
+    cdef Py_ssize_t at, i
+    cdef unsigned char c
+    for at in range(n - 9):
+        for i in range(10):
+            c = p[at + i]
+            if 65 <= c <= 90:
+                c += 32
+            if c != <unsigned char>word[i]:
+                break
+        else:
+            return True
+    return False
+
+
 cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t start,
                            Py_ssize_t end, const unsigned char* const* words,
                            const Py_ssize_t* lens, Py_ssize_t nwords) noexcept nogil:
@@ -55,10 +72,13 @@ cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t star
                 break
         else:
             return 0
+    if _has_identity_word(p + h, end - 1 - h):
+        return 0
     for i in range(h + size, end - 1):
         if p[i] >= 128:
             return 2
     return 1
+
 
 
 cdef inline bint read_only_tag(const unsigned char* tag, Py_ssize_t size,

@@ -79,7 +79,7 @@ cdef inline void _put16(unsigned char* p, unsigned int v) noexcept:
 
 
 cdef inline bytes _cstring(object text):
-    cdef bytes data = text.encode("utf-8")
+    cdef bytes data = text.encode("utf-8", "surrogateescape")  # pgwire.codec.WIRE_ERRORS
     if b"\x00" in data:
         raise ValueError(f"string for the wire contains NUL: {text!r}")
     return data
@@ -194,7 +194,7 @@ cdef inline Py_ssize_t _cstring_end(const unsigned char* p, Py_ssize_t pos, Py_s
 
 cdef inline str _utf8(const unsigned char* p, Py_ssize_t start, Py_ssize_t end):
     try:
-        return (<const char*>p)[start:end].decode("utf-8")
+        return (<const char*>p)[start:end].decode("utf-8", "surrogateescape")
     except UnicodeDecodeError as exc:
         raise _error(f"malformed Bind message: invalid UTF-8 ({exc.reason})") from None
 

@@ -15,6 +15,8 @@ Protocol:
 - ``fill_response(fill_id, snapshot, rows)`` and ``marker(fill_id)`` - in either order - install
   a fill; installation may start dependent fills (a replay looked up a key that is missing)
   and completes waiting reads. ``abandon_fill(fill_id)`` when the host gives up on one.
+  ``fill_local(fill_id, rows)`` installs a fill at once from local bases that are exactly at
+  the applied position (no snapshot, marker or patch).
 - ``lookup(cache, key)`` is the hit path (rows or None, no effects). ``snapshot_probe`` feeds
   the log's pruning; ``apply`` asks for one with a ``TakeSnapshot`` effect once the log holds
   ``probe_every`` transactions (the host may also probe on its own, e.g. with a heartbeat).
@@ -266,6 +268,13 @@ class Engine:
 
     def marker(self, fill_id: int) -> tuple[Effect, ...]:
         ready = self.fills.marker(fill_id)
+        return self._install(ready) if ready is not None else ()
+
+    def fill_local(self, fill_id: int, rows: Sequence[Sequence[Row]]) -> tuple[Effect, ...]:
+        """Install fill ``fill_id`` with ``rows`` (per request, as ``fill_response``) read from
+        local bases that are exactly at the applied position now: at once, with no snapshot,
+        marker or patch. The host must call it before the next ``apply``."""
+        ready = self.fills.local(fill_id, tuple(tuple(r) for r in rows))
         return self._install(ready) if ready is not None else ()
 
     def abandon_fill(self, fill_id: int, reason: str = "fill abandoned") -> tuple[Effect, ...]:

@@ -3,7 +3,11 @@
 Owns: the ``Reader`` that walks one message payload and the writer helpers that frame a
 payload into a whole message. Every decoding error surfaces as ``ProtocolViolation``
 (never ``IndexError``, ``struct.error`` or ``UnicodeDecodeError``); strings are
-NUL-terminated UTF-8 (weir supports client_encoding UTF8 only).
+NUL-terminated and read as UTF-8 with ``surrogateescape`` (:data:`WIRE_ERRORS`): bytes that
+are not UTF-8 (another client_encoding, or an invalid byte PostgreSQL itself will refuse
+with 22021) come back as lone surrogates and are written back as the same bytes, so every
+client encoding PostgreSQL accepts passes through weir unchanged. Readers of such a text
+(the planner) see something that is not valid UTF-8 and send the statement upstream.
 
 Invariant: ``Reader.finish()`` is called by every decoder, so a payload with trailing
 bytes is rejected just as PostgreSQL's ``pq_getmsgend`` rejects it.
@@ -14,6 +18,9 @@ from __future__ import annotations
 import struct
 
 from pgwire.framing import ProtocolViolation
+
+#: the error handler of every string read from or written to the wire (see above)
+WIRE_ERRORS = "surrogateescape"
 
 _I16 = struct.Struct("!h")
 _U16 = struct.Struct("!H")
@@ -73,7 +80,7 @@ class Reader:
         if end < 0:
             raise self._fail("string not terminated")
         try:
-            text = data[self._pos : end].decode("utf-8")
+            text = data[self._pos : end].decode("utf-8", WIRE_ERRORS)
         except UnicodeDecodeError as exc:
             raise self._fail(f"invalid UTF-8 ({exc.reason})") from None
         self._pos = end + 1
@@ -116,7 +123,7 @@ def cstring_at(data: bytes, pos: int, what: str) -> tuple[str, int]:
     if end < 0:
         raise ProtocolViolation(f"malformed {what} message: string not terminated")
     try:
-        return data[pos:end].decode("utf-8"), end + 1
+        return data[pos:end].decode("utf-8", WIRE_ERRORS), end + 1
     except UnicodeDecodeError as exc:
         raise ProtocolViolation(f"malformed {what} message: invalid UTF-8 ({exc.reason})") from None
 
@@ -180,7 +187,7 @@ def frame_untyped(payload: bytes) -> bytes:
 
 def cstr(text: str) -> bytes:
     """``text`` as NUL-terminated UTF-8; an embedded NUL is a programming error."""
-    data = text.encode("utf-8")
+    data = text.encode("utf-8", WIRE_ERRORS)
     if b"\x00" in data:
         raise ValueError(f"string for the wire contains NUL: {text!r}")
     return data + b"\x00"

@@ -133,6 +133,11 @@ class Framer:
         self.max_length = max_length
         self._startup = startup
 
+    def limit(self, max_length: int) -> None:
+        """Change the largest typed message accepted (before authentication ends, a
+        smaller one; the relay core reads the limit once the session is READY)."""
+        self.max_length = max_length
+
     def expect_startup(self) -> None:
         """The next message is untyped (after SSLRequest/GSSENCRequest was answered)."""
         self._startup = True

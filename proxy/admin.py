@@ -5,7 +5,8 @@ Owns: the grammar of the admin statements (ReadySet-compatible where it makes se
 
     CREATE CACHE [name] FROM <select | query_id>
     DROP CACHE name            DROP ALL CACHES
-    SHOW CACHES                SHOW PROXIED [SUPPORTED] QUERIES
+    SHOW CACHES [WITH LITERALS]
+    SHOW PROXIED [SUPPORTED] QUERIES [WITH LITERALS]
     EXPLAIN CREATE CACHE FROM <select>
     EXPLAIN LAST STATEMENT     SHOW WEIR STATUS       SHOW WEIR TABLES
 
@@ -42,6 +43,7 @@ class DropCache:
 @dataclass(frozen=True, slots=True)
 class Show:
     what: str  # "caches", "proxied", "supported", "status", "tables", "last"
+    literals: bool = False  # query texts with their literal values (else $n in their place)
 
 
 AdminCommand = CreateCache | DropCache | Show
@@ -52,9 +54,10 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^EXPLAIN\s+CREATE\s+CACHE\s+FROM\s+(?P<src>.+)$", "explain"),
         (rf"^DROP\s+CACHE\s+(?P<name>{_IDENT})$", "drop"),
         (r"^DROP\s+ALL\s+CACHES$", "drop_all"),
-        (r"^SHOW\s+CACHES$", "caches"),
-        (r"^SHOW\s+PROXIED\s+QUERIES$", "proxied"),
-        (r"^SHOW\s+PROXIED\s+SUPPORTED\s+QUERIES$", "supported"),
+        (r"^SHOW\s+CACHES(?P<lit>\s+WITH\s+LITERALS)?$", "caches"),
+        (r"^SHOW\s+PROXIED\s+QUERIES(?P<lit>\s+WITH\s+LITERALS)?$", "proxied"),
+        (r"^SHOW\s+PROXIED\s+SUPPORTED\s+QUERIES(?P<lit>\s+WITH\s+LITERALS)?$",
+         "supported"),
         (r"^SHOW\s+WEIR\s+STATUS$", "status"),
         (r"^SHOW\s+WEIR\s+TABLES$", "tables"),
         (r"^EXPLAIN\s+LAST\s+STATEMENT$", "last"),
@@ -90,5 +93,5 @@ def parse_admin(text: str) -> AdminCommand | None:
             return DropCache(identifier(m.group("name")))
         if kind == "drop_all":
             return DropCache(None)
-        return Show(kind)
+        return Show(kind, literals=bool(m.groupdict().get("lit")))
     return None

@@ -43,7 +43,7 @@ from engine import (
     TakeSnapshot,
     Transaction,
 )
-from proxy import logparams
+from proxy import localfills, logparams
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
 from proxy.fillsql import fetch_batch
 from proxy.metrics import Buckets
@@ -107,7 +107,8 @@ class EngineHost:
     def __init__(self, upstream_url: str, memory_budget: int | None = None,
                  read_timeout: float = 5.0, max_fills: int = 8,
                  policy: FillPolicy | None = None,
-                 replication_slot: str | None = None) -> None:
+                 replication_slot: str | None = None, local_bases: str | None = None,
+                 local_tables: Sequence[str] = ()) -> None:
         self.upstream_url = upstream_url
         self.engine = Engine(memory_budget=memory_budget)
         self.read_timeout = read_timeout
@@ -126,6 +127,12 @@ class EngineHost:
         self.schemas: dict[int, TableSchema] = {}
         slot, pub = (None, None) if replication_slot is None \
             else persistent_names(replication_slot)
+        #: local replica bases (``--local-bases``): their slot and publication are the stream's
+        self.local = None if local_bases is None else localfills.open_bases(
+            local_bases, upstream_url, local_tables,
+            None if slot is None or pub is None else (slot, pub))
+        if self.local is not None:
+            slot, pub = self.local.slot, self.local.publication
         self.publication = Publication(lambda: self.pool, lambda: self.stream.barrier(30.0),
                                        name=pub, keep=slot is not None)
         self.stream = ReplicationStream(
@@ -134,6 +141,8 @@ class EngineHost:
                          slot=slot, temporary=slot is None),
             self, on_marker=self._on_marker)
         self.stream.before_slot = self.publication.ensure
+        if self.local is not None:
+            localfills.attach(self, self.local)
         self._plans: dict[str, Reader] = {}
         self.fresh_as_of = float("-inf")
         #: called after ``fresh_as_of`` or ``stream.up`` changed (the hit lanes' deadline)
@@ -168,9 +177,13 @@ class EngineHost:
         self._fill_pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=self.max_fills,
             server_settings=FILL_SETTINGS, reset=_keep_session)
+        if self.local is not None:
+            await localfills.start(self, self.local)
         await self.stream.start()
         started = time.monotonic()
         await self.stream.barrier(30.0)  # reads are fresh from the first one on
+        if self.local is not None:
+            self.local.ready = True  # (see proxy.localfills)
         self._set_fresh(started)
         self.coverage.passed(started)
         self._spawn(self._heartbeat())
@@ -228,6 +241,8 @@ class EngineHost:
         if self._pool is not None:
             await self.publication.drop()
             await self._pool.close()
+        if self.local is not None:
+            self.local.close()
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -266,14 +281,20 @@ class EngineHost:
     def try_read(self, cache: str, key: Sequence[Any], count: bool = True
                  ) -> tuple[Row, ...] | None:
         """The rows if present now; None on a miss (its fill is started: call :meth:`read`
-        to wait for it); ``FAILED`` when the engine cannot answer the key (``count``: as for
-        ``Engine.read``)."""
+        to wait for it; a miss answered at once by a fill over local bases returns its rows);
+        ``FAILED`` when the engine cannot answer the key (``count``: as for ``Engine.read``)."""
         try:
             result = self.engine.read(cache, key, count)
         except Exception:
             return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
         if result.rows is None:
             self._perform(result.effects)
+            if self.local is not None and result.effects:  # a local fill may have answered
+                try:
+                    result = self.engine.read(cache, key, False)
+                except Exception:
+                    return DROPPED if self._dropped(cache) else FAILED  # type: ignore[no-any-return]
+                self._perform(result.effects)
         return result.rows
 
     def read_or_fill(self, cache: str, key: Sequence[Any], count: bool = True
@@ -281,8 +302,9 @@ class EngineHost:
         """The rows if present now; None on a miss, whose read the caller answers upstream
         at once (``--misses upstream``): the key's fill is queued in the background when the
         key is admitted (``proxy.fillqueue.Admission``), the queue has room and no table it
-        reads is backing off; a key whose fill is pending just misses again. ``FAILED`` and
-        ``DROPPED`` as for :meth:`try_read`."""
+        reads is backing off; a key whose fill is pending just misses again. A cache that
+        reads only local bases is filled from them at once instead (no admission, no queue).
+        ``FAILED`` and ``DROPPED`` as for :meth:`try_read`."""
         k = tuple(key)
         try:
             rows = self.engine.lookup(cache, k)
@@ -292,6 +314,9 @@ class EngineHost:
             if not count:  # (read again for the same client read: counted already)
                 self.engine.stats.hits -= 1
             return rows
+        local = self.local
+        if local is not None and local.ready and local.covers(self._relations.get(cache, ())):
+            return self.try_read(cache, k, count)  # a fill over local bases answers at once
         queue = self.queue
         if queue.full:
             queue.dropped += 1
@@ -324,6 +349,8 @@ class EngineHost:
         fut: asyncio.Future[Served] = asyncio.get_running_loop().create_future()
         self._waiting.setdefault((cache, tuple(key)), []).append(fut)
         self._perform(result.effects)
+        if fut.done():  # answered already (a fill over local bases)
+            return fut.result()
         try:
             return await asyncio.wait_for(asyncio.shield(fut), self.read_timeout)
         except TimeoutError:
@@ -369,7 +396,13 @@ class EngineHost:
     def _queue_fill(self, run: RunFill) -> None:
         """Fills wait for a slot (at most ``max_fills`` upstream transactions at once, at most
         ``per_table`` of them reading one table); those that waited together run in one
-        transaction (see :meth:`_fetch`)."""
+        transaction (see :meth:`_fetch`). A fill over local bases only is installed at once
+        instead (``proxy.localfills``)."""
+        if self.local is not None:
+            effects = localfills.fill(self.engine, self.local, run)
+            if effects is not None:
+                self._perform(effects)
+                return
         tables = frozenset(r.table.oid for r in run.requests) | frozenset(
             r.via.table.oid for r in run.requests if r.via is not None)
         self.queue.push(run, tables, time.monotonic())

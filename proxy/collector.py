@@ -115,6 +115,9 @@ class WeirCollector:
         yield _counter("weir_cache_fills", "fills completed", host.fills_done)
         yield _counter("weir_cache_fill_transactions", "snapshot transactions run for fills",
                        host.fill_transactions)
+        if host.local is not None:
+            yield _counter("weir_cache_local_fills", "fills answered from local bases "
+                           "(--local-bases)", host.local.local_fills)
         yield host.fill_latency.family("weir_cache_fill_seconds",
                                        "time from a fill's request to its rows")
         yield _counter("weir_cache_evictions", "cached entries evicted", engine.stats.evictions)

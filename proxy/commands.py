@@ -16,11 +16,13 @@ from typing import Protocol
 
 from cdc import format_lsn
 from pgwire import backend as be
+from proxy import identity
 from proxy.admin import CreateCache, DropCache, Show
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes
+from proxy.limits import fd_limit
 from proxy.metrics import ADMIN, own_error
-from proxy.registry import AdminError, Registry
+from proxy.registry import AdminError, Registry, masked
 from proxy.router import Route, SessionContext
 from proxy.settings import Settings, UpstreamAddress
 
@@ -33,7 +35,8 @@ def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag
     """RowDescription (text columns) + DataRows + CommandComplete."""
     fields = tuple(be.FieldDescription(name=c, type_oid=TEXT_OID) for c in columns)
     out = [be.RowDescription(fields).encode()]
-    out.extend(be.encode_data_row([None if v is None else v.encode() for v in row]) for row in rows)
+    out.extend(be.encode_data_row([None if v is None else v.encode("utf-8", "replace")
+                                   for v in row]) for row in rows)
     out.append(be.CommandComplete(tag).encode())
     return b"".join(out)
 
@@ -49,14 +52,18 @@ async def create(registry: Registry, cmd: CreateCache, ctx: SessionContext) -> b
     await registry.create(cmd.source, ctx.search_path, cmd.name)
     return be.CommandComplete("CREATE CACHE").encode()
 
-def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
+def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
          upstream: UpstreamAddress) -> bytes:
     """SHOW CACHES | PROXIED QUERIES | SUPPORTED QUERIES | TABLES | WEIR STATUS."""
     host = registry.host
+    what = cmd.what
     if what == "caches":
         memory = host.engine.memory_by_cache()
-        rows: list[tuple[str, ...]] = [(e.name, e.query_id, e.text, str(memory.get(e.name, 0)))
-                for e in registry.caches.values()]
+        rows: list[tuple[str, ...]] = [
+            (e.name, e.query_id,
+             e.text if cmd.literals else masked(registry.classify(e.text, e.search_path)),
+             str(memory.get(e.name, 0)))
+            for e in registry.caches.values()]
         return result_set(["name", "query_id", "query", "memory_bytes"], rows,
                           f"SELECT {len(rows)}")
     if what in ("proxied", "supported"):
@@ -64,7 +71,8 @@ def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
             lanes.settle()  # what pass sessions' lanes relayed counts too
         items = [p for p in registry.proxied.values()
                  if what == "proxied" or not p.supported.startswith("unsupported")]
-        rows = [(p.query_id, p.text, p.supported, str(p.count)) for p in items]
+        rows = [(p.query_id, p.text if cmd.literals else p.shape, p.supported, str(p.count))
+                for p in items]
         return result_set(["query_id", "query", "supported", "count"], rows,
                           f"SELECT {len(rows)}")
     if what == "tables":
@@ -105,9 +113,13 @@ def show(registry: Registry, what: str, lanes: HitLanes | None, hits: HitMemos,
         ("fills_held_back", str(host.queue.held_back)),
         ("session_barriers", str(host.coverage.barriers)),
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
+        *([] if host.local is None else [  # --local-bases: fills answered from them
+            ("local_fills", str(host.local.local_fills)),
+            ("local_bases_lsn", format_lsn(host.local.resume[1]))]),
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),
         ("memo_bytes", str(hits.bytes)),
+        ("fd_limit", str(fd_limit())),
     ]
     if lanes is not None:
         pairs.extend((k, str(v)) for k, v in lanes.stats().items())
@@ -129,6 +141,9 @@ class AdminHost(Protocol):
     @property
     def settings(self) -> Settings: ...
 
+    @property
+    def admins(self) -> frozenset[str]: ...  # ``--admin-roles`` (``proxy.identity``)
+
     async def ensure(self) -> Registry: ...
 
     def refresh_names(self) -> None: ...
@@ -141,6 +156,8 @@ async def run(service: AdminHost, route: Route, ctx: SessionContext) -> bytes:
     try:
         if isinstance(cmd, Show) and cmd.what == "last":
             return result_set(["destination", "reason"], [ctx.last], "SELECT 1")
+        if not identity.is_admin(ctx, service.admins):
+            return own_error("42501", identity.ADMIN_DENIED)
         registry = await service.ensure()
         async with service.mutating:
             if isinstance(cmd, CreateCache):
@@ -153,7 +170,7 @@ async def run(service: AdminHost, route: Route, ctx: SessionContext) -> bytes:
                 return be.CommandComplete(
                     "DROP CACHE" if cmd.name else f"DROP ALL CACHES {n}").encode()
         assert isinstance(cmd, Show)
-        return show(registry, cmd.what, service.lanes, service.hits,
+        return show(registry, cmd, service.lanes, service.hits,
                     service.settings.upstream_address)
     except AdminError as exc:
         return own_error("42000", str(exc))

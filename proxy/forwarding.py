@@ -22,9 +22,11 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pgwire import frontend as fe
+from pgwire.framing import ProtocolViolation
+from proxy import identity
 from proxy.roles import RoutingState
 from proxy.rules import WATCHED_WORDS, query_head
 
@@ -35,6 +37,33 @@ MEMO_ENTRIES = 256
 #: frontend messages whose content neither the session state nor ``Extended`` needs while
 #: nothing is held locally: type -> pending kind (``SessionState.expect``)
 CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
+
+
+#: client messages PostgreSQL answers with ERROR 08P01 (invalid message format) when they are
+#: malformed, the session going on: type -> pending kind (``SessionState.expect``)
+JUDGED_UPSTREAM = {ord("Q"): "query", ord("P"): "describe", ord("B"): "describe",
+                   ord("C"): "describe", ord("D"): "describe", ord("E"): "execute"}
+
+
+def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any,
+                  service: Any) -> fe.FrontendMessage | None:
+    """A client message decoded, its statement observed for the session's identity
+    (``identity.observe``, with the ``service``'s identity functions); None for a malformed
+    one that goes upstream as it is for PostgreSQL's own error (one of
+    :data:`JUDGED_UPSTREAM`, with nothing held locally: the session's identity is then
+    unknown, as weir did not read it); otherwise a malformed message raises
+    ProtocolViolation (the session ends with FATAL 08P01)."""
+    try:
+        msg = fe.decode_frontend(mtype, payload)
+        identity.observe(ctx, msg, service.identity_functions)
+        return msg
+    except ProtocolViolation:
+        kind = JUDGED_UPSTREAM.get(mtype)
+        if kind is None or not quiet:
+            raise
+    state.expect(kind)
+    identity.taint(ctx, (identity.UNREAD, True))
+    return None
 
 
 def plain_query(raw: bytes, start: int, end: int, service: RoutingState) -> bool:

@@ -16,6 +16,7 @@ import time
 from typing import Any, Protocol
 
 from engine import effective_search_path
+from proxy import grants, identity
 from proxy.router import SessionContext
 
 log = logging.getLogger("weir.gates")
@@ -45,8 +46,10 @@ class Gates:
     """Privileges and role defaults, remembered per (role, cache) and (role, database)."""
 
     def __init__(self) -> None:
-        #: (role, cache) -> (may read, time.monotonic() it expires)
-        self.grants: dict[tuple[str, str], tuple[bool, float]] = {}
+        #: the privilege verdicts and the changes that end them (``proxy.grants``)
+        self.verdicts = grants.Verdicts()
+        #: (role, cache) -> (may read, time.monotonic() it expires): ``verdicts.table``
+        self.grants: dict[tuple[str, str], tuple[bool, float]] = self.verdicts.table
         #: (role, database) -> (default settings, time.monotonic() read)
         self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
 
@@ -54,28 +57,18 @@ class Gates:
 
     def granted(self, user: str, cache: str) -> bool | None:
         """The remembered verdict for (role, cache), or None when it must be checked."""
-        verdict = self.grants.get((user, cache))
-        if verdict is None or time.monotonic() > verdict[1]:
-            return None
-        return verdict[0]
+        return self.verdicts.granted(user, cache)
 
     async def authorized(self, host: GateHost, user: str, entry: Any) -> bool:
-        """Whether ``user`` may SELECT from every relation the cache reads (checked on
-        weir's connection with ``has_table_privilege``, remembered for ``GRANT_TTL``)."""
-        known = self.granted(user, entry.name)
-        if known is not None:
-            return known
-        try:
-            allowed = bool(await host.pool.fetchval(
-                "SELECT coalesce(bool_and(has_table_privilege($1, r, 'SELECT')), true) "
-                "FROM unnest($2::oid[]) AS r", user, list(entry.query.plan.relations)))
-        except Exception as exc:  # unknown role, lost connection: not known to be allowed
-            log.info("privilege check for role %s failed: %s", user, exc)
-            allowed = False
-        self.grants[(user, entry.name)] = (allowed, time.monotonic() + GRANT_TTL)
-        return allowed
+        """Whether ``user`` may read every relation the cache reads (``proxy.grants``)."""
+        return await self.verdicts.authorized(host.pool, user, entry)
 
     # -- role and database defaults -----------------------------------------------------------
+
+    def forget_defaults(self) -> None:
+        """Role or database defaults may have changed: read them again (every heartbeat,
+        and after ALTER ... passed through weir)."""
+        self._defaults.clear()
 
     async def apply_defaults(self, host: GateHost, ctx: SessionContext) -> None:
         """Follow what ALTER ROLE/DATABASE ... SET (and the server configuration) make the
@@ -103,6 +96,7 @@ class Gates:
             if name in values and name not in ctx.settings:
                 ctx.settings[name] = values[name]
                 ctx.settings_version += 1
+        identity.taint(ctx, identity.default_taint(values))
         path = values.get("search_path")
         if (path is not None and ctx.tainted is None
                 and effective_search_path(path, ctx.user) != ctx.search_path):

@@ -27,7 +27,8 @@ from pgwire import frontend as fe
 from pgwire.authmsg import AuthenticationSASL, decode_authentication
 from pgwire.events import Phase
 from pgwire.framing import ProtocolViolation
-from proxy.metrics import own_error
+from proxy import identity, limits
+from proxy.metrics import own_error, own_violation
 from proxy.roles import HandshakeSession
 from proxy.router import SessionContext
 from proxy.upstream import UpstreamUnavailable, open_stream
@@ -44,16 +45,23 @@ _T_TERMINATE = ord("X")
 class Handshake:
     """Startup and authentication of one session (see the module docstring)."""
 
-    __slots__ = ("session", "startup", "streams", "upstream_key")
+    __slots__ = ("login", "session", "startup", "streams", "upstream_key")
 
     def __init__(self, session: HandshakeSession) -> None:
         self.session = session
+        #: the login timeout (stopped at the first ReadyForQuery or when the session ends)
+        self.login = limits.LoginClock(session.server.settings.login_timeout, self._expired)
         self.startup: fe.StartupMessage | None = None
         #: the upstream backend's own (pid, secret): what weir's cancel forwarding sends
         self.upstream_key: tuple[int, int] | None = None
         #: StreamWriter closes its transport when collected: the pair is kept for the
         #: session's life
         self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    def _expired(self) -> None:
+        s = self.session
+        if s.state.phase is not Phase.READY and s.state.phase is not Phase.CLOSED:
+            s.fatal(limits.login_timeout_error())
 
     def received(self) -> None:
         """The client sent data (now in the session's framer) before READY."""
@@ -134,6 +142,7 @@ class Handshake:
             )
         if "user" not in msg.parameters:
             raise ProtocolViolation("no PostgreSQL user name specified in startup packet", "28000")
+        limits.admit(len(s.server.sessions), s.server.settings.max_client_connections)
         self.startup = msg
         s.ctx = context(msg.parameters)
         s.ctx.parameters = s.state.parameters
@@ -163,7 +172,11 @@ class Handshake:
         s.state.phase = Phase.AUTHENTICATING
         transport.write(msg.encode())
         s.resume_client("connecting")
-        self._forward_auth_from_client()
+        try:  # what the client sent while weir connected (found by tests/.../test_fuzz_wire)
+            self._forward_auth_from_client()
+        except ProtocolViolation as exc:
+            log.warning("protocol violation from client: %s", exc.message)
+            s.fatal(own_violation(exc))
 
     def _forward_auth_from_client(self) -> None:
         s = self.session
@@ -185,6 +198,8 @@ class Handshake:
             out.append(self._rewrite_auth(mtype, payload))
             if mtype == _T_READY:
                 s.state.phase = Phase.READY
+                self.login.stop()  # logged in: the login timeout ends, the message limit rises
+                s.cframer.limit(s.server.settings.max_message_bytes)
                 s.state.backend(be.decode_backend(mtype, payload))
             elif mtype == ord("S"):
                 s.state.backend(be.decode_backend(mtype, payload))
@@ -217,11 +232,8 @@ def context(parameters: dict[str, str]) -> SessionContext:
     user = parameters.get("user", "")
     ctx = SessionContext(database=parameters.get("database") or user, user=user,
                          search_path=effective_search_path('"$user", public', user))
-    if "search_path" in parameters.get("options", "") or "search_path" in parameters:
-        ctx.tainted = "the session set search_path at startup, which weir does not follow yet"
+    identity.taint(ctx, identity.startup_taint(parameters))
     for name in ("extra_float_digits", "bytea_output"):
         if name in parameters:
             ctx.settings[name] = parameters[name]
-    if "-c" in parameters.get("options", "") and ctx.tainted is None:
-        ctx.tainted = "the session set options at startup, which weir does not follow yet"
     return ctx

@@ -6,10 +6,19 @@ one the client declared in Parse when it did (a binary value's layout depends on
 column type the parameter is compared with. A declared type of another family than the column
 (e.g. float8 against numeric) is refused: PostgreSQL would compare after a cast whose result
 weir does not reproduce, so such a statement goes upstream.
+
+Text values of integer and uuid parameters are read by PostgreSQL's own input rules
+(:func:`_exact_text`): ASCII digits with an optional sign and surrounding white space, in the
+range of the declared type (or of the column's when none is declared) — ``'0_1'``,
+full-width or Arabic-Indic digits and ``'40000'`` for an int2 are refused, as are uuid forms
+``uuid_in`` refuses (``urn:uuid:...``, hyphens elsewhere than between groups of four digits).
+A refused parameter sends the statement upstream, where PostgreSQL raises its own error
+(22P02, 22003); weir never answers a value PostgreSQL would not have accepted.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 from collections.abc import Callable
@@ -25,6 +34,45 @@ class ParamError(ValueError):
 
 _INTS = frozenset({oids.INT2, oids.INT4, oids.INT8, oids.OID})
 _TEXTS = frozenset({oids.TEXT, oids.VARCHAR, oids.NAME})
+
+
+#: the ranges of PostgreSQL's integer input functions (int2in, int4in, int8in, oidin)
+_RANGES = {oids.INT2: (-(2**15), 2**15 - 1), oids.INT4: (-(2**31), 2**31 - 1),
+           oids.INT8: (-(2**63), 2**63 - 1), oids.OID: (0, 2**32 - 1)}
+_C_SPACE = " \t\n\r\v\f"  # isspace() in the C locale, which PostgreSQL's input uses
+_INT_TEXT = re.compile(r"[+-]?[0-9]+\Z")
+_OID_TEXT = re.compile(r"[0-9]+\Z")
+#: numeric_in and float8in's decimal forms (ASCII digits; specials such as NaN go upstream)
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\Z")
+_DECIMALS = frozenset({oids.NUMERIC, oids.FLOAT4, oids.FLOAT8})
+#: uuid_in: optional braces, 32 hex digits, a hyphen allowed after each group of four
+_UUID_TEXT = re.compile(r"(\{)?[0-9a-fA-F]{4}(?:-?[0-9a-fA-F]{4}){7}(?(1)\})\Z")
+
+
+def _exact_text(kind: int, text: str) -> None:
+    """Refuse (ParamError) a text value PostgreSQL's input function for ``kind`` would
+    refuse, or read differently from weir's decoder (integers, oid, uuid; arrays of them
+    element by element); other types are left to the decoder."""
+    element = oids.ARRAY_ELEMENT.get(kind)
+    if element is not None:
+        if element in _RANGES or element == oids.UUID:
+            inner = text.replace("{", "").replace("}", "")  # the form is checked later
+            for item in inner.split(",") if inner else ():
+                if item != "NULL":
+                    _exact_text(element, item)
+        return
+    if kind in _RANGES:
+        body = text.strip(_C_SPACE)
+        pattern = _OID_TEXT if kind == oids.OID else _INT_TEXT
+        if pattern.match(body) is None:
+            raise ParamError(f"invalid input syntax for type {kind}")
+        low, high = _RANGES[kind]
+        if not low <= int(body) <= high:
+            raise ParamError(f"value out of range for type {kind}")
+    elif kind == oids.UUID and _UUID_TEXT.match(text) is None:
+        raise ParamError("invalid input syntax for type uuid")
+    elif kind in _DECIMALS and _DECIMAL_TEXT.match(text.strip(_C_SPACE)) is None:
+        raise ParamError(f"not a decimal number weir reads as PostgreSQL does: {text!r}")
 
 
 def _family(oid: int) -> int:
@@ -128,6 +176,9 @@ def decode_param(value: bytes | None, fmt: int, declared: int, column_type: int)
     element = oids.ARRAY_ELEMENT.get(column_type)
     if fmt == 0:
         text = _utf8(value)
+        _exact_text(kind, text)
+        if kind != column_type:
+            _exact_text(column_type, text)
         try:
             result = decode_text(column_type, text)
         except ParamError:
@@ -139,6 +190,10 @@ def decode_param(value: bytes | None, fmt: int, declared: int, column_type: int)
             # PostgreSQL's array input also takes blanks, bounds and quoting weir's parser
             # reads differently: only its own output form is decoded
             raise ParamError("array parameter not in PostgreSQL's output form")
+        if isinstance(result, TextValue) and result.text not in ("infinity", "-infinity"):
+            # a value weir keeps as text (BC dates, special words): whether PostgreSQL reads
+            # the input as that value is not known here, so it decides
+            raise ParamError(f"parameter {text!r} is not decoded exactly by weir")
         if column_type == oids.TIMESTAMP and isinstance(result, datetime) and result.tzinfo:
             raise ParamError("timestamp parameter with a time zone offset")
         if (element if element is not None else column_type) in _INTS and not all(

@@ -62,6 +62,10 @@ SELECT pr.prrelid::int8 FROM pg_catalog.pg_publication_rel pr
 JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid WHERE p.pubname = $1"""
 
 
+#: the ``_wanted`` entry of :meth:`Publication.keep_tables` (no cache has this name)
+_KEPT = " local bases"
+
+
 class NotPublishable(Exception):
     """A table weir cannot follow without making someone's writes fail."""
 
@@ -118,6 +122,11 @@ class Publication:
             if not found:
                 await conn.execute(f"CREATE PUBLICATION {quote_ident(self.name)}")
         await self._sync()
+
+    def keep_tables(self, relations: Iterable[int]) -> None:
+        """Members whatever the caches need (the tables of local bases, whose slot decodes
+        with this publication); checked and added by the next :meth:`ensure`."""
+        self._wanted[_KEPT] = frozenset(relations)
 
     def tables(self) -> frozenset[int]:
         return frozenset().union(*self._wanted.values())

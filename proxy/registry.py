@@ -37,6 +37,8 @@ log = logging.getLogger("weir.registry")
 RELATIONS_QUERY = CATALOG_QUERY.replace(
     "\nORDER BY c.oid", "\n  AND c.oid = ANY($1::oid[])\nORDER BY c.oid")
 assert RELATIONS_QUERY != CATALOG_QUERY
+#: One row: a digest of everything ``CATALOG_QUERY`` returns (a heartbeat compares it).
+CATALOG_DIGEST_QUERY = f"SELECT md5(string_agg(t::text, ';')) FROM ({CATALOG_QUERY}) t"
 
 
 class AdminError(Exception):
@@ -56,12 +58,23 @@ class CacheEntry:
         return {"name": self.name, "text": self.text, "search_path": list(self.search_path)}
 
 
+HIDDEN = "(query text hidden: it does not parse)"
+
+
+def masked(classified: Classified) -> str:
+    """The statement's text with ``$n`` in place of its literals (SHOW shows this unless
+    asked WITH LITERALS: another role's password in a WHERE clause stays hidden)."""
+    parsed = classified.parsed
+    return parsed.shape if parsed.fingerprint else HIDDEN
+
+
 @dataclass(slots=True)
 class ProxiedQuery:
     query_id: str
     text: str
     supported: str  # "yes", "cached" or "unsupported: <reason>"
     count: int = 0
+    shape: str = ""  # the text with $n in place of its literals (what SHOW shows by default)
 
 
 @dataclass
@@ -79,6 +92,7 @@ class Registry:
     #: cannot publish), until a CREATE CACHE of it succeeds
     _refused: dict[str, str] = field(default_factory=dict)
     _creating: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _catalog_digest: str | None = None
 
     async def start(self) -> None:
         await self.reload_catalog()
@@ -121,7 +135,8 @@ class Registry:
                          "yes" if refused is None else f"unsupported: {refused}")
         entry = self.proxied.get(qid)
         if entry is None:
-            entry = self.proxied[qid] = ProxiedQuery(qid, classified.parsed.text, supported)
+            entry = self.proxied[qid] = ProxiedQuery(qid, classified.parsed.text, supported,
+                                                     shape=masked(classified))
             self._texts[qid] = (classified.parsed.text, search_path)
             if len(self.proxied) > 10_000:
                 old, _ = self.proxied.popitem(last=False)
@@ -220,6 +235,26 @@ class Registry:
         now = {r.oid: r for r in Catalog.from_rows([tuple(r) for r in rows]).relations}
         known = {r.oid: r for r in self.planner.catalog.relations}
         return {oid for oid in oids if now.get(oid) != known.get(oid)}
+
+    async def follow_catalog(self) -> bool:
+        """Run by every heartbeat after :meth:`changed_relations` found nothing: when the
+        upstream catalog changed (a table created, altered or dropped, through weir or
+        directly), the planner takes the new one, so classification (auto mode, EXPLAIN,
+        SHOW PROXIED QUERIES) knows it. A changed relation a cache reads is left to
+        :meth:`replan` (taking the catalog here would hide the change from it)."""
+        digest = await self.host.pool.fetchval(CATALOG_DIGEST_QUERY)
+        if digest == self._catalog_digest:
+            return False
+        rows = await self.host.pool.fetch(CATALOG_QUERY)
+        catalog = Catalog.from_rows([tuple(r) for r in rows])
+        read = set().union(*(self.relations(e) for e in self.caches.values()))
+        old = {r.oid: r for r in self.planner.catalog.relations}
+        new = {r.oid: r for r in catalog.relations}
+        if any(old.get(oid) != new.get(oid) for oid in read):
+            return False
+        self.planner = QueryPlanner(catalog)
+        self._catalog_digest = digest
+        return True
 
     async def replan(self, changed: set[int]) -> list[str]:
         """Plan the caches over ``changed`` relations again under the current catalog; those

@@ -1,16 +1,16 @@
 """One client session relayed to its own upstream connection (asyncio protocols).
 
-Owns: the life of a session — startup and the relayed authentication (``proxy.handshake``,
-the base class), then the relay of every message in both directions, byte for byte, while
-the session state (``proxy.session``) observes them, weir answering the statements it
-serves itself (``proxy.hitpath``, ``proxy.extended``, the cache service) and the end of the
-session.
+Owns: the life of a session — startup and the relayed authentication (``proxy.handshake``),
+then the relay of every message in both directions, byte for byte, while the session state
+(``proxy.session``) and its identity (``proxy.identity``) observe them, weir answering the
+statements it serves itself (``proxy.hitpath``, ``proxy.extended``, the cache service) and
+the end of the session.
 
 Invariants:
 - bytes are forwarded in the order received, whole messages at a time, with one write per
   received chunk;
-- a malformed or oversized message from the client ends the session with a FATAL 08P01
-  ErrorResponse and touches no other session;
+- an oversized message, or a malformed one weir must read, ends the session with FATAL 08P01
+  (others go upstream for PostgreSQL's own ERROR: ``forwarding.decode_client``);
 - the upstream going away is reported to the client as a FATAL error, never a hang;
 - backpressure: when one side's write buffer passes its high-water mark, reading from the
   other side pauses, so a slow client cannot make weir buffer without bound.
@@ -41,9 +41,10 @@ from pgwire.framing import (
     Framer,
     ProtocolViolation,
 )
+from proxy import identity, limits
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
-from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, plain_query
+from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, decode_client, plain_query
 from proxy.handshake import Handshake, context
 from proxy.hitpath import remember_query, try_answer
 from proxy.metrics import own_error, own_violation
@@ -82,28 +83,22 @@ class RelayServer(HandshakeServer, Protocol):
     @property
     def service(self) -> CacheService: ...
 
-    @property
-    def sessions(self) -> set[Session]: ...
-
     def release_key(self, key: tuple[int, int]) -> None: ...
 
 
 class Session:
     """A relayed client session (see the module docstring)."""
 
-    def __init__(
-        self, server: RelayServer, transport: asyncio.Transport, endpoint: asyncio.Protocol
-    ) -> None:
-        self.server = server
-        self.client = transport
-        self.endpoint = endpoint
+    def __init__(self, server: RelayServer, transport: asyncio.Transport,
+                 endpoint: asyncio.Protocol) -> None:
+        self.server, self.client, self.endpoint = server, transport, endpoint
         self.upstream: asyncio.Transport | None = None
         #: the session core: phase, hot flags, request ledger, held statements and portals
         #: (``proxy.session_core``; its ledger rules: ``SessionState``)
         self.state = SessionState(Phase.STARTUP)
         self.state.caching = server.service.enabled  # weir answers some statements itself
         self.key: tuple[int, int] | None = None
-        self.cframer = Framer(server.settings.max_message_bytes, startup=True)
+        self.cframer = Framer(limits.before_login(server.settings), startup=True)
         self.uframer = Framer(UPSTREAM_MAX_MESSAGE_LENGTH)
         self.terminated = False  # the client said Terminate (or closed its side)
         self.fatal_relayed = False  # the upstream already told the client why it is closing
@@ -214,7 +209,9 @@ class Session:
                         continue
                 elif self._forward_seen(mtype, raw, start, end, local):
                     continue
-            msg = fe.decode_frontend(mtype, raw[start:end])
+            msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx, self.server.service)
+            if msg is None:  # malformed: upstream as it is, for PostgreSQL's own ERROR
+                continue
             if local and self._needs_local(mtype, msg):
                 self._upstream_write(raw[written : start - 5])
                 self._answer_now([raw[s - 5 : e] for _, s, e in index[i:]])
@@ -363,6 +360,7 @@ class Session:
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
         self.extended.flush()  # weir's earlier answers come first
+        identity.observe(self.ctx, msg, self.server.service.identity_functions)
         self._note_hidden(msg)
         self.state.frontend(msg)
         if isinstance(msg, fe.Terminate):
@@ -518,6 +516,7 @@ class Session:
             if mtype in _DECODED_BACKEND:
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
+                self.server.service.transaction_ended()  # (privilege changes: proxy.grants)
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
                     self.fatal_relayed = True
             elif state.answer(mtype):
@@ -526,7 +525,7 @@ class Session:
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
                 self.ctx.seen.pending = True
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.forget_grants(raw[start : start + 6])
+                    self.server.service.privileges_changed(raw[start : start + 6], state)
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:
@@ -565,6 +564,7 @@ class Session:
         self._release()
 
     def _release(self) -> None:
+        self.handshake.login.stop()
         self.state.phase = Phase.CLOSED
         self.extended.wake()  # a pump waiting for the upstream's answers stops waiting
         self.server.sessions.discard(self)

@@ -106,6 +106,9 @@ class HandshakeServer(Protocol):
     @property
     def upstream(self) -> UpstreamAddress: ...
 
+    @property
+    def sessions(self) -> set[Any]: ...  # the live sessions (``limits.admit``, the relay)
+
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
     async def cancel(self, process_id: int, secret_key: int) -> None: ...

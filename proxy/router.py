@@ -42,6 +42,8 @@ class SessionContext:
     user: str
     search_path: tuple[str, ...]
     tainted: str | None = None  # why this session's reads must go upstream
+    #: the session's role may not be its login role any more (``proxy.identity``)
+    role_unknown: bool = False
     #: seen(s): when the session last got an answer from the upstream (``proxy.seen``;
     #: read-your-writes and monotonic reads)
     seen: Seen = field(default_factory=Seen)

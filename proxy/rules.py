@@ -27,9 +27,13 @@ import cython_ext
 from proxy.admin import FIRST_WORDS as ADMIN_WORDS
 
 #: first words after which a simple query may matter to weir beyond its routing: admin
-#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state)
+#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state), and DO,
+#: CALL, EXECUTE (code weir does not see may change the session's role: ``proxy.identity``)
 WATCHED_WORDS = (*(w.encode() for w in ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
-                 b"DEALLOCATE")
+                 b"DEALLOCATE", b"DO", b"CALL", b"EXECUTE")
+#: a Query containing this (in any case) is never plain: it may change the session's role
+#: or search_path (``proxy.identity``)
+IDENTITY_WORD = b"set_config"
 #: CommandComplete tags that cannot have written anything (read-your-writes ignores them).
 READ_ONLY_TAGS = (b"SELECT", b"SHOW", b"SET", b"FETCH", b"BEGIN", b"ROLLBACK", b"LISTEN",
                   b"UNLISTEN", b"DISCARD", b"DEALLOCATE", b"PREPARE", b"DECLARE", b"CLOSE",
@@ -43,13 +47,16 @@ WRITE_WORDS = ("insert", "update", "delete", "merge")
 def query_head(raw: bytes, start: int, end: int, watched: tuple[bytes, ...]) -> int:
     """What the bytes of the Query payload ``raw[start:end]`` say: 0 — not plain (a NUL
     before the end or none at the end; the first word, after ASCII white space, not ASCII
-    letters first, or one of ``watched`` in any case); 1 — plain so far, all ASCII; 2 —
-    plain so far, UTF-8 validity still to check."""
+    letters first, or one of ``watched`` in any case; :data:`IDENTITY_WORD` in any case
+    anywhere); 1 — plain so far, all ASCII; 2 — plain so far, UTF-8 validity still to
+    check."""
     if end <= start or raw.find(b"\0", start, end) != end - 1:
         return 0
     text = raw[start : end - 1]
     head = text.lstrip()[:10]
     if not (head[:1].isalpha() and head.isascii()) or head.upper().startswith(watched):
+        return 0
+    if IDENTITY_WORD in text.lower():
         return 0
     return 1 if text.isascii() else 2
 

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 from pgwire.events import Phase
+from proxy import limits
 from proxy.endpoints import ClientEndpoint
 from proxy.metrics import own_error
 from proxy.relay import Session
@@ -61,6 +62,14 @@ class Server:
     async def start(self) -> None:
         host, port = self.settings.listen_address
         loop = asyncio.get_running_loop()
+        soft, hard = limits.raise_fd_limit()
+        limits.return_large_buffers()
+        log.info("open files limit %d (hard limit %d), at most %d clients", soft, hard,
+                 self.settings.max_client_connections)
+        if 2 * self.settings.max_client_connections + 64 > soft:
+            log.warning("--max-client-connections %d needs about %d open files, more than "
+                        "the limit of %d", self.settings.max_client_connections,
+                        2 * self.settings.max_client_connections + 64, soft)
         self.service.start_lanes()
         await self.service.start_if_restoring()
         self._server = await loop.create_server(

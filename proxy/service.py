@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import cython_ext
-from proxy import commands
+from proxy import commands, identity
 from proxy.admin import parse_admin
 from proxy.caching import EngineHost
 from proxy.gates import Gates
@@ -57,6 +57,10 @@ class CacheService:
         self.writers: tuple[str, ...] = ()
         self.hiding = hiding_words(())
         self.hits = HitMemos()  # encoded answers of the hit path (``proxy.hitpath``)
+        #: user functions that may change a session's role or search_path (``identity``)
+        self.identity_functions: tuple[str, ...] = ()
+        self.admins = identity.admin_roles(settings.admin_roles,
+                                           settings.upstream_address.user)
         #: privileges and role defaults (``proxy.gates``; the hit path reads ``gates.grants``)
         self.gates = Gates()
         #: the cached reads and their encoders (``proxy.reads``)
@@ -122,7 +126,9 @@ class CacheService:
                 s = self.settings
                 host = EngineHost(s.upstream, memory_budget=budgets(s, self.hits),
                                   read_timeout=s.read_timeout, policy=fill_policy(s),
-                                  replication_slot=s.replication_slot)
+                                  replication_slot=s.replication_slot,
+                                  local_bases=s.local_bases,
+                                  local_tables=s.local_table_names)
                 self._pending = host
                 try:
                     await host.start()
@@ -156,9 +162,17 @@ class CacheService:
             return
         if await self._load_writers():
             self.refresh_names()
+        await self._recheck_grants()
         async with self.mutating:
             changed = await registry.changed_relations()
             if not changed:
+                if await registry.follow_catalog():  # new tables: learnt routes go
+                    self.refresh_names()
+                    if not self.cached_names:  # () is one object: sessions would not notice
+                        self.cached_names = ("\x00",)  # a name no query text holds (no NUL)
+                    self.hits.clear()
+                    if self.lanes is not None:
+                        self.lanes.clear()
                 return
             for line in await registry.replan(changed):
                 log.warning("%s", line)
@@ -180,11 +194,15 @@ class CacheService:
         staleness bound's clock may advance: a function created upstream is known within
         one); True when they changed."""
         assert self.host is not None
+        rows = await self.host.pool.fetch(identity.IDENTITY_FUNCTIONS_QUERY)
+        functions = tuple(r[0] for r in rows)
         rows = await self.host.pool.fetch(self.WRITERS_QUERY)
         writers = tuple(r[0] for r in rows)
-        if writers == self.writers:
+        if writers == self.writers and functions == self.identity_functions:
             return False
-        self.writers, self.hiding = writers, hiding_words(writers)
+        # a call of a function that may change a session's identity is never plain either
+        self.writers, self.identity_functions = writers, functions
+        self.hiding = hiding_words(tuple(sorted({*writers, *functions})))
         return True
 
     def hides_write(self, text: str) -> bool:
@@ -193,9 +211,10 @@ class CacheService:
         return hides_write(text.lower(), self.hiding_now())
 
     def hiding_now(self) -> tuple[str, ...]:
-        """The words that make a statement hide a write while read-your-writes runs."""
-        on = self.registry is not None and self.settings.read_your_writes == "on"
-        return self.hiding if on else ()
+        """The words that make a statement hide a write (or change the session's identity,
+        ``proxy.identity``) while caching runs (a hidden write only counts with
+        read-your-writes on)."""
+        return self.hiding if self.registry is not None else ()
 
     def is_current(self, entry: Any) -> bool:
         """Whether a cache entry (remembered by a prepared statement) is still the cache of
@@ -258,11 +277,33 @@ class CacheService:
         except Exception as exc:  # AdminError, the upstream gone: the query stays upstream
             log.info("auto mode could not cache a query: %s", exc)
 
+    async def _recheck_grants(self) -> None:
+        """Every heartbeat (``proxy.grants``): privilege changes made directly upstream,
+        and ALTER ROLE/DATABASE ... SET, are followed from the next heartbeat on."""
+        self.gates.forget_defaults()
+        if self.host is not None and not await self.gates.verdicts.recheck(
+                self.host.pool, self.registry.caches if self.registry else {}):
+            self.forget_grants()
+
+    def privileges_changed(self, tag: bytes, state: Any) -> None:
+        """A GRANT/REVOKE/ALTER/DROP/CREATE completed in the session of ``state`` (its core):
+        verdicts are forgotten now and again when its transaction ends."""
+        self.gates.verdicts.changes.seen(state)
+        self.forget_grants(tag)
+
+    def transaction_ended(self) -> None:
+        """A ReadyForQuery was observed: forget verdicts if a privilege change's transaction
+        has ended."""
+        changes = self.gates.verdicts.changes
+        if changes.open and changes.ended():
+            self.forget_grants()
+
     def forget_grants(self, tag: bytes = b"") -> None:
         """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
         after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
         changed too: no cached read until a heartbeat has checked them."""
-        self.gates.grants.clear()
+        self.gates.verdicts.forget()
+        self.gates.forget_defaults()  # ALTER ROLE ... SET
         if self.lanes is not None:
             self.lanes.bump()
         if tag.startswith(_DDL_TAGS) and self.host is not None:

@@ -104,6 +104,20 @@ class Settings:
                           "characters other than a-z, 0-9 and _ become _ and the slot is named "
                           "weir_<name> (default: a temporary slot each time caching starts)"},
     )
+    local_bases: str | None = field(
+        default=None,
+        metadata={"help": "directory of local replica bases (LMDB) that fills of their tables "
+                          "read instead of the upstream, kept exact by weir's one replication "
+                          "stream through their persistent slot: a store made by weir "
+                          "bootstrap + weir bases load, or loaded by weir from one snapshot of "
+                          "--local-tables when the directory holds none (default: off)"},
+    )
+    local_tables: str | None = field(
+        default=None,
+        metadata={"help": "with --local-bases: comma-separated tables (as in SQL) weir loads "
+                          "from one snapshot when the directory holds no bases yet (small "
+                          "tables; larger ones: weir bootstrap)"},
+    )
     upstream_password_file: str | None = field(
         default=None,
         metadata={"help": "file holding the upstream password (e.g. a mounted secret), used "
@@ -183,6 +197,24 @@ class Settings:
                           "comma-separated list of CPUs, one lane pinned to each"},
     )
 
+    admin_roles: str | None = field(
+        default=None,
+        metadata={"help": "comma-separated roles that may run weir's SQL commands (CREATE/"
+                          "DROP CACHE, SHOW ...) besides superusers (default: the upstream "
+                          "URL's role)"},
+    )
+
+    login_timeout: float = field(
+        default=60.0,
+        metadata={"help": "seconds a client may take from connecting to being authenticated "
+                          "(PostgreSQL's authentication_timeout); then FATAL 57014"},
+    )
+    max_client_connections: int = field(
+        default=5000,
+        metadata={"help": "client connections at once; one more gets FATAL 53300 (sorry, "
+                          "too many clients already)"},
+    )
+
     def __post_init__(self) -> None:
         UpstreamAddress.parse(self.upstream)
         parse_listen(self.listen)
@@ -212,11 +244,17 @@ class Settings:
             raise SettingsError("--log-parameters must be on or off")
         if self.replication_slot is not None and not 1 <= len(self.replication_slot) <= 40:
             raise SettingsError("--replication-slot must have 1 to 40 characters")
+        if self.local_tables is not None and self.local_bases is None:
+            raise SettingsError("--local-tables needs --local-bases DIR")
         if self.metrics_listen is not None:
             parse_listen(self.metrics_listen, "--metrics-listen")
         for name in ("connect_timeout", "read_timeout", "staleness_bound", "drain_seconds"):
             if not getattr(self, name) >= 0:
                 raise SettingsError(f"--{name.replace('_', '-')} must not be negative")
+        if self.max_client_connections < 1:
+            raise SettingsError("--max-client-connections must be at least 1")
+        if not self.login_timeout > 0:
+            raise SettingsError("--login-timeout must be positive")
         if self.auto_after < 1:
             raise SettingsError("--auto-after must be at least 1")
         if self.memory_budget is not None and self.memory_budget < 0:
@@ -225,6 +263,11 @@ class Settings:
             raise SettingsError(
                 f"--log-level must be debug, info, warning or error, not {self.log_level!r}"
             )
+
+    @property
+    def local_table_names(self) -> tuple[str, ...]:
+        """``--local-tables`` as a tuple of SQL names."""
+        return tuple(t.strip() for t in (self.local_tables or "").split(",") if t.strip())
 
     @property
     def pinned_cpus(self) -> tuple[int, ...]:

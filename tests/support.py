@@ -131,6 +131,7 @@ class WeirProcess(WeirEndpoint):
     def __init__(self, proc: Any, port: int) -> None:
         self.proc = proc
         self.port = port
+        self.log: list[str] = []  # its stderr lines
 
     @classmethod
     def start(
@@ -165,15 +166,24 @@ class WeirProcess(WeirEndpoint):
             argv, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}
         )
         assert proc.stderr is not None
+        early: list[str] = []
         for line in proc.stderr:
+            early.append(line)
             if "weir listening on" in line:
                 break
         else:
             raise RuntimeError(f"weir did not start (exit {proc.wait()})")
         import threading
 
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
-        return cls(proc, port)
+        weir = cls(proc, port)
+        weir.log.extend(early)
+        threading.Thread(target=weir._drain, daemon=True).start()
+        return weir
+
+    def _drain(self) -> None:
+        """Keep the log lines (``log``) so that the pipe never fills."""
+        for line in self.proc.stderr:
+            self.log.append(line)
 
     def stop(self) -> None:
         self.proc.terminate()

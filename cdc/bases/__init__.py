@@ -8,7 +8,8 @@ Public API:
 - ``cdc.bases.follow.follow(store, params)``: stream the bootstrap's slot from the durable
   position, apply each upstream transaction in one LMDB transaction together with its end LSN,
   and confirm to the upstream only what is durable;
+- ``cdc.bases.local.LocalBases``: the bases inside ``weir serve --local-bases`` (fed by its
+  replication stream, answering fills); ``cdc.bases.snapshot_load.load``: bases loaded by weir
+  itself from one snapshot;
 - ``python -m cdc.bases load|follow|checksum`` (also ``weir bases``).
-
-Not yet wired into ``weir serve``'s fills (issue 21, part 3): docs/bootstrap.md.
 """

@@ -1,10 +1,11 @@
 """The durable store of local replica bases: one LMDB environment per weir.
 
 Owns the layout (a ``meta`` database with the bootstrap's manifest, the applied position
-``lsn`` (end of the last applied upstream transaction), the xid reference and a ``complete``
-flag; one database per table mapping the COPY text line of a row's key to the COPY text line
-of the row), loading a manifest's Parquet into it (marked complete only at the end, so a
-half-loaded store is refused on open), and the row mapping the
+``lsn`` (end of the last applied upstream transaction) and ``commit`` (its commit LSN, what a
+replication stream resuming after it skips up to), the xid reference and a ``complete`` flag;
+one database per table mapping the COPY text line of a row's key to the COPY text line of the
+row), loading a manifest's Parquet (or any row source: ``build``) into it (marked complete only
+at the end, so a half-loaded store is refused on open), and the row mapping the
 :class:`~cdc.bootstrap.replay.Replica` applies changes through. Rows and position change in
 the same LMDB write transaction, which LMDB makes durable (fsync) at commit: after a crash the
 store is exactly as of some applied upstream transaction, and its ``lsn`` says which.
@@ -13,7 +14,7 @@ store is exactly as of some applied upstream transaction, and its ``lsn`` says w
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,8 @@ def _u64(value: int) -> bytes:
 class StoreRows(MutableMapping[Text, Text]):
     """One table's rows in the store, through the store's current LMDB transaction."""
 
-    def __init__(self, store: BaseStore, db: Any) -> None:
-        self.store, self.db = store, db
+    def __init__(self, store: BaseStore, db: Any, key_positions: tuple[int, ...] = ()) -> None:
+        self.store, self.db, self.key_positions = store, db, key_positions
 
     @property
     def _txn(self) -> Any:
@@ -93,7 +94,16 @@ class BaseStore:
     def create(cls, path: str | Path, manifest_dir: str | Path,
                map_size: int = MAP_SIZE) -> BaseStore:
         """Load a finished bootstrap into a new store at ``path``."""
-        data = read_manifest(manifest_dir)
+        return cls.build(path, read_manifest(manifest_dir),
+                         lambda t: parquet_rows(manifest_dir, t), map_size)
+
+    @classmethod
+    def build(cls, path: str | Path, data: dict[str, Any],
+              rows_of: Callable[[dict[str, Any]], Iterable[Text | bytes]],
+              map_size: int = MAP_SIZE) -> BaseStore:
+        """A new store at ``path`` holding manifest ``data``'s tables, each table's rows from
+        ``rows_of(its manifest entry)`` (text tuples, or COPY text lines as PostgreSQL writes
+        them, stored as they are); marked complete only once every row is in."""
         env = cls._env(path, map_size)
         meta = env.open_db(_META)
         with env.begin() as txn:
@@ -103,8 +113,8 @@ class BaseStore:
         replica = store.replica(fresh=True)
         for t in data["tables"]:
             rows = replica.tables[t["qualified"]]
-            batch: list[Text] = []
-            for row in parquet_rows(manifest_dir, t):
+            batch: list[Text | bytes] = []
+            for row in rows_of(t):
                 batch.append(row)
                 if len(batch) >= _BATCH:
                     store._put(rows.rows, rows.key, batch)
@@ -115,10 +125,17 @@ class BaseStore:
             store.txn.put(b"complete", b"1", db=store.meta)
         return store
 
-    def _put(self, rows: MutableMapping[Text, Text], key: Any, batch: list[Text]) -> None:
+    def _put(self, rows: MutableMapping[Text, Text], key: Any, batch: list[Text | bytes]
+             ) -> None:
+        assert isinstance(rows, StoreRows)
+        positions = rows.key_positions
         with self.write():
             for row in batch:
-                rows[key(row)] = row
+                if isinstance(row, bytes):  # a COPY line: its key's line is its key fields
+                    fields = row.split(b"\t")
+                    self.txn.put(b"\t".join([fields[i] for i in positions]), row, db=rows.db)
+                else:
+                    rows[key(row)] = row
         batch.clear()
 
     @classmethod
@@ -141,10 +158,12 @@ class BaseStore:
             with self.env.begin() as txn:
                 replica.lsn = int.from_bytes(txn.get(b"lsn", db=self.meta), "big")
                 replica.xid_reference = int.from_bytes(txn.get(b"xid", db=self.meta), "big")
+                replica.commit_lsn = int.from_bytes(txn.get(b"commit", db=self.meta)
+                                                    or _u64(0), "big")
         return replica
 
     def _rows(self, spec: TableSpec) -> StoreRows:
-        return StoreRows(self, self.dbs[spec.qualified])
+        return StoreRows(self, self.dbs[spec.qualified], spec.key_positions)
 
     @contextmanager
     def write(self) -> Iterator[None]:
@@ -169,6 +188,7 @@ class BaseStore:
         """Record the replica's applied position (inside :meth:`write`)."""
         self.txn.put(b"lsn", _u64(replica.lsn), db=self.meta)
         self.txn.put(b"xid", _u64(replica.xid_reference), db=self.meta)
+        self.txn.put(b"commit", _u64(replica.commit_lsn), db=self.meta)
 
     @property
     def durable_lsn(self) -> int:

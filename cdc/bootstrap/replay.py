@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from cdc.bootstrap import catalog, copytext, manifest
 from cdc.bootstrap.errors import BootstrapError
 from cdc.bootstrap.plan import TableSpec, quote_ident, table_from_json
@@ -75,6 +73,7 @@ class Replica:
     xid_reference: int
     applied: int = 0
     skipped: int = 0
+    commit_lsn: int = 0  # commit LSN of the last applied transaction (0: none yet)
     _relations: dict[int, str] = field(default_factory=dict)
     _open: tuple[int, list[PgoutputMessage]] | None = None
 
@@ -120,7 +119,7 @@ class Replica:
             for change in changes:
                 self._apply(xid, change)
             self.applied += 1
-            self.lsn = msg.end_lsn
+            self.lsn, self.commit_lsn = msg.end_lsn, msg.commit_lsn
             self.xid_reference = max(self.xid_reference, xid)
         elif isinstance(msg, Insert | Update | Delete | Truncate) and self._open is not None:
             self._open[1].append(msg)
@@ -163,6 +162,8 @@ def read_manifest(out: str | Path) -> dict[str, Any]:
 
 def parquet_rows(out: str | Path, table: dict[str, Any]) -> Iterator[Text]:
     """The rows of one manifest table's Parquet files as text tuples."""
+    import pyarrow.parquet as pq  # the [spark] extra: only bootstrapped bases need it
+
     spec = table_from_json(table)
     kinds = [c.kind for c in spec.columns]
     for p in table["partitions"]:

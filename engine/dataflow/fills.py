@@ -16,6 +16,8 @@ Invariants:
   fill's snapshot, and a committed transaction once visible stays visible). When the log
   exceeds its cap, the oldest entries are dropped and remembered; a fill whose snapshot does
   not see one of them is re-issued instead of installed.
+- A local fill (``FillManager.local``: rows read from local bases, which are exactly at the
+  applied position when read) is installed as read: no snapshot, no marker, no patch.
 - A patch that cannot complete a row (an unchanged TOASTed value of a row the fetch did not
   return, where the row may match the predicate) makes the fill re-issue too.
 """
@@ -154,6 +156,15 @@ class FillManager:
         fill.marker_passed = True
         return fill if fill.rows is not None else None
 
+    def local(self, fill_id: int, rows: tuple[tuple[Row, ...], ...]) -> Pending | None:
+        """A fill answered from local bases exactly as of the applied position: ready to
+        install now, with no snapshot, marker or patch (its ``snapshot`` stays None)."""
+        fill = self.pending.get(fill_id)
+        if fill is None or fill.rows is not None:
+            return None
+        fill.rows, fill.marker_passed = rows, True
+        return fill
+
     def abandon(self, fill_id: int) -> tuple[BaseKey, ...]:
         """Forget a fill the host gave up on; the base keys it was fetching."""
         fill = self.pending.pop(fill_id, None)
@@ -172,9 +183,9 @@ class FillManager:
         for k in fill.keys:
             if self.in_flight.get(k) == fill.fill_id:
                 del self.in_flight[k]
-        assert fill.snapshot is not None and fill.rows is not None
+        assert fill.rows is not None
         snap = fill.snapshot
-        stale = any(not snap.visible(x) for x in self.lost)
+        stale = snap is not None and any(not snap.visible(x) for x in self.lost)
         out: list[tuple[BaseKey, list[Row] | None]] = []
         fetched = {(r.table.oid, r.columns, r.key): rows
                    for r, rows in zip(fill.requests, fill.rows, strict=True) if r.via is None}
@@ -189,7 +200,7 @@ class FillManager:
 
     def _prefetched(self, nid: int, req: FillRequest, rows: tuple[Row, ...],
                     fetched: dict[tuple[int, tuple[int, ...], Row], tuple[Row, ...]],
-                    snap: Snapshot) -> list[tuple[BaseKey, list[Row] | None]]:
+                    snap: Snapshot | None) -> list[tuple[BaseKey, list[Row] | None]]:
         """One present key per join value the semi-join saw (under the same snapshot)."""
         via = req.via
         assert via is not None
@@ -224,10 +235,13 @@ class FillManager:
         # re-issued for a stale snapshot is issued after this, and its snapshot may lag too)
 
 
-def patch(rows: tuple[Row, ...], req: FillRequest, snap: Snapshot,
+def patch(rows: tuple[Row, ...], req: FillRequest, snap: Snapshot | None,
           log: Iterable[Transaction]) -> list[Row] | None:
     """``rows`` (fetched under ``snap``) brought forward by the applied transactions of ``log``
-    that ``snap`` does not see; None when a row cannot be completed."""
+    that ``snap`` does not see; None when a row cannot be completed. ``snap`` None: the rows
+    are as of the applied position already (local bases), nothing to bring forward."""
+    if snap is None:
+        return list(rows)
     table, cols, key = req.table, req.columns, req.key
     pk = table.primary_key
     current: dict[Row, Row] = {}

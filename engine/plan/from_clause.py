@@ -13,6 +13,7 @@ relation is a ``PlanError`` naming it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,12 +173,14 @@ def _combined(left: Bound, right: Bound) -> Scope:
 
 
 def _split_on(ctx: PlanContext, quals: Node | None, left: Bound, right: Bound,
-              kind: str) -> tuple[list[tuple[int, int]], list[Node], list[Node]]:
-    """ON conjuncts -> (equi-join pairs, filters on the right input, filters on the join)."""
+              kind: str) -> tuple[list[tuple[int, int]], list[Node], list[Node], list[Node]]:
+    """ON conjuncts -> (equi-join pairs, filters on the right input, filters on the join,
+    and for a LEFT JOIN the conditions reading only the left side)."""
     scope = _combined(left, right)
     width = len(left.scope.cols)
     eqs: list[tuple[int, int]] = []
     right_only: list[Node] = []
+    left_only: list[Node] = []
     rest: list[Node] = []
     for conj in conjuncts(quals):
         pair = column_equality(conj)
@@ -187,20 +190,56 @@ def _split_on(ctx: PlanContext, quals: Node | None, left: Bound, right: Bound,
                 eqs.append((a, b))
                 continue
         if kind == "left":
-            if _refs_only_right(conj, scope, width):
+            if _has_sublink(conj):
+                raise PlanError("subquery in a LEFT JOIN ON condition")
+            refs = [scope.lookup(f) for f in _column_refs(conj)]
+            if refs and all(r >= width for r in refs):
                 right_only.append(conj)
-                continue
-            raise PlanError("LEFT JOIN ON condition reading the left side (only equalities and "
-                            "conditions on the right side)")
+            elif all(r < width for r in refs):
+                left_only.append(conj)
+            else:
+                raise PlanError("LEFT JOIN ON condition reading both sides other than a "
+                                "column equality")
+            continue
         rest.append(conj)
     if not eqs:
         raise PlanError("join without an equality between its two sides")
-    return eqs, right_only, rest
+    return eqs, right_only, rest, left_only
 
 
-def _refs_only_right(node: Node, scope: Scope, width: int) -> bool:
-    refs = list(_column_refs(node))
-    return bool(refs) and all(scope.lookup(f) >= width for f in refs)
+def _has_sublink(tree: Any) -> bool:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "SubLink" in node:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+def _gate_left(ctx: PlanContext, left: Bound, conds: list[Node],
+               eqs: list[tuple[int, int]]) -> tuple[Bound, list[tuple[int, int]]]:
+    """LEFT JOIN ON conditions reading only the left side: the first equality's left column
+    is replaced by a hidden ``CASE WHEN conds THEN column END``, so a left row whose
+    conditions are not true matches nothing (NULL equals nothing) and is padded, as in
+    PostgreSQL. Right-side positions in ``eqs`` move up by the added column."""
+    width = len(left.scope.cols)
+    builder = ExprBuilder(left.scope, ctx.catalog, clause="JOIN/ON")
+    preds = tuple(builder.boolean(c) for c in conds)
+    pred = preds[0] if len(preds) == 1 else ir.BoolOp("and", preds)
+    (a, b), *others = [(x, y) if x < width else (y, x) for x, y in eqs]
+    col = left.scope.cols[a]
+    gated = ir.Case(((pred, ir.ColumnRef(a, col.type_oid)),), None, col.type_oid)
+    cols = left.rel.columns
+    name = f"?on.{col.name}?"
+    rel = ir.Project(left.rel, (*(ir.ColumnRef(i, c.type_oid) for i, c in enumerate(cols)),
+                                gated), (*(c.name for c in cols), name))
+    hidden = dataclasses.replace(col, name=name, hidden=True, table_pk=False)
+    bound = Bound(rel, Scope((*left.scope.cols, hidden)))
+    return bound, [(width, b + 1)] + [(x, y + 1) for x, y in others]
 
 
 def _column_refs(tree: Any) -> list[tuple[str, ...]]:
@@ -239,20 +278,24 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     kind = "left" if jointype == "JOIN_LEFT" else "inner"
     if kind == "left" and rrest:
         raise PlanError("LEFT JOIN whose right side carries join conditions of its own")
-    eqs, right_only, rest = _split_on(ctx, node.get("quals"), left, right, kind)
+    eqs, right_only, rest, left_only = _split_on(ctx, node.get("quals"), left, right, kind)
     if right_only:
         right = _filter_input(ctx, right, right_only)
+    if left_only:
+        left, eqs = _gate_left(ctx, left, left_only, eqs)
     lk, rk = _join_keys(eqs, left, right, ctx.catalog)
     joined = Bound(ir.Join(left.rel, right.rel, lk, rk, kind), _combined(left, right))  # type: ignore[arg-type]
     return joined, lrest + rrest + rest
 
 
 def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Bound:
-    eqs, right_only, rest = _split_on(ctx, node.get("quals"), right, left, "left")
+    eqs, right_only, rest, left_only = _split_on(ctx, node.get("quals"), right, left, "left")
     if rest:
         raise PlanError("RIGHT JOIN condition other than column equality")
     if right_only:
         left = _filter_input(ctx, left, right_only)
+    if left_only:
+        right, eqs = _gate_left(ctx, right, left_only, eqs)
     lk, rk = _join_keys(eqs, right, left, ctx.catalog)
     join = ir.Join(right.rel, left.rel, lk, rk, "left")
     nr, nl = len(right.scope.cols), len(left.scope.cols)

@@ -435,3 +435,8 @@ SELECT author_id, json_agg(title ORDER BY id) AS titles, jsonb_agg(score ORDER B
 SELECT o.customer_id, jsonb_agg(o.total ORDER BY o.placed_on, o.id) AS totals, json_agg(o.placed_on ORDER BY o.id) FROM orders o GROUP BY o.customer_id;
 -- params: [2]
 SELECT jsonb_agg(data ORDER BY id) FROM activities WHERE user_id = $1;
+-- ===================== LEFT JOIN ON conditions reading the left side =====================
+SELECT u.id, u.username, s.id AS story FROM users u LEFT JOIN stories s ON s.author_id = u.id AND u.karma > 10 AND s.published;
+-- params: [2]
+SELECT c.id, count(o.id) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND c.vip WHERE c.id = $1 GROUP BY c.id;
+SELECT t.id, p.id AS post FROM posts p RIGHT JOIN threads t ON p.thread_id = t.id AND NOT t.pinned AND p.edited;

@@ -369,3 +369,23 @@ JSON_SHAPES = [
 def test_jsonb_operators(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, JSON_SHAPES, _json_schema(), _json_write,
                      {"things": 1000, "notes": 1000, "docs": 300})
+
+
+JOIN_SHAPES = [
+    Shape("SELECT t.id, n.id, n.note FROM things t LEFT JOIN notes n ON n.ref = t.id "
+          "AND t.score > 20 WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT t.grp, t.id, count(n.id) FROM things t LEFT JOIN notes n ON n.ref = t.id "
+          "AND t.name < 'n5' AND n.note LIKE 'note 1%' WHERE t.grp = ANY($1) GROUP BY 1, 2",
+          lambda r: (_ids(r, 45),)),
+    Shape("SELECT n.id, t.id FROM notes n RIGHT JOIN things t ON n.ref = t.grp "
+          "AND t.at > timestamptz '2024-04-01 00:00Z' WHERE t.grp = $1",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT t.id, n.id FROM things t LEFT JOIN notes n ON t.grp = n.ref AND "
+          "(t.score IS NULL OR t.score % 3 = 0) AND n.id > 1000 WHERE t.grp = $1",
+          lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_left_join_conditions_on_the_left(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, JOIN_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})

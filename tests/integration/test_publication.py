@@ -115,13 +115,13 @@ def test_auto_mode_leaves_tables_it_cannot_follow_upstream(pg: Any, dbname: str)
                 conn.execute("SELECT v FROM kv WHERE k = %s", (1,))
 
             def caches() -> list[str]:
-                return [r[2] for r in conn.execute("SHOW CACHES").fetchall()]
+                return [r[2] for r in conn.execute("SHOW CACHES WITH LITERALS").fetchall()]
 
             eventually(lambda: any("kv" in q for q in caches()), timeout=10)
             assert not any("nopk" in q for q in caches())
 
             def reason() -> str:
-                rows = conn.execute("SHOW PROXIED QUERIES").fetchall()
+                rows = conn.execute("SHOW PROXIED QUERIES WITH LITERALS").fetchall()
                 return " ".join(str(r[2]) for r in rows if "nopk" in r[1])
 
             eventually(lambda: "has no primary key" in reason(), timeout=10)
@@ -169,7 +169,8 @@ def test_concurrent_creations_of_one_query_make_one_cache(pg: Any, dbname: str) 
 
             first, second = server.call(both())
             assert first is second
-            assert [r for r in conn.execute("SHOW CACHES").fetchall() if "other" in r[2]]
+            shown = conn.execute("SHOW CACHES WITH LITERALS").fetchall()
+            assert [r for r in shown if "other" in r[2]]
             assert len(registry.caches) == 2
     finally:
         server.stop()

@@ -65,6 +65,15 @@ def test_malformed_message_gets_08P01_and_others_unaffected(weir_inproc: InProce
     bystander = psycopg.connect(weir_inproc.dsn(), autocommit=True)
     client = RawClient(weir_inproc.port)
     client.send(b"Q\x00\x00\x00\x08abcd")  # no NUL terminator inside the message
+    # as PostgreSQL does (weir forwards it for PostgreSQL's own answer): an ERROR, and the
+    # session goes on (issue 20)
+    msgs = client.until_ready()
+    errors = [m for m in msgs if isinstance(m, ErrorResponse)]
+    assert [(e.sqlstate, e.severity) for e in errors] == [("08P01", "ERROR")], msgs
+    client.send(fe.Query("SELECT 3").encode())
+    assert any(isinstance(m, be.DataRow) for m in client.until_ready())
+    bystander.execute("SELECT 1")
+    client.send(b"F\x00\x00\x00\x06ab")  # a malformed FunctionCall still ends the session
     msgs = list(client.messages())
     assert isinstance(msgs[-1], ErrorResponse)
     assert msgs[-1].sqlstate == "08P01" and msgs[-1].severity == "FATAL"

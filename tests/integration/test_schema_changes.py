@@ -108,3 +108,43 @@ def test_prepared_statements_follow_their_cache_through_a_schema_change(
         # the statement prepared before the change is served by the cache planned again
         eventually(lambda: conn.execute(QUERY, (3,)).fetchall() == [(3, "a3", 30)], 10)
         assert _last(conn) == ("cache", "served by cache ddl1")
+
+
+def test_auto_mode_follows_tables_created_and_altered_upstream(pg: Any, dbname: str) -> None:
+    """A table created after weir read its catalog (directly or through weir), or a column
+    added, is known within a heartbeat without any admin command: auto mode caches the
+    queries over it, and they answer as PostgreSQL does. (Reads poll every 0.1 s.)"""
+    pg.psql("CREATE TABLE before_t (id int PRIMARY KEY)", dbname)
+    weir = InProcessWeir.start(pg.dsn(dbname=dbname), caching="auto", auto_after=2)
+    try:
+        with psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as through, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            def served(sql: str, params: tuple[Any, ...], want: list[Any]) -> bool:
+                # a new session each time: a session that already sent the statement may
+                # keep forwarding it from its own memo (see docs/sql-support.md)
+                with psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn:
+                    try:
+                        rows = conn.execute(sql, params).fetchall()
+                    except psycopg.errors.UndefinedColumn:
+                        return False
+                    assert rows == want
+                    return _last(conn)[0] == "cache"
+
+            through.execute("SELECT 1 FROM before_t")  # weir has read its catalog by now
+            direct.execute("CREATE TABLE n1 (id int PRIMARY KEY, v text)")
+            direct.execute("INSERT INTO n1 VALUES (1, 'one'), (2, 'two')")
+            eventually(lambda: served("SELECT id, v FROM n1 WHERE id = %s", (2,),
+                                      [(2, "two")]), 10, interval=0.1)
+            assert served("SELECT id, v FROM n1 WHERE id = %s", (1,), [(1, "one")])
+
+            through.execute("CREATE TABLE n2 (id int PRIMARY KEY, v int)")  # through weir
+            through.execute("INSERT INTO n2 VALUES (5, 50)")
+            eventually(lambda: served("SELECT v FROM n2 WHERE id = %s", (5,), [(50,)]), 10,
+                       interval=0.1)
+
+            direct.execute("ALTER TABLE before_t ADD COLUMN w int")
+            direct.execute("INSERT INTO before_t VALUES (3, 30)")
+            eventually(lambda: served("SELECT id, w FROM before_t WHERE id = %s", (3,),
+                                      [(3, 30)]), 10, interval=0.1)
+    finally:
+        weir.stop()

@@ -128,7 +128,7 @@ def test_auto_mode_counts_unnamed_statements(pg: Any, dbname: str) -> None:
                 assert pgconn.exec_prepared(b"", [a]).error_message == b""
 
             def caches() -> list[str]:
-                return [r[2] for r in conn.execute("SHOW CACHES").fetchall()]
+                return [r[2] for r in conn.execute("SHOW CACHES WITH LITERALS").fetchall()]
 
             eventually(lambda: any("a * 100" in q for q in caches()), timeout=10)
     finally:
@@ -195,7 +195,7 @@ def test_auto_mode_counts_after_an_unnamed_statement_a_cache_served(pg: Any, dbn
             pgconn = conn.pgconn
 
             def caches() -> list[str]:
-                return [r[2] for r in conn.execute("SHOW CACHES").fetchall()]
+                return [r[2] for r in conn.execute("SHOW CACHES WITH LITERALS").fetchall()]
 
             for a in (b"1", b"2"):
                 assert pgconn.exec_params(CACHED.encode(), [a]).error_message == b""

@@ -113,6 +113,6 @@ def test_the_tests_cited_for_each_guarantee_exist() -> None:
 def test_the_readme_links_every_guide() -> None:
     readme = (ROOT / "README.md").read_text()
     for guide in ("quickstart", "how-caching-works", "consistency", "operations",
-                  "troubleshooting", "admin-commands", "migrating-from-readyset"):
+                  "troubleshooting", "admin-commands", "migrating-from-readyset", "security"):
         assert f"docs/{guide}.md" in readme, guide
         assert (DOCS / f"{guide}.md").exists(), guide

@@ -316,3 +316,56 @@ def test_local_bases_follow_the_slot_and_restart_warm_after_kill(
                 os.killpg(p.pid, signal.SIGTERM)
                 p.wait(20)
         _drop_slot(dsn, out)
+
+
+def test_weir_serve_answers_fills_from_a_bootstrapped_store_and_keeps_it_exact(
+        pg: Any, dbname: str, spark: Any, tmp_path: Path) -> None:
+    """``weir bootstrap`` + ``weir bases load``, then ``weir serve --local-bases`` follows the
+    bootstrap's slot with its one stream: cached reads are filled from the store (none
+    upstream), equal the upstream's, and the store equals the upstream table after a barrier."""
+    from cdc.bases.store import BaseStore
+    from tests.support import WeirProcess
+
+    dsn = pg.dsn(dbname=dbname)
+    create_table(dsn, "served", rows=20_000)
+    out, path = tmp_path / "load", tmp_path / "bases"
+    writer = Writer(dsn, "served", rows=20_000, seed=9).start()
+    proc = None
+    try:
+        result = run(_cfg(dsn, out, "served", partitions=4), spark=spark)
+        BaseStore.create(path, out).close()
+        proc = WeirProcess.start(pg, ["--local-bases", str(path)], upstream=dsn)
+        sql = "SELECT v, n, f, b, ts, small, j FROM served WHERE id = %s"
+        with psycopg.connect(proc.dsn(dbname=dbname), autocommit=True,
+                             prepare_threshold=None) as conn, \
+                psycopg.connect(dsn, autocommit=True) as up:
+            conn.execute(f"CREATE CACHE served_by_id FROM {sql.replace('%s', '$1')}")
+
+            def cached(k: int) -> tuple[list[Any]] | None:
+                rows = conn.execute(sql, (k,)).fetchall()
+                plan = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+                return (rows,) if plan is not None and plan[0] == "cache" else None
+
+            eventually(lambda: writer.commits > 100, timeout=60)
+            writer.stop()
+            marker = unique_name("m")
+            up.execute("UPDATE served SET v = %s WHERE id = 7", (marker,))
+            up.execute("INSERT INTO served (id, v) VALUES (7, %s) ON CONFLICT (id) DO UPDATE"
+                       " SET v = excluded.v", (marker,))
+            eventually(lambda: (cached(7) or ([("",)],))[0][0][0] == marker, timeout=30)
+            for k in range(1, 20_001, 397):
+                got = eventually(lambda k=k: cached(k), timeout=10)[0]
+                assert got == up.execute(sql, (k,)).fetchall(), k
+            status = dict(conn.execute("SHOW WEIR STATUS").fetchall())
+            assert status["fills"] == "0" and int(status["local_fills"]) >= 50, status
+        store = BaseStore.open(path)
+        try:
+            spec = table_from_json(result["tables"][0])
+            assert store.checksums()["public.served"] == replay.upstream_checksum(dsn, spec)
+        finally:
+            store.close()
+    finally:
+        writer.done.set()
+        if proc is not None:
+            proc.stop()
+        _drop_slot(dsn, out)

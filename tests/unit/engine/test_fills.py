@@ -61,3 +61,26 @@ def test_engine_asks_for_a_snapshot_when_the_log_grows() -> None:
     engine.snapshot_probe(Snapshot(15, 15))
     assert not engine.fills.log
     assert [e for x in range(15, 18) for e in engine.apply(txn(x))] == [TakeSnapshot()]
+
+
+def test_a_local_fill_installs_at_once_without_patch_or_marker() -> None:
+    """Rows read from local bases are as of the applied position: they are installed as given,
+    and the logged transactions are not applied to them (a patch would add transaction 5's
+    row to the empty answer given here; an upstream fill's snapshot would need it)."""
+    from engine.api import Engine, ReadReady, RunFill
+    from tests.property.catalog import PLANS
+
+    engine = Engine()
+    engine.add_cache("hot", PLANS["hot_by_author"])
+    engine.apply(txn(5))  # in the log, and (by the contract) already in the local base
+    miss = engine.read("hot", (1,))
+    assert miss.rows is None
+    runs = [e for e in miss.effects if isinstance(e, RunFill)]
+    assert len(runs) == 1 and len(runs[0].requests) == 1
+    effects = engine.fill_local(runs[0].fill_id, [[]])
+    ready = [e for e in effects if isinstance(e, ReadReady)]
+    assert ready and ready[0].key == (1,) and ready[0].rows == ()
+    assert engine.read("hot", (1,)).rows == ()
+    assert not engine.fills.pending and not engine.fills.in_flight
+    # a second call for the same fill does nothing (it is installed)
+    assert engine.fill_local(runs[0].fill_id, [[]]) == ()

@@ -40,6 +40,8 @@ from proxy.settings import Settings, SettingsError, UpstreamAddress, parse_liste
         ("drop all caches", DropCache(None)),
         ("SHOW CACHES", Show("caches")),
         ("SHOW PROXIED QUERIES", Show("proxied")),
+        ("show caches with  literals", Show("caches", literals=True)),
+        ("SHOW PROXIED SUPPORTED QUERIES WITH LITERALS;", Show("supported", literals=True)),
         ("show proxied supported queries", Show("supported")),
         ("SHOW WEIR STATUS", Show("status")),
         ("SHOW WEIR TABLES", Show("tables")),

@@ -25,7 +25,8 @@ _WORDS = ["SELECT", "select", "set", "Reset", "DEALLOCATE", "dealloc", "show", "
 query_text = st.tuples(
     st.sampled_from(["", " ", "\t\n ", "\x0b\x0c\r", "\x1c", "\xa0"]),
     st.sampled_from(_WORDS),
-    st.sampled_from(["", " 1", " \xe9", ";", "\0x", "abcdefghijkl"]),
+    st.sampled_from(["", " 1", " \xe9", ";", "\0x", "abcdefghijkl", " set_config(", "SET_CONFIG",
+                     " Set_Confi", "set_confi\xe9g", "\xe9 sEt_CoNfIg"]),
 ).map("".join)
 
 

@@ -183,7 +183,6 @@ def test_unsupported_protocol_version_is_feature_not_supported() -> None:
     ("decode", "mtype", "payload"),
     [
         (fe.decode_frontend, ord("Q"), b"select 1"),  # no terminator
-        (fe.decode_frontend, ord("Q"), b"\xff\xfe\x00"),  # invalid UTF-8
         (fe.decode_frontend, ord("Q"), b"a\x00b"),  # trailing bytes
         (fe.decode_frontend, ord("S"), b"x"),
         (fe.decode_frontend, ord("D"), b"Xname\x00"),
@@ -234,3 +233,15 @@ def test_mutated_payloads_raise_only_protocol_violation(msg: object, data: st.Da
         mutated = bytes(payload)
     _decoders_accept_or_violate(fe.decode_frontend, encoded[0], mutated)
     _decoders_accept_or_violate(be.decode_backend, encoded[0], mutated)
+
+
+def test_strings_in_other_encodings_pass_through_unchanged() -> None:
+    """Bytes that are not UTF-8 (a LATIN1 session, an invalid byte PostgreSQL refuses with
+    22021) decode to lone surrogates and encode back to the same bytes."""
+    for payload in (b"SELECT 'caf\xe9'\x00", b"\xff\xfe\x00", b"SELECT '\x81\x5c'\x00"):
+        msg = fe.decode_frontend(ord("Q"), payload)
+        assert msg.encode()[5:] == payload
+    parse = fe.Parse("s\udce9", "SELECT '\udcff'", ())
+    assert fe.decode_frontend(ord("P"), parse.encode()[5:]) == parse
+    error = be.decode_backend(ord("E"), b"SERROR\x00C22P02\x00Mcaf\xe9\x00\x00")
+    assert error.encode()[5:] == b"SERROR\x00C22P02\x00Mcaf\xe9\x00\x00"
