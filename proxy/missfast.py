@@ -3,11 +3,11 @@
 Owns: :func:`try_forward`, which the relay calls for a chunk the hit path declined. When the
 chunk is the batch drivers send to run a prepared statement (``Bind`` of a statement weir
 holds to the unnamed portal, optionally ``Describe`` of that portal, ``Execute`` of all rows,
-``Sync``), the statement also exists upstream as the client parsed it, and a key of the read
-is missing from its cache, the batch goes upstream byte for byte: PostgreSQL answers all of
-it (BindComplete, RowDescription, rows, ReadyForQuery), nothing is recreated nor swallowed,
-and the read itself (``ReadPath.read_rows_now``) queues the key's fill in the background
-exactly as the general path's miss does (``proxy.misses``).
+``Sync``), the statement (a named one) also exists upstream as the client parsed it, and a
+key of the read is missing from its cache, the batch goes upstream byte for byte: PostgreSQL
+answers all of it (BindComplete, RowDescription, rows, ReadyForQuery), nothing is recreated
+nor swallowed, and the read itself (``ReadPath.read_rows_now``) queues the key's fill in the
+background exactly as the general path's miss does (``proxy.misses``).
 
 Why this is the general path's answer: there a miss makes the local portal exist upstream
 (the held statement's Parse, sent once, and the Bind, their answers swallowed) and forwards
@@ -46,6 +46,10 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
     state, ctx = session.state, session.ctx
     name_end = raw.find(b"\x00", bs + 1, be_)
     if name_end < 0 or ctx is None:
+        return False
+    if name_end == bs + 1:
+        # the unnamed statement: drivers parse it in the same batch, and the upstream drops
+        # it at any simple Query (which ``SessionState.statements`` does not follow)
         return False
     name = raw[bs + 1 : name_end].decode("utf-8", "replace")
     held = state.held.get(name)
