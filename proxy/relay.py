@@ -175,17 +175,13 @@ class Session:
 
     def forward_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """:meth:`_process_client` after the hit path declined."""
-        ext = self.extended
-        state = self.state
-        service = self.server.service
+        ext, state, service = self.extended, self.state, self.server.service
         local = self.state.caching and self.ctx is not None
         if local and self.memos.current(service):
             ext.adopt()  # caches changed: statements prepared upstream may now be served
         if local and try_forward(self, raw, index):
             return  # a miss of a held statement, forwarded as it is (proxy.missfast)
-        # nothing held locally: stays so in this loop (only a local answer, which ends the
-        # loop, starts holding something)
-        quiet = ext.quiet
+        quiet = ext.quiet  # stays so in this loop: only a local answer (it ends it) holds
         written = 0  # bytes of ``raw`` already sent upstream
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
