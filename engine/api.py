@@ -131,6 +131,13 @@ class Engine:
     def caches(self) -> tuple[str, ...]:
         return tuple(self.graph.caches)
 
+    def caches_over(self, table_oid: int) -> tuple[str, ...]:
+        """The caches whose dataflow reads table ``table_oid``."""
+        base = self.graph.bases.get(table_oid)
+        if base is None:
+            return ()
+        return tuple(name for name, (_, nids) in self.graph.caches.items() if base.nid in nids)
+
     # ------------------------------------------------------------------ reads
     def lookup(self, cache: str, key: Row) -> tuple[Row, ...] | None:
         """The hit path: the answer when ``key`` (a tuple) is present, else None (then call

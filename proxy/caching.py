@@ -43,7 +43,7 @@ from engine import (
     TakeSnapshot,
     Transaction,
 )
-from proxy import localfills, logparams
+from proxy import localfills, logparams, transactions
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
 from proxy.fillsql import fetch_batch
 from proxy.metrics import Buckets
@@ -151,8 +151,10 @@ class EngineHost:
         #: run by every heartbeat after its barrier, before ``fresh_as_of`` advances
         self.verify: Callable[[], Awaitable[None]] | None = None
         self._trust = 0  # bumped by distrust(): a heartbeat begun before it does not count
+        self._holds = transactions.DdlHolds()  # open DDL transactions (``distrust``)
         self._nudge = asyncio.Event()  # set by distrust(): check again now
         self._probing = False  # a snapshot probe is in flight
+        self.heartbeats = 0  # rounds of the heartbeat loop (tests wait for them)
         self.fills_done = 0
         self.fill_transactions = 0  # upstream transactions that ran them (fills are batched)
         self.fill_seconds = 0.0
@@ -199,10 +201,11 @@ class EngineHost:
                 self.coverage.passed(started)
                 if self.verify is not None:
                     await self.verify()
-                if trust == self._trust:
+                if trust == self._trust and not self._held():
                     self._set_fresh(started)
             except Exception as exc:  # the stream is down or slow: reads will see staleness
                 log.debug("heartbeat failed: %s", exc)
+            self.heartbeats += 1
             if not self._probing:  # keep the recent-transaction log pruned when idle too
                 self._probing = True
                 await self._probe()
@@ -210,12 +213,22 @@ class EngineHost:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._nudge.wait(), interval)
 
-    def distrust(self) -> None:
+    def distrust(self, until: Callable[[], bool] | None = None) -> None:
         """The upstream's catalog may have changed (DDL passed through weir): no cached read
-        until a heartbeat begun after now has verified the caches' relations."""
+        until a heartbeat begun after now, and after the DDL's transaction ended (``until()``
+        true), has verified the caches' relations (a check before the commit saw the old)."""
         self._trust += 1
+        self._holds.add(until)
         self._set_fresh(float("-inf"))
         self._nudge.set()
+
+    def _held(self) -> bool:
+        """Whether a DDL transaction is open or just ended (then the next heartbeat checks)."""
+        held, ended = self._holds.check()
+        if ended:
+            self._trust += 1
+            self._nudge.set()
+        return held
 
     def _set_fresh(self, value: float) -> None:
         self.fresh_as_of = value
@@ -537,10 +550,19 @@ class EngineHost:
         self.schemas[schema.oid] = schema
 
     def reset_table(self, schema: TableSchema, reason: str) -> None:
-        log.warning("table %s.%s changed (%s): its caches are reset", schema.namespace,
-                    schema.name, reason)
+        """A table's columns changed (DDL upstream, seen with the next change): the caches
+        over it restart empty, and no cached read until the schema check planned them."""
+        names = self.engine.caches_over(schema.oid)
+        log.warning("table %s.%s changed (%s): caches %s are reset", schema.namespace,
+                    schema.name, reason, list(names))
         self.schemas[schema.oid] = schema
-        self._reset(reason)
+        self.distrust()
+        for name in names:
+            self.engine.drop_cache(name)
+        for name in names:
+            self.engine.add_cache(name, self._plans[name])
+        for key in [k for k in self._waiting if k[0] in names]:
+            self._wake(*key, Served(None, f"cache reset: {reason}"))
 
     def reset_all(self, reason: str) -> None:
         log.warning("continuity with the upstream was lost (%s): every cache is reset", reason)

@@ -1,23 +1,23 @@
 """The extended query protocol for statements weir answers itself.
 
-Owns: statements weir *holds* (the client's Parse was answered by weir and not sent
-upstream: cached SELECTs and admin commands; ``proxy.held``), portals bound from them (their
-cached reads: ``proxy.portal_reads``), and answering Parse/Bind/Describe/Execute/Close/Sync/
-Flush for those — ParseComplete, BindComplete, ParameterDescription, RowDescription with the
-Bind's result formats, DataRows honouring the Execute row limit (PortalSuspended, then the
-rest on the next Execute), CommandComplete, CloseComplete and ReadyForQuery.
+Owns: statements weir *holds* (the client's Parse was answered by weir and not sent upstream:
+cached SELECTs and admin commands; ``proxy.held``), portals bound from them (their cached
+reads: ``proxy.portal_reads``), and answering Parse/Bind/Describe/Execute/Close/Sync/Flush for
+those — ParseComplete, BindComplete, ParameterDescription, RowDescription with the Bind's
+result formats, DataRows honouring the Execute row limit (PortalSuspended, then the rest on
+the next Execute), CommandComplete, CloseComplete and ReadyForQuery.
 
 Rules that keep the client's view identical to PostgreSQL's:
 - the messages of one batch (up to Sync) are answered in order: weir answers a message itself
   only while nothing of the batch has gone upstream; once something has, the rest of the batch
   goes upstream too;
 - a held statement or local portal that must be used upstream after all (the session entered
-  a transaction, the cache declined the read, a binary format weir cannot produce, ...) is
-  first recreated upstream from the client's own Parse/Bind bytes, and the upstream's
-  ParseComplete/BindComplete for them are swallowed (``SessionState.injected``); a statement
-  recreated upstream stays held (later runs outside a transaction block are answered by weir
-  again), and closing it closes the upstream's copy too;
-- a batch answered entirely by weir ends with weir's own ReadyForQuery.
+  a transaction, the cache declined the read, a binary format weir cannot produce, a schema
+  change, ...) is first recreated upstream from the client's own Parse/Bind bytes, and the
+  upstream's ParseComplete/BindComplete for them are swallowed (``SessionState.injected``); a
+  statement recreated upstream stays held (later runs outside a transaction block are
+  answered by weir again), and closing it closes the upstream's copy too; a batch answered
+  entirely by weir ends with weir's own ReadyForQuery.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from proxy.hitpath import Hit, bind_rest
 from proxy.roles import ExtendedService, ExtendedSession
 from proxy.router import Route
 from proxy.session import SessionState, deallocation
+from proxy.transactions import isolation_named
 
 log = logging.getLogger("weir.extended")
 
@@ -206,23 +207,22 @@ class Extended:
                         reason or self.core.reasons.get(statement, "not a cached query"))
 
     def _can_answer(self, held: HeldStatement | None = None) -> bool:
-        """Whether weir may answer now: nothing of the batch upstream, nothing pending, and
-        (for cached reads, not admin commands) no transaction block and no setting weir does
-        not follow (a statement prepared before ``SET search_path`` is re-analyzed by
-        PostgreSQL under the new path)."""
+        """Whether weir may answer now: nothing of the batch upstream, nothing pending, and (for
+        cached reads, not admin commands) ``portal_reads.session_allows`` (no setting weir does
+        not follow, no transaction block it may not serve)."""
         state = self.core
         if held is not None and held.route.destination == "admin":
-            return not self.core.batch_upstream and state.caught_up
-        ctx = self.session.ctx
-        return not self.core.batch_upstream and state.caught_up and not state.in_transaction \
-            and (ctx is None or ctx.tainted is None)
+            return not state.batch_upstream and state.caught_up
+        return not state.batch_upstream and state.caught_up \
+            and portal_reads.session_allows(state, self.session.ctx)
 
-    def _why_not(self) -> str:
-        """Why :meth:`_can_answer` said no (for EXPLAIN LAST STATEMENT)."""
-        ctx = self.session.ctx
-        if ctx is not None and ctx.tainted is not None:
-            return ctx.tainted
-        return "the session is in a transaction block or busy upstream"
+    def _describable(self, held: HeldStatement, portal: str = "") -> bool:
+        c = self.core  # (a named portal outlives Sync inside a block: upstream's alone)
+        return not (portal and c.in_transaction) and portal_reads.describable(
+            self.service, c, self.session.ctx, held)
+
+    def _why_not(self) -> str:  # (for EXPLAIN LAST STATEMENT)
+        return portal_reads.why_not(self.core, self.session.ctx)
 
     def _holdable(self, msg: fe.Parse) -> Route | None:
         session = self.session
@@ -325,8 +325,10 @@ class Extended:
         """A statement goes upstream: one that opens a transaction block first makes every
         statement weir alone holds exist upstream too. Inside the block their runs go
         upstream, and once it fails PostgreSQL refuses to parse them (so weir could not
-        recreate them) while a Bind must still find its statement to fail as it does."""
-        if not self.core.held or not opens_block(text):
+        recreate them) while a Bind must still find its statement to fail as it does. Not
+        before a BEGIN naming an isolation level (a Parse first takes a snapshot: PostgreSQL
+        would refuse the level); those are recreated at their first use in the block."""
+        if not self.core.held or not opens_block(text) or isolation_named(text):
             return
         for name, held in list(self.core.held.items()):
             # weir's own commands never exist upstream (PostgreSQL cannot parse them: its
@@ -372,7 +374,7 @@ class Extended:
     def _recreate(self, held: HeldStatement) -> None:
         """Send a held statement's Parse upstream (answer swallowed); it counts as held
         upstream unless PostgreSQL skips it (an error earlier in the batch) or refuses it."""
-        held.upstream = True
+        held.upstream = self.core.transaction_status != "E"  # (else it fails)
         self.session.inject(held.parse, skipped=partial(setattr, held, "upstream", False))
 
     def _parse(self, msg: fe.Parse, raw: bytes) -> None:
@@ -408,7 +410,7 @@ class Extended:
             self._materialize_portal(msg.portal)
             held = None
         self.core.held_portals.pop(msg.portal, None)
-        if held is not None and self._can_answer(held):
+        if held is not None and self._can_answer(held) and self._describable(held, msg.portal):
             lookup = bind_keys(held, msg)
             if lookup is not None or held.route.destination == "admin":
                 keys, params = lookup or (None, ())
@@ -419,14 +421,13 @@ class Extended:
         if held is not None:
             self.core.reasons[msg.statement] = (
                 self._why_not() if not self._can_answer()
-                else "a parameter is not usable as a cache key"
-            )
+                else self.service.shape_reason(held.route.cache)
+                or "a parameter is not usable as a cache key")
         self._materialize(msg.statement)
         self.core.portal_statements[msg.portal] = msg.statement
         if held is None:
             self.count_runs(msg.statement)
         self.forward(msg, raw)
-
 
     def _describe(self, msg: fe.Describe, raw: bytes) -> None:
         if msg.name not in (self.core.held if msg.kind == "S" else self.core.held_portals):
@@ -445,7 +446,7 @@ class Extended:
         if msg.kind == "S":
             held = self.core.held[msg.name]
             types = param_types(held)
-            if types is None:
+            if types is None or not self._describable(held):
                 self._materialize(msg.name)
                 self.forward(msg, raw)
                 return
@@ -453,7 +454,6 @@ class Extended:
             return
         local = self.core.held_portals[msg.name]
         self._answer(row_description(local.statement, local.bind.result_formats))
-
 
     def _execute(self, msg: fe.Execute, raw: bytes, wait: bool) -> bool:
         local = self.core.held_portals.get(msg.portal)

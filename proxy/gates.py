@@ -16,7 +16,7 @@ import time
 from typing import Any, Protocol
 
 from engine import effective_search_path
-from proxy import grants, identity
+from proxy import grants, identity, transactions
 from proxy.router import SessionContext
 
 log = logging.getLogger("weir.gates")
@@ -32,7 +32,8 @@ DEFAULTS_QUERY = """
 SERVER_QUERY = """
     SELECT name, CASE WHEN source IN ('user', 'database', 'client', 'session')
                       THEN boot_val ELSE setting END
-    FROM pg_settings WHERE name IN ('search_path', 'extra_float_digits', 'bytea_output')"""
+    FROM pg_settings WHERE name IN ('search_path', 'extra_float_digits', 'bytea_output',
+                                    'default_transaction_isolation')"""
 
 
 class GateHost(Protocol):
@@ -96,6 +97,8 @@ class Gates:
             if name in values and name not in ctx.settings:
                 ctx.settings[name] = values[name]
                 ctx.settings_version += 1
+        ctx.isolation.role = transactions.level_name(
+            values.get("default_transaction_isolation", ""))
         identity.taint(ctx, identity.default_taint(values))
         path = values.get("search_path")
         if (path is not None and ctx.tainted is None

@@ -75,7 +75,8 @@ UPSTREAM_STATEMENTS = Buckets()
 
 #: a reason's first words -> its label (``Route.reason``, ``ReadOutcome`` texts)
 _REASON_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("inside a transaction", "transaction"),
+    ("inside a ", "transaction"),  # a REPEATABLE READ / SERIALIZABLE block
+    ("the transaction", "transaction"),  # proxy.transactions: wrote, locked, failed, ...
     ("database ", "other_database"),
     ("earlier statements", "pipelined"),
     ("unsupported", "unsupported"),

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.held import LocalPortal, bind_keys
+from proxy.held import HeldStatement, LocalPortal, bind_keys
 from proxy.params import formats_for
 from proxy.results import OutputSettings, encode_rows
 from proxy.roles import CachedReads, Reads
 from proxy.router import Route, SessionContext
 from proxy.session import SessionState
+from proxy.transactions import refusal
 
 #: a portal's read: its route, the output settings and the result formats
 Prepared = tuple[Route, OutputSettings, tuple[int, ...]]
@@ -45,16 +46,59 @@ def prepare(service: CachedReads, state: SessionState, ctx: SessionContext,
     return route, settings, fmts
 
 
-def renew(service: CachedReads, state: SessionState, ctx: SessionContext,
-          local: LocalPortal) -> bool:
+def follow(service: CachedReads, state: SessionState, ctx: SessionContext,
+           held: HeldStatement) -> bool:
     """The cache a held statement was routed to is gone (dropped, or planned again after
-    a schema change): route its text again; with a cache for it, the statement and the
-    portal's keys follow that cache (False: none, or the keys do not fit it)."""
-    held = local.statement
+    a schema change): route its text again; with a cache for it, the statement follows
+    that cache (False: none)."""
     route = service.route(held.parse.query, state, ctx)
     if route.cache is None or route.classified is None:
         return False
     held.route, held.memo, held.memo_sid = route, None, -1
+    return True
+
+
+def session_allows(state: SessionState, ctx: SessionContext | None) -> bool:
+    """Whether the session lets weir answer a cached read: no setting weir does not follow,
+    and no transaction block weir may not serve (``proxy.transactions``)."""
+    if ctx is None:
+        return not state.in_transaction
+    return ctx.tainted is None \
+        and refusal(state.transaction_status, ctx.block, ctx.isolation) is None
+
+
+def why_not(state: SessionState, ctx: SessionContext | None) -> str:
+    """Why :func:`session_allows` (or an idle session) said no."""
+    if ctx is not None and ctx.tainted is not None:
+        return ctx.tainted
+    if ctx is not None and state.in_transaction:
+        return refusal(state.transaction_status, ctx.block, ctx.isolation) \
+            or "the session is busy upstream"
+    return "the session is in a transaction block or busy upstream"
+
+
+def describable(service: CachedReads, state: SessionState, ctx: SessionContext | None,
+                held: HeldStatement) -> bool:
+    """Whether weir may bind and describe ``held`` itself now: its cache is current (else
+    it follows the one now serving its text) and no schema change may have passed since
+    that cache's columns were described (``CacheService.shape_known``). Otherwise the
+    statement is described and run upstream, so a RowDescription never names a type the
+    column no longer has."""
+    entry = held.route.cache
+    if entry is None or ctx is None:
+        return True  # an admin command
+    if not service.is_current(entry) and not follow(service, state, ctx, held):
+        return False
+    return service.shape_known(held.route.cache)
+
+
+def renew(service: CachedReads, state: SessionState, ctx: SessionContext,
+          local: LocalPortal) -> bool:
+    """:func:`follow` for a local portal's statement; the portal's keys follow the new
+    cache too (False: no cache, or the keys do not fit it)."""
+    held = local.statement
+    if not follow(service, state, ctx, held):
+        return False
     lookup = bind_keys(held, local.bind)
     if lookup is None:
         return False

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from engine import merge_lookups
 from pgwire import backend as be
+from proxy import transactions
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
@@ -127,6 +128,8 @@ class ReadPath:
             if ctx.tainted is not None:
                 return None, ctx.tainted
             reason = output_unsupported(route.cache.fields, {**parameters_of(ctx), **ctx.settings})
+            if reason is None and ctx.block.open:  # the role's default isolation is known now
+                reason = transactions.refusal("T", ctx.block, ctx.isolation)
             if reason is not None:
                 return None, reason
         if not await self.gates.authorized(host, ctx.user, route.cache):

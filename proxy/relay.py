@@ -50,7 +50,7 @@ from proxy.hitpath import remember_query, try_answer
 from proxy.metrics import own_error, own_violation
 from proxy.missfast import try_forward
 from proxy.roles import HandshakeServer
-from proxy.router import Route, SessionContext, observe_set
+from proxy.router import Route, SessionContext, observe_set, wrote
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
 from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
@@ -343,7 +343,7 @@ class Session:
             return False
         if isinstance(msg, fe.Bind):
             if msg.statement in ctx.hiding:
-                ctx.seen.pending = True
+                wrote(ctx, self.state.transaction_status)
                 return True
         elif isinstance(msg, fe.Parse):
             if self.server.service.hides_write(msg.query):
@@ -519,7 +519,7 @@ class Session:
                 swallowed.append((start - 5, end, state.replacement))
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
                     and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
-                self.ctx.seen.pending = True
+                wrote(self.ctx, state.transaction_status, raw[start : start + 8])
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
                     self.server.service.privileges_changed(raw[start : start + 6], state)
         return _without(raw, swallowed) if swallowed else raw

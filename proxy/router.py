@@ -8,8 +8,9 @@ registry's answer. Nothing here performs I/O.
 
 Order of the rules (DESIGN §4):
 1. weir's own commands -> admin;
-2. inside a transaction block, a session whose settings weir cannot honour, another database
-   than the replicated one, or requests still pending upstream -> upstream;
+2. inside a transaction block weir may not serve (``proxy.transactions``), a session whose
+   settings weir cannot honour, another database than the replicated one, or requests still
+   pending upstream -> upstream;
 3. a SELECT whose identity matches a cache and whose literals form a valid key -> cache;
 4. everything else -> upstream, byte for byte.
 """
@@ -24,6 +25,7 @@ from proxy.admin import AdminCommand, parse_admin
 from proxy.results import OutputSettings, supports
 from proxy.seen import Seen
 from proxy.session import SessionState
+from proxy.transactions import Block, Isolation, note_write, refusal
 
 #: Settings a client may SET without changing what a cached SELECT returns.
 HARMLESS_SETTINGS = frozenset({
@@ -61,6 +63,10 @@ class SessionContext:
     #: prepared statements whose text may write behind a read-only CommandComplete tag
     #: (``CacheService.hides_write``): running one counts as a write
     hiding: set[str] = field(default_factory=set)
+    #: the current transaction block and the session's default isolation
+    #: (``proxy.transactions``)
+    block: Block = field(default_factory=Block)
+    isolation: Isolation = field(default_factory=Isolation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +86,9 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
     admin = parse_admin(text)
     if admin is not None:
         return Route("admin", "weir command", admin=admin)
-    if state.in_transaction:
-        return Route("upstream", "inside a transaction block")
+    why = refusal(state.transaction_status, ctx.block, ctx.isolation)
+    if why is not None:
+        return Route("upstream", why)
     if ctx.database != replicated_db:
         return Route("upstream", f"database {ctx.database} is not the one weir replicates")
     if not state.caught_up:
@@ -161,3 +168,11 @@ def setting_taint(text: str) -> str | None:
     if name == "time" and len(rest) > 1 and rest[1].upper() == "ZONE":
         return None
     return f"the session changed setting {name}, which weir does not follow yet"
+
+
+def wrote(ctx: SessionContext, status: str, tag: bytes = b"") -> None:
+    """A statement of the session wrote (or may have; ``tag``: its CommandComplete tag):
+    seen(s) moves (read-your-writes), and its transaction block reads upstream from now on
+    (``proxy.transactions.note_write``)."""
+    ctx.seen.pending = True
+    note_write(ctx.block, status, tag)

@@ -27,10 +27,13 @@ import cython_ext
 from proxy.admin import FIRST_WORDS as ADMIN_WORDS
 
 #: first words after which a simple query may matter to weir beyond its routing: admin
-#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state), and DO,
-#: CALL, EXECUTE (code weir does not see may change the session's role: ``proxy.identity``)
+#: commands, SET/RESET (``observe_set``), DISCARD/DEALLOCATE (the session state), DO, CALL,
+#: EXECUTE (code weir does not see may change the session's role: ``proxy.identity``), a
+#: BEGIN with transaction modes and START TRANSACTION (the isolation level), ROLLBACK and
+#: ABORT (the block ends: ``proxy.transactions``; a COMMIT's tag is observed anyway)
 WATCHED_WORDS = (*(w.encode() for w in ADMIN_WORDS), b"SET", b"RESET", b"DISCARD",
-                 b"DEALLOCATE", b"DO", b"CALL", b"EXECUTE")
+                 b"DEALLOCATE", b"DO", b"CALL", b"EXECUTE", b"BEGIN ", b"START", b"ROLLBACK",
+                 b"ABORT")
 #: a Query containing this (in any case) is never plain: it may change the session's role
 #: or search_path (``proxy.identity``)
 IDENTITY_WORD = b"set_config"

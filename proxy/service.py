@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import cython_ext
-from proxy import commands, identity
+from proxy import commands, identity, transactions
 from proxy.admin import parse_admin
 from proxy.caching import EngineHost
-from proxy.gates import Gates
+from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
 from proxy.lanes import HitLanes, cpu_quota, lane_plan
 from proxy.metrics import count_forward
@@ -174,10 +175,11 @@ class CacheService:
                     if self.lanes is not None:
                         self.lanes.clear()
                 return
+            # the caches over a changed relation are dropped and created again, so the state
+            # built under the old shapes goes with them (their nodes are no one else's);
+            # the other caches keep theirs
             for line in await registry.replan(changed):
                 log.warning("%s", line)
-            # state built under the old shapes (shared base nodes, their rows) goes too
-            registry.host.reset_all("a relation that caches read changed")
             self.refresh_names()
             self.hits.clear()
             if self.lanes is not None:
@@ -240,6 +242,10 @@ class CacheService:
 
     def route(self, text: str, state: SessionState, ctx: SessionContext) -> Route:
         registry = self.registry
+        # inside a block, or maybe (requests pending: a BEGIN may be among them)
+        maybe = state.transaction_status != "I" or not state.idle
+        transactions.observe(text, maybe, ctx.block, ctx.isolation,
+                             maybe and self.hides_write(text))
         auto = self.settings.caching == "auto"
         if registry is None or (not auto and not self._mentions_cached_table(text)):
             admin = parse_admin(text)
@@ -289,7 +295,7 @@ class CacheService:
         """A GRANT/REVOKE/ALTER/DROP/CREATE completed in the session of ``state`` (its core):
         verdicts are forgotten now and again when its transaction ends."""
         self.gates.verdicts.changes.seen(state)
-        self.forget_grants(tag)
+        self.forget_grants(tag, state)
 
     def transaction_ended(self) -> None:
         """A ReadyForQuery was observed: forget verdicts if a privilege change's transaction
@@ -298,16 +304,33 @@ class CacheService:
         if changes.open and changes.ended():
             self.forget_grants()
 
-    def forget_grants(self, tag: bytes = b"") -> None:
+    def forget_grants(self, tag: bytes = b"", state: Any = None) -> None:
         """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
         after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
-        changed too: no cached read until a heartbeat has checked them."""
+        changed too: no cached read until a heartbeat has checked them, after the DDL's
+        transaction ended (the session ``state``'s: ``EngineHost.distrust``)."""
         self.gates.verdicts.forget()
         self.gates.forget_defaults()  # ALTER ROLE ... SET
         if self.lanes is not None:
             self.lanes.bump()
         if tag.startswith(_DDL_TAGS) and self.host is not None:
-            self.host.distrust()
+            self.host.distrust(None if state is None else partial(transactions.ended, state))
+
+    def shape_known(self, entry: Any) -> bool:
+        """Whether weir may describe a cache's columns itself now (RowDescription of a held
+        statement or local portal): the cache is current and fresh, so no DDL passed since
+        its fields were read. Otherwise the statement is described and run upstream."""
+        return self.shape_reason(entry) is None
+
+    def shape_reason(self, entry: Any) -> str | None:
+        """Why :meth:`shape_known` says no (None when it says yes)."""
+        host = self.host
+        if entry is None:
+            return None
+        if host is None or not self.is_current(entry):
+            return f"cache {entry.name} was dropped after this statement was prepared"
+        lag = host.staleness()
+        return stale(lag) if lag > self.settings.staleness_bound else None
 
     # -- admin --------------------------------------------------------------------------------
 

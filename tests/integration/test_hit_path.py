@@ -155,10 +155,12 @@ def test_memoized_answers_respect_session_rules(pg: Any, dbname: str) -> None:
             assert conn.execute(query, (5,)).fetchone() == ("n9", 99)
             assert _last(conn)[0] == "cache"
 
-            # a transaction block: the same prepared read goes upstream
-            with conn.transaction():
-                assert conn.execute(query, (5,)).fetchone() == ("n9", 99)
-                assert _last(conn)[0] == "upstream"
+            # a REPEATABLE READ block: the same prepared read goes upstream (a READ
+            # COMMITTED one is served: tests/integration/test_transaction_reads.py)
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            assert conn.execute(query, (5,)).fetchone() == ("n9", 99)
+            assert _last(conn)[0] == "upstream"
+            conn.execute("COMMIT")
             assert conn.execute(query, (5,)).fetchone() == ("n9", 99)
             assert _last(conn)[0] == "cache"
 
@@ -188,8 +190,9 @@ def _wire_session(pg: Any, dbname: str) -> Iterator[Any]:
 
 
 def test_a_statement_used_in_a_transaction_stays_held(pg: Any, dbname: str) -> None:
-    """Run in a transaction block, a held statement is recreated upstream; afterwards weir
-    answers it again, and closing it closes the upstream's copy (the name is free again)."""
+    """Run in a transaction block weir does not serve (REPEATABLE READ), a held statement is
+    recreated upstream; afterwards weir answers it again, and closing it closes the upstream's
+    copy (the name is free again)."""
     with _wire_session(pg, dbname) as s:
         query = "SELECT name FROM things WHERE id = $1"
         run = (fe.Bind("", "s1", (), (b"5",), ()), fe.Execute(), fe.Sync())
@@ -204,8 +207,8 @@ def test_a_statement_used_in_a_transaction_stays_held(pg: Any, dbname: str) -> N
 
         s.send(fe.Parse("s1", query), fe.Sync())
         rows(s.until_ready())
-        s.send(fe.Query("BEGIN"))
-        s.until_ready()
+        s.send(fe.Query("BEGIN ISOLATION LEVEL REPEATABLE READ"))
+        assert not any(isinstance(e, be.ErrorResponse) for e in s.until_ready())
         s.send(*run)
         assert rows(s.until_ready()) == [(b"n9",)]
         assert last() == b"upstream"
@@ -332,9 +335,10 @@ def test_statements_prepared_before_the_cache_existed_are_served(pg: Any, dbname
         admin.execute("CREATE CACHE names FROM SELECT name FROM things WHERE id = $1")
         assert conn.execute(query, (5,)).fetchone() == ("n9",)
         assert _last(conn) == ("cache", "served by cache names")
-        with conn.transaction():  # both weir and the upstream hold it: still fine
-            assert conn.execute(query, (6,)).fetchone() == ("n3",)
-            assert _last(conn)[0] == "upstream"
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")  # (a block weir does not serve)
+        assert conn.execute(query, (6,)).fetchone() == ("n3",)  # both hold it: still fine
+        assert _last(conn)[0] == "upstream"
+        conn.execute("COMMIT")
         assert conn.execute(query, (6,)).fetchone() == ("n3",)
         assert _last(conn)[0] == "cache"
 

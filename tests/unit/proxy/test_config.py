@@ -116,7 +116,9 @@ def test_request_parsing_and_buckets() -> None:
 
 
 @pytest.mark.parametrize(("reason", "label"), [
-    ("inside a transaction block", "transaction"),
+    ("inside a REPEATABLE READ transaction (one snapshot for the whole block)",
+     "transaction"),
+    ("the transaction wrote (its reads go upstream until it ends)", "transaction"),
     ("unsupported: window functions", "unsupported"),
     ("no cache for this query", "no_cache"),
     ("the session changed setting work_mem, which weir does not follow yet",
