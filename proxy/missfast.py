@@ -60,8 +60,8 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
     if service.host is None or service.settings.misses != "upstream" \
             or state.batch_upstream or state.batch_local or state.batch_failed \
             or not state.caught_up or state.transaction_status != "I" \
-            or not ctx.defaults_applied or ctx.tainted is not None:
-        return False
+            or not ctx.defaults_applied or ctx.tainted is not None or name in ctx.hiding:
+        return False  # (``hiding``: a write behind a read-only tag, ``Session._note_hidden``)
     bind = fe.decode_frontend(_T_BIND, raw[bs:be_])
     assert isinstance(bind, fe.Bind)
     lookup = bind_keys(held, bind)
