@@ -53,6 +53,7 @@ def test_misses_of_a_prepared_statement_go_upstream_as_sent(pg: Any, dbname: str
             assert not forwarded
             for k in range(2, 8):
                 cur.execute(QUERY, (k,), prepare=True)
+                assert cur.description is not None
                 assert [d.name for d in cur.description] == ["v", "k"]
                 assert cur.fetchall() == [(f"v{k}", k)]
                 assert _last(conn) == ("upstream", MISS)
