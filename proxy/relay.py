@@ -45,6 +45,7 @@ from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, decode_clie
 from proxy.handshake import Handshake, context
 from proxy.hitpath import try_answer
 from proxy.metrics import own_error, own_violation
+from proxy.missfast import try_forward
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
@@ -180,9 +181,9 @@ class Session:
         local = self.state.caching and self.ctx is not None
         if local and self.memos.current(self.routing):
             ext.adopt()  # caches changed: statements prepared upstream may now be served
-        # nothing held locally: stays so in this loop (only a local answer, which ends the
-        # loop, starts holding something)
-        quiet = ext.quiet
+        if local and try_forward(self, raw, index):
+            return  # a miss of a held statement, forwarded as it is (proxy.missfast)
+        quiet = ext.quiet  # stays so in this loop: only a local answer (it ends it) holds
         written = 0  # bytes of ``raw`` already sent upstream
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
