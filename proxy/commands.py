@@ -127,6 +127,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
             ("local_bases_lsn", format_lsn(host.local.resume[1]))]),
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),
+        ("loop_memo_answers", str(hits.served)),  # (the event loop's share of them)
         ("memo_bytes", str(hits.bytes)),
         ("fd_limit", str(fd_limit())),
     ]
