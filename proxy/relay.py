@@ -37,7 +37,7 @@ from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
-from proxy import identity, limits
+from proxy import aftermiss, identity, limits
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
@@ -397,6 +397,8 @@ class Session:
             raw = self.extended.take_deferred() + raw
         if raw:
             self.client.write(raw)
+        if self.ctx is not None and self.ctx.seen.missed:
+            aftermiss.answered(self)  # seen(s) settles now; back to a lane (proxy.aftermiss)
 
     def _observe_upstream(self, raw: bytes, marks: list[tuple[int, int, int]]) -> bytes:
         """Observe messages one by one; ``raw`` without the answers weir swallows."""

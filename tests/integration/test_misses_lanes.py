@@ -77,3 +77,40 @@ def test_hits_after_a_miss_are_answered_by_the_lanes(pg: Any, dbname: str) -> No
                 assert loop1 - loop0 >= hits * 0.6
     finally:
         server.stop()
+
+
+def test_a_miss_answer_settles_seen_and_sends_the_session_back_to_its_lane(
+        pg: Any, dbname: str) -> None:
+    """Once a miss's upstream answer has come, with nothing more sent: the session's seen(s)
+    is settled and covered by a barrier sent at once (``proxy.aftermiss``), and with lanes
+    the session is back in its lane before its next read."""
+    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 100) g", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
+                                 hit_lanes=1 if LANES else 0)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.prepare_threshold = 0
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+
+            def read(k: int) -> Any:
+                row = conn.execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone()
+                return None if row is None else row[0]
+
+            read(1)
+            eventually(lambda: read(1) == "v1" and host.engine.stats.hits > 2)
+            session = next(s for s in server.server.sessions if s.ctx is not None
+                           and s.ctx.database == dbname and s.state.held)
+            seen = session.ctx.seen
+            for k in range(10, 20):
+                if LANES:  # (in its lane after a hit)
+                    eventually(lambda: read(1) == "v1" and session.lane != 0)
+                assert read(k) == f"v{k}"  # a miss (a one-off key: not admitted)
+                eventually(lambda: not seen.pending and seen.at <= host.coverage.covered)
+                if LANES:
+                    eventually(lambda: session.lane != 0)  # back with no read in between
+                assert read(1) == "v1"
+    finally:
+        server.stop()
+

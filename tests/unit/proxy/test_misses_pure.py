@@ -130,6 +130,45 @@ def test_coverage_coalesces_barriers_and_serves_every_session_it_follows() -> No
     asyncio.run(scenario())
 
 
+def test_coverage_calls_back_once_a_barrier_after_the_need_passed() -> None:
+    """``Coverage.when`` (a session back to its lane after a miss, ``proxy.aftermiss``): a
+    barrier is sent, the call runs once one sent at or after the need passed (not before),
+    at once when covered already, never after the barriers failed."""
+    emitted: list[asyncio.Future[None]] = []
+
+    async def emit() -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        emitted.append(fut)
+        await fut
+
+    async def fail() -> None:
+        raise ConnectionError("the stream is down")
+
+    async def scenario() -> None:
+        cov = Coverage(emit)
+        calls: list[str] = []
+        need = time.monotonic()
+        cov.when(need, lambda: calls.append("a"))
+        await asyncio.sleep(0)
+        assert len(emitted) == 1 and calls == []  # a barrier sent after ``need`` is flying
+        cov.passed(need - 1.0)  # an older marker: not enough
+        assert calls == []
+        emitted[0].set_result(None)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert calls == ["a"]
+        cov.when(need, lambda: calls.append("b"))  # covered already: at once
+        assert calls == ["a", "b"]
+        failing = Coverage(fail)
+        failing.when(time.monotonic(), lambda: calls.append("c"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert calls == ["a", "b"] and not failing._then
+        cov.stop()
+
+    asyncio.run(scenario())
+
+
 def test_coverage_sends_a_second_barrier_without_waiting_for_the_first() -> None:
     """A session that falls behind after the barrier in flight was sent gets its own at once
     (at most two in flight); a third waits for one to land, which then sends it."""
