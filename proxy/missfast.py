@@ -26,9 +26,9 @@ from typing import Any
 
 from pgwire import frontend as fe
 from proxy import portal_reads
-from proxy.forwarding import CONTENT_FREE
 from proxy.held import LocalPortal, bind_keys
 from proxy.hitpath import _tail as batch_tail
+from proxy.rules import CONTENT_FREE
 
 _T_BIND = ord("B")
 _T_SYNC = ord("S")
