@@ -110,6 +110,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("fills", str(host.fills.done)),
         ("fill_transactions", str(host.fills.transactions)),
         ("fill_ms_avg", f"{1000 * host.fills.seconds / max(1, host.fills.done):.2f}"),
+        ("fill_ms_p50", "" if (p50 := host.fills.p50()) is None else f"{1000 * p50:.2f}"),
         *((f"fill_{phase}_ms_avg", f"{1000 * spent / max(1, host.fills.done):.2f}")
           for phase, spent in host.fills.phases.items()),
         ("fill_failures", str(host.fills.failures)),
