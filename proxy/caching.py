@@ -292,10 +292,15 @@ class EngineHost:
             queue.dropped += 1
         elif queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
             queue.held_back += 1
-        elif self.fills.admission.admit((cache, k)):
+        elif self._admit((cache, k)):
             return self.try_read(cache, k, count)  # starts (or joins) the key's fill
         self.engine.stats.misses += 1
         return None
+
+    def _admit(self, key: tuple[str, Row]) -> bool:
+        admission = self.fills.admission
+        admission.observe(self.engine.stats.hits, self.engine.stats.fills)
+        return admission.admit(key)
 
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:
         """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from proxy.config import resolve
-from proxy.fillqueue import Admission, FillPolicy, FillQueue
+from proxy.fillqueue import YIELD_WINDOW, Admission, FillPolicy, FillQueue
 from proxy.hitpath import TOTAL_BYTES, HitMemos
 from proxy.misses import budgets, default_budget
 from proxy.seen import NEVER, Coverage, Seen, covered, may_serve
@@ -28,6 +28,24 @@ def test_admission_on_the_second_read() -> None:
     assert not doorkeeper.admit(("c", (1,)))
     assert doorkeeper.refused == 3
     assert all(Admission("always").admit(("c", (k,))) for k in range(5))
+
+
+def test_admission_wants_a_third_read_while_fills_do_not_pay() -> None:
+    """Fewer hits than fills over the last window: a key is admitted on its third read;
+    once fills pay again, on its second."""
+    doorkeeper = Admission("second")
+    doorkeeper.observe(hits=10, fills=YIELD_WINDOW - 1)
+    assert not doorkeeper.strict  # (not a whole window yet)
+    doorkeeper.observe(hits=10, fills=YIELD_WINDOW)
+    assert doorkeeper.strict
+    assert [doorkeeper.admit(("c", (1,))) for _ in range(4)] == [False, False, True, False]
+    doorkeeper.observe(hits=10 + 5 * YIELD_WINDOW, fills=2 * YIELD_WINDOW)
+    assert not doorkeeper.strict
+    assert [doorkeeper.admit(("c", (2,))) for _ in range(2)] == [False, True]
+    doorkeeper.observe(hits=10 + 5 * YIELD_WINDOW, fills=3 * YIELD_WINDOW)  # no hits since
+    assert doorkeeper.strict and not doorkeeper.admit(("c", (3,)))
+    doorkeeper.strict = False  # a key on its way to a third read is admitted on its next
+    assert doorkeeper.admit(("c", (3,)))
 
 
 def test_admission_forgets_one_off_keys_past_its_capacity() -> None:
