@@ -90,6 +90,7 @@ class EngineHost:
         self.read_timeout = read_timeout
         #: the fills against the upstream (``proxy.fillrun``: queue, slots, statistics)
         self.fills = FillRunner(self, max_fills, policy)
+        self.lane_hits: Callable[[], int] = lambda: 0  # answers the lanes gave (proxy.service)
         self._waiting: dict[tuple[str, Row], list[asyncio.Future[Served]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: asyncpg.Pool | None = None  # heartbeat checks, probes, privileges, DDL
@@ -299,7 +300,8 @@ class EngineHost:
 
     def _admit(self, key: tuple[str, Row]) -> bool:
         admission = self.fills.admission
-        admission.observe(self.engine.stats.hits, self.engine.stats.fills)
+        admission.observe(lambda: self.engine.stats.hits + self.lane_hits(),
+                          self.engine.stats.fills)
         return admission.admit(key)
 
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:

@@ -16,7 +16,7 @@ finds the queue full simply keeps going upstream.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,13 +72,15 @@ class Admission:
         self.strict = False
         self._mark = (0, 0)  # (hits, fills) at the last look
 
-    def observe(self, hits: int, fills: int) -> None:
-        """The host's running counts of cache hits and fills started: every
-        :data:`YIELD_WINDOW` fills, whether they paid decides ``strict``."""
+    def observe(self, hits: Callable[[], int], fills: int) -> None:
+        """The host's running count of fills started, and of cache hits (asked for only
+        when due: the lanes' count is a call): every :data:`YIELD_WINDOW` fills, whether
+        they paid decides ``strict``."""
         hits0, fills0 = self._mark
         if fills - fills0 >= YIELD_WINDOW:
-            self.strict = hits - hits0 < MIN_YIELD * (fills - fills0)
-            self._mark = (hits, fills)
+            now = hits()
+            self.strict = now - hits0 < MIN_YIELD * (fills - fills0)
+            self._mark = (now, fills)
 
     def admit(self, key: Hashable) -> bool:
         if self.always:

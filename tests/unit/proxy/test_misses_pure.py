@@ -34,15 +34,15 @@ def test_admission_wants_a_third_read_while_fills_do_not_pay() -> None:
     """Fewer hits than fills over the last window: a key is admitted on its third read;
     once fills pay again, on its second."""
     doorkeeper = Admission("second")
-    doorkeeper.observe(hits=10, fills=YIELD_WINDOW - 1)
+    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW - 1)
     assert not doorkeeper.strict  # (not a whole window yet)
-    doorkeeper.observe(hits=10, fills=YIELD_WINDOW)
+    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW)
     assert doorkeeper.strict
     assert [doorkeeper.admit(("c", (1,))) for _ in range(4)] == [False, False, True, False]
-    doorkeeper.observe(hits=10 + 5 * YIELD_WINDOW, fills=2 * YIELD_WINDOW)
+    doorkeeper.observe(lambda: 10 + 5 * YIELD_WINDOW, fills=2 * YIELD_WINDOW)
     assert not doorkeeper.strict
     assert [doorkeeper.admit(("c", (2,))) for _ in range(2)] == [False, True]
-    doorkeeper.observe(hits=10 + 5 * YIELD_WINDOW, fills=3 * YIELD_WINDOW)  # no hits since
+    doorkeeper.observe(lambda: 10 + 5 * YIELD_WINDOW, fills=3 * YIELD_WINDOW)  # no hits since
     assert doorkeeper.strict and not doorkeeper.admit(("c", (3,)))
     doorkeeper.strict = False  # a key on its way to a third read is admitted on its next
     assert doorkeeper.admit(("c", (3,)))
