@@ -86,9 +86,10 @@ bench: install
 bench-passthrough: install
 	$(PY) bench/passthrough.py
 
-# the asyncpg, psycopg2 and SQLAlchemy test suites (their PyPI source distributions, fetched
-# into .compat/) directly, through weir --caching off and --caching auto --auto-after 1;
-# prints the failed counts side by side (about 45 minutes; not part of ``make test``)
+# the asyncpg and psycopg2 test suites and SQLAlchemy's PostgreSQL backend suite (their PyPI
+# source distributions, fetched into .compat/) directly, through weir --caching off and --caching auto --auto-after 1;
+# prints the failed counts side by side (about 45 minutes; not part of ``make test``;
+# COMPAT_ARGS='--suites sqlalchemy --modes off' narrows it, docs/benchmarks/compat.md)
 compat: install
 	$(PIP) install -q -e '.[dev,spark,compat]'
 	$(PY) tools/compat.py $(COMPAT_ARGS)
