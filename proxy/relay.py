@@ -66,8 +66,6 @@ _T_COPY_DATA = ord("d")
 _T_TERMINATE = ord("X")
 _T_QUERY = ord("Q")
 _T_SYNC = ord("S")
-#: CommandComplete tags after which remembered privilege checks are dropped.
-_PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"RESET")
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
 _T_COMMAND_COMPLETE = ord("C")
@@ -429,8 +427,7 @@ class Session:
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None and answer_class(
                     mtype, raw[start : start + 8], READ_ONLY_TAGS) == ANSWER_WRITE:
                 wrote(self.ctx, state.transaction_status, raw[start : start + 8])
-                if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.gates.privileges_changed(raw[start : start + 6], state)
+                self.server.service.gates.wrote(raw[start : start + 6], state)
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:
