@@ -118,7 +118,7 @@ class Gates:
             self.forget_grants()
 
     def wrote(self, tag: bytes, state: Any) -> None:
-        """A CommandComplete that may have written (``proxy.rules.ANSWER_WRITE``; ``tag``: its
+        """A CommandComplete that may have written (``pgwire.classes.ANSWER_WRITE``; ``tag``: its
         first bytes) came in the session of ``state``: a privilege change if its tag is one of
         :data:`PRIVILEGE_TAGS`."""
         if tag.startswith(PRIVILEGE_TAGS):

@@ -35,6 +35,7 @@ from typing import Protocol
 import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
+from pgwire.classes import ANSWER_WRITE
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import identity, limits
@@ -54,7 +55,7 @@ from proxy.hitpath import try_answer
 from proxy.metrics import own_error, own_violation
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
-from proxy.rules import ANSWER_WRITE, CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
+from proxy.rules import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
 from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
 
