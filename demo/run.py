@@ -184,8 +184,10 @@ def _print(rows: list[report.Summary], direct_run: workload.Outcome,
           f"{speedup:.2f}x the throughput over the whole run, {late:.2f}x in its last third.")
     if speedup < 1:
         print("  (a read that misses is answered upstream and its key filled in the background; "
-              "today weir's miss path and its fills cost more than the query itself, issue 18; "
-              "hits are served from memory)")
+              "hits are served from memory, by the hit lanes' threads or else by weir's one "
+              "event loop, which also relays the misses and writes, runs the fills and applies "
+              "the replication stream: the lines below say how the hit rate climbed and how "
+              "many hits the lanes answered; issues 18 and 24)")
     print(f"  cached answers checked against PostgreSQL: {equal}/{compared} equal")
     for err in [*direct_run.errors, *weir_run.errors] + ([probe_error] if probe_error else []):
         print(f"  error: {err}")
