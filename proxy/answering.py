@@ -26,6 +26,7 @@ from pgwire import frontend as fe
 from pgwire.events import Phase
 from pgwire.framing import ProtocolViolation
 from proxy.extended import Extended
+from proxy.forwarding import JUDGED_UPSTREAM
 from proxy.hitpath import remember_query
 from proxy.metrics import own_error, own_violation
 from proxy.router import Route, SessionContext
@@ -109,8 +110,9 @@ class Answering:
             if mtype == _T_COPY_DATA:
                 session.upstream_write(raw)
                 continue
-            msg = fe.decode_frontend(mtype, raw[5:])
-            done = (self._query_now(msg, raw) if mtype == _T_QUERY
+            msg = _decoded(mtype, raw)
+            done = (session.extended.malformed(mtype, raw) if msg is None
+                    else self._query_now(msg, raw) if mtype == _T_QUERY
                     else session.extended.handle_now(msg, raw))
             if not done:
                 session.extended.flush()
@@ -183,8 +185,11 @@ class Answering:
                 if mtype == _T_COPY_DATA:
                     session.upstream_write(raw)
                     continue
-                msg = fe.decode_frontend(mtype, raw[5:])
-                if mtype == _T_QUERY:
+                msg = _decoded(mtype, raw)
+                if msg is None:
+                    await session.extended.settle()
+                    session.extended.malformed(mtype, raw)
+                elif mtype == _T_QUERY:
                     assert isinstance(msg, fe.Query)
                     await session.extended.settle()
                     await self._query(msg, raw)
@@ -225,3 +230,15 @@ class Answering:
             self._finish_query(msg, raw, *served)
             if served[0] is not None:
                 remember_query(session, raw, reads, served[0])
+
+
+def _decoded(mtype: int, raw: bytes) -> fe.FrontendMessage | None:
+    """The client message ``raw``, or None for a malformed one PostgreSQL answers with an
+    ERROR (``forwarding.JUDGED_UPSTREAM``: ``Extended.malformed`` sends it upstream); any
+    other malformed message raises ProtocolViolation."""
+    try:
+        return fe.decode_frontend(mtype, raw[5:])
+    except ProtocolViolation:
+        if mtype not in JUDGED_UPSTREAM:
+            raise
+        return None

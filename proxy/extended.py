@@ -32,6 +32,7 @@ from pgwire import backend as be
 from pgwire import frontend as fe
 from proxy import portal_reads
 from proxy.admin import Show, parse_admin
+from proxy.forwarding import bind_names
 from proxy.held import (
     PLACEHOLDER_PORTAL,
     HeldStatement,
@@ -56,6 +57,7 @@ log = logging.getLogger("weir.extended")
 _NAMED = (fe.Describe, fe.Close)
 _BATCH_ENDS = (fe.Sync, fe.Flush)
 _EXTENDED = (fe.Parse, fe.Bind, fe.Describe, fe.Execute, fe.Close)
+_T_BIND, _T_QUERY = ord("B"), ord("Q")
 
 
 @dataclass(slots=True)
@@ -269,6 +271,29 @@ class Extended:
         elif not isinstance(msg, fe.Flush):
             self.core.batch_upstream = True
 
+    def malformed(self, mtype: int, raw: bytes) -> bool:
+        """A client message weir cannot decode (one of ``forwarding.JUDGED_UPSTREAM``) goes
+        upstream as it is, after weir's earlier answers, for PostgreSQL's own ERROR 08P01;
+        the rest of its batch then goes upstream too (PostgreSQL skips it up to the Sync).
+        A Bind naming a statement only weir holds first recreates it upstream (PostgreSQL,
+        holding it, then finds the message malformed rather than the statement missing). In
+        a batch weir failed itself it is ignored, as PostgreSQL ignores any message there.
+        False (nothing done) while an outcome is awaited: the pump waits first."""
+        if self.wait_settle:
+            return False
+        if self.core.batch_failed:
+            return True
+        if mtype == _T_BIND:
+            names = bind_names(raw, 5, len(raw))
+            if names:
+                self.copies.materialize(names[names.index(b"\0") + 1 : -1].decode(
+                    "utf-8", "surrogateescape"))
+        self.recording = None
+        if not self.core.batch_upstream and mtype != _T_QUERY:
+            self.copies.switch()
+        self.session.forward_malformed(mtype, raw)
+        return True
+
     def _answer(self, data: bytes) -> None:
         self.core.batch_local = True
         self.out.append(data)
@@ -348,7 +373,7 @@ class Extended:
         if held is not None:
             self.core.reasons[msg.statement] = (
                 self._why_not() if not self._can_answer()
-                else self.service.shape_reason(held.route.cache)
+                else self.service.gates.shape_reason(held.route.cache)
                 or "a parameter is not usable as a cache key")
         self.copies.materialize(msg.statement)
         self.core.portal_statements[msg.portal] = msg.statement

@@ -35,57 +35,53 @@ _V = TypeVar("_V")
 #: bound of each memo
 MEMO_ENTRIES = 256
 _T_QUERY, _T_BIND = ord("Q"), ord("B")
-#: frontend messages whose content neither the session state nor ``Extended`` needs while
-#: nothing is held locally: type -> pending kind (``SessionState.expect``)
-CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
 
 
 #: client messages PostgreSQL answers with ERROR 08P01 (invalid message format) when they are
-#: malformed, the session going on: type -> pending kind (``SessionState.expect``)
+#: malformed, the session going on: type -> pending kind (``SessionState.expect``; a
+#: FunctionCall gets none, as a well-formed one)
 JUDGED_UPSTREAM = {ord("Q"): "query", ord("P"): "describe", ord("B"): "describe",
-                   ord("C"): "describe", ord("D"): "describe", ord("E"): "execute"}
+                   ord("C"): "describe", ord("D"): "describe", ord("E"): "execute",
+                   ord("F"): ""}
+#: :func:`decode_client`'s answer for a malformed message weir's pump must send upstream
+#: (``Extended.malformed``)
+TO_PUMP = object()
 
 
 def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any,
-                  routing: Any) -> fe.FrontendMessage | None:
+                  routing: Any) -> object:
     """A client message decoded, its statement observed for the session's identity
-    (``identity.observe``, with the ``routing``'s identity functions); None for a malformed
-    one that goes upstream as it is for PostgreSQL's own error (one of
-    :data:`JUDGED_UPSTREAM`, with nothing held locally or :func:`may_judge`: the session's
-    identity is then unknown, as weir did not read it); otherwise a malformed message raises
-    ProtocolViolation (the session ends with FATAL 08P01)."""
+    (``identity.observe``, with the ``routing``'s identity functions). A malformed one of
+    :data:`JUDGED_UPSTREAM` goes upstream as it is for PostgreSQL's own error: with nothing
+    held locally at once (None: see :func:`judged_upstream`), else through the pump
+    (:data:`TO_PUMP`: ``Extended.malformed`` keeps the held statements and the batch right);
+    any other malformed message raises ProtocolViolation (the session ends with FATAL
+    08P01)."""
     try:
         msg = fe.decode_frontend(mtype, payload)
         identity.observe(ctx, msg, routing.identity_functions)
         return msg
     except ProtocolViolation:
-        kind = JUDGED_UPSTREAM.get(mtype)
-        if kind is None or not (quiet or may_judge(mtype, payload, state)):
+        if mtype not in JUDGED_UPSTREAM:
             raise
+    if not quiet:
+        return TO_PUMP
+    judged_upstream(mtype, state, ctx)
+    return None
+
+
+def judged_upstream(mtype: int, state: Any, ctx: Any) -> None:
+    """Bookkeeping for a malformed client message of :data:`JUDGED_UPSTREAM` that goes
+    upstream as it is: PostgreSQL answers it with an ERROR (and skips the rest of an
+    extended batch up to its Sync); the session's identity counts as unknown, as weir did
+    not read it."""
+    kind = JUDGED_UPSTREAM[mtype]
     state.expect(kind)
-    if not quiet and mtype != _T_QUERY:
+    if kind and mtype != _T_QUERY:
         # the batch has a part upstream now: weir answers nothing more of it locally
         # (``Extended._can_answer``), PostgreSQL skips the rest of it after its error
         state.batch_upstream = True
     identity.taint(ctx, (identity.UNREAD, True))
-    return None
-
-
-def may_judge(mtype: int, payload: bytes, state: Any) -> bool:
-    """Whether a malformed client message may go upstream as it is while weir holds
-    statements: weir answered nothing of the current batch itself, holds no portal and
-    awaits no outcome, and the message is not a Bind naming a statement only weir holds
-    (PostgreSQL would then say it does not exist, not that the message is malformed)."""
-    if state.batch_local or state.held_portals or state.uncertain:
-        return False
-    if mtype == _T_BIND:
-        names = bind_names(payload, 0, len(payload))
-        if names:
-            held = state.held.get(names[names.index(b"\0") + 1 : -1].decode(
-                "utf-8", "surrogateescape"))
-            if held is not None and not held.upstream:
-                return False
-    return True
 
 
 def plain_query(raw: bytes, start: int, end: int, routing: RoutingState) -> bool:

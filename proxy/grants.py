@@ -1,7 +1,8 @@
 """Whether a role may read a cache, as PostgreSQL would decide, and when that verdict ends.
 
-Owns: the privilege check (:data:`CHECK`: SELECT on every relation the cache reads, USAGE
-on each relation's schema, no row security on it, the role existing), the re-check of every
+Owns: the privilege check (:data:`CHECK`: SELECT on every relation the cache reads, or on
+every column of it, USAGE on each relation's schema, no row security on it, the role
+existing), the re-check of every
 remembered verdict (:data:`RECHECK`, run by each heartbeat before the staleness clock may
 advance, so a change made directly upstream is followed within one heartbeat), and
 :class:`PrivilegeChanges`: the privilege-changing statements passing through weir whose
@@ -25,24 +26,33 @@ from pgwire.events import Phase
 
 log = logging.getLogger("weir.grants")
 
+#: may role ``{role}`` read relation ``c`` as PostgreSQL checks a SELECT of it: USAGE on its
+#: schema, no row security, and SELECT on the table or on every one of its columns (a read
+#: needs SELECT on each column it names, or on one column when it names none: a role holding
+#: every column passes whatever the cache's statement names; one holding some columns only
+#: reads upstream, where PostgreSQL decides; a whole-row reference needs them all anyway)
+MAY_READ = """
+    has_schema_privilege({role}, c.relnamespace, 'USAGE')
+    AND NOT c.relrowsecurity
+    AND (has_table_privilege({role}, c.oid, 'SELECT')
+         OR (has_any_column_privilege({role}, c.oid, 'SELECT')
+             AND NOT EXISTS (SELECT 1 FROM pg_attribute a
+                             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+                               AND NOT has_column_privilege({role}, c.oid, a.attnum,
+                                                            'SELECT'))))"""
+
 #: (role, relation oids) -> may the role read them all, as PostgreSQL checks a SELECT
 CHECK = """
     SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1) THEN false
            ELSE (SELECT count(c.oid) = cardinality($2::oid[])
-                        AND coalesce(bool_and(
-                            has_schema_privilege($1, c.relnamespace, 'USAGE')
-                            AND has_table_privilege($1, c.oid, 'SELECT')
-                            AND NOT c.relrowsecurity), true)
+                        AND coalesce(bool_and(""" + MAY_READ.format(role="$1") + """), true)
                  FROM pg_class c WHERE c.oid = ANY($2::oid[])) END"""
 
 #: the same for many (index, role, relations) at once: (index, verdict) rows
 RECHECK = """
     SELECT v.i, CASE WHEN NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = v.role) THEN false
            ELSE (SELECT count(c.oid) = cardinality(v.rels)
-                        AND coalesce(bool_and(
-                            has_schema_privilege(v.role, c.relnamespace, 'USAGE')
-                            AND has_table_privilege(v.role, c.oid, 'SELECT')
-                            AND NOT c.relrowsecurity), true)
+                        AND coalesce(bool_and(""" + MAY_READ.format(role="v.role") + """), true)
                  FROM pg_class c WHERE c.oid = ANY(v.rels)) END
     FROM jsonb_to_recordset($1::jsonb) AS v(i int, role text, rels oid[])"""
 

@@ -7,9 +7,10 @@ own SQL commands require of it:
   ``session_authorization``, ``search_path`` given directly, or anything in ``options``);
 - :func:`statement_taint`: a statement (simple Query or Parse text) that may change them:
   SET/RESET of ``role``, ``session authorization`` or ``search_path`` in any form,
-  ``set_config(...)`` anywhere, ``DO`` blocks, ``CALL``, ``EXECUTE`` (a prepared statement
-  whose text weir may not have seen), ``DISCARD ALL``/``RESET ALL`` and the call of a user
-  function that may change them (:data:`IDENTITY_FUNCTIONS_QUERY`);
+  ``set_config(...)`` anywhere (and any FunctionCall message), ``DO`` blocks, ``CALL``,
+  ``EXECUTE`` (a prepared statement whose text weir may not have seen), ``DISCARD
+  ALL``/``RESET ALL`` and the call of a user function that may change them
+  (:data:`IDENTITY_FUNCTIONS_QUERY`);
 - :func:`default_taint`: role or database defaults (``ALTER ROLE ... SET role = ...``) that
   change the role the session starts with;
 - :func:`statement_reset`: a statement that brings parts of the identity back to the
@@ -64,6 +65,8 @@ ADMIN_DENIED = ("permission denied to run weir's commands: the role is not one o
                 "admin roles (--admin-roles) nor a superuser")
 
 UNREAD = "the session sent a message weir could not read"
+#: the protocol's FunctionCall runs any function by its oid (``set_config`` too)
+FUNCTION_CALL = "the session called a function by its oid (FunctionCall)"
 
 _WORDS = re.compile(r"[a-z_][a-z0-9_$]*")
 #: a set_config call whose setting is a plain literal: its name
@@ -243,6 +246,8 @@ def observe(ctx: Any, msg: object, functions: tuple[str, ...]) -> None:
     may give it back is remembered (:func:`forwarded` decides whether it may)."""
     text = getattr(msg, "query", None)
     if ctx is None or not isinstance(text, str):
+        if ctx is not None and type(msg) is fe.FunctionCall:
+            _taint(ctx, FUNCTION_CALL, EVERYTHING)
         return
     reason, parts = statement_changes(text, functions)
     if reason is not None:

@@ -13,7 +13,9 @@ and the lane reads it instead. The lane answers a run of ``Bind`` [``Describe``]
 ``Sync`` of a statement the session holds, for a Bind tail whose memoized reply the hit path
 stamped into the lane (:meth:`HitLanes.offer`: each answer the hit path gives is stamped),
 and hands the session back at anything else, with the bytes it did not answer; the session
-then goes on exactly as if its transport had delivered those bytes.
+then goes on exactly as if its transport had delivered those bytes. After a miss went
+upstream, the session is handed back as soon as it is covered (``proxy.aftermiss``,
+:meth:`HitLanes.enter`), not at its next memoized answer on the event loop.
 
 A session that holds nothing locally is handed to a lane as a *pass session* right after the
 relay core relayed an answer ending idle (:meth:`HitLanes.offer_pass`), when it is quiet:
@@ -67,26 +69,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import cython_ext
-from pgwire import frontend as fe
 from pgwire.events import Phase
-from pgwire.framing import Framer, scan_messages
+from pgwire.framing import Framer
+from proxy import aftermiss
 from proxy.extended import Extended
-from proxy.forwarding import CONTENT_FREE, ForwardMemos
+from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
 from proxy.hitpath import Session as HitSession
+from proxy.lane_replay import observe_cycles, observe_sent
 from proxy.metrics import LATENCY_BOUNDS
 from proxy.routing import Routing
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
-from proxy.settings import Settings
 
 log = logging.getLogger("weir.lanes")
 
@@ -135,9 +134,6 @@ class Session(HitSession, Protocol):
     def resume_client(self, why: str) -> None: ...
 
 _T_BIND = ord("B")
-_T_PARSE = ord("P")
-_T_SYNC = ord("S")
-_T_QUERY = ord("Q")
 _PAUSE = "hit lane"
 _PAUSE_PASS = "pass lane"
 #: quiet upstream runs a pass session waits before it is offered again after a refusal that
@@ -157,38 +153,6 @@ QUIET_EPOCH = 0.02
 SPIN = 200e-6
 #: lane tables remembered before they are all forgotten (memos come and go)
 MAX_TABLES = 4096
-
-
-def lane_plan(settings: Settings, built: bool, quota: float | None = None
-              ) -> tuple[int, tuple[int, ...]]:
-    """How many lanes to run and the CPU each is pinned to (empty: not pinned), from
-    ``--hit-lanes`` and ``--lane-cpus``, whether the lanes are built, and the CPUs' worth of
-    time weir's cgroup may use (``quota``, None: no limit). By default there is one lane per
-    CPU weir may run on, each pinned to its CPU: a session is served on the CPU its client's
-    packets arrive on, so a lane wakes the client thread on its own CPU, not across
-    (``docs/benchmarks/hit.md``). Under a quota smaller than that, the default is one
-    unpinned lane per CPU of quota (lanes poll after answering, which would spend it)."""
-    count, pinned = settings.hit_lanes, settings.pinned_cpus
-    if pinned:
-        return len(pinned), pinned
-    allowed = tuple(sorted(os.sched_getaffinity(0)))[:64]
-    if count is None:
-        count = len(allowed) if built else 0
-        if quota is not None and count:
-            count = max(1, min(count, math.ceil(quota)))
-    if settings.lane_cpus.strip().lower() == "auto" and count == len(allowed) and count > 0:
-        return count, allowed
-    return count, ()
-
-
-def cpu_quota(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
-    """The CPUs' worth of time this process's cgroup (v2) may use, or None: no limit, or
-    no cgroup v2 file to say (``quota period`` or ``max period``, in microseconds)."""
-    try:
-        quota, period = path.read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        return None
 
 
 class HitLanes:
@@ -328,7 +292,13 @@ class HitLanes:
         if self.core.stats()[2] > MAX_BYTES:
             self.clear()
             return
-        if time.monotonic() - self._bumped < QUIET_EPOCH or not self._quiet(session):
+        self.enter(session, fd)
+
+    def enter(self, session: Session, fd: int) -> None:
+        """Hand ``session`` (its client socket ``fd``) to a lane if it is quiet (:meth:`offer`;
+        ``proxy.aftermiss``: at once when a miss's answer came and the session is covered)."""
+        if session.lane or self._stopped or time.monotonic() - self._bumped < QUIET_EPOCH \
+                or not self._quiet(session):
             return
         stmts = self._statements(session)
         if not stmts:
@@ -429,7 +399,10 @@ class HitLanes:
     def offer_pass(self, session: Session) -> int:
         """``session`` just relayed a quiet answer ending idle (the relay core calls this):
         hand it to a lane if it is quiet; returns how many more such answers to wait before
-        offering again (0 when it went)."""
+        offering again (0 when it went; after a miss, ``proxy.aftermiss`` instead)."""
+        if session.ctx is not None and session.ctx.seen.missed:
+            aftermiss.answered(session)
+            return 0
         service = self.service
         if self._stopped or session.lane or service.settings.caching == "auto":
             return NEVER  # auto mode counts every run as it comes (it creates caches)
@@ -490,9 +463,9 @@ class HitLanes:
         if unsent:
             session.client.write(unsent)
         if cycles:
-            _observe_cycles(session, binds, parses, queried, batch)
+            observe_cycles(session, binds, parses, queried, batch)
         if inflight:
-            _observe_sent(session, inflight)
+            observe_sent(session, inflight)
         upstream = session.upstream
         if upstream is None:
             return
@@ -514,68 +487,6 @@ class HitLanes:
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
                 "lane_moves": moved}
-
-
-def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
-                    parses: list[tuple[int, bytes]], queried: int, batch: bool) -> None:
-    """What observing a pass lane's relayed cycles leaves in the session: each Bind and
-    Parse it relayed observed once, and the last simple Query, in the order of their last
-    use (what the last one says is what stays: EXPLAIN LAST STATEMENT), every run of a Bind
-    counted, the cycles answered."""
-    state, ext, memos = session.state, session.extended, session.memos
-    steps: list[tuple[int, int, bytes, int]] = [(used, _T_BIND, key, runs)
-                                                for used, key, runs in binds]
-    steps.extend((used, _T_PARSE, payload, 0) for used, payload in parses)
-    if queried:
-        steps.append((queried, _T_QUERY, b"", 0))
-    steps.sort()
-    ctx = session.ctx
-    for _, mtype, key, runs in steps:
-        msg: fe.Bind | fe.Parse
-        if mtype == _T_QUERY:
-            if session.state.caching and ctx is not None and memos.plain_last is not None:
-                ctx.last = memos.plain_last
-            continue
-        if mtype == _T_BIND:
-            bind = memos.binds.get(key)
-            if bind is None:
-                portal, statement, _ = key.split(b"\0")
-                bind = fe.Bind(portal.decode(), statement.decode())
-            msg = bind
-        else:
-            parse = memos.parses.get(key)
-            msg = parse if parse is not None else cast(fe.Parse,
-                                                        fe.decode_frontend(_T_PARSE, key))
-        state.frontend(msg)
-        ext.observe_forwarded(msg)
-        if runs > 1 and isinstance(msg, fe.Bind):
-            ext.count_runs(msg.statement, runs - 1)
-    state.expect("sync")
-    state.ready(b"I")
-    state.batch_upstream = batch
-
-
-def _observe_sent(session: Session, raw: bytes) -> None:
-    """What ``Session.forward_client`` observes for messages a pass lane already sent
-    upstream (each of a kind the relay forwards without routing it again)."""
-    state, ext = session.state, session.extended
-    found, _ = scan_messages(raw, 0, len(raw))
-    for mtype, start, end in found:
-        kind = CONTENT_FREE.get(mtype)
-        if kind is not None:
-            state.expect(kind)
-            if mtype == _T_SYNC:
-                state.batch_upstream = False
-            elif kind:
-                state.batch_upstream = True
-            continue
-        msg = fe.decode_frontend(mtype, raw[start:end])
-        ctx = session.ctx
-        if mtype == _T_QUERY and session.state.caching and ctx is not None \
-                and session.memos.plain_last is not None:
-            ctx.last = session.memos.plain_last
-        state.frontend(msg)
-        ext.observe_forwarded(msg)
 
 
 def _socket_fd(transport: asyncio.BaseTransport) -> int:

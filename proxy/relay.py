@@ -37,17 +37,25 @@ from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
-from proxy import identity, limits
+from proxy import aftermiss, identity, limits
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
-from proxy.forwarding import CONTENT_FREE, ForwardMemos, bind_names, decode_client, plain_query
+from proxy.forwarding import (
+    TO_PUMP,
+    ForwardMemos,
+    bind_names,
+    decode_client,
+    judged_upstream,
+    plain_query,
+)
 from proxy.handshake import Handshake, context
 from proxy.hitpath import try_answer
 from proxy.metrics import own_error, own_violation
+from proxy.missfast import try_forward
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
-from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
+from proxy.rules import ANSWER_WRITE, CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
 from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
 
@@ -180,9 +188,9 @@ class Session:
         local = self.state.caching and self.ctx is not None
         if local and self.memos.current(self.routing):
             ext.adopt()  # caches changed: statements prepared upstream may now be served
-        # nothing held locally: stays so in this loop (only a local answer, which ends the
-        # loop, starts holding something)
-        quiet = ext.quiet
+        if local and try_forward(self, raw, index):
+            return  # a miss of a held statement, forwarded as it is (proxy.missfast)
+        quiet = ext.quiet  # stays so in this loop: only a local answer (it ends it) holds
         written = 0  # bytes of ``raw`` already sent upstream
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
@@ -210,7 +218,7 @@ class Session:
             msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx, self.routing)
             if msg is None:  # malformed: upstream as it is, for PostgreSQL's own ERROR
                 continue
-            if local and self._needs_local(mtype, msg):
+            if msg is TO_PUMP or (local and self._needs_local(mtype, msg)):
                 self.upstream_write(raw[written : start - 5])
                 self.answering.now([raw[s - 5 : e] for _, s, e in index[i:]])
                 return
@@ -321,6 +329,13 @@ class Session:
             self.terminated = True
         self.upstream_write(raw)
 
+    def forward_malformed(self, mtype: int, raw: bytes) -> None:
+        """Send a malformed client message upstream as the client sent it, for PostgreSQL's
+        own ERROR (``forwarding.judged_upstream``)."""
+        self.extended.flush()  # weir's earlier answers come first
+        judged_upstream(mtype, self.state, self.ctx)
+        self.upstream_write(raw)
+
     def inject(self, msg: fe.Parse | fe.Bind | fe.Close, replace: bytes = b"",
                skipped: Callable[[], object] | None = None) -> None:
         """Send a message of weir's own upstream; its answer is not relayed (``replace``
@@ -396,6 +411,8 @@ class Session:
             raw = self.extended.take_deferred() + raw
         if raw:
             self.client.write(raw)
+        if self.ctx is not None and self.ctx.seen.missed:
+            aftermiss.answered(self)  # seen(s) settles now; back to a lane (proxy.aftermiss)
 
     def _observe_upstream(self, raw: bytes, marks: list[tuple[int, int, int]]) -> bytes:
         """Observe messages one by one; ``raw`` without the answers weir swallows."""
@@ -407,16 +424,16 @@ class Session:
             if mtype in _DECODED_BACKEND:
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
-                self.server.service.transaction_ended()  # (privilege changes: proxy.grants)
+                self.server.service.gates.transaction_ended()  # (privilege changes: proxy.grants)
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
                     self.fatal_relayed = True
             elif state.answer(mtype):
                 swallowed.append((start - 5, end, state.replacement))
-            elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
-                    and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
+            elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None and answer_class(
+                    mtype, raw[start : start + 8], READ_ONLY_TAGS) == ANSWER_WRITE:
                 wrote(self.ctx, state.transaction_status, raw[start : start + 8])
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.privileges_changed(raw[start : start + 6], state)
+                    self.server.service.gates.privileges_changed(raw[start : start + 6], state)
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:

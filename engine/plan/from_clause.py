@@ -23,9 +23,11 @@ from typing import Any
 
 from engine.plan import ir
 from engine.plan.exprs import ExprBuilder, deterministic
+from engine.plan.join_forms import Checker, Keys, full_join, swap_sides, using_join, using_names
 from engine.plan.pgtypes import comparable
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.theta_joins import theta_left_join
+from engine.plan.values_items import is_values, times_values, values_item
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import RELKIND_NAMES, Catalog, Relation
 from engine.sql.text import parse_query
@@ -42,6 +44,9 @@ class PlanContext:
     ctes: dict[str, Node] = field(default_factory=dict)
     relations: dict[int, Relation] = field(default_factory=dict)
     next_rte: int = 0
+    #: ``$n`` equalities pulled out of FROM subqueries (``pullup``): (rte, index, ``$n``
+    #: side); None where a subquery is on the NULL-padded side of an outer join.
+    pulled: list[tuple[int, int, Node]] | None = None
 
     def new_rte(self) -> int:
         self.next_rte += 1
@@ -122,9 +127,25 @@ def _view(ctx: PlanContext, rel: Relation, qualifier: str, colnames: list[str]) 
 def _range_subselect(ctx: PlanContext, node: Node) -> Bound:
     if node.get("lateral"):
         raise PlanError("LATERAL subquery")
+    from engine.plan.pullup import pull_params  # it builds on this module's users
+
     alias, colnames = _alias(node)
-    sub = ctx.subquery(ctx, node["subquery"])
-    return _requalify(sub, alias or "unnamed_subquery", colnames, ctx.new_rte())
+    pending = ctx.pulled
+    query, params = pull_params(node["subquery"]) if pending is not None else \
+        (node["subquery"], [])
+    sub = ctx.subquery(ctx, query)
+    shown = len(sub.scope.cols) - len(params)
+    if len(colnames) > shown:
+        raise PlanError(f"{alias} has {shown} columns available but {len(colnames)} "
+                        "columns specified")
+    rte = ctx.new_rte()
+    bound = _requalify(sub, alias or "unnamed_subquery", colnames, rte)
+    if not params or pending is None:
+        return bound
+    pending.extend((rte, i, param) for i, param in enumerate(params))
+    cols = tuple(dataclasses.replace(c, hidden=True) if i >= shown else c
+                 for i, c in enumerate(bound.scope.cols))
+    return Bound(bound.rel, Scope(cols))
 
 
 def conjuncts(node: Node | None) -> list[Node]:
@@ -283,20 +304,44 @@ def _column_refs(tree: Any) -> list[tuple[str, ...]]:
 
 def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     """A JoinExpr -> the joined relation and the ON conjuncts that filter the join output."""
-    if node.get("isNatural") or node.get("usingClause"):
-        raise PlanError("JOIN ... USING / NATURAL JOIN")
     if node.get("alias") is not None:
         raise PlanError("alias on a join")
     jointype = node.get("jointype", "JOIN_INNER")
+    if jointype not in JOIN_KINDS:
+        raise PlanError(str(jointype))
+    kind = JOIN_KINDS[jointype]
+    if is_values(node["larg"]) or is_values(node["rarg"]):
+        return _join_values(ctx, node, kind)
+    if kind != "inner" and ctx.pulled is not None:
+        pending, ctx.pulled = ctx.pulled, None  # a filter above would drop padded rows
+        try:
+            return _join_expr(ctx, node)
+        finally:
+            ctx.pulled = pending
     left, lrest = bind_item(ctx, node["larg"])
+    if _lateral(node["rarg"]):
+        on = [c for c in conjuncts(node.get("quals"))
+              if not c.get("A_Const", {}).get("boolval", {}).get("boolval")]
+        if on and kind != "inner":
+            raise PlanError("LEFT JOIN LATERAL ON conditions other than TRUE")
+        return _lateral_join(ctx, left, node["rarg"], kind), lrest + on
     right, rrest = bind_item(ctx, node["rarg"])
-    if jointype == "JOIN_RIGHT":
+    if (rrest and kind in ("left", "full")) or (lrest and kind in ("right", "full")):
+        raise PlanError(f"{kind.upper()} JOIN whose NULL-padded side carries join "
+                        "conditions of its own")
+    if node.get("isNatural") or node.get("usingClause"):
+        using = None if node.get("isNatural") else \
+            [n["String"]["sval"] for n in node["usingClause"]]
+        names = using_names(left, right, using)
+        return using_join(left, right, names, kind, _checker(ctx)), lrest + rrest
+    if kind == "full":
+        eqs, _, rest, _ = _split_on(ctx, node.get("quals"), left, right, "full")
+        if rest:
+            raise PlanError("FULL JOIN ON conditions other than equalities between its sides")
+        keys = _join_keys(eqs, left, right, ctx.catalog)
+        return Bound(full_join(left, right, keys), _combined(left, right)), []
+    if kind == "right":
         return _right_join(ctx, node, left, right), lrest + rrest
-    if jointype not in ("JOIN_INNER", "JOIN_LEFT"):
-        raise PlanError({"JOIN_FULL": "FULL JOIN"}.get(jointype, str(jointype)))
-    kind = "left" if jointype == "JOIN_LEFT" else "inner"
-    if kind == "left" and rrest:
-        raise PlanError("LEFT JOIN whose right side carries join conditions of its own")
     eqs, right_only, rest, left_only = _split_on(ctx, node.get("quals"), left, right, kind)
     if right_only:
         right = _filter_input(ctx, right, right_only)
@@ -309,6 +354,16 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     lk, rk = _join_keys(eqs, left, right, ctx.catalog)
     joined = Bound(ir.Join(left.rel, right.rel, lk, rk, kind), _combined(left, right))  # type: ignore[arg-type]
     return joined, lrest + rrest + rest
+
+
+JOIN_KINDS = {"JOIN_INNER": "inner", "JOIN_LEFT": "left", "JOIN_RIGHT": "right",
+              "JOIN_FULL": "full"}
+
+
+def _checker(ctx: PlanContext) -> Checker:
+    def check(eqs: list[tuple[int, int]], left: Bound, right: Bound) -> Keys:
+        return _join_keys(eqs, left, right, ctx.catalog)
+    return check
 
 
 def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Bound:
@@ -324,12 +379,7 @@ def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Boun
             right, left, eqs = _gate_left(ctx, right, left, left_only, eqs)
         lk, rk = _join_keys(eqs, right, left, ctx.catalog)
         join = ir.Join(right.rel, left.rel, lk, rk, "left")
-    nr, nl = len(right.scope.cols), len(left.scope.cols)
-    order = [nr + i for i in range(nl)] + list(range(nr))
-    cols = join.columns
-    project = ir.Project(join, tuple(ir.ColumnRef(i, cols[i].type_oid) for i in order),
-                         tuple(cols[i].name for i in order))
-    return Bound(project, _combined(left, right))
+    return Bound(swap_sides(join, len(right.scope.cols)), _combined(left, right))
 
 
 def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
@@ -337,6 +387,28 @@ def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
     preds = tuple(builder.boolean(c) for c in conds)
     pred = preds[0] if len(preds) == 1 else ir.BoolOp("and", preds)
     return Bound(ir.Filter(bound.rel, pred), bound.scope)
+
+
+def _join_values(ctx: PlanContext, node: Node, kind: str) -> tuple[Bound, list[Node]]:
+    """``x JOIN (VALUES ...) v ON conds`` (either side): ``x CROSS JOIN VALUES``, the ON conditions
+    left to filter it (``values_items``)."""
+    first = is_values(node["larg"])
+    if kind != "inner" or node.get("usingClause") or node.get("isNatural") or \
+            (first and is_values(node["rarg"])):
+        raise PlanError("VALUES list in an outer, USING or NATURAL join, or joined with "
+                        "another VALUES list")
+    values = values_item(ctx.catalog, node["larg" if first else "rarg"], ctx.new_rte())
+    other, rest = bind_item(ctx, node["rarg" if first else "larg"])
+    return times_values(other, values, first), rest + conjuncts(node.get("quals"))
+
+
+def _lateral(item: Node) -> bool:
+    return bool(item.get("RangeSubselect", {}).get("lateral"))
+
+
+def _lateral_join(ctx: PlanContext, left: Bound, item: Node, kind: str) -> Bound:
+    from engine.plan.laterals import lateral_join  # it builds on this module
+    return lateral_join(ctx, left, item["RangeSubselect"], kind)
 
 
 def bind_item(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
@@ -355,6 +427,16 @@ def bind_from(ctx: PlanContext, items: list[Node], where: list[Node]) -> tuple[B
     Returns the relation and the WHERE conjuncts still to apply."""
     if not items:
         raise PlanError("SELECT without FROM")
+    if len(items) > 1 and (is_values(items[0]) or is_values(items[-1])):
+        first = is_values(items[0])
+        values = values_item(ctx.catalog, items[0 if first else -1], ctx.new_rte())
+        other, rest = bind_from(ctx, items[1:] if first else items[:-1], where)
+        return times_values(other, values, first), rest
+    if any(is_values(item) for item in items):
+        raise PlanError("VALUES list alone in FROM, or between other FROM items")
+    if len(items) > 1 and _lateral(items[-1]):  # FROM a, b, LATERAL (...) x
+        bound_rest = bind_from(ctx, items[:-1], where)
+        return _lateral_join(ctx, bound_rest[0], items[-1], "inner"), bound_rest[1]
     bound: list[Bound] = []
     pending: list[Node] = []
     for item in items:

@@ -6,6 +6,7 @@ through weir or made directly upstream. Each read is compared with PostgreSQL's 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +15,9 @@ import asyncpg
 import psycopg
 import pytest
 
+from pgwire import backend as be
+from pgwire import frontend as fe
+from pgwire.framing import Framer
 from tests.support import InProcessWeir, eventually
 
 READ = "SELECT v FROM secret WHERE id = %s"
@@ -291,3 +295,37 @@ def test_set_role_through_jdbc(world: World, tmp_path: Any) -> None:
     expected = ["row public-secret", "error 42501"]
     assert run(world.pg.port) == expected
     assert run(world.server.port) == expected
+
+
+def _function_call(oid: int, *args: bytes) -> bytes:
+    """A FunctionCall message: all arguments and the result in text format."""
+    body = oid.to_bytes(4, "big") + b"\0\x01\0\0" + len(args).to_bytes(2, "big")
+    for arg in args:
+        body += len(arg).to_bytes(4, "big") + arg
+    body += b"\0\0"
+    return b"F" + (len(body) + 4).to_bytes(4, "big") + body
+
+
+def test_role_changed_by_a_function_call_message(world: World) -> None:
+    """The protocol's FunctionCall runs any function by its oid, set_config (2078) too: the
+    cached read after it gets PostgreSQL's 42501, as directly."""
+    from tests.integration.test_security_encodings import _until_ready
+
+    outcomes = []
+    for port in (world.server.port, world.pg.port):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.settimeout(10)
+        framer = Framer()
+        with sock:
+            sock.sendall(fe.StartupMessage({"user": world.app,
+                                            "database": world.dbname}).encode())
+            _until_ready(sock, framer)
+            sock.sendall(_function_call(2078, b"role", world.bob.encode(), b"false"))
+            called = _until_ready(sock, framer)
+            assert any(isinstance(m, be.FunctionCallResponse) for m in called), called
+            sock.sendall(fe.Query("SELECT v FROM secret WHERE id = 1").encode())
+            answer = _until_ready(sock, framer)
+            outcomes.append([dict(m.fields)["C"] if isinstance(m, be.ErrorResponse)
+                             else type(m).__name__ for m in answer
+                             if not isinstance(m, be.ParameterStatus)])
+    assert outcomes[0] == outcomes[1] == ["42501", "ReadyForQuery"], outcomes
