@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from sqlalchemy import orm
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from demo.procs import Weir  # noqa: E402
 from proxy import localpg  # noqa: E402
 
 
@@ -79,23 +79,14 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs/benchmarks/orm.md")
     args = parser.parse_args()
     cluster = localpg.start()
-    weir = None
+    weir: Weir | None = None
     try:
         cluster.psql("CREATE DATABASE orm")
         cluster.psql("CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, "
                      "n int NOT NULL); INSERT INTO items SELECT g, 'item ' || g, g "
                      f"FROM generate_series(1, {args.rows}) g", "orm")
-        port = localpg.free_port()
-        weir = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "serve", "--upstream",
-             cluster.dsn(dbname="orm"), "--listen", f"127.0.0.1:{port}", "--caching", "auto",
-             "--auto-after", "1", "--log-level", "warning"],
-            cwd=ROOT, stderr=subprocess.PIPE, text=True)
-        assert weir.stderr is not None
-        for line in weir.stderr:
-            if "weir listening on" in line:
-                break
-        through = f"postgresql://postgres@127.0.0.1:{port}/orm?sslmode=disable"
+        weir = Weir(cluster.dsn(dbname="orm"), "--caching", "auto", "--auto-after", "1")
+        through = weir.dsn("orm")
         direct_url = cluster.dsn(dbname="orm").replace("postgresql://", "postgresql+psycopg://")
         through_url = through.replace("postgresql://", "postgresql+psycopg://")
         workload(through_url, 3.0, args.rows, seed=7)  # warm: caches made and filled
@@ -107,8 +98,7 @@ def main() -> int:
         hit_rate = cached / sampled
     finally:
         if weir is not None:
-            weir.terminate()
-            weir.wait(15)
+            weir.stop()
         cluster.stop()
     direct_rate, weir_rate = direct / args.seconds, served / args.seconds
     table = ("| | ORM reads/s | ratio to direct | hit rate |\n|---|---:|---:|---:|\n"

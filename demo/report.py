@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from demo.timeline import Second
 from demo.workload import Sample
 
 
@@ -153,3 +154,42 @@ def plot_runs(runs: Sequence[tuple[str, Sequence[Sample], float]], out: Path,
     plt.close(fig)
     written.append(path)
     return written
+
+
+def plot_cache(seconds: Sequence[Second], out: Path, title: str) -> Path:
+    """weir's hits, misses, fills and lane answers per second, and its hit rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    xs = [s.at for s in seconds]
+    for name in ("hits", "misses", "fills", "fills_not_admitted", "lane_answers"):
+        ax.plot(xs, [getattr(s, name) for s in seconds], label=name.replace("_", " "))
+    ax.set(xlabel="seconds into the run", ylabel="per second",
+           title=f"{title}: weir's cache from a cold start")
+    ax.grid(alpha=0.3)
+    rate = ax.twinx()
+    rate.plot(xs, [100 * s.hit_rate for s in seconds], color="black", linestyle=":",
+              label="hit rate")
+    rate.set(ylabel="hit rate (%)", ylim=(0, 100))
+    lines = ax.get_legend_handles_labels()
+    more = rate.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize="small")
+    fig.tight_layout()
+    path = out / "cache.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def hit_rate_line(seconds: Sequence[Second], parts: int = 6) -> str:
+    """The hit rate in ``parts`` equal slices of the run, e.g. ``31% 62% 70% 74% 76% 77%``."""
+    if not seconds:
+        return "-"
+    size = max(1, math.ceil(len(seconds) / parts))
+    slices = [seconds[i:i + size] for i in range(0, len(seconds), size)]
+    rates = (sum(s.hits for s in sl) / max(1, sum(s.hits + s.misses for s in sl))
+             for sl in slices)
+    return " ".join(f"{100 * r:.0f}%" for r in rates)

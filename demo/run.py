@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import signal
 import sys
@@ -27,6 +28,7 @@ import psycopg
 from demo import dataset, report, workload
 from demo.probe import ProbeThread
 from demo.procs import Weir
+from demo.timeline import StatusTimeline
 from proxy import localpg
 
 
@@ -121,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               flush=True)
         hottest = workload.Zipf(size.stories, mix.zipf_s, random.Random(7))
         hot = [hottest() for _ in range(5)]
-        with ProbeThread(weir.dsn(), direct, hot) as probes:
+        with ProbeThread(weir.dsn(), direct, hot) as probes, \
+                StatusTimeline(weir.dsn()) as timeline:
             weir_run = workload.run(weir.dsn(), size, args.duration, args.clients, mix, stop,
                                     args.seed, progress_bar("through weir (cold)",
                                                             args.duration))
@@ -132,9 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         weir = None
         rows = _rows(direct_run, weir_run, status, rss, probes, args.duration)
         _print(rows, direct_run, weir_run, equal, compared, probes.error)
-        out = _write(Path(args.out), rows, direct_run, weir_run, args, size, status)
+        _print_timeline(timeline, status)
+        out = _write(Path(args.out), rows, direct_run, weir_run, args, size, status, timeline)
         print(f"  results and plots written to {out.resolve()}/ "
-              f"(table.md, results.json, throughput.png, latency.png) "
+              f"(table.md, results.json, throughput.png, latency.png, cache.png) "
               f"in {time.perf_counter() - t0:.0f} s")
         errors = direct_run.errors + weir_run.errors
         return 1 if errors or equal != compared else 0
@@ -180,21 +184,44 @@ def _print(rows: list[report.Summary], direct_run: workload.Outcome,
           f"{speedup:.2f}x the throughput over the whole run, {late:.2f}x in its last third.")
     if speedup < 1:
         print("  (a read that misses is answered upstream and its key filled in the background; "
-              "today weir's miss path and its fills cost more than the query itself, issue 18; "
-              "hits are served from memory)")
+              "hits are served from memory, by the hit lanes' threads or else by weir's one "
+              "event loop, which also relays the misses and writes, runs the fills and applies "
+              "the replication stream: the lines below say how the hit rate climbed and how "
+              "many hits the lanes answered; issues 18 and 24)")
     print(f"  cached answers checked against PostgreSQL: {equal}/{compared} equal")
     for err in [*direct_run.errors, *weir_run.errors] + ([probe_error] if probe_error else []):
         print(f"  error: {err}")
 
 
+def _print_timeline(timeline: StatusTimeline, status: dict[str, str]) -> None:
+    """Where the cold run went: the hit rate as it climbed, the misses weir did not fill,
+    and the share of hits the hit lanes answered outside the event loop."""
+    hits, misses = int(status.get("hits", 0)), int(status.get("misses", 0))
+    print(f"  weir's hit rate through the run (in sixths): "
+          f"{report.hit_rate_line(timeline.seconds())}")
+    print(f"  misses {misses:,}: {int(status.get('fills', 0)):,} keys filled, "
+          f"{int(status.get('fills_not_admitted', 0)):,} not admitted (a key is filled on its "
+          f"second miss); hits answered by the hit lanes: "
+          f"{int(status.get('lane_answers', 0)):,} of {hits:,}")
+    load = os.getloadavg()
+    print(f"  machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} at the end "
+          "(other processes' load slows the single weir process more than PostgreSQL's "
+          "one backend per client)")
+    if timeline.error:
+        print(f"  (weir's status timeline stopped early: {timeline.error})")
+
+
 def _write(out: Path, rows: list[report.Summary], direct_run: workload.Outcome,
            weir_run: workload.Outcome, args: argparse.Namespace, size: dataset.Size,
-           status: dict[str, str]) -> Path:
+           status: dict[str, str], timeline: StatusTimeline) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(report.markdown_table(rows) + "\n")
     (out / "results.json").write_text(json.dumps({
         "args": vars(args), "size": asdict(size), "weir_status": status,
+        "machine": {"cpus": os.cpu_count(), "load_average_at_end": os.getloadavg()},
+        "weir_timeline": [{**asdict(s), "hit_rate": s.hit_rate} for s in timeline.seconds()],
         "rows": [{**asdict(r), "throughput": r.throughput} for r in rows]}, indent=2) + "\n")
+    report.plot_cache(timeline.seconds(), out, "news site")
     report.plot_runs([("PostgreSQL directly", direct_run.samples, direct_run.elapsed),
                       ("weir (cold start)", weir_run.samples, weir_run.elapsed)],
                      out, "news site")

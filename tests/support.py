@@ -8,9 +8,11 @@ standing in for synchronisation: the predicate is the condition the test needs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -240,3 +242,65 @@ async def _end_tasks() -> None:
         task.cancel()
     if tasks:
         await asyncio.wait(tasks, timeout=20)
+
+
+def last_statement(conn: psycopg.Connection[Any]) -> tuple[str, str]:
+    """``EXPLAIN LAST STATEMENT`` through weir: where the session's last statement was
+    answered (``cache`` or ``upstream``) and why."""
+    row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+    assert row is not None
+    return (row[0], row[1])
+
+
+@contextlib.contextmanager
+def weir_over(pg: Any, dbname: str, setup_sql: str, **settings: Any) -> Iterator[InProcessWeir]:
+    """``setup_sql`` run directly in ``dbname`` (tables and rows), then an in-process weir in
+    front of it for the ``with`` block, stopped after."""
+    pg.psql(setup_sql, dbname)
+    weir = InProcessWeir.start(pg.dsn(dbname=dbname), **settings)
+    try:
+        yield weir
+    finally:
+        weir.stop()
+
+
+#: a random write to a differential test's tables: (connection, random, next id per table)
+Write = Callable[[psycopg.Connection[Any], random.Random, dict[str, int]], None]
+
+
+@dataclass(frozen=True)
+class SideTable:
+    """A generated table beside a differential test's schema — ``id``, ``grp`` (0..45) and
+    generated ``columns`` — and the random writes that change it."""
+
+    name: str
+    columns: str  # the generated columns' definitions, e.g. "doc jsonb"
+    seed: int  # of the rows' generator
+    literals: Callable[[random.Random], str]  # one row's generated columns as SQL literals
+    values: Callable[[random.Random], tuple[Any, ...]]  # an inserted row's generated columns
+    update: str  # UPDATE ... SET (the generated columns) ... WHERE id = %s
+    changes: Callable[[random.Random], tuple[Any, ...]]  # the update's values before the id
+    elsewhere: float  # the share of writes that go to the other tables instead
+
+    def schema(self, base: str, rows: int = 300) -> str:
+        """``base`` and this table with ``rows`` generated rows (the same every time)."""
+        rng = random.Random(self.seed)
+        body = ", ".join(f"({i}, {i % 46}, {self.literals(rng)})" for i in range(1, rows + 1))
+        return (base + f"CREATE TABLE {self.name} (id int PRIMARY KEY, grp int, "
+                f"{self.columns});\nINSERT INTO {self.name} VALUES {body};\n")
+
+    def writes(self, other: Write) -> Write:
+        """A random write: ``other`` (to the other tables) for a share ``elsewhere``, else an
+        insert into this table or an update of one of its rows, one to one."""
+        def write(conn: psycopg.Connection[Any], rng: random.Random,
+                  next_id: dict[str, int]) -> None:
+            if rng.random() < self.elsewhere:
+                other(conn, rng, next_id)
+            elif rng.random() < 0.5:
+                next_id[self.name] += 1
+                row = (next_id[self.name], rng.randint(0, 45), *self.values(rng))
+                conn.execute(f"INSERT INTO {self.name} VALUES "
+                             f"({', '.join(['%s'] * len(row))})", row)
+            else:
+                conn.execute(self.update, (*self.changes(rng), rng.randint(1, next_id[self.name])))
+        return write

@@ -20,7 +20,7 @@ import asyncpg
 import psycopg
 from psycopg.types.string import TextLoader
 
-from tests.support import InProcessWeir
+from tests.support import InProcessWeir, SideTable
 
 SCHEMA = """
 CREATE TABLE things (id int PRIMARY KEY, grp int, name text COLLATE "C", score int,
@@ -328,28 +328,14 @@ def _json_doc(rng: random.Random) -> str | None:
     return json.dumps(doc)
 
 
-def _json_schema() -> str:
-    rng = random.Random(23)
-    rows = []
-    for i in range(1, 301):
-        doc = _json_doc(rng)
-        rows.append(f"({i}, {i % 46}, " + ("NULL" if doc is None else
-                                           "'" + doc.replace("'", "''") + "'") + ")")
-    return SCHEMA + "CREATE TABLE docs (id int PRIMARY KEY, grp int, doc jsonb);\n" \
-        f"INSERT INTO docs VALUES {', '.join(rows)};\n"
+def _sql_text(doc: str | None) -> str:
+    """A generated text value as an SQL literal."""
+    return "NULL" if doc is None else "'" + doc.replace("'", "''") + "'"
 
 
-def _json_write(conn: psycopg.Connection[Any], rng: random.Random,
-                next_id: dict[str, int]) -> None:
-    if rng.random() < 0.5:
-        _random_write(conn, rng, next_id)
-    elif rng.random() < 0.5:
-        next_id["docs"] += 1
-        conn.execute("INSERT INTO docs VALUES (%s, %s, %s)",
-                     (next_id["docs"], rng.randint(0, 45), _json_doc(rng)))
-    else:
-        conn.execute("UPDATE docs SET doc = %s WHERE id = %s",
-                     (_json_doc(rng), rng.randint(1, next_id["docs"])))
+DOCS = SideTable(
+    "docs", "doc jsonb", 23, lambda r: _sql_text(_json_doc(r)), lambda r: (_json_doc(r),),
+    "UPDATE docs SET doc = %s WHERE id = %s", lambda r: (_json_doc(r),), elsewhere=0.5)
 
 
 JSON_SHAPES = [
@@ -368,7 +354,7 @@ JSON_SHAPES = [
 
 
 def test_jsonb_operators(pg: Any, dbname: str) -> None:
-    run_differential(pg, dbname, JSON_SHAPES, _json_schema(), _json_write,
+    run_differential(pg, dbname, JSON_SHAPES, DOCS.schema(SCHEMA), DOCS.writes(_random_write),
                      {"things": 1000, "notes": 1000, "docs": 300})
 
 

@@ -14,34 +14,26 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.support import InProcessWeir, eventually
+from tests.support import InProcessWeir, eventually, last_statement, weir_over
 
 READ = "SELECT v FROM ty_t WHERE id = %s"
 
 
-def _last(conn: psycopg.Connection[Any]) -> tuple[str, str]:
-    row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
-    assert row is not None
-    return (row[0], row[1])
-
-
 @pytest.fixture
 def server(pg: Any, dbname: str) -> Iterator[InProcessWeir]:
-    pg.psql("CREATE TABLE ty_t (id int PRIMARY KEY, v text);"
-            "INSERT INTO ty_t SELECT g, g::text FROM generate_series(1, 5) g;"
-            "CREATE TABLE ty_other (id int PRIMARY KEY, w text);"
-            "INSERT INTO ty_other SELECT g, 'w' || g FROM generate_series(1, 5) g", dbname)
-    weir = InProcessWeir.start(pg.dsn(dbname=dbname))
-    try:
+    with weir_over(pg, dbname,
+                   "CREATE TABLE ty_t (id int PRIMARY KEY, v text);"
+                   "INSERT INTO ty_t SELECT g, g::text FROM generate_series(1, 5) g;"
+                   "CREATE TABLE ty_other (id int PRIMARY KEY, w text);"
+                   "INSERT INTO ty_other SELECT g, 'w' || g FROM generate_series(1, 5) g"
+                   ) as weir:
         yield weir
-    finally:
-        weir.stop()
 
 
 def _cached(conn: psycopg.Connection[Any], query: str, arg: int) -> list[tuple[Any, ...]]:
     """Run ``query`` until the cache answers it (the first run fills)."""
     eventually(lambda: conn.execute(query, (arg,)).fetchall() is not None
-               and _last(conn)[0] == "cache", 10)
+               and last_statement(conn)[0] == "cache", 10)
     return conn.execute(query, (arg,)).fetchall()
 
 
@@ -58,9 +50,9 @@ def test_alter_column_type_is_seen_by_the_next_read(dbname: str, server: InProce
         for _ in range(20):  # every read from now on: int, never the old text
             cur = reader.execute(READ, (1,))
             got = cur.fetchall()
-            assert got == [(1,)], (_last(reader), cur.description, cur.pgresult.ftype(0))
+            assert got == [(1,)], (last_statement(reader), cur.description, cur.pgresult.ftype(0))
         eventually(lambda: reader.execute(READ, (2,)).fetchall() == [(2,)]
-                   and _last(reader)[0] == "cache", 10)
+                   and last_statement(reader)[0] == "cache", 10)
 
 
 def test_drop_and_create_with_another_type(dbname: str, server: InProcessWeir) -> None:
@@ -89,9 +81,9 @@ def test_ddl_resets_only_the_caches_over_its_table(dbname: str,
         conn.execute("ALTER TABLE ty_t ALTER COLUMN v TYPE int USING v::int")
         assert conn.execute(READ, (1,)).fetchall() == [(1,)]
         eventually(lambda: conn.execute(other, (1,)).fetchall() == [("w1",)]
-                   and _last(conn)[0] == "cache", 10)
+                   and last_statement(conn)[0] == "cache", 10)
         eventually(lambda: conn.execute(READ, (1,)).fetchall() == [(1,)]
-                   and _last(conn)[0] == "cache", 10)
+                   and last_statement(conn)[0] == "cache", 10)
         # ty was refilled; oth kept its state (no fill for it)
         assert host.fills.done == fills + 1
 
@@ -103,7 +95,7 @@ def test_ddl_in_a_transaction_block_holds_cached_reads_until_it_ends(
             psycopg.connect(server.dsn(dbname=dbname)) as ddl:
         reader.execute("CREATE CACHE ty FROM SELECT v FROM ty_t WHERE id = $1")
         eventually(lambda: reader.execute(simple).fetchall() == [("1",)]
-                   and _last(reader)[0] == "cache", 10)
+                   and last_statement(reader)[0] == "cache", 10)
         host = server.server.service.host
         ddl.execute("ALTER TABLE ty_t ALTER COLUMN v TYPE int USING v::int")
         # heartbeats check the catalog while the ALTER is uncommitted (they see the old
@@ -113,6 +105,6 @@ def test_ddl_in_a_transaction_block_holds_cached_reads_until_it_ends(
         assert host.staleness() == float("inf")
         ddl.commit()
         for _ in range(20):
-            assert reader.execute(simple).fetchall() == [(1,)], _last(reader)
+            assert reader.execute(simple).fetchall() == [(1,)], last_statement(reader)
         eventually(lambda: reader.execute(simple).fetchall() == [(1,)]
-                   and _last(reader)[0] == "cache", 10)
+                   and last_statement(reader)[0] == "cache", 10)

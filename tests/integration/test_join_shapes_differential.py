@@ -22,8 +22,10 @@ from tests.integration.test_cache_shapes_differential import (
     _ids,
     _json_doc,
     _random_write,
+    _sql_text,
     run_differential,
 )
+from tests.support import SideTable
 
 LEVELS = SCHEMA + """
 CREATE TABLE levels (id int PRIMARY KEY, lo int, hi int, label text);
@@ -125,28 +127,9 @@ def _raw_doc(rng: random.Random) -> str | None:
     return rng.choice(["", " ", "\n "]) + text + rng.choice(["", "  "])
 
 
-def _raw_schema() -> str:
-    rng = random.Random(29)
-    rows = []
-    for i in range(1, 301):
-        doc = _raw_doc(rng)
-        rows.append(f"({i}, {i % 46}, " + ("NULL" if doc is None else
-                                           "'" + doc.replace("'", "''") + "'") + ")")
-    return SCHEMA + "CREATE TABLE feeds (id int PRIMARY KEY, grp int, doc json);\n" \
-        f"INSERT INTO feeds VALUES {', '.join(rows)};\n"
-
-
-def _raw_write(conn: psycopg.Connection[Any], rng: random.Random,
-               next_id: dict[str, int]) -> None:
-    if rng.random() < 0.4:
-        _random_write(conn, rng, next_id)
-    elif rng.random() < 0.5:
-        next_id["feeds"] += 1
-        conn.execute("INSERT INTO feeds VALUES (%s, %s, %s)",
-                     (next_id["feeds"], rng.randint(0, 45), _raw_doc(rng)))
-    else:
-        conn.execute("UPDATE feeds SET doc = %s WHERE id = %s",
-                     (_raw_doc(rng), rng.randint(1, next_id["feeds"])))
+FEEDS = SideTable(
+    "feeds", "doc json", 29, lambda r: _sql_text(_raw_doc(r)), lambda r: (_raw_doc(r),),
+    "UPDATE feeds SET doc = %s WHERE id = %s", lambda r: (_raw_doc(r),), elsewhere=0.4)
 
 
 RAW_JSON_SHAPES = [
@@ -163,7 +146,8 @@ RAW_JSON_SHAPES = [
 
 
 def test_json_operators(pg: Any, dbname: str) -> None:
-    run_differential(pg, dbname, RAW_JSON_SHAPES, _raw_schema(), _raw_write,
+    run_differential(pg, dbname, RAW_JSON_SHAPES, FEEDS.schema(SCHEMA),
+                     FEEDS.writes(_random_write),
                      {"things": 1000, "notes": 1000, "feeds": 300})
 
 
@@ -173,32 +157,19 @@ def _tags(rng: random.Random) -> list[Any] | None:
     return [rng.choice(["a", "b", "c", "d e", None]) for _ in range(rng.randint(0, 4))]
 
 
-def _array_schema() -> str:
-    rng = random.Random(31)
-    rows = []
-    for i in range(1, 301):
-        tags = _tags(rng)
-        text = "NULL" if tags is None else "ARRAY[" + ", ".join(
-            "NULL" if t is None else f"'{t}'" for t in tags) + "]::text[]"
-        nums = ", ".join(str(rng.randint(0, 9)) for _ in range(rng.randint(0, 3)))
-        rows.append(f"({i}, {i % 46}, {text}, '{{{nums}}}')")
-    return SCHEMA + "CREATE TABLE items (id int PRIMARY KEY, grp int, tags text[], nums int[]);\n" \
-        f"INSERT INTO items VALUES {', '.join(rows)};\n"
+def _array_literals(rng: random.Random) -> str:
+    tags = _tags(rng)
+    text = "NULL" if tags is None else "ARRAY[" + ", ".join(
+        "NULL" if t is None else f"'{t}'" for t in tags) + "]::text[]"
+    nums = ", ".join(str(rng.randint(0, 9)) for _ in range(rng.randint(0, 3)))
+    return f"{text}, '{{{nums}}}'"
 
 
-def _array_write(conn: psycopg.Connection[Any], rng: random.Random,
-                 next_id: dict[str, int]) -> None:
-    if rng.random() < 0.4:
-        _random_write(conn, rng, next_id)
-    elif rng.random() < 0.5:
-        next_id["items"] += 1
-        conn.execute("INSERT INTO items VALUES (%s, %s, %s, %s)",
-                     (next_id["items"], rng.randint(0, 45), _tags(rng),
-                      [rng.randint(0, 9) for _ in range(rng.randint(0, 3))]))
-    else:
-        conn.execute("UPDATE items SET tags = %s, nums = %s WHERE id = %s",
-                     (_tags(rng), rng.choice([None, [rng.randint(0, 9), None]]),
-                      rng.randint(1, next_id["items"])))
+ITEMS = SideTable(
+    "items", "tags text[], nums int[]", 31, _array_literals,
+    lambda r: (_tags(r), [r.randint(0, 9) for _ in range(r.randint(0, 3))]),
+    "UPDATE items SET tags = %s, nums = %s WHERE id = %s",
+    lambda r: (_tags(r), r.choice([None, [r.randint(0, 9), None]])), elsewhere=0.4)
 
 
 ARRAY_SHAPES = [
@@ -214,7 +185,8 @@ ARRAY_SHAPES = [
 
 
 def test_array_operators(pg: Any, dbname: str) -> None:
-    run_differential(pg, dbname, ARRAY_SHAPES, _array_schema(), _array_write,
+    run_differential(pg, dbname, ARRAY_SHAPES, ITEMS.schema(SCHEMA),
+                     ITEMS.writes(_random_write),
                      {"things": 1000, "notes": 1000, "items": 300})
 
 

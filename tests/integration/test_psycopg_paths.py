@@ -12,6 +12,7 @@ modes must also have served some reads from the caches, so the cached paths were
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -38,6 +39,24 @@ CACHES = ("CREATE CACHE pp_read FROM SELECT v, n FROM pp WHERE id = $1",
 
 def _rows(cur: psycopg.Cursor[Any]) -> list[Any]:
     return [tuple(r) for r in cur.fetchall()]
+
+
+@contextlib.contextmanager
+def _sink(dsn: str) -> Iterator[tuple[psycopg.Connection[Any], psycopg.Cursor[Any]]]:
+    """An autocommit connection with ``pp_sink`` emptied, and a cursor on it."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("TRUNCATE pp_sink")
+        with conn.cursor() as cur:
+            yield conn, cur
+
+
+def _result_sets(cur: psycopg.Cursor[Any]) -> list[Any]:
+    """The rows of each result set an ``executemany(..., returning=True)`` left."""
+    sets = []
+    while True:
+        sets.append(_rows(cur))
+        if not cur.nextset():
+            return sets
 
 
 def pipeline(dsn: str) -> list[Any]:
@@ -99,25 +118,23 @@ def binary(dsn: str) -> list[Any]:
 
 def copy(dsn: str) -> list[Any]:
     out: list[Any] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("TRUNCATE pp_sink")
-        with conn.cursor() as cur:
-            with cur.copy("COPY (SELECT id, v FROM pp WHERE id <= 5 ORDER BY id) TO STDOUT") as cp:
-                out.append([bytes(chunk) for chunk in cp])
-            with cur.copy("COPY (SELECT id, v FROM pp WHERE id <= 5 ORDER BY id) "
-                          "TO STDOUT (FORMAT BINARY)") as cp:
-                cp.set_types(["int4", "text"])
-                out.append(list(cp.rows()))
-            with cur.copy("COPY pp_sink (id, v) FROM STDIN") as cp:
-                for i in range(3):
-                    cp.write_row((100 + i, f"c{i}"))
-            with cur.copy("COPY pp_sink (id, v) FROM STDIN (FORMAT BINARY)") as cp:
-                cp.set_types(["int4", "text"])
-                for i in range(3):
-                    cp.write_row((200 + i, f"b{i}"))
-            out.append(cp.rowcount if hasattr(cp, "rowcount") else None)
-            out.append(_rows(cur.execute("SELECT id, v FROM pp_sink ORDER BY id")))
-            out.append(_rows(cur.execute(READ, (1,))))
+    with _sink(dsn) as (conn, cur):
+        with cur.copy("COPY (SELECT id, v FROM pp WHERE id <= 5 ORDER BY id) TO STDOUT") as cp:
+            out.append([bytes(chunk) for chunk in cp])
+        with cur.copy("COPY (SELECT id, v FROM pp WHERE id <= 5 ORDER BY id) "
+                      "TO STDOUT (FORMAT BINARY)") as cp:
+            cp.set_types(["int4", "text"])
+            out.append(list(cp.rows()))
+        with cur.copy("COPY pp_sink (id, v) FROM STDIN") as cp:
+            for i in range(3):
+                cp.write_row((100 + i, f"c{i}"))
+        with cur.copy("COPY pp_sink (id, v) FROM STDIN (FORMAT BINARY)") as cp:
+            cp.set_types(["int4", "text"])
+            for i in range(3):
+                cp.write_row((200 + i, f"b{i}"))
+        out.append(cp.rowcount if hasattr(cp, "rowcount") else None)
+        out.append(_rows(cur.execute("SELECT id, v FROM pp_sink ORDER BY id")))
+        out.append(_rows(cur.execute(READ, (1,))))
         # a failing COPY FROM leaves the session usable
         with pytest.raises(psycopg.errors.UniqueViolation), conn.cursor() as cur, \
                 cur.copy("COPY pp_sink (id, v) FROM STDIN") as cp:
@@ -154,28 +171,16 @@ def server_cursors(dsn: str) -> list[Any]:
 
 def executemany(dsn: str) -> list[Any]:
     out: list[Any] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("TRUNCATE pp_sink")
-        with conn.cursor() as cur:
-            cur.executemany("INSERT INTO pp_sink VALUES (%s, %s)",
-                            [(i, f"m{i}") for i in range(20)])
-            out.append(cur.rowcount)
-            cur.executemany("SELECT v, n FROM pp WHERE id = %s", [(i,) for i in (1, 2, 3)],
-                            returning=True)
-            res = []
-            while True:
-                res.append(_rows(cur))
-                if not cur.nextset():
-                    break
-            out.append(res)
-            cur.executemany("UPDATE pp_sink SET v = %s WHERE id = %s RETURNING id, v",
-                            [(f"u{i}", i) for i in range(3)], returning=True)
-            res = []
-            while True:
-                res.append(_rows(cur))
-                if not cur.nextset():
-                    break
-            out.append(res)
+    with _sink(dsn) as (conn, cur):
+        cur.executemany("INSERT INTO pp_sink VALUES (%s, %s)",
+                        [(i, f"m{i}") for i in range(20)])
+        out.append(cur.rowcount)
+        cur.executemany("SELECT v, n FROM pp WHERE id = %s", [(i,) for i in (1, 2, 3)],
+                        returning=True)
+        out.append(_result_sets(cur))
+        cur.executemany("UPDATE pp_sink SET v = %s WHERE id = %s RETURNING id, v",
+                        [(f"u{i}", i) for i in range(3)], returning=True)
+        out.append(_result_sets(cur))
         out.append(_rows(conn.execute("SELECT count(*), min(v) FROM pp_sink")))
         out.append(_rows(conn.execute(READ, (3,))))
     return out

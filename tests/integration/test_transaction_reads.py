@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import orm
 
-from tests.support import InProcessWeir, eventually, unique_name
+from tests.support import InProcessWeir, eventually, last_statement, unique_name, weir_over
 
 READ = "SELECT n FROM tx_t WHERE id = %s"
 
@@ -29,33 +29,24 @@ class Item(Base):
     n: orm.Mapped[int]
 
 
-def _last(conn: psycopg.Connection[Any]) -> tuple[str, str]:
-    row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
-    assert row is not None
-    return (row[0], row[1])
-
-
 @pytest.fixture
 def server(pg: Any, dbname: str) -> Iterator[InProcessWeir]:
-    pg.psql("CREATE TABLE tx_t (id int PRIMARY KEY, n int NOT NULL);"
-            "INSERT INTO tx_t SELECT g, g * 10 FROM generate_series(1, 200) g;"
-            "CREATE TABLE tx_other (id int PRIMARY KEY)", dbname)
-    weir = InProcessWeir.start(pg.dsn(dbname=dbname))
-    try:
+    with weir_over(pg, dbname,
+                   "CREATE TABLE tx_t (id int PRIMARY KEY, n int NOT NULL);"
+                   "INSERT INTO tx_t SELECT g, g * 10 FROM generate_series(1, 200) g;"
+                   "CREATE TABLE tx_other (id int PRIMARY KEY)") as weir:
         with psycopg.connect(weir.dsn(dbname=dbname), autocommit=True) as conn:
             conn.execute("CREATE CACHE tx FROM SELECT n FROM tx_t WHERE id = $1")
             eventually(lambda: conn.execute(READ, (1,)).fetchall() == [(10,)]
-                       and _last(conn)[0] == "cache", 10)
+                       and last_statement(conn)[0] == "cache", 10)
         yield weir
-    finally:
-        weir.stop()
 
 
 def _served_in_block(conn: psycopg.Connection[Any], key: int, value: int) -> None:
     """A read of ``key`` in the open block gives ``value``, eventually from the cache (the
     first read of a key fills it)."""
     eventually(lambda: conn.execute(READ, (key,)).fetchall() == [(value,)]
-               and _last(conn)[0] == "cache", 10)
+               and last_statement(conn)[0] == "cache", 10)
 
 
 def test_read_committed_block_is_served(dbname: str, server: InProcessWeir) -> None:
@@ -83,7 +74,7 @@ def test_repeatable_read_block_is_not_served(dbname: str, server: InProcessWeir,
             conn.execute("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE")
         for _ in range(3):
             assert conn.execute(READ, (4,)).fetchall() == [(40,)]
-            destination, reason = _last(conn)
+            destination, reason = last_statement(conn)
             assert destination == "upstream", reason
             assert "READ transaction" in reason or "SERIALIZABLE" in reason, reason
         conn.execute("COMMIT")
@@ -97,7 +88,7 @@ def test_role_default_isolation_is_followed(pg: Any, dbname: str,
     with psycopg.connect(server.dsn(user=role, dbname=dbname)) as conn:
         for _ in range(3):
             assert conn.execute(READ, (5,)).fetchall() == [(50,)]
-            assert _last(conn)[0] == "upstream", _last(conn)
+            assert last_statement(conn)[0] == "upstream", last_statement(conn)
         conn.commit()
 
 
@@ -108,10 +99,10 @@ def test_block_after_its_first_write_is_not_served(dbname: str,
         conn.execute("UPDATE tx_t SET n = 61 WHERE id = 6")
         # its own uncommitted write: only PostgreSQL has it
         assert conn.execute(READ, (6,)).fetchall() == [(61,)]
-        assert _last(conn) == ("upstream", "the transaction wrote (its reads go upstream "
+        assert last_statement(conn) == ("upstream", "the transaction wrote (its reads go upstream "
                                "until it ends)")
         assert conn.execute(READ, (7,)).fetchall() == [(70,)]
-        assert _last(conn)[0] == "upstream"
+        assert last_statement(conn)[0] == "upstream"
         conn.rollback()
         _served_in_block(conn, 6, 60)  # the next block is served again
         conn.rollback()
@@ -122,9 +113,9 @@ def test_locking_read_is_not_served(dbname: str, server: InProcessWeir) -> None:
         _served_in_block(conn, 8, 80)
         assert conn.execute("SELECT n FROM tx_t WHERE id = %s FOR UPDATE", (8,)).fetchall() \
             == [(80,)]
-        assert _last(conn)[0] == "upstream"
+        assert last_statement(conn)[0] == "upstream"
         assert conn.execute(READ, (8,)).fetchall() == [(80,)]
-        assert _last(conn)[0] == "upstream", _last(conn)
+        assert last_statement(conn)[0] == "upstream", last_statement(conn)
         conn.rollback()
 
 
@@ -155,7 +146,7 @@ def test_a_block_never_reads_older_than_it_saw(pg: Any, dbname: str,
                 .fetchall() == [(value,)]
             # ... so the block's next read, cached or not, may not show an older one
             assert conn.execute(READ, (10,)).fetchall() == [(value,)]
-        assert _last(conn)[0] == "cache"
+        assert last_statement(conn)[0] == "cache"
         conn.rollback()
 
 
