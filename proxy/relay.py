@@ -321,7 +321,7 @@ class Session:
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
         self.extended.flush()  # weir's earlier answers come first
-        identity.observe(self.ctx, msg, self.routing.identity_functions)
+        identity.observe(self.ctx, msg, self.routing.identity_functions, self.state)
         self._note_hidden(msg)
         self.state.frontend(msg)
         identity.forwarded(self, msg)
