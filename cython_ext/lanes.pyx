@@ -36,7 +36,18 @@ from libcpp.vector cimport vector
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close, dup, read, write
 
-from cython_ext.rules_kernel cimport hides_write, mentions, query_head, read_only_tag
+from cython_ext.rules_kernel cimport (
+    REQUEST_FREE,
+    REQUEST_QUERY,
+    REQUEST_SEEN,
+    REQUEST_SYNC,
+    answer_class,
+    hides_write,
+    lane_quiet,
+    mentions,
+    query_head,
+    request_class,
+)
 
 
 include "lanes_structs.pxi"

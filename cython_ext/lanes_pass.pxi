@@ -12,20 +12,16 @@
 # start of a COPY, anything unknown). What it relays is summed up for the proxy (runs per Bind,
 # the last use of each Bind and Parse, whether a Query went by); what went upstream whose
 # answer did not come back yet is kept (``inflight``) for the proxy to observe on hand-back.
+# Which messages are quiet is said once, by the message classes of ``rules_kernel.pxd``
+# (``request_class``, ``answer_class`` and ``lane_quiet``; pure reference: ``proxy.rules``).
 
 
-cdef bint _quiet_upstream(Core* c, const unsigned char* p, Py_ssize_t length) noexcept nogil:
-    """Whether a backend message (type at ``p``, payload after 5 bytes) needs no look."""
-    cdef unsigned char t = p[0]
-    if t == b'D' or t == b'1' or t == b'2' or t == b'3' or t == b'n' or t == b't' \
-            or t == b'T' or t == b'I' or t == b's' or t == b'N' or t == b'A':
-        return True
-    if t == b'Z':
-        return length == 5 and p[5] == b'I'
-    if t == b'C':  # a CommandComplete tag that cannot have written anything
-        return read_only_tag(p + 5, length - 4, c.read_only.at.data(), c.read_only.lens.data(),
-                             c.read_only.at.size())
-    return False
+cdef inline bint _quiet_upstream(Core* c, const unsigned char* p, Py_ssize_t length
+                                 ) noexcept nogil:
+    """Whether a backend message (type at ``p``, payload after 5 bytes) needs no look
+    (``rules_kernel.lane_quiet``)."""
+    return lane_quiet(answer_class(p[0], p + 5, length - 4, c.read_only.at.data(),
+                                   c.read_only.lens.data(), c.read_only.at.size()))
 
 
 cdef Py_ssize_t _names_end(const unsigned char* p, Py_ssize_t start, Py_ssize_t end
@@ -74,7 +70,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     cdef vector[int64_t] found
     cdef unordered_map[string, int].iterator it
     cdef string key
-    cdef int batch
+    cdef int batch, kind
     cdef uint64_t gen
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
@@ -95,10 +91,10 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
         end = pos + 1 + length
         if end > size:
             break
-        t = p[pos]
-        if t == b'S' or t == b'Q':
+        kind = request_class(p[pos])
+        if kind == REQUEST_SYNC or kind == REQUEST_QUERY:
             cut = end
-        elif t == b'H' or (t != b'B' and t != b'P' and t != b'E' and t != b'D'):
+        elif kind != REQUEST_FREE and kind != REQUEST_SEEN:
             flushed = end  # (a Flush, a Terminate, ...: not one to wait for a Sync after)
         pos = end
     if flushed > cut:  # the client may wait for what no ReadyForQuery ends: the loop's

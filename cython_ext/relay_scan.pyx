@@ -1,17 +1,10 @@
 # cython: language_level=3
-"""The relay's hot kernels: the twin of pgwire.framing.scan_backend (same contract; see
-that module), and ``Relay``, the relay core of a session (its twin is the session's own
-Python path; see the class). The quiet-message rules both use are ``rules_kernel.pxd``'s
-(pure reference: proxy.rules).
-
-``scan_backend`` makes two passes over the message headers: the first finds the end of the
-complete messages, checks their lengths and finds the cut (the last well-formed ReadyForQuery
-before any special message); the second builds the statuses up to the cut and the marks after
-it. Raises the error class bound with ``set_error_class`` (ValueError until then). This
+"""``Relay``, the relay core of a session (its twin is the session's own Python path; see
+the class). The quiet-message rules it runs are ``rules_kernel.pxd``'s (pure reference:
+proxy.rules); the backend scan of the session's Python path is ``backend_scan.pyx``. This
 package imports nothing from the project: ``configure`` hands the core what it calls.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
@@ -19,9 +12,20 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.string cimport memchr, memcmp
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-from cython_ext.rules_kernel cimport query_head as _query_head
+from cython_ext.rules_kernel cimport (
+    ANSWER_BLOCK,
+    ANSWER_IDLE,
+    MAX_WORDS,
+    REQUEST_OTHER,
+    REQUEST_QUERY,
+    REQUEST_SEEN,
+    answer_class,
+    query_head as _query_head,
+    relay_quiet,
+    request_class,
+    word_arrays,
+)
 from cython_ext.session_core cimport SessionCore
-from cython_ext.rules_kernel cimport read_only_tag as _read_only_tag
 
 
 cdef inline double _monotonic() noexcept nogil:
@@ -29,110 +33,6 @@ cdef inline double _monotonic() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return <double>ts.tv_sec + <double>ts.tv_nsec * 1e-9
-
-
-cdef object _error = ValueError
-
-
-def set_error_class(cls):
-    """The exception class raised for an invalid length (ProtocolViolation)."""
-    global _error
-    _error = cls
-
-
-cdef enum:
-    MAX_WATCHED = 32  # words a tuple may hold (proxy.rules.WATCHED_WORDS, READ_ONLY_TAGS)
-
-
-cdef Py_ssize_t _words(tuple watched, const unsigned char** words, Py_ssize_t* lens) except -1:
-    """Point ``words``/``lens`` at the bytes of ``watched`` (kept alive by the caller)."""
-    cdef Py_ssize_t i = 0
-    cdef bytes word
-    if len(watched) > MAX_WATCHED:
-        raise ValueError(f"at most {MAX_WATCHED} words")
-    for word in watched:
-        words[i] = <const unsigned char*>PyBytes_AS_STRING(word)
-        lens[i] = PyBytes_GET_SIZE(word)
-        i += 1
-    return i
-
-
-#: the tags ``scan_backend`` was last given (callers pass the same tuple), as C arrays
-cdef tuple _qtags = None
-cdef const unsigned char* _qwords[MAX_WATCHED]
-cdef Py_ssize_t _qlens[MAX_WATCHED]
-cdef Py_ssize_t _nq = 0
-
-
-cdef inline int _quiet_tags(tuple tags) except -1:
-    global _qtags, _nq
-    if tags is not _qtags:
-        _nq = _words(tags, _qwords, _qlens)
-        _qtags = tags
-    return 0
-
-
-def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_tags,
-                 bint bulk):
-    cdef Py_buffer view
-    cdef const unsigned char* p
-    cdef Py_ssize_t n, end, start = pos, cut = pos, nready = 0, i = 0
-    cdef unsigned long length
-    cdef unsigned char t, s
-    cdef bint clean = bulk
-    cdef list marks = []
-    cdef bytes statuses
-    cdef char* out
-    _quiet_tags(quiet_tags)
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    try:
-        p = <const unsigned char*>view.buf
-        n = view.len
-        while n - pos >= 5:
-            length = ((<unsigned long>p[pos + 1] << 24) | (<unsigned long>p[pos + 2] << 16)
-                      | (<unsigned long>p[pos + 3] << 8) | <unsigned long>p[pos + 4])
-            if length < 4:
-                raise _error(f"invalid message length {length}")
-            if length > <unsigned long>max_length:
-                raise _error(f"message of {length} bytes exceeds the limit of {max_length}")
-            end = pos + 1 + <Py_ssize_t>length
-            if end > n:
-                break
-            t = p[pos]
-            if clean:
-                if t == 90:  # Z
-                    s = p[pos + 5] if length == 5 else 0
-                    if s == 73 or s == 84 or s == 69:  # I T E
-                        nready += 1
-                        cut = end
-                    else:
-                        clean = False
-                elif t == 69 or t == 83:  # E S
-                    clean = False
-                elif t == 67 and not _read_only_tag(p + pos + 5, <Py_ssize_t>length - 4,
-                                                    _qwords, _qlens, _nq):
-                    clean = False
-            pos = end
-        statuses = PyBytes_FromStringAndSize(NULL, nready)
-        out = PyBytes_AS_STRING(statuses)
-        end = start
-        while end < cut:
-            length = ((<unsigned long>p[end + 1] << 24) | (<unsigned long>p[end + 2] << 16)
-                      | (<unsigned long>p[end + 3] << 8) | <unsigned long>p[end + 4])
-            if p[end] == 90:
-                out[i] = <char>p[end + 5]
-                i += 1
-            end += 1 + <Py_ssize_t>length
-        while end < pos:
-            length = ((<unsigned long>p[end + 1] << 24) | (<unsigned long>p[end + 2] << 16)
-                      | (<unsigned long>p[end + 3] << 8) | <unsigned long>p[end + 4])
-            t = p[end]
-            if t != 68 and t != 100:  # D d
-                marks.append((t, end + 5, end + 1 + <Py_ssize_t>length))
-            end += 1 + <Py_ssize_t>length
-    finally:
-        PyBuffer_Release(&view)
-    return pos, statuses, marks
 
 
 # -- the relay core -----------------------------------------------------------------------------
@@ -147,12 +47,12 @@ cdef object _ready_phase = None  # Phase.READY
 cdef object _violation = ValueError  # ProtocolViolation
 cdef object _plain_query = None  # proxy.forwarding.plain_query (when a registry runs)
 cdef tuple _watched = ()  # proxy.rules.WATCHED_WORDS (its bytes: _wwords, _wlens)
-cdef const unsigned char* _wwords[MAX_WATCHED]
-cdef Py_ssize_t _wlens[MAX_WATCHED]
+cdef const unsigned char* _wwords[MAX_WORDS]
+cdef Py_ssize_t _wlens[MAX_WORDS]
 cdef Py_ssize_t _nwatched = 0
 cdef tuple _read_only_tags = ()  # CommandComplete tags that cannot have written anything
-cdef const unsigned char* _rwords[MAX_WATCHED]
-cdef Py_ssize_t _rlens[MAX_WATCHED]
+cdef const unsigned char* _rwords[MAX_WORDS]
+cdef Py_ssize_t _rlens[MAX_WORDS]
 cdef Py_ssize_t _nread_only = 0
 #: SessionState's shared queue items of the requests whose success changes nothing
 cdef object _describe = None, _execute = None, _sync = None, _query = None
@@ -169,8 +69,8 @@ def configure(try_answer, ready_phase, violation, dict plain, tuple read_only_ta
     global _describe, _execute, _sync, _query, _configured, _nwatched, _nread_only
     _try_answer, _ready_phase, _violation, _plain_query = (try_answer, ready_phase, violation,
                                                            plain_query)
-    _nwatched = _words(watched, _wwords, _wlens)
-    _nread_only = _words(read_only_tags, _rwords, _rlens)
+    _nwatched = word_arrays(watched, _wwords, _wlens)
+    _nread_only = word_arrays(read_only_tags, _rwords, _rlens)
     _watched, _read_only_tags = watched, read_only_tags
     _describe, _execute = plain["describe"], plain["execute"]
     _sync, _query = plain["sync"], plain["query"]
@@ -344,7 +244,7 @@ cdef class Relay:
         mirrored.)"""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, end
-        cdef unsigned char t
+        cdef int kind
         cdef bint local = self.core.caching and ctx is not None
         cdef PyObject* found[MAX_FOUND]  # the chunk's Binds and Parses seen before (owned)
         cdef Py_ssize_t nfound = 0, i, names_end
@@ -363,11 +263,11 @@ cdef class Relay:
         last = None
         try:
             while pos < n:  # look: all or nothing
-                t = p[pos]
+                kind = request_class(p[pos])
                 end = pos + 1 + _length(p, pos)
-                if t == 66 or t == 80:  # B, P: seen before (the memo's decoded message)
+                if kind == REQUEST_SEEN:  # B, P: seen before (the memo's decoded message)
                     msg = None
-                    if t == 80:
+                    if p[pos] == 80:
                         self.parse_key = _same_or_new(self.parse_key, p, pos + 5, end)
                         msg = self.parses.get(self.parse_key)
                     else:
@@ -380,14 +280,14 @@ cdef class Relay:
                     Py_INCREF(msg)
                     found[nfound] = <PyObject*>msg
                     nfound += 1
-                elif t == 81:  # Q
+                elif kind == REQUEST_QUERY:
                     if local:
                         last = memos.plain_last
                         if last is None:
                             return False
                     if not self._plain(raw, p, pos + 5, end):
                         return False
-                elif t != 69 and t != 83 and t != 72 and t != 68 and t != 100:  # E S H D d
+                elif kind == REQUEST_OTHER:  # (the others are content-free, or CopyData)
                     return False
                 pos = end
             self._observe(p, n, found, local, ctx, last)
@@ -509,7 +409,8 @@ cdef class Relay:
         ``cython_ext.lanes._quiet_upstream``.)"""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, length, end
-        cdef unsigned char t, status = 0
+        cdef unsigned char status = 0
+        cdef int answer
         while n - pos >= 5:
             length = _length(p, pos)
             if length < 4 or length > self.umax:
@@ -517,17 +418,11 @@ cdef class Relay:
             end = pos + 1 + length
             if end > n:
                 return False
-            t = p[pos]
-            status = 0
-            if t == 90:  # Z
-                status = p[pos + 5] if length == 5 else 0
-                if status != 73 and status != 84 and status != 69:  # I T E
-                    return False
-            elif t == 69 or t == 83:  # E S
+            answer = answer_class(p[pos], p + pos + 5, length - 4, _rwords, _rlens,
+                                  _nread_only)
+            if not relay_quiet(answer):
                 return False
-            elif t == 67 and not _read_only_tag(p + pos + 5, length - 4, _rwords, _rlens,
-                                                _nread_only):
-                return False
+            status = p[pos + 5] if answer == ANSWER_IDLE or answer == ANSWER_BLOCK else 0
             pos = end
         if pos != n or status == 0:
             return False

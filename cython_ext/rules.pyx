@@ -9,10 +9,15 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdlib cimport free, malloc
 
 from cython_ext.rules_kernel cimport (
+    ANSWER_STATE,
+    answer_class as _answer_class,
     hides_write as _hides_write,
+    lane_quiet as _lane_quiet,
     mentions as _mentions,
     query_head as _query_head,
     read_only_tag as _read_only_tag,
+    relay_quiet as _relay_quiet,
+    request_class as _request_class,
 )
 
 cdef object _pure_hides_write = None
@@ -107,3 +112,24 @@ def plain_text(str lowered, tuple names, tuple hiding):
                          n.at, n.lens, n.count) and \
         not _hides_write(<const unsigned char*>PyBytes_AS_STRING(text), PyBytes_GET_SIZE(text),
                          h.at, h.lens, h.count, _telling.at, _telling.lens, _telling.count)
+
+
+def answer_class(int mtype, bytes payload, tuple tags):
+    cdef _Words w = _words(tags)
+    if not 0 <= mtype <= 255:
+        raise ValueError("a message type is a byte")
+    return _answer_class(<unsigned char>mtype, <const unsigned char*>PyBytes_AS_STRING(payload),
+                         PyBytes_GET_SIZE(payload), w.at, w.lens, w.count)
+
+
+def request_class(int mtype):
+    if not 0 <= mtype <= 255:
+        raise ValueError("a message type is a byte")
+    return _request_class(<unsigned char>mtype)
+
+
+def quiet_classes():
+    """The answer classes the C rules call quiet: (for the relay core, for the lanes), each a
+    frozenset (proxy.rules.RELAY_QUIET and LANE_QUIET)."""
+    return (frozenset(c for c in range(ANSWER_STATE + 1) if _relay_quiet(c)),
+            frozenset(c for c in range(ANSWER_STATE + 1) if _lane_quiet(c)))

@@ -11,10 +11,34 @@ and the contract of each is ``proxy.rules`` (parity: ``tests/unit/proxy/test_rul
 - ``hides_write``: a Query text (ASCII, lower case) that may write behind a read-only tag
   (``proxy.rules.hides_write``);
 - ``mentions``: a Query text (ASCII, lower case) containing one of the names of cached
-  relations (``proxy.rules.plain_text``).
+  relations (``proxy.rules.plain_text``);
+- ``request_class``: what a client message's type says (``proxy.rules.REQUEST_CLASSES``);
+- ``answer_class``: what a backend message says, a write included
+  (``proxy.rules.answer_class``); ``relay_quiet`` and ``lane_quiet``: which of those the relay
+  core and the lanes pass without a look (``proxy.rules.RELAY_QUIET``, ``LANE_QUIET``).
 """
 
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.string cimport memchr, memcmp
+
+
+cdef enum:
+    MAX_WORDS = 32  # words a fixed array of word_arrays holds (WATCHED_WORDS, READ_ONLY_TAGS)
+
+
+cdef inline Py_ssize_t word_arrays(tuple given, const unsigned char** words, Py_ssize_t* lens
+                                   ) except -1:
+    """Point ``words``/``lens`` (MAX_WORDS each) at the bytes of ``given`` (kept alive by the
+    caller); their count."""
+    cdef Py_ssize_t i = 0
+    cdef bytes word
+    if len(given) > MAX_WORDS:
+        raise ValueError(f"at most {MAX_WORDS} words")
+    for word in given:
+        words[i] = <const unsigned char*>PyBytes_AS_STRING(word)
+        lens[i] = PyBytes_GET_SIZE(word)
+        i += 1
+    return i
 
 
 cdef inline bint _blank(unsigned char c) noexcept nogil:
@@ -152,3 +176,74 @@ cdef inline bint mentions(const unsigned char* text, Py_ssize_t n,
         if _found(text, n, names[k], lens[k], False):
             return True
     return False
+
+
+# -- message classes (proxy.rules: the same values) ---------------------------------------------
+
+cdef enum:
+    REQUEST_OTHER = 0  # decoded and observed one by one
+    REQUEST_FREE = 1  # Execute, Describe: content-free, the cycle goes on
+    REQUEST_FLUSH = 2  # Flush: content-free; no ReadyForQuery ends what it asks for
+    REQUEST_SYNC = 3  # Sync: content-free, ends a cycle
+    REQUEST_SEEN = 4  # Bind, Parse: quiet when the session sent the same before
+    REQUEST_QUERY = 5  # simple Query: quiet when plain (query_head); ends a cycle
+    REQUEST_COPY = 6  # CopyData: relayed without a look
+
+
+cdef inline int request_class(unsigned char t) noexcept nogil:
+    """proxy.rules.REQUEST_CLASSES.get(t, REQUEST_OTHER)."""
+    if t == 69 or t == 68:  # E D
+        return REQUEST_FREE
+    if t == 83:  # S
+        return REQUEST_SYNC
+    if t == 66 or t == 80:  # B P
+        return REQUEST_SEEN
+    if t == 81:  # Q
+        return REQUEST_QUERY
+    if t == 72:  # H
+        return REQUEST_FLUSH
+    if t == 100:  # d
+        return REQUEST_COPY
+    return REQUEST_OTHER
+
+
+cdef enum:
+    ANSWER_OTHER = 0  # nothing the session state reads (COPY, ...): relay-quiet only
+    ANSWER_ROW = 1  # rows, descriptions, completions of the extended protocol, notices
+    ANSWER_READ = 2  # CommandComplete whose tag cannot have written anything
+    ANSWER_IDLE = 3  # ReadyForQuery, idle
+    ANSWER_BLOCK = 4  # ReadyForQuery in a transaction block (or a failed one)
+    ANSWER_WRITE = 5  # CommandComplete that may have written (read-your-writes)
+    ANSWER_STATE = 6  # ErrorResponse, ParameterStatus, a malformed ReadyForQuery
+
+
+cdef inline int answer_class(unsigned char t, const unsigned char* payload, Py_ssize_t size,
+                             const unsigned char* const* tags, const Py_ssize_t* lens,
+                             Py_ssize_t ntags) noexcept nogil:
+    """proxy.rules.answer_class of a backend message of type ``t`` whose payload is ``size``
+    bytes at ``payload``, ``tags`` being the read-only tags (``lens`` their lengths)."""
+    if t == 68 or t == 49 or t == 50 or t == 51 or t == 110 or t == 116 or t == 84 \
+            or t == 73 or t == 115 or t == 78 or t == 65:  # D 1 2 3 n t T I s N A
+        return ANSWER_ROW
+    if t == 67:  # C
+        return ANSWER_READ if read_only_tag(payload, size, tags, lens, ntags) else ANSWER_WRITE
+    if t == 90:  # Z
+        if size == 1:
+            if payload[0] == 73:  # I
+                return ANSWER_IDLE
+            if payload[0] == 84 or payload[0] == 69:  # T E
+                return ANSWER_BLOCK
+        return ANSWER_STATE
+    if t == 69 or t == 83:  # E S
+        return ANSWER_STATE
+    return ANSWER_OTHER
+
+
+cdef inline bint relay_quiet(int answer) noexcept nogil:
+    """proxy.rules.RELAY_QUIET: the relay core observes a run of these in one step."""
+    return answer < ANSWER_WRITE
+
+
+cdef inline bint lane_quiet(int answer) noexcept nogil:
+    """proxy.rules.LANE_QUIET: a pass session's lane relays these (idle sessions only)."""
+    return ANSWER_ROW <= answer <= ANSWER_IDLE

@@ -10,7 +10,7 @@ Two shapes of message exist on the wire:
 
 Invariant: any split of the same byte stream into ``feed``/``take`` calls yields the same
 messages (property-tested). ``scan_messages`` and ``scan_backend`` are the hot kernels (their
-Cython twins live in ``cython_ext/framing.pyx`` and ``cython_ext/relay_scan.pyx``): the relay
+Cython twins live in ``cython_ext/framing.pyx`` and ``cython_ext/backend_scan.pyx``): the relay
 forwards whole runs of complete messages with one write, usually the very bytes object it
 received (``Framer.take``), and looks only at the few messages it tracks.
 """
@@ -269,7 +269,7 @@ _fast = cython_ext.load("framing")
 if _fast is not None:
     _fast.set_error_class(ProtocolViolation)
     scan_messages = _fast.scan_messages
-_fast_relay = cython_ext.load("relay_scan")
-if _fast_relay is not None:
-    _fast_relay.set_error_class(ProtocolViolation)
-    scan_backend = _fast_relay.scan_backend
+_fast_scan = cython_ext.load("backend_scan")
+if _fast_scan is not None:
+    _fast_scan.set_error_class(ProtocolViolation)
+    scan_backend = _fast_scan.scan_backend

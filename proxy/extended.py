@@ -373,7 +373,7 @@ class Extended:
         if held is not None:
             self.core.reasons[msg.statement] = (
                 self._why_not() if not self._can_answer()
-                else self.service.shape_reason(held.route.cache)
+                else self.service.gates.shape_reason(held.route.cache)
                 or "a parameter is not usable as a cache key")
         self.copies.materialize(msg.statement)
         self.core.portal_statements[msg.portal] = msg.statement

@@ -35,9 +35,6 @@ _V = TypeVar("_V")
 #: bound of each memo
 MEMO_ENTRIES = 256
 _T_QUERY, _T_BIND = ord("Q"), ord("B")
-#: frontend messages whose content neither the session state nor ``Extended`` needs while
-#: nothing is held locally: type -> pending kind (``SessionState.expect``)
-CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
 
 
 #: client messages PostgreSQL answers with ERROR 08P01 (invalid message format) when they are

@@ -2,17 +2,23 @@
 and the database's defaults make the session's settings, is the cache fresh enough.
 
 Owns: :class:`Gates` — the remembered privilege verdicts (``grants``: the hit path and the
-lanes read them directly), the memo of role and database defaults (``ALTER ROLE/DATABASE ...
-SET`` and the server's configuration, which the wire never shows), and the reason a read past
-the staleness bound gives (:func:`stale`). The checks run on the cache host's pool
-(:class:`GateHost`); a check that fails says "not known to be allowed" or taints the
-session, so its reads go upstream.
+lanes read them directly) and the privilege changes seen in flight that end them (GRANT,
+REVOKE, DDL: :meth:`Gates.privileges_changed`, :meth:`Gates.transaction_ended`, and every
+heartbeat's :meth:`Gates.recheck`), the memo of role and database defaults (``ALTER
+ROLE/DATABASE ... SET`` and the server's configuration, which the wire never shows), whether
+weir may describe a cache's columns itself (:meth:`Gates.shape_reason`: the cache current and
+within the staleness bound), and the reason a read past the staleness bound gives
+(:func:`stale`). The checks run on the cache host's pool (:class:`GateHost`); a check that
+fails says "not known to be allowed" or taints the session, so its reads go upstream. What
+the gates need of the cache side is :class:`CacheSide` (the service meets it).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 from engine import effective_search_path
@@ -43,10 +49,47 @@ class GateHost(Protocol):
     def pool(self) -> Any: ...
 
 
-class Gates:
-    """Privileges and role defaults, remembered per (role, cache) and (role, database)."""
+#: CommandComplete tags of statements that may change a relation a cache reads
+DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
 
-    def __init__(self) -> None:
+
+class GatedHost(GateHost, Protocol):
+    """What the privilege-change and shape checks need of the running cache host
+    (``proxy.caching.EngineHost``)."""
+
+    def distrust(self, until: Callable[[], bool] | None = None) -> None: ...
+
+    def staleness(self) -> float: ...
+
+
+class Bumped(Protocol):
+    """The lanes (``proxy.lanes.HitLanes``): nothing stamped before a bump is answered."""
+
+    def bump(self) -> None: ...
+
+
+class CacheSide(Protocol):
+    """What the gates need of the cache side (``proxy.service.CacheService``)."""
+
+    @property
+    def host(self) -> GatedHost | None: ...
+
+    @property
+    def lanes(self) -> Bumped | None: ...
+
+    @property
+    def registry(self) -> Any: ...
+
+    def is_current(self, entry: Any) -> bool: ...
+
+
+class Gates:
+    """Privileges and role defaults, remembered per (role, cache) and (role, database), and
+    the shape checks of held statements (``side``: the cache side; ``bound``: the staleness
+    bound, seconds)."""
+
+    def __init__(self, side: CacheSide, bound: float) -> None:
+        self.side, self.bound = side, bound
         #: the privilege verdicts and the changes that end them (``proxy.grants``)
         self.verdicts = grants.Verdicts()
         #: (role, cache) -> (may read, time.monotonic() it expires): ``verdicts.table``
@@ -63,6 +106,58 @@ class Gates:
     async def authorized(self, host: GateHost, user: str, entry: Any) -> bool:
         """Whether ``user`` may read every relation the cache reads (``proxy.grants``)."""
         return await self.verdicts.authorized(host.pool, user, entry)
+
+    async def recheck(self, host: GateHost) -> None:
+        """Every heartbeat (``proxy.grants``): privilege changes made directly upstream,
+        and ALTER ROLE/DATABASE ... SET, are followed from the next heartbeat on."""
+        self.forget_defaults()
+        registry = self.side.registry
+        if not await self.verdicts.recheck(host.pool, registry.caches if registry else {}):
+            self.forget_grants()
+
+    def privileges_changed(self, tag: bytes, state: Any) -> None:
+        """A GRANT/REVOKE/ALTER/DROP/CREATE completed in the session of ``state`` (its core):
+        verdicts are forgotten now and again when its transaction ends."""
+        self.verdicts.changes.seen(state)
+        self.forget_grants(tag, state)
+
+    def transaction_ended(self) -> None:
+        """A ReadyForQuery was observed: forget verdicts if a privilege change's transaction
+        has ended."""
+        changes = self.verdicts.changes
+        if changes.open and changes.ended():
+            self.forget_grants()
+
+    def forget_grants(self, tag: bytes = b"", state: Any = None) -> None:
+        """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
+        after DDL (``tag`` one of :data:`DDL_TAGS`) the caches' relations may have changed
+        too: no cached read until a heartbeat has checked them, after the DDL's transaction
+        ended (the session ``state``'s: ``EngineHost.distrust``)."""
+        self.verdicts.forget()
+        self.forget_defaults()  # ALTER ROLE ... SET
+        lanes, host = self.side.lanes, self.side.host
+        if lanes is not None:
+            lanes.bump()
+        if tag.startswith(DDL_TAGS) and host is not None:
+            host.distrust(None if state is None else partial(transactions.ended, state))
+
+    # -- shapes -------------------------------------------------------------------------------
+
+    def shape_known(self, entry: Any) -> bool:
+        """Whether weir may describe a cache's columns itself now (RowDescription of a held
+        statement or local portal): the cache is current and fresh, so no DDL passed since
+        its fields were read. Otherwise the statement is described and run upstream."""
+        return self.shape_reason(entry) is None
+
+    def shape_reason(self, entry: Any) -> str | None:
+        """Why :meth:`shape_known` says no (None when it says yes)."""
+        if entry is None:
+            return None
+        host = self.side.host
+        if host is None or not self.side.is_current(entry):
+            return f"cache {entry.name} was dropped after this statement was prepared"
+        lag = host.staleness()
+        return stale(lag) if lag > self.bound else None
 
     # -- role and database defaults -----------------------------------------------------------
 

@@ -67,26 +67,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import cython_ext
-from pgwire import frontend as fe
 from pgwire.events import Phase
-from pgwire.framing import Framer, scan_messages
+from pgwire.framing import Framer
 from proxy.extended import Extended
-from proxy.forwarding import CONTENT_FREE, ForwardMemos
+from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
 from proxy.hitpath import Session as HitSession
+from proxy.lane_replay import observe_cycles, observe_sent
 from proxy.metrics import LATENCY_BOUNDS
 from proxy.routing import Routing
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
-from proxy.settings import Settings
 
 log = logging.getLogger("weir.lanes")
 
@@ -135,9 +131,6 @@ class Session(HitSession, Protocol):
     def resume_client(self, why: str) -> None: ...
 
 _T_BIND = ord("B")
-_T_PARSE = ord("P")
-_T_SYNC = ord("S")
-_T_QUERY = ord("Q")
 _PAUSE = "hit lane"
 _PAUSE_PASS = "pass lane"
 #: quiet upstream runs a pass session waits before it is offered again after a refusal that
@@ -157,38 +150,6 @@ QUIET_EPOCH = 0.02
 SPIN = 200e-6
 #: lane tables remembered before they are all forgotten (memos come and go)
 MAX_TABLES = 4096
-
-
-def lane_plan(settings: Settings, built: bool, quota: float | None = None
-              ) -> tuple[int, tuple[int, ...]]:
-    """How many lanes to run and the CPU each is pinned to (empty: not pinned), from
-    ``--hit-lanes`` and ``--lane-cpus``, whether the lanes are built, and the CPUs' worth of
-    time weir's cgroup may use (``quota``, None: no limit). By default there is one lane per
-    CPU weir may run on, each pinned to its CPU: a session is served on the CPU its client's
-    packets arrive on, so a lane wakes the client thread on its own CPU, not across
-    (``docs/benchmarks/hit.md``). Under a quota smaller than that, the default is one
-    unpinned lane per CPU of quota (lanes poll after answering, which would spend it)."""
-    count, pinned = settings.hit_lanes, settings.pinned_cpus
-    if pinned:
-        return len(pinned), pinned
-    allowed = tuple(sorted(os.sched_getaffinity(0)))[:64]
-    if count is None:
-        count = len(allowed) if built else 0
-        if quota is not None and count:
-            count = max(1, min(count, math.ceil(quota)))
-    if settings.lane_cpus.strip().lower() == "auto" and count == len(allowed) and count > 0:
-        return count, allowed
-    return count, ()
-
-
-def cpu_quota(path: Path = Path("/sys/fs/cgroup/cpu.max")) -> float | None:
-    """The CPUs' worth of time this process's cgroup (v2) may use, or None: no limit, or
-    no cgroup v2 file to say (``quota period`` or ``max period``, in microseconds)."""
-    try:
-        quota, period = path.read_text().split()[:2]
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, ValueError):
-        return None
 
 
 class HitLanes:
@@ -490,9 +451,9 @@ class HitLanes:
         if unsent:
             session.client.write(unsent)
         if cycles:
-            _observe_cycles(session, binds, parses, queried, batch)
+            observe_cycles(session, binds, parses, queried, batch)
         if inflight:
-            _observe_sent(session, inflight)
+            observe_sent(session, inflight)
         upstream = session.upstream
         if upstream is None:
             return
@@ -514,68 +475,6 @@ class HitLanes:
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
                 "lane_moves": moved}
-
-
-def _observe_cycles(session: Session, binds: list[tuple[int, bytes, int]],
-                    parses: list[tuple[int, bytes]], queried: int, batch: bool) -> None:
-    """What observing a pass lane's relayed cycles leaves in the session: each Bind and
-    Parse it relayed observed once, and the last simple Query, in the order of their last
-    use (what the last one says is what stays: EXPLAIN LAST STATEMENT), every run of a Bind
-    counted, the cycles answered."""
-    state, ext, memos = session.state, session.extended, session.memos
-    steps: list[tuple[int, int, bytes, int]] = [(used, _T_BIND, key, runs)
-                                                for used, key, runs in binds]
-    steps.extend((used, _T_PARSE, payload, 0) for used, payload in parses)
-    if queried:
-        steps.append((queried, _T_QUERY, b"", 0))
-    steps.sort()
-    ctx = session.ctx
-    for _, mtype, key, runs in steps:
-        msg: fe.Bind | fe.Parse
-        if mtype == _T_QUERY:
-            if session.state.caching and ctx is not None and memos.plain_last is not None:
-                ctx.last = memos.plain_last
-            continue
-        if mtype == _T_BIND:
-            bind = memos.binds.get(key)
-            if bind is None:
-                portal, statement, _ = key.split(b"\0")
-                bind = fe.Bind(portal.decode(), statement.decode())
-            msg = bind
-        else:
-            parse = memos.parses.get(key)
-            msg = parse if parse is not None else cast(fe.Parse,
-                                                        fe.decode_frontend(_T_PARSE, key))
-        state.frontend(msg)
-        ext.observe_forwarded(msg)
-        if runs > 1 and isinstance(msg, fe.Bind):
-            ext.count_runs(msg.statement, runs - 1)
-    state.expect("sync")
-    state.ready(b"I")
-    state.batch_upstream = batch
-
-
-def _observe_sent(session: Session, raw: bytes) -> None:
-    """What ``Session.forward_client`` observes for messages a pass lane already sent
-    upstream (each of a kind the relay forwards without routing it again)."""
-    state, ext = session.state, session.extended
-    found, _ = scan_messages(raw, 0, len(raw))
-    for mtype, start, end in found:
-        kind = CONTENT_FREE.get(mtype)
-        if kind is not None:
-            state.expect(kind)
-            if mtype == _T_SYNC:
-                state.batch_upstream = False
-            elif kind:
-                state.batch_upstream = True
-            continue
-        msg = fe.decode_frontend(mtype, raw[start:end])
-        ctx = session.ctx
-        if mtype == _T_QUERY and session.state.caching and ctx is not None \
-                and session.memos.plain_last is not None:
-            ctx.last = session.memos.plain_last
-        state.frontend(msg)
-        ext.observe_forwarded(msg)
 
 
 def _socket_fd(transport: asyncio.BaseTransport) -> int:

@@ -84,7 +84,7 @@ def describable(service: CachedReads, state: SessionState, ctx: SessionContext |
                 held: HeldStatement) -> bool:
     """Whether weir may bind and describe ``held`` itself now: its cache is current (else
     it follows the one now serving its text) and no schema change may have passed since
-    that cache's columns were described (``CacheService.shape_known``). Otherwise the
+    that cache's columns were described (``Gates.shape_known``). Otherwise the
     statement is described and run upstream, so a RowDescription never names a type the
     column no longer has."""
     entry = held.route.cache
@@ -92,7 +92,7 @@ def describable(service: CachedReads, state: SessionState, ctx: SessionContext |
         return True  # an admin command
     if not service.is_current(entry) and not follow(service, state, ctx, held):
         return False
-    return service.shape_known(held.route.cache)
+    return service.gates.shape_known(held.route.cache)
 
 
 def renew(service: CachedReads, state: SessionState, ctx: SessionContext,

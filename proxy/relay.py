@@ -42,7 +42,6 @@ from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import (
-    CONTENT_FREE,
     TO_PUMP,
     ForwardMemos,
     bind_names,
@@ -55,7 +54,7 @@ from proxy.hitpath import try_answer
 from proxy.metrics import own_error, own_violation
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
-from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, read_only_tag
+from proxy.rules import ANSWER_WRITE, CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
 from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
 
@@ -422,16 +421,16 @@ class Session:
             if mtype in _DECODED_BACKEND:
                 msg = be.decode_backend(mtype, raw[start:end])
                 state.backend(msg)
-                self.server.service.transaction_ended()  # (privilege changes: proxy.grants)
+                self.server.service.gates.transaction_ended()  # (privilege changes: proxy.grants)
                 if mtype == _T_ERROR and getattr(msg, "severity", "") in ("FATAL", "PANIC"):
                     self.fatal_relayed = True
             elif state.answer(mtype):
                 swallowed.append((start - 5, end, state.replacement))
-            elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None \
-                    and not read_only_tag(raw[start : start + 8], READ_ONLY_TAGS):
+            elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None and answer_class(
+                    mtype, raw[start : start + 8], READ_ONLY_TAGS) == ANSWER_WRITE:
                 wrote(self.ctx, state.transaction_status, raw[start : start + 8])
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.privileges_changed(raw[start : start + 6], state)
+                    self.server.service.gates.privileges_changed(raw[start : start + 6], state)
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from pgwire import frontend as fe
 from pgwire.framing import Framer
+from proxy.gates import Gates
 from proxy.hitpath import HitMemos
 from proxy.reads import ReadPath
 from proxy.router import Route, SessionContext
@@ -56,11 +57,10 @@ class CachedReads(Protocol):
     @property
     def routing(self) -> Routing: ...
 
+    @property
+    def gates(self) -> Gates: ...  # (the shape checks of held statements)
+
     def is_current(self, entry: Any) -> bool: ...
-
-    def shape_known(self, entry: Any) -> bool: ...
-
-    def shape_reason(self, entry: Any) -> str | None: ...
 
 
 class ExtendedSession(Protocol):

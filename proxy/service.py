@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import cython_ext
-from proxy import commands, identity, transactions
+from proxy import commands, identity
 from proxy.caching import EngineHost
-from proxy.gates import Gates, stale
+from proxy.gates import Gates
 from proxy.hitpath import HitMemos
-from proxy.lanes import HitLanes, cpu_quota, lane_plan
+from proxy.lane_plan import cpu_quota, lane_plan
+from proxy.lanes import HitLanes
 from proxy.misses import budgets, fill_policy
 from proxy.reads import ReadPath
 from proxy.registry import Registry
@@ -35,10 +35,6 @@ from proxy.routing import Routing
 from proxy.settings import Settings
 
 log = logging.getLogger("weir.service")
-
-#: CommandComplete tags of statements that may change a relation a cache reads
-_DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
-
 
 
 class CacheService:
@@ -53,7 +49,7 @@ class CacheService:
         self.admins = identity.admin_roles(settings.admin_roles,
                                            settings.upstream_address.user)
         #: privileges and role defaults (``proxy.gates``; the hit path reads ``gates.grants``)
-        self.gates = Gates()
+        self.gates = Gates(self, settings.staleness_bound)
         #: the cached reads and their encoders (``proxy.reads``)
         self.reads = ReadPath(self, settings, self.gates, self.hits)
         self.lanes: HitLanes | None = None  # threads answering quiet sessions (``proxy.lanes``)
@@ -158,7 +154,8 @@ class CacheService:
             return
         if await self._load_writers():
             self.refresh_names()
-        await self._recheck_grants()
+        if self.host is not None:
+            await self.gates.recheck(self.host)
         async with self.mutating:
             changed = await registry.changed_relations()
             if not changed:
@@ -221,55 +218,6 @@ class CacheService:
             self.refresh_names()
         except Exception as exc:  # AdminError, the upstream gone: the query stays upstream
             log.info("auto mode could not cache a query: %s", exc)
-
-    async def _recheck_grants(self) -> None:
-        """Every heartbeat (``proxy.grants``): privilege changes made directly upstream,
-        and ALTER ROLE/DATABASE ... SET, are followed from the next heartbeat on."""
-        self.gates.forget_defaults()
-        if self.host is not None and not await self.gates.verdicts.recheck(
-                self.host.pool, self.registry.caches if self.registry else {}):
-            self.forget_grants()
-
-    def privileges_changed(self, tag: bytes, state: Any) -> None:
-        """A GRANT/REVOKE/ALTER/DROP/CREATE completed in the session of ``state`` (its core):
-        verdicts are forgotten now and again when its transaction ends."""
-        self.gates.verdicts.changes.seen(state)
-        self.forget_grants(tag, state)
-
-    def transaction_ended(self) -> None:
-        """A ReadyForQuery was observed: forget verdicts if a privilege change's transaction
-        has ended."""
-        changes = self.gates.verdicts.changes
-        if changes.open and changes.ended():
-            self.forget_grants()
-
-    def forget_grants(self, tag: bytes = b"", state: Any = None) -> None:
-        """Privileges may have changed (GRANT, REVOKE, ALTER/DROP ... passed through weir);
-        after DDL (``tag`` starts with ALTER, DROP or CREATE) the caches' relations may have
-        changed too: no cached read until a heartbeat has checked them, after the DDL's
-        transaction ended (the session ``state``'s: ``EngineHost.distrust``)."""
-        self.gates.verdicts.forget()
-        self.gates.forget_defaults()  # ALTER ROLE ... SET
-        if self.lanes is not None:
-            self.lanes.bump()
-        if tag.startswith(_DDL_TAGS) and self.host is not None:
-            self.host.distrust(None if state is None else partial(transactions.ended, state))
-
-    def shape_known(self, entry: Any) -> bool:
-        """Whether weir may describe a cache's columns itself now (RowDescription of a held
-        statement or local portal): the cache is current and fresh, so no DDL passed since
-        its fields were read. Otherwise the statement is described and run upstream."""
-        return self.shape_reason(entry) is None
-
-    def shape_reason(self, entry: Any) -> str | None:
-        """Why :meth:`shape_known` says no (None when it says yes)."""
-        host = self.host
-        if entry is None:
-            return None
-        if host is None or not self.is_current(entry):
-            return f"cache {entry.name} was dropped after this statement was prepared"
-        lag = host.staleness()
-        return stale(lag) if lag > self.settings.staleness_bound else None
 
     # -- admin --------------------------------------------------------------------------------
 

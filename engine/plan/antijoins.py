@@ -5,12 +5,14 @@ Owns: ``anti_joins`` — turns top-level WHERE conjuncts of the forms
   JOIN with the DISTINCT correlation columns of the subquery plus a constant marker; the
   conjunct becomes "the marker is NULL" (no partner). An outer NULL matches nothing, so the
   row stays, as NOT EXISTS keeps it.
-- ``col NOT IN (SELECT x FROM ...)`` (uncorrelated): PostgreSQL keeps a row when the subquery
-  is empty, or when ``col`` is not NULL, equals no ``x`` and no ``x`` is NULL (otherwise the
-  NOT IN is NULL or false). The plan LEFT JOINs the DISTINCT ``x`` values with a marker (the
-  match) and joins, on a constant, one row of the subquery's ``count(*) = 0`` and
-  ``count(x) = count(*)``; the conjunct becomes ``empty OR (col IS NOT NULL AND no match AND
-  no NULL)``.
+- ``col NOT IN (SELECT x FROM ...)``: PostgreSQL keeps a row when the subquery is empty, or
+  when ``col`` is not NULL, equals no ``x`` and no ``x`` is NULL (otherwise the NOT IN is NULL
+  or false). The plan LEFT JOINs the DISTINCT ``x`` values with a marker (the match) and
+  joins, on a constant, one row of the subquery's ``count(*) > 0`` and ``count(x) =
+  count(*)``; the conjunct becomes ``rows IS NOT TRUE OR (col IS NOT NULL AND no match AND
+  no NULL)``. Correlated by equalities (``... WHERE inner = outer AND rest``), the match is
+  on ``(outer, col) = (inner, x)`` and the counts are grouped by ``inner`` and LEFT JOINed on
+  ``outer`` (no group: an empty subquery for that row).
 
 Invariants: as for semi-joins, only top-level conjuncts are rewritten and the joined columns
 are hidden (``*`` and name lookup never see them, positions do not move).
@@ -28,10 +30,12 @@ from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import (
     Subquery,
     _check_pairs,
+    _correlation,
     _decorrelate,
     _exists,
     _fields,
     _in_subquery,
+    _plain_select,
     _with_constant,
 )
 from engine.values import oids as T
@@ -68,44 +72,96 @@ def _marked(ctx: PlanContext, bound: Bound, outer: list[int], sub: Bound) -> tup
     return Bound(rel, Scope(bound.scope.cols + hidden)), len(bound.scope.cols) + len(outer)
 
 
-def _not_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
-                link: Node) -> tuple[Bound, Node]:
+def exists_marker(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                  link: Node) -> tuple[Bound, int]:
+    """An EXISTS subquery correlated by equalities -> the marked LEFT JOIN of ``_marked``
+    (the marker is NULL exactly when no subquery row matches)."""
     outer, select = _decorrelate(bound.scope, link)
     positions = [bound.scope.lookup(f) for f in outer]
-    bound, marker = _marked(ctx, bound, positions, subquery(ctx, select))
+    return _marked(ctx, bound, positions, subquery(ctx, select))
+
+
+def _not_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                link: Node) -> tuple[Bound, Node]:
+    bound, marker = exists_marker(ctx, subquery, bound, link)
     return bound, _null_test(_weir(marker))
 
 
 def _not_in(ctx: PlanContext, subquery: Subquery, bound: Bound,
             link: Node) -> tuple[Bound, Node]:
     if correlated(bound.scope, link):
-        raise PlanError("correlated NOT IN subquery")
+        return _correlated_not_in(ctx, subquery, bound, link)
     pos = bound.scope.lookup(_fields(link["testexpr"]))
     sub = subquery(ctx, link["subselect"])
-    bound, marker = _marked(ctx, bound, [pos], sub)
-    # one row: (count(*) = 0, count(x) = count(*)), joined to every row on a constant
-    x = sub.rel.columns[0] if sub.rel.columns else None
-    if x is None or len(sub.rel.columns) != 1:
+    if len(sub.rel.columns) != 1:
         raise PlanError("subquery has too many columns")
-    counts = ir.Aggregate(sub.rel, (), (
+    bound, marker = _marked(ctx, bound, [pos], sub)
+    bound, stats = _join_counts(ctx, bound, [], sub)
+    return bound, _not_in_condition(link, marker, stats)
+
+
+def _correlated_not_in(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                       link: Node) -> tuple[Bound, Node]:
+    """``x NOT IN (SELECT y ... WHERE inner = outer AND rest)``: the same test as the
+    uncorrelated form, per correlation value: the match is on (outer, x) = (inner, y) and the
+    counts are grouped by the inner columns (an outer row none of whose group exists sees an
+    empty subquery, a NULL outer value included)."""
+    select = _plain_select(link, "NOT IN subquery")
+    outer, inner = _correlation(bound.scope, select, "NOT IN subquery")
+    if len(select.get("targetList", [])) != 1:
+        raise PlanError("subquery has too many columns")
+    select["targetList"] = [{"ResTarget": {"val": ref}} for ref in inner] + \
+        select["targetList"]
+    if correlated(bound.scope, {"subselect": {"SelectStmt": select}}):
+        raise PlanError("correlated NOT IN subquery (correlated beyond equalities)")
+    positions = [bound.scope.lookup(f) for f in outer]
+    pos = bound.scope.lookup(_fields(link["testexpr"]))
+    sub = subquery(ctx, {"SelectStmt": select})
+    bound, marker = _marked(ctx, bound, [*positions, pos], sub)
+    bound, stats = _join_counts(ctx, bound, positions, sub)
+    return bound, _not_in_condition(link, marker, stats)
+
+
+def _join_counts(ctx: PlanContext, bound: Bound, outer: list[int],
+                 sub: Bound) -> tuple[Bound, int]:
+    """LEFT JOIN ``bound`` (on ``outer`` = the first columns of ``sub``) with, per group of
+    those columns, ``(count(*) > 0, count(x) = count(*))`` for ``x`` the last column of
+    ``sub``; with no ``outer`` the one row of the whole subquery is joined on a constant.
+    Returns the new bound and the position of the first of the two (hidden) columns."""
+    x = sub.rel.columns[-1]
+    k = len(outer)
+    counts = ir.Aggregate(sub.rel, tuple(range(k)), (
         ir.AggCall("count_star", None, T.INT8, "count"),
-        ir.AggCall("count", ir.ColumnRef(0, x.type_oid), T.INT8, "count")))
-    n, nn = ir.ColumnRef(0, T.INT8), ir.ColumnRef(1, T.INT8)
-    stats = ir.Project(counts, (ir.Compare("=", n, ir.Const(0, T.INT8)), ir.Compare("=", nn, n)),
-                       ("?empty?", "?no_null?"))
+        ir.AggCall("count", ir.ColumnRef(k, x.type_oid), T.INT8, "count")))
+    n, nn = ir.ColumnRef(k, T.INT8), ir.ColumnRef(k + 1, T.INT8)
+    cols = counts.columns
+    stats = ir.Project(counts, (*(ir.ColumnRef(i, cols[i].type_oid) for i in range(k)),
+                                ir.Compare(">", n, ir.Const(0, T.INT8)),
+                                ir.Compare("=", nn, n)),
+                       (*(cols[i].name for i in range(k)), "?rows?", "?no_null?"))
     rte = ctx.new_rte()
-    stats_scope = Scope(tuple(ScopeCol(None, name, T.BOOL, None, rte, hidden=True)
-                              for name in ("?empty?", "?no_null?")))
-    right = _with_constant(Bound(stats, stats_scope))
-    left = _with_constant(bound)
+    stats_scope = Scope(tuple(ScopeCol(None, c.name, c.type_oid, None, rte, hidden=True)
+                              for c in stats.columns))
+    right, left = Bound(stats, stats_scope), bound
+    lk, rk = tuple(outer), tuple(range(k))
+    if not outer:  # the one row of the whole subquery, joined to every row
+        right, left = _with_constant(right), _with_constant(bound)
+        lk, rk = (len(left.scope.cols) - 1,), (len(right.scope.cols) - 1,)
     width = len(left.scope.cols)
-    rel = ir.Join(left.rel, right.rel, (width - 1,), (len(right.scope.cols) - 1,))
+    rel = ir.Join(left.rel, right.rel, lk, rk, "left")
     hidden = tuple(dataclasses.replace(c, hidden=True) for c in right.scope.cols)
-    bound = Bound(rel, Scope(left.scope.cols + hidden))
+    return Bound(rel, Scope(left.scope.cols + hidden)), width + k
+
+
+def _not_in_condition(link: Node, marker: int, stats: int) -> Node:
+    """PostgreSQL keeps the row when the subquery has no rows, or when the value is not
+    NULL, matches nothing and the subquery holds no NULL (else NOT IN is false or NULL).
+    ``?rows?`` is NULL (no group joined) or false when the subquery is empty."""
+    rows = {"BooleanTest": {"arg": _weir(stats), "booltesttype": "IS_NOT_TRUE"}}
     kept = {"BoolExpr": {"boolop": "AND_EXPR", "args": [
         _null_test(link["testexpr"], negated=True), _null_test(_weir(marker)),
-        _weir(width + 1)]}}
-    return bound, {"BoolExpr": {"boolop": "OR_EXPR", "args": [_weir(width), kept]}}
+        _weir(stats + 1)]}}
+    return {"BoolExpr": {"boolop": "OR_EXPR", "args": [rows, kept]}}
 
 
 def anti_joins(ctx: PlanContext, subquery: Subquery, bound: Bound,

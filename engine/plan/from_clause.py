@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.plan import ir
 from engine.plan.exprs import ExprBuilder, deterministic
+from engine.plan.join_forms import Checker, Keys, full_join, swap_sides, using_join, using_names
 from engine.plan.pgtypes import comparable
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.theta_joins import theta_left_join
@@ -283,20 +284,30 @@ def _column_refs(tree: Any) -> list[tuple[str, ...]]:
 
 def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     """A JoinExpr -> the joined relation and the ON conjuncts that filter the join output."""
-    if node.get("isNatural") or node.get("usingClause"):
-        raise PlanError("JOIN ... USING / NATURAL JOIN")
     if node.get("alias") is not None:
         raise PlanError("alias on a join")
     jointype = node.get("jointype", "JOIN_INNER")
+    if jointype not in JOIN_KINDS:
+        raise PlanError(str(jointype))
+    kind = JOIN_KINDS[jointype]
     left, lrest = bind_item(ctx, node["larg"])
     right, rrest = bind_item(ctx, node["rarg"])
-    if jointype == "JOIN_RIGHT":
+    if (rrest and kind in ("left", "full")) or (lrest and kind in ("right", "full")):
+        raise PlanError(f"{kind.upper()} JOIN whose NULL-padded side carries join "
+                        "conditions of its own")
+    if node.get("isNatural") or node.get("usingClause"):
+        using = None if node.get("isNatural") else \
+            [n["String"]["sval"] for n in node["usingClause"]]
+        names = using_names(left, right, using)
+        return using_join(left, right, names, kind, _checker(ctx)), lrest + rrest
+    if kind == "full":
+        eqs, _, rest, _ = _split_on(ctx, node.get("quals"), left, right, "full")
+        if rest:
+            raise PlanError("FULL JOIN ON conditions other than equalities between its sides")
+        keys = _join_keys(eqs, left, right, ctx.catalog)
+        return Bound(full_join(left, right, keys), _combined(left, right)), []
+    if kind == "right":
         return _right_join(ctx, node, left, right), lrest + rrest
-    if jointype not in ("JOIN_INNER", "JOIN_LEFT"):
-        raise PlanError({"JOIN_FULL": "FULL JOIN"}.get(jointype, str(jointype)))
-    kind = "left" if jointype == "JOIN_LEFT" else "inner"
-    if kind == "left" and rrest:
-        raise PlanError("LEFT JOIN whose right side carries join conditions of its own")
     eqs, right_only, rest, left_only = _split_on(ctx, node.get("quals"), left, right, kind)
     if right_only:
         right = _filter_input(ctx, right, right_only)
@@ -309,6 +320,16 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     lk, rk = _join_keys(eqs, left, right, ctx.catalog)
     joined = Bound(ir.Join(left.rel, right.rel, lk, rk, kind), _combined(left, right))  # type: ignore[arg-type]
     return joined, lrest + rrest + rest
+
+
+JOIN_KINDS = {"JOIN_INNER": "inner", "JOIN_LEFT": "left", "JOIN_RIGHT": "right",
+              "JOIN_FULL": "full"}
+
+
+def _checker(ctx: PlanContext) -> Checker:
+    def check(eqs: list[tuple[int, int]], left: Bound, right: Bound) -> Keys:
+        return _join_keys(eqs, left, right, ctx.catalog)
+    return check
 
 
 def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Bound:
@@ -324,12 +345,7 @@ def _right_join(ctx: PlanContext, node: Node, left: Bound, right: Bound) -> Boun
             right, left, eqs = _gate_left(ctx, right, left, left_only, eqs)
         lk, rk = _join_keys(eqs, right, left, ctx.catalog)
         join = ir.Join(right.rel, left.rel, lk, rk, "left")
-    nr, nl = len(right.scope.cols), len(left.scope.cols)
-    order = [nr + i for i in range(nl)] + list(range(nr))
-    cols = join.columns
-    project = ir.Project(join, tuple(ir.ColumnRef(i, cols[i].type_oid) for i in order),
-                         tuple(cols[i].name for i in order))
-    return Bound(project, _combined(left, right))
+    return Bound(swap_sides(join, len(right.scope.cols)), _combined(left, right))
 
 
 def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:

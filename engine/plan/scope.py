@@ -8,7 +8,8 @@ or a subquery plans to), and ``remap`` (rewrite the column references of an expr
 Invariants: ``Bound.scope.cols[i]`` describes output column ``i`` of ``Bound.rel``. A column's
 ``collation`` is the effective collation name for text columns, None otherwise; ``rte`` names
 the range-table entry the column came from (used for functional dependencies in GROUP BY);
-``table_pk`` is True for a base table's primary-key columns.
+``table_pk`` is True for a base table's primary-key columns. A ``qualified_only`` column (a
+side's column of ``JOIN ... USING``) is reached only as ``qualifier.name`` or ``qualifier.*``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class ScopeCol:
     rte: int
     table_pk: bool = False
     hidden: bool = False
+    qualified_only: bool = False  # a side's JOIN USING column: ``q.name`` and ``q.*`` only
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +49,8 @@ class Scope:
     def lookup(self, fields: tuple[str, ...]) -> int:
         """Position of the column ``fields`` names (``(name,)`` or ``(qualifier, name)``)."""
         if len(fields) == 1:
-            hits = [i for i, c in enumerate(self.cols) if c.name == fields[0] and not c.hidden]
+            hits = [i for i, c in enumerate(self.cols)
+                    if c.name == fields[0] and not c.hidden and not c.qualified_only]
         elif len(fields) == 2:
             hits = [i for i, c in enumerate(self.cols)
                     if c.qualifier == fields[0] and c.name == fields[1] and not c.hidden]
@@ -65,7 +68,8 @@ class Scope:
     def star(self, qualifier: str | None) -> list[int]:
         """Positions ``*`` (or ``qualifier.*``) expands to."""
         found = [i for i, c in enumerate(self.cols)
-                 if not c.hidden and (qualifier is None or c.qualifier == qualifier)]
+                 if not c.hidden and (c.qualifier == qualifier if qualifier is not None
+                                      else not c.qualified_only)]
         if qualifier is not None and not found:
             raise PlanError(f"missing FROM-clause entry for table {qualifier}")
         return found

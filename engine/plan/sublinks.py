@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.plan.antijoins import _marked, _null_test, _weir
+from engine.plan.antijoins import _marked, _null_test, _weir, exists_marker
 from engine.plan.exprs import correlated
 from engine.plan.from_clause import PlanContext
-from engine.plan.names import figure_colname
 from engine.plan.scope import Bound, PlanError
-from engine.plan.subqueries import Subquery, _decorrelate, _exists, _fields, _in_subquery
+from engine.plan.subqueries import Subquery, _exists, _fields, _in_subquery, rewrite_targets
 
 Node = dict[str, Any]
 
@@ -55,9 +54,7 @@ def _rewrite(ctx: PlanContext, subquery: Subquery, bound: Bound, node: Node,
         return {"BoolExpr": {**body, "args": args}}, bound
     link = _exists(node)
     if link is not None:
-        outer, select = _decorrelate(bound.scope, link)
-        positions = [bound.scope.lookup(f) for f in outer]
-        bound, marker = _marked(ctx, bound, positions, subquery(ctx, select))
+        bound, marker = exists_marker(ctx, subquery, bound, link)
         return _null_test(_weir(marker), negated=True), bound
     link = _in_subquery(node)
     if link is not None:
@@ -77,36 +74,14 @@ def select_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
     """EXISTS subqueries in the select list of an ungrouped query (``EXISTS (...) AS
     voted``): marked LEFT JOINs, the value ``marker IS NOT NULL`` (EXISTS is two-valued).
     Other subqueries there are left to the expression builder (and its reasons)."""
-    targets = stmt.get("targetList", [])
-    if not any("EXISTS_SUBLINK" in repr(t) for t in targets):
+    if not any("EXISTS_SUBLINK" in repr(t) for t in stmt.get("targetList", [])):
         return bound, stmt
-    new_targets = []
-    for target in targets:
-        res = dict(target["ResTarget"])
-        if res.get("name") is None and "val" in res:
-            res["name"] = figure_colname(res["val"])
-        res["val"], bound = _exists_only(ctx, subquery, bound, res.get("val"))
-        new_targets.append({"ResTarget": res})
-    return bound, {**stmt, "targetList": new_targets}
 
-
-def _exists_only(ctx: PlanContext, subquery: Subquery, bound: Bound,
-                 node: Any) -> tuple[Any, Bound]:
-    if isinstance(node, list):
-        out = []
-        for item in node:
-            new, bound = _exists_only(ctx, subquery, bound, item)
-            out.append(new)
-        return out, bound
-    if not isinstance(node, dict):
-        return node, bound
-    link = _exists(node)
-    if link is not None:
-        outer, select = _decorrelate(bound.scope, link)
-        positions = [bound.scope.lookup(f) for f in outer]
-        bound, marker = _marked(ctx, bound, positions, subquery(ctx, select))
+    def visit(node: Node, bound: Bound) -> tuple[Any, Bound] | None:
+        link = _exists(node)
+        if link is None:
+            return None
+        bound, marker = exists_marker(ctx, subquery, bound, link)
         return _null_test(_weir(marker), negated=True), bound
-    out_node = {}
-    for key, value in node.items():
-        out_node[key], bound = _exists_only(ctx, subquery, bound, value)
-    return out_node, bound
+
+    return rewrite_targets(stmt, bound, visit)

@@ -29,6 +29,7 @@ from engine.values import oids as T
 
 Node = dict[str, Any]
 Subquery = Callable[[PlanContext, Node], Bound]
+Visit = Callable[[Node, Bound], "tuple[Any, Bound] | None"]  # see thread_rewrite
 
 
 def _in_subquery(node: Node) -> Node | None:
@@ -225,19 +226,9 @@ def scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,
                       stmt: Node) -> tuple[Bound, Node]:
     """Correlated aggregate subqueries in the select list -> LEFT JOINs with the aggregate
     grouped by the correlation columns (COUNT of no rows is 0, other aggregates NULL)."""
-    targets = stmt.get("targetList", [])
-    if not any("SubLink" in json_keys(t) for t in targets):
+    if not any("SubLink" in json_keys(t) for t in stmt.get("targetList", [])):
         return bound, stmt
-    stmt = dict(stmt)
-    new_targets = []
-    for target in targets:
-        res = dict(target["ResTarget"])
-        if res.get("name") is None and "val" in res:
-            res["name"] = figure_colname(res["val"])
-        res["val"], bound = _replace_sublinks(ctx, subquery, bound, res.get("val"))
-        new_targets.append({"ResTarget": res})
-    stmt["targetList"] = new_targets
-    return bound, stmt
+    return rewrite_targets(stmt, bound, _scalar_visit(ctx, subquery))
 
 
 def where_scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,
@@ -245,34 +236,57 @@ def where_scalar_subqueries(ctx: PlanContext, subquery: Subquery, bound: Bound,
     """Correlated aggregate subqueries inside WHERE conjuncts -> LEFT JOINs, as in the
     select list (the WHERE then compares with the joined, hidden aggregate column)."""
     out: list[Node] = []
+    visit = _scalar_visit(ctx, subquery)
     for conj in where:
         if "SubLink" in json_keys(conj):
-            conj, bound = _replace_sublinks(ctx, subquery, bound, conj)
+            conj, bound = thread_rewrite(conj, bound, visit)
         out.append(conj)
     return bound, out
 
 
-def _replace_sublinks(ctx: PlanContext, subquery: Subquery, bound: Bound,
-                      node: Any) -> tuple[Any, Bound]:
+def _scalar_visit(ctx: PlanContext, subquery: Subquery) -> Visit:
+    def visit(node: Node, bound: Bound) -> tuple[Any, Bound] | None:
+        link = node.get("SubLink")
+        if link is None or link.get("subLinkType") != "EXPR_SUBLINK":
+            return None
+        done = _scalar_join(ctx, subquery, bound, link)
+        if done is None:
+            return node, bound
+        return done[1], done[0]
+    return visit
+
+
+def thread_rewrite(node: Any, bound: Bound, visit: Visit) -> tuple[Any, Bound]:
+    """``node`` (a parse tree) with each dict ``visit`` answers replaced by its answer,
+    top down, threading the ``Bound`` each answer extends through them in tree order."""
     if isinstance(node, list):
-        out = []
+        items = []
         for item in node:
-            new, bound = _replace_sublinks(ctx, subquery, bound, item)
-            out.append(new)
-        return out, bound
+            new, bound = thread_rewrite(item, bound, visit)
+            items.append(new)
+        return items, bound
     if not isinstance(node, dict):
         return node, bound
-    link = node.get("SubLink")
-    if link is not None and link.get("subLinkType") == "EXPR_SUBLINK":
-        done = _scalar_join(ctx, subquery, bound, link)
-        if done is not None:
-            bound, replacement = done
-            return replacement, bound
-        return node, bound
-    out_node = {}
+    done = visit(node, bound)
+    if done is not None:
+        return done
+    out: Node = {}
     for key, value in node.items():
-        out_node[key], bound = _replace_sublinks(ctx, subquery, bound, value)
-    return out_node, bound
+        out[key], bound = thread_rewrite(value, bound, visit)
+    return out, bound
+
+
+def rewrite_targets(stmt: Node, bound: Bound, visit: Visit) -> tuple[Bound, Node]:
+    """``thread_rewrite`` over each select-list value; a target without an alias keeps the
+    column name PostgreSQL gives its original expression."""
+    targets = []
+    for target in stmt.get("targetList", []):
+        res = dict(target["ResTarget"])
+        if res.get("name") is None and "val" in res:
+            res["name"] = figure_colname(res["val"])
+        res["val"], bound = thread_rewrite(res.get("val"), bound, visit)
+        targets.append({"ResTarget": res})
+    return bound, {**stmt, "targetList": targets}
 
 
 def json_keys(tree: Any) -> set[str]:

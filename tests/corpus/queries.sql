@@ -492,3 +492,20 @@ SELECT t.id, pp.id FROM posts pp RIGHT JOIN threads t ON pp.thread_id = t.id AND
 -- params: [2]
 SELECT s.id, s.title, EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1) AS voted FROM stories s WHERE s.published;
 SELECT t.id, EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.edited) AS has_edits FROM threads t ORDER BY t.id;
+-- ===================== FULL JOIN, JOIN ... USING, NATURAL JOIN =====================
+SELECT c.id, o.id, o.total FROM customers c FULL JOIN orders o ON o.customer_id = c.id;
+SELECT coalesce(u.username, '?') AS name, count(s.id) FROM users u FULL OUTER JOIN stories s ON s.author_id = u.id GROUP BY 1;
+-- params: [3]
+SELECT order_id, product_id, quantity, p.name FROM order_items oi JOIN products p ON p.id = oi.product_id WHERE order_id = $1;
+SELECT story_id, s.title, count(*) FROM votes v JOIN stories s ON s.id = v.story_id JOIN story_tags USING (story_id) GROUP BY story_id, s.title;
+-- params: [2]
+SELECT id, t.title, p.body FROM threads t JOIN posts p USING (id) WHERE t.forum_id = $1;
+SELECT * FROM story_tags JOIN tags ON tags.id = story_tags.tag_id NATURAL JOIN (SELECT id AS story_id, title FROM stories) s;
+SELECT id, c.name, o.status FROM customers c LEFT JOIN (SELECT customer_id AS id, status FROM orders) o USING (id) ORDER BY id;
+SELECT category_id, c.name, p.name FROM (SELECT id AS category_id, name FROM categories) c RIGHT JOIN products p USING (category_id) WHERE p.stock > 0;
+SELECT id, t.name, c.name FROM tags t FULL JOIN categories c USING (id);
+-- ===================== correlated NOT IN (NULL semantics) =====================
+SELECT s.id FROM stories s WHERE s.author_id NOT IN (SELECT c.author_id FROM comments c WHERE c.story_id = s.id);
+-- params: [4]
+SELECT id, score FROM comments c WHERE c.author_id = $1 AND c.score NOT IN (SELECT o.score FROM comments o WHERE o.parent_id = c.id);
+SELECT t.id FROM threads t WHERE t.author_id NOT IN (SELECT p.author_id FROM posts p WHERE p.thread_id = t.id AND p.edited);

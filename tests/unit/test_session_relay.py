@@ -1,6 +1,6 @@
 """The relay's cheap paths give exactly what message-by-message observation gives.
 
-- ``scan_backend``: the Cython twin equals the pure-Python one;
+- ``scan_backend``: the Cython twin (``cython_ext/backend_scan.pyx``) equals the pure-Python one;
 - ``Framer.take`` / ``take_backend``: any split of a stream yields the same messages;
 - a relayed session (fake transports, scripted PostgreSQL conversations) ends up in the same
   state, writes the same bytes and records the same ``ctx.last`` as a reference session that
@@ -35,13 +35,15 @@ from proxy.settings import Settings
 from tests.unit.proxy.test_session_core_parity import ledger_on
 
 SCAN = cython_ext.load_pair("relay_scan")
+BACKEND_SCAN = cython_ext.load_pair("backend_scan")
 CORE = cython_ext.load_pair("session_core")
-if SCAN is not None:
-    SCAN.set_error_class(ProtocolViolation)
+if BACKEND_SCAN is not None:
+    BACKEND_SCAN.set_error_class(ProtocolViolation)
 
 
 def test_twin_is_built() -> None:
     assert SCAN is not None, "cython_ext.relay_scan is not built: run `make compile`"
+    assert BACKEND_SCAN is not None, "cython_ext.backend_scan is not built: run `make compile`"
 
 
 def _frame(mtype: bytes, payload: bytes) -> bytes:
@@ -71,13 +73,13 @@ def _outcome(fn: Callable[..., Any], *args: Any) -> tuple[str, Any]:
        st.integers(0, 60), st.booleans(), st.data())
 def test_scan_backend_parity(msgs: list[bytes], tail: bytes, limit: int, bulk: bool,
                              data: st.DataObject) -> None:
-    assert SCAN is not None
+    assert BACKEND_SCAN is not None
     buf = b"".join(msgs) + tail
     pos = data.draw(st.integers(0, len(buf)))
     for max_length in (limit, 1 << 20):
         expected = _outcome(framing.scan_backend_python, buf, pos, max_length,
                             READ_ONLY_TAGS, bulk)
-        assert _outcome(SCAN.scan_backend, buf, pos, max_length, READ_ONLY_TAGS,
+        assert _outcome(BACKEND_SCAN.scan_backend, buf, pos, max_length, READ_ONLY_TAGS,
                         bulk) == expected
 
 

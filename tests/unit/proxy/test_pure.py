@@ -16,7 +16,7 @@ from pgwire import frontend as fe
 from pgwire.errors import error_response
 from proxy.admin import CreateCache, DropCache, Show, parse_admin
 from proxy.config import resolve
-from proxy.lanes import cpu_quota, lane_plan
+from proxy.lane_plan import cpu_quota, lane_plan
 from proxy.params import ParamError, decode_param, formats_for
 from proxy.router import SessionContext, observe_set, route_query, setting_taint
 from proxy.session import SessionState

@@ -108,3 +108,46 @@ def test_the_rules_say_what_they_are_meant_to() -> None:
         assert not impl("select bump(1)", ())
     assert rules.read_only_tag_python(b"SELECT 1\0", rules.READ_ONLY_TAGS)
     assert not rules.read_only_tag_python(b"INSERT 0 1\0", rules.READ_ONLY_TAGS)
+
+
+def test_request_classes_parity() -> None:
+    """Every client message type is classed alike by both twins."""
+    assert RULES is not None
+    for mtype in range(256):
+        assert RULES.request_class(mtype) == rules.request_class_python(mtype), chr(mtype)
+    free = {t for t, c in rules.REQUEST_CLASSES.items()
+            if c in (rules.REQUEST_FREE, rules.REQUEST_FLUSH, rules.REQUEST_SYNC)}
+    assert free == set(rules.CONTENT_FREE)  # the content-free ones, and no other
+
+
+_PAYLOADS = [b"", b"I", b"T", b"E", b"X", b"II", b"SELECT 1\0", b"INSERT 0 1\0", b"SHOW\0",
+             b"UPDATE 3\0", b"BEGIN\0", b"SELEC", b"\0", b"MERGE 1\0"]
+
+
+def test_answer_classes_parity() -> None:
+    """Every backend message type, with payloads that tell ReadyForQuery's status and a
+    CommandComplete's tag apart, is classed alike by both twins; the quiet sets agree."""
+    assert RULES is not None
+    for mtype in range(256):
+        for payload in _PAYLOADS:
+            want = rules.answer_class_python(mtype, payload, rules.READ_ONLY_TAGS)
+            got = RULES.answer_class(mtype, payload, rules.READ_ONLY_TAGS)
+            assert got == want, (chr(mtype), payload)
+    assert RULES.quiet_classes() == (rules.RELAY_QUIET, rules.LANE_QUIET)
+
+
+def test_the_message_classes_say_what_they_are_meant_to() -> None:
+    tags = rules.READ_ONLY_TAGS
+    for impl in (rules.answer_class_python, *([RULES.answer_class] if RULES else [])):
+        assert impl(ord("D"), b"", tags) == rules.ANSWER_ROW
+        assert impl(ord("C"), b"SELECT 3\0", tags) == rules.ANSWER_READ
+        assert impl(ord("C"), b"INSERT 0 1\0", tags) == rules.ANSWER_WRITE
+        assert impl(ord("Z"), b"I", tags) == rules.ANSWER_IDLE
+        assert impl(ord("Z"), b"T", tags) == rules.ANSWER_BLOCK
+        assert impl(ord("Z"), b"TT", tags) == rules.ANSWER_STATE
+        assert impl(ord("E"), b"SERROR\0", tags) == rules.ANSWER_STATE
+        assert impl(ord("S"), b"a\0b\0", tags) == rules.ANSWER_STATE
+        assert impl(ord("G"), b"", tags) == rules.ANSWER_OTHER
+    assert rules.ANSWER_WRITE not in rules.RELAY_QUIET
+    assert rules.ANSWER_BLOCK in rules.RELAY_QUIET and rules.ANSWER_BLOCK not in rules.LANE_QUIET
+    assert rules.ANSWER_OTHER not in rules.LANE_QUIET
