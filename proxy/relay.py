@@ -430,7 +430,7 @@ class Session:
                     mtype, raw[start : start + 8], READ_ONLY_TAGS) == ANSWER_WRITE:
                 wrote(self.ctx, state.transaction_status, raw[start : start + 8])
                 if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.gates.privileges_changed(raw[start : start + 6], state)
+                    self.server.service.gates.privileges_changed(raw[start:end], state)
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:
