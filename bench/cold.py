@@ -273,8 +273,9 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
         f"Command: `python bench/hit.py --cold {' '.join(sys.argv[2:])}`".rstrip(),
         "",
         "| scenario | direct TPS | weir TPS | weir / direct | first 5 s | direct p99 (ms) | "
-        "weir p99 (ms) | hits / misses / fills | evictions |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|",
+        "weir p99 (ms) | hits / misses / fills | fill p50 (ms) | loop / lane answers | "
+        "evictions |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|",
     ]
     for sc, d, w, st in results:
         lines.append(
@@ -282,6 +283,8 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
             f"{sum(w.tps) / max(1, len(w.tps)):.0f} | {_ratio(w.tps, d.tps):.2f} | "
             f"{_ratio(w.tps, d.tps, 5):.2f} | {d.p99_ms:.2f} | {w.p99_ms:.2f} | "
             f"{st.get('hits')} / {st.get('misses')} / {st.get('fills')} | "
+            f"{st.get('fill_ms_p50')} | "
+            f"{st.get('loop_memo_answers')} / {st.get('lane_answers', 0)} | "
             f"{st.get('evictions')} |")
     lines += ["", "Per-second throughput, weir / direct (the timeline; "
               "`hit-cold.png` plots it):", "",

@@ -299,7 +299,11 @@ class Engine:
         return tuple(effects)
 
     def _install(self, fill: Pending) -> tuple[Effect, ...]:
-        self._changing()
+        # no ``_changing()``: installing rows of missing base keys replaces or drops no answer
+        # a reader handed out (readers' answers change only through deltas and evictions, and
+        # an installed key equals the applied state, which every present answer shows), so
+        # the hit lanes keep their stamps across fills (an eviction by ``_enforce`` below
+        # still calls it)
         effects: list[Effect] = []
         done: list[BaseKey] = []
         retry: list[BaseKey] = []

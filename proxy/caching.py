@@ -90,6 +90,7 @@ class EngineHost:
         self.read_timeout = read_timeout
         #: the fills against the upstream (``proxy.fillrun``: queue, slots, statistics)
         self.fills = FillRunner(self, max_fills, policy)
+        self.lane_hits: Callable[[], int] = lambda: 0  # answers the lanes gave (proxy.service)
         self._waiting: dict[tuple[str, Row], list[asyncio.Future[Served]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._pool: asyncpg.Pool | None = None  # heartbeat checks, probes, privileges, DDL
@@ -292,10 +293,16 @@ class EngineHost:
             queue.dropped += 1
         elif queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
             queue.held_back += 1
-        elif self.fills.admission.admit((cache, k)):
+        elif self._admit((cache, k)):
             return self.try_read(cache, k, count)  # starts (or joins) the key's fill
         self.engine.stats.misses += 1
         return None
+
+    def _admit(self, key: tuple[str, Row]) -> bool:
+        admission = self.fills.admission
+        admission.observe(lambda: self.engine.stats.hits + self.lane_hits(),
+                          self.engine.stats.fills)
+        return admission.admit(key)
 
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:
         """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill

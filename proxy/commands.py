@@ -110,6 +110,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("fills", str(host.fills.done)),
         ("fill_transactions", str(host.fills.transactions)),
         ("fill_ms_avg", f"{1000 * host.fills.seconds / max(1, host.fills.done):.2f}"),
+        ("fill_ms_p50", "" if (p50 := host.fills.p50()) is None else f"{1000 * p50:.2f}"),
         *((f"fill_{phase}_ms_avg", f"{1000 * spent / max(1, host.fills.done):.2f}")
           for phase, spent in host.fills.phases.items()),
         ("fill_failures", str(host.fills.failures)),
@@ -127,6 +128,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
             ("local_bases_lsn", format_lsn(host.local.resume[1]))]),
         ("evictions", str(engine.stats.evictions)),
         ("memoized_answers", str(hits.served + lane_answers)),
+        ("loop_memo_answers", str(hits.served)),  # (the event loop's share of them)
         ("memo_bytes", str(hits.bytes)),
         ("fd_limit", str(fd_limit())),
     ]

@@ -16,7 +16,7 @@ finds the queue full simply keeps going upstream.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,10 +43,23 @@ class FillPolicy:
     linger: float = 0.002
 
 
+#: fills between two looks at what fills yield (:meth:`Admission.observe`)
+YIELD_WINDOW = 256
+#: hits per fill below which fills do not pay: keys must then be read a third time
+MIN_YIELD = 1.0
+
+
 class Admission:
     """A doorkeeper (TinyLFU's first stage): the hashes of keys read once recently. A key
     found in it is admitted (and forgotten: its fill is under way); the set starts over when
-    it holds ``capacity`` keys, so "recently" is the last ``capacity`` distinct one-off keys."""
+    it holds ``capacity`` keys, so "recently" is the last ``capacity`` distinct one-off keys.
+
+    Stricter while fills do not pay (``strict``, from :meth:`observe`): when the last
+    :data:`YIELD_WINDOW` fills were followed by fewer than :data:`MIN_YIELD` hits each (a
+    uniform key space larger than what is read, a crawler), a key is admitted on its third
+    read (the second moves it to a second set): each fill costs the event loop and the
+    upstream a transaction, and a key read twice at random is rarely read again. A skewed
+    workload (hot keys read many times) yields many hits per fill and keeps the second read."""
 
     def __init__(self, policy: str = "second", capacity: int = 1 << 16) -> None:
         if policy not in ADMISSIONS:
@@ -54,18 +67,38 @@ class Admission:
         self.always = policy == "always"
         self.capacity = capacity
         self._once: set[int] = set()
+        self._twice: set[int] = set()
         self.refused = 0  # misses not filled because the key was new
+        self.strict = False
+        self._mark = (0, 0)  # (hits, fills) at the last look
+
+    def observe(self, hits: Callable[[], int], fills: int) -> None:
+        """The host's running count of fills started, and of cache hits (asked for only
+        when due: the lanes' count is a call): every :data:`YIELD_WINDOW` fills, whether
+        they paid decides ``strict``."""
+        hits0, fills0 = self._mark
+        if fills - fills0 >= YIELD_WINDOW:
+            now = hits()
+            self.strict = now - hits0 < MIN_YIELD * (fills - fills0)
+            self._mark = (now, fills)
 
     def admit(self, key: Hashable) -> bool:
         if self.always:
             return True
         h = hash(key)
+        if h in self._twice:
+            self._twice.discard(h)
+            return True
         if h in self._once:
             self._once.discard(h)
-            return True
-        if len(self._once) >= self.capacity:
-            self._once.clear()
-        self._once.add(h)
+            if not self.strict:
+                return True
+            self._twice.add(h)
+        else:
+            if len(self._once) >= self.capacity:
+                self._once.clear()
+                self._twice.clear()
+            self._once.add(h)
         self.refused += 1
         return False
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import statistics
 import time
+from collections import deque
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
@@ -49,6 +51,8 @@ FILL_SETTINGS = {
 }
 
 _FILL_PREFIX = "fill-"
+#: fills whose request-to-install times the median is taken over
+RECENT = 1024
 
 Row = tuple[Any, ...]
 
@@ -101,6 +105,10 @@ class FillRunner:
         #: rows' arrival until the applier passed the marker (``SHOW WEIR STATUS``)
         self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
         self._rows_at: dict[str, tuple[float, int]] = {}  # a batch's marker -> rows arrived
+        self._asked: dict[str, list[float]] = {}  # a batch's marker -> when its fills queued
+        #: the latest fills' times from their request until installed (rows and marker both
+        #: in; seconds): ``SHOW WEIR STATUS`` fill_ms_p50
+        self.installed: deque[float] = deque(maxlen=RECENT)
 
     async def start(self, upstream_url: str) -> None:
         self._fill_pool = await asyncpg.create_pool(
@@ -178,6 +186,9 @@ class FillRunner:
         marker = _marker(batch)
         if marker in self._marker_sent:  # (else the marker passed before the rows came)
             self._rows_at[marker] = (now, len(batch))
+            self._asked[marker] = [q.at for q in queued]
+        else:  # installed now, by fill_response
+            self.installed.extend(now - q.at for q in queued)
         self.seconds += sum(now - q.at for q in queued)
         for q in queued:
             self.latency.observe(now - q.at)
@@ -231,8 +242,19 @@ class FillRunner:
         if sent is not None:
             self.host.coverage.passed(sent)
         rows_at = self._rows_at.pop(content, None)
+        now = time.monotonic()
         if rows_at is not None:
-            self.phases["marker"] += (time.monotonic() - rows_at[0]) * rows_at[1]
+            self.phases["marker"] += (now - rows_at[0]) * rows_at[1]
+        asked = self._asked.pop(content, None)
+        if asked is not None:
+            self.installed.extend(now - at for at in asked)
+
+    def p50(self) -> float | None:
+        """The median time (seconds) from a fill's request until it was installed, over the
+        latest :data:`RECENT` fills; None before any."""
+        if not self.installed:
+            return None
+        return statistics.median(self.installed)
 
 
 def _marker(batch: Sequence[RunFill]) -> str:

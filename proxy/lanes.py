@@ -13,7 +13,9 @@ and the lane reads it instead. The lane answers a run of ``Bind`` [``Describe``]
 ``Sync`` of a statement the session holds, for a Bind tail whose memoized reply the hit path
 stamped into the lane (:meth:`HitLanes.offer`: each answer the hit path gives is stamped),
 and hands the session back at anything else, with the bytes it did not answer; the session
-then goes on exactly as if its transport had delivered those bytes.
+then goes on exactly as if its transport had delivered those bytes. After a miss went
+upstream, the session is handed back as soon as it is covered (``proxy.aftermiss``,
+:meth:`HitLanes.enter`), not at its next memoized answer on the event loop.
 
 A session that holds nothing locally is handed to a lane as a *pass session* right after the
 relay core relayed an answer ending idle (:meth:`HitLanes.offer_pass`), when it is quiet:
@@ -75,6 +77,7 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
+from proxy import aftermiss
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
@@ -289,7 +292,13 @@ class HitLanes:
         if self.core.stats()[2] > MAX_BYTES:
             self.clear()
             return
-        if time.monotonic() - self._bumped < QUIET_EPOCH or not self._quiet(session):
+        self.enter(session, fd)
+
+    def enter(self, session: Session, fd: int) -> None:
+        """Hand ``session`` (its client socket ``fd``) to a lane if it is quiet (:meth:`offer`;
+        ``proxy.aftermiss``: at once when a miss's answer came and the session is covered)."""
+        if session.lane or self._stopped or time.monotonic() - self._bumped < QUIET_EPOCH \
+                or not self._quiet(session):
             return
         stmts = self._statements(session)
         if not stmts:
@@ -390,7 +399,10 @@ class HitLanes:
     def offer_pass(self, session: Session) -> int:
         """``session`` just relayed a quiet answer ending idle (the relay core calls this):
         hand it to a lane if it is quiet; returns how many more such answers to wait before
-        offering again (0 when it went)."""
+        offering again (0 when it went; after a miss, ``proxy.aftermiss`` instead)."""
+        if session.ctx is not None and session.ctx.seen.missed:
+            aftermiss.answered(session)
+            return 0
         service = self.service
         if self._stopped or session.lane or service.settings.caching == "auto":
             return NEVER  # auto mode counts every run as it comes (it creates caches)

@@ -27,7 +27,7 @@ from proxy import transactions
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
-from proxy.misses import BEHIND, read_now
+from proxy.misses import BEHIND, MISS, read_now
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
 from proxy.router import Route, SessionContext, output_unsupported
 from proxy.seen import covered
@@ -112,6 +112,8 @@ class ReadPath:
         rule = self.settings.read_your_writes == "on" and Wait.BARRIER not in waited
         if self.settings.misses == "upstream":  # a miss goes upstream at once
             read = read_now(host, route, reads, count=Wait.BARRIER not in waited)
+            if read[1] is MISS:  # its answer settles seen(s) at once (proxy.aftermiss)
+                ctx.seen.missed = True
             if read[0] is None or not rule or covered(ctx.seen, host.coverage, time.monotonic()):
                 return read
             if reads is not None:

@@ -37,7 +37,7 @@ from pgwire import backend as be
 from pgwire import frontend as fe
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
-from proxy import identity, limits
+from proxy import aftermiss, identity, limits
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
@@ -52,6 +52,7 @@ from proxy.forwarding import (
 from proxy.handshake import Handshake, context
 from proxy.hitpath import try_answer
 from proxy.metrics import own_error, own_violation
+from proxy.missfast import try_forward
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
 from proxy.rules import ANSWER_WRITE, CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
@@ -187,9 +188,9 @@ class Session:
         local = self.state.caching and self.ctx is not None
         if local and self.memos.current(self.routing):
             ext.adopt()  # caches changed: statements prepared upstream may now be served
-        # nothing held locally: stays so in this loop (only a local answer, which ends the
-        # loop, starts holding something)
-        quiet = ext.quiet
+        if local and try_forward(self, raw, index):
+            return  # a miss of a held statement, forwarded as it is (proxy.missfast)
+        quiet = ext.quiet  # stays so in this loop: only a local answer (it ends it) holds
         written = 0  # bytes of ``raw`` already sent upstream
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
@@ -410,6 +411,8 @@ class Session:
             raw = self.extended.take_deferred() + raw
         if raw:
             self.client.write(raw)
+        if self.ctx is not None and self.ctx.seen.missed:
+            aftermiss.answered(self)  # seen(s) settles now; back to a lane (proxy.aftermiss)
 
     def _observe_upstream(self, raw: bytes, marks: list[tuple[int, int, int]]) -> bytes:
         """Observe messages one by one; ``raw`` without the answers weir swallows."""

@@ -43,6 +43,9 @@ class Seen:
 
     at: float = NEVER
     pending: bool = False
+    #: a cached read of the session went upstream as a miss since ``at`` was last fixed: the
+    #: relay settles ``at`` as soon as its answer has come (``proxy.aftermiss``)
+    missed: bool = False
 
     def upstream(self) -> None:
         """The session sent something upstream: its answer will be newer than ``at``."""
@@ -54,6 +57,7 @@ class Seen:
         if self.pending:
             self.at = now
             self.pending = False
+        self.missed = False
         return self.at
 
 
@@ -88,6 +92,7 @@ class Coverage:
         self._flying: set[asyncio.Task[None]] = set()
         self._last_sent = NEVER  # send time of the newest barrier in flight or passed
         self.barriers = 0  # barriers this object emitted (SHOW WEIR STATUS)
+        self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
     def passed(self, sent_at: float) -> None:
         """A barrier or fill marker sent at ``sent_at`` was applied."""
@@ -104,6 +109,22 @@ class Coverage:
                 else:
                     keep.append(want)
             self._wants = keep
+        if self._then:
+            calls = [c for c in self._then if c[0] <= sent_at]
+            if calls:
+                self._then = [c for c in self._then if c[0] > sent_at]
+                for _, call in calls:
+                    call()
+
+    def when(self, need: float, call: Callable[[], object]) -> None:
+        """Call ``call`` once a barrier or marker sent at or after ``need`` was applied (at
+        once if one was), and make sure one is on its way; never called if barriers fail
+        meanwhile (the next :meth:`request` after a failure sends a new one)."""
+        if need <= self.covered:
+            call()
+            return
+        self._then.append((need, call))
+        self.request(need)
 
     async def wait(self, need: float, timeout: float) -> bool:
         """True once the applier passed a barrier sent at or after ``need``; False when that
@@ -140,6 +161,7 @@ class Coverage:
         except Exception as exc:  # the stream is down: the waiting reads go upstream
             log.debug("coverage barrier failed: %s", exc)
             self._last_sent = self.covered  # (the next request sends a new one)
+            self._then.clear()
             wants, self._wants = self._wants, []
             for want in wants:
                 if not want.future.done():
@@ -148,9 +170,10 @@ class Coverage:
         self.passed(sent)
         # wants registered after ``sent`` need a later one; expired ones are dropped
         self._wants = [w for w in self._wants if not w.future.done()]
-        if self._wants:
+        needs = [w.need for w in self._wants] + [need for need, _ in self._then]
+        if needs:
             self._flying.discard(asyncio.current_task())
-            self.request(max(w.need for w in self._wants))
+            self.request(max(needs))
 
     def stop(self) -> None:
         for task in list(self._flying):

@@ -168,7 +168,8 @@ class Settings:
     admission: str = field(
         default="second",
         metadata={"help": "which missed keys are filled: second (on a key's second read "
-                          "within the recent one-off keys) or always"},
+                          "within the recent one-off keys, its third while fills yield "
+                          "fewer hits than fills) or always"},
     )
     fill_queue: int = field(
         default=4096,

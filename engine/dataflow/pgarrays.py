@@ -2,9 +2,10 @@
 
 Owns: the kernels named by ``ir.Func`` for ``x = ANY(array)`` (``array_any_eq``), ``@>``
 (``array_contains``), ``<@`` (``array_contained``), ``&&`` (``array_overlap``),
-``cardinality`` and ``array_length(a, n)``. A canonical array is a tuple of elements (nested
-tuples for more dimensions, None for NULL); the planner lets through only element types whose
-PostgreSQL equality is Python's equality of the canonical values.
+``cardinality``, ``array_length(a, n)`` and subscripts (``array_subscript``). A canonical
+array is a tuple of elements (nested tuples for more dimensions, None for NULL); the
+planner lets through only element types whose PostgreSQL equality is Python's equality of
+the canonical values.
 
 Invariants (checked against PostgreSQL): ``= ANY`` is three-valued (true on a match; else NULL
 when the value or an element is NULL; false for an empty array whatever the value);
@@ -82,8 +83,32 @@ def array_length(args: Sequence[Any], types: Sequence[int]) -> int | None:
     return len(level)
 
 
+def array_subscript(args: Sequence[Any], types: Sequence[int]) -> Any:
+    """``a[i][j]...``: NULL for a NULL array or index, an index outside 1..length, or a
+    count of subscripts other than the array's dimensions (an empty array has none)."""
+    array, indexes = args[0], args[1:]
+    if array is None:
+        return None
+    if not isinstance(array, tuple):
+        raise EvalError("0A000", "array with explicit bounds (kept as text)")
+    if any(i is None for i in indexes):
+        return None
+    dims, level = 0, array
+    while isinstance(level, tuple) and level:
+        dims, level = dims + 1, level[0]
+    if dims != len(indexes):
+        return None
+    value: Any = array
+    for i in indexes:
+        if not 1 <= i <= len(value):
+            return None
+        value = value[i - 1]
+    return value
+
+
 FUNCTIONS = {
     "array_any_eq": array_any_eq, "array_contains": array_contains,
     "array_contained": array_contained, "array_overlap": array_overlap,
     "cardinality": cardinality, "array_length": array_length,
+    "array_subscript": array_subscript,
 }

@@ -4,11 +4,12 @@ Owns: which array types pass as column values (``ARRAY_TYPES``: arrays of elemen
 PostgreSQL equality is Python's equality of the canonical values - integers, text and
 varchar under a deterministic collation, bool, uuid, date), and the planned forms with their
 result types: ``x = ANY(array)`` (not a parameter array: that is a lookup key, see
-``rules.keys``), ``@>``, ``<@``, ``&&``, ``cardinality(a)`` and ``array_length(a, n)`` with a
-literal ``n``. Array literals are ``'{...}'`` strings typed by the other side. Kernels:
+``rules.keys``), ``@>``, ``<@``, ``&&``, ``cardinality(a)``, ``array_length(a, n)`` with a
+literal ``n``, and subscripts ``a[i]`` / ``a[i][j]`` (integer indexes, no slices). Array
+literals are ``'{...}'`` strings typed by the other side. Kernels:
 ``engine.dataflow.pgarrays``.
 
-Invariant: anything else on arrays (comparisons, ordering, GROUP BY / DISTINCT, subscripts,
+Invariant: anything else on arrays (comparisons, ordering, GROUP BY / DISTINCT, slices,
 other functions, arrays of other element types) raises ``PlanError`` with the reason.
 """
 
@@ -100,3 +101,21 @@ def array_func(b: ExprBuilder, name: str, body: Node) -> ir.Expr:
                        T.INT4)
     raise PlanError(f"{name}() with these arguments (array_length's dimension must be an "
                     "integer literal)")
+
+
+def subscript(b: ExprBuilder, body: Node) -> ir.Expr:
+    """``a[i]`` (``a[i][j]`` ...): the element, of the array's element type; NULL for a NULL
+    array or index, an index out of bounds or a count of subscripts other than the array's
+    dimensions (as PostgreSQL)."""
+    array = _array(b, b.build(body["arg"]), "array subscript")
+    indexes: list[ir.Expr] = []
+    for item in body.get("indirection", []):
+        bounds = item.get("A_Indices")
+        if bounds is None or bounds.get("is_slice") or bounds.get("lidx") is not None \
+                or bounds.get("uidx") is None:
+            raise PlanError("array slice or field selection")
+        index = b.coerce(b.build(bounds["uidx"]), T.INT4)
+        if index.type_oid not in (T.INT2, T.INT4):
+            raise PlanError(f"array subscript of type {pgtypes.type_name(index.type_oid)}")
+        indexes.append(index)
+    return ir.Func("array_subscript", (array, *indexes), T.ARRAY_ELEMENT[array.type_oid])

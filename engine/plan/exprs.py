@@ -581,4 +581,5 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "FuncCall": ExprBuilder.func_call,
     "SubLink": ExprBuilder.sublink,
     "WeirWindow": lambda b, n: ir.Const(ir.WindowSlot(int(n["index"])), int(n["type_oid"])),
+    "A_Indirection": arrayops.subscript,
 }

@@ -27,6 +27,7 @@ from engine.plan.join_forms import Checker, Keys, full_join, swap_sides, using_j
 from engine.plan.pgtypes import comparable
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.theta_joins import theta_left_join
+from engine.plan.values_items import is_values, times_values, values_item
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import RELKIND_NAMES, Catalog, Relation
 from engine.sql.text import parse_query
@@ -43,6 +44,9 @@ class PlanContext:
     ctes: dict[str, Node] = field(default_factory=dict)
     relations: dict[int, Relation] = field(default_factory=dict)
     next_rte: int = 0
+    #: ``$n`` equalities pulled out of FROM subqueries (``pullup``): (rte, index, ``$n``
+    #: side); None where a subquery is on the NULL-padded side of an outer join.
+    pulled: list[tuple[int, int, Node]] | None = None
 
     def new_rte(self) -> int:
         self.next_rte += 1
@@ -123,9 +127,25 @@ def _view(ctx: PlanContext, rel: Relation, qualifier: str, colnames: list[str]) 
 def _range_subselect(ctx: PlanContext, node: Node) -> Bound:
     if node.get("lateral"):
         raise PlanError("LATERAL subquery")
+    from engine.plan.pullup import pull_params  # it builds on this module's users
+
     alias, colnames = _alias(node)
-    sub = ctx.subquery(ctx, node["subquery"])
-    return _requalify(sub, alias or "unnamed_subquery", colnames, ctx.new_rte())
+    pending = ctx.pulled
+    query, params = pull_params(node["subquery"]) if pending is not None else \
+        (node["subquery"], [])
+    sub = ctx.subquery(ctx, query)
+    shown = len(sub.scope.cols) - len(params)
+    if len(colnames) > shown:
+        raise PlanError(f"{alias} has {shown} columns available but {len(colnames)} "
+                        "columns specified")
+    rte = ctx.new_rte()
+    bound = _requalify(sub, alias or "unnamed_subquery", colnames, rte)
+    if not params or pending is None:
+        return bound
+    pending.extend((rte, i, param) for i, param in enumerate(params))
+    cols = tuple(dataclasses.replace(c, hidden=True) if i >= shown else c
+                 for i, c in enumerate(bound.scope.cols))
+    return Bound(bound.rel, Scope(cols))
 
 
 def conjuncts(node: Node | None) -> list[Node]:
@@ -290,7 +310,21 @@ def _join_expr(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     if jointype not in JOIN_KINDS:
         raise PlanError(str(jointype))
     kind = JOIN_KINDS[jointype]
+    if is_values(node["larg"]) or is_values(node["rarg"]):
+        return _join_values(ctx, node, kind)
+    if kind != "inner" and ctx.pulled is not None:
+        pending, ctx.pulled = ctx.pulled, None  # a filter above would drop padded rows
+        try:
+            return _join_expr(ctx, node)
+        finally:
+            ctx.pulled = pending
     left, lrest = bind_item(ctx, node["larg"])
+    if _lateral(node["rarg"]):
+        on = [c for c in conjuncts(node.get("quals"))
+              if not c.get("A_Const", {}).get("boolval", {}).get("boolval")]
+        if on and kind != "inner":
+            raise PlanError("LEFT JOIN LATERAL ON conditions other than TRUE")
+        return _lateral_join(ctx, left, node["rarg"], kind), lrest + on
     right, rrest = bind_item(ctx, node["rarg"])
     if (rrest and kind in ("left", "full")) or (lrest and kind in ("right", "full")):
         raise PlanError(f"{kind.upper()} JOIN whose NULL-padded side carries join "
@@ -355,6 +389,28 @@ def _filter_input(ctx: PlanContext, bound: Bound, conds: list[Node]) -> Bound:
     return Bound(ir.Filter(bound.rel, pred), bound.scope)
 
 
+def _join_values(ctx: PlanContext, node: Node, kind: str) -> tuple[Bound, list[Node]]:
+    """``x JOIN (VALUES ...) v ON conds`` (either side): ``x CROSS JOIN VALUES``, the ON conditions
+    left to filter it (``values_items``)."""
+    first = is_values(node["larg"])
+    if kind != "inner" or node.get("usingClause") or node.get("isNatural") or \
+            (first and is_values(node["rarg"])):
+        raise PlanError("VALUES list in an outer, USING or NATURAL join, or joined with "
+                        "another VALUES list")
+    values = values_item(ctx.catalog, node["larg" if first else "rarg"], ctx.new_rte())
+    other, rest = bind_item(ctx, node["rarg" if first else "larg"])
+    return times_values(other, values, first), rest + conjuncts(node.get("quals"))
+
+
+def _lateral(item: Node) -> bool:
+    return bool(item.get("RangeSubselect", {}).get("lateral"))
+
+
+def _lateral_join(ctx: PlanContext, left: Bound, item: Node, kind: str) -> Bound:
+    from engine.plan.laterals import lateral_join  # it builds on this module
+    return lateral_join(ctx, left, item["RangeSubselect"], kind)
+
+
 def bind_item(ctx: PlanContext, node: Node) -> tuple[Bound, list[Node]]:
     kind, body = next(iter(node.items()))
     if kind == "RangeVar":
@@ -371,6 +427,16 @@ def bind_from(ctx: PlanContext, items: list[Node], where: list[Node]) -> tuple[B
     Returns the relation and the WHERE conjuncts still to apply."""
     if not items:
         raise PlanError("SELECT without FROM")
+    if len(items) > 1 and (is_values(items[0]) or is_values(items[-1])):
+        first = is_values(items[0])
+        values = values_item(ctx.catalog, items[0 if first else -1], ctx.new_rte())
+        other, rest = bind_from(ctx, items[1:] if first else items[:-1], where)
+        return times_values(other, values, first), rest
+    if any(is_values(item) for item in items):
+        raise PlanError("VALUES list alone in FROM, or between other FROM items")
+    if len(items) > 1 and _lateral(items[-1]):  # FROM a, b, LATERAL (...) x
+        bound_rest = bind_from(ctx, items[:-1], where)
+        return _lateral_join(ctx, bound_rest[0], items[-1], "inner"), bound_rest[1]
     bound: list[Bound] = []
     pending: list[Node] = []
     for item in items:

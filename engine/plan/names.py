@@ -4,7 +4,7 @@ Owns: ``figure_colname`` — PostgreSQL's FigureColname rules over libpg_query J
 column reference gives its column name, a function call its function name, a cast the name of
 its argument (else the type's name), CASE its ELSE branch's name (else "case"), COALESCE
 "coalesce", NULLIF "nullif", EXISTS "exists", a scalar subquery its first column's name,
-everything else "?column?".
+a subscript ``a[i]`` its array's name, everything else "?column?".
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ _KEYWORD_NAMES: dict[str, Any] = {
     "SubLink": _sublink,
     "A_ArrayExpr": lambda b: ("array", 2),
     "RowExpr": lambda b: ("row", 2),
+    "A_Indirection": lambda b: _strength(b.get("arg")),  # subscripts keep the array's name
 }
 
 

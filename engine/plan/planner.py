@@ -43,6 +43,8 @@ from engine.plan.blocks import (
 from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates, having_on_groups
+from engine.plan.laterals import LATERAL, per_correlation
+from engine.plan.pullup import pulled_conjuncts
 from engine.plan.ranges import RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
@@ -162,7 +164,12 @@ class _Planner:
 
     def _select(self, ctx: PlanContext, stmt: Node, top: bool) -> _Block:
         where = conjuncts(stmt.get("whereClause"))
-        bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
+        outer_pulled, ctx.pulled = ctx.pulled, []
+        try:
+            bound, where = bind_from(ctx, stmt.get("fromClause", []), where)
+            where = where + pulled_conjuncts(bound.scope, ctx.pulled)
+        finally:
+            ctx.pulled = outer_pulled
         bound, where = semi_joins(ctx, self.subquery, bound, where)
         bound, where = anti_joins(ctx, self.subquery, bound, where)
         bound, where = conditional_subqueries(ctx, self.subquery, bound, where)
@@ -484,7 +491,10 @@ class _Planner:
 
     # ------------------------------------------------------------------ subqueries
     def subquery(self, ctx: PlanContext, node: Node) -> Bound:
-        """A subquery in FROM (or a CTE, view, semi-join side): never keyed."""
+        """A subquery in FROM (or a CTE, view, semi-join side): never keyed. A LATERAL
+        subquery's decorrelated SELECT is cut per correlation value (``laterals``)."""
+        if LATERAL in node:
+            return per_correlation(ctx, self.block(ctx, node["SelectStmt"], False), node[LATERAL])
         return self._branch(ctx, node, top=False)[0]
 
 

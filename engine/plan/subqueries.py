@@ -53,10 +53,12 @@ def _fields(ref: Node) -> tuple[str, ...]:
     return tuple(f["String"]["sval"] for f in ref["ColumnRef"]["fields"] if "String" in f)
 
 
-def _plain_select(link: Node, what: str) -> Node:
+def _plain_select(link: Node, what: str, top_n: bool = False) -> Node:
+    """A copy of the subquery's SELECT, which must have no GROUP BY, HAVING or WITH, nor
+    (unless ``top_n``) ORDER BY, LIMIT, OFFSET or DISTINCT."""
     select: Node = copy.deepcopy(link["subselect"]["SelectStmt"])
-    for clause in ("groupClause", "havingClause", "limitCount", "limitOffset", "sortClause",
-                   "distinctClause", "withClause"):
+    cut = ("limitCount", "limitOffset", "sortClause", "distinctClause")
+    for clause in ("groupClause", "havingClause", "withClause", *(() if top_n else cut)):
         if select.get(clause):
             raise PlanError(f"correlated {what} with {clause}")
     if select.get("op", "SETOP_NONE") != "SETOP_NONE":

@@ -1,7 +1,10 @@
 """Parse-tree rewrites that turn a form into an equivalent one the screen and planner know.
 
 Owns: ``values_in_lists`` — ``x IN (VALUES (c1), (c2), ...)`` (and ``x = ANY (VALUES ...)``)
-whose rows are one constant each becomes ``x IN (c1, c2, ...)``.
+whose rows are one constant each becomes ``x IN (c1, c2, ...)``; and a FROM item ``(VALUES
+...) alias`` becomes a ``RangeSubselect`` whose subquery is ``{"WeirValues": {"rows": ...}}``
+(the same rows, planned by ``engine.plan.values_items``; the screen walks its cells but no
+longer sees a VALUES SELECT).
 
 Invariant: a rewrite happens only where PostgreSQL gives both forms the same result. VALUES
 types its column first (the common type of its constants) and then compares; an IN list
@@ -19,9 +22,16 @@ Node = dict[str, Any]
 _NUMBERS = {"ival", "fval"}
 
 
+def _pure_values(select: Node) -> bool:
+    """A bare ``VALUES (...), ...`` (no ORDER BY, LIMIT or WITH around it)."""
+    return bool(select.get("valuesLists")) and not (
+        set(select) - {"valuesLists", "limitOption", "op"}) and \
+        select.get("op", "SETOP_NONE") == "SETOP_NONE"
+
+
 def _constants(select: Node) -> list[Node] | None:
     """The constants of a one-column VALUES list of constants of one kind, else None."""
-    if set(select) - {"valuesLists", "limitOption", "op"} or select.get("op") != "SETOP_NONE":
+    if not _pure_values(select):
         return None
     items: list[Node] = []
     for row in select.get("valuesLists", []):
@@ -40,6 +50,11 @@ def _rewrite(node: Any) -> Any:
         return [_rewrite(n) for n in node]
     if not isinstance(node, dict):
         return node
+    item = node.get("RangeSubselect")
+    if item is not None and _pure_values(item.get("subquery", {}).get("SelectStmt", {})):
+        rows = [row.get("List", {}).get("items", []) for row in
+                item["subquery"]["SelectStmt"]["valuesLists"]]
+        return {"RangeSubselect": {**item, "subquery": {"WeirValues": {"rows": _rewrite(rows)}}}}
     link = node.get("SubLink")
     if link is not None and link.get("subLinkType") == "ANY_SUBLINK":
         op = [n.get("String", {}).get("sval") for n in link.get("operName", [])]

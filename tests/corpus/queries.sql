@@ -509,3 +509,23 @@ SELECT s.id FROM stories s WHERE s.author_id NOT IN (SELECT c.author_id FROM com
 -- params: [4]
 SELECT id, score FROM comments c WHERE c.author_id = $1 AND c.score NOT IN (SELECT o.score FROM comments o WHERE o.parent_id = c.id);
 SELECT t.id FROM threads t WHERE t.author_id NOT IN (SELECT p.author_id FROM posts p WHERE p.thread_id = t.id AND p.edited);
+-- ===================== LATERAL correlated by equalities (top-n per row) =====================
+SELECT u.id, s.title FROM users u CROSS JOIN LATERAL (SELECT title, score FROM stories s WHERE s.author_id = u.id ORDER BY score DESC, id LIMIT 3) s;
+-- params: [2]
+SELECT f.id, t.title FROM forums f, LATERAL (SELECT th.title FROM threads th WHERE th.forum_id = f.id ORDER BY th.created_at DESC, th.id LIMIT 5) t WHERE f.id = $1;
+SELECT c.id, last.id, last.placed_on FROM customers c LEFT JOIN LATERAL (SELECT o.id, o.placed_on FROM orders o WHERE o.customer_id = c.id ORDER BY o.placed_on DESC, o.id DESC LIMIT 1) last ON true;
+SELECT p.id, r.rating FROM products p JOIN LATERAL (SELECT rv.rating FROM reviews rv WHERE rv.product_id = p.id ORDER BY rv.rating DESC, rv.id LIMIT 2) r ON true WHERE p.category_id = 2;
+-- ===================== VALUES as a FROM item =====================
+SELECT p.id, p.name, w.weight FROM products p JOIN (VALUES (1, 0.5), (2, 1.5), (3, 2)) AS w(category_id, weight) ON w.category_id = p.category_id;
+-- params: [1]
+SELECT v.label, count(s.id) FROM (VALUES ('low', 0, 20), ('high', 21, 60)) AS v(label, lo, hi), stories s WHERE s.score BETWEEN v.lo AND v.hi AND s.author_id = $1 GROUP BY v.label;
+-- ===================== $n parameters inside FROM subqueries (pulled up as keys) =====================
+-- params: [2]
+SELECT anon_1.id, anon_1.title FROM (SELECT stories.id AS id, stories.title AS title FROM stories WHERE stories.author_id = $1) AS anon_1 ORDER BY anon_1.id;
+-- params: [3]
+SELECT count(*) FROM (SELECT id FROM orders WHERE customer_id = $1 AND status <> 'cancelled') o;
+-- params: [1]
+SELECT t.id, t.title FROM (SELECT thread_id FROM posts WHERE author_id = $1) p JOIN threads t ON t.id = p.thread_id;
+-- ===================== array subscripts =====================
+SELECT id, labels[1] AS first_label FROM products WHERE category_id = 2;
+SELECT labels[1], count(*) FROM products GROUP BY 1;

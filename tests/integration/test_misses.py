@@ -56,6 +56,8 @@ def test_a_miss_is_answered_upstream_then_filled_in_the_background(pg: Any, dbna
             assert host.engine.stats.fills == 1
             eventually(lambda: _read(conn, 3) == ("v3", ("cache", "served by cache kv1")))
             assert host.fills.done == 1
+            p50 = float(dict(conn.execute("SHOW WEIR STATUS").fetchall())["fill_ms_p50"])
+            assert 0 < p50 < 10_000  # (request to installed: rows and marker both in)
     finally:
         server.stop()
 

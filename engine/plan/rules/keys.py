@@ -92,13 +92,26 @@ def _equality_sides(node: Node) -> tuple[Node, Node] | None:
     if [n.get("String", {}).get("sval") for n in body.get("name", [])][-1:] != ["="]:
         return None
     left, right = _uncast(body.get("lexpr") or {}), _uncast(body.get("rexpr") or {})
-    if "ColumnRef" not in left:
+    if "ColumnRef" not in left and "WeirColumn" not in left:
         left, right = right, left
+    if "WeirColumn" in left and "ParamRef" in right:
+        return left, right  # a column pulled up from a subquery (``engine.plan.pullup``)
     if "ColumnRef" not in left or not ("ParamRef" in right or "A_Const" in right):
         return None
     if any("String" not in f for f in left["ColumnRef"]["fields"]):
         return None
     return left, right
+
+
+def param_equality(node: Node) -> tuple[Node, Node] | None:
+    """``(column reference, $n side as written)`` when ``node`` is ``column = $n`` (either
+    way round, ``$n`` possibly cast), else None."""
+    sides = _equality_sides(node)
+    if sides is None or "ParamRef" not in sides[1] or "ColumnRef" not in sides[0]:
+        return None
+    body = node["A_Expr"]
+    lexpr = body.get("lexpr") or {}
+    return sides[0], body["rexpr"] if "ColumnRef" in lexpr else lexpr
 
 
 def _uncast(node: Node) -> Node:
@@ -118,7 +131,8 @@ def _key(scope: Scope, node: Node, literals: tuple[Literal, ...], index: dict[in
     if sides is None:
         return None
     left, right = sides
-    pos = scope.lookup(tuple(f["String"]["sval"] for f in left["ColumnRef"]["fields"]))
+    pos = left["WeirColumn"]["position"] if "WeirColumn" in left else \
+        scope.lookup(tuple(f["String"]["sval"] for f in left["ColumnRef"]["fields"]))
     col = scope.cols[pos]
     if "ParamRef" in right:
         cast = right["ParamRef"].get("cast")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from proxy.config import resolve
-from proxy.fillqueue import Admission, FillPolicy, FillQueue
+from proxy.fillqueue import YIELD_WINDOW, Admission, FillPolicy, FillQueue
 from proxy.hitpath import TOTAL_BYTES, HitMemos
 from proxy.misses import budgets, default_budget
 from proxy.seen import NEVER, Coverage, Seen, covered, may_serve
@@ -28,6 +28,24 @@ def test_admission_on_the_second_read() -> None:
     assert not doorkeeper.admit(("c", (1,)))
     assert doorkeeper.refused == 3
     assert all(Admission("always").admit(("c", (k,))) for k in range(5))
+
+
+def test_admission_wants_a_third_read_while_fills_do_not_pay() -> None:
+    """Fewer hits than fills over the last window: a key is admitted on its third read;
+    once fills pay again, on its second."""
+    doorkeeper = Admission("second")
+    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW - 1)
+    assert not doorkeeper.strict  # (not a whole window yet)
+    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW)
+    assert doorkeeper.strict
+    assert [doorkeeper.admit(("c", (1,))) for _ in range(4)] == [False, False, True, False]
+    doorkeeper.observe(lambda: 10 + 5 * YIELD_WINDOW, fills=2 * YIELD_WINDOW)
+    assert not doorkeeper.strict
+    assert [doorkeeper.admit(("c", (2,))) for _ in range(2)] == [False, True]
+    doorkeeper.observe(lambda: 10 + 5 * YIELD_WINDOW, fills=3 * YIELD_WINDOW)  # no hits since
+    assert doorkeeper.strict and not doorkeeper.admit(("c", (3,)))
+    doorkeeper.strict = False  # a key on its way to a third read is admitted on its next
+    assert doorkeeper.admit(("c", (3,)))
 
 
 def test_admission_forgets_one_off_keys_past_its_capacity() -> None:
@@ -125,6 +143,45 @@ def test_coverage_coalesces_barriers_and_serves_every_session_it_follows() -> No
         late = asyncio.create_task(cov.wait(time.monotonic() + 1000.0, 0.05))
         assert not await late  # not passed in time: the read goes upstream
         assert len(emitted) == 2  # (the next barrier was asked for)
+        cov.stop()
+
+    asyncio.run(scenario())
+
+
+def test_coverage_calls_back_once_a_barrier_after_the_need_passed() -> None:
+    """``Coverage.when`` (a session back to its lane after a miss, ``proxy.aftermiss``): a
+    barrier is sent, the call runs once one sent at or after the need passed (not before),
+    at once when covered already, never after the barriers failed."""
+    emitted: list[asyncio.Future[None]] = []
+
+    async def emit() -> None:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        emitted.append(fut)
+        await fut
+
+    async def fail() -> None:
+        raise ConnectionError("the stream is down")
+
+    async def scenario() -> None:
+        cov = Coverage(emit)
+        calls: list[str] = []
+        need = time.monotonic()
+        cov.when(need, lambda: calls.append("a"))
+        await asyncio.sleep(0)
+        assert len(emitted) == 1 and calls == []  # a barrier sent after ``need`` is flying
+        cov.passed(need - 1.0)  # an older marker: not enough
+        assert calls == []
+        emitted[0].set_result(None)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert calls == ["a"]
+        cov.when(need, lambda: calls.append("b"))  # covered already: at once
+        assert calls == ["a", "b"]
+        failing = Coverage(fail)
+        failing.when(time.monotonic(), lambda: calls.append("c"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert calls == ["a", "b"] and not failing._then
         cov.stop()
 
     asyncio.run(scenario())

@@ -30,7 +30,10 @@ def screen(sql: str) -> object:
     ("SELECT a FROM ONLY t", "ONLY (inheritance control)"),
     ("SELECT a FROM t GROUP BY ROLLUP (a)", "GROUPING SETS / ROLLUP / CUBE"),
     ("SELECT a FROM t ORDER BY a COLLATE \"C\"", "explicit COLLATE"),
-    ("SELECT * FROM (VALUES (1)) v(a)", "VALUES list"),
+    ("VALUES (1), (2)", "VALUES list"),  # a FROM item VALUES is left to the planner
+    ("SELECT * FROM (VALUES (1) ORDER BY 1) v", "VALUES list"),
+    ("SELECT a[1:2] FROM t", "array slice or field selection"),
+    ("SELECT (r).x FROM t", "array slice or field selection"),
 ])
 def test_unsupported_reasons(sql: str, reason: str) -> None:
     assert screen(sql) == Unsupported(reason)

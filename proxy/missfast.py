@@ -1,0 +1,120 @@
+"""Misses of a held statement at pass-through cost: the client's own batch forwarded as it is.
+
+Owns: :func:`try_forward`, which the relay calls for a chunk the hit path declined. When the
+chunk is the batch drivers send to run a prepared statement (``Bind`` of a statement weir
+holds to the unnamed portal, optionally ``Describe`` of that portal, ``Execute`` of all rows,
+``Sync``), the statement (a named one) also exists upstream as the client parsed it, and a
+key of the read is missing from its cache, the batch goes upstream byte for byte: PostgreSQL
+answers all of it (BindComplete, RowDescription, rows, ReadyForQuery), nothing is recreated
+nor swallowed, and the read itself (``ReadPath.read_rows_now``) queues the key's fill in the
+background exactly as the general path's miss does (``proxy.misses``).
+
+Why this is the general path's answer: there a miss makes the local portal exist upstream
+(the held statement's Parse, sent once, and the Bind, their answers swallowed) and forwards
+the Execute, so the client gets PostgreSQL's rows either way; the RowDescription a Describe
+gets here is PostgreSQL's own. The first miss of a statement weir alone holds still takes the
+general path, which prepares it upstream (``Extended._recreate``); from then on, while the
+upstream holds that statement (``SessionState.statements``, as PostgreSQL confirmed it), its
+misses come here. Anything else (a hit, a gate that needs a wait, a parameter that is not a
+key, a transaction block, another shape) returns False having changed nothing, and the
+general path handles the chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgwire import frontend as fe
+from proxy import portal_reads
+from proxy.held import LocalPortal, bind_keys
+from proxy.hitpath import _tail as batch_tail
+from proxy.rules import CONTENT_FREE
+
+_T_BIND = ord("B")
+_T_SYNC = ord("S")
+_SYNC = fe.Sync()
+
+
+def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
+    """Forward ``raw`` (whole messages, framed in ``index``) upstream as a miss of a held
+    statement and return True, or return False with nothing done (module docstring)."""
+    if index[0][0] != _T_BIND or batch_tail(raw, index, 1) is None:
+        return False
+    _, bs, be_ = index[0]
+    if raw[bs] != 0:  # not the unnamed portal
+        return False
+    state, ctx = session.state, session.ctx
+    name_end = raw.find(b"\x00", bs + 1, be_)
+    if name_end < 0 or ctx is None:
+        return False
+    if name_end == bs + 1:
+        # the unnamed statement: drivers parse it in the same batch, and the upstream drops
+        # it at any simple Query (which ``SessionState.statements`` does not follow)
+        return False
+    name = raw[bs + 1 : name_end].decode("utf-8", "replace")
+    held = state.held.get(name)
+    if held is None or not held.upstream or held.route.cache is None \
+            or session.extended.wait_settle or not _upstream_holds(state, held.parse):
+        return False
+    service = session.server.service
+    if service.host is None or service.settings.misses != "upstream" \
+            or state.batch_upstream or state.batch_local or state.batch_failed \
+            or not state.caught_up or state.transaction_status != "I" \
+            or not ctx.defaults_applied or ctx.tainted is not None or name in ctx.hiding:
+        return False  # (``hiding``: a write behind a read-only tag, ``Session._note_hidden``)
+    bind = fe.decode_frontend(_T_BIND, raw[bs:be_])
+    assert isinstance(bind, fe.Bind)
+    lookup = bind_keys(held, bind)
+    if lookup is None:
+        return False
+    prepared = portal_reads.prepare(service, state, ctx, LocalPortal(held, bind, *lookup))
+    if prepared is None:
+        return False
+    route = prepared[0]
+    if service.gates.granted(ctx.user, route.cache.name) is None \
+            or not _missing(service.host.engine, route.cache.name, route.keys):
+        return False  # a check upstream first, or a hit: the general path
+    read = service.reads.read_rows_now(route, ctx, None)
+    if not isinstance(read, tuple) or read[0] is not None:  # (cannot happen: nothing ran
+        # in between, and the gates that wait were checked above)
+        return False
+    _observe(session, bind, raw, index)
+    session.upstream_write(raw)
+    ctx.last = ("upstream", read[1])
+    return True
+
+
+def _upstream_holds(state: Any, parse: fe.Parse) -> bool:
+    """Whether PostgreSQL holds the statement ``parse`` prepared (confirmed by its answer)."""
+    stmt = state.statements.get(parse.name)
+    return stmt is not None and stmt.query == parse.query \
+        and tuple(stmt.param_types) == tuple(parse.param_types)
+
+
+def _missing(engine: Any, cache: str, keys: list[tuple[Any, ...]] | None) -> bool:
+    """Whether a key of the read is missing now; counts nothing (a present key's lookup is
+    taken back from the hit counters: the read that follows counts it)."""
+    if not keys:
+        return False
+    try:
+        for key in keys:
+            k = tuple(key)
+            if engine.lookup(cache, k) is None:
+                return True
+            engine.stats.hits -= 1
+            engine.hits_by_cache[cache] -= 1
+    except Exception:  # a dropped cache, an engine failure: the general path decides
+        return False
+    return False
+
+
+def _observe(session: Any, bind: fe.Bind, raw: bytes, index: list[tuple[int, int, int]]
+             ) -> None:
+    """What ``Session.forward_client`` observes for these messages going upstream."""
+    state, ext = session.state, session.extended
+    state.frontend(bind)
+    ext.observe_forwarded(bind)
+    for mtype, _, _ in index[1:]:
+        state.expect(CONTENT_FREE[mtype])
+        if mtype == _T_SYNC:
+            ext.observe_forwarded(_SYNC)
