@@ -20,6 +20,9 @@ own SQL commands require of it:
   statement, sent alone as a simple Query while nothing else was outstanding and no
   transaction block was open, succeeds (its own implicit transaction committed), and no
   statement that may change the identity was seen since;
+- :class:`Block`: inside a transaction block, what weir knew before the first change seen
+  in it, given back when the block rolls back (:func:`_arm_end`) or ends after ``SET
+  LOCAL`` changes and resets only (:func:`_block_ended`); a FunctionCall message is a change;
 - :func:`is_admin`: whether a session may run weir's SQL commands.
 
 A session whose identity is unknown reads upstream (``SessionContext.tainted``, with
