@@ -1,12 +1,29 @@
 # cython: language_level=3
-"""Twin of pgwire.framing.scan_messages (same contract; see that module).
+"""Twins of pgwire.framing.scan_messages and scan_backend (same contracts; see that module).
+Which backend messages ``scan_backend`` calls special is said by ``rules_kernel.pxd``'s
+``answer_class`` (pure reference: proxy.rules).
 
-Raises the error class bound with ``set_error_class`` (pgwire.framing binds
+``scan_backend`` makes two passes over the message headers: the first finds the end of the
+complete messages, checks their lengths and finds the cut (the last well-formed ReadyForQuery
+before any special message); the second builds the statuses up to the cut and the marks after
+it.
+
+Both raise the error class bound with ``set_error_class`` (pgwire.framing binds
 ProtocolViolation at import; ValueError until then), since this package imports nothing
 from the project.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+
+from cython_ext.rules_kernel cimport (
+    ANSWER_BLOCK,
+    ANSWER_IDLE,
+    ANSWER_WRITE,
+    MAX_WORDS,
+    answer_class,
+    word_arrays,
+)
 
 cdef object _error = ValueError
 
@@ -17,24 +34,35 @@ def set_error_class(cls):
     _error = cls
 
 
+cdef inline Py_ssize_t _length(const unsigned char* p, Py_ssize_t pos) noexcept nogil:
+    """The length field of the message at ``pos``."""
+    return <Py_ssize_t>((<unsigned long>p[pos + 1] << 24) | (<unsigned long>p[pos + 2] << 16)
+                        | (<unsigned long>p[pos + 3] << 8) | <unsigned long>p[pos + 4])
+
+
+cdef inline Py_ssize_t _checked(const unsigned char* p, Py_ssize_t pos,
+                                Py_ssize_t max_length) except -1:
+    """The length field of the message at ``pos``, checked as scan_messages documents."""
+    cdef Py_ssize_t length = _length(p, pos)
+    if length < 4:
+        raise _error(f"invalid message length {length}")
+    if length > max_length:
+        raise _error(f"message of {length} bytes exceeds the limit of {max_length}")
+    return length
+
+
 def scan_messages(object buf, Py_ssize_t pos, Py_ssize_t max_length):
     cdef Py_buffer view
     cdef const unsigned char* p
-    cdef Py_ssize_t n, end
-    cdef unsigned long length
+    cdef Py_ssize_t n, end, length
     cdef list out = []
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         p = <const unsigned char*>view.buf
         n = view.len
         while n - pos >= 5:
-            length = ((<unsigned long>p[pos + 1] << 24) | (<unsigned long>p[pos + 2] << 16)
-                      | (<unsigned long>p[pos + 3] << 8) | <unsigned long>p[pos + 4])
-            if length < 4:
-                raise _error(f"invalid message length {length}")
-            if length > <unsigned long>max_length:
-                raise _error(f"message of {length} bytes exceeds the limit of {max_length}")
-            end = pos + 1 + <Py_ssize_t>length
+            length = _checked(p, pos, max_length)
+            end = pos + 1 + length
             if end > n:
                 break
             out.append((p[pos], pos + 5, end))
@@ -42,3 +70,68 @@ def scan_messages(object buf, Py_ssize_t pos, Py_ssize_t max_length):
     finally:
         PyBuffer_Release(&view)
     return out, pos
+
+
+#: the tags ``scan_backend`` was last given (callers pass the same tuple), as C arrays
+cdef tuple _qtags = None
+cdef const unsigned char* _qwords[MAX_WORDS]
+cdef Py_ssize_t _qlens[MAX_WORDS]
+cdef Py_ssize_t _nq = 0
+
+
+cdef inline int _quiet_tags(tuple tags) except -1:
+    global _qtags, _nq
+    if tags is not _qtags:
+        _nq = word_arrays(tags, _qwords, _qlens)
+        _qtags = tags
+    return 0
+
+
+def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_tags,
+                 bint bulk):
+    cdef Py_buffer view
+    cdef const unsigned char* p
+    cdef Py_ssize_t n, end, start = pos, cut = pos, nready = 0, i = 0, length
+    cdef unsigned char t
+    cdef int answer
+    cdef bint clean = bulk
+    cdef list marks = []
+    cdef bytes statuses
+    cdef char* out
+    _quiet_tags(quiet_tags)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char*>view.buf
+        n = view.len
+        while n - pos >= 5:
+            length = _checked(p, pos, max_length)
+            end = pos + 1 + length
+            if end > n:
+                break
+            if clean:
+                answer = answer_class(p[pos], p + pos + 5, length - 4, _qwords,
+                                      _qlens, _nq)
+                if answer == ANSWER_IDLE or answer == ANSWER_BLOCK:
+                    nready += 1
+                    cut = end
+                elif answer >= ANSWER_WRITE:  # special (a write, or one the state decodes)
+                    clean = False
+            pos = end
+        statuses = PyBytes_FromStringAndSize(NULL, nready)
+        out = PyBytes_AS_STRING(statuses)
+        end = start
+        while end < cut:
+            length = _length(p, end)
+            if p[end] == 90:
+                out[i] = <char>p[end + 5]
+                i += 1
+            end += 1 + length
+        while end < pos:
+            length = _length(p, end)
+            t = p[end]
+            if t != 68 and t != 100:  # D d
+                marks.append((t, end + 5, end + 1 + length))
+            end += 1 + length
+    finally:
+        PyBuffer_Release(&view)
+    return pos, statuses, marks

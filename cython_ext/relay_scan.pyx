@@ -1,7 +1,7 @@
 # cython: language_level=3
 """``Relay``, the relay core of a session (its twin is the session's own Python path; see
 the class). The quiet-message rules it runs are ``rules_kernel.pxd``'s (pure reference:
-proxy.rules); the backend scan of the session's Python path is ``backend_scan.pyx``. This
+proxy.rules); the backend scan of the session's Python path is ``framing.pyx``'s. This
 package imports nothing from the project: ``configure`` hands the core what it calls.
 """
 

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""Twin of proxy.rules (same contracts; see that module): the C rules of
-``rules_kernel.pxd`` for Python callers. Word lists arrive as tuples of bytes (``str`` for
+"""Twin of proxy.rules (same contracts; see that module; ``answer_class`` and
+``request_class``: pgwire.classes): the C rules of ``rules_kernel.pxd`` for Python callers. Word lists arrive as tuples of bytes (``str`` for
 ``hides_write``/``plain_text``) and are turned into C arrays once per tuple (the callers pass
 the same tuples again). ``hides_write`` and ``plain_text`` of a text that is not ASCII are
 answered by the pure references given to :func:`configure` (the C rules are ASCII ones)."""

@@ -1,9 +1,10 @@
 # cython: language_level=3
 """The quiet-message and hidden-write rules, written once in C for the relay core
-(``relay_scan.pyx``), the lanes (``lanes.pyx``) and the rules twin (``rules.pyx``, which
-exposes them to Python). Inline functions over raw bytes, with word lists as C arrays, so
-that they run without the GIL; this header has no module of its own. Their pure reference
-and the contract of each is ``proxy.rules`` (parity: ``tests/unit/proxy/test_rules_parity.py``):
+(``relay_scan.pyx``), the backend scan (``framing.pyx``), the lanes (``lanes.pyx``) and the
+rules twin (``rules.pyx``, which exposes them to Python). Inline functions over raw bytes,
+with word lists as C arrays, so that they run without the GIL; this header has no module of
+its own. Their pure reference and the contract of each is ``proxy.rules`` (the message
+classes: ``pgwire.classes``; parity: ``tests/unit/proxy/test_rules_parity.py``):
 
 - ``query_head``: what the bytes of a simple Query payload say (``proxy.rules.query_head``);
 - ``read_only_tag``: a CommandComplete tag that cannot have written anything
@@ -12,9 +13,9 @@ and the contract of each is ``proxy.rules`` (parity: ``tests/unit/proxy/test_rul
   (``proxy.rules.hides_write``);
 - ``mentions``: a Query text (ASCII, lower case) containing one of the names of cached
   relations (``proxy.rules.plain_text``);
-- ``request_class``: what a client message's type says (``proxy.rules.REQUEST_CLASSES``);
+- ``request_class``: what a client message's type says (``pgwire.classes.request_class``);
 - ``answer_class``: what a backend message says, a write included
-  (``proxy.rules.answer_class``); ``relay_quiet`` and ``lane_quiet``: which of those the relay
+  (``pgwire.classes.answer_class``); ``relay_quiet`` and ``lane_quiet``: which of those the relay
   core and the lanes pass without a look (``proxy.rules.RELAY_QUIET``, ``LANE_QUIET``).
 """
 
@@ -178,7 +179,7 @@ cdef inline bint mentions(const unsigned char* text, Py_ssize_t n,
     return False
 
 
-# -- message classes (proxy.rules: the same values) ---------------------------------------------
+# -- message classes (pgwire.classes: the same values) -------------------------------------------
 
 cdef enum:
     REQUEST_OTHER = 0  # decoded and observed one by one
@@ -191,7 +192,7 @@ cdef enum:
 
 
 cdef inline int request_class(unsigned char t) noexcept nogil:
-    """proxy.rules.REQUEST_CLASSES.get(t, REQUEST_OTHER)."""
+    """pgwire.classes.request_class(t)."""
     if t == 69 or t == 68:  # E D
         return REQUEST_FREE
     if t == 83:  # S
@@ -220,7 +221,7 @@ cdef enum:
 cdef inline int answer_class(unsigned char t, const unsigned char* payload, Py_ssize_t size,
                              const unsigned char* const* tags, const Py_ssize_t* lens,
                              Py_ssize_t ntags) noexcept nogil:
-    """proxy.rules.answer_class of a backend message of type ``t`` whose payload is ``size``
+    """pgwire.classes.answer_class of a backend message of type ``t`` whose payload is ``size``
     bytes at ``payload``, ``tags`` being the read-only tags (``lens`` their lengths)."""
     if t == 68 or t == 49 or t == 50 or t == 51 or t == 110 or t == 116 or t == 84 \
             or t == 73 or t == 115 or t == 78 or t == 65:  # D 1 2 3 n t T I s N A

@@ -10,7 +10,7 @@ Two shapes of message exist on the wire:
 
 Invariant: any split of the same byte stream into ``feed``/``take`` calls yields the same
 messages (property-tested). ``scan_messages`` and ``scan_backend`` are the hot kernels (their
-Cython twins live in ``cython_ext/framing.pyx`` and ``cython_ext/backend_scan.pyx``): the relay
+Cython twins live in ``cython_ext/framing.pyx``): the relay
 forwards whole runs of complete messages with one write, usually the very bytes object it
 received (``Framer.take``), and looks only at the few messages it tracks.
 """
@@ -18,6 +18,7 @@ received (``Framer.take``), and looks only at the few messages it tracks.
 from __future__ import annotations
 
 import cython_ext
+from pgwire.classes import ANSWER_BLOCK, ANSWER_IDLE, ANSWER_WRITE, answer_class
 
 #: PostgreSQL's own limit for the startup packet (MAX_STARTUP_PACKET_LENGTH).
 MAX_STARTUP_LENGTH = 10_000
@@ -62,11 +63,7 @@ def scan_messages(
     return out, pos
 
 
-_T_READY = ord("Z")
-_T_COMMAND_COMPLETE = ord("C")
-_SPECIAL = frozenset(map(ord, "ES"))  # ErrorResponse, ParameterStatus
 _UNMARKED = frozenset(map(ord, "Dd"))  # DataRow, CopyData
-_READY_PAYLOADS = (b"I", b"T", b"E")
 
 
 def scan_backend(
@@ -79,7 +76,8 @@ def scan_backend(
     before any *special* message, and ``marks`` lists ``(type, payload_start, payload_end)``
     of the messages after that ReadyForQuery, DataRow and CopyData left out. Special are
     ErrorResponse, ParameterStatus, a malformed ReadyForQuery, and CommandComplete whose tag's
-    first 8 bytes do not start with one of ``quiet_tags``. Without ``bulk``, ``statuses`` is
+    first 8 bytes do not start with one of ``quiet_tags`` (``pgwire.classes.answer_class``
+    from ``ANSWER_WRITE`` on). Without ``bulk``, ``statuses`` is
     empty and ``marks`` covers every message. Lengths are checked as by :func:`scan_messages`.
     """
     statuses = bytearray()
@@ -98,14 +96,13 @@ def scan_backend(
         mtype = buf[pos]
         if mtype not in _UNMARKED:
             if clean:
-                payload = buf[pos + 5 : end]
-                if mtype == _T_READY and payload in _READY_PAYLOADS:
-                    statuses.append(payload[0])
+                answer = answer_class(mtype, buf[pos + 5 : end], quiet_tags)
+                if answer in (ANSWER_IDLE, ANSWER_BLOCK):
+                    statuses.append(buf[pos + 5])
                     marks = []
                     pos = end
                     continue
-                if mtype == _T_READY or mtype in _SPECIAL or (
-                        mtype == _T_COMMAND_COMPLETE and not payload[:8].startswith(quiet_tags)):
+                if answer >= ANSWER_WRITE:
                     clean = False
             marks.append((mtype, pos + 5, end))
         pos = end
@@ -269,7 +266,4 @@ _fast = cython_ext.load("framing")
 if _fast is not None:
     _fast.set_error_class(ProtocolViolation)
     scan_messages = _fast.scan_messages
-_fast_scan = cython_ext.load("backend_scan")
-if _fast_scan is not None:
-    _fast_scan.set_error_class(ProtocolViolation)
-    scan_backend = _fast_scan.scan_backend
+    scan_backend = _fast.scan_backend

@@ -3,7 +3,7 @@ and the database's defaults make the session's settings, is the cache fresh enou
 
 Owns: :class:`Gates` — the remembered privilege verdicts (``grants``: the hit path and the
 lanes read them directly) and the privilege changes seen in flight that end them (GRANT,
-REVOKE, DDL: :meth:`Gates.privileges_changed`, :meth:`Gates.transaction_ended`, and every
+REVOKE, DDL: :meth:`Gates.wrote`, :meth:`Gates.transaction_ended`, and every
 heartbeat's :meth:`Gates.recheck`), the memo of role and database defaults (``ALTER
 ROLE/DATABASE ... SET`` and the server's configuration, which the wire never shows), whether
 weir may describe a cache's columns itself (:meth:`Gates.shape_reason`: the cache current and
@@ -63,6 +63,8 @@ class GateHost(Protocol):
 
 #: CommandComplete tags of statements that may change a relation a cache reads
 DDL_TAGS = (b"ALTER", b"DROP", b"CREATE")
+#: CommandComplete tags after which remembered privilege checks are dropped
+PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", *DDL_TAGS, b"SET", b"RESET")
 
 
 class GatedHost(GateHost, Protocol):
@@ -141,6 +143,13 @@ class Gates:
         registry = self.side.registry
         if not await self.verdicts.recheck(host.pool, registry.caches if registry else {}):
             self.forget_grants()
+
+    def wrote(self, tag: bytes, state: Any) -> None:
+        """A CommandComplete that may have written (``pgwire.classes.ANSWER_WRITE``; ``tag``: its
+        first bytes) came in the session of ``state``: a privilege change if its tag is one of
+        :data:`PRIVILEGE_TAGS`."""
+        if tag.startswith(PRIVILEGE_TAGS):
+            self.privileges_changed(tag, state)
 
     def privileges_changed(self, tag: bytes, state: Any) -> None:
         """A GRANT/REVOKE/ALTER/DROP/CREATE completed in the session of ``state`` (its core):

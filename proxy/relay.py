@@ -35,6 +35,7 @@ from typing import Protocol
 import cython_ext
 from pgwire import backend as be
 from pgwire import frontend as fe
+from pgwire.classes import ANSWER_WRITE
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import aftermiss, identity, limits
@@ -55,7 +56,7 @@ from proxy.metrics import own_error, own_violation
 from proxy.missfast import try_forward
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
-from proxy.rules import ANSWER_WRITE, CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
+from proxy.rules import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
 from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
 
@@ -67,8 +68,6 @@ _T_COPY_DATA = ord("d")
 _T_TERMINATE = ord("X")
 _T_QUERY = ord("Q")
 _T_SYNC = ord("S")
-#: CommandComplete tags after which remembered privilege checks are dropped.
-_PRIVILEGE_TAGS = (b"GRANT", b"REVOKE", b"ALTER", b"DROP", b"CREATE", b"SET", b"RESET")
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
 _T_COMMAND_COMPLETE = ord("C")
@@ -432,8 +431,7 @@ class Session:
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None and answer_class(
                     mtype, raw[start : start + 8], READ_ONLY_TAGS) == ANSWER_WRITE:
                 wrote(self.ctx, state.transaction_status, raw[start : start + 8])
-                if raw[start : start + 6].startswith(_PRIVILEGE_TAGS):
-                    self.server.service.gates.privileges_changed(raw[start:end], state)
+                self.server.service.gates.wrote(raw[start:end], state)
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:

@@ -13,10 +13,11 @@ and the inline C of ``cython_ext/rules_kernel.pxd``, which the relay core and th
   write while its tag says it cannot (read-your-writes must count it as a write);
 - :func:`plain_text`: a Query text that needs no look while caching runs (it names no cached
   relation and hides no write);
-- the message classes: :data:`REQUEST_CLASSES` (what a client message's type says; the
-  content-free ones with the request each stands for, :data:`CONTENT_FREE`),
-  :func:`answer_class` (what a backend message says, a write included) and which answers the
-  relay core and the lanes pass without a look (:data:`RELAY_QUIET`, :data:`LANE_QUIET`).
+- on the message classes of ``pgwire.classes`` (:func:`request_class`, :func:`answer_class`:
+  what a message's type says, a write included; bound here to their compiled twins): the
+  content-free client messages with the request each stands for (:data:`CONTENT_FREE`), and
+  which answers the relay core and the lanes pass without a look (:data:`RELAY_QUIET`,
+  :data:`LANE_QUIET`).
 
 Every function is pure; each compiled twin returns what its reference returns for every
 input (``tests/unit/proxy/test_rules_parity.py``).
@@ -28,6 +29,15 @@ import re
 from functools import lru_cache
 
 import cython_ext
+from pgwire.classes import (
+    ANSWER_BLOCK,
+    ANSWER_IDLE,
+    ANSWER_OTHER,
+    ANSWER_READ,
+    ANSWER_ROW,
+)
+from pgwire.classes import answer_class as answer_class
+from pgwire.classes import request_class as request_class
 from proxy.admin import FIRST_WORDS as ADMIN_WORDS
 
 #: first words after which a simple query may matter to weir beyond its routing: admin
@@ -113,71 +123,17 @@ def plain_text(lowered: str, names: tuple[str, ...], hiding: tuple[str, ...]) ->
     return not any(name in lowered for name in names) and not hides_write(lowered, hiding)
 
 
-# -- message classes --------------------------------------------------------------------------
-# (the values are those of the enums of ``rules_kernel.pxd``)
+# -- message classes (pgwire.classes) and what weir makes of them ----------------------------
 
-#: client messages: decoded and observed one by one
-REQUEST_OTHER = 0
-#: Execute, Describe: content-free, the request/answer cycle goes on
-REQUEST_FREE = 1
-#: Flush: content-free; no ReadyForQuery ends the answers it asks for
-REQUEST_FLUSH = 2
-#: Sync: content-free, ends a cycle
-REQUEST_SYNC = 3
-#: Bind, Parse: quiet when the session sent the same before (``proxy.forwarding``)
-REQUEST_SEEN = 4
-#: simple Query: quiet when plain (:func:`query_head`); ends a cycle
-REQUEST_QUERY = 5
-#: CopyData: relayed without a look
-REQUEST_COPY = 6
-#: client message type -> its class (absent: :data:`REQUEST_OTHER`)
-REQUEST_CLASSES = {ord("E"): REQUEST_FREE, ord("D"): REQUEST_FREE, ord("S"): REQUEST_SYNC,
-                   ord("B"): REQUEST_SEEN, ord("P"): REQUEST_SEEN, ord("Q"): REQUEST_QUERY,
-                   ord("H"): REQUEST_FLUSH, ord("d"): REQUEST_COPY}
 #: the content-free client messages (whose content neither the session state nor
 #: ``Extended`` needs while nothing is held locally): type -> pending kind
 #: (``SessionState.expect``)
 CONTENT_FREE = {ord("E"): "execute", ord("S"): "sync", ord("H"): "", ord("D"): "describe"}
 
-#: backend messages: nothing the session state reads (COPY, ...): quiet for the relay only
-ANSWER_OTHER = 0
-#: rows, descriptions, the completions of the extended protocol, notices, notifications
-ANSWER_ROW = 1
-#: CommandComplete whose tag cannot have written anything (:func:`read_only_tag`)
-ANSWER_READ = 2
-#: ReadyForQuery, idle
-ANSWER_IDLE = 3
-#: ReadyForQuery in a transaction block (or a failed one)
-ANSWER_BLOCK = 4
-#: CommandComplete that may have written: read-your-writes counts it (``proxy.seen``)
-ANSWER_WRITE = 5
-#: ErrorResponse, ParameterStatus, a malformed ReadyForQuery: the session state decodes it
-ANSWER_STATE = 6
-_ROWS = frozenset(b"D123ntTIsNA")
-_READY = {b"I": ANSWER_IDLE, b"T": ANSWER_BLOCK, b"E": ANSWER_BLOCK}
-_T_COMMAND_COMPLETE, _T_READY = ord("C"), ord("Z")
-_STATE = frozenset(b"ES")
 #: answers a run of which (ending with ReadyForQuery) the relay core observes in one step
 RELAY_QUIET = frozenset((ANSWER_OTHER, ANSWER_ROW, ANSWER_READ, ANSWER_IDLE, ANSWER_BLOCK))
 #: answers a pass session's lane relays (an idle session's only: ``cython_ext/lanes_pass.pxi``)
 LANE_QUIET = frozenset((ANSWER_ROW, ANSWER_READ, ANSWER_IDLE))
-
-
-def answer_class(mtype: int, payload: bytes, tags: tuple[bytes, ...]) -> int:
-    """What the backend message ``mtype`` with ``payload`` says (one of the ``ANSWER_``
-    values), ``tags`` being the read-only tags (:data:`READ_ONLY_TAGS`)."""
-    if mtype in _ROWS:
-        return ANSWER_ROW
-    if mtype == _T_COMMAND_COMPLETE:
-        return ANSWER_READ if read_only_tag(payload, tags) else ANSWER_WRITE
-    if mtype == _T_READY:
-        return _READY.get(payload, ANSWER_STATE)
-    return ANSWER_STATE if mtype in _STATE else ANSWER_OTHER
-
-
-def request_class(mtype: int) -> int:
-    """The class of a client message type (:data:`REQUEST_CLASSES`)."""
-    return REQUEST_CLASSES.get(mtype, REQUEST_OTHER)
 
 
 #: The pure references, whatever ``WEIR_IMPL`` selects (for parity tests).

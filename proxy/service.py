@@ -3,11 +3,12 @@
 Owns: ``CacheService`` — started lazily (the replication stream and fill pool exist only once
 a cache does, in auto mode, or when caches are restored from the state directory), the lanes'
 life, the schema checks of every heartbeat (and the routing state they renew: the functions
-that may write, the cached relation names), privilege changes seen in flight, and running
-the admin commands (``proxy.commands`` builds their answers). Its parts by job: ``routing``
-(``proxy.routing``: the per-statement decision and its state), ``reads`` (``proxy.reads``:
-cached reads and their encoders) and ``gates`` (``proxy.gates``: privileges, role defaults,
-the staleness bound's reason).
+that may write, the cached relation names), and running the admin commands
+(``proxy.commands`` builds their answers). Its parts by job: ``routing`` (``proxy.routing``:
+the per-statement decision and its state), ``reads`` (``proxy.reads``: cached reads and their
+encoders) and ``gates`` (``proxy.gates``: privileges and the changes in flight that end them,
+role defaults, the shape checks of held statements, the staleness bound's reason; they see
+the service as a ``gates.CacheSide``).
 
 Every failure on the cache side turns into "forward upstream" with the reason recorded for
 EXPLAIN LAST STATEMENT; the client never sees an error it would not get from PostgreSQL.

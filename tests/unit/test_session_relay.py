@@ -1,6 +1,6 @@
 """The relay's cheap paths give exactly what message-by-message observation gives.
 
-- ``scan_backend``: the Cython twin (``cython_ext/backend_scan.pyx``) equals the pure-Python one;
+- ``scan_backend``: the Cython twin (``cython_ext/framing.pyx``) equals the pure-Python one;
 - ``Framer.take`` / ``take_backend``: any split of a stream yields the same messages;
 - a relayed session (fake transports, scripted PostgreSQL conversations) ends up in the same
   state, writes the same bytes and records the same ``ctx.last`` as a reference session that
@@ -35,7 +35,7 @@ from proxy.settings import Settings
 from tests.unit.proxy.test_session_core_parity import ledger_on
 
 SCAN = cython_ext.load_pair("relay_scan")
-BACKEND_SCAN = cython_ext.load_pair("backend_scan")
+BACKEND_SCAN = cython_ext.load_pair("framing")  # (scan_backend)
 CORE = cython_ext.load_pair("session_core")
 if BACKEND_SCAN is not None:
     BACKEND_SCAN.set_error_class(ProtocolViolation)
@@ -43,7 +43,7 @@ if BACKEND_SCAN is not None:
 
 def test_twin_is_built() -> None:
     assert SCAN is not None, "cython_ext.relay_scan is not built: run `make compile`"
-    assert BACKEND_SCAN is not None, "cython_ext.backend_scan is not built: run `make compile`"
+    assert BACKEND_SCAN is not None, "cython_ext.framing is not built: run `make compile`"
 
 
 def _frame(mtype: bytes, payload: bytes) -> bytes:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cython_ext
+from pgwire import classes
 from proxy import rules
 
 RULES = cython_ext.load_pair("rules")
@@ -115,8 +116,8 @@ def test_request_classes_parity() -> None:
     assert RULES is not None
     for mtype in range(256):
         assert RULES.request_class(mtype) == rules.request_class_python(mtype), chr(mtype)
-    free = {t for t, c in rules.REQUEST_CLASSES.items()
-            if c in (rules.REQUEST_FREE, rules.REQUEST_FLUSH, rules.REQUEST_SYNC)}
+    free = {t for t, c in classes.REQUEST_CLASSES.items()
+            if c in (classes.REQUEST_FREE, classes.REQUEST_FLUSH, classes.REQUEST_SYNC)}
     assert free == set(rules.CONTENT_FREE)  # the content-free ones, and no other
 
 
@@ -139,15 +140,16 @@ def test_answer_classes_parity() -> None:
 def test_the_message_classes_say_what_they_are_meant_to() -> None:
     tags = rules.READ_ONLY_TAGS
     for impl in (rules.answer_class_python, *([RULES.answer_class] if RULES else [])):
-        assert impl(ord("D"), b"", tags) == rules.ANSWER_ROW
-        assert impl(ord("C"), b"SELECT 3\0", tags) == rules.ANSWER_READ
-        assert impl(ord("C"), b"INSERT 0 1\0", tags) == rules.ANSWER_WRITE
-        assert impl(ord("Z"), b"I", tags) == rules.ANSWER_IDLE
-        assert impl(ord("Z"), b"T", tags) == rules.ANSWER_BLOCK
-        assert impl(ord("Z"), b"TT", tags) == rules.ANSWER_STATE
-        assert impl(ord("E"), b"SERROR\0", tags) == rules.ANSWER_STATE
-        assert impl(ord("S"), b"a\0b\0", tags) == rules.ANSWER_STATE
-        assert impl(ord("G"), b"", tags) == rules.ANSWER_OTHER
-    assert rules.ANSWER_WRITE not in rules.RELAY_QUIET
-    assert rules.ANSWER_BLOCK in rules.RELAY_QUIET and rules.ANSWER_BLOCK not in rules.LANE_QUIET
-    assert rules.ANSWER_OTHER not in rules.LANE_QUIET
+        assert impl(ord("D"), b"", tags) == classes.ANSWER_ROW
+        assert impl(ord("C"), b"SELECT 3\0", tags) == classes.ANSWER_READ
+        assert impl(ord("C"), b"INSERT 0 1\0", tags) == classes.ANSWER_WRITE
+        assert impl(ord("Z"), b"I", tags) == classes.ANSWER_IDLE
+        assert impl(ord("Z"), b"T", tags) == classes.ANSWER_BLOCK
+        assert impl(ord("Z"), b"TT", tags) == classes.ANSWER_STATE
+        assert impl(ord("E"), b"SERROR\0", tags) == classes.ANSWER_STATE
+        assert impl(ord("S"), b"a\0b\0", tags) == classes.ANSWER_STATE
+        assert impl(ord("G"), b"", tags) == classes.ANSWER_OTHER
+    assert classes.ANSWER_WRITE not in rules.RELAY_QUIET
+    assert classes.ANSWER_BLOCK in rules.RELAY_QUIET
+    assert classes.ANSWER_BLOCK not in rules.LANE_QUIET
+    assert classes.ANSWER_OTHER not in rules.LANE_QUIET
