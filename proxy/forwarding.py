@@ -59,7 +59,7 @@ def decode_client(mtype: int, payload: bytes, quiet: bool, state: Any, ctx: Any,
     08P01)."""
     try:
         msg = fe.decode_frontend(mtype, payload)
-        identity.observe(ctx, msg, routing.identity_functions)
+        identity.observe(ctx, msg, routing.identity_functions, state)
         return msg
     except ProtocolViolation:
         if mtype not in JUDGED_UPSTREAM:

@@ -41,6 +41,18 @@ SERVER_QUERY = """
     FROM pg_settings WHERE name IN ('search_path', 'extra_float_digits', 'bytea_output',
                                     'default_transaction_isolation')"""
 
+#: one value that changes whenever a role or database default or the server configuration
+#: may have (read by every heartbeat)
+DEFAULTS_PRINT = """
+    SELECT md5(coalesce((SELECT string_agg(s.setdatabase::text || '/' || s.setrole::text || '/'
+                                           || array_to_string(s.setconfig, chr(1)), chr(2)
+                                           ORDER BY s.setdatabase, s.setrole)
+                         FROM pg_db_role_setting s), '') || pg_conf_load_time()::text)"""
+#: CommandComplete tags of statements that may change role or database defaults
+DEFAULTS_TAGS = (b"ALTER ROLE", b"ALTER DATABASE", b"ALTER SYSTEM")
+DEFAULTS_CHANGED = ("role or database defaults changed after the session logged in, or it "
+                    "logged in while weir could not know")
+
 
 class GateHost(Protocol):
     """What the gates need of the cache host (``proxy.caching.EngineHost``): its pool."""
@@ -98,6 +110,12 @@ class Gates:
         self.grants: dict[tuple[str, str], tuple[bool, float]] = self.verdicts.table
         #: (role, database) -> (default settings, time.monotonic() read)
         self._defaults: dict[tuple[str, str], tuple[dict[str, str], float]] = {}
+        #: bumped whenever role or database defaults may have changed (ALTER ROLE/DATABASE/
+        #: SYSTEM through weir, or a heartbeat finding :data:`DEFAULTS_PRINT` changed): a
+        #: session that logged in under another version does not know its defaults
+        #: (``SessionContext.defaults_version``, :meth:`apply_defaults`)
+        self.defaults_version = 0
+        self._defaults_print: str | None = None
 
     # -- privileges ---------------------------------------------------------------------------
 
@@ -113,6 +131,15 @@ class Gates:
         """Every heartbeat (``proxy.grants``): privilege changes made directly upstream,
         and ALTER ROLE/DATABASE ... SET, are followed from the next heartbeat on."""
         self.forget_defaults()
+        try:
+            printed: str | None = await host.pool.fetchval(DEFAULTS_PRINT)
+        except Exception as exc:
+            log.info("reading the defaults' fingerprint failed: %s", exc)
+            printed = None
+        if printed is None or printed != self._defaults_print:
+            if printed is None or self._defaults_print is not None:
+                self.defaults_version += 1
+            self._defaults_print = printed
         registry = self.side.registry
         if not await self.verdicts.recheck(host.pool, registry.caches if registry else {}):
             self.forget_grants()
@@ -144,6 +171,8 @@ class Gates:
         ended (the session ``state``'s: ``EngineHost.distrust``)."""
         self.verdicts.forget()
         self.forget_defaults()  # ALTER ROLE ... SET
+        if tag.startswith(DEFAULTS_TAGS):
+            self.defaults_version += 1
         lanes, host = self.side.lanes, self.side.host
         if lanes is not None:
             lanes.bump()
@@ -179,6 +208,11 @@ class Gates:
         """Follow what ALTER ROLE/DATABASE ... SET (and the server configuration) make the
         session's defaults, which the wire never shows: output settings the client did not
         SET itself, and search_path (a different one sends the session's reads upstream)."""
+        if ctx.defaults_version is not None and ctx.defaults_version != self.defaults_version:
+            # the defaults read now may not be those the session started with
+            identity.taint_for_life(ctx, (DEFAULTS_CHANGED, True))
+            ctx.defaults_applied = True
+            return
         key = (ctx.user, ctx.database)
         found = self._defaults.get(key)
         if found is None or time.monotonic() - found[1] > GRANT_TTL:

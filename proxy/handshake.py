@@ -145,6 +145,7 @@ class Handshake:
         limits.admit(len(s.server.sessions), s.server.settings.max_client_connections)
         self.startup = msg
         s.ctx = context(msg.parameters)
+        s.ctx.defaults_version = s.server.service.gates.defaults_version
         s.ctx.parameters = s.state.parameters
         s.state.phase = Phase.CONNECTING
         s.pause_client("connecting")

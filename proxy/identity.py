@@ -20,6 +20,9 @@ own SQL commands require of it:
   statement, sent alone as a simple Query while nothing else was outstanding and no
   transaction block was open, succeeds (its own implicit transaction committed), and no
   statement that may change the identity was seen since;
+- :class:`Block`: inside a transaction block, what weir knew before the first change seen
+  in it, given back when the block rolls back (:func:`_arm_end`) or ends after ``SET
+  LOCAL`` changes and resets only (:func:`_block_ended`); a FunctionCall message is a change;
 - :func:`is_admin`: whether a session may run weir's SQL commands.
 
 A session whose identity is unknown reads upstream (``SessionContext.tainted``, with
@@ -101,6 +104,23 @@ class Who:
     generation: int = 0  # bumped whenever a statement that may change the identity is seen
     #: (the Query, the parts it restores, ``generation`` after it) of a reset just observed
     armed: tuple[object, frozenset[str], int] | None = None
+    #: the identity at the start of the transaction block the session is in, once a change
+    #: was seen in it (:class:`Block`)
+    block: Block | None = None
+
+
+@dataclass(slots=True)
+class Block:
+    """What weir knew of a session's identity when a change was first seen inside its
+    transaction block (exactly, or more in doubt: changes seen earlier in the block are
+    included); restored when the block rolls back, or ends after SET LOCAL changes only."""
+
+    changed: frozenset[str]
+    tainted: str | None
+    reason: str | None
+    role_unknown: bool
+    #: every change seen in the block was SET LOCAL (undone at its end, committed or not)
+    local_only: bool = True
 
 
 def who(ctx: Any) -> Who:
@@ -240,10 +260,14 @@ def default_taint(values: dict[str, str]) -> tuple[str | None, bool]:
     return None, False
 
 
-def observe(ctx: Any, msg: object, functions: tuple[str, ...]) -> None:
+def observe(ctx: Any, msg: object, functions: tuple[str, ...], state: Any = None) -> None:
     """A Query or Parse (any message: others are ignored) seen by a session with context
-    ``ctx``: its identity becomes unknown if the statement may change it; a Query that
-    may give it back is remembered (:func:`forwarded` decides whether it may)."""
+    ``ctx`` (and ledger ``state``, before the message enters it): its identity becomes
+    unknown if the statement may change it (inside a transaction block, what was known
+    before is kept: :func:`_enter_block`); a Query that may give it back is remembered
+    (:func:`forwarded` decides whether it may)."""
+    if state is not None and ctx is not None and ctx.who is not None:
+        _block_ended(ctx, state)
     text = getattr(msg, "query", None)
     if ctx is None or not isinstance(text, str):
         if ctx is not None and type(msg) is fe.FunctionCall:
@@ -251,12 +275,111 @@ def observe(ctx: Any, msg: object, functions: tuple[str, ...]) -> None:
         return
     reason, parts = statement_changes(text, functions)
     if reason is not None:
-        _taint(ctx, reason, parts)
+        if state is not None:
+            _enter_block(ctx, state)
+        # (a reset inside a block counts as SET LOCAL: if the block commits, the identity
+        # is more known than at its start, so restoring the start stays on the safe side)
+        _taint(ctx, reason, parts, _set_local(text) or bool(statement_reset(text)))
     if type(msg) is fe.Query and (ctx.tainted is not None or ctx.role_unknown):
         gives = statement_reset(text)
         if gives:
             found = who(ctx)
             found.armed = (msg, gives, found.generation)
+
+
+#: a key no client portal can have (names are NUL-terminated on the wire) that weir puts in
+#: the ledger's portal table when it notes a :class:`Block`: the ledger empties that table at
+#: every ReadyForQuery saying idle, so while the key is there the block has not ended
+BLOCK_MARK = "\0weir: transaction block"
+#: the statements that end a transaction block, alone: (word, optional word)
+_BLOCK_END = re.compile(r"\s*(rollback|abort|commit|end)(\s+(work|transaction))?\s*;?\s*",
+                        re.IGNORECASE)
+
+
+def _set_local(text: str) -> bool:
+    """Whether ``text`` is one ``SET LOCAL`` of an identity setting (undone at the end of
+    its transaction, committed or not)."""
+    body = text.strip().rstrip(";")
+    if ";" in body:
+        return False
+    words = _WORDS.findall(body[:200].lower())
+    return words[1:2] == ["local"] and words[0] == "set" \
+        and _setting_name(words) in IDENTITY_SETTINGS
+
+
+def _enter_block(ctx: Any, state: Any) -> None:
+    """A statement that may change the identity is about to enter the ledger ``state``: if
+    the session is known to be inside a transaction block (nothing outstanding, the last
+    ReadyForQuery said so), note what weir knows of its identity now (:class:`Block`),
+    unless noted already in this block."""
+    found = who(ctx)
+    portals = state.portals
+    if found.block is not None and BLOCK_MARK in portals:
+        return
+    found.block = None
+    if state.pending or state.transaction_status not in ("T", "E"):
+        return
+    found.block = Block(frozenset(found.changed), ctx.tainted, found.reason, ctx.role_unknown)
+    portals[BLOCK_MARK] = ""
+
+
+def _restore(ctx: Any, block: Block) -> bool:
+    """The block ``block`` was noted in ended undoing its changes: the identity is what weir
+    knew before them; True when it is known again (statements prepared meanwhile may then
+    be adopted: ``Extended.adopt``)."""
+    found: Who = ctx.who
+    found.block = None
+    found.generation += 1
+    found.changed = set(block.changed)
+    ctx.role_unknown = block.role_unknown
+    if block.tainted is not None:
+        return False
+    if ctx.tainted is not None and ctx.tainted is found.reason:
+        ctx.tainted = None
+    found.reason = None
+    return ctx.tainted is None
+
+
+def _block_ended(ctx: Any, state: Any) -> None:
+    """Before weir looks at a client message: when the block noted has ended (a
+    ReadyForQuery said idle since: the mark is gone) and every change seen in it was ``SET
+    LOCAL``, those changes are undone whether it committed or not, and so is anything seen
+    since (all of it was seen: none was a change, or the block would not be SET LOCAL only)."""
+    found: Who | None = ctx.who
+    block = found.block if found is not None else None
+    if block is None or BLOCK_MARK in state.portals:
+        return
+    found.block = None  # type: ignore[union-attr]
+    if block.local_only:
+        _restore(ctx, block)
+
+
+def _arm_end(session: Any, found: Who, commit: bool) -> None:
+    """A Query ending a transaction block (``ROLLBACK``, or ``COMMIT`` when ``commit``) was
+    just handed to the ledger: when it is the only request outstanding, its item restores
+    the identity of the block's start when it succeeds inside the block noted (the mark
+    still there, status in a block) and nothing that may change the identity was seen since
+    it was sent — always for a rollback (also a COMMIT of a failed block), for a commit when
+    the block's changes were all ``SET LOCAL``."""
+    state = session.state
+    pending = state.pending
+    if len(pending) != 1 or state.skipping:
+        return
+    item = pending.pop()
+    effect = item.apply
+    generation = found.generation
+
+    def succeeded() -> None:
+        if effect is not None:
+            effect()
+        block, status = found.block, state.transaction_status
+        if block is not None and found.generation == generation \
+                and BLOCK_MARK in state.portals and status in ("T", "E") \
+                and (not commit or status == "E" or block.local_only) \
+                and _restore(session.ctx, block):
+            session.extended.adopt()
+
+    pending.append(replace(item, apply=succeeded))
 
 
 def taint(ctx: Any, found: tuple[str | None, bool]) -> None:
@@ -280,9 +403,11 @@ def taint_for_life(ctx: Any, found: tuple[str | None, bool]) -> None:
         ctx.role_unknown = True
 
 
-def _taint(ctx: Any, reason: str, parts: frozenset[str]) -> None:
+def _taint(ctx: Any, reason: str, parts: frozenset[str], local: bool = False) -> None:
     found = who(ctx)
     found.generation += 1
+    if found.block is not None and not local:
+        found.block.local_only = False
     found.changed |= parts
     if ctx.tainted is None:
         ctx.tainted = found.reason = reason
@@ -307,6 +432,10 @@ def forwarded(session: Any, msg: object) -> None:
     found: Who = ctx.who
     armed = found.armed
     if armed is None or armed[0] is not msg:
+        if found.block is not None and type(msg) is fe.Query:
+            end = _BLOCK_END.fullmatch(msg.query)
+            if end is not None:
+                _arm_end(session, found, end.group(1).lower() in ("commit", "end"))
         return
     found.armed = None
     pending = state.pending

@@ -320,7 +320,7 @@ class Session:
     def forward(self, msg: object, raw: bytes) -> None:
         """Send one client message upstream, as the client sent it."""
         self.extended.flush()  # weir's earlier answers come first
-        identity.observe(self.ctx, msg, self.routing.identity_functions)
+        identity.observe(self.ctx, msg, self.routing.identity_functions, self.state)
         self._note_hidden(msg)
         self.state.frontend(msg)
         identity.forwarded(self, msg)
@@ -431,7 +431,7 @@ class Session:
             elif mtype == _T_COMMAND_COMPLETE and self.ctx is not None and answer_class(
                     mtype, raw[start : start + 8], READ_ONLY_TAGS) == ANSWER_WRITE:
                 wrote(self.ctx, state.transaction_status, raw[start : start + 8])
-                self.server.service.gates.wrote(raw[start : start + 6], state)
+                self.server.service.gates.wrote(raw[start:end], state)
         return _without(raw, swallowed) if swallowed else raw
 
     def upstream_lost(self) -> None:

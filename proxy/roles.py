@@ -115,6 +115,9 @@ class HandshakeServer(Protocol):
     @property
     def sessions(self) -> set[Any]: ...  # the live sessions (``limits.admit``, the relay)
 
+    @property
+    def service(self) -> Any: ...  # ``proxy.service.CacheService`` (its ``gates``)
+
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
     async def cancel(self, process_id: int, secret_key: int) -> None: ...

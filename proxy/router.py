@@ -63,6 +63,8 @@ class SessionContext:
     settings_version: int = 0  # bumped whenever ``settings`` changes
     output: Any = None  # (versions, (OutputSettings, id)) memo kept by CacheService
     defaults_applied: bool = False  # role/database defaults read (CacheService)
+    #: ``Gates.defaults_version`` when the session logged in (None: not recorded)
+    defaults_version: int | None = None
     #: (cache, keys, how many of them were read) of the last read that missed without
     #: waiting (``ReadPath.read_rows_now``): the waiting read that follows does not
     #: count those keys again

@@ -329,3 +329,34 @@ def test_role_changed_by_a_function_call_message(world: World) -> None:
                              else type(m).__name__ for m in answer
                              if not isinstance(m, be.ParameterStatus)])
     assert outcomes[0] == outcomes[1] == ["42501", "ReadyForQuery"], outcomes
+
+
+@pytest.mark.parametrize("through_weir", [False, True])
+def test_role_default_changed_between_login_and_first_cached_read(
+        world: World, through_weir: bool) -> None:
+    """A session logs in under ``ALTER ROLE app SET search_path = other, public``; the default
+    is reset (directly upstream, or through weir) before the session's first cached read: the
+    session keeps its login's search_path, so it reads other.secret, as PostgreSQL says."""
+    app, pg = world.app, world.pg
+    pg.psql(f"ALTER ROLE {app} SET search_path = other, public")
+    try:
+        _after_a_heartbeat(world)
+        with psycopg.connect(pg.dsn(user=app, dbname=world.dbname), autocommit=True) as direct, \
+                world.connect(app) as conn:
+            if through_weir:
+                with psycopg.connect(world.server.dsn(dbname=world.dbname),
+                                     autocommit=True) as owner:
+                    owner.execute(f"ALTER ROLE {app} RESET search_path")
+            else:
+                pg.psql(f"ALTER ROLE {app} RESET search_path")
+                _after_a_heartbeat(world)
+            expected = direct.execute(READ, (1,)).fetchall()
+            assert expected == [("other-secret",)]
+            assert conn.execute(READ, (1,)).fetchall() == expected
+            assert last(conn)[0] == "upstream"
+        _after_a_heartbeat(world)  # (after DDL through weir, a heartbeat checks the tables)
+        with world.connect(app) as conn:  # a new login: the default is gone, known again
+            assert conn.execute(READ, (1,)).fetchall() == [("public-secret",)]
+            assert last(conn)[0] == "cache"
+    finally:
+        pg.psql(f"ALTER ROLE {app} RESET search_path")
