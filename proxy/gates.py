@@ -52,6 +52,9 @@ DEFAULTS_PRINT = """
 DEFAULTS_TAGS = (b"ALTER ROLE", b"ALTER DATABASE", b"ALTER SYSTEM")
 DEFAULTS_CHANGED = ("role or database defaults changed after the session logged in, or it "
                     "logged in while weir could not know")
+FUNCTIONS_UNWATCHED = ("role unknown: the session logged in before caching ran, when weir did "
+                       "not watch calls of user functions that may change its role or "
+                       "search_path")
 
 
 class GateHost(Protocol):
@@ -93,6 +96,9 @@ class CacheSide(Protocol):
 
     @property
     def registry(self) -> Any: ...
+
+    @property
+    def identity_functions(self) -> tuple[str, ...]: ...
 
     def is_current(self, entry: Any) -> bool: ...
 
@@ -208,6 +214,10 @@ class Gates:
         """Follow what ALTER ROLE/DATABASE ... SET (and the server configuration) make the
         session's defaults, which the wire never shows: output settings the client did not
         SET itself, and search_path (a different one sends the session's reads upstream)."""
+        if ctx.before_caching and self.side.identity_functions:
+            # before caching ran, calls of such functions went by unwatched: the session may
+            # have called one (a reset it sends alone gives the identity back)
+            identity.taint(ctx, (FUNCTIONS_UNWATCHED, True))
         if ctx.defaults_version is not None and ctx.defaults_version != self.defaults_version:
             # the defaults read now may not be those the session started with
             identity.taint_for_life(ctx, (DEFAULTS_CHANGED, True))

@@ -146,6 +146,7 @@ class Handshake:
         self.startup = msg
         s.ctx = context(msg.parameters)
         s.ctx.defaults_version = s.server.service.gates.defaults_version
+        s.ctx.before_caching = s.server.service.registry is None
         s.ctx.parameters = s.state.parameters
         s.state.phase = Phase.CONNECTING
         s.pause_client("connecting")

@@ -65,6 +65,9 @@ class SessionContext:
     defaults_applied: bool = False  # role/database defaults read (CacheService)
     #: ``Gates.defaults_version`` when the session logged in (None: not recorded)
     defaults_version: int | None = None
+    #: the session logged in before caching ran, when weir did not yet know which user
+    #: functions may change a session's identity (``Gates.apply_defaults``)
+    before_caching: bool = False
     #: (cache, keys, how many of them were read) of the last read that missed without
     #: waiting (``ReadPath.read_rows_now``): the waiting read that follows does not
     #: count those keys again

@@ -62,6 +62,11 @@ class CacheService:
         return self.routing.registry
 
     @property
+    def identity_functions(self) -> tuple[str, ...]:
+        """User functions that may change a session's identity (``Routing``)."""
+        return self.routing.identity_functions
+
+    @property
     def enabled(self) -> bool:
         return self.settings.caching != "off"
 

@@ -159,6 +159,47 @@ def test_role_changed_by_a_user_function(pg: Any, dbname: str, read_your_writes:
         world.server.stop()
 
 
+def test_role_changed_by_a_user_function_before_caching_ran(pg: Any, dbname: str) -> None:
+    """Before the first cache, weir does not watch calls of user functions that may change
+    the role: a session that logged in then reads upstream once such functions exist, until
+    a reset it sends alone gives its identity back; a later login is served from the cache."""
+    app, bob = f"app_{dbname}", f"bob_{dbname}"
+    pg.psql(f"CREATE ROLE {bob} LOGIN; CREATE ROLE {app} LOGIN IN ROLE {bob}")
+    pg.psql("CREATE TABLE secret (id int PRIMARY KEY, v text);"
+            "INSERT INTO secret VALUES (1, 'public-secret');"
+            f"GRANT SELECT ON secret TO {app};"
+            "CREATE FUNCTION become(r text) RETURNS text LANGUAGE sql STABLE "
+            "AS $$ SELECT set_config('role', r, false) $$", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with psycopg.connect(server.dsn(app, dbname), autocommit=True) as early, \
+                psycopg.connect(server.dsn(app, dbname), autocommit=True) as plain:
+            early.execute(f"SELECT become('{bob}')")  # before any cache: not watched
+            with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as owner:
+                owner.execute(f"CREATE CACHE secret_v FROM {READ_PG}")
+            _denied_psycopg(early)  # as PostgreSQL: the session is bob now
+            # one that called nothing reads upstream too (weir cannot tell), and exactly
+            assert plain.execute(READ, (1,)).fetchall() == [("public-secret",)]
+            assert last(plain) == ("upstream", last(plain)[1])
+            assert "before caching ran" in last(plain)[1]
+            plain.execute("DISCARD ALL")  # sent alone: the identity is the login's again
+            _served_from_cache(plain)
+        with psycopg.connect(server.dsn(app, dbname), autocommit=True) as later:
+            _served_from_cache(later)
+    finally:
+        server.stop()
+
+
+def _served_from_cache(conn: Any) -> None:
+    """Reads of key 1 come to be answered from the cache (a miss is answered upstream
+    while its fill runs), each answer PostgreSQL's."""
+    def hit() -> tuple[str, str] | None:
+        assert conn.execute(READ, (1,)).fetchall() == [("public-secret",)]
+        found = last(conn)
+        return None if found[0] == "cache" else found
+    eventually(lambda: hit() is None, timeout=20)
+
+
 # -- repro 2: search_path changes --------------------------------------------------------------
 
 def _reads_other(conn: Any) -> None:

@@ -42,6 +42,7 @@ class Side:
     lanes: Lanes | None = field(default_factory=Lanes)
     registry: Any = None
     current: set[str] = field(default_factory=set)
+    identity_functions: tuple[str, ...] = ()
 
     def is_current(self, entry: Any) -> bool:
         return entry.name in self.current
