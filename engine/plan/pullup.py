@@ -1,8 +1,10 @@
-"""``$n`` equalities inside a FROM subquery, pulled up to the enclosing block's keys.
+"""``$n`` equalities inside a FROM, IN or EXISTS subquery, pulled up to the enclosing keys.
 
 Owns: ``pull_params`` (a plain subquery's top-level ``column = $n`` conjuncts -> the subquery
-without them, each column added to its select list) and ``pulled_conjuncts`` (those
-conjuncts rebuilt over the enclosing FROM clause's hidden columns, for key choice).
+without them, each column added to its select list), ``pulled_conjuncts`` (those
+conjuncts rebuilt over the enclosing FROM clause's hidden columns, for key choice) and
+``key_conjunct`` (one such ``hidden column = $n``; the semi-joins of
+``engine.plan.subqueries`` use it for the columns they pull out of IN / EXISTS subqueries).
 
 ``(SELECT ... FROM t WHERE t.a = $1 AND rest) x`` returns the rows of ``(SELECT ..., t.a
 FROM t WHERE rest) x`` whose ``a`` equals ``$1``, less the column: a filter on a plain
@@ -70,6 +72,12 @@ def pulled_conjuncts(scope: Scope, entries: list[tuple[int, int, Node]]) -> list
     for rte, i, param in entries:
         name = f"?pulled{i}?"
         pos = next(p for p, c in enumerate(scope.cols) if c.rte == rte and c.name == name)
-        out.append({"A_Expr": {"kind": "AEXPR_OP", "name": [{"String": {"sval": "="}}],
-                               "lexpr": {"WeirColumn": {"position": pos}}, "rexpr": param}})
+        out.append(key_conjunct(pos, param))
     return out
+
+
+def key_conjunct(position: int, param: Node) -> Node:
+    """``column at position = $n`` (``param`` as written, possibly cast) as a WHERE
+    conjunct the key choice reads like ``column = $n``."""
+    return {"A_Expr": {"kind": "AEXPR_OP", "name": [{"String": {"sval": "="}}],
+                       "lexpr": {"WeirColumn": {"position": position}}, "rexpr": param}}
