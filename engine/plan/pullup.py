@@ -8,10 +8,13 @@ conjuncts rebuilt over the enclosing FROM clause's hidden columns, for key choic
 
 ``(SELECT ... FROM t WHERE t.a = $1 AND rest) x`` returns the rows of ``(SELECT ..., t.a
 FROM t WHERE rest) x`` whose ``a`` equals ``$1``, less the column: a filter on a plain
-subquery (no GROUP BY, aggregate, DISTINCT, LIMIT / OFFSET, window or set operation)
-commutes with it. Above an inner join or a comma join the filter stays exact, so the
-enclosing block keys on the hidden column as on any ``column = $n`` (``rules.keys``; its
-conjunct names the column as ``WeirColumn``). The planner pulls only from FROM items that
+subquery (no GROUP BY, aggregate, DISTINCT ON, LIMIT / OFFSET, window or set operation)
+commutes with it. Under a plain DISTINCT too: the rows with ``a`` equal to ``$1`` of
+``SELECT DISTINCT ..., t.a`` are the distinct rows under ``$1`` (``a`` is the same in all
+of them); DISTINCT ON would pick each group's first row before the filter. Above an
+inner join or a comma join the filter stays exact, so the enclosing block keys on the
+hidden column as on any ``column = $n`` (``rules.keys``; its conjunct names the column
+as ``WeirColumn``). The planner pulls only from FROM items that
 are not on the NULL-padded side of an outer join (``PlanContext.pulled`` is None there).
 
 Invariant: a pulled conjunct the enclosing block does not key (it is not the top block, or
@@ -29,8 +32,9 @@ from engine.plan.rules.keys import param_equality
 from engine.plan.scope import Scope
 
 Node = dict[str, Any]
-_BLOCKING = ("groupClause", "havingClause", "distinctClause", "limitCount", "limitOffset",
-             "windowClause", "withClause", "valuesLists")
+_BLOCKING = ("groupClause", "havingClause", "limitCount", "limitOffset", "windowClause",
+             "withClause", "valuesLists")
+_PLAIN_DISTINCT = [{}]  # DISTINCT without ON, as the parser gives it
 
 
 def pull_params(sub: Node) -> tuple[Node, list[Node]]:
@@ -38,6 +42,7 @@ def pull_params(sub: Node) -> tuple[Node, list[Node]]:
     conjuncts, each column appended to its select list; and those conjuncts' ``$n`` sides."""
     select = sub.get("SelectStmt", {})
     if any(select.get(c) for c in _BLOCKING) or select.get("op", "SETOP_NONE") != "SETOP_NONE" \
+            or select.get("distinctClause") not in (None, [], _PLAIN_DISTINCT) \
             or has_aggregates([select.get("targetList"), select.get("sortClause")]) \
             or "'over'" in repr(select.get("targetList")):
         return sub, []

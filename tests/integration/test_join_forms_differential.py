@@ -116,6 +116,8 @@ SUBQUERY_PARAMS = [
           ordered=True),
     Shape("SELECT * FROM notes n, (SELECT t.id AS tid, t.name FROM things t WHERE t.grp = $1 "
           "AND t.score < 30) s WHERE n.ref = s.tid", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT x.name, x.score FROM (SELECT DISTINCT name, score FROM things WHERE grp = $1) "
+          "x", lambda r: (r.randint(0, 45),)),
 ]
 
 
@@ -165,6 +167,8 @@ SEMI_JOIN_PARAMS = [
           lambda r: (_maybe_null(r, r.randint(0, 45)),)),
     Shape("SELECT t.id FROM things t WHERE t.grp = $1 AND t.id IN (SELECT n.id FROM notes n "
           "WHERE n.ref = $2)", _group_and_ref),
+    Shape("SELECT t.id, t.name FROM things t WHERE t.grp IN (SELECT DISTINCT n.ref FROM notes n "
+          "WHERE n.id = $1)", lambda r: (_maybe_null(r, r.randint(0, 450)),)),
 ]
 
 
