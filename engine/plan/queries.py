@@ -208,7 +208,11 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
     order): concatenated, sorted when the query has ORDER BY, cut to its LIMIT, and to its
     parameter Page (``params`` are the statement's ``$n`` values). The planner only makes
     such plans when the sort columns are in the output. For a single lookup without a Page,
-    the rows as they are (or ``empty_row``)."""
+    the rows as they are (or ``empty_row``). No lookup at all (a NULL key value, which
+    matches nothing) is one lookup without rows: an aggregate without GROUP BY still gives
+    ``empty_row``, as PostgreSQL's ``count(*) ... WHERE column = NULL`` gives 0."""
+    if not results:
+        results = [()]
     if len(results) == 1 and plan.page is None and not plan.cuts:
         rows = list(results[0])
         if not rows and plan.empty_row is not None:

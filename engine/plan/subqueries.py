@@ -5,12 +5,20 @@ Owns: ``semi_joins`` — turns top-level WHERE conjuncts of the forms
 - ``EXISTS (SELECT ... FROM ... WHERE inner = outer [AND inner-only conditions])``
   (correlated only through equalities between an inner column and an outer column)
 into an inner join of the outer relation with the DISTINCT rows of the subquery's columns.
+A plain subquery's top-level ``column = $n`` conjuncts are pulled out of it (``pullup``): the
+column joins the DISTINCT rows as one more hidden column and ``hidden column = $n`` becomes
+a conjunct of the enclosing WHERE, which the top block keys on (``v.user_id = $2`` in an
+EXISTS, ``tag = $2`` in an IN subquery). For each key value the DISTINCT rows with that
+value are the subquery's rows under ``$n``, so each outer row still matches at most once;
+a NULL ``$n`` matches no key, as ``column = NULL`` matches no row.
 
 Invariants: only top-level conjuncts are rewritten (under WHERE, a NULL and a false IN
 result both drop the row, so the semi-join is exact there; under OR or NOT it would not be:
 those become marked LEFT JOINs in ``engine.plan.sublinks``). The subquery's columns are
 appended as hidden columns: ``*`` and name lookup never see them, and existing positions do
-not move. The DISTINCT makes each outer row match at most once.
+not move. The DISTINCT makes each outer row match at most once. A pulled conjunct that
+is not a key (not the top block, a cast to another type, two parameters on one column) stays
+a filter holding ``$n``, which the expression builder refuses with its reason.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from engine.plan import ir, pgtypes
 from engine.plan.exprs import correlated, deterministic, range_names
 from engine.plan.from_clause import PlanContext, column_equality, conjuncts
 from engine.plan.names import figure_colname
+from engine.plan.pullup import key_conjunct, pull_params
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.values import oids as T
 
@@ -121,36 +130,48 @@ def _check_pairs(ctx: PlanContext, bound: Bound, outer: list[int], sub: Bound) -
 
 
 def _join(ctx: PlanContext, subquery: Subquery, bound: Bound, outer: list[int],
-          select: Node) -> Bound:
+          select: Node) -> tuple[Bound, list[Node]]:
+    """The semi-join of ``bound`` with the DISTINCT rows of ``select``, its top-level
+    ``column = $n`` conjuncts pulled out (``pullup``) as hidden columns after the matched ones;
+    returns the new bound and those conjuncts over the hidden columns (for key choice)."""
+    select, params = pull_params(select)
     sub = subquery(ctx, select)
-    if len(sub.scope.cols) != len(outer):
+    if len(sub.scope.cols) != len(outer) + len(params):
         raise PlanError("subquery has too many columns")
     _check_pairs(ctx, bound, outer, sub)
     rel = ir.Join(bound.rel, ir.Distinct(sub.rel), tuple(outer), tuple(range(len(outer))))
     hidden = tuple(ScopeCol(None, c.name, c.type_oid, c.collation, c.rte, hidden=True)
                    for c in sub.scope.cols)
-    return Bound(rel, Scope(bound.scope.cols + hidden))
+    first = len(bound.scope.cols) + len(outer)
+    keyed = [key_conjunct(first + i, param) for i, param in enumerate(params)]
+    return Bound(rel, Scope(bound.scope.cols + hidden)), keyed
 
 
 def semi_joins(ctx: PlanContext, subquery: Subquery, bound: Bound,
                where: list[Node]) -> tuple[Bound, list[Node]]:
-    """Rewrite the IN/EXISTS conjuncts of ``where`` into semi-joins on ``bound``."""
+    """Rewrite the IN/EXISTS conjuncts of ``where`` into semi-joins on ``bound``; a
+    subquery's ``column = $n`` conjuncts come back as ``hidden column = $n`` conjuncts, which
+    the top block keys on (elsewhere they stay filters holding a ``$n``: unsupported)."""
     rest: list[Node] = []
+    keyed: list[Node] = []
     for conj in where:
         link = _in_subquery(conj)
         if link is not None:
             if correlated(bound.scope, link):
                 raise PlanError("correlated IN/ANY subquery")
             pos = bound.scope.lookup(_fields(link["testexpr"]))
-            bound = _join(ctx, subquery, bound, [pos], link["subselect"])
+            bound, more = _join(ctx, subquery, bound, [pos], link["subselect"])
+            keyed.extend(more)
             continue
         link = _exists(conj)
         if link is not None:
             outer, select = _decorrelate(bound.scope, link)
-            bound = _join(ctx, subquery, bound, [bound.scope.lookup(f) for f in outer], select)
+            bound, more = _join(ctx, subquery, bound, [bound.scope.lookup(f) for f in outer],
+                                select)
+            keyed.extend(more)
             continue
         rest.append(conj)
-    return bound, rest
+    return bound, rest + keyed
 
 
 _ZERO_ON_EMPTY = ("count",)

@@ -529,3 +529,16 @@ SELECT t.id, t.title FROM (SELECT thread_id FROM posts WHERE author_id = $1) p J
 -- ===================== array subscripts =====================
 SELECT id, labels[1] AS first_label FROM products WHERE category_id = 2;
 SELECT labels[1], count(*) FROM products GROUP BY 1;
+-- ===================== $n parameters inside IN / EXISTS subqueries (pulled up as keys) =====================
+-- params: [3, 2]
+SELECT s.* FROM stories s WHERE s.id = $1 AND EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $2);
+-- params: [1, 2]
+SELECT s.id, s.title FROM stories s WHERE s.author_id = $1 AND s.id IN (SELECT st.story_id FROM story_tags st WHERE st.tag_id = $2);
+-- params: [4]
+SELECT count(*) FROM stories s WHERE EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1 AND v.value > 0);
+-- params: [2, 3]
+SELECT t.id, t.title FROM threads t WHERE t.forum_id = $1 AND EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.author_id = $2) ORDER BY t.id;
+-- params: [5]
+SELECT p.id, p.name FROM products p WHERE p.id IN (SELECT oi.product_id FROM order_items oi JOIN orders o ON o.id = oi.order_id WHERE o.customer_id = $1) ORDER BY p.id;
+-- params: [4]
+SELECT s.id FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1);

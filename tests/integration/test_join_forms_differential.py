@@ -21,12 +21,7 @@ from tests.integration.test_cache_shapes_differential import (
     _random_write,
     run_differential,
 )
-from tests.integration.test_join_shapes_differential import (
-    LEVELS,
-    _array_schema,
-    _array_write,
-    _write,
-)
+from tests.integration.test_join_shapes_differential import ITEMS, LEVELS, _write
 
 FULL_AND_USING = [
     Shape("SELECT t.id, l.id, l.label FROM things t FULL JOIN levels l ON l.id = t.grp "
@@ -121,6 +116,8 @@ SUBQUERY_PARAMS = [
           ordered=True),
     Shape("SELECT * FROM notes n, (SELECT t.id AS tid, t.name FROM things t WHERE t.grp = $1 "
           "AND t.score < 30) s WHERE n.ref = s.tid", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT x.name, x.score FROM (SELECT DISTINCT name, score FROM things WHERE grp = $1) "
+          "x", lambda r: (r.randint(0, 45),)),
 ]
 
 
@@ -138,7 +135,43 @@ SUBSCRIPTS = [
 
 
 def test_array_subscripts(pg: Any, dbname: str) -> None:
-    schema = _array_schema() + "INSERT INTO items VALUES (301, 7, '{{a,b},{c,NULL}}', " \
+    schema = ITEMS.schema(SCHEMA) + "INSERT INTO items VALUES (301, 7, '{{a,b},{c,NULL}}', " \
         "'{{1,2},{3,4}}'), (302, 7, '{}', '{}');\n"
-    run_differential(pg, dbname, SUBSCRIPTS, schema, _array_write,
+    run_differential(pg, dbname, SUBSCRIPTS, schema, ITEMS.writes(_random_write),
                      {"things": 1000, "notes": 1000, "items": 302})
+
+
+def _maybe_null(rng: Any, value: Any) -> Any:
+    return None if rng.random() < 0.1 else value  # a NULL $n: column = NULL matches nothing
+
+
+def _group_and_ref(rng: Any) -> tuple[Any, ...]:
+    grp = rng.randint(0, 45)  # notes start with ref = id % 40, things with grp = id % 20
+    return grp, _maybe_null(rng, rng.choice([grp, grp + 20, rng.randint(0, 45)]))
+
+
+SEMI_JOIN_PARAMS = [
+    Shape("SELECT t.* FROM things t WHERE t.id = $1 AND EXISTS (SELECT 1 FROM notes n "
+          "WHERE n.id = t.id AND n.ref = $2)",
+          lambda r: (r.randint(0, 320), _maybe_null(r, r.randint(0, 45)))),
+    Shape("SELECT t.id, t.name FROM things t WHERE t.grp = $1 AND EXISTS (SELECT 1 FROM notes "
+          "n WHERE n.id = t.id AND n.ref = $2) ORDER BY t.id LIMIT 3", _group_and_ref,
+          ordered=True),
+    Shape("SELECT t.grp, count(*), sum(t.score) FROM things t WHERE EXISTS (SELECT 1 FROM "
+          "notes n WHERE n.ref = t.grp AND n.id = $1) GROUP BY t.grp",
+          lambda r: (_maybe_null(r, r.randint(0, 450)),)),
+    Shape("SELECT id, name, score FROM things WHERE score IN (SELECT ref FROM notes "
+          "WHERE note = $1)", lambda r: (_maybe_null(r, f"note {r.randint(0, 450)}"),)),
+    Shape("SELECT count(*), max(t.name) FROM things t WHERE t.id IN (SELECT n.id FROM notes n "
+          "WHERE n.ref = $1::int4 AND n.note LIKE 'note 1%')",
+          lambda r: (_maybe_null(r, r.randint(0, 45)),)),
+    Shape("SELECT t.id FROM things t WHERE t.grp = $1 AND t.id IN (SELECT n.id FROM notes n "
+          "WHERE n.ref = $2)", _group_and_ref),
+    Shape("SELECT t.id, t.name FROM things t WHERE t.grp IN (SELECT DISTINCT n.ref FROM notes n "
+          "WHERE n.id = $1)", lambda r: (_maybe_null(r, r.randint(0, 450)),)),
+]
+
+
+def test_parameters_inside_in_and_exists_subqueries(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, SEMI_JOIN_PARAMS, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})

@@ -18,7 +18,7 @@ from engine.plan.evaluate import evaluate_reader
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.pgtypes import arithmetic_type, common_type
 from engine.plan.planner import PlannedQuery, plan_select
-from engine.plan.queries import CachedQuery, QueryPlanner
+from engine.plan.queries import CachedQuery, QueryPlanner, merge_lookups
 from engine.sql.cacheable import Unsupported
 from engine.sql.text import parse_query
 from engine.values import oids as T
@@ -111,6 +111,20 @@ def test_aggregate_without_group_by_is_keyed_with_an_empty_row() -> None:
     tables = {16403: [(1, 1, 1, 1), (2, 1, 2, -1)]}
     assert evaluate_reader(a.plan.reader, tables, (1,)) == [(2, 0)]
     assert evaluate_reader(a.plan.reader, tables, (2,)) == []  # the host answers empty_row
+
+
+def test_a_null_key_parameter_still_answers_the_empty_row() -> None:
+    """``count(*) ... WHERE column = $1`` with a NULL $1: no lookup (NULL matches nothing),
+    and PostgreSQL still returns its one row (count 0); the same for a key pulled out of an
+    EXISTS subquery. Without the rule merge_lookups answered no row at all."""
+    planner = QueryPlanner(CATALOG)
+    for sql in ("SELECT count(*), sum(value) FROM votes WHERE story_id = $1",
+                "SELECT count(*), sum(s.score) FROM stories s WHERE EXISTS (SELECT 1 FROM votes"
+                " v WHERE v.story_id = s.id AND v.user_id = $1)"):
+        answer = planner.classify(sql)
+        assert isinstance(answer.query, CachedQuery)
+        assert answer.keys([None]) == []
+        assert merge_lookups(answer.query.plan, [], [None]) == [(0, None)]
 
 
 def test_aggregate_with_having_but_no_group_by_pins_its_literal() -> None:
