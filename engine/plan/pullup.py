@@ -34,7 +34,7 @@ from engine.plan.scope import Scope
 Node = dict[str, Any]
 _BLOCKING = ("groupClause", "havingClause", "limitCount", "limitOffset", "windowClause",
              "withClause", "valuesLists")
-_PLAIN_DISTINCT = [{}]  # DISTINCT without ON, as the parser gives it
+_PLAIN_DISTINCT: list[Node] = [{}]  # DISTINCT without ON, as the parser gives it
 
 
 def pull_params(sub: Node) -> tuple[Node, list[Node]]:
