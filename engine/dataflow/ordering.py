@@ -1,10 +1,12 @@
 """ORDER BY in PostgreSQL's order, as Python sort keys.
 
 Owns: ``order_key`` (a key function for ``SortKey`` lists, with DESC and NULLS FIRST/LAST)
-and ``row_key`` (a total order on whole rows, used to break ties deterministically).
+and ``row_key`` (a total order on whole rows, used to break ties deterministically). A DESC
+number's key is its negation (compared in C); other DESC values are wrapped in ``Desc``.
 
 Invariants: NULL sorts as larger than every value (so last for ASC, first for DESC, unless
-NULLS FIRST/LAST says otherwise); float NaN sorts above every other float; text compares by
+NULLS FIRST/LAST says otherwise); NaN (float or numeric) sorts above every other number; text
+compares by
 code point (PostgreSQL's C collation).
 """
 

@@ -9,6 +9,11 @@ last kept row of an incomplete group is not kept (it cannot be in the window). W
 leave an incomplete group with fewer than ``o + k`` rows, its key is evicted - the refill is
 the next pull, a replay from the base store (or a fill) - so the window is never wrong.
 Rows tied on all sort keys are ordered by the whole row (one of PostgreSQL's valid orders).
+
+Install (``build``, from a replay of the whole group - an upstream fill fetches every row of
+the group's base key): a group larger than ``cap`` is cut first by the sort keys without the
+whole-row tie-break (``heapq.nsmallest``), keeping every row tied with the ``cap``-th; only
+those candidates get full keys and are sorted.
 """
 
 from __future__ import annotations
