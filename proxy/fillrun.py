@@ -100,6 +100,7 @@ class FillRunner:
         self.seconds = 0.0
         self.latency = Buckets()  # each fill's time from request to rows (``/metrics``)
         self.failures = 0  # fill transactions that failed (their tables back off)
+        self.rows = 0  # base rows fetched by completed fills (``SHOW WEIR STATUS`` fill_rows)
         #: where fill time goes, summed over fills (seconds): waiting in the queue for a
         #: slot, the upstream transaction (snapshot, marker, rows, commit), and from the
         #: rows' arrival until the applier passed the marker (``SHOW WEIR STATUS``)
@@ -181,6 +182,7 @@ class FillRunner:
             return
         self.done += len(batch)
         self.transactions += 1
+        self.rows += sum(len(r) for per_fill in rows for r in per_fill)
         now = time.monotonic()
         self.phases["fetch"] += (now - started) * len(batch)
         marker = _marker(batch)

@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import asyncpg
@@ -376,3 +377,39 @@ JOIN_SHAPES = [
 def test_left_join_conditions_on_the_left(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, JOIN_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+def _ranked(r: random.Random) -> tuple[Any, ...]:
+    """Few distinct values (ties), NULLs, NaNs and infinities to sort."""
+    return (r.choice([None, 0, 1, 1, 2, 3]),
+            r.choice([None, float("nan"), float("inf"), -1.5, 0.0, 2.25, 2.25]),
+            r.choice([None, Decimal("NaN"), Decimal("1.50"), Decimal("1.5"), Decimal("-2"),
+                      Decimal("3.1")]))
+
+
+RANKED = SideTable(
+    "ranked", "s int, f float8, n numeric", 31,
+    lambda r: ", ".join("NULL" if v is None else f"'{v}'" for v in _ranked(r)), _ranked,
+    "UPDATE ranked SET s = %s, f = %s, n = %s WHERE id = %s", _ranked, elsewhere=0.2)
+
+TOPK_SHAPES = [
+    Shape("SELECT id, s FROM ranked WHERE grp = $1 ORDER BY s DESC, id LIMIT 2",
+          lambda r: (r.randint(0, 47),), ordered=True),
+    Shape("SELECT id, f FROM ranked WHERE grp = $1 ORDER BY f DESC NULLS LAST, id "
+          "LIMIT 3 OFFSET 1", lambda r: (r.randint(0, 47),), ordered=True),
+    Shape("SELECT id, s, f FROM ranked WHERE grp = ANY($1) ORDER BY s DESC, f, id LIMIT 2",
+          lambda r: (_ids(r, 47),), ordered=True),
+    Shape("SELECT id, n FROM ranked WHERE grp = $1 ORDER BY n DESC, s, id LIMIT 2",
+          lambda r: (r.randint(0, 47),), ordered=True),
+    Shape("SELECT id, n, f FROM ranked WHERE grp = $1 ORDER BY n, f DESC, id LIMIT 3",
+          lambda r: (r.randint(0, 47),), ordered=True),
+]
+
+
+def test_top_k_over_ties_nulls_and_nans(pg: Any, dbname: str) -> None:
+    """DESC keys of int, float8 and numeric (NaN, infinities, NULLs, ties broken by id) in
+    groups larger than what a top-k keeps, under inserts and updates moving rows across
+    the window."""
+    run_differential(pg, dbname, TOPK_SHAPES, RANKED.schema(SCHEMA, rows=700),
+                     RANKED.writes(_random_write), {"things": 1000, "notes": 1000,
+                                                    "ranked": 700})

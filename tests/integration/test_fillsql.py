@@ -1,6 +1,7 @@
 """A fill batch's upstream statements (``proxy.fillsql.fetch_all``) against the real upstream:
 the one-statement form (snapshot, marker and rows together, integer keys) and the
-transaction form give every request exactly the rows its own statement returns."""
+transaction form give every request exactly the rows its own statement returns; and what a
+fill fetches, as ``SHOW WEIR STATUS`` ``fill_rows`` counts it."""
 
 from __future__ import annotations
 
@@ -61,3 +62,33 @@ def test_other_shapes_take_the_transaction(pg: Any, dbname: str) -> None:
         text, rows, own = _batch(pg, dbname, fills)
         assert ":" in text
         assert _sorted(rows) == _sorted(own)
+
+
+def test_a_top_k_fill_fetches_its_whole_group(pg: Any, dbname: str) -> None:
+    """``fill_rows`` counts the base rows fills fetched: a top-k cache's fill is its group's
+    base key, so a LIMIT 3 read of a 40-row group fetches all 40 (the answer is exact)."""
+    import psycopg
+
+    from tests.support import InProcessWeir
+
+    pg.psql("CREATE TABLE tk (id int PRIMARY KEY, g int, score int);"
+            "INSERT INTO tk SELECT i, i % 2, i % 5 FROM generate_series(1, 80) i", dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    sql = "SELECT id, score FROM tk WHERE g = %s ORDER BY score DESC, id LIMIT 3"
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            conn.execute("CREATE CACHE FROM " + sql.replace("%s", "$1"))
+            def fill_rows() -> int:
+                status: dict[str, str] = dict(conn.execute("SHOW WEIR STATUS").fetchall())
+                return int(status["fill_rows"])
+
+            before = fill_rows()
+            got = conn.execute(sql, (1,)).fetchall()
+            last = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+            assert last is not None and last[0] == "cache"
+            assert got == direct.execute(sql, (1,)).fetchall()
+            after = fill_rows()
+            assert after - before == 40
+    finally:
+        server.stop()

@@ -9,11 +9,17 @@ last kept row of an incomplete group is not kept (it cannot be in the window). W
 leave an incomplete group with fewer than ``o + k`` rows, its key is evicted - the refill is
 the next pull, a replay from the base store (or a fill) - so the window is never wrong.
 Rows tied on all sort keys are ordered by the whole row (one of PostgreSQL's valid orders).
+
+Install (``build``, from a replay of the whole group - an upstream fill fetches every row of
+the group's base key): a group larger than ``cap`` is cut first by the sort keys without the
+whole-row tie-break (``heapq.nsmallest``), keeping every row tied with the ``cap``-th; only
+those candidates get full keys and are sorted.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,6 +45,7 @@ class TopKNode(KeyedNode):
         key_out = tuple(group_by[i] for i in key_pos)
         super().__init__(nid, source, source.width, group_by, key_pos, key_out, runtime)
         self.sort_key = order_key(order_by)
+        self.rank_key = order_key(order_by, tie_break=False)  # (cheaper: for selecting)
         self.lo, self.hi = offset, offset + limit
         self.cap = offset + 2 * limit
         self.tops: dict[Row, Top] = {}
@@ -65,13 +72,25 @@ class TopKNode(KeyedNode):
             by_group.setdefault(key_of(row, self.group), []).append(row)
         out: dict[Row, object] = {}
         for g, members in by_group.items():
-            members.sort(key=self.sort_key)
             top = Top()
-            top.rows = members[:self.cap]
-            top.keys = [self.sort_key(r) for r in top.rows]
             top.complete = len(members) <= self.cap
+            kept = members if top.complete else self._candidates(members)
+            keys = list(map(self.sort_key, kept))
+            order = sorted(range(len(kept)), key=keys.__getitem__)[:self.cap]
+            top.rows = [kept[i] for i in order]
+            top.keys = [keys[i] for i in order]
             out[g] = top
         return out
+
+    def _candidates(self, members: list[Row]) -> list[Row]:
+        """The rows of a group of more than ``cap`` rows that can be among its ``cap``
+        smallest: those not ranked after the ``cap``-th smallest rank (the sort keys without
+        the whole-row tie-break: a C-compared tuple for numbers, and no ``row_key`` per row)."""
+        if self.cap == 0:
+            return []
+        ranks = list(map(self.rank_key, members))
+        bound = heapq.nsmallest(self.cap, ranks)[-1]
+        return [r for r, k in zip(members, ranks, strict=True) if not bound < k]
 
     def _insert(self, top: Top, row: Row) -> None:
         k = self.sort_key(row)
