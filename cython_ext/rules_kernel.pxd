@@ -20,7 +20,8 @@ classes: ``pgwire.classes``; parity: ``tests/unit/proxy/test_rules_parity.py``):
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.string cimport memchr, memcmp
+from libc.stdint cimport uint64_t
+from libc.string cimport memchr, memcmp, memcpy
 
 
 cdef enum:
@@ -47,20 +48,43 @@ cdef inline bint _blank(unsigned char c) noexcept nogil:
 
 
 cdef inline bint _has_identity_word(const unsigned char* p, Py_ssize_t n) noexcept nogil:
-    """Whether ``set_config`` (proxy.rules.IDENTITY_WORD) occurs in p[:n] in any ASCII case."""
+    """Whether ``set_config`` (proxy.rules.IDENTITY_WORD) occurs in p[:n] in any ASCII case:
+    its ``_`` found by ``memchr``, the ten bytes around it compared."""
     cdef const char* word = b"set_config"
-    cdef Py_ssize_t at, i
+    cdef const unsigned char* u
+    cdef const unsigned char* last = p + n - 6  # past the last place its '_' can stand
+    cdef Py_ssize_t i
     cdef unsigned char c
-    for at in range(n - 9):
+    if n < 10:
+        return False
+    u = <const unsigned char*>memchr(p + 3, 95, last - (p + 3))
+    while u != NULL:
         for i in range(10):
-            c = p[at + i]
+            c = u[i - 3]
             if 65 <= c <= 90:
                 c += 32
             if c != <unsigned char>word[i]:
                 break
         else:
             return True
+        u = <const unsigned char*>memchr(u + 1, 95, last - (u + 1))
     return False
+
+
+cdef inline bint _ascii(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Whether p[:n] is all ASCII (eight bytes at a time)."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t eight
+    while i + 8 <= n:
+        memcpy(&eight, p + i, 8)
+        if eight & 0x8080808080808080ULL:
+            return False
+        i += 8
+    while i < n:
+        if p[i] >= 128:
+            return False
+        i += 1
+    return True
 
 
 cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t start,
@@ -70,6 +94,8 @@ cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t star
     the upper-case watched words (``lens`` their lengths): 0, 1 or 2 as documented there."""
     cdef Py_ssize_t i, h, k, size, w
     cdef unsigned char c
+    cdef unsigned char head[10]  # the first word's bytes, upper case
+    cdef const unsigned char* semicolon
     if start < 0 or end <= start or end > n:
         return 0
     if memchr(p + start, 0, end - 1 - start) != NULL or p[end - 1] != 0:
@@ -83,32 +109,22 @@ cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t star
     if size == 0 or not ((65 <= p[h] <= 90) or (97 <= p[h] <= 122)):
         return 0
     for i in range(size):
-        if p[h + i] >= 128:
+        c = p[h + i]
+        if c >= 128:
             return 0
+        head[i] = c - 32 if 97 <= c <= 122 else c
     for w in range(nwords):
         k = lens[w]
-        if k > size:
-            continue
-        for i in range(k):
-            c = p[h + i]
-            if 97 <= c <= 122:
-                c -= 32
-            if c != words[w][i]:
-                break
-        else:
+        if k <= size and words[w][0] == head[0] and memcmp(head, words[w], k) == 0:
             return 0
-    for i in range(h, end - 1):  # a second statement after a ';'
-        if p[i] == 59:
-            for k in range(i + 1, end - 1):
-                if p[k] != 59 and not _blank(p[k]):
-                    return 0
-            break
+    semicolon = <const unsigned char*>memchr(p + h, 59, end - 1 - h)  # a second statement?
+    if semicolon != NULL:
+        for k in range(semicolon - p + 1, end - 1):
+            if p[k] != 59 and not _blank(p[k]):
+                return 0
     if _has_identity_word(p + h, end - 1 - h):
         return 0
-    for i in range(h + size, end - 1):
-        if p[i] >= 128:
-            return 2
-    return 1
+    return 1 if _ascii(p + h + size, end - 1 - h - size) else 2
 
 
 

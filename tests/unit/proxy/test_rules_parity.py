@@ -43,6 +43,23 @@ def test_a_second_statement_is_never_plain() -> None:
             assert twin(text, 0, len(text), rules.WATCHED_WORDS) == 1, (twin, text)
 
 
+def test_query_head_scans_every_position() -> None:
+    """The C scans that skip ahead (``memchr`` for ``_`` and ``;``, the ASCII check eight
+    bytes at a time) against the reference at every position of a longer text."""
+    assert RULES is not None
+    texts = []
+    for at in range(0, 24):
+        filler = b"abcdefghij klmnopqrstuvwxyz_0123"[:at]
+        texts += [b"SELECT " + filler + tail for tail in
+                  (b"\xc3\xa9", b"set_config", b"SET_CONFIG(1)", b"_set_confi", b";", b"; x",
+                   b"\xc3\xa9;", b"_", b"_\xc3\xa9")]
+        texts.append(b"select " + b"x" * at + b"\xc3\xa9" + b"y" * (23 - at))
+    for text in texts:
+        raw = text + b"\0"
+        want = rules.query_head_python(raw, 0, len(raw), rules.WATCHED_WORDS)
+        assert RULES.query_head(raw, 0, len(raw), rules.WATCHED_WORDS) == want, text
+
+
 @settings(max_examples=200, deadline=None)
 @given(query_text, st.booleans(), st.binary(max_size=3), st.data())
 def test_query_head_parity(text: str, terminated: bool, junk: bytes, data: st.DataObject) -> None:
