@@ -51,19 +51,29 @@ cdef inline Py_ssize_t _checked(const unsigned char* p, Py_ssize_t pos,
     return length
 
 
+cdef inline Py_ssize_t _whole(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
+                              Py_ssize_t max_length) except -2:
+    """The end of the message at ``pos`` of the ``n`` bytes at ``p`` (its length checked by
+    :func:`_checked`), or -1 when it is not whole yet: the step both scans take."""
+    cdef Py_ssize_t end
+    if n - pos < 5:
+        return -1
+    end = pos + 1 + _checked(p, pos, max_length)
+    return end if end <= n else -1
+
+
 def scan_messages(object buf, Py_ssize_t pos, Py_ssize_t max_length):
     cdef Py_buffer view
     cdef const unsigned char* p
-    cdef Py_ssize_t n, end, length
+    cdef Py_ssize_t n, end
     cdef list out = []
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         p = <const unsigned char*>view.buf
         n = view.len
-        while n - pos >= 5:
-            length = _checked(p, pos, max_length)
-            end = pos + 1 + length
-            if end > n:
+        while True:
+            end = _whole(p, n, pos, max_length)
+            if end < 0:
                 break
             out.append((p[pos], pos + 5, end))
             pos = end
@@ -103,13 +113,12 @@ def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_
     try:
         p = <const unsigned char*>view.buf
         n = view.len
-        while n - pos >= 5:
-            length = _checked(p, pos, max_length)
-            end = pos + 1 + length
-            if end > n:
+        while True:
+            end = _whole(p, n, pos, max_length)
+            if end < 0:
                 break
             if clean:
-                answer = answer_class(p[pos], p + pos + 5, length - 4, _qwords,
+                answer = answer_class(p[pos], p + pos + 5, end - pos - 5, _qwords,
                                       _qlens, _nq)
                 if answer == ANSWER_IDLE or answer == ANSWER_BLOCK:
                     nready += 1

@@ -37,6 +37,7 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from posix.unistd cimport close, dup, read, write
 
 from cython_ext.rules_kernel cimport (
+    REQUEST_FLUSH,
     REQUEST_FREE,
     REQUEST_QUERY,
     REQUEST_SEEN,

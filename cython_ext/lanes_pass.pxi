@@ -111,8 +111,9 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     pos = 0
     while pos < cut:  # look: all or nothing
         t = p[pos]
+        kind = request_class(t)
         end = pos + 1 + _u32(p + pos + 1)
-        if t == b'B':
+        if kind == REQUEST_SEEN and t == b'B':
             names_end = _names_end(p, pos + 5, end)
             if names_end < 0:
                 break
@@ -121,17 +122,17 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
             if it == s.binds.end():
                 break
             found.push_back((<int64_t>EV_BIND << 32) | index_of(it))
-        elif t == b'P':
+        elif kind == REQUEST_SEEN:  # a Parse
             key.assign(<const char*>p + pos + 5, end - pos - 5)
             it = s.parses.find(key)
             if it == s.parses.end():
                 break
             found.push_back((<int64_t>EV_PARSE << 32) | index_of(it))
-        elif t == b'Q':
+        elif kind == REQUEST_QUERY:
             if not _plain(c, s, p, pos + 5, end):
                 break
             found.push_back(<int64_t>EV_QUERY << 32)
-        elif t != b'E' and t != b'S' and t != b'H' and t != b'D':
+        elif kind != REQUEST_FREE and kind != REQUEST_SYNC and kind != REQUEST_FLUSH:
             break
         pos = end
     pthread_mutex_unlock(&c.mu)
@@ -145,16 +146,16 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     pos = 0
     n = 0
     while pos < cut:  # what the relay core observes (its _observe), in ``events``
-        t = p[pos]
+        kind = request_class(p[pos])
         end = pos + 1 + _u32(p + pos + 1)
-        if t == b'B' or t == b'P' or t == b'Q':
+        if kind == REQUEST_SEEN or kind == REQUEST_QUERY:
             s.events.push_back(found[n])
             n += 1
-        if t == b'E' or t == b'D' or t == b'B' or t == b'P':
+        if kind == REQUEST_FREE or kind == REQUEST_SEEN:
             batch = 1
-        elif t == b'S':
+        elif kind == REQUEST_SYNC:
             batch = 0
-        if t == b'S' or t == b'Q':
+        if kind == REQUEST_SYNC or kind == REQUEST_QUERY:
             s.events.push_back(<int64_t>EV_BARRIER << 32)
             s.barriers.push_back(base + end)
             s.sent_at.push_back(now)

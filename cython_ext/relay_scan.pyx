@@ -16,9 +16,11 @@ from cython_ext.rules_kernel cimport (
     ANSWER_BLOCK,
     ANSWER_IDLE,
     MAX_WORDS,
+    REQUEST_FREE,
     REQUEST_OTHER,
     REQUEST_QUERY,
     REQUEST_SEEN,
+    REQUEST_SYNC,
     answer_class,
     query_head as _query_head,
     relay_quiet,
@@ -54,8 +56,12 @@ cdef tuple _read_only_tags = ()  # CommandComplete tags that cannot have written
 cdef const unsigned char* _rwords[MAX_WORDS]
 cdef Py_ssize_t _rlens[MAX_WORDS]
 cdef Py_ssize_t _nread_only = 0
-#: SessionState's shared queue items of the requests whose success changes nothing
+#: SessionState's shared queue items of the requests whose success changes nothing: the
+#: simple Query's, and by message type those of the content-free ones (proxy.rules.CONTENT_FREE;
+#: NULL: none), kept alive by ``_plain``
 cdef object _describe = None, _execute = None, _sync = None, _query = None
+cdef dict _plain = None
+cdef PyObject* _free_items[256]
 cdef bint _configured = False
 #: Binds and Parses per chunk the core observes (more: the Python path does)
 cdef enum:
@@ -63,15 +69,25 @@ cdef enum:
 
 
 def configure(try_answer, ready_phase, violation, dict plain, tuple read_only_tags,
-              tuple watched, plain_query):
+              tuple watched, plain_query, dict content_free):
     """Hand the core what it uses from the project (this package imports none of it)."""
     global _try_answer, _ready_phase, _violation, _plain_query, _watched, _read_only_tags
-    global _describe, _execute, _sync, _query, _configured, _nwatched, _nread_only
+    global _plain, _describe, _execute, _sync, _query, _configured, _nwatched, _nread_only
+    cdef int t
+    for t in range(256):
+        _free_items[t] = NULL
+        kind = request_class(t)
+        if (kind == REQUEST_FREE or kind == REQUEST_SYNC) and not content_free.get(t):
+            raise ValueError(f"no request for the content-free message type {t}")
+    for t, name in content_free.items():
+        if name:
+            _free_items[t] = <PyObject*>plain[name]
     _try_answer, _ready_phase, _violation, _plain_query = (try_answer, ready_phase, violation,
                                                            plain_query)
     _nwatched = word_arrays(watched, _wwords, _wlens)
     _nread_only = word_arrays(read_only_tags, _rwords, _rlens)
     _watched, _read_only_tags = watched, read_only_tags
+    _plain = plain
     _describe, _execute = plain["describe"], plain["execute"]
     _sync, _query = plain["sync"], plain["query"]
     _configured = True
@@ -305,29 +321,22 @@ cdef class Relay:
                       object ctx, object last) except -1:
         """What ``Session.forward_client``'s quiet loop observes for these messages."""
         cdef Py_ssize_t pos = 0, i = 0
-        cdef unsigned char t
+        cdef int kind
         cdef int batch = -1  # Extended.batch_upstream at the end (-1: unchanged)
         append = self.append
         while pos < n:
-            t = p[pos]
-            if t == 69:  # E
-                append(_execute)
-                batch = 1
-            elif t == 83:  # S
-                append(_sync)
-                batch = 0
-            elif t == 68:  # D
-                append(_describe)
-                batch = 1
-            elif t == 66:
-                self._bind_seen(<object>found[i], ctx if local else None)
+            kind = request_class(p[pos])
+            if kind == REQUEST_FREE or kind == REQUEST_SYNC:
+                append(<object>_free_items[p[pos]])
+                batch = kind == REQUEST_FREE
+            elif kind == REQUEST_SEEN:
+                if p[pos] == 66:  # B
+                    self._bind_seen(<object>found[i], ctx if local else None)
+                else:
+                    self._parse_seen(<object>found[i])
                 i += 1
                 batch = 1
-            elif t == 80:
-                self._parse_seen(<object>found[i])
-                i += 1
-                batch = 1
-            elif t == 81:
+            elif kind == REQUEST_QUERY:
                 if local:
                     ctx.last = last
                 append(_query)

@@ -501,7 +501,7 @@ def relay_entries(session: Session, core: ModuleType | None
         return session.client_data, session.upstream_data
     if not core.configured():
         core.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
-                       READ_ONLY_TAGS, WATCHED_WORDS, plain_query)
+                       READ_ONLY_TAGS, WATCHED_WORDS, plain_query, CONTENT_FREE)
     relay = core.Relay(session)
     return relay.client_data, relay.upstream_data
 

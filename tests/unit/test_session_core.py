@@ -18,7 +18,7 @@ from pgwire.framing import ProtocolViolation
 from proxy import hitpath
 from proxy.forwarding import plain_query
 from proxy.relay import Phase, Session
-from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS
+from proxy.rules import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS
 from proxy.server import Server
 from proxy.session import PLAIN_REQUESTS
 from proxy.settings import Settings
@@ -103,14 +103,14 @@ def test_the_hit_path_comes_first_with_the_same_arguments() -> None:
 
     core = _pair()[1]
     SCAN.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS, READ_ONLY_TAGS,
-                   WATCHED_WORDS, plain_query)
+                   WATCHED_WORDS, plain_query, CONTENT_FREE)
     try:
         query = fe.Query("SELECT 1").encode()
         core.client_received(query)
         core.client_received(PREPARED)  # declined: goes upstream (the Python path: unknown)
     finally:
         SCAN.configure(hitpath.try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
-                       READ_ONLY_TAGS, WATCHED_WORDS, plain_query)
+                       READ_ONLY_TAGS, WATCHED_WORDS, plain_query, CONTENT_FREE)
     assert calls == [(core, query, [(ord("Q"), 5, len(query))]),
                      (core, PREPARED, [(t, s, e) for t, s, e in _index(PREPARED)])]
     assert core.upstream.written == [PREPARED]  # type: ignore[union-attr]
