@@ -113,10 +113,14 @@ cdef inline int query_head(const unsigned char* p, Py_ssize_t n, Py_ssize_t star
         if c >= 128:
             return 0
         head[i] = c - 32 if 97 <= c <= 122 else c
-    for w in range(nwords):
+    for w in range(nwords):  # (few share the first letter: the rest compared inline)
         k = lens[w]
-        if k <= size and words[w][0] == head[0] and memcmp(head, words[w], k) == 0:
-            return 0
+        if k <= size and words[w][0] == head[0]:
+            i = 1
+            while i < k and words[w][i] == head[i]:
+                i += 1
+            if i == k:
+                return 0
     semicolon = <const unsigned char*>memchr(p + h, 59, end - 1 - h)  # a second statement?
     if semicolon != NULL:
         for k in range(semicolon - p + 1, end - 1):
