@@ -40,25 +40,27 @@ cdef inline Py_ssize_t _length(const unsigned char* p, Py_ssize_t pos) noexcept 
                         | (<unsigned long>p[pos + 3] << 8) | <unsigned long>p[pos + 4])
 
 
-cdef inline Py_ssize_t _checked(const unsigned char* p, Py_ssize_t pos,
-                                Py_ssize_t max_length) except -1:
-    """The length field of the message at ``pos``, checked as scan_messages documents."""
-    cdef Py_ssize_t length = _length(p, pos)
+cdef int _invalid(Py_ssize_t length, Py_ssize_t max_length) except -1:
+    """Raise for a length field that scan_messages documents as invalid (the cold path, kept
+    out of line)."""
     if length < 4:
         raise _error(f"invalid message length {length}")
-    if length > max_length:
-        raise _error(f"message of {length} bytes exceeds the limit of {max_length}")
-    return length
+    raise _error(f"message of {length} bytes exceeds the limit of {max_length}")
 
 
 cdef inline Py_ssize_t _whole(const unsigned char* p, Py_ssize_t n, Py_ssize_t pos,
-                              Py_ssize_t max_length) except -2:
-    """The end of the message at ``pos`` of the ``n`` bytes at ``p`` (its length checked by
-    :func:`_checked`), or -1 when it is not whole yet: the step both scans take."""
-    cdef Py_ssize_t end
+                              Py_ssize_t max_length) except? -1:
+    """The end of the message at ``pos`` of the ``n`` bytes at ``p``, its length checked as
+    scan_messages documents, or -1 when it is not whole yet: the step both scans take. (-1
+    with an exception set: an invalid length; a scan meets -1 once, so telling them apart is
+    cheap.)"""
+    cdef Py_ssize_t length, end
     if n - pos < 5:
         return -1
-    end = pos + 1 + _checked(p, pos, max_length)
+    length = _length(p, pos)
+    if length < 4 or length > max_length:
+        _invalid(length, max_length)
+    end = pos + 1 + length
     return end if end <= n else -1
 
 
@@ -73,7 +75,7 @@ def scan_messages(object buf, Py_ssize_t pos, Py_ssize_t max_length):
         n = view.len
         while True:
             end = _whole(p, n, pos, max_length)
-            if end < 0:
+            if end == -1:
                 break
             out.append((p[pos], pos + 5, end))
             pos = end
@@ -115,7 +117,7 @@ def scan_backend(object buf, Py_ssize_t pos, Py_ssize_t max_length, tuple quiet_
         n = view.len
         while True:
             end = _whole(p, n, pos, max_length)
-            if end < 0:
+            if end == -1:
                 break
             if clean:
                 answer = answer_class(p[pos], p + pos + 5, end - pos - 5, _qwords,
