@@ -236,6 +236,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{sc.name}: direct {sum(d.tps) / max(1, len(d.tps)):.0f} tps, weir "
                   f"{sum(w.tps) / max(1, len(w.tps)):.0f} tps ({_ratio(w.tps, d.tps):.2f}x)",
                   flush=True)
+            print("  " + ", ".join(f"{k} {v}" for k, v in st.items()
+                                   if k.startswith(("lane_", "hits", "misses", "evictions",
+                                                    "loop_memo"))), flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)
     finally:
