@@ -155,7 +155,7 @@ def test_a_dropped_entry_leaves_the_others_answered(lanes: Any, pair: Any) -> No
     a.sendall(unit(rest=other) + unit())
     assert recv_exactly(a, 3) == b"<b>"
     assert handed(lanes) == [5]
-    assert lanes.leave(5) == (4, 7, unit(), b"")
+    assert lanes.leave(5) == (5, 7, unit(), b"")
     assert lanes.leaves() == ({why: int(why == "unstamped") for why in core.LEAVE_NAMES}, 1)
 
 
