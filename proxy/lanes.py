@@ -333,16 +333,22 @@ class HitLanes:
         length = int.from_bytes(raw[1:5], "big")
         rest = raw[end + 1 : 1 + length]
         hit = memo.get(rest)
-        if hit is None or len(hit.reads) != 1:
-            return
+        if hit is not None and self.stamp(memo, rest, hit):
+            self.enter(session, fd)
+
+    def stamp(self, memo: dict[bytes, Hit], rest: bytes, hit: Hit) -> bool:
+        """Stamp ``hit`` (remembered in ``memo`` for the Bind tail ``rest``) into the lanes,
+        if it is what the hit path would answer now: its one engine answer is the reader's
+        current one (:meth:`offer`, and ``proxy.portal_reads.memoize`` when the general path
+        remembers an answer: the lanes then answer a key's second read already)."""
         host = self.service.host
-        cache, key = hit.reads[0][0], hit.reads[0][1]
-        if host is None:
-            return
+        if host is None or len(hit.reads) != 1 or self._stopped:
+            return False
+        cache, key, answer = hit.reads[0]
         engine = host.engine
         cached = engine.graph.caches.get(cache)
-        if cached is None:  # (the cache is gone: nothing stamped)
-            return
+        if cached is None or cached[0].answers.get(key) is not answer:
+            return False  # (the cache is gone, or the answer changed since)
         item = (cached[0].nid, key)
         table = self._table(memo)
         self._lasts[table] = hit.last
@@ -356,8 +362,8 @@ class HitLanes:
         self.core.put(table, rest, hit.replies[0], hit.replies[1])
         if self.core.stats()[2] > MAX_BYTES:
             self.clear()
-            return
-        self.enter(session, fd)
+            return False
+        return True
 
     def enter(self, session: Session, fd: int) -> None:
         """Hand ``session`` (its client socket ``fd``) to a lane if it is quiet (:meth:`offer`;
