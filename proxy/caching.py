@@ -406,11 +406,14 @@ class EngineHost:
 
     def _reset(self, reason: str) -> None:
         """Rebuild the engine with the same caches (their state starts empty again)."""
-        hook = self.engine.on_change
+        old = self.engine
+        hook = old.on_change
         if hook is not None:
             hook()
-        self.engine = Engine(memory_budget=self.engine.budget)
+        self.engine = Engine(memory_budget=old.budget)
         self.engine.on_change = hook
+        self.engine.before_evict = old.before_evict  # (the hit lanes: ``HitLanes.attach``)
+        self.engine.rt.on_drop = old.rt.on_drop
         for name, reader in self._plans.items():
             self.engine.add_cache(name, reader)
         for key in list(self._waiting):

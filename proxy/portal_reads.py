@@ -154,8 +154,12 @@ def memoize(service: ExtendedService, state: SessionState, ctx: SessionContext |
     _, sid = service.reads.output_settings_id(state, ctx)
     description = row_description(held, local.bind.result_formats)
     reads = tuple(local.reads)
-    service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
-                          Hit(reads, description, body, ctx.last))
+    memo = service.hits.statement_memo(held, sid)
+    hit = Hit(reads, description, body, ctx.last)
+    service.hits.remember(memo, local.rest, hit)
+    lanes = service.lanes
+    if lanes is not None and memo.get(local.rest) is hit:  # (remembered: not too large)
+        lanes.stamp(memo, local.rest, hit)
     if recording is None or state.held.get("") is not held:
         return recording
     batch, describe = recording

@@ -95,6 +95,7 @@ class CacheService:
         if lanes is None:
             return
         host.engine.on_change = lanes.bump
+        lanes.attach(host.engine)
         host.lane_hits = lambda: int(lanes.core.stats()[0])  # (what fills yield: admission)
         host.on_fresh = lanes.fresh
         lanes.fresh()
