@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from pgwire import frontend as fe
 from pgwire.framing import Framer
+from proxy.fillstamps import FillStamps
 from proxy.gates import Gates
 from proxy.hitpath import Hit, HitMemos
 from proxy.reads import ReadPath
@@ -59,6 +60,9 @@ class CachedReads(Protocol):
 
     @property
     def gates(self) -> Gates: ...  # (the shape checks of held statements)
+
+    @property
+    def fillstamps(self) -> FillStamps: ...  # (what a miss leaves for its fill's install)
 
     def is_current(self, entry: Any) -> bool: ...
 
