@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
             print("  " + ", ".join(f"{k} {v}" for k, v in st.items()
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
-                                                    "loop_memo"))), flush=True)
+                                                    "loop_memo", "memo_from"))), flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)
     finally:
