@@ -427,6 +427,9 @@ class ExprBuilder:
             return ir.Cast(arg, target)
         if (arg.type_oid, target) in pgtime.CASTS:
             return ir.Cast(arg, target)
+        zoned = datetimes.zoned_cast(arg, target)
+        if zoned is not None:
+            return zoned
         raise PlanError(f"cast from {pgtypes.type_name(arg.type_oid)} to "
                         f"{pgtypes.type_name(target)}")
 

@@ -49,6 +49,7 @@ from engine.plan.ranges import RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.plan.sessionzone import planning_in
 from engine.plan.sublinks import conditional_subqueries, select_exists
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
 from engine.plan.windows import (
@@ -94,6 +95,9 @@ class PlannedQuery:
     cuts: tuple[RangeCut, ...] = ()
     #: Trailing reader output columns that exist only for the cuts (dropped by the host).
     hidden: int = 0
+    #: The session TimeZone the plan computes in (``engine.plan.sessionzone``; None: the
+    #: plan reads none): part of the cache's identity.
+    timezone: str | None = None
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
@@ -545,9 +549,11 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
 
 
 def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
-                literals: tuple[Literal, ...], rules: bool = True) -> PlannedQuery | Unsupported:
+                literals: tuple[Literal, ...], rules: bool = True,
+                timezone: str | None = None) -> PlannedQuery | Unsupported:
     """Plan one statement (already screened by ``check_statement``); ``rules=False`` skips
-    the rewrite rules (tests compare both)."""
+    the rewrite rules (tests compare both); ``timezone``: the session's TimeZone, which
+    forms that depend on it are computed in (None: they are refused)."""
     select = stmt.get("SelectStmt")
     if select is None:
         return Unsupported("not a SELECT")
@@ -555,7 +561,8 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         planner = _Planner(literals, lift, lift_in)
         ctx = PlanContext(catalog, search_path, planner.subquery)
         try:
-            block = planner.block(ctx, select, top=True)
+            with planning_in(timezone) as zone:
+                block = planner.block(ctx, select, top=True)
         except _RetryPinned:
             continue
         except PlanError as exc:
@@ -570,7 +577,7 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
                            if s.literal is not None)
         return PlannedQuery(reader, sources, tuple(t for _, _, t in keys), lifted,
                             tuple(sorted(ctx.relations)), block.empty_row, block.page, cuts,
-                            hidden)
+                            hidden, timezone if zone.used else None)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries
 
 

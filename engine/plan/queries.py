@@ -42,11 +42,16 @@ class QueryIdentity:
     shape: str
     pinned: tuple[tuple[str, str | None], ...]
     relations: tuple[int, ...]
+    #: the session TimeZone the plan computes in (None: it reads none)
+    timezone: str | None = None
 
     @property
     def query_id(self) -> str:
         """A stable name for the identity (``q_`` + 16 hex digits), for SHOW/CREATE CACHE."""
-        digest = hashlib.sha256(repr((self.shape, self.pinned, self.relations)).encode())
+        parts: tuple[Any, ...] = (self.shape, self.pinned, self.relations)
+        if self.timezone is not None:
+            parts += (self.timezone,)
+        digest = hashlib.sha256(repr(parts).encode())
         return "q_" + digest.hexdigest()[:16]
 
 
@@ -251,29 +256,35 @@ class QueryPlanner:
     def __init__(self, catalog: Catalog, capacity: int = 10_000) -> None:
         self.catalog = catalog
         self.capacity = capacity
-        self._texts: OrderedDict[tuple[str, tuple[str, ...]], Classified] = OrderedDict()
-        self._shapes: OrderedDict[tuple[Any, ...],
-                                  tuple[frozenset[int], tuple[int, ...]] | Unsupported] = (
+        self._texts: OrderedDict[tuple[str, tuple[str, ...], str | None], Classified] = (
             OrderedDict())
+        self._shapes: OrderedDict[
+            tuple[Any, ...],
+            tuple[frozenset[int], tuple[int, ...], str | None] | Unsupported] = OrderedDict()
         self._plans: OrderedDict[tuple[QueryIdentity, tuple[str, ...]], CachedQuery] = (
             OrderedDict())
 
-    def classify(self, text: str, search_path: Sequence[str] = ("public",)) -> Classified:
+    def classify(self, text: str, search_path: Sequence[str] = ("public",),
+                 timezone: str | None = None) -> Classified:
+        """``text`` under ``search_path`` in a session whose TimeZone is ``timezone`` (None:
+        unknown; forms that read it are then refused)."""
         path = tuple(search_path)
-        hit = self._texts.get((text, path))
+        memo = (text, path, timezone)
+        hit = self._texts.get(memo)
         if hit is not None:
-            self._texts.move_to_end((text, path))
+            self._texts.move_to_end(memo)
             return hit
-        answer = self._classify(parse_query(text), path)
+        answer = self._classify(parse_query(text), path, timezone)
         # keep the literals, not the parse tree (planning is done; trees are large)
         answer = Classified(answer.query, dataclasses.replace(answer.parsed, stmt=None))
-        _put(self._texts, (text, path), answer, self.capacity)
+        _put(self._texts, memo, answer, self.capacity)
         return answer
 
-    def _classify(self, parsed: ParsedQuery, path: tuple[str, ...]) -> Classified:
+    def _classify(self, parsed: ParsedQuery, path: tuple[str, ...],
+                  timezone: str | None) -> Classified:
         if parsed.error is not None or parsed.stmt is None:
             return Classified(Unsupported(parsed.error or "empty statement"), parsed)
-        shape_key = (parsed.shape, path, tuple(lit.kind for lit in parsed.literals))
+        shape_key = (parsed.shape, path, tuple(lit.kind for lit in parsed.literals), timezone)
         known = self._shapes.get(shape_key)
         if isinstance(known, Unsupported):
             return Classified(known, parsed)
@@ -288,13 +299,15 @@ class QueryPlanner:
             _put(self._shapes, shape_key, screened, self.capacity)
             return Classified(screened, parsed)
         try:
-            planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals)
+            planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals,
+                                  timezone=timezone)
         except Exception as exc:  # a planner bug must cost a forward, never the session
             planned = Unsupported(f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
         if isinstance(planned, Unsupported):
             return Classified(planned, parsed)
-        _put(self._shapes, shape_key, (planned.lifted, planned.relations), self.capacity)
-        identity = _identity(parsed, planned.lifted, planned.relations)
+        _put(self._shapes, shape_key, (planned.lifted, planned.relations, planned.timezone),
+             self.capacity)
+        identity = _identity(parsed, planned.lifted, planned.relations, planned.timezone)
         cached = CachedQuery(identity, parsed.fingerprint, planned)
         _put(self._plans, (identity, shape_key[2]), cached, self.capacity)
         return Classified(cached, parsed)
@@ -308,8 +321,8 @@ def _put(cache: OrderedDict[Any, Any], key: Any, value: Any, capacity: int) -> N
         cache.popitem(last=False)
 
 
-def _identity(parsed: ParsedQuery, lifted: frozenset[int],
-              relations: tuple[int, ...]) -> QueryIdentity:
+def _identity(parsed: ParsedQuery, lifted: frozenset[int], relations: tuple[int, ...],
+              timezone: str | None) -> QueryIdentity:
     pinned = tuple((lit.kind, lit.text) for i, lit in enumerate(parsed.literals)
                    if i not in lifted)
-    return QueryIdentity(parsed.shape, pinned, relations)
+    return QueryIdentity(parsed.shape, pinned, relations, timezone)

@@ -146,7 +146,7 @@ def test_swallowed_answers_with_a_replacement_or_an_outcome_are_awaited() -> Non
 
 
 class _NoCaches:
-    def classify(self, text: str, search_path: Any) -> Any:
+    def classify(self, text: str, search_path: Any, timezone: Any = None) -> Any:
         return _Classified()
 
     def cache_for(self, classified: Any) -> None:
