@@ -113,7 +113,10 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
         return Route("upstream", f"unsupported: {query.reason}", classified=classified)
     entry = registry.cache_for(classified)
     if entry is None:
-        return Route("upstream", "no cache for this query", classified=classified)
+        zone = query.identity.timezone
+        return Route("upstream", "no cache for this query" if zone is None else
+                     f"no cache for this query in TimeZone {zone!r} (the zone is part of the "
+                     "cache's identity)", classified=classified)
     if ctx.tainted is not None:
         return Route("upstream", ctx.tainted, classified=classified)
     unsupported = output_unsupported(entry.fields, {**state.parameters, **ctx.settings}) \
@@ -149,7 +152,7 @@ def zone_unsupported(entry: Any, parameters: dict[str, str]) -> str | None:
 
 def zone_mismatch(entry: Any, now: str | None) -> str | None:
     """:func:`zone_unsupported` for a session whose TimeZone is ``now``."""
-    made_for = entry.query.identity.timezone
+    made_for = entry.timezone  # registry.CacheEntry.timezone
     if made_for is None or now == made_for:
         return None
     return (f"cache {entry.name} computes in TimeZone {made_for!r}; the session's TimeZone "

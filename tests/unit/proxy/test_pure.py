@@ -7,6 +7,7 @@ import os
 import struct
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -154,7 +155,7 @@ class _NoCaches:
 
 
 class _Classified:
-    query = None
+    query = SimpleNamespace(identity=SimpleNamespace(timezone=None))  # a plan, no cache
 
 
 def test_deallocate_and_discard() -> None:
