@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.dataflow import pgtime, pgzones
 from engine.plan import ir, pgtypes
+from engine.plan.literals import LiteralError, literal_value_in_zone
 from engine.plan.scope import PlanError
 from engine.plan.sessionzone import session_zone
 from engine.values import Interval
@@ -83,6 +84,19 @@ _ZONED_CASTS = {
     (T.TIMESTAMP, T.TIMESTAMPTZ): "cast from timestamp to timestamptz",
     (T.DATE, T.TIMESTAMPTZ): "cast from date to timestamptz",
 }
+
+
+def zoned_literal(text: str, refusal: str) -> ir.Const:
+    """A timestamptz literal without an offset (an ISO date or timestamp): the wall-clock
+    time in the session TimeZone, made an instant at plan time as PostgreSQL reads it (a time
+    in a DST gap or overlap resolved as for ``AT TIME ZONE``). Pinned in the plan, so the
+    zone joins the cache's identity (a literal lifted as a lookup key is read by
+    ``Classified.keys`` in the identity's zone)."""
+    zone = session_zone(refusal)
+    try:
+        return ir.Const(literal_value_in_zone(T.TIMESTAMPTZ, text, zone), T.TIMESTAMPTZ)
+    except LiteralError as exc:
+        raise PlanError(refusal) from exc
 
 
 def zoned_cast(value: ir.Expr, target: int) -> ir.Expr | None:

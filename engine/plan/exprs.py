@@ -125,6 +125,8 @@ class ExprBuilder:
             try:
                 return ir.Const(literal_value(target, str(expr.value)), target)
             except LiteralError as exc:
+                if target == T.TIMESTAMPTZ:  # without an offset: in the session TimeZone
+                    return datetimes.zoned_literal(str(expr.value), str(exc))
                 raise PlanError(str(exc)) from exc
         if expr.type_oid in pgtypes.INTEGER_TYPES and target in pgtypes.NUMERIC_TYPES and \
                 pgtypes.arithmetic_type("+", expr.type_oid, target) == target:

@@ -575,9 +575,14 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         sources = tuple(src for _, src, _ in keys)
         lifted = frozenset(s.literal for src in sources for s in (src, *src.alternatives)
                            if s.literal is not None)
-        return PlannedQuery(reader, sources, tuple(t for _, _, t in keys), lifted,
-                            tuple(sorted(ctx.relations)), block.empty_row, block.page, cuts,
-                            hidden, timezone if zone.used else None)
+        types = tuple(t for _, _, t in keys)
+        # a timestamptz key literal is read in the session TimeZone (it may have no offset)
+        zone.used |= timezone is not None and any(
+            t == T.TIMESTAMPTZ and s.literal is not None
+            for src, t in zip(sources, types, strict=True) for s in (src, *src.alternatives))
+        return PlannedQuery(reader, sources, types, lifted, tuple(sorted(ctx.relations)),
+                            block.empty_row, block.page, cuts, hidden,
+                            timezone if zone.used else None)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from engine.dataflow.ordering import order_key
 from engine.plan import ir
 from engine.plan.explain import explain_reader
-from engine.plan.literals import LiteralError, literal_value
+from engine.plan.literals import LiteralError, literal_value_in_zone
 from engine.plan.planner import PlannedQuery, plan_select
 from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
@@ -120,7 +120,7 @@ class Classified:
         for src, type_oid in zip(plan.key_sources, plan.key_types, strict=True):
             options: list[Any] = []
             for alt in src.alternatives or (src,):
-                value = self._value(alt, type_oid, params)
+                value = self._value(alt, type_oid, params, query.identity.timezone)
                 if value is _INVALID:
                     return None
                 for item in _elements(value) if alt.array else (value,):
@@ -139,14 +139,15 @@ class Classified:
             return None
         return [tuple(c) for c in itertools.product(*choices)]
 
-    def _value(self, src: KeySource, type_oid: int, params: Sequence[Any]) -> Any:
+    def _value(self, src: KeySource, type_oid: int, params: Sequence[Any],
+               zone: str | None) -> Any:
         if src.param is not None:
             return params[src.param - 1] if src.param <= len(params) else _INVALID
         text = self.parsed.literals[src.literal or 0].text
         if text is None:
             return None
         try:
-            return literal_value(type_oid, text)
+            return literal_value_in_zone(type_oid, text, zone)
         except LiteralError:
             return _INVALID
 

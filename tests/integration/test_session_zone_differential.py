@@ -38,6 +38,8 @@ SHAPES = [
           "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
     Shape("SELECT id FROM things WHERE grp = $1 AND extract(hour FROM at) < 12 ORDER BY id",
           lambda r: (r.randint(0, 45),), ordered=True),
+    Shape("SELECT id, at FROM things WHERE grp = $1 AND at >= '2024-03-31 02:30:00' "
+          "AND at < '2024-04-30'", lambda r: (r.randint(0, 45),)),
 ]
 ZONES = ("Europe/Paris", "America/New_York")
 
@@ -117,6 +119,17 @@ def test_a_session_that_changes_zone_reads_upstream(pg: Any, dbname: str) -> Non
             why = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
             assert why is not None and why[0] == "upstream", why
             assert "TimeZone 'Asia/Tokyo'" in why[1], why
+            # a literal key without an offset: read in each session's zone
+            for zone in ("Europe/Paris", "America/New_York"):
+                for c in (conn, direct):
+                    c.execute(f"SET TimeZone = '{zone}'")
+                for local in ("2024-03-10 08:00:00", "2024-03-10 02:00:00", "2024-03-31 03:00"):
+                    sql = f"SELECT id, grp FROM things WHERE at = '{local}'"
+                    conn.execute(f"CREATE CACHE FROM {sql}")
+                    for _ in range(2):
+                        assert conn.execute(sql).fetchall() == direct.execute(sql).fetchall()
+                    row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+                    assert row is not None and row[0] == "cache", (zone, local, row)
             # a zone weir does not compute in: upstream, the reason shown
             for c in (conn, direct):
                 c.execute("SET TimeZone = 'EST5EDT'")

@@ -7,6 +7,7 @@ zone with a half-hour offset, month ends and leap days."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import psycopg
@@ -82,8 +83,44 @@ def test_session_zone_forms_match_postgres(pg: Any, zone: str) -> None:
                     want = (want[0], want[1].astimezone(UTC))
                 if got != want[1] or type(got) is not type(want[1]):
                     wrong.append((expr, want[0], got, want[1]))
+        wrong += _literals(conn, planner, relation.oid, rows, zone)
         conn.execute("DROP TABLE zt")
     assert not wrong, wrong[:10]
+
+
+#: wall-clock times as literals without an offset: DST gaps and overlaps (Paris, New York,
+#: Sydney), ordinary times, a date alone
+LITERALS = ["2024-03-31 02:30:00", "2024-10-27 02:30", "2024-03-10 02:30:00",
+            "2024-11-03 01:30:00", "2024-04-07 02:30:00", "2024-10-06 02:30:00",
+            "2024-03-10 12:00:00", "2024-02-29", "2024-01-31 23:30:17.123456"]
+
+
+def _literals(conn: psycopg.Connection[Any], planner: QueryPlanner, oid: int,
+              rows: list[tuple[Any, ...]], zone: str) -> list[Any]:
+    """Pinned range literals and lifted key literals, read in the session TimeZone."""
+    wrong = []
+    for lo, hi in pairwise(LITERALS):
+        sql = f"SELECT id FROM zt WHERE at >= '{lo}' AND at < timestamptz '{hi}'"
+        plan = _planned(planner, sql, zone)
+        ours = sorted(r[0] for r in evaluate_reader(plan.reader, {oid: rows}, ()))
+        theirs = sorted(r[0] for r in conn.execute(sql).fetchall())
+        if ours != theirs:
+            wrong.append((sql, ours, theirs))
+    for literal in LITERALS:
+        want = conn.execute("SELECT %s::timestamptz", (literal,)).fetchone()
+        assert want is not None
+        key_rows = [(*row[:1], want[0].astimezone(UTC), row[2]) for row in rows[:3]]
+        sql = f"SELECT id FROM zt WHERE at = '{literal}'"
+        answer = planner.classify(sql, ("public",), zone)
+        assert not isinstance(answer.query, Unsupported)
+        assert answer.query.identity.timezone == zone
+        keys = answer.keys()
+        assert keys is not None and len(keys) == 1, (literal, keys)
+        got = sorted(r[0] for r in evaluate_reader(answer.query.plan.reader, {oid: key_rows},
+                                                   keys[0]))
+        if got != [row[0] for row in rows[:3]]:
+            wrong.append((sql, keys, want))
+    return wrong
 
 
 def test_other_session_zones_are_refused(pg: Any) -> None:
