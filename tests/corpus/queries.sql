@@ -542,3 +542,11 @@ SELECT t.id, t.title FROM threads t WHERE t.forum_id = $1 AND EXISTS (SELECT 1 F
 SELECT p.id, p.name FROM products p WHERE p.id IN (SELECT oi.product_id FROM order_items oi JOIN orders o ON o.id = oi.order_id WHERE o.customer_id = $1) ORDER BY p.id;
 -- params: [4]
 SELECT s.id FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1);
+
+-- ===================== dates and times in the session TimeZone (the test's session: America/New_York) =====================
+SELECT o.id, date_trunc('month', o.placed_on) AS month FROM orders o WHERE o.customer_id = 3;
+SELECT o.customer_id, date_trunc('week', o.placed_on) AS wk, count(*) FROM orders o GROUP BY o.customer_id, date_trunc('week', o.placed_on);
+SELECT s.id, s.created_at::timestamptz AS at, extract(hour FROM s.created_at::timestamptz) AS h FROM stories s WHERE s.author_id = 2;
+SELECT s.id, (s.created_at::timestamptz + interval '1 month 1 day')::date AS due FROM stories s WHERE s.author_id = 4;
+SELECT o.id, o.placed_on::timestamptz - interval '2 days' AS reminded FROM orders o WHERE o.placed_on >= '2024-02-01' AND o.customer_id = 5;
+SELECT s.id FROM stories s WHERE s.created_at::timestamptz >= timestamptz '2024-03-10 02:30' ORDER BY s.id LIMIT 10;
