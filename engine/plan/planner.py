@@ -45,7 +45,7 @@ from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates, having_on_groups
 from engine.plan.laterals import LATERAL, per_correlation
 from engine.plan.pullup import pulled_conjuncts
-from engine.plan.ranges import RangeCut, choose_ranges
+from engine.plan.ranges import NOT_ANY_NODE, RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
@@ -192,6 +192,8 @@ class _Planner:
                                   ctx.catalog, self.lift_in, computed) if top else (
             [], where)
         cuts, where = choose_ranges(bound.scope, where, ctx.catalog) if top else ([], where)
+        if any(NOT_ANY_NODE in c for c in where):
+            raise PlanError("a $n inside NOT EXISTS in a subquery (only in the top block)")
         if computed:
             bound = with_computed(bound, computed, ctx)
         rel = bound.rel
@@ -219,7 +221,8 @@ class _Planner:
         builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")
         def key_exprs() -> list[ir.Expr]:
             refs: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
-            return refs + [ir.ColumnRef(c.column, c.type_oid) for c in cuts]
+            return refs + [ir.ColumnRef(c.column, bound.scope.cols[c.column].type_oid)
+                           for c in cuts]
 
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
                              lambda e: e, cuts=cuts, windows=windows)

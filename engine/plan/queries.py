@@ -74,8 +74,9 @@ class CachedQuery:
             text = f"LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
         if self.plan.cuts:
             cols = self.plan.reader.columns
-            cuts = " AND ".join(f"{cols[c.column].name} {c.op} ${c.param}"
-                                for c in self.plan.cuts)
+            cuts = " AND ".join(
+                f"${c.param} <> ALL({cols[c.column].name})" if c.op == "not_any" else
+                f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
         return explain_reader(self.plan.reader, labels, self.plan.empty_row, text)
 

@@ -1,0 +1,52 @@
+"""``$n`` parameters inside NOT EXISTS subqueries (issue 23), against the real upstream.
+
+The loop of ``test_cache_shapes_differential`` (random writes through weir and directly, reads
+through psycopg text and binary and asyncpg compared with the same statement run directly,
+most served by the cache, evictions under a small budget) over statements whose NOT EXISTS
+compares a subquery column with a parameter: the host keeps the rows none of whose partners
+equals the parameter. NULL parameters (matching nothing: every row kept), NULL partner
+values and outer rows without partners are all drawn.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from tests.integration.test_cache_shapes_differential import (
+    SCHEMA,
+    Shape,
+    _random_write,
+    run_differential,
+)
+
+
+def _note(rng: random.Random) -> str | None:
+    return None if rng.random() < 0.15 else f"note {rng.randint(0, 1200)}"
+
+
+def _maybe(rng: random.Random, top: int) -> int | None:
+    return None if rng.random() < 0.15 else rng.randint(0, top)
+
+
+SHAPES = [
+    Shape("SELECT id, name FROM things t WHERE grp = $1 AND NOT EXISTS "
+          "(SELECT 1 FROM notes n WHERE n.ref = t.grp AND n.note = $2)",
+          lambda r: (r.randint(0, 45), _note(r))),
+    Shape("SELECT id, score FROM things t WHERE NOT EXISTS (SELECT 1 FROM notes n "
+          "WHERE n.ref = t.id AND n.id = $1::int8) ORDER BY id LIMIT 6",
+          lambda r: (_maybe(r, 1100),), ordered=True),
+    Shape("SELECT t.id FROM things t WHERE t.grp = $1 AND NOT EXISTS (SELECT 1 FROM notes n "
+          "WHERE n.ref = t.grp AND $2 = n.id AND n.note LIKE 'note 1%')",
+          lambda r: (r.randint(0, 45), _maybe(r, 1100))),
+    Shape("SELECT id, name, score FROM things t WHERE grp = ANY($1) AND NOT EXISTS "
+          "(SELECT 1 FROM notes n WHERE n.ref = t.grp AND n.id = $2) "
+          "ORDER BY score DESC NULLS LAST, id LIMIT 5",
+          lambda r: ([r.randint(0, 45) for _ in range(r.randint(0, 4))], _maybe(r, 1100)),
+          ordered=True),
+]
+
+
+def test_parameters_inside_not_exists(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
