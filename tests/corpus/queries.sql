@@ -550,3 +550,14 @@ SELECT s.id, s.created_at::timestamptz AS at, extract(hour FROM s.created_at::ti
 SELECT s.id, (s.created_at::timestamptz + interval '1 month 1 day')::date AS due FROM stories s WHERE s.author_id = 4;
 SELECT o.id, o.placed_on::timestamptz - interval '2 days' AS reminded FROM orders o WHERE o.placed_on >= '2024-02-01' AND o.customer_id = 5;
 SELECT s.id FROM stories s WHERE s.created_at::timestamptz >= timestamptz '2024-03-10 02:30' ORDER BY s.id LIMIT 10;
+
+-- ===================== array slices and ARRAY[...] constructors =====================
+SELECT id, labels[1:2] AS first_two, labels[2:] FROM products WHERE category_id = 2;
+SELECT p.id, ARRAY[p.id, p.category_id] AS ids, ARRAY[p.name, NULL] FROM products p WHERE p.category_id = 3;
+SELECT id FROM products WHERE 'sale' = ANY(labels[:2]);
+
+-- ===================== $n parameters inside NOT EXISTS (cut by the host) =====================
+-- params: [4]
+SELECT s.id, s.title FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1) ORDER BY s.id LIMIT 20;
+-- params: [2, 3]
+SELECT t.id FROM threads t WHERE t.forum_id = $1 AND NOT EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.author_id = $2);

@@ -1,4 +1,5 @@
-"""``$n`` parameters inside NOT EXISTS subqueries (issue 23), against the real upstream.
+"""``$n`` parameters inside NOT EXISTS subqueries, ``ARRAY[...]`` and slices (issue 23),
+against the real upstream.
 
 The loop of ``test_cache_shapes_differential`` (random writes through weir and directly, reads
 through psycopg text and binary and asyncpg compared with the same statement run directly,
@@ -49,4 +50,18 @@ SHAPES = [
 
 def test_parameters_inside_not_exists(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
+ARRAY_SHAPES = [
+    Shape("SELECT id, ARRAY[grp, score, NULL] AS a, ARRAY[name, 'x'] AS b, "
+          "(ARRAY[id, grp, score])[2:] AS tail, (ARRAY[name, name])[:1] FROM things "
+          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id FROM things WHERE grp = $1 AND (7 = ANY((ARRAY[score, NULL, id])[1:2])) "
+          "IS NOT FALSE", lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_array_constructors_and_slices(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, ARRAY_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
