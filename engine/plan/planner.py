@@ -507,15 +507,15 @@ class _Planner:
 
 def _mergeable(block: _Block) -> bool:
     """An IN-list key is served by one lookup per value, merged by the host: fine unless the
-    page has a constant OFFSET (cut per key by the top-k), sorts on a column the client does
-    not see, or is DISTINCT without the key column in the output. (A parameter Page is cut
-    by the host after merging, so it is fine.)"""
+    page has a constant OFFSET (cut per key by the top-k) or is DISTINCT without the key
+    column in the output. (A parameter Page is cut by the host after merging, so it is fine;
+    sort columns the client does not see are hidden output columns, see ``_reader``.)"""
     multi = [pos for pos, src, _ in block.keys if src.multi]
     if not multi:
         return True
     if isinstance(block.rel, ir.Distinct) and any(pos >= block.visible for pos in multi):
         return False  # rows of two lookups could be duplicates of each other
-    return block.offset == 0 and all(k.column < block.visible for k in block.order)
+    return block.offset == 0
 
 
 def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:
@@ -542,9 +542,11 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
     if block.limit is not None and not block.windows:  # windows see the rows before LIMIT
         rel = ir.TopK(rel, group, block.order, block.limit, block.offset)
     output = list(range(block.visible))
-    for cut in block.cuts:
-        if cut.column not in output:
-            output.append(cut.column)
+    merged = any(src.multi for _, src, _ in block.keys)
+    for column in [c.column for c in block.cuts] + (
+            [k.column for k in block.order] if merged else []):
+        if column not in output:  # the host cuts or sorts the lookups' rows on it
+            output.append(column)
     cuts = tuple(dataclasses.replace(c, column=output.index(c.column)) for c in block.cuts)
     reader = ir.Reader(rel, group, tuple(output), block.order, block.limit,
                        block.offset if block.windows else 0, block.windows)

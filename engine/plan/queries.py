@@ -101,7 +101,8 @@ class Classified:
         ``empty_row``); None for plans that need ``keys`` + ``merge_lookups`` (IN lists,
         LIMIT/OFFSET parameters) and wherever ``keys`` is None."""
         query = self.query
-        if isinstance(query, Unsupported) or query.plan.page is not None or query.plan.cuts:
+        if isinstance(query, Unsupported) or query.plan.page is not None or query.plan.cuts \
+                or query.plan.hidden:
             return None
         keys = self.keys(params)
         return keys[0] if keys is not None and len(keys) == 1 else None
@@ -220,7 +221,7 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
     ``empty_row``, as PostgreSQL's ``count(*) ... WHERE column = NULL`` gives 0."""
     if not results:
         results = [()]
-    if len(results) == 1 and plan.page is None and not plan.cuts:
+    if len(results) == 1 and plan.page is None and not plan.cuts and not plan.hidden:
         rows = list(results[0])
         if not rows and plan.empty_row is not None:
             return [plan.empty_row]

@@ -65,3 +65,22 @@ ARRAY_SHAPES = [
 def test_array_constructors_and_slices(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, ARRAY_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+TOPK_SHAPES = [
+    Shape("SELECT id, name FROM things WHERE grp = ANY($1) ORDER BY score DESC NULLS LAST, id "
+          "LIMIT 4", lambda r: ([r.randint(0, 45) for _ in range(r.randint(0, 5))],),
+          ordered=True),
+    Shape("SELECT id FROM things WHERE grp = ANY($1) ORDER BY score::numeric / 7 DESC, id "
+          "LIMIT 3", lambda r: ([r.randint(0, 45) for _ in range(r.randint(0, 5))],),
+          ordered=True),
+    Shape("SELECT id, grp FROM things WHERE grp = ANY($1) ORDER BY made, id",
+          lambda r: ([r.randint(0, 45) for _ in range(r.randint(0, 3))],), ordered=True),
+]
+
+
+def test_any_top_k_on_unselected_columns(pg: Any, dbname: str) -> None:
+    """``= ANY($1)`` with ORDER BY (and LIMIT) on columns the client does not select: one
+    lookup per element, merged and sorted by the host on hidden columns."""
+    run_differential(pg, dbname, TOPK_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
