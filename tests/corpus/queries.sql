@@ -561,3 +561,7 @@ SELECT id FROM products WHERE 'sale' = ANY(labels[:2]);
 SELECT s.id, s.title FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1) ORDER BY s.id LIMIT 20;
 -- params: [2, 3]
 SELECT t.id FROM threads t WHERE t.forum_id = $1 AND NOT EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.author_id = $2);
+
+-- ===================== LATERAL aggregates (one row for every outer row) =====================
+SELECT u.id, x.n, x.best FROM users u, LATERAL (SELECT count(*) AS n, max(s.score) AS best FROM stories s WHERE s.author_id = u.id) x;
+SELECT f.id, x.* FROM forums f CROSS JOIN LATERAL (SELECT count(*) AS threads, sum(t.reply_count) AS replies FROM threads t WHERE t.forum_id = f.id AND t.pinned) x;

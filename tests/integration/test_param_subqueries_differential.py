@@ -84,3 +84,21 @@ def test_any_top_k_on_unselected_columns(pg: Any, dbname: str) -> None:
     lookup per element, merged and sorted by the host on hidden columns."""
     run_differential(pg, dbname, TOPK_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+LATERAL_SHAPES = [
+    Shape("SELECT t.id, x.n, x.total, x.low FROM things t, LATERAL (SELECT count(*) AS n, "
+          "sum(n.id) AS total, min(n.id) AS low FROM notes n WHERE n.ref = t.grp) x "
+          "WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+    Shape("SELECT t.id, x.* FROM things t CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE "
+          "n.note LIKE 'note 1%') AS ones, count(n.ref) AS refs FROM notes n "
+          "WHERE n.ref = t.score) x WHERE t.grp = ANY($1)",
+          lambda r: ([r.randint(0, 45) for _ in range(r.randint(0, 3))],)),
+]
+
+
+def test_lateral_aggregates(pg: Any, dbname: str) -> None:
+    """A LATERAL aggregate has one row for every outer row: counts 0 and the other
+    aggregates NULL when the outer value has no partner (or is NULL)."""
+    run_differential(pg, dbname, LATERAL_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
