@@ -221,14 +221,16 @@ class CacheService:
         if self.lanes is not None:
             self.lanes.routing()
 
-    def _auto_due(self, text: str, search_path: tuple[str, ...]) -> None:
-        """Auto mode: a query routed upstream is due for a cache (``Routing.note_upstream``)."""
-        asyncio.get_running_loop().create_task(self._auto_create(text, search_path))
+    def _auto_due(self, text: str, search_path: tuple[str, ...], timezone: str | None) -> None:
+        """Auto mode: a query routed upstream is due for a cache (``Routing.note_upstream``;
+        ``timezone``: the session TimeZone its plan computes in, if any)."""
+        asyncio.get_running_loop().create_task(self._auto_create(text, search_path, timezone))
 
-    async def _auto_create(self, text: str, search_path: tuple[str, ...]) -> None:
+    async def _auto_create(self, text: str, search_path: tuple[str, ...],
+                           timezone: str | None) -> None:
         registry = await self.ensure()
         try:
-            await registry.create(text, search_path)
+            await registry.create(text, search_path, timezone=timezone)
             self.refresh_names()
         except Exception as exc:  # AdminError, the upstream gone: the query stays upstream
             log.info("auto mode could not cache a query: %s", exc)
