@@ -82,7 +82,7 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import aftermiss
+from proxy import aftermiss, identity
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
@@ -493,6 +493,8 @@ class HitLanes:
         if fd < 0 or ufd < 0:
             return NEVER
         state, ext, memos = session.state, session.extended, session.memos
+        if identity.unsettled(session.ctx):
+            return RETRY  # the next client message is looked at and settles it first
         if not (state.phase is Phase.READY and not state.paused and not state.waiting
                 and not state.local_busy and state.transaction_status == "I"
                 and state.idle and not state.swallowing and ext.quiet
