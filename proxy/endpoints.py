@@ -6,13 +6,31 @@ small interfaces they need of the session (:class:`ClientSide`, :class:`Upstream
 relay's ``Session`` is both). Both set ``data_received`` to the session's own entry (one call
 less per read; see ``proxy.relay.relay_entries``). Backpressure: a full send buffer on one
 side pauses reading on the other.
+
+Read-ahead (``bound_client``, ``bound_upstream``): between a client and the upstream, weir
+holds about what a direct connection's server side would, not a second pair of kernel
+buffers. A direct client writing faster than PostgreSQL reads is held back once its own
+send buffer and the server's receive buffer are full; through weir, the client's bytes
+would otherwise also fill weir's autotuned receive buffer (up to ``tcp_rmem``'s maximum),
+its user-space queue and the upstream socket's send buffer (up to ``tcp_wmem``'s), several
+megabytes more, and a pipelining client (asyncpg's ``executemany``) would write all its
+rows before a server error early in the stream reached it. So the client socket's receive
+buffer is fixed small (``--client-receive-bytes``), the upstream socket takes only a few
+unsent bytes (``TCP_NOTSENT_LOWAT``), and the upstream transport's high-water mark, past
+which reading the client pauses, is at most ``UPSTREAM_QUEUE_BYTES``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from typing import Protocol, cast
+
+#: unsent bytes the upstream socket holds before a write stops being taken (TCP_NOTSENT_LOWAT)
+UPSTREAM_UNSENT_BYTES = 4 * 1024
+#: the upstream transport's high-water mark at most: past it, reading the client pauses
+UPSTREAM_QUEUE_BYTES = 64 * 1024
 
 
 class ClientSide(Protocol):
@@ -111,3 +129,27 @@ class UpstreamEndpoint(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.session.resume_client("upstream send buffer full")
+
+
+def _tcp_socket(transport: asyncio.BaseTransport) -> socket.socket | None:
+    sock = transport.get_extra_info("socket")
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return None
+    return cast(socket.socket, sock)
+
+
+def bound_client(transport: asyncio.Transport, receive_bytes: int) -> None:
+    """Fix the client socket's receive buffer at ``receive_bytes`` (0: leave the kernel's
+    autotuning)."""
+    sock = _tcp_socket(transport)
+    if sock is not None and receive_bytes:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_bytes)
+
+
+def bound_upstream(transport: asyncio.Transport, write_buffer_bytes: int) -> None:
+    """Hold the upstream socket to a few unsent bytes and its transport's queue to at most
+    ``UPSTREAM_QUEUE_BYTES`` (or ``write_buffer_bytes``, when smaller)."""
+    transport.set_write_buffer_limits(high=min(write_buffer_bytes, UPSTREAM_QUEUE_BYTES))
+    sock = _tcp_socket(transport)
+    if sock is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NOTSENT_LOWAT, UPSTREAM_UNSENT_BYTES)
