@@ -84,12 +84,6 @@ class Settings:
         default=256 * 1024,
         metadata={"help": "per-connection output buffered before reading from the peer pauses"},
     )
-    client_receive_bytes: int = field(
-        default=16 * 1024,
-        metadata={"help": "receive buffer (SO_RCVBUF) of each client socket: how far a client "
-                          "writes ahead of what the upstream has taken (0: the kernel's "
-                          "autotuning)"},
-    )
     connect_timeout: float = field(
         default=10.0, metadata={"help": "seconds to wait for the upstream to accept a connection"}
     )
@@ -260,8 +254,6 @@ class Settings:
         for name in ("connect_timeout", "read_timeout", "staleness_bound", "drain_seconds"):
             if not getattr(self, name) >= 0:
                 raise SettingsError(f"--{name.replace('_', '-')} must not be negative")
-        if self.client_receive_bytes < 0:
-            raise SettingsError("--client-receive-bytes must not be negative")
         if self.max_client_connections < 1:
             raise SettingsError("--max-client-connections must be at least 1")
         if not self.login_timeout > 0:
