@@ -23,7 +23,7 @@ from proxy.lanes import HitLanes
 from proxy.limits import fd_limit
 from proxy.metrics import ADMIN, own_error
 from proxy.registry import AdminError, Registry, masked
-from proxy.router import Route, SessionContext
+from proxy.router import Route, SessionContext, session_zone
 from proxy.settings import Settings, UpstreamAddress
 
 log = logging.getLogger("weir.commands")
@@ -49,10 +49,12 @@ async def create(registry: Registry, cmd: CreateCache, ctx: SessionContext) -> b
     """CREATE CACHE (or its EXPLAIN): the answer; the caller refreshes what names caches."""
     if cmd.explain_only:
         await registry.reload_catalog()
-        qid, text, supported = registry.explain(cmd.source, ctx.search_path)
+        qid, text, supported = registry.explain(cmd.source, ctx.search_path,
+                                                session_zone(ctx.parameters or {}))
         return result_set(["query_id", "query", "supported"], [(qid, text, supported)],
                           "SELECT 1")
-    await registry.create(cmd.source, ctx.search_path, cmd.name)
+    await registry.create(cmd.source, ctx.search_path, cmd.name,
+                          timezone=session_zone(ctx.parameters or {}))
     return be.CommandComplete("CREATE CACHE").encode()
 
 def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
@@ -131,6 +133,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("memoized_answers", str(hits.served + lane_answers)),
         ("loop_memo_answers", str(hits.served)),  # (the event loop's share of them)
         ("memo_bytes", str(hits.bytes)),
+        ("memo_from_fills", str(hits.from_fills)),  # (remembered as a fill installed them)
         ("fd_limit", str(fd_limit())),
     ]
     if lanes is not None:

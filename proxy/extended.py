@@ -46,7 +46,7 @@ from proxy.held import (
 from proxy.hitpath import bind_rest
 from proxy.reads import Wait
 from proxy.roles import ExtendedService, ExtendedSession
-from proxy.router import Route
+from proxy.router import Route, session_zone
 from proxy.session import SessionState
 from proxy.upstream_copies import UpstreamCopies
 
@@ -133,7 +133,8 @@ class Extended:
         session = self.session
         registry, ctx = self.service.registry, session.ctx
         if registry is not None and ctx is not None and ctx.tainted is None:
-            adopt(self.core.held, session.state.statements, registry, ctx.search_path)
+            adopt(self.core.held, session.state.statements, registry, ctx.search_path,
+                  session_zone(session.state.parameters))
 
     @property
     def quiet(self) -> bool:
@@ -443,6 +444,7 @@ class Extended:
                 read = service.reads.read_rows_now(prepared[0], ctx, reads)
                 if isinstance(read, Wait):
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
+                portal_reads.note_miss(service, self.core, ctx, local, read, prepared)
                 rows = portal_reads.encode(service, ctx, local, read, prepared)
                 local.reads = reads
             if rows is None:

@@ -82,7 +82,7 @@ class LocalPortal:
 
 
 def adopt(held: dict[str, HeldStatement], statements: Mapping[str, Any], registry: Any,
-          search_path: tuple[str, ...]) -> None:
+          search_path: tuple[str, ...], timezone: str | None) -> None:
     """Hold too (``upstream=True``: both have them) the named statements prepared upstream
     (``statements``: name -> its Parse's ``query`` and ``param_types``) whose text a cache of
     ``registry`` now serves."""
@@ -91,7 +91,7 @@ def adopt(held: dict[str, HeldStatement], statements: Mapping[str, Any], registr
         # clients parse it again for each run anyway)
         if not name or name in held or parse_admin(stmt.query) is not None:
             continue
-        classified = registry.classify(stmt.query, search_path)
+        classified = registry.classify(stmt.query, search_path, timezone)
         entry = registry.cache_for(classified)
         if entry is not None:
             route = Route("cache", f"served by cache {entry.name}", classified=classified,

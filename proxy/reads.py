@@ -29,7 +29,7 @@ from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
 from proxy.misses import BEHIND, MISS, read_now
 from proxy.results import OutputSettings, column_encoder, encode_rows, supports
-from proxy.router import Route, SessionContext, output_unsupported
+from proxy.router import Route, SessionContext, output_unsupported, zone_mismatch, zone_unsupported
 from proxy.seen import covered
 from proxy.session import SessionState
 from proxy.settings import Settings
@@ -174,7 +174,9 @@ class ReadPath:
             await self.gates.apply_defaults(host, ctx)
             if ctx.tainted is not None:
                 return ctx.tainted
-            reason = output_unsupported(route.cache.fields, {**parameters_of(ctx), **ctx.settings})
+            parameters = parameters_of(ctx)
+            reason = output_unsupported(route.cache.fields, {**parameters, **ctx.settings}) \
+                or zone_unsupported(route.cache, parameters)
             if reason is None and ctx.block.open:  # the role's default isolation is known now
                 reason = transactions.refusal("T", ctx.block, ctx.isolation)
             return reason
@@ -216,7 +218,7 @@ class ReadPath:
         if found is None or found[0] is not entry:
             if len(self._encoders) > 4096:
                 self._encoders.clear()
-            reason = settings.reason() or next(
+            reason = settings.reason() or zone_mismatch(entry, settings.timezone) or next(
                 (r for f, fmt in zip(entry.fields, formats, strict=True)
                  if (r := supports(f.type_oid, f.type_modifier, fmt, settings)) is not None),
                 None)

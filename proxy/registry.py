@@ -30,6 +30,7 @@ from engine import CATALOG_QUERY, CachedQuery, Catalog, Classified, QueryPlanner
 from pgwire.backend import FieldDescription
 from proxy.caching import EngineHost
 from proxy.publication import NotPublishable
+from proxy.router import query_zone
 
 log = logging.getLogger("weir.registry")
 
@@ -54,8 +55,14 @@ class CacheEntry:
     fields: tuple[FieldDescription, ...]
     query: CachedQuery
 
+    @property
+    def timezone(self) -> str | None:
+        """The session TimeZone the cache computes in (None: its plan reads none)."""
+        return self.query.identity.timezone
+
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "text": self.text, "search_path": list(self.search_path)}
+        return {"name": self.name, "text": self.text, "search_path": list(self.search_path),
+                "timezone": self.timezone}
 
 
 HIDDEN = "(query text hidden: it does not parse)"
@@ -92,7 +99,7 @@ class Registry:
     caches: dict[str, CacheEntry] = field(default_factory=dict)
     by_id: dict[str, CacheEntry] = field(default_factory=dict)
     proxied: OrderedDict[str, ProxiedQuery] = field(default_factory=OrderedDict)
-    _texts: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    _texts: dict[str, tuple[str, tuple[str, ...], str | None]] = field(default_factory=dict)
     #: queries whose cache could not be created for a reason the query keeps (a table weir
     #: cannot publish), until a CREATE CACHE of it succeeds
     _refused: dict[str, str] = field(default_factory=dict)
@@ -104,7 +111,7 @@ class Registry:
         for item in self._load_state():
             try:
                 await self.create(item["text"], tuple(item["search_path"]), item["name"],
-                                  persist=False)
+                                  persist=False, timezone=item.get("timezone"))
             except AdminError as exc:
                 log.warning("cache %s could not be restored: %s", item.get("name"), exc)
 
@@ -114,10 +121,13 @@ class Registry:
 
     # -- classification ---------------------------------------------------------------------
 
-    def classify(self, text: str, search_path: tuple[str, ...]) -> Classified:
+    def classify(self, text: str, search_path: tuple[str, ...],
+                 timezone: str | None = None) -> Classified:
+        """``timezone``: the session's TimeZone (forms that read it are planned in it and
+        the zone joins the identity; None: they are refused)."""
         # the planner's shape is the normalized *text*: a trailing semicolon or surrounding
         # white space (pgbench, psql scripts) must not make a different query
-        return self.planner.classify(_trim(text), search_path)
+        return self.planner.classify(_trim(text), search_path, timezone)
 
     def cache_for(self, classified: Classified) -> CacheEntry | None:
         query = classified.query
@@ -142,7 +152,7 @@ class Registry:
         if entry is None:
             entry = self.proxied[qid] = ProxiedQuery(qid, classified.parsed.text, supported,
                                                      shape=masked(classified))
-            self._texts[qid] = (classified.parsed.text, search_path)
+            self._texts[qid] = (classified.parsed.text, search_path, query_zone(classified))
             if len(self.proxied) > 10_000:
                 old, _ = self.proxied.popitem(last=False)
                 self._texts.pop(old, None)
@@ -157,18 +167,18 @@ class Registry:
     # -- admin --------------------------------------------------------------------------------
 
     async def create(self, source: str, search_path: tuple[str, ...], name: str | None = None,
-                     persist: bool = True) -> CacheEntry:
+                     persist: bool = True, timezone: str | None = None) -> CacheEntry:
         """Create a cache (one creation at a time: two of the same query, e.g. auto mode and
-        an admin command, make one cache)."""
+        an admin command, make one cache); ``timezone``: the creating session's."""
         async with self._creating:
-            return await self._create(source, search_path, name, persist)
+            return await self._create(source, search_path, name, persist, timezone)
 
     async def _create(self, source: str, search_path: tuple[str, ...], name: str | None,
-                      persist: bool) -> CacheEntry:
+                      persist: bool, timezone: str | None) -> CacheEntry:
         if source.startswith("q_") and source in self._texts:
-            source, search_path = self._texts[source]
+            source, search_path, timezone = self._texts[source]
         await self.reload_catalog()
-        classified = self.classify(source, search_path)
+        classified = self.classify(source, search_path, timezone)
         query = classified.query
         if isinstance(query, Unsupported):
             raise AdminError(f"query cannot be cached: {query.reason}")
@@ -202,9 +212,10 @@ class Registry:
         log.info("cache %s created (%s)", name, qid)
         return entry
 
-    def explain(self, source: str, search_path: tuple[str, ...]) -> tuple[str, str, str]:
+    def explain(self, source: str, search_path: tuple[str, ...],
+                timezone: str | None = None) -> tuple[str, str, str]:
         """``(query_id, query, supported)`` for EXPLAIN CREATE CACHE."""
-        classified = self.classify(source, search_path)
+        classified = self.classify(source, search_path, timezone)
         query = classified.query
         if isinstance(query, Unsupported):
             return ("u_" + (classified.parsed.fingerprint or "unparsed"), source,
@@ -272,7 +283,8 @@ class Registry:
         outcome = []
         for entry in affected:
             try:
-                await self.create(entry.text, entry.search_path, entry.name)
+                await self.create(entry.text, entry.search_path, entry.name,
+                                  timezone=entry.timezone)
                 outcome.append(f"cache {entry.name} planned again after a schema change")
             except Exception as exc:  # AdminError, an upstream error: the cache is gone
                 reason = str(exc).splitlines()[0]

@@ -106,16 +106,21 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
         return Route("upstream", f"database {ctx.database} is not the one weir replicates")
     if not state.caught_up:
         return Route("upstream", "earlier statements are still running upstream")
-    classified: Classified = registry.classify(text, ctx.search_path)
+    classified: Classified = registry.classify(text, ctx.search_path,
+                                               session_zone(state.parameters))
     query = classified.query
     if isinstance(query, Unsupported):
         return Route("upstream", f"unsupported: {query.reason}", classified=classified)
     entry = registry.cache_for(classified)
     if entry is None:
-        return Route("upstream", "no cache for this query", classified=classified)
+        zone = query.identity.timezone
+        return Route("upstream", "no cache for this query" if zone is None else
+                     f"no cache for this query in TimeZone {zone!r} (the zone is part of the "
+                     "cache's identity)", classified=classified)
     if ctx.tainted is not None:
         return Route("upstream", ctx.tainted, classified=classified)
-    unsupported = output_unsupported(entry.fields, {**state.parameters, **ctx.settings})
+    unsupported = output_unsupported(entry.fields, {**state.parameters, **ctx.settings}) \
+        or zone_unsupported(entry, state.parameters)
     if unsupported is not None:
         return Route("upstream", unsupported, classified=classified)
     keys = classified.keys()
@@ -126,6 +131,32 @@ def route_query(text: str, state: SessionState, ctx: SessionContext, registry: A
                      classified=classified, cache=entry)
     return Route("cache", f"served by cache {entry.name}", classified=classified, cache=entry,
                  keys=keys)
+
+
+def query_zone(classified: Classified) -> str | None:
+    """The session TimeZone a classified text's plan computes in (None: none, or no plan)."""
+    query = classified.query
+    return None if isinstance(query, Unsupported) else query.identity.timezone
+
+
+def session_zone(parameters: dict[str, str]) -> str | None:
+    """The session's TimeZone as PostgreSQL reports it (ParameterStatus), if known."""
+    return parameters.get("TimeZone")
+
+
+def zone_unsupported(entry: Any, parameters: dict[str, str]) -> str | None:
+    """Why a cache computed in one session TimeZone cannot answer a session in another (a
+    statement held since before a SET TimeZone), or None."""
+    return zone_mismatch(entry, session_zone(parameters))
+
+
+def zone_mismatch(entry: Any, now: str | None) -> str | None:
+    """:func:`zone_unsupported` for a session whose TimeZone is ``now``."""
+    made_for = entry.timezone  # registry.CacheEntry.timezone
+    if made_for is None or now == made_for:
+        return None
+    return (f"cache {entry.name} computes in TimeZone {made_for!r}; the session's TimeZone "
+            f"is {now!r}")
 
 
 def output_unsupported(fields: Any, parameters: dict[str, str]) -> str | None:

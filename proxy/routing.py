@@ -20,13 +20,13 @@ from proxy import transactions
 from proxy.admin import parse_admin
 from proxy.metrics import count_forward
 from proxy.registry import Registry
-from proxy.router import Route, SessionContext, route_query
+from proxy.router import Route, SessionContext, query_zone, route_query
 from proxy.rules import hides_write, hiding_words, plain_text
 from proxy.session import SessionState
 from proxy.settings import Settings
 
 #: what auto mode does with a query due for a cache: (query text, search_path)
-AutoCreate = Callable[[str, tuple[str, ...]], None]
+AutoCreate = Callable[[str, tuple[str, ...], str | None], None]
 
 
 class Routing:
@@ -113,5 +113,5 @@ class Routing:
             return
         text = self.registry.note_proxied(route.classified, ctx.search_path, times, ctx.user)
         if text is not None:
-            self._auto_create(text, ctx.search_path)
+            self._auto_create(text, ctx.search_path, query_zone(route.classified))
 

@@ -24,6 +24,7 @@ from typing import Any
 import cython_ext
 from proxy import commands, identity
 from proxy.caching import EngineHost
+from proxy.fillstamps import FillStamps
 from proxy.gates import Gates
 from proxy.hitpath import HitMemos
 from proxy.lane_plan import cpu_quota, lane_plan
@@ -54,6 +55,8 @@ class CacheService:
         #: the cached reads and their encoders (``proxy.reads``)
         self.reads = ReadPath(self, settings, self.gates, self.hits)
         self.lanes: HitLanes | None = None  # threads answering quiet sessions (``proxy.lanes``)
+        #: what a miss leaves for its fill's install (``proxy.fillstamps``)
+        self.fillstamps = FillStamps(self.hits, self.is_current)
         self.mutating = asyncio.Lock()  # admin commands and schema checks change the caches
 
     @property
@@ -90,11 +93,15 @@ class CacheService:
             self.lanes.stop(replay)
 
     def _watch(self, host: EngineHost) -> None:
-        """Tell the lanes about every change of ``host`` they must not answer across."""
+        """Tell the lanes about every change of ``host`` they must not answer across (and
+        both the memos and the lanes of the fills it installs)."""
+        host.on_ready = self.fillstamps.ready
         lanes = self.lanes
         if lanes is None:
             return
+        self.fillstamps.stamp = lanes.stamp
         host.engine.on_change = lanes.bump
+        lanes.attach(host.engine)
         host.lane_hits = lambda: int(lanes.core.stats()[0])  # (what fills yield: admission)
         host.on_fresh = lanes.fresh
         lanes.fresh()
@@ -214,14 +221,16 @@ class CacheService:
         if self.lanes is not None:
             self.lanes.routing()
 
-    def _auto_due(self, text: str, search_path: tuple[str, ...]) -> None:
-        """Auto mode: a query routed upstream is due for a cache (``Routing.note_upstream``)."""
-        asyncio.get_running_loop().create_task(self._auto_create(text, search_path))
+    def _auto_due(self, text: str, search_path: tuple[str, ...], timezone: str | None) -> None:
+        """Auto mode: a query routed upstream is due for a cache (``Routing.note_upstream``;
+        ``timezone``: the session TimeZone its plan computes in, if any)."""
+        asyncio.get_running_loop().create_task(self._auto_create(text, search_path, timezone))
 
-    async def _auto_create(self, text: str, search_path: tuple[str, ...]) -> None:
+    async def _auto_create(self, text: str, search_path: tuple[str, ...],
+                           timezone: str | None) -> None:
         registry = await self.ensure()
         try:
-            await registry.create(text, search_path)
+            await registry.create(text, search_path, timezone=timezone)
             self.refresh_names()
         except Exception as exc:  # AdminError, the upstream gone: the query stays upstream
             log.info("auto mode could not cache a query: %s", exc)

@@ -1,8 +1,9 @@
 """Generate the SQL support matrix of docs/sql-support.md from the planner's golden files.
 
 Owns: reading every tests/golden/plan/<case>.txt (a comment, the SQL, ``----``, the plan or
-``UNSUPPORTED: reason``), rendering one Markdown row per case (what it exercises, the SQL,
-cached or the reason it is not, and the lookup key), and splicing the table between the
+``UNSUPPORTED: reason``; a line ``-- timezone: Zone``: planned for a session in that
+TimeZone), rendering one Markdown row per case (what it exercises, the SQL, cached or the
+reason it is not, and the lookup key), and splicing the table between the
 markers in docs/sql-support.md. ``python tools/gen_sql_matrix.py`` rewrites the file;
 ``--check`` exits 1 when it is stale. tests/unit/test_docs.py runs the check, so a golden
 file added or changed without the matrix fails the suite.
@@ -33,7 +34,12 @@ def row(path: Path) -> str:
     head, _, expected = path.read_text().partition("----\n")
     lines = head.strip().splitlines()
     what = lines[0].removeprefix("--").strip() if lines and lines[0].startswith("--") else ""
-    sql = " ".join(line.strip() for line in lines[1:] if line.strip())
+    zones = [line.removeprefix("-- timezone:").strip() for line in lines[1:]
+             if line.startswith("-- timezone:")]
+    if zones:
+        what += f" (a session in TimeZone {zones[0]})"
+    sql = " ".join(line.strip() for line in lines[1:]
+                   if line.strip() and not line.startswith("-- timezone:"))
     first = expected.strip().splitlines()[0] if expected.strip() else ""
     if first.startswith("UNSUPPORTED:"):
         verdict = "no: " + first.removeprefix("UNSUPPORTED:").strip()

@@ -115,4 +115,4 @@ FUNCTIONS.update(pgjson.FUNCTIONS)
 FUNCTIONS.update(pgjsontext.FUNCTIONS)
 FUNCTIONS.update(pgarrays.FUNCTIONS)
 
-NULL_TOLERANT = frozenset({"concat", "array_any_eq"})
+NULL_TOLERANT = frozenset({"concat", "array_any_eq", "array_construct"})

@@ -2,7 +2,10 @@
 
 Owns: the kernels named by ``ir.Func`` for ``x = ANY(array)`` (``array_any_eq``), ``@>``
 (``array_contains``), ``<@`` (``array_contained``), ``&&`` (``array_overlap``),
-``cardinality``, ``array_length(a, n)`` and subscripts (``array_subscript``). A canonical
+``cardinality``, ``array_length(a, n)``, subscripts (``array_subscript``), slices of
+one-dimensional arrays (``array_slice``, ``array_slice_from``, ``array_slice_to``,
+``array_slice_all``: ``a[lo:hi]``, ``a[lo:]``, ``a[:hi]``, ``a[:]``) and ``ARRAY[...]`` of
+scalars (``array_construct``, NULL elements kept). A canonical
 array is a tuple of elements (nested tuples for more dimensions, None for NULL); the
 planner lets through only element types whose PostgreSQL equality is Python's equality of
 the canonical values.
@@ -11,7 +14,10 @@ Invariants (checked against PostgreSQL): ``= ANY`` is three-valued (true on a ma
 when the value or an element is NULL; false for an empty array whatever the value);
 containment and overlap compare every element whatever the dimensions, a NULL element
 matching nothing (``@>`` of an array holding NULL is false), and are never NULL for non-NULL
-arrays; ``array_length`` is NULL for an empty array or a dimension it does not have. An array
+arrays; ``array_length`` is NULL for an empty array or a dimension it does not have; a slice
+keeps the elements between the bounds clamped to 1..length (an omitted bound is the array's
+own), an empty array when none, and is NULL for a NULL bound; a slice of a multidimensional
+array raises ``EvalError`` (computed upstream). An array
 printed with explicit bounds (``[0:1]={...}``) is kept as text by the decoder: an
 ``EvalError``, so the read goes upstream.
 """
@@ -106,9 +112,42 @@ def array_subscript(args: Sequence[Any], types: Sequence[int]) -> Any:
     return value
 
 
+def _slice(array: Any, lo: int | None, hi: int | None) -> tuple[Any, ...]:
+    if not isinstance(array, tuple):
+        raise EvalError("0A000", "array with explicit bounds (kept as text)")
+    if array and isinstance(array[0], tuple):
+        raise EvalError("0A000", "slice of a multidimensional array")
+    start = 1 if lo is None else max(lo, 1)
+    end = len(array) if hi is None else min(hi, len(array))
+    return array[start - 1: end] if start <= end else ()
+
+
+def array_slice(args: Sequence[Any], types: Sequence[int]) -> tuple[Any, ...]:
+    return _slice(args[0], args[1], args[2])
+
+
+def array_slice_from(args: Sequence[Any], types: Sequence[int]) -> tuple[Any, ...]:
+    return _slice(args[0], args[1], None)
+
+
+def array_slice_to(args: Sequence[Any], types: Sequence[int]) -> tuple[Any, ...]:
+    return _slice(args[0], None, args[1])
+
+
+def array_slice_all(args: Sequence[Any], types: Sequence[int]) -> tuple[Any, ...]:
+    return _slice(args[0], None, None)
+
+
+def array_construct(args: Sequence[Any], types: Sequence[int]) -> tuple[Any, ...]:
+    """``ARRAY[x, y, ...]`` of scalars: a one-dimensional array, NULL elements kept."""
+    return tuple(args)
+
+
 FUNCTIONS = {
     "array_any_eq": array_any_eq, "array_contains": array_contains,
     "array_contained": array_contained, "array_overlap": array_overlap,
     "cardinality": cardinality, "array_length": array_length,
-    "array_subscript": array_subscript,
+    "array_subscript": array_subscript, "array_slice": array_slice,
+    "array_slice_from": array_slice_from, "array_slice_to": array_slice_to,
+    "array_slice_all": array_slice_all, "array_construct": array_construct,
 }

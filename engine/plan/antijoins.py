@@ -26,6 +26,7 @@ from typing import Any
 from engine.plan import ir
 from engine.plan.exprs import correlated
 from engine.plan.from_clause import PlanContext
+from engine.plan.param_antijoins import param_not_exists
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import (
     Subquery,
@@ -172,7 +173,9 @@ def anti_joins(ctx: PlanContext, subquery: Subquery, bound: Bound,
         inner = _negated(conj)
         link = None if inner is None else _exists(inner)
         if link is not None:
-            bound, conj = _not_exists(ctx, subquery, bound, link)
+            found = param_not_exists(ctx, subquery, bound, link)
+            bound, conj = found if found is not None else _not_exists(ctx, subquery, bound,
+                                                                      link)
         else:
             link = None if inner is None else _in_subquery(inner)
             if link is not None:

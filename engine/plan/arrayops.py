@@ -5,11 +5,13 @@ PostgreSQL equality is Python's equality of the canonical values - integers, tex
 varchar under a deterministic collation, bool, uuid, date), and the planned forms with their
 result types: ``x = ANY(array)`` (not a parameter array: that is a lookup key, see
 ``rules.keys``), ``@>``, ``<@``, ``&&``, ``cardinality(a)``, ``array_length(a, n)`` with a
-literal ``n``, and subscripts ``a[i]`` / ``a[i][j]`` (integer indexes, no slices). Array
-literals are ``'{...}'`` strings typed by the other side. Kernels:
-``engine.dataflow.pgarrays``.
+literal ``n``, subscripts ``a[i]`` / ``a[i][j]`` (integer indexes), one slice ``a[lo:hi]``
+(either bound may be omitted) and ``ARRAY[x, ...]`` of scalars of one of those element
+types (resolved to their common type as PostgreSQL does). Array literals are ``'{...}'``
+strings typed by the other side. Kernels: ``engine.dataflow.pgarrays``.
 
-Invariant: anything else on arrays (comparisons, ordering, GROUP BY / DISTINCT, slices,
+Invariant: anything else on arrays (comparisons, ordering, GROUP BY / DISTINCT, several
+slices, nested ``ARRAY[ARRAY[...]]``, ``ARRAY[]``,
 other functions, arrays of other element types) raises ``PlanError`` with the reason.
 """
 
@@ -108,14 +110,60 @@ def subscript(b: ExprBuilder, body: Node) -> ir.Expr:
     array or index, an index out of bounds or a count of subscripts other than the array's
     dimensions (as PostgreSQL)."""
     array = _array(b, b.build(body["arg"]), "array subscript")
+    items = body.get("indirection", [])
+    if any("A_Indices" not in item for item in items):
+        raise PlanError("field selection")
+    if any(item["A_Indices"].get("is_slice") for item in items):
+        return _slice(b, array, items)
     indexes: list[ir.Expr] = []
-    for item in body.get("indirection", []):
-        bounds = item.get("A_Indices")
-        if bounds is None or bounds.get("is_slice") or bounds.get("lidx") is not None \
-                or bounds.get("uidx") is None:
+    for item in items:
+        bounds = item["A_Indices"]
+        if bounds.get("lidx") is not None or bounds.get("uidx") is None:
             raise PlanError("array slice or field selection")
-        index = b.coerce(b.build(bounds["uidx"]), T.INT4)
-        if index.type_oid not in (T.INT2, T.INT4):
-            raise PlanError(f"array subscript of type {pgtypes.type_name(index.type_oid)}")
-        indexes.append(index)
+        indexes.append(_index(b, bounds["uidx"]))
     return ir.Func("array_subscript", (array, *indexes), T.ARRAY_ELEMENT[array.type_oid])
+
+
+def _index(b: ExprBuilder, node: Node) -> ir.Expr:
+    index = b.coerce(b.build(node), T.INT4)
+    if index.type_oid not in (T.INT2, T.INT4):
+        raise PlanError(f"array subscript of type {pgtypes.type_name(index.type_oid)}")
+    return index
+
+
+_SLICES = {(True, True): "array_slice", (True, False): "array_slice_from",
+           (False, True): "array_slice_to", (False, False): "array_slice_all"}
+
+
+def _slice(b: ExprBuilder, array: ir.Expr, items: list[Node]) -> ir.Expr:
+    """``a[lo:hi]`` (bounds may be omitted) of a one-dimensional array (a slice of a
+    multidimensional one is computed upstream: the kernel raises)."""
+    if len(items) != 1:
+        raise PlanError("array slice with several subscripts")
+    bounds = items[0]["A_Indices"]
+    lo, hi = bounds.get("lidx"), bounds.get("uidx")
+    args = tuple(_index(b, n) for n in (lo, hi) if n is not None)
+    return ir.Func(_SLICES[(lo is not None, hi is not None)], (array, *args), array.type_oid)
+
+
+def array_constructor(b: ExprBuilder, body: Node) -> ir.Expr:
+    """``ARRAY[x, y, ...]`` of scalars: their common type (unknown literals as text), which
+    must be an element type of ``ARRAY_TYPES``; NULL elements kept."""
+    nodes = body.get("elements", [])
+    if not nodes:
+        raise PlanError("ARRAY[] without elements")
+    if any("A_ArrayExpr" in n for n in nodes):
+        raise PlanError("ARRAY constructor of arrays")
+    elements = [b.build(n) for n in nodes]
+    element = pgtypes.common_type([e.type_oid for e in elements])
+    if element not in EXACT_ELEMENTS:
+        raise PlanError("ARRAY constructor of "
+                        + (pgtypes.type_name(element) if element is not None else
+                           "different types"))
+    elements = [b.coerce(e, element) for e in elements]
+    if any(e.type_oid != element for e in elements):
+        raise PlanError("ARRAY constructor of different types")
+    if element in (T.TEXT, T.VARCHAR):
+        for e in elements:
+            _deterministic(b, e, "ARRAY constructor")
+    return ir.Func("array_construct", tuple(elements), T.ARRAY_OF[element])

@@ -125,6 +125,8 @@ class ExprBuilder:
             try:
                 return ir.Const(literal_value(target, str(expr.value)), target)
             except LiteralError as exc:
+                if target == T.TIMESTAMPTZ:  # without an offset: in the session TimeZone
+                    return datetimes.zoned_literal(str(expr.value), str(exc))
                 raise PlanError(str(exc)) from exc
         if expr.type_oid in pgtypes.INTEGER_TYPES and target in pgtypes.NUMERIC_TYPES and \
                 pgtypes.arithmetic_type("+", expr.type_oid, target) == target:
@@ -427,6 +429,9 @@ class ExprBuilder:
             return ir.Cast(arg, target)
         if (arg.type_oid, target) in pgtime.CASTS:
             return ir.Cast(arg, target)
+        zoned = datetimes.zoned_cast(arg, target)
+        if zoned is not None:
+            return zoned
         raise PlanError(f"cast from {pgtypes.type_name(arg.type_oid)} to "
                         f"{pgtypes.type_name(target)}")
 
@@ -582,4 +587,5 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "SubLink": ExprBuilder.sublink,
     "WeirWindow": lambda b, n: ir.Const(ir.WindowSlot(int(n["index"])), int(n["type_oid"])),
     "A_Indirection": arrayops.subscript,
+    "A_ArrayExpr": arrayops.array_constructor,
 }

@@ -15,18 +15,24 @@ by them; DISTINCT over them too), and equi-joins the outer side to it (inner, or
 selects nothing). Rows tied on the ORDER BY are kept by the whole row's order, one of the
 orders PostgreSQL may choose (as a top-level LIMIT).
 
+A LATERAL subquery whose select list is aggregate calls only (``LATERAL (SELECT count(*) AS
+n, max(at) AS last FROM ... WHERE inner = outer.col)``, no GROUP BY, HAVING, ORDER BY, LIMIT
+or DISTINCT) has exactly one row per outer row: it is grouped by the inner columns and LEFT
+JOINed whatever the join kind; an outer row without partners gets the empty group's values
+(the LEFT JOIN's NULL, and 0 for counts).
+
 Invariants: anything else that reads the outer side (the select list, ORDER BY, conditions
-other than those equalities, aggregates over the correlated rows, whose empty group
-PostgreSQL still returns) raises ``PlanError``.
+other than those equalities, aggregates in other forms) raises ``PlanError``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from engine.plan import ir
-from engine.plan.exprs import correlated
+from engine.plan.exprs import correlated, is_aggregate_call
 from engine.plan.from_clause import PlanContext, _join_keys
 from engine.plan.grouping import has_aggregates
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
@@ -45,15 +51,18 @@ def lateral_join(ctx: PlanContext, outer: Bound, item: Node, kind: str) -> Bound
     if kind not in ("inner", "left"):
         raise PlanError(f"LATERAL subquery in a {kind.upper()} JOIN")
     select = _plain_select({"subselect": item["subquery"]}, "LATERAL subquery", top_n=True)
-    if has_aggregates([select.get("targetList"), select.get("sortClause")]):
-        raise PlanError("LATERAL subquery with an aggregate (one row even for no partner)")
+    counts = _aggregates(select)
     outer_cols, inner = _correlation(outer.scope, select, "LATERAL subquery")
     shown = len(select.get("targetList", []))
     select["targetList"] = [*select.get("targetList", []),
                             *({"ResTarget": {"val": ref}} for ref in inner)]
+    if counts is not None:
+        select["groupClause"] = copy.deepcopy(inner)
+        kind = "left"  # one row for every outer row, partners or not
     if correlated(outer.scope, {"subselect": {"SelectStmt": select}}):
         raise PlanError("LATERAL subquery correlated other than by equalities in its WHERE")
-    sub = ctx.subquery(ctx, {"SelectStmt": select, LATERAL: len(inner)})
+    sub = ctx.subquery(ctx, {"SelectStmt": select} if counts is not None else
+                       {"SelectStmt": select, LATERAL: len(inner)})
     alias = item.get("alias") or {}
     qualifier = alias.get("aliasname", "unnamed_subquery")
     names = [c["String"]["sval"] for c in alias.get("colnames", [])]
@@ -62,15 +71,44 @@ def lateral_join(ctx: PlanContext, outer: Bound, item: Node, kind: str) -> Bound
                         "specified")
     rte = ctx.new_rte()
     cols = tuple(dataclasses.replace(c, qualifier=qualifier, rte=rte, table_pk=False,
-                                     name=names[i] if i < len(names) else c.name)
+                                     name=names[i] if i < len(names) else c.name,
+                                     hidden=c.hidden or i >= shown)
                  for i, c in enumerate(sub.scope.cols))
     sub = Bound(sub.rel, Scope(cols))
     width = len(outer.scope.cols)
     positions = [outer.scope.lookup(f) for f in outer_cols]
     lk, rk = _join_keys([(p, width + shown + i) for i, p in enumerate(positions)], outer, sub,
                        ctx.catalog)
-    rel = ir.Join(outer.rel, sub.rel, lk, rk, "left" if kind == "left" else "inner")
+    rel: ir.Rel = ir.Join(outer.rel, sub.rel, lk, rk, "left" if kind == "left" else "inner")
+    if counts:  # an empty group counts 0 (the other aggregates are NULL, as padded)
+        joined = rel.columns
+        rel = ir.Project(rel, tuple(
+            ir.Coalesce((ir.ColumnRef(i, c.type_oid), ir.Const(0, c.type_oid)), c.type_oid)
+            if i - width in counts else ir.ColumnRef(i, c.type_oid)
+            for i, c in enumerate(joined)), tuple(c.name for c in joined))
     return Bound(rel, Scope(outer.scope.cols + sub.scope.cols))
+
+
+def _aggregates(select: Node) -> frozenset[int] | None:
+    """For a select list of aggregate calls only: the positions of the counts (None when the
+    subquery has no aggregate; PlanError for other forms with one)."""
+    targets = select.get("targetList", [])
+    if not has_aggregates([targets, select.get("sortClause"), select.get("havingClause")]):
+        return None
+    if any(select.get(c) for c in ("sortClause", "limitCount", "limitOffset",
+                                   "distinctClause", "havingClause", "groupClause")):
+        raise PlanError("LATERAL subquery with an aggregate and ORDER BY, LIMIT, OFFSET, "
+                        "DISTINCT, GROUP BY or HAVING")
+    counts = set()
+    for i, target in enumerate(targets):
+        call = target.get("ResTarget", {}).get("val", {}).get("FuncCall")
+        if call is None or not is_aggregate_call(call):
+            raise PlanError("LATERAL subquery with an aggregate whose select list is not "
+                            "aggregate calls only (one row even for no partner)")
+        name = [n.get("String", {}).get("sval") for n in call.get("funcname", [])][-1:]
+        if name == ["count"]:
+            counts.add(i)
+    return frozenset(counts)
 
 
 def per_correlation(ctx: PlanContext, block: _Block, group: int) -> Bound:

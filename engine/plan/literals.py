@@ -4,6 +4,7 @@ Owns: ``literal_value(type_oid, text)`` — the value a quoted literal (or a tex
 parameter) denotes once coerced to ``type_oid``, for the types and input forms whose
 PostgreSQL meaning is unambiguous and independent of session settings. Anything else raises
 ``LiteralError`` (the planner turns that into Unsupported; the host may forward upstream).
+``literal_value_in_zone`` also reads a timestamptz without an offset, in a given TimeZone.
 
 Invariant: when this returns a value, PostgreSQL's input function for that type accepts the
 same text and produces an equal value (stricter than PostgreSQL, never looser or different).
@@ -17,7 +18,9 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from engine.dataflow import pgzones
 from engine.dataflow.pgjson import canonical_jsonb
+from engine.dataflow.pgmath import EvalError
 from engine.plan.pgtypes import type_name
 from engine.values import Interval
 from engine.values import oids as T
@@ -197,6 +200,22 @@ def literal_value(type_oid: int, text: str) -> Any:
                                "session TimeZone)")
         raise LiteralError(f"literal of type {type_name(type_oid)}")
     return parse(type_oid, text)
+
+
+def literal_value_in_zone(type_oid: int, text: str, zone: str | None) -> Any:
+    """:func:`literal_value` in a session whose TimeZone is ``zone``: a timestamptz without
+    an offset (an ISO date or timestamp) is that wall-clock time in the zone, made an instant
+    as PostgreSQL does (a time in a DST gap or overlap resolved as for ``AT TIME ZONE``)."""
+    try:
+        return literal_value(type_oid, text)
+    except LiteralError:
+        if type_oid != T.TIMESTAMPTZ or zone is None or not pgzones.zone_known(zone):
+            raise
+    local = _timestamp(T.TIMESTAMP, text)
+    try:
+        return pgzones.timezone((zone, local), (T.TEXT, T.TIMESTAMP))
+    except EvalError as exc:  # outside the years weir computes
+        raise LiteralError(f"timestamptz literal {text!r} ({exc})") from exc
 
 
 def can_type(type_oid: int) -> bool:

@@ -45,10 +45,11 @@ from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates, having_on_groups
 from engine.plan.laterals import LATERAL, per_correlation
 from engine.plan.pullup import pulled_conjuncts
-from engine.plan.ranges import RangeCut, choose_ranges
+from engine.plan.ranges import NOT_ANY_NODE, RangeCut, choose_ranges
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.plan.sessionzone import planning_in
 from engine.plan.sublinks import conditional_subqueries, select_exists
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
 from engine.plan.windows import (
@@ -94,6 +95,9 @@ class PlannedQuery:
     cuts: tuple[RangeCut, ...] = ()
     #: Trailing reader output columns that exist only for the cuts (dropped by the host).
     hidden: int = 0
+    #: The session TimeZone the plan computes in (``engine.plan.sessionzone``; None: the
+    #: plan reads none): part of the cache's identity.
+    timezone: str | None = None
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
@@ -188,6 +192,8 @@ class _Planner:
                                   ctx.catalog, self.lift_in, computed) if top else (
             [], where)
         cuts, where = choose_ranges(bound.scope, where, ctx.catalog) if top else ([], where)
+        if any(NOT_ANY_NODE in c for c in where):
+            raise PlanError("a $n inside NOT EXISTS in a subquery (only in the top block)")
         if computed:
             bound = with_computed(bound, computed, ctx)
         rel = bound.rel
@@ -215,7 +221,8 @@ class _Planner:
         builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")
         def key_exprs() -> list[ir.Expr]:
             refs: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
-            return refs + [ir.ColumnRef(c.column, c.type_oid) for c in cuts]
+            return refs + [ir.ColumnRef(c.column, bound.scope.cols[c.column].type_oid)
+                           for c in cuts]
 
         return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
                              lambda e: e, cuts=cuts, windows=windows)
@@ -500,15 +507,15 @@ class _Planner:
 
 def _mergeable(block: _Block) -> bool:
     """An IN-list key is served by one lookup per value, merged by the host: fine unless the
-    page has a constant OFFSET (cut per key by the top-k), sorts on a column the client does
-    not see, or is DISTINCT without the key column in the output. (A parameter Page is cut
-    by the host after merging, so it is fine.)"""
+    page has a constant OFFSET (cut per key by the top-k) or is DISTINCT without the key
+    column in the output. (A parameter Page is cut by the host after merging, so it is fine;
+    sort columns the client does not see are hidden output columns, see ``_reader``.)"""
     multi = [pos for pos, src, _ in block.keys if src.multi]
     if not multi:
         return True
     if isinstance(block.rel, ir.Distinct) and any(pos >= block.visible for pos in multi):
         return False  # rows of two lookups could be duplicates of each other
-    return block.offset == 0 and all(k.column < block.visible for k in block.order)
+    return block.offset == 0
 
 
 def _empty_row(block: _Block, grouping: Grouping) -> tuple[Any, ...]:
@@ -535,9 +542,11 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
     if block.limit is not None and not block.windows:  # windows see the rows before LIMIT
         rel = ir.TopK(rel, group, block.order, block.limit, block.offset)
     output = list(range(block.visible))
-    for cut in block.cuts:
-        if cut.column not in output:
-            output.append(cut.column)
+    merged = any(src.multi for _, src, _ in block.keys)
+    for column in [c.column for c in block.cuts] + (
+            [k.column for k in block.order] if merged else []):
+        if column not in output:  # the host cuts or sorts the lookups' rows on it
+            output.append(column)
     cuts = tuple(dataclasses.replace(c, column=output.index(c.column)) for c in block.cuts)
     reader = ir.Reader(rel, group, tuple(output), block.order, block.limit,
                        block.offset if block.windows else 0, block.windows)
@@ -545,9 +554,11 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
 
 
 def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
-                literals: tuple[Literal, ...], rules: bool = True) -> PlannedQuery | Unsupported:
+                literals: tuple[Literal, ...], rules: bool = True,
+                timezone: str | None = None) -> PlannedQuery | Unsupported:
     """Plan one statement (already screened by ``check_statement``); ``rules=False`` skips
-    the rewrite rules (tests compare both)."""
+    the rewrite rules (tests compare both); ``timezone``: the session's TimeZone, which
+    forms that depend on it are computed in (None: they are refused)."""
     select = stmt.get("SelectStmt")
     if select is None:
         return Unsupported("not a SELECT")
@@ -555,7 +566,8 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         planner = _Planner(literals, lift, lift_in)
         ctx = PlanContext(catalog, search_path, planner.subquery)
         try:
-            block = planner.block(ctx, select, top=True)
+            with planning_in(timezone) as zone:
+                block = planner.block(ctx, select, top=True)
         except _RetryPinned:
             continue
         except PlanError as exc:
@@ -568,9 +580,14 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         sources = tuple(src for _, src, _ in keys)
         lifted = frozenset(s.literal for src in sources for s in (src, *src.alternatives)
                            if s.literal is not None)
-        return PlannedQuery(reader, sources, tuple(t for _, _, t in keys), lifted,
-                            tuple(sorted(ctx.relations)), block.empty_row, block.page, cuts,
-                            hidden)
+        types = tuple(t for _, _, t in keys)
+        # a timestamptz key literal is read in the session TimeZone (it may have no offset)
+        zone.used |= timezone is not None and any(
+            t == T.TIMESTAMPTZ and s.literal is not None
+            for src, t in zip(sources, types, strict=True) for s in (src, *src.alternatives))
+        return PlannedQuery(reader, sources, types, lifted, tuple(sorted(ctx.relations)),
+                            block.empty_row, block.page, cuts, hidden,
+                            timezone if zone.used else None)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from engine.dataflow.ordering import order_key
 from engine.plan import ir
 from engine.plan.explain import explain_reader
-from engine.plan.literals import LiteralError, literal_value
+from engine.plan.literals import LiteralError, literal_value_in_zone
 from engine.plan.planner import PlannedQuery, plan_select
 from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
@@ -42,11 +42,16 @@ class QueryIdentity:
     shape: str
     pinned: tuple[tuple[str, str | None], ...]
     relations: tuple[int, ...]
+    #: the session TimeZone the plan computes in (None: it reads none)
+    timezone: str | None = None
 
     @property
     def query_id(self) -> str:
         """A stable name for the identity (``q_`` + 16 hex digits), for SHOW/CREATE CACHE."""
-        digest = hashlib.sha256(repr((self.shape, self.pinned, self.relations)).encode())
+        parts: tuple[Any, ...] = (self.shape, self.pinned, self.relations)
+        if self.timezone is not None:
+            parts += (self.timezone,)
+        digest = hashlib.sha256(repr(parts).encode())
         return "q_" + digest.hexdigest()[:16]
 
 
@@ -69,8 +74,9 @@ class CachedQuery:
             text = f"LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
         if self.plan.cuts:
             cols = self.plan.reader.columns
-            cuts = " AND ".join(f"{cols[c.column].name} {c.op} ${c.param}"
-                                for c in self.plan.cuts)
+            cuts = " AND ".join(
+                f"${c.param} <> ALL({cols[c.column].name})" if c.op == "not_any" else
+                f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
         return explain_reader(self.plan.reader, labels, self.plan.empty_row, text)
 
@@ -95,7 +101,8 @@ class Classified:
         ``empty_row``); None for plans that need ``keys`` + ``merge_lookups`` (IN lists,
         LIMIT/OFFSET parameters) and wherever ``keys`` is None."""
         query = self.query
-        if isinstance(query, Unsupported) or query.plan.page is not None or query.plan.cuts:
+        if isinstance(query, Unsupported) or query.plan.page is not None or query.plan.cuts \
+                or query.plan.hidden:
             return None
         keys = self.keys(params)
         return keys[0] if keys is not None and len(keys) == 1 else None
@@ -115,7 +122,7 @@ class Classified:
         for src, type_oid in zip(plan.key_sources, plan.key_types, strict=True):
             options: list[Any] = []
             for alt in src.alternatives or (src,):
-                value = self._value(alt, type_oid, params)
+                value = self._value(alt, type_oid, params, query.identity.timezone)
                 if value is _INVALID:
                     return None
                 for item in _elements(value) if alt.array else (value,):
@@ -134,14 +141,15 @@ class Classified:
             return None
         return [tuple(c) for c in itertools.product(*choices)]
 
-    def _value(self, src: KeySource, type_oid: int, params: Sequence[Any]) -> Any:
+    def _value(self, src: KeySource, type_oid: int, params: Sequence[Any],
+               zone: str | None) -> Any:
         if src.param is not None:
             return params[src.param - 1] if src.param <= len(params) else _INVALID
         text = self.parsed.literals[src.literal or 0].text
         if text is None:
             return None
         try:
-            return literal_value(type_oid, text)
+            return literal_value_in_zone(type_oid, text, zone)
         except LiteralError:
             return _INVALID
 
@@ -213,7 +221,7 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
     ``empty_row``, as PostgreSQL's ``count(*) ... WHERE column = NULL`` gives 0."""
     if not results:
         results = [()]
-    if len(results) == 1 and plan.page is None and not plan.cuts:
+    if len(results) == 1 and plan.page is None and not plan.cuts and not plan.hidden:
         rows = list(results[0])
         if not rows and plan.empty_row is not None:
             return [plan.empty_row]
@@ -251,29 +259,35 @@ class QueryPlanner:
     def __init__(self, catalog: Catalog, capacity: int = 10_000) -> None:
         self.catalog = catalog
         self.capacity = capacity
-        self._texts: OrderedDict[tuple[str, tuple[str, ...]], Classified] = OrderedDict()
-        self._shapes: OrderedDict[tuple[Any, ...],
-                                  tuple[frozenset[int], tuple[int, ...]] | Unsupported] = (
+        self._texts: OrderedDict[tuple[str, tuple[str, ...], str | None], Classified] = (
             OrderedDict())
+        self._shapes: OrderedDict[
+            tuple[Any, ...],
+            tuple[frozenset[int], tuple[int, ...], str | None] | Unsupported] = OrderedDict()
         self._plans: OrderedDict[tuple[QueryIdentity, tuple[str, ...]], CachedQuery] = (
             OrderedDict())
 
-    def classify(self, text: str, search_path: Sequence[str] = ("public",)) -> Classified:
+    def classify(self, text: str, search_path: Sequence[str] = ("public",),
+                 timezone: str | None = None) -> Classified:
+        """``text`` under ``search_path`` in a session whose TimeZone is ``timezone`` (None:
+        unknown; forms that read it are then refused)."""
         path = tuple(search_path)
-        hit = self._texts.get((text, path))
+        memo = (text, path, timezone)
+        hit = self._texts.get(memo)
         if hit is not None:
-            self._texts.move_to_end((text, path))
+            self._texts.move_to_end(memo)
             return hit
-        answer = self._classify(parse_query(text), path)
+        answer = self._classify(parse_query(text), path, timezone)
         # keep the literals, not the parse tree (planning is done; trees are large)
         answer = Classified(answer.query, dataclasses.replace(answer.parsed, stmt=None))
-        _put(self._texts, (text, path), answer, self.capacity)
+        _put(self._texts, memo, answer, self.capacity)
         return answer
 
-    def _classify(self, parsed: ParsedQuery, path: tuple[str, ...]) -> Classified:
+    def _classify(self, parsed: ParsedQuery, path: tuple[str, ...],
+                  timezone: str | None) -> Classified:
         if parsed.error is not None or parsed.stmt is None:
             return Classified(Unsupported(parsed.error or "empty statement"), parsed)
-        shape_key = (parsed.shape, path, tuple(lit.kind for lit in parsed.literals))
+        shape_key = (parsed.shape, path, tuple(lit.kind for lit in parsed.literals), timezone)
         known = self._shapes.get(shape_key)
         if isinstance(known, Unsupported):
             return Classified(known, parsed)
@@ -288,13 +302,15 @@ class QueryPlanner:
             _put(self._shapes, shape_key, screened, self.capacity)
             return Classified(screened, parsed)
         try:
-            planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals)
+            planned = plan_select(parsed.stmt, self.catalog, path, parsed.literals,
+                                  timezone=timezone)
         except Exception as exc:  # a planner bug must cost a forward, never the session
             planned = Unsupported(f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
         if isinstance(planned, Unsupported):
             return Classified(planned, parsed)
-        _put(self._shapes, shape_key, (planned.lifted, planned.relations), self.capacity)
-        identity = _identity(parsed, planned.lifted, planned.relations)
+        _put(self._shapes, shape_key, (planned.lifted, planned.relations, planned.timezone),
+             self.capacity)
+        identity = _identity(parsed, planned.lifted, planned.relations, planned.timezone)
         cached = CachedQuery(identity, parsed.fingerprint, planned)
         _put(self._plans, (identity, shape_key[2]), cached, self.capacity)
         return Classified(cached, parsed)
@@ -308,8 +324,8 @@ def _put(cache: OrderedDict[Any, Any], key: Any, value: Any, capacity: int) -> N
         cache.popitem(last=False)
 
 
-def _identity(parsed: ParsedQuery, lifted: frozenset[int],
-              relations: tuple[int, ...]) -> QueryIdentity:
+def _identity(parsed: ParsedQuery, lifted: frozenset[int], relations: tuple[int, ...],
+              timezone: str | None) -> QueryIdentity:
     pinned = tuple((lit.kind, lit.text) for i, lit in enumerate(parsed.literals)
                    if i not in lifted)
-    return QueryIdentity(parsed.shape, pinned, relations)
+    return QueryIdentity(parsed.shape, pinned, relations, timezone)

@@ -46,6 +46,9 @@ RANGE_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.NUMERIC, T.FLOAT4, T.FLOAT8, 
                          T.VARCHAR, T.NAME, T.BYTEA, T.UUID, T.BOOL, T.DATE, T.TIMESTAMP,
                          T.TIMESTAMPTZ})
 _TEMPORAL = frozenset({T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ})
+#: a WHERE conjunct ``engine.plan.param_antijoins`` leaves for a ``not_any`` cut:
+#: ``{NOT_ANY_NODE: {"position": array column, "param": n, "type": element type}}``
+NOT_ANY_NODE = "WeirNotAnyParam"
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
@@ -66,6 +69,11 @@ def choose_ranges(scope: Scope, where: list[Node], catalog: Catalog) -> tuple[
     cuts: list[RangeCut] = []
     rest: list[Node] = []
     for conj in where:
+        marked = conj.get(NOT_ANY_NODE)
+        if marked is not None:
+            cuts.append(RangeCut(marked["position"], "not_any", marked["param"],
+                                 marked["type"]))
+            continue
         found = _cuts(scope, conj, catalog)
         if found is None:
             rest.append(conj)
@@ -180,8 +188,13 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
              params: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
     """:func:`cut_rows`, lazily (a page can stop early)."""
     tests = []
+    absent = []  # (array column, value): no element may equal the value
     for cut in cuts:
         bound = params[cut.param - 1]
+        if cut.op == "not_any":
+            if bound is not None:  # ``= NULL`` matches no element: the row stays
+                absent.append((cut.column, bound))
+            continue
         if bound is None:
             return  # a comparison with NULL is never true
         tests.append((cut.column, _TESTS[cut.op], _order(bound, cut.type_oid), cut.type_oid))
@@ -191,7 +204,9 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
             if value is None or not test(_order(value, type_oid), bound):
                 break
         else:
-            yield row
+            if not any(row[column] is not None and value in row[column]
+                       for column, value in absent):
+                yield row
 
 
 def narrow(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut], params: Sequence[Any],
@@ -202,7 +217,7 @@ def narrow(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut], params: Se
     slice is lazy: no copy of the rows)."""
     if lead is None or any(params[c.param - 1] is None for c in cuts):
         return rows, list(cuts)
-    on = [c for c in cuts if c.column == lead.column]
+    on = [c for c in cuts if c.column == lead.column and c.op in _TESTS]
     if not on:
         return rows, list(cuts)
     col, nulls_first = lead.column, lead.effective_nulls_first
@@ -227,4 +242,4 @@ def narrow(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut], params: Se
         else:
             lo = max(lo, (bisect_right if strict else bisect_left)(rows, at, lo, hi, key=key))
         hi = max(hi, lo)
-    return (rows[i] for i in range(lo, hi)), [c for c in cuts if c.column != lead.column]
+    return (rows[i] for i in range(lo, hi)), [c for c in cuts if c not in on]

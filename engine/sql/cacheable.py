@@ -152,10 +152,8 @@ _CHECKS: dict[str, Callable[[Node], str | None]] = {
     "CurrentOfExpr": _reason("WHERE CURRENT OF"),
     "XmlExpr": _reason("XML expression"),
     "XmlSerialize": _reason("XML expression"),
-    "A_ArrayExpr": _reason("ARRAY constructor"),
     "A_Indirection": lambda n: None if all(
-        "A_Indices" in i and not i["A_Indices"].get("is_slice")
-        for i in n.get("indirection", [])) else "array slice or field selection",
+        "A_Indices" in i for i in n.get("indirection", [])) else "field selection",
     "RowExpr": _reason("row constructor"),
     "CollateClause": _reason("explicit COLLATE"),
     "MultiAssignRef": _reason("multiple assignment"),

@@ -542,3 +542,26 @@ SELECT t.id, t.title FROM threads t WHERE t.forum_id = $1 AND EXISTS (SELECT 1 F
 SELECT p.id, p.name FROM products p WHERE p.id IN (SELECT oi.product_id FROM order_items oi JOIN orders o ON o.id = oi.order_id WHERE o.customer_id = $1) ORDER BY p.id;
 -- params: [4]
 SELECT s.id FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1);
+
+-- ===================== dates and times in the session TimeZone (the test's session: America/New_York) =====================
+SELECT o.id, date_trunc('month', o.placed_on) AS month FROM orders o WHERE o.customer_id = 3;
+SELECT o.customer_id, date_trunc('week', o.placed_on) AS wk, count(*) FROM orders o GROUP BY o.customer_id, date_trunc('week', o.placed_on);
+SELECT s.id, s.created_at::timestamptz AS at, extract(hour FROM s.created_at::timestamptz) AS h FROM stories s WHERE s.author_id = 2;
+SELECT s.id, (s.created_at::timestamptz + interval '1 month 1 day')::date AS due FROM stories s WHERE s.author_id = 4;
+SELECT o.id, o.placed_on::timestamptz - interval '2 days' AS reminded FROM orders o WHERE o.placed_on >= '2024-02-01' AND o.customer_id = 5;
+SELECT s.id FROM stories s WHERE s.created_at::timestamptz >= timestamptz '2024-03-10 02:30' ORDER BY s.id LIMIT 10;
+
+-- ===================== array slices and ARRAY[...] constructors =====================
+SELECT id, labels[1:2] AS first_two, labels[2:] FROM products WHERE category_id = 2;
+SELECT p.id, ARRAY[p.id, p.category_id] AS ids, ARRAY[p.name, NULL] FROM products p WHERE p.category_id = 3;
+SELECT id FROM products WHERE 'sale' = ANY(labels[:2]);
+
+-- ===================== $n parameters inside NOT EXISTS (cut by the host) =====================
+-- params: [4]
+SELECT s.id, s.title FROM stories s WHERE NOT EXISTS (SELECT 1 FROM votes v WHERE v.story_id = s.id AND v.user_id = $1) ORDER BY s.id LIMIT 20;
+-- params: [2, 3]
+SELECT t.id FROM threads t WHERE t.forum_id = $1 AND NOT EXISTS (SELECT 1 FROM posts p WHERE p.thread_id = t.id AND p.author_id = $2);
+
+-- ===================== LATERAL aggregates (one row for every outer row) =====================
+SELECT u.id, x.n, x.best FROM users u, LATERAL (SELECT count(*) AS n, max(s.score) AS best FROM stories s WHERE s.author_id = u.id) x;
+SELECT f.id, x.* FROM forums f CROSS JOIN LATERAL (SELECT count(*) AS threads, sum(t.reply_count) AS replies FROM threads t WHERE t.forum_id = f.id AND t.pinned) x;

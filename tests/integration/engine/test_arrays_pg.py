@@ -62,3 +62,39 @@ def test_array_kept_as_text_goes_upstream() -> None:
         pgarrays.cardinality(("[0:1]={1,2}",), ())
     with pytest.raises(EvalError):
         pgarrays.array_contains(("[0:1]={1,2}", (1,)), ())
+
+
+SLICE_BOUNDS = [(1, 2), (0, 1), (2, 9), (3, 2), (-5, 0), (2, None), (None, 1), (None, None),
+                (None, 0), (9, None), (1, 1)]
+
+
+@pytest.mark.parametrize("type_oid,arrays", [(T.INT4, INTS), (T.TEXT, TEXTS)])
+def test_slices_and_constructors_as_postgres(conn: Any, type_oid: int,
+                                             arrays: list[str | None]) -> None:
+    """``a[lo:hi]`` (bounds omitted or NULL) of one-dimensional arrays, and ``ARRAY[...]`` with
+    NULL elements, against PostgreSQL; a multidimensional array's slice is refused."""
+    name = "int4" if type_oid == T.INT4 else "text"
+    for a in arrays:
+        av = _value(type_oid, a)
+        multi = a is not None and a.startswith("{{")
+        for lo, hi in [*SLICE_BOUNDS, (None, "null")]:
+            sql = (f"SELECT (%s::{name}[])[{'' if lo is None else lo}:"
+                   f"{'' if hi is None else 'NULL' if hi == 'null' else hi}]")
+            want = conn.execute(sql, (a,)).fetchone()[0]
+            kernel = {(True, True): "array_slice", (True, False): "array_slice_from",
+                      (False, True): "array_slice_to", (False, False): "array_slice_all"}[
+                (lo is not None, hi is not None)]
+            args = (av, *(v for v in (lo, None if hi == "null" else hi)
+                          if v is not None or hi == "null"))
+            if av is None or hi == "null":
+                assert want is None, (a, lo, hi)  # the strict wrapper: NULL in, NULL out
+                continue
+            if multi:
+                with pytest.raises(EvalError):
+                    pgarrays.FUNCTIONS[kernel](args, ())
+                continue
+            got = pgarrays.FUNCTIONS[kernel](args, ())
+            assert list(got) == (want or []), (a, lo, hi, got, want)
+        for x in VALUES[type_oid]:
+            want = conn.execute(f"SELECT ARRAY[%s::{name}, NULL, %s::{name}]", (x, x)).fetchone()
+            assert list(pgarrays.array_construct((x, None, x), ())) == want[0]

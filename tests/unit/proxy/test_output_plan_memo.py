@@ -22,6 +22,7 @@ class _Field:
 class _Entry:
     name: str
     fields: tuple[_Field, ...]
+    timezone: str | None = None  # the session TimeZone the cache computes in
 
 
 def _text(path: Any, entry: _Entry, value: float) -> bytes:

@@ -7,6 +7,7 @@ import os
 import struct
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -146,7 +147,7 @@ def test_swallowed_answers_with_a_replacement_or_an_outcome_are_awaited() -> Non
 
 
 class _NoCaches:
-    def classify(self, text: str, search_path: Any) -> Any:
+    def classify(self, text: str, search_path: Any, timezone: Any = None) -> Any:
         return _Classified()
 
     def cache_for(self, classified: Any) -> None:
@@ -154,7 +155,7 @@ class _NoCaches:
 
 
 class _Classified:
-    query = None
+    query = SimpleNamespace(identity=SimpleNamespace(timezone=None))  # a plan, no cache
 
 
 def test_deallocate_and_discard() -> None:

@@ -32,8 +32,7 @@ def screen(sql: str) -> object:
     ("SELECT a FROM t ORDER BY a COLLATE \"C\"", "explicit COLLATE"),
     ("VALUES (1), (2)", "VALUES list"),  # a FROM item VALUES is left to the planner
     ("SELECT * FROM (VALUES (1) ORDER BY 1) v", "VALUES list"),
-    ("SELECT a[1:2] FROM t", "array slice or field selection"),
-    ("SELECT (r).x FROM t", "array slice or field selection"),
+    ("SELECT (r).x FROM t", "field selection"),
 ])
 def test_unsupported_reasons(sql: str, reason: str) -> None:
     assert screen(sql) == Unsupported(reason)
@@ -44,6 +43,7 @@ def test_unsupported_reasons(sql: str, reason: str) -> None:
     "SELECT a FROM t UNION ALL SELECT a FROM u",
     "WITH x AS (SELECT a FROM t) SELECT a FROM x",
     "SELECT DISTINCT a FROM t",
+    "SELECT a[1:2], a[:1], ARRAY[a, b] FROM t",  # left to the planner
 ])
 def test_supported_shapes_pass(sql: str) -> None:
     assert screen(sql) is SUPPORTED

@@ -1,7 +1,9 @@
 """Golden tests: SQL in, EXPLAIN text (or the Unsupported reason) out.
 
 Each file tests/golden/plan/<case>.txt holds a comment, the SQL, a line ``----`` and the
-expected rendering. ``WEIR_UPDATE_GOLDEN=1`` rewrites the expected part (review the diff).
+expected rendering; a comment line ``-- timezone: Area/City`` plans it in a session of that
+TimeZone (the rendering then ends with the zone the plan computes in, if it reads it).
+``WEIR_UPDATE_GOLDEN=1`` rewrites the expected part (review the diff).
 The catalog is fixed here: a news schema plus tables that exercise the unsupported reasons.
 """
 
@@ -66,12 +68,16 @@ def _cases() -> list[Path]:
     return sorted(GOLDEN.glob("*.txt"))
 
 
-def render(sql: str) -> str:
+ZONE_LINE = "-- timezone:"
+
+
+def render(sql: str, timezone: str | None = None) -> str:
     planner = QueryPlanner(CATALOG)
-    answer = planner.classify(sql, ("public",))
+    answer = planner.classify(sql, ("public",), timezone)
     if isinstance(answer.query, Unsupported):
         return f"UNSUPPORTED: {answer.query.reason}\n"
-    return answer.query.explain + "\n"
+    zone = answer.query.identity.timezone
+    return answer.query.explain + ("" if zone is None else f"\n(in TimeZone {zone})") + "\n"
 
 
 @pytest.mark.parametrize("path", _cases(), ids=lambda p: p.stem)
@@ -79,7 +85,9 @@ def test_golden(path: Path) -> None:
     text = path.read_text()
     head, _, expected = text.partition(SEP)
     sql = "\n".join(line for line in head.splitlines() if not line.startswith("--")).strip()
-    got = render(sql)
+    zones = [line.removeprefix(ZONE_LINE).strip() for line in head.splitlines()
+             if line.startswith(ZONE_LINE)]
+    got = render(sql, zones[0] if zones else None)
     if os.environ.get("WEIR_UPDATE_GOLDEN") == "1":
         path.write_text(head + SEP + got)
         return
