@@ -52,6 +52,9 @@ class Scenario:
     zipf: bool = True
     churn: bool = False
     writes: bool = False
+    #: what the writes do: insert votes (not read by the point lookup's cache) or update
+    #: stories (the cached table: each write changes one cached key)
+    write_sql: str = "INSERT INTO votes (story_id, user_id) VALUES (%s, 0)"
     admission: str = "second"
     flags: tuple[str, ...] = ()  # more weir flags
     cached: bool = True  # False: no CREATE CACHE (weir's own pass-through speed)
@@ -77,6 +80,9 @@ SCENARIOS = [
     Scenario("(c) point lookup, Zipf over 100,000, budget 1/3", POINT, 100_000, churn=True),
     Scenario("(d) point lookup, Zipf over 10,000, 1,000 writes/s", POINT, 10_000,
              writes=True),
+    Scenario("(d) the same, the writes update the cached stories", POINT, 10_000,
+             writes=True,
+             write_sql="UPDATE stories SET title = left(md5(random()::text), 12) WHERE id = %s"),
 ]
 
 
@@ -109,15 +115,14 @@ def bench(bindir: Path, dsn: str, script: str, seconds: int, clients: int) -> Ti
     return Timeline(tps, p99, len(latencies))
 
 
-def writer(dsn: str, rate: int, stories: int, stop: threading.Event) -> None:
+def writer(dsn: str, rate: int, stories: int, stop: threading.Event, sql: str) -> None:
     import random
 
     rng = random.Random(7)
     with psycopg.connect(dsn, autocommit=True) as conn:
         next_at = time.perf_counter()
         while not stop.is_set():
-            conn.execute("INSERT INTO votes (story_id, user_id) VALUES (%s, 0)",
-                         (rng.randint(1, stories),))
+            conn.execute(sql, (rng.randint(1, stories),))
             next_at += 1.0 / rate
             delay = next_at - time.perf_counter()
             if delay > 0:
@@ -216,7 +221,9 @@ def run(args: argparse.Namespace) -> int:
         working_set = 0
         for sc in scenarios:
             stop = threading.Event()
-            bg = threading.Thread(target=writer, args=(direct, 1000, args.stories, stop))
+            written = sc.keys if sc.write_sql.startswith("UPDATE") else args.stories
+            bg = threading.Thread(target=writer,
+                                  args=(direct, 1000, written, stop, sc.write_sql))
             if sc.writes:
                 bg.start()
             try:
@@ -236,6 +243,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"{sc.name}: direct {sum(d.tps) / max(1, len(d.tps)):.0f} tps, weir "
                   f"{sum(w.tps) / max(1, len(w.tps)):.0f} tps ({_ratio(w.tps, d.tps):.2f}x)",
                   flush=True)
+            print("  " + ", ".join(f"{k} {v}" for k, v in st.items()
+                                   if k.startswith(("lane_", "hits", "misses", "evictions",
+                                                    "loop_memo", "memo_from"))), flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)
     finally:

@@ -25,6 +25,8 @@ Every field a lane reads is guarded by one mutex, except a session's own fields,
 the thread that marked the session BUSY touches. Imports nothing from the project.
 """
 
+import sys
+
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
@@ -88,6 +90,8 @@ cdef class Lanes:
         self.c.relayed = 0
         self.c.moved = 0
         self.c.lat_sum = 0
+        self.c.dropped = 0
+        self.c.leaves.assign(LEAVE_N, 0)
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
             self.c.cpus.push_back(cpu)
@@ -163,18 +167,68 @@ cdef class Lanes:
         self.c.entry_bytes -= e.plain.size() + e.described.size()
         if e.plain.size() == 0:
             self.c.entry_bytes += key.size()
+            e.touched = False
         e.plain.assign(PyBytes_AS_STRING(plain), PyBytes_GET_SIZE(plain))
         e.described.assign(PyBytes_AS_STRING(described), PyBytes_GET_SIZE(described))
         e.epoch = self.c.epoch
         self.c.entry_bytes += e.plain.size() + e.described.size()
+        if self.c.touched.size() > 2 * self.c.entries.size() + 4096:
+            _compact_touched(self.c)
         pthread_mutex_unlock(&self.c.mu)
 
     def clear(self):
         """Forget every entry."""
         pthread_mutex_lock(&self.c.mu)
         self.c.entries.clear()
+        self.c.touched.clear()
         self.c.entry_bytes = 0
         pthread_mutex_unlock(&self.c.mu)
+
+    def drop(self, list keys not None):
+        """Forget the entries of ``keys`` (``(table, rest)`` pairs, as given to ``put``)
+        at once: no lane answers them after this returns."""
+        cdef string key
+        cdef unordered_map[string, Entry].iterator en
+        cdef int64_t table
+        cdef bytes rest
+        pthread_mutex_lock(&self.c.mu)
+        for table, rest in keys:
+            key = _table_key(table)
+            key.append(PyBytes_AS_STRING(rest), PyBytes_GET_SIZE(rest))
+            en = self.c.entries.find(key)
+            if en != self.c.entries.end():
+                self.c.entry_bytes -= key.size() + entry_of(en).plain.size() \
+                    + entry_of(en).described.size()
+                self.c.entries.erase(en)
+                self.c.dropped += 1
+        pthread_mutex_unlock(&self.c.mu)
+
+    def touched(self):
+        """The ``(table, rest)`` of the entries answered since the last call (each once),
+        that are still there."""
+        cdef vector[string] keys
+        cdef string key
+        cdef unordered_map[string, Entry].iterator en
+        cdef list out = []
+        pthread_mutex_lock(&self.c.mu)
+        keys.swap(self.c.touched)
+        for key in keys:
+            en = self.c.entries.find(key)
+            if en != self.c.entries.end():
+                entry_of(en).touched = False
+                out.append(key)
+        pthread_mutex_unlock(&self.c.mu)
+        return [(int.from_bytes(k[:8], _ORDER, signed=True), k[8:]) for k in out]
+
+    def leaves(self):
+        """``{reason: hit sessions handed back for it}`` (``LEAVE_NAMES``) and entries
+        dropped one by one."""
+        cdef int i
+        pthread_mutex_lock(&self.c.mu)
+        counts = [self.c.leaves[i] for i in range(LEAVE_N)]
+        dropped = self.c.dropped
+        pthread_mutex_unlock(&self.c.mu)
+        return dict(zip(LEAVE_NAMES, counts)), dropped
 
     def enter(self, uint64_t token, int fd, list stmts not None):
         """Hand a session to a lane (see the class): ``fd`` is its client socket (duplicated
@@ -412,6 +466,10 @@ cdef class Lanes:
 
 
 QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}
+#: the names of the LEAVE_* reasons, in order (``Lanes.leaves``)
+LEAVE_NAMES = ("closed", "fresh", "message", "statement", "gate", "unstamped", "epoch",
+               "short_write", "move")
+_ORDER = sys.byteorder  # (``_table_key`` copies an int64_t's bytes as they are)
 
 
 cdef void _set_words(Words* w, tuple words):
@@ -426,6 +484,22 @@ cdef void _set_words(Words* w, tuple words):
     for i in range(w.held.size()):  # (the strings stay where they are now)
         w.at.push_back(<const unsigned char*>w.held[i].data())
         w.lens.push_back(w.held[i].size())
+
+
+cdef void _compact_touched(Core* c) noexcept nogil:
+    """Keep in ``c.touched`` only the keys of entries still there and marked, once each
+    (dropped entries leave their keys behind; the proxy may not ask for a long time)."""
+    cdef vector[string] kept
+    cdef string key
+    cdef unordered_map[string, Entry].iterator en
+    for key in c.touched:
+        en = c.entries.find(key)
+        if en != c.entries.end() and entry_of(en).touched:
+            entry_of(en).touched = False  # (kept once)
+            kept.push_back(key)
+    for key in kept:
+        entry_of(c.entries.find(key)).touched = True
+    c.touched.swap(kept)
 
 
 cdef inline bytes _bytes(const string& data):

@@ -21,26 +21,40 @@ cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil
         return False
     if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
         s.pending_in.clear()
+        s.why = LEAVE_CLOSED
         _hand_back(c, token, s)
         return False
     out.clear()
     _arrived(c, s)
     pthread_mutex_lock(&c.mu)
     now = _monotonic()
+    s.why = LEAVE_FRESH
     if now <= c.fresh_until:
         while pos < n:
             size = _unit(p + pos, n - pos, &name_at, &name_end, &rest_end, &described)
             if size < 0:
+                s.why = LEAVE_MESSAGE
                 break
             name.assign(buf + pos + name_at, name_end - name_at)
             st = s.stmts.find(name)
-            if st == s.stmts.end() or now > stmt_of(st).gate:
+            if st == s.stmts.end():
+                s.why = LEAVE_STATEMENT
+                break
+            if now > stmt_of(st).gate:
+                s.why = LEAVE_GATE
                 break
             key = _table_key(stmt_of(st).table)
             key.append(buf + pos + name_end + 1, rest_end - name_end - 1)
             en = c.entries.find(key)
-            if en == c.entries.end() or entry_of(en).epoch != c.epoch:
+            if en == c.entries.end():
+                s.why = LEAVE_UNSTAMPED
                 break
+            if entry_of(en).epoch != c.epoch:
+                s.why = LEAVE_EPOCH
+                break
+            if not entry_of(en).touched:  # (the proxy tells the engine's recency)
+                entry_of(en).touched = True
+                c.touched.push_back(key)
             if described:
                 out.append(entry_of(en).described)
             else:
@@ -64,6 +78,7 @@ cdef void _reply(Core* c, uint64_t token, LSession* s) noexcept nogil:
     cdef Py_ssize_t sent = _send(s.fd, s.reply.data(), s.reply.size())
     if <size_t>sent < s.reply.size():
         s.pending_out.assign(s.reply.data() + sent, s.reply.size() - sent)
+        s.why = LEAVE_SHORT_WRITE
     if s.pending_in.size() or s.pending_out.size():
         _hand_back(c, token, s)
     else:

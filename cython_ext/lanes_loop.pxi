@@ -11,6 +11,8 @@ cdef void _hand_back(Core* c, uint64_t token, LSession* s) noexcept nogil:
         epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
     pthread_mutex_lock(&c.mu)
     s.state = HANDED
+    if s.ufd < 0:
+        c.leaves[s.why] += 1
     first = c.handed.empty()
     c.handed.push_back(token)
     pthread_cond_broadcast(&c.cv)
@@ -55,6 +57,7 @@ cdef void _rewatch(Core* c, uint64_t token, LSession* s) noexcept nogil:
     """A BUSY session is watched again, by the lane its client's bytes last arrived at (or
     handed back if it cannot be watched there)."""
     if s.move >= 0 and s.move != s.lane and not _move(c, token, s):
+        s.why = LEAVE_MOVE
         _hand_back(c, token, s)
         return
     _watch(c, s)

@@ -94,10 +94,22 @@ cdef enum:
     #: what :func:`_read_ready` found
     READ_ANSWERED = 1
     READ_STOP = 2
+    #: why a hit session was handed back (``Core.leaves``; ``LEAVE_NAMES`` in lanes.pyx)
+    LEAVE_CLOSED = 0  # end of stream or a read error
+    LEAVE_FRESH = 1  # past the freshness deadline
+    LEAVE_MESSAGE = 2  # not a Bind [Describe] Execute Sync unit (or an incomplete one)
+    LEAVE_STATEMENT = 3  # a statement the lane was not given
+    LEAVE_GATE = 4  # past the statement's gate (its role's remembered privilege)
+    LEAVE_UNSTAMPED = 5  # no stamped reply for these Bind bytes (never stamped, or dropped)
+    LEAVE_EPOCH = 6  # a reply stamped before the last epoch bump
+    LEAVE_SHORT_WRITE = 7  # the client socket took only part of the replies
+    LEAVE_MOVE = 8  # could not be watched by another CPU's lane
+    LEAVE_N = 9
 
 
 cdef cppclass Entry:
     uint64_t epoch
+    bint touched  # answered since the proxy last asked (``Core.touched``)
     string plain  # the reply without a Describe of the portal
     string described  # the reply with it
 
@@ -119,6 +131,7 @@ cdef cppclass LSession:
     string pending_in  # client bytes not handled
     string pending_out  # bytes for the client not sent
     string reply  # hit sessions: the answers read at this wake-up, sent after every read
+    int why  # hit sessions: LEAVE_* of the unit the lane stopped at
     # -- pass sessions (see _pass_client and _pass_upstream)
     uint64_t gen  # the routing generation the session entered at
     int queries  # which simple Queries are plain: QUERIES_NONE, _ASCII or _UNNAMED
@@ -189,6 +202,9 @@ cdef cppclass Core:
     # answers given per lane table (proxy.lanes maps a table to its cache)
     unordered_map[int64_t, uint64_t] table_served
     uint64_t moved  # sessions moved to the lane of another CPU
+    vector[uint64_t] leaves  # LEAVE_N counts: hit sessions handed back, by LEAVE_* reason
+    vector[string] touched  # keys of the entries answered since the proxy last asked
+    uint64_t dropped  # entries dropped one by one (``Lanes.drop``)
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)

@@ -249,6 +249,8 @@ cdef class Relay:
         cdef PyObject* found[MAX_FOUND]  # the chunk's Binds and Parses seen before (owned)
         cdef Py_ssize_t nfound = 0, i, names_end
         memos = self.memos
+        if ctx is not None and ctx.who is not None and ctx.who.block is not None:
+            return False  # a block's identity record to settle first (identity.unsettled)
         if local:
             routing = self.routing
             registry, names = routing.registry, routing.cached_names

@@ -108,9 +108,14 @@ class Engine:
         self._readers: dict[str, ReaderNode] = {}
         self._waiters: dict[tuple[int, Row], _Waiter] = {}
         self._by_key: dict[BaseKey, set[tuple[int, Row]]] = {}
-        #: called before any change that may replace or drop an answer a reader handed out
-        #: (the proxy's hit lanes stop using what they stamped from earlier answers)
+        #: called before a change that may replace or drop any answer a reader handed out
+        #: (a cache dropped, the engine reset): the proxy's hit lanes stop using everything
+        #: they stamped; an answer replaced or dropped one by one (a write, an eviction) is
+        #: reported to ``rt.on_drop`` instead, when it is in ``rt.watched``
         self.on_change: Callable[[], None] | None = None
+        #: called before evicting, so that the recency of reads answered outside (the hit
+        #: lanes) is recorded first (``rt.lru``)
+        self.before_evict: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ caches
     def add_cache(self, name: str, plan: ir.Reader) -> None:
@@ -251,10 +256,8 @@ class Engine:
         if txn.commit_lsn <= self.applied_lsn:
             return ()
         self.applied_lsn = txn.commit_lsn
-        if self.on_change is not None:
-            bases = self.graph.bases
-            if any(c.table_oid in bases for c in txn.changes):
-                self.on_change()
+        # (no ``on_change``: a reader reports each answer it replaces or drops that is kept
+        # outside, ``Runtime.watched``, before it does)
         oids = self.graph.apply(txn)
         self.fills.record(txn, self.graph.bases, oids)
         self._enforce()
@@ -303,7 +306,7 @@ class Engine:
         # a reader handed out (readers' answers change only through deltas and evictions, and
         # an installed key equals the applied state, which every present answer shows), so
         # the hit lanes keep their stamps across fills (an eviction by ``_enforce`` below
-        # still calls it)
+        # drops the evicted keys' stamps: ``Runtime.watched``)
         effects: list[Effect] = []
         done: list[BaseKey] = []
         retry: list[BaseKey] = []
@@ -359,6 +362,8 @@ class Engine:
         if self.budget is None:
             return
         total = self.memory_total()
+        if total > self.budget and self.before_evict is not None:
+            self.before_evict()
         lru, pinned = self.rt.lru, self.rt.pinned
         skipped: list[tuple[int, Hashable]] = []
         rounds = 2 * len(lru) + 16  # bound: evicting never re-adds keys, but never loop
@@ -368,8 +373,7 @@ class Engine:
             if item in pinned:
                 skipped.append(item)
                 continue
-            self._changing()
-            self.graph.evict(*item)
+            self.graph.evict(*item)  # (readers report watched answers they drop)
             self.stats.evictions += 1
             total = self.memory_total()
         for item in reversed(skipped):

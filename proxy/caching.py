@@ -118,6 +118,8 @@ class EngineHost:
         self.fresh_as_of = float("-inf")
         #: called after ``fresh_as_of`` or ``stream.up`` changed (the hit lanes' deadline)
         self.on_fresh: Callable[[], None] | None = None
+        #: told of each key a fill installed, with its answer (``proxy.fillstamps``)
+        self.on_ready: Callable[[str, Row, tuple[Row, ...]], None] | None = None
         self.stream.on_state = lambda up: self._fresh_changed()
         #: run by every heartbeat after its barrier, before ``fresh_as_of`` advances
         self.verify: Callable[[], Awaitable[None]] | None = None
@@ -351,6 +353,8 @@ class EngineHost:
                 self.fills.queue_fill(effect)
             elif isinstance(effect, ReadReady):
                 self._wake(effect.cache, effect.key, Served(effect.rows))
+                if self.on_ready is not None:
+                    self.on_ready(effect.cache, effect.key, effect.rows)
             elif isinstance(effect, TakeSnapshot):
                 if not self._probing:
                     self._probing = True
@@ -406,11 +410,14 @@ class EngineHost:
 
     def _reset(self, reason: str) -> None:
         """Rebuild the engine with the same caches (their state starts empty again)."""
-        hook = self.engine.on_change
+        old = self.engine
+        hook = old.on_change
         if hook is not None:
             hook()
-        self.engine = Engine(memory_budget=self.engine.budget)
+        self.engine = Engine(memory_budget=old.budget)
         self.engine.on_change = hook
+        self.engine.before_evict = old.before_evict  # (the hit lanes: ``HitLanes.attach``)
+        self.engine.rt.on_drop = old.rt.on_drop
         for name, reader in self._plans.items():
             self.engine.add_cache(name, reader)
         for key in list(self._waiting):

@@ -133,6 +133,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("memoized_answers", str(hits.served + lane_answers)),
         ("loop_memo_answers", str(hits.served)),  # (the event loop's share of them)
         ("memo_bytes", str(hits.bytes)),
+        ("memo_from_fills", str(hits.from_fills)),  # (remembered as a fill installed them)
         ("fd_limit", str(fd_limit())),
     ]
     if lanes is not None:

@@ -444,6 +444,7 @@ class Extended:
                 read = service.reads.read_rows_now(prepared[0], ctx, reads)
                 if isinstance(read, Wait):
                     return False  # a miss (its fill is running) or a barrier: wait in handle()
+                portal_reads.note_miss(service, self.core, ctx, local, read, prepared)
                 rows = portal_reads.encode(service, ctx, local, read, prepared)
                 local.reads = reads
             if rows is None:

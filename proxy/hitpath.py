@@ -118,6 +118,8 @@ class HitMemos:
         self._memos: dict[tuple[Any, ...], dict[bytes, Hit]] = {}
         self._settings: dict[Any, int] = {}
         self.served = 0  # answers given from a memo (SHOW WEIR STATUS)
+        #: answers remembered when a fill installed their key (``proxy.fillstamps``; the same)
+        self.from_fills = 0
         self._remembered = 0  # answers remembered since the last clear (a bound, not a count)
         self.bytes = 0  # bytes remembered since the last clear (SHOW WEIR STATUS)
         self.limit = TOTAL_BYTES  # past it every memo starts over (``proxy.misses.budgets``)

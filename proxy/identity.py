@@ -340,6 +340,14 @@ def _restore(ctx: Any, block: Block) -> bool:
     return ctx.tainted is None
 
 
+def unsettled(ctx: Any) -> bool:
+    """Whether a transaction block was noted for the session with context ``ctx``
+    (:class:`Block`) and not settled yet: :func:`_block_ended` settles it when weir next
+    looks at a client message, so the paths that forward quiet messages without a look (the
+    relay's quiet loops, the pass lanes) step aside until then."""
+    return ctx is not None and ctx.who is not None and ctx.who.block is not None
+
+
 def _block_ended(ctx: Any, state: Any) -> None:
     """Before weir looks at a client message: when the block noted has ended (a
     ReadyForQuery said idle since: the mark is gone) and every change seen in it was ``SET

@@ -33,10 +33,15 @@ and handles the rest as if just read.
 
 Invariants:
 - a lane answers only what the hit path would answer with the same bytes now: every stamp is
-  made right after the hit path validated that entry against the engine, and the epoch is
-  bumped (no stamp is used again) before any engine change that may replace or drop an
-  answer (``Engine.on_change``), when the remembered privileges are forgotten and when the
-  memos are cleared; each statement's gate is the expiry of its role's remembered privilege
+  made right after the hit path validated that entry against the engine (the engine answer
+  it was encoded from is the reader's current one), and is registered with that answer
+  (``Runtime.watched``); a reader reports each watched answer before it replaces or drops it
+  (a write's delta, an eviction, a fill of the key again: ``Runtime.on_drop``, which drops
+  that answer's stamps at once, :meth:`HitLanes.dropped`), so a write or an eviction of one
+  key stops only that key's stamps; the epoch is bumped (no stamp is used again) before a
+  change that may replace or drop any answer (a cache dropped, the engine reset:
+  ``Engine.on_change``), when the remembered privileges are forgotten and when the memos are
+  cleared; each statement's gate is the expiry of its role's remembered privilege
   for its cache, and the freshness deadline, set whenever ``fresh_as_of`` or the stream's
   state changes (``EngineHost.on_fresh``), is ``fresh_as_of + staleness_bound`` while the
   stream is up and already past while it is down;
@@ -77,7 +82,7 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import aftermiss
+from proxy import aftermiss, identity
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
@@ -142,9 +147,9 @@ RETRY = 16
 NEVER = 1 << 30
 #: bytes of stamped replies past which the lanes forget them all
 MAX_BYTES = 64 << 20
-#: sessions go to a lane only once this many seconds passed since the last bump: under a
-#: steady stream of writes to cached tables every stamp would be stale at once, and each
-#: read would cost a hand-back (the event loop answers then, as without lanes)
+#: sessions go to a lane only once this many seconds passed since the last bump (bumps are
+#: rare: writes and evictions drop only their keys' stamps; after one every stamp is stale,
+#: and each read would cost a hand-back)
 QUIET_EPOCH = 0.02
 #: seconds a lane keeps polling its sessions after the last one it served before it sleeps:
 #: a lane that does not sleep is not woken (no wake-up, no cross-CPU interrupt) when the next
@@ -182,6 +187,14 @@ class HitLanes:
         self.passed = 0  # pass sessions handed to a lane (SHOW WEIR STATUS)
         self._stopped = False
         self._bumped = float("-inf")  # time.monotonic() of the last bump
+        #: the stamps of each engine answer, (reader nid, key) -> {(table, Bind tail)}, and
+        #: back: what is dropped when the engine replaces or drops that answer
+        #: (``Runtime.watched``; :meth:`dropped`), and whose recency a lane answer records
+        self._stamped: dict[tuple[int, Any], set[tuple[int, bytes]]] = {}
+        self._items: dict[tuple[int, bytes], tuple[int, Any]] = {}
+        self.bumps = 0  # epoch bumps (SHOW WEIR STATUS)
+        self.taken = 0  # sessions the event loop took back (SHOW WEIR STATUS)
+        self.refused = 0  # hand-overs refused within QUIET_EPOCH of a bump (the same)
 
     @staticmethod
     def available() -> bool:
@@ -214,9 +227,46 @@ class HitLanes:
     # -- what the lanes may answer ----------------------------------------------------------
 
     def bump(self) -> None:
-        """Nothing stamped before now is answered again (see the module docstring)."""
+        """Nothing stamped before now is answered again (see the module docstring): a
+        change that may replace or drop any answer (a cache dropped, the engine reset,
+        privileges forgotten, the memos cleared)."""
         self.core.bump()
         self._bumped = time.monotonic()
+        self.bumps += 1
+        self._stamped.clear()
+        self._items.clear()
+        host = self.service.host
+        if host is not None:
+            host.engine.rt.watched.clear()
+
+    def attach(self, engine: Any) -> None:
+        """Be told of ``engine``'s answers replaced or dropped one by one, and record the
+        recency of what the lanes answered before it evicts (``EngineHost`` calls this again
+        for the engine of a reset)."""
+        engine.rt.on_drop = self.dropped
+        engine.before_evict = self.recency
+
+    def dropped(self, nid: int, key: Any) -> None:
+        """The engine is about to replace or drop its answer for ``key`` at reader
+        ``nid``: no lane answers from a stamp of it any more (``Runtime.on_drop``)."""
+        stamps = self._stamped.pop((nid, key), None)
+        if stamps:
+            self.core.drop(list(stamps))
+            items = self._items
+            for stamp in stamps:
+                items.pop(stamp, None)
+
+    def recency(self) -> None:
+        """Move the keys the lanes answered since the last call to the recent end of the
+        engine's LRU (as the hit path's ``Engine.current`` does for its answers)."""
+        host = self.service.host
+        if host is None:
+            return
+        lru, items = host.engine.rt.lru, self._items
+        for stamp in self.core.touched():
+            item = items.get(stamp)
+            if item is not None and item in lru:
+                lru.move_to_end(item)
 
     def fresh(self) -> None:
         """The freshness deadline from the cache host's state."""
@@ -283,22 +333,45 @@ class HitLanes:
         length = int.from_bytes(raw[1:5], "big")
         rest = raw[end + 1 : 1 + length]
         hit = memo.get(rest)
-        if hit is None or len(hit.reads) != 1:
-            return
+        if hit is not None and self.stamp(memo, rest, hit):
+            self.enter(session, fd)
+
+    def stamp(self, memo: dict[bytes, Hit], rest: bytes, hit: Hit) -> bool:
+        """Stamp ``hit`` (remembered in ``memo`` for the Bind tail ``rest``) into the lanes,
+        if it is what the hit path would answer now: its one engine answer is the reader's
+        current one (:meth:`offer`, and ``proxy.portal_reads.memoize`` when the general path
+        remembers an answer: the lanes then answer a key's second read already)."""
+        host = self.service.host
+        if host is None or len(hit.reads) != 1 or self._stopped:
+            return False
+        cache, key, answer = hit.reads[0]
+        engine = host.engine
+        cached = engine.graph.caches.get(cache)
+        if cached is None or cached[0].answers.get(key) is not answer:
+            return False  # (the cache is gone, or the answer changed since)
+        item = (cached[0].nid, key)
         table = self._table(memo)
         self._lasts[table] = hit.last
-        self._caches[table] = hit.reads[0][0]
+        self._caches[table] = cache
+        stamp = (table, rest)
+        # the stamp is made and registered at once: the engine tells (``dropped``) before it
+        # replaces or drops this answer, which the hit path just found current
+        engine.rt.watched.add(item)
+        self._stamped.setdefault(item, set()).add(stamp)
+        self._items[stamp] = item
         self.core.put(table, rest, hit.replies[0], hit.replies[1])
         if self.core.stats()[2] > MAX_BYTES:
             self.clear()
-            return
-        self.enter(session, fd)
+            return False
+        return True
 
     def enter(self, session: Session, fd: int) -> None:
         """Hand ``session`` (its client socket ``fd``) to a lane if it is quiet (:meth:`offer`;
         ``proxy.aftermiss``: at once when a miss's answer came and the session is covered)."""
-        if session.lane or self._stopped or time.monotonic() - self._bumped < QUIET_EPOCH \
-                or not self._quiet(session):
+        if session.lane or self._stopped or not self._quiet(session):
+            return
+        if time.monotonic() - self._bumped < QUIET_EPOCH:
+            self.refused += 1
             return
         stmts = self._statements(session)
         if not stmts:
@@ -340,13 +413,15 @@ class HitLanes:
             out.append((name.encode(), self._table(memo), verdict[1]))
         return out
 
-    def reclaim(self, session: Session, replay: bool = True) -> None:
+    def reclaim(self, session: Session, replay: bool = True, handed: bool = False) -> None:
         """Take ``session`` back from its lane now (see the module docstring); with
         ``replay``, the bytes the lane did not answer are then handled as if just read (else
-        they are dropped: the session is ending)."""
+        they are dropped: the session is ending); ``handed``: the lane handed it back."""
         token = session.lane
         if not token:
             return
+        if not handed and token not in self._passing:
+            self.taken += 1
         session.state.lane = 0
         del self._sessions[token]
         result = self.core.leave(token)
@@ -376,7 +451,7 @@ class HitLanes:
         for token in self.core.handed():
             session = self._sessions.get(token)
             if session is not None:
-                self.reclaim(session)
+                self.reclaim(session, handed=True)
 
     def settle(self) -> None:
         """Take every pass session back, so that what their lanes relayed is counted (SHOW
@@ -418,6 +493,8 @@ class HitLanes:
         if fd < 0 or ufd < 0:
             return NEVER
         state, ext, memos = session.state, session.extended, session.memos
+        if identity.unsettled(session.ctx):
+            return RETRY  # the next client message is looked at and settles it first
         if not (state.phase is Phase.READY and not state.paused and not state.waiting
                 and not state.local_busy and state.transaction_status == "I"
                 and state.idle and not state.swallowing and ext.quiet
@@ -482,11 +559,18 @@ class HitLanes:
 
     def stats(self) -> dict[str, Any]:
         answers, entries, size, sessions, relayed, moved = self.core.stats()
+        leaves, dropped = self.core.leaves()
         return {"lanes": self.count, "lane_cpus": ",".join(map(str, self.core.cpus)) or "none",
                 "lane_answers": answers, "lane_entries": entries,
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
-                "lane_moves": moved}
+                "lane_moves": moved,
+                # why hit sessions left their lane (handed back by it, by the reason of the
+                # first request it could not answer; or taken back by the event loop)
+                **{f"lane_left_{why}": n for why, n in leaves.items()},
+                "lane_left_taken": self.taken,
+                "lane_stamps_dropped": dropped, "lane_bumps": self.bumps,
+                "lane_refused_epoch": self.refused}
 
 
 def _socket_fd(transport: asyncio.BaseTransport) -> int:

@@ -7,7 +7,8 @@ holds to the unnamed portal, optionally ``Describe`` of that portal, ``Execute``
 key of the read is missing from its cache, the batch goes upstream byte for byte: PostgreSQL
 answers all of it (BindComplete, RowDescription, rows, ReadyForQuery), nothing is recreated
 nor swallowed, and the read itself (``ReadPath.read_rows_now``) queues the key's fill in the
-background exactly as the general path's miss does (``proxy.misses``).
+background exactly as the general path's miss does (``proxy.misses``), and the answer is
+remembered for the hit path and the lanes when that fill installs (``proxy.fillstamps``).
 
 Why this is the general path's answer: there a miss makes the local portal exist upstream
 (the held statement's Parse, sent once, and the Bind, their answers swallowed) and forwards
@@ -67,7 +68,8 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
     lookup = bind_keys(held, bind)
     if lookup is None:
         return False
-    prepared = portal_reads.prepare(service, state, ctx, LocalPortal(held, bind, *lookup))
+    local = LocalPortal(held, bind, *lookup, rest=raw[name_end + 1 : be_])
+    prepared = portal_reads.prepare(service, state, ctx, local)
     if prepared is None:
         return False
     route = prepared[0]
@@ -78,6 +80,7 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
     if not isinstance(read, tuple) or read[0] is not None:  # (cannot happen: nothing ran
         # in between, and the gates that wait were checked above)
         return False
+    portal_reads.note_miss(service, state, ctx, local, read, prepared)  # (its fill's answer)
     _observe(session, bind, raw, index)
     session.upstream_write(raw)
     ctx.last = ("upstream", read[1])

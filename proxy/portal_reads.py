@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from pgwire import backend as be
+from proxy.fillstamps import Missed
 from proxy.held import HeldStatement, LocalPortal, bind_keys, row_description
 from proxy.hitpath import Hit, learned_batch
+from proxy.misses import MISS
 from proxy.params import formats_for
 from proxy.results import OutputSettings, encode_rows
 from proxy.roles import CachedReads, ExtendedService, Reads
@@ -127,6 +129,24 @@ def encode(service: CachedReads, ctx: SessionContext, local: LocalPortal,
     return data
 
 
+def note_miss(service: CachedReads, state: SessionState, ctx: SessionContext,
+              local: LocalPortal, read: tuple[tuple[Any, ...] | None, str],
+              prepared: Prepared | None) -> None:
+    """A read that went upstream as a miss leaves what its answer is remembered by when
+    the key's fill installs (``proxy.fillstamps``)."""
+    if read[1] is not MISS or prepared is None or local.rest is None:
+        return
+    route, settings, fmts = prepared
+    if route.cache is None:
+        return
+    stamps = service.fillstamps
+    _, sid = service.reads.output_settings_id(state, ctx)
+    _, encoders = service.reads.output_plan(route.cache, fmts, settings)
+    held = local.statement
+    stamps.missed(Missed(stamps.hits.statement_memo(held, sid), local.rest,
+                         row_description(held, local.bind.result_formats), encoders, route))
+
+
 async def cached_rows(service: CachedReads, state: SessionState, ctx: SessionContext,
                       local: LocalPortal) -> list[bytes] | None:
     """Read and encode a local portal's rows, waiting for a fill or barrier if needed."""
@@ -138,6 +158,7 @@ async def cached_rows(service: CachedReads, state: SessionState, ctx: SessionCon
     reads: Reads = []
     read = await service.reads.read_rows(prepared[0], ctx, reads)
     local.reads = reads
+    note_miss(service, state, ctx, local, read, prepared)
     return encode(service, ctx, local, read, prepared)
 
 
@@ -154,8 +175,12 @@ def memoize(service: ExtendedService, state: SessionState, ctx: SessionContext |
     _, sid = service.reads.output_settings_id(state, ctx)
     description = row_description(held, local.bind.result_formats)
     reads = tuple(local.reads)
-    service.hits.remember(service.hits.statement_memo(held, sid), local.rest,
-                          Hit(reads, description, body, ctx.last))
+    memo = service.hits.statement_memo(held, sid)
+    hit = Hit(reads, description, body, ctx.last)
+    service.hits.remember(memo, local.rest, hit)
+    lanes = service.lanes
+    if lanes is not None and memo.get(local.rest) is hit:  # (remembered: not too large)
+        lanes.stamp(memo, local.rest, hit)
     if recording is None or state.held.get("") is not held:
         return recording
     batch, describe = recording

@@ -189,7 +189,8 @@ class Session:
             ext.adopt()  # caches changed: statements prepared upstream may now be served
         if local and try_forward(self, raw, index):
             return  # a miss of a held statement, forwarded as it is (proxy.missfast)
-        quiet = ext.quiet  # stays so in this loop: only a local answer (it ends it) holds
+        # stays so in this loop: only a local answer (it ends it) holds
+        quiet = ext.quiet and not identity.unsettled(self.ctx)
         written = 0  # bytes of ``raw`` already sent upstream
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:

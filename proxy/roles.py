@@ -20,8 +20,9 @@ from typing import Any, Protocol
 
 from pgwire import frontend as fe
 from pgwire.framing import Framer
+from proxy.fillstamps import FillStamps
 from proxy.gates import Gates
-from proxy.hitpath import HitMemos
+from proxy.hitpath import Hit, HitMemos
 from proxy.reads import ReadPath
 from proxy.router import Route, SessionContext
 from proxy.routing import Routing
@@ -60,6 +61,9 @@ class CachedReads(Protocol):
     @property
     def gates(self) -> Gates: ...  # (the shape checks of held statements)
 
+    @property
+    def fillstamps(self) -> FillStamps: ...  # (what a miss leaves for its fill's install)
+
     def is_current(self, entry: Any) -> bool: ...
 
 
@@ -85,8 +89,17 @@ class ExtendedSession(Protocol):
     def inject_flush(self) -> None: ...
 
 
+class Stamper(Protocol):
+    """What the general path uses of the hit lanes (``proxy.lanes.HitLanes``)."""
+
+    def stamp(self, memo: dict[bytes, Hit], rest: bytes, hit: Hit) -> bool: ...
+
+
 class ExtendedService(CachedReads, Protocol):
     """What ``Extended`` needs of the cache service (``proxy.service.CacheService``)."""
+
+    @property
+    def lanes(self) -> Stamper | None: ...
 
     @property
     def enabled(self) -> bool: ...

@@ -24,6 +24,7 @@ from typing import Any
 import cython_ext
 from proxy import commands, identity
 from proxy.caching import EngineHost
+from proxy.fillstamps import FillStamps
 from proxy.gates import Gates
 from proxy.hitpath import HitMemos
 from proxy.lane_plan import cpu_quota, lane_plan
@@ -54,6 +55,8 @@ class CacheService:
         #: the cached reads and their encoders (``proxy.reads``)
         self.reads = ReadPath(self, settings, self.gates, self.hits)
         self.lanes: HitLanes | None = None  # threads answering quiet sessions (``proxy.lanes``)
+        #: what a miss leaves for its fill's install (``proxy.fillstamps``)
+        self.fillstamps = FillStamps(self.hits, self.is_current)
         self.mutating = asyncio.Lock()  # admin commands and schema checks change the caches
 
     @property
@@ -90,11 +93,15 @@ class CacheService:
             self.lanes.stop(replay)
 
     def _watch(self, host: EngineHost) -> None:
-        """Tell the lanes about every change of ``host`` they must not answer across."""
+        """Tell the lanes about every change of ``host`` they must not answer across (and
+        both the memos and the lanes of the fills it installs)."""
+        host.on_ready = self.fillstamps.ready
         lanes = self.lanes
         if lanes is None:
             return
+        self.fillstamps.stamp = lanes.stamp
         host.engine.on_change = lanes.bump
+        lanes.attach(host.engine)
         host.lane_hits = lambda: int(lanes.core.stats()[0])  # (what fills yield: admission)
         host.on_fresh = lanes.fresh
         lanes.fresh()

@@ -22,7 +22,7 @@ Operations:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from engine.dataflow.records import Delta, Row
@@ -53,6 +53,19 @@ class Runtime:
     def __init__(self) -> None:
         self.lru: OrderedDict[tuple[int, Hashable], None] = OrderedDict()
         self.pinned: dict[tuple[int, Hashable], int] = {}
+        #: (reader nid, key) of the answers someone outside keeps a copy of (the proxy's hit
+        #: lanes), and who is told, before such an answer is replaced or dropped
+        #: (``ReaderNode``), that its copy is no longer the answer
+        self.watched: set[tuple[int, Hashable]] = set()
+        self.on_drop: Callable[[int, Hashable], None] | None = None
+
+    def dropping(self, nid: int, key: Hashable) -> None:
+        """The answer of ``key`` at reader ``nid`` is about to be replaced or dropped."""
+        item = (nid, key)
+        if item in self.watched:
+            self.watched.discard(item)
+            if self.on_drop is not None:
+                self.on_drop(nid, key)
 
     def touch(self, nid: int, key: Hashable) -> None:
         item = (nid, key)

@@ -48,8 +48,9 @@ def test_a_block_failed_then_rolled_back(world: World) -> None:
 
 
 def test_a_failed_block_committed_is_rolled_back(world: World) -> None:
-    """COMMIT of a failed block rolls it back (its tag says ROLLBACK): weir, which does not
-    read it, keeps the reads upstream (the rows are PostgreSQL's)."""
+    """COMMIT of a failed block rolls it back (its tag says ROLLBACK): weir looks at every
+    message while a block's identity record is open (``identity.unsettled``), so it sees the
+    COMMIT end a failed block and gives the block's start back, as after ROLLBACK."""
     def script(conn: Any) -> list[Any]:
         conn.execute("BEGIN")
         conn.execute(f"SET ROLE {world.bob}")
@@ -57,7 +58,7 @@ def test_a_failed_block_committed_is_rolled_back(world: World) -> None:
         conn.execute("COMMIT")
         return [_read(conn)]
 
-    assert _both(world, script) == [PUBLIC, "upstream"]
+    assert _both(world, script) == [PUBLIC, "cache"]
 
 
 @pytest.mark.parametrize("end", ["COMMIT", "ROLLBACK", "END"])

@@ -98,8 +98,13 @@ def test_answers_stamped_runs_with_and_without_describe(lanes: Any, pair: Any) -
     assert lanes.stats()[3] == 0
 
 
-@pytest.mark.parametrize("case", ["bump", "other statement", "gate", "fresh", "unknown key",
-                                  "named portal", "row limit", "query"])
+#: the reason ``Lanes.leaves`` counts for each case below
+WHY = {"bump": "epoch", "dropped": "unstamped", "other statement": "statement", "gate": "gate",
+       "fresh": "fresh", "unknown key": "unstamped", "named portal": "message",
+       "row limit": "message", "query": "message"}
+
+
+@pytest.mark.parametrize("case", list(WHY))
 def test_hands_back_what_it_may_not_answer(lanes: Any, pair: Any, case: str) -> None:
     a, b = pair
     lanes.put(7, REST, b"<plain>", b"<described>")
@@ -116,12 +121,42 @@ def test_hands_back_what_it_may_not_answer(lanes: Any, pair: Any, case: str) -> 
     }.get(case, unit())
     if case == "bump":
         lanes.bump()
+    if case == "dropped":
+        lanes.drop([(7, REST)])
     if case == "fresh":
         lanes.set_fresh_until(time.monotonic() - 1)
     a.sendall(chunk)
     assert handed(lanes) == [3]
     assert lanes.leave(3) == (0, -1, chunk, b"")
     assert lanes.stats()[0] == 0
+    leaves, dropped = lanes.leaves()
+    assert leaves == {why: int(why == WHY[case]) for why in core.LEAVE_NAMES}
+    assert dropped == (case == "dropped")
+
+
+def test_a_dropped_entry_leaves_the_others_answered(lanes: Any, pair: Any) -> None:
+    """``drop`` forgets the entries named (an engine answer replaced or dropped), and no
+    other; ``touched`` names each answered entry once."""
+    a, b = pair
+    other = REST[:-3] + b"4\x00\x00"
+    lanes.put(7, REST, b"<a>", b"<a>")
+    lanes.put(7, other, b"<b>", b"<b>")
+    lanes.enter(5, b.fileno(), [(b"s1", 7, LATER)])
+    a.sendall(unit() + unit(rest=other) + unit())
+    assert recv_exactly(a, 9) == b"<a><b><a>"
+    assert sorted(lanes.touched()) == sorted([(7, REST), (7, other)])
+    assert lanes.touched() == []
+    size = lanes.stats()[2]
+    lanes.drop([(7, REST), (8, REST)])  # (an unknown entry is no error)
+    assert lanes.stats()[1:3] == (1, size - 8 - len(REST) - 6)
+    a.sendall(unit(rest=other))
+    assert recv_exactly(a, 3) == b"<b>"
+    assert lanes.touched() == [(7, other)]
+    a.sendall(unit(rest=other) + unit())
+    assert recv_exactly(a, 3) == b"<b>"
+    assert handed(lanes) == [5]
+    assert lanes.leave(5) == (5, 7, unit(), b"")
+    assert lanes.leaves() == ({why: int(why == "unstamped") for why in core.LEAVE_NAMES}, 1)
 
 
 def test_answers_the_leading_runs_and_hands_back_the_rest(lanes: Any, pair: Any) -> None:

@@ -279,6 +279,26 @@ def _pieces(data: st.DataObject, whole: bytes) -> list[bytes]:
 def test_relayed_session_matches_one_by_one_observation(
     rounds: list[list[tuple[bytes, bytes]]], caching: str, data: st.DataObject
 ) -> None:
+    _compare_relayed(rounds, caching, lambda whole: _pieces(data, whole))
+
+
+def test_block_noted_then_ended_idle_is_settled_by_every_path() -> None:
+    """A statement that may change the identity noted a transaction block (status T); the
+    block ends idle; the next Query goes by the quiet path, which must settle the block's
+    record as the one-by-one path does (found by hypothesis above)."""
+    error = b"E\x00\x00\x00(SERROR\x00VERROR\x00C42601\x00Msyntax error\x00\x00"
+    select = (b"Q\x00\x00\x00\rSELECT 1\x00", error + b"Z\x00\x00\x00\x05I")
+    rounds = [[(b"S\x00\x00\x00\x04", b"Z\x00\x00\x00\x05I"), select,
+               (b"S\x00\x00\x00\x04", b"Z\x00\x00\x00\x05T")],
+              [(b"Q\x00\x00\x00\x10DISCARD ALL\x00", error + b"Z\x00\x00\x00\x05I")],
+              [(b"S\x00\x00\x00\x04", b"Z\x00\x00\x00\x05I"), select]]
+    _compare_relayed(rounds, "explicit", lambda whole: [whole])
+
+
+def _compare_relayed(rounds: list[list[tuple[bytes, bytes]]], caching: str,
+                     cut: Callable[[bytes], list[bytes]]) -> None:
+    """Feed ``rounds`` (cut into pieces by ``cut``) to a relayed session, one with the relay
+    core and one observed message by message; their states and bytes must agree."""
     assert SCAN is not None
     server = Server(Settings(upstream="postgresql://u@127.0.0.1:1/d", caching=caching))
     slow = _session(server, True)
@@ -286,10 +306,10 @@ def test_relayed_session_matches_one_by_one_observation(
     for batches in rounds:  # a round is pipelined: its batches go out before any answer
         client = b"".join(c for c, _ in batches)
         answer = b"".join(a for _, a in batches)
-        for piece in _pieces(data, client):
+        for piece in cut(client):
             for session in sessions:
                 session.client_received(piece)
-        for piece in _pieces(data, answer):
+        for piece in cut(answer):
             for session in sessions:
                 session.upstream_received(piece)
             for session in sessions[:2]:

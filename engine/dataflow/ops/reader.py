@@ -7,7 +7,9 @@ so that a hit is a dictionary lookup.
 
 Invariants: a key is present (possibly with no rows: empty answers are stored) or missing;
 deltas for missing keys are dropped; an eviction row with an UNKNOWN key column evicts every
-key; a key containing NULL matches nothing and is answered empty without state.
+key; a key containing NULL matches nothing and is answered empty without state; an answer in
+``Runtime.watched`` (kept outside: the hit lanes) is reported (``Runtime.dropping``) before it
+is replaced or dropped.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ class ReaderNode(Node):
         self.answers: dict[Row, Answer] = {}
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
+        if self.rt.watched:  # copies of answers kept outside are dropped first (Runtime)
+            answers, cols, nid, rt = self.answers, self.key, self.nid, self.rt
+            for row, _ in deltas[0]:
+                k = tuple([row[i] for i in cols])  # (as apply_bag finds the key)
+                if k in answers:
+                    rt.dropping(nid, k)
         self.bytes += apply_bag(self.state, self.answers, deltas[0], self.key)
         return [], []
 
@@ -71,6 +79,8 @@ class ReaderNode(Node):
         bag = self.state.pop(k, None)
         if bag is not None:
             self.bytes -= bag_size(bag) + KEY_BYTES
+            if self.rt.watched:
+                self.rt.dropping(self.nid, k)
             self.answers.pop(k, None)
             self.rt.forget(self.nid, k)
         return []
@@ -112,5 +122,7 @@ class ReaderNode(Node):
         self.state[key] = bag
         self.bytes += sum(row_size(r) for r in rows) + KEY_BYTES
         self.rt.touch(self.nid, key)
+        if key in self.answers and self.rt.watched:
+            self.rt.dropping(self.nid, key)
         answer = self.answers[key] = self._finish(bag)
         return answer
