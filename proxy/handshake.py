@@ -28,6 +28,7 @@ from pgwire.authmsg import AuthenticationSASL, decode_authentication
 from pgwire.events import Phase
 from pgwire.framing import ProtocolViolation
 from proxy import identity, limits
+from proxy.endpoints import bound_upstream
 from proxy.metrics import own_error, own_violation
 from proxy.roles import HandshakeSession
 from proxy.router import SessionContext
@@ -169,7 +170,7 @@ class Handshake:
         # StreamWriter closes its transport when collected: keep the pair for the session's life.
         self.streams = (reader, writer)
         transport.set_protocol(s.upstream_protocol())
-        transport.set_write_buffer_limits(high=s.server.settings.write_buffer_bytes)
+        bound_upstream(transport, s.server.settings.write_buffer_bytes)
         s.upstream = transport
         s.state.phase = Phase.AUTHENTICATING
         transport.write(msg.encode())

@@ -143,6 +143,11 @@ def array_construct(args: Sequence[Any], types: Sequence[int]) -> tuple[Any, ...
     return tuple(args)
 
 
+def param_flag(args: Sequence[Any], types: Sequence[int]) -> None:
+    """The placeholder of an EXISTS with a parameter: its value is the host's."""
+    return None
+
+
 FUNCTIONS = {
     "array_any_eq": array_any_eq, "array_contains": array_contains,
     "array_contained": array_contained, "array_overlap": array_overlap,
@@ -150,4 +155,5 @@ FUNCTIONS = {
     "array_subscript": array_subscript, "array_slice": array_slice,
     "array_slice_from": array_slice_from, "array_slice_to": array_slice_to,
     "array_slice_all": array_slice_all, "array_construct": array_construct,
+    "param_flag": param_flag,
 }

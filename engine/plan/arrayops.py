@@ -146,6 +146,14 @@ def _slice(b: ExprBuilder, array: ir.Expr, items: list[Node]) -> ir.Expr:
     return ir.Func(_SLICES[(lo is not None, hi is not None)], (array, *args), array.type_oid)
 
 
+def param_flag(b: ExprBuilder, body: Node) -> ir.Expr:
+    """The placeholder of an EXISTS with a parameter (``engine.plan.param_antijoins``): NULL
+    from the dataflow, replaced by the host (``ranges.iter_cut``)."""
+    position = body["position"]
+    return ir.Func("param_flag", (ir.ColumnRef(position, b.scope.cols[position].type_oid),),
+                   T.BOOL)
+
+
 def array_constructor(b: ExprBuilder, body: Node) -> ir.Expr:
     """``ARRAY[x, y, ...]`` of scalars: their common type (unknown literals as text), which
     must be an element type of ``ARRAY_TYPES``; NULL elements kept."""

@@ -588,4 +588,5 @@ _HANDLERS: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "WeirWindow": lambda b, n: ir.Const(ir.WindowSlot(int(n["index"])), int(n["type_oid"])),
     "A_Indirection": arrayops.subscript,
     "A_ArrayExpr": arrayops.array_constructor,
+    "WeirParamFlag": arrayops.param_flag,
 }

@@ -26,7 +26,7 @@ from engine.plan import ir
 from engine.plan.exprs import correlated, deterministic
 from engine.plan.from_clause import PlanContext, conjuncts
 from engine.plan.pgtypes import CAST_TYPES, type_name
-from engine.plan.ranges import NOT_ANY_NODE
+from engine.plan.ranges import FLAG_NODE, NOT_ANY_NODE
 from engine.plan.scope import Bound, PlanError, Scope
 from engine.plan.subqueries import Subquery, _check_pairs, _correlation, _fields, _plain_select
 from engine.values import oids as T
@@ -77,6 +77,28 @@ def param_not_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
                      link: Node) -> tuple[Bound, Node] | None:
     """The LEFT JOIN with the per-correlation arrays and the cut conjunct, or None when the
     subquery has no ``column = $n`` conjunct (planned as a plain anti-join then)."""
+    found = param_arrays(ctx, subquery, bound, link)
+    if found is None:
+        return None
+    joined, position, number, element = found
+    return joined, {NOT_ANY_NODE: {"position": position, "param": number, "type": element}}
+
+
+def param_flag(ctx: PlanContext, subquery: Subquery, bound: Bound,
+               link: Node) -> tuple[Bound, Node] | None:
+    """``EXISTS (... column = $n ...)`` as a select-list value: the same LEFT JOIN, and a
+    placeholder the host replaces by whether an element equals ``$n`` (a ``flag`` step)."""
+    found = param_arrays(ctx, subquery, bound, link)
+    if found is None:
+        return None
+    joined, position, number, element = found
+    return joined, {FLAG_NODE: {"position": position, "param": number, "type": element}}
+
+
+def param_arrays(ctx: PlanContext, subquery: Subquery, bound: Bound,
+                 link: Node) -> tuple[Bound, int, int, int] | None:
+    """``bound`` LEFT JOINed with the per-correlation arrays, the array's position, ``n``
+    and the element type; None without a ``column = $n`` conjunct."""
     where = link["subselect"].get("SelectStmt", {}).get("whereClause")
     if not any(_param_equality(c) is not None for c in conjuncts(where)):
         return None
@@ -102,10 +124,8 @@ def param_not_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
     k = len(positions)
     rel = ir.Join(bound.rel, sub.rel, tuple(positions), tuple(range(k)), "left")
     hidden = tuple(dataclasses.replace(c, hidden=True) for c in sub.scope.cols)
-    joined = Bound(rel, Scope(bound.scope.cols + hidden))
-    cut = {NOT_ANY_NODE: {"position": len(bound.scope.cols) + k, "param": number,
-                      "type": element}}
-    return joined, cut
+    return Bound(rel, Scope(bound.scope.cols + hidden)), len(bound.scope.cols) + k, number, \
+        element
 
 
 def _element(ctx: PlanContext, select: Node, column: Node, param_side: Node,

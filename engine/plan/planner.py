@@ -45,7 +45,7 @@ from engine.plan.from_clause import PlanContext, bind_from, conjuncts
 from engine.plan.grouping import Grouping, has_aggregates, having_on_groups
 from engine.plan.laterals import LATERAL, per_correlation
 from engine.plan.pullup import pulled_conjuncts
-from engine.plan.ranges import NOT_ANY_NODE, RangeCut, choose_ranges
+from engine.plan.ranges import RangeCut, host_cuts, placed_cuts
 from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, KeySource, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
@@ -191,9 +191,7 @@ class _Planner:
         keys, where = choose_keys(bound.scope, where, self.literals, self.lift,
                                   ctx.catalog, self.lift_in, computed) if top else (
             [], where)
-        cuts, where = choose_ranges(bound.scope, where, ctx.catalog) if top else ([], where)
-        if any(NOT_ANY_NODE in c for c in where):
-            raise PlanError("a $n inside NOT EXISTS in a subquery (only in the top block)")
+        cuts, where = host_cuts(bound.scope, where, ctx.catalog, top, stmt)
         if computed:
             bound = with_computed(bound, computed, ctx)
         rel = bound.rel
@@ -547,7 +545,7 @@ def _reader(block: _Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
             [k.column for k in block.order] if merged else []):
         if column not in output:  # the host cuts or sorts the lookups' rows on it
             output.append(column)
-    cuts = tuple(dataclasses.replace(c, column=output.index(c.column)) for c in block.cuts)
+    cuts = placed_cuts(block.rel, block.cuts, output, block.order)
     reader = ir.Reader(rel, group, tuple(output), block.order, block.limit,
                        block.offset if block.windows else 0, block.windows)
     return reader, block.keys, cuts, len(output) - block.visible
@@ -574,7 +572,10 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
             return Unsupported(exc.reason)
         if not _mergeable(block):
             continue
-        reader, keys, cuts, hidden = _reader(block)
+        try:
+            reader, keys, cuts, hidden = _reader(block)
+        except PlanError as exc:  # a host step its reader cannot place
+            return Unsupported(exc.reason)
         if rules:
             reader = optimize(reader)
         sources = tuple(src for _, src, _ in keys)

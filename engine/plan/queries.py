@@ -76,6 +76,8 @@ class CachedQuery:
             cols = self.plan.reader.columns
             cuts = " AND ".join(
                 f"${c.param} <> ALL({cols[c.column].name})" if c.op == "not_any" else
+                f"{cols[c.target].name} := ${c.param} = ANY({cols[c.column].name})"
+                if c.op == "flag" else
                 f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
         return explain_reader(self.plan.reader, labels, self.plan.empty_row, text)

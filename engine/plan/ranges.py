@@ -22,6 +22,7 @@ upstream (``range_value_ok``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 from bisect import bisect_left, bisect_right
@@ -34,7 +35,7 @@ from engine.dataflow.ordering import Desc
 from engine.plan import pgtypes
 from engine.plan.exprs import ExprBuilder
 from engine.plan.ir import SortKey
-from engine.plan.scope import Scope
+from engine.plan.scope import PlanError, Scope
 from engine.sql.catalog import Catalog
 from engine.values import TextValue
 from engine.values import oids as T
@@ -49,18 +50,61 @@ _TEMPORAL = frozenset({T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ})
 #: a WHERE conjunct ``engine.plan.param_antijoins`` leaves for a ``not_any`` cut:
 #: ``{NOT_ANY_NODE: {"position": array column, "param": n, "type": element type}}``
 NOT_ANY_NODE = "WeirNotAnyParam"
+#: a select-list value ``param_antijoins`` leaves for a ``flag`` step (same fields)
+FLAG_NODE = "WeirParamFlag"
+
+
+def host_cuts(scope: Scope, where: list[Node], catalog: Catalog, top: bool,
+              stmt: Node) -> tuple[list[RangeCut], list[Node]]:
+    """:func:`choose_ranges` in the top block, plus the ``flag`` steps of its select list;
+    elsewhere none (a parameter step below the top block raises)."""
+    flags = [t["ResTarget"]["val"][FLAG_NODE] for t in stmt.get("targetList", [])
+             if FLAG_NODE in (t.get("ResTarget", {}).get("val") or {})]
+    if not top:
+        if flags or any(NOT_ANY_NODE in c for c in where):
+            raise PlanError("a $n inside an EXISTS or NOT EXISTS in a subquery (only in "
+                            "the top block)")
+        return [], where
+    cuts, where = choose_ranges(scope, where, catalog)
+    return cuts + [RangeCut(f["position"], "flag", f["param"], f["type"]) for f in flags], where
+
+
+def placed_cuts(rel: Any, cuts: Sequence[RangeCut], output: list[int],
+                order: Sequence[SortKey]) -> tuple[RangeCut, ...]:
+    """The cuts with their columns as reader output positions, and each ``flag`` step's
+    target: the visible column of the top Project computing its placeholder."""
+    placed = []
+    for cut in cuts:
+        target = -1
+        if cut.op == "flag":
+            exprs = rel.exprs if type(rel).__name__ == "Project" else ()
+            source = getattr(exprs[cut.column], "index", None) if cut.column < len(exprs) \
+                else None  # the array column the Project passes through
+            found = [i for i, e in enumerate(exprs) if getattr(e, "name", None) == "param_flag"
+                     and e.args[0].index == source]
+            if len(found) != 1 or found[0] >= len(output) or output[found[0]] != found[0] \
+                    or any(k.column == found[0] for k in order):
+                raise PlanError("EXISTS with a parameter other than as a select-list value "
+                                "(ordered on, or in an expression)")
+            target = found[0]
+        placed.append(dataclasses.replace(cut, column=output.index(cut.column), target=target))
+    return tuple(placed)
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 @dataclass(frozen=True, slots=True)
 class RangeCut:
     """Rows pass when ``row[column] <op> $param`` (column: a position in the reader's output,
-    or during planning in the FROM+WHERE scope)."""
+    or during planning in the FROM+WHERE scope). Two host steps on array columns of
+    ``engine.plan.param_antijoins`` share it: ``not_any`` (rows pass when no element equals
+    ``$param``) and ``flag`` (no row is cut: the visible column ``target`` becomes whether
+    an element equals ``$param``)."""
 
     column: int
     op: str
     param: int
     type_oid: int
+    target: int = -1
 
 
 def choose_ranges(scope: Scope, where: list[Node], catalog: Catalog) -> tuple[
@@ -189,8 +233,12 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
     """:func:`cut_rows`, lazily (a page can stop early)."""
     tests = []
     absent = []  # (array column, value): no element may equal the value
+    flags = []  # (target, array column, value): whether an element equals the value
     for cut in cuts:
         bound = params[cut.param - 1]
+        if cut.op == "flag":
+            flags.append((cut.target, cut.column, bound))
+            continue
         if cut.op == "not_any":
             if bound is not None:  # ``= NULL`` matches no element: the row stays
                 absent.append((cut.column, bound))
@@ -206,6 +254,9 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
         else:
             if not any(row[column] is not None and value in row[column]
                        for column, value in absent):
+                for target, column, value in flags:  # EXISTS is never NULL
+                    found = value is not None and row[column] is not None and value in row[column]
+                    row = (*row[:target], found, *row[target + 1:])
                 yield row
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from engine.plan.antijoins import _marked, _null_test, _weir, exists_marker
 from engine.plan.exprs import correlated
 from engine.plan.from_clause import PlanContext
+from engine.plan.param_antijoins import param_flag
 from engine.plan.scope import Bound, PlanError
 from engine.plan.subqueries import Subquery, _exists, _fields, _in_subquery, rewrite_targets
 
@@ -76,6 +77,16 @@ def select_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
     Other subqueries there are left to the expression builder (and its reasons)."""
     if not any("EXISTS_SUBLINK" in repr(t) for t in stmt.get("targetList", [])):
         return bound, stmt
+    targets = []
+    for target in stmt.get("targetList", []):  # a whole value EXISTS (... col = $n ...)
+        res = dict(target["ResTarget"])
+        link = _exists(res.get("val") or {})
+        found = None if link is None else param_flag(ctx, subquery, bound, link)
+        if found is not None:
+            bound, res["val"] = found[0], found[1]
+            res["name"] = res.get("name") or "exists"
+        targets.append({"ResTarget": res})
+    stmt = {**stmt, "targetList": targets}
 
     def visit(node: Node, bound: Bound) -> tuple[Any, Bound] | None:
         link = _exists(node)

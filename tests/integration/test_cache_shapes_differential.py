@@ -51,13 +51,28 @@ def _ids(rng: random.Random, top: int, most: int = 6) -> list[int | None]:
     return values
 
 
+def a_grp(rng: random.Random) -> tuple[Any, ...]:
+    """A shape's parameters: one group (0..45, a few with no rows)."""
+    return (rng.randint(0, 45),)
+
+
+def some_grps(rng: random.Random) -> tuple[Any, ...]:
+    """A shape's parameters: an array of groups (``_ids``)."""
+    return (_ids(rng, 45),)
+
+
+def no_params(rng: random.Random) -> tuple[Any, ...]:
+    """A shape without parameters."""
+    return ()
+
+
 SHAPES = [
     Shape("SELECT id, name, score FROM things WHERE grp = ANY($1)",
-          lambda r: (_ids(r, 45),)),
+          some_grps),
     Shape("SELECT id, score FROM things WHERE grp = ANY($1) ORDER BY score DESC, id LIMIT 4",
-          lambda r: (_ids(r, 45),), ordered=True),
+          some_grps, ordered=True),
     Shape("SELECT grp, count(*), sum(score), max(name) FROM things WHERE grp = ANY($1) "
-          "GROUP BY grp", lambda r: (_ids(r, 45),)),
+          "GROUP BY grp", some_grps),
     Shape("SELECT n.id, n.note, t.name FROM notes n JOIN things t ON t.id = n.ref "
           "WHERE n.id = ANY($1::int8[])", lambda r: (_ids(r, 450, 10),)),
     Shape("SELECT id FROM things WHERE name = ANY($1) AND grp = $2",
@@ -178,7 +193,7 @@ def run_differential(pg: Any, dbname: str, shapes: list[Shape], schema: str,
                 if not _same(got, want, shape.ordered):
                     mismatches += 1
                     print("MISMATCH", client, shape.sql, params, got, want)
-        stats = dict(through.execute("SHOW WEIR STATUS").fetchall())
+        stats: dict[str, Any] = dict(through.execute("SHOW WEIR STATUS").fetchall())
         print(f"served from cache: {served} of {reads}; evictions {stats['evictions']}")
         assert mismatches == 0
         assert served > reads * 0.8
@@ -202,21 +217,21 @@ def test_range_parameters(pg: Any, dbname: str) -> None:
 
 AGG_SHAPES = [
     Shape("SELECT grp, string_agg(name, ',' ORDER BY id) FROM things WHERE grp = $1 GROUP BY grp",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT grp, array_agg(score ORDER BY score DESC NULLS LAST, id) AS s FROM things "
-          "WHERE grp = ANY($1) GROUP BY grp", lambda r: (_ids(r, 45),)),
+          "WHERE grp = ANY($1) GROUP BY grp", some_grps),
     Shape("SELECT string_agg(n.note, ' | ' ORDER BY n.id DESC) FROM notes n WHERE n.ref = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT t.grp, array_agg(t.at ORDER BY t.at, t.id), string_agg(t.name, '' ORDER BY "
           "t.score, t.id) FILTER (WHERE t.score > 20) FROM things t WHERE t.grp = $1 "
-          "GROUP BY t.grp", lambda r: (r.randint(0, 45),)),
+          "GROUP BY t.grp", a_grp),
     Shape("SELECT n.ref, array_agg(t.name ORDER BY t.name DESC, n.id) FROM notes n "
           "JOIN things t ON t.id = n.ref WHERE n.ref = $1 GROUP BY n.ref",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT grp, json_agg(name ORDER BY id) AS names, jsonb_agg(score ORDER BY id DESC) "
-          "FROM things WHERE grp = ANY($1) GROUP BY grp", lambda r: (_ids(r, 45),)),
+          "FROM things WHERE grp = ANY($1) GROUP BY grp", some_grps),
     Shape("SELECT jsonb_agg(made ORDER BY made, id), json_agg(day ORDER BY id) FROM things "
-          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE grp = $1", a_grp),
 ]
 
 
@@ -227,17 +242,17 @@ def test_ordered_aggregates(pg: Any, dbname: str) -> None:
 
 ANTI_SHAPES = [
     Shape("SELECT id, name FROM things t WHERE grp = $1 AND NOT EXISTS "
-          "(SELECT 1 FROM notes n WHERE n.ref = t.id)", lambda r: (r.randint(0, 45),)),
+          "(SELECT 1 FROM notes n WHERE n.ref = t.id)", a_grp),
     Shape("SELECT id, score FROM things WHERE grp = $1 AND score NOT IN "
           "(SELECT ref FROM notes WHERE id > 1000 AND id % 3 = 0)",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT id, score FROM things WHERE grp = $1 AND score NOT IN "
           "(SELECT ref FROM notes WHERE id > 1000 AND note LIKE 'note 9%')",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT id FROM things t WHERE grp = ANY($1) AND NOT EXISTS (SELECT 1 FROM notes n "
-          "WHERE n.ref = t.grp AND n.note LIKE 'note 1%')", lambda r: (_ids(r, 45),)),
+          "WHERE n.ref = t.grp AND n.note LIKE 'note 1%')", some_grps),
     Shape("SELECT t.grp, count(*), max(t.score) FROM things t GROUP BY t.grp "
-          "HAVING t.grp = $1 AND count(*) > 12", lambda r: (r.randint(0, 45),)),
+          "HAVING t.grp = $1 AND count(*) > 12", a_grp),
 ]
 
 
@@ -248,13 +263,13 @@ def test_anti_joins_and_having_on_keys(pg: Any, dbname: str) -> None:
 
 WINDOW_SHAPES = [
     Shape("SELECT id, name, row_number() OVER (ORDER BY score DESC NULLS LAST, id) AS rn "
-          "FROM things WHERE grp = $1 ORDER BY rn LIMIT 5", lambda r: (r.randint(0, 45),),
+          "FROM things WHERE grp = $1 ORDER BY rn LIMIT 5", a_grp,
           ordered=True),
     Shape("SELECT id, grp, rank() OVER (PARTITION BY grp ORDER BY score), dense_rank() OVER "
           "(PARTITION BY grp ORDER BY name DESC) FROM things WHERE grp = ANY($1)",
-          lambda r: (_ids(r, 45),)),
+          some_grps),
     Shape("SELECT id, lag(score) OVER (ORDER BY id) AS prev, lead(name, 2) OVER (ORDER BY id) "
-          "FROM things WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "FROM things WHERE grp = $1", a_grp),
     Shape("SELECT id, note, row_number() OVER (ORDER BY id DESC) FROM notes WHERE ref = $1 "
           "ORDER BY id LIMIT $2", lambda r: (r.randint(0, 45), r.randint(0, 5)), ordered=True),
 ]
@@ -268,17 +283,17 @@ def test_windows_over_the_key(pg: Any, dbname: str) -> None:
 DATE_SHAPES = [
     Shape("SELECT id, date_trunc('month', made) AS m, extract(second FROM made) AS s, "
           "extract(epoch FROM made), extract(milliseconds FROM made) FROM things "
-          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE grp = $1", a_grp),
     Shape("SELECT grp, date_trunc('week', made) AS wk, count(*) FROM things WHERE grp = $1 "
-          "GROUP BY grp, date_trunc('week', made)", lambda r: (r.randint(0, 45),)),
+          "GROUP BY grp, date_trunc('week', made)", a_grp),
     Shape("SELECT id, day + 30 AS due, day - date '2024-01-01' AS age, "
           "made - timestamp '2024-02-29 12:00' AS since, made + interval '1 month 2 hours' "
-          "FROM things WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "FROM things WHERE grp = $1", a_grp),
     Shape("SELECT id, at - interval '90 minutes', extract(epoch FROM at), "
           "at - timestamptz '2024-04-01 00:00:00+02' FROM things WHERE grp = $1 "
-          "AND at >= '2024-04-01 00:00:00Z'", lambda r: (r.randint(0, 45),)),
+          "AND at >= '2024-04-01 00:00:00Z'", a_grp),
     Shape("SELECT grp, extract(isodow FROM made) AS d, extract(doy FROM day), count(*) "
-          "FROM things WHERE grp = ANY($1) GROUP BY 1, 2, 3", lambda r: (_ids(r, 45),)),
+          "FROM things WHERE grp = ANY($1) GROUP BY 1, 2, 3", some_grps),
     Shape("SELECT id, made::date FROM things WHERE made > $1 AND grp = $2 ORDER BY made, id",
           lambda r: (datetime(2024, 1, 1) + timedelta(hours=r.randint(0, 9000)),
                      r.randint(0, 45)), ordered=True),
@@ -288,11 +303,11 @@ DATE_SHAPES = [
 ZONE_SHAPES = [
     Shape("SELECT id, at AT TIME ZONE 'America/New_York' AS ny, made AT TIME ZONE "
           "'Europe/Paris' AS paris, timezone('UTC', at) FROM things WHERE grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT grp, date_trunc('day', at AT TIME ZONE 'Australia/Sydney') AS day, count(*) "
-          "FROM things WHERE grp = ANY($1) GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+          "FROM things WHERE grp = ANY($1) GROUP BY 1, 2", some_grps),
     Shape("SELECT id FROM things WHERE grp = $1 AND (made AT TIME ZONE 'Europe/Paris') "
-          "< at ORDER BY id", lambda r: (r.randint(0, 45),), ordered=True),
+          "< at ORDER BY id", a_grp, ordered=True),
 ]
 
 
@@ -342,15 +357,15 @@ DOCS = SideTable(
 JSON_SHAPES = [
     Shape("SELECT id, doc -> 'user' AS u, doc ->> 'kind', doc -> 'tags' -> -1, "
           "doc #>> '{user,name}', doc #> '{extra,0}', doc ->> 'n' FROM docs WHERE grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT id, grp FROM docs WHERE doc ->> 'kind' = $1",
           lambda r: (r.choice(["post", "link", "poll", "1", "x"]),)),
     Shape("SELECT id FROM docs WHERE grp = $1 AND doc @> '{\"tags\": [\"a\"]}' "
-          "AND NOT doc @> '{\"n\": 1}'", lambda r: (r.randint(0, 45),)),
+          "AND NOT doc @> '{\"n\": 1}'", a_grp),
     Shape("SELECT grp, doc ->> 'kind' AS kind, count(*) FROM docs WHERE grp = ANY($1) "
-          "AND doc ? 'tags' GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+          "AND doc ? 'tags' GROUP BY 1, 2", some_grps),
     Shape("SELECT id, doc -> 0, doc ->> 1 FROM docs WHERE grp = $1 AND doc <@ "
-          "'[1, \"x\", [], {\"a\": null}, true]'", lambda r: (r.randint(0, 45),)),
+          "'[1, \"x\", [], {\"a\": null}, true]'", a_grp),
 ]
 
 
@@ -361,16 +376,16 @@ def test_jsonb_operators(pg: Any, dbname: str) -> None:
 
 JOIN_SHAPES = [
     Shape("SELECT t.id, n.id, n.note FROM things t LEFT JOIN notes n ON n.ref = t.id "
-          "AND t.score > 20 WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "AND t.score > 20 WHERE t.grp = $1", a_grp),
     Shape("SELECT t.grp, t.id, count(n.id) FROM things t LEFT JOIN notes n ON n.ref = t.id "
           "AND t.name < 'n5' AND n.note LIKE 'note 1%' WHERE t.grp = ANY($1) GROUP BY 1, 2",
-          lambda r: (_ids(r, 45),)),
+          some_grps),
     Shape("SELECT n.id, t.id FROM notes n RIGHT JOIN things t ON n.ref = t.grp "
           "AND t.at > timestamptz '2024-04-01 00:00Z' WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT t.id, n.id FROM things t LEFT JOIN notes n ON t.grp = n.ref AND "
           "(t.score IS NULL OR t.score % 3 = 0) AND n.id > 1000 WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
 ]
 
 

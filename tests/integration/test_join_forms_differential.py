@@ -17,33 +17,35 @@ from typing import Any
 from tests.integration.test_cache_shapes_differential import (
     SCHEMA,
     Shape,
-    _ids,
     _random_write,
+    a_grp,
+    no_params,
     run_differential,
+    some_grps,
 )
 from tests.integration.test_join_shapes_differential import ITEMS, LEVELS, _write
 
 FULL_AND_USING = [
     Shape("SELECT t.id, l.id, l.label FROM things t FULL JOIN levels l ON l.id = t.grp "
-          "WHERE t.score > 40 OR t.id IS NULL", lambda r: ()),
+          "WHERE t.score > 40 OR t.id IS NULL", no_params),
     Shape("SELECT t.id, n.id FROM notes n FULL JOIN things t ON t.id = n.ref WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT l.label, count(t.id), count(*) FROM levels l FULL OUTER JOIN things t "
-          "ON t.grp = l.id GROUP BY l.label", lambda r: ()),
+          "ON t.grp = l.id GROUP BY l.label", no_params),
     Shape("SELECT id, t.name, l.label FROM things t JOIN levels l USING (id) WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT * FROM things t LEFT JOIN levels l USING (id) WHERE grp = ANY($1)",
-          lambda r: (_ids(r, 45),)),
+          some_grps),
     Shape("SELECT id, t.score, l.lo, l.id FROM things t FULL JOIN levels l USING (id) "
           "WHERE id = $1", lambda r: (r.randint(0, 12),)),
     Shape("SELECT grp, label, t.id FROM (SELECT id AS grp, label FROM levels) l "
           "NATURAL LEFT JOIN things t WHERE grp = $1", lambda r: (r.randint(0, 8),)),
     Shape("SELECT id, l.hi FROM levels l RIGHT JOIN things t USING (id) WHERE t.grp = $1 "
-          "ORDER BY id", lambda r: (r.randint(0, 45),), ordered=True),
+          "ORDER BY id", a_grp, ordered=True),
     Shape("SELECT id, t.grp, n.note FROM things t JOIN notes n USING (id) WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),  # int4 and int8: the merged id is int8
+          a_grp),  # int4 and int8: the merged id is int8
     Shape("SELECT id, n.ref FROM levels l FULL JOIN notes n USING (id) WHERE n.ref = 7 "
-          "OR l.lo > 40", lambda r: ()),
+          "OR l.lo > 40", no_params),
 ]
 
 
@@ -54,12 +56,12 @@ def test_full_joins_and_using(pg: Any, dbname: str) -> None:
 
 CORRELATED_NOT_IN = [
     Shape("SELECT id, score FROM things t WHERE grp = $1 AND score NOT IN "
-          "(SELECT u.score FROM things u WHERE u.grp = t.score)", lambda r: (r.randint(0, 45),)),
+          "(SELECT u.score FROM things u WHERE u.grp = t.score)", a_grp),
     Shape("SELECT id FROM things t WHERE grp = ANY($1) AND grp NOT IN "
           "(SELECT n.ref FROM notes n WHERE n.id = t.id AND n.note LIKE 'note 1%')",
-          lambda r: (_ids(r, 45),)),
+          some_grps),
     Shape("SELECT grp, count(*) FROM things t WHERE id NOT IN (SELECT n.ref FROM notes n "
-          "WHERE n.id = t.grp) GROUP BY grp", lambda r: ()),
+          "WHERE n.id = t.grp) GROUP BY grp", no_params),
 ]
 
 
@@ -71,15 +73,15 @@ def test_correlated_not_in(pg: Any, dbname: str) -> None:
 LATERAL_SHAPES = [
     Shape("SELECT t.id, x.id, x.note FROM things t CROSS JOIN LATERAL (SELECT n.id, n.note "
           "FROM notes n WHERE n.ref = t.grp ORDER BY n.id DESC LIMIT 2) x WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT t.id, last.id FROM things t LEFT JOIN LATERAL (SELECT n.id FROM notes n "
           "WHERE n.ref = t.score AND n.note LIKE 'note 1%' ORDER BY n.id LIMIT 1 OFFSET 1) last "
-          "ON true WHERE t.grp = ANY($1)", lambda r: (_ids(r, 45),)),
+          "ON true WHERE t.grp = ANY($1)", some_grps),
     Shape("SELECT l.id, top.id, top.score FROM levels l, LATERAL (SELECT t.id, t.score FROM "
           "things t WHERE t.grp = l.id ORDER BY t.score DESC NULLS LAST, t.id LIMIT 3) top",
-          lambda r: ()),
+          no_params),
     Shape("SELECT t.id, x.ref FROM things t JOIN LATERAL (SELECT DISTINCT n.ref FROM notes n "
-          "WHERE n.id = t.id) x ON x.ref > 3 WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE n.id = t.id) x ON x.ref > 3 WHERE t.grp = $1", a_grp),
 ]
 
 
@@ -90,12 +92,12 @@ def test_lateral_top_n(pg: Any, dbname: str) -> None:
 
 VALUES_SHAPES = [
     Shape("SELECT t.id, v.label FROM things t JOIN (VALUES (1, 'one'), (2, 'two'), (2, 'deux')) "
-          "AS v(grp, label) ON v.grp = t.grp", lambda r: ()),
+          "AS v(grp, label) ON v.grp = t.grp", no_params),
     Shape("SELECT v.band, count(t.id), sum(t.score) FROM (VALUES ('low', 0, 20), ('mid', 15, 40),"
           " ('none', NULL, 5)) AS v(band, lo, hi), things t WHERE t.score BETWEEN v.lo AND v.hi "
-          "AND t.grp = $1 GROUP BY v.band", lambda r: (r.randint(0, 45),)),
+          "AND t.grp = $1 GROUP BY v.band", a_grp),
     Shape("SELECT t.id, w.weight * t.score FROM things t CROSS JOIN (VALUES (0.5), (2)) w(weight) "
-          "WHERE t.grp = ANY($1)", lambda r: (_ids(r, 45),)),
+          "WHERE t.grp = ANY($1)", some_grps),
 ]
 
 
@@ -106,18 +108,18 @@ def test_values_in_from(pg: Any, dbname: str) -> None:
 
 SUBQUERY_PARAMS = [
     Shape("SELECT x.id, x.name FROM (SELECT id, name, score FROM things WHERE grp = $1) x "
-          "WHERE x.score > 10", lambda r: (r.randint(0, 45),)),
+          "WHERE x.score > 10", a_grp),
     Shape("SELECT count(*), max(x.score) FROM (SELECT id, score FROM things WHERE grp = $1) x",
           lambda r: (r.randint(0, 50),)),
     Shape("SELECT x.grp, count(*) FROM (SELECT grp, score FROM things WHERE score IS NOT NULL "
-          "AND grp = $1::int4) AS x GROUP BY x.grp", lambda r: (r.randint(0, 45),)),
+          "AND grp = $1::int4) AS x GROUP BY x.grp", a_grp),
     Shape("SELECT a.id, n.note FROM (SELECT id, grp FROM things WHERE grp = $1) a JOIN notes n "
-          "ON n.ref = a.id ORDER BY a.id, n.id LIMIT 5", lambda r: (r.randint(0, 45),),
+          "ON n.ref = a.id ORDER BY a.id, n.id LIMIT 5", a_grp,
           ordered=True),
     Shape("SELECT * FROM notes n, (SELECT t.id AS tid, t.name FROM things t WHERE t.grp = $1 "
-          "AND t.score < 30) s WHERE n.ref = s.tid", lambda r: (r.randint(0, 45),)),
+          "AND t.score < 30) s WHERE n.ref = s.tid", a_grp),
     Shape("SELECT x.name, x.score FROM (SELECT DISTINCT name, score FROM things WHERE grp = $1) "
-          "x", lambda r: (r.randint(0, 45),)),
+          "x", a_grp),
 ]
 
 
@@ -128,9 +130,9 @@ def test_parameters_inside_from_subqueries(pg: Any, dbname: str) -> None:
 
 SUBSCRIPTS = [
     Shape("SELECT id, tags[1], tags[2] AS second, nums[grp % 3], tags[0], tags[1][1] FROM items "
-          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE grp = $1", a_grp),
     Shape("SELECT id FROM items WHERE tags[1] = $1", lambda r: (r.choice(["a", "b", "d e"]),)),
-    Shape("SELECT nums[1] AS first, count(*) FROM items GROUP BY 1", lambda r: ()),
+    Shape("SELECT nums[1] AS first, count(*) FROM items GROUP BY 1", no_params),
 ]
 
 

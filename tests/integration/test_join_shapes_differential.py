@@ -19,11 +19,13 @@ import psycopg
 from tests.integration.test_cache_shapes_differential import (
     SCHEMA,
     Shape,
-    _ids,
     _json_doc,
     _random_write,
     _sql_text,
+    a_grp,
+    no_params,
     run_differential,
+    some_grps,
 )
 from tests.support import SideTable
 
@@ -52,19 +54,19 @@ def _write(conn: psycopg.Connection[Any], rng: random.Random, next_id: dict[str,
 
 JOIN_SHAPES = [
     Shape("SELECT t.id, l.label FROM things t CROSS JOIN levels l WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT t.id, l.id FROM things t JOIN levels l ON t.score BETWEEN l.lo AND l.hi "
-          "WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE t.grp = $1", a_grp),
     Shape("SELECT t.id, n.id FROM things t JOIN notes n ON n.ref = t.grp AND n.id % 50 > t.score "
-          "WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE t.grp = $1", a_grp),
     Shape("SELECT t.id, l.id FROM things t LEFT JOIN levels l ON l.lo > 45 WHERE t.grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT t.id, l.label FROM things t LEFT JOIN levels l ON t.score > 20 AND l.hi < 30 "
-          "WHERE t.grp = ANY($1)", lambda r: (_ids(r, 45),)),
+          "WHERE t.grp = ANY($1)", some_grps),
     Shape("SELECT l.label, count(t.id), max(t.score) FROM levels l, things t "
-          "WHERE t.score >= l.lo AND t.score < l.hi GROUP BY l.label", lambda r: ()),
+          "WHERE t.score >= l.lo AND t.score < l.hi GROUP BY l.label", no_params),
     Shape("SELECT l.id, t.id FROM levels l RIGHT JOIN things t ON t.name < 'n5' "
-          "WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE t.grp = $1", a_grp),
 ]
 
 
@@ -76,14 +78,14 @@ def test_cross_and_non_equality_joins(pg: Any, dbname: str) -> None:
 OR_SHAPES = [
     Shape("SELECT id, score FROM things t WHERE grp = $1 AND (score > 40 OR EXISTS "
           "(SELECT 1 FROM notes n WHERE n.ref = t.id AND n.note LIKE 'note 1%'))",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT id FROM things t WHERE grp = $1 AND (score IS NULL OR NOT EXISTS "
-          "(SELECT 1 FROM notes n WHERE n.ref = t.score))", lambda r: (r.randint(0, 45),)),
+          "(SELECT 1 FROM notes n WHERE n.ref = t.score))", a_grp),
     Shape("SELECT id, score FROM things WHERE grp = ANY($1) AND (name = 'n3' OR score IN "
-          "(SELECT ref FROM notes WHERE id > 1000))", lambda r: (_ids(r, 45),)),
+          "(SELECT ref FROM notes WHERE id > 1000))", some_grps),
     Shape("SELECT grp, count(*) FROM things t WHERE (score < 10 AND grp IN (SELECT ref FROM "
           "notes WHERE note LIKE 'note 2%')) OR EXISTS (SELECT 1 FROM notes n WHERE "
-          "n.ref = t.grp AND n.id > 1000) GROUP BY grp", lambda r: ()),
+          "n.ref = t.grp AND n.id > 1000) GROUP BY grp", no_params),
 ]
 
 
@@ -94,16 +96,16 @@ def test_subqueries_under_or(pg: Any, dbname: str) -> None:
 
 THETA_SHAPES = [
     Shape("SELECT t.id, n.id FROM things t LEFT JOIN notes n ON n.ref = t.grp "
-          "AND n.id % 50 > t.score WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "AND n.id % 50 > t.score WHERE t.grp = $1", a_grp),
     Shape("SELECT l.id, t.id FROM levels l RIGHT JOIN things t ON t.score BETWEEN l.lo AND "
-          "l.hi WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "l.hi WHERE t.grp = $1", a_grp),
     Shape("SELECT t.grp, count(n.id) FROM things t LEFT JOIN notes n ON n.ref = t.grp "
           "AND n.id > t.id + 900 WHERE t.grp = ANY($1) GROUP BY t.grp",
-          lambda r: (_ids(r, 45),)),
+          some_grps),
     Shape("SELECT id, name FROM things WHERE grp IN (VALUES (1), (2), (3)) AND score NOT IN "
-          "(VALUES (5), (10))", lambda r: ()),
+          "(VALUES (5), (10))", no_params),
     Shape("SELECT t.id, EXISTS (SELECT 1 FROM notes n WHERE n.ref = t.id AND n.id > 1000) "
-          "AS noted FROM things t WHERE t.grp = $1", lambda r: (r.randint(0, 45),)),
+          "AS noted FROM things t WHERE t.grp = $1", a_grp),
 ]
 
 
@@ -135,13 +137,13 @@ FEEDS = SideTable(
 RAW_JSON_SHAPES = [
     Shape("SELECT id, doc -> 'user' AS u, doc ->> 'kind', doc -> 'tags' -> -1, "
           "doc #>> '{user,name}', doc #> '{extra,0}', doc ->> 'n', doc #> '{}' FROM feeds "
-          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE grp = $1", a_grp),
     Shape("SELECT id, grp FROM feeds WHERE doc ->> 'kind' = $1",
           lambda r: (r.choice(["post", "link", "poll", "1", "x", "shadowed"]),)),
     Shape("SELECT grp, doc ->> 'kind' AS kind, count(*) FROM feeds WHERE grp = ANY($1) "
-          "GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+          "GROUP BY 1, 2", some_grps),
     Shape("SELECT id, doc -> 0, doc ->> 1, doc #>> '{}' FROM feeds WHERE grp = $1",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
 ]
 
 
@@ -174,13 +176,13 @@ ITEMS = SideTable(
 
 ARRAY_SHAPES = [
     Shape("SELECT id, tags, nums, cardinality(tags), array_length(nums, 1) FROM items "
-          "WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "WHERE grp = $1", a_grp),
     Shape("SELECT id FROM items WHERE grp = $1 AND tags @> '{a}' AND NOT tags && '{\"d e\"}'",
-          lambda r: (r.randint(0, 45),)),
+          a_grp),
     Shape("SELECT id, 'b' = ANY(tags), 3 = ANY(nums) FROM items WHERE grp = ANY($1)",
-          lambda r: (_ids(r, 45),)),
+          some_grps),
     Shape("SELECT grp, count(*) FROM items WHERE nums <@ '{1,2,3,4,5}' AND 'c' = ANY(tags) "
-          "GROUP BY grp", lambda r: ()),
+          "GROUP BY grp", no_params),
 ]
 
 
@@ -192,9 +194,9 @@ def test_array_operators(pg: Any, dbname: str) -> None:
 
 ZONE_SHAPES = [
     Shape("SELECT id, date_trunc('day', at, 'Europe/Paris'), date_trunc('hour', at, "
-          "'America/St_Johns') FROM things WHERE grp = $1", lambda r: (r.randint(0, 45),)),
+          "'America/St_Johns') FROM things WHERE grp = $1", a_grp),
     Shape("SELECT grp, date_trunc('week', at, 'Australia/Sydney') AS wk, count(*) FROM things "
-          "WHERE grp = ANY($1) GROUP BY 1, 2", lambda r: (_ids(r, 45),)),
+          "WHERE grp = ANY($1) GROUP BY 1, 2", some_grps),
 ]
 
 

@@ -48,6 +48,23 @@ SHAPES = [
 ]
 
 
+FLAG_SHAPES = [
+    Shape("SELECT t.id, EXISTS (SELECT 1 FROM notes n WHERE n.ref = t.id AND n.note = $1) AS "
+          "noted FROM things t WHERE t.grp = $2", lambda r: (_note(r), r.randint(0, 45))),
+    Shape("SELECT t.*, EXISTS (SELECT 1 FROM notes n WHERE n.ref = t.grp AND n.id = $1) "
+          "FROM things t WHERE t.grp = ANY($2) ORDER BY t.id LIMIT 7",
+          lambda r: (_maybe(r, 1100), [r.randint(0, 45) for _ in range(r.randint(0, 3))]),
+          ordered=True),
+]
+
+
+def test_parameters_inside_select_list_exists(pg: Any, dbname: str) -> None:
+    """``EXISTS (... column = $n ...) AS flag``: true or false, never NULL (a NULL parameter,
+    NULL partner values, outer rows without partners)."""
+    run_differential(pg, dbname, FLAG_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
 def test_parameters_inside_not_exists(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})

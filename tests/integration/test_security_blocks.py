@@ -6,15 +6,23 @@ each answer compared (the rows, or 42501)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import asyncpg
 import psycopg
 import pytest
 
-from tests.integration.test_security_identity import READ_PG, World, world
-from tests.integration.test_security_relearn import DENIED, OTHER, PUBLIC, _both, _read
+from tests.integration.test_security_identity import World, world
+from tests.integration.test_security_relearn import (
+    DENIED,
+    OTHER,
+    PUBLIC,
+    _aread,
+    _asyncpg_both,
+    _both,
+    _read,
+    steps,
+)
 
 __all__ = ["world"]  # (the fixture, shared with test_security_identity)
 
@@ -24,26 +32,18 @@ def _error(conn: Any) -> None:
         conn.execute("SELECT 1/0")
 
 
+def _who(conn: Any) -> Any:
+    return conn.execute("SELECT current_user").fetchall()
+
+
 @pytest.mark.parametrize("end", ["ROLLBACK", "abort;", "rollback work"])
 def test_a_role_set_in_a_block_rolled_back(world: World, end: str) -> None:
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        conn.execute(f"SET ROLE {world.bob}")
-        denied = _read(conn)
-        conn.execute(end)
-        return [denied, _read(conn)]
-
+    script = steps("BEGIN", f"SET ROLE {world.bob}", _read, end)
     assert _both(world, script) == [DENIED, PUBLIC, "cache"]
 
 
 def test_a_block_failed_then_rolled_back(world: World) -> None:
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        conn.execute(f"SET ROLE {world.bob}")
-        _error(conn)
-        conn.execute("ROLLBACK")
-        return [_read(conn)]
-
+    script = steps("BEGIN", f"SET ROLE {world.bob}", _error, "ROLLBACK")
     assert _both(world, script) == [PUBLIC, "cache"]
 
 
@@ -51,49 +51,25 @@ def test_a_failed_block_committed_is_rolled_back(world: World) -> None:
     """COMMIT of a failed block rolls it back (its tag says ROLLBACK): weir looks at every
     message while a block's identity record is open (``identity.unsettled``), so it sees the
     COMMIT end a failed block and gives the block's start back, as after ROLLBACK."""
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        conn.execute(f"SET ROLE {world.bob}")
-        _error(conn)
-        conn.execute("COMMIT")
-        return [_read(conn)]
-
+    script = steps("BEGIN", f"SET ROLE {world.bob}", _error, "COMMIT")
     assert _both(world, script) == [PUBLIC, "cache"]
 
 
 @pytest.mark.parametrize("end", ["COMMIT", "ROLLBACK", "END"])
 def test_set_local_role_ends_with_its_block(world: World, end: str) -> None:
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        conn.execute(f"SET LOCAL ROLE {world.bob}")
-        who = conn.execute("SELECT current_user").fetchall()
-        conn.execute(end)
-        return [who, _read(conn)]
-
+    script = steps("BEGIN", f"SET LOCAL ROLE {world.bob}", _who, end)
     assert _both(world, script) == [[(world.bob,)], PUBLIC, "cache"]
 
 
 @pytest.mark.parametrize("end", ["COMMIT", "ROLLBACK"])
 def test_set_local_role_in_a_block_failed_by_a_read(world: World, end: str) -> None:
     """The read as bob fails, so the block fails: its COMMIT rolls it back."""
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        conn.execute(f"SET LOCAL ROLE {world.bob}")
-        denied = _read(conn)
-        conn.execute(end)
-        return [denied, _read(conn)]
-
+    script = steps("BEGIN", f"SET LOCAL ROLE {world.bob}", _read, end)
     assert _both(world, script) == [DENIED, PUBLIC, "cache"]
 
 
 def test_set_local_search_path_ends_with_its_block(world: World) -> None:
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        conn.execute("SET LOCAL search_path = other, public")
-        other = _read(conn)
-        conn.execute("COMMIT")
-        return [other, _read(conn)]
-
+    script = steps("BEGIN", "SET LOCAL search_path = other, public", _read, "COMMIT")
     assert _both(world, script) == [OTHER, PUBLIC, "cache"]
 
 
@@ -118,40 +94,22 @@ def test_set_local_in_a_driver_transaction(world: World) -> None:
     "SAVEPOINT s; SET ROLE {bob}; RELEASE s",
 ])
 def test_a_role_set_in_a_block_that_commits_stays(world: World, body: str) -> None:
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        for statement in body.format(bob=world.bob).split("; "):
-            conn.execute(statement)
-        conn.execute("COMMIT")
-        return [_read(conn)]
-
+    script = steps("BEGIN", *body.format(bob=world.bob).split("; "), "COMMIT")
     assert _both(world, script) == [DENIED, "upstream"]
 
 
 def test_a_reset_in_a_block_that_commits(world: World) -> None:
     """The reset commits (PostgreSQL: the login's role again); weir gives back only what it
     knew at the block's start, so the reads stay upstream, with PostgreSQL's rows."""
-    def script(conn: Any) -> list[Any]:
-        conn.execute(f"SET ROLE {world.bob}")
-        conn.execute("BEGIN")
-        conn.execute("RESET ROLE")
-        conn.execute("COMMIT")
-        return [_read(conn)]
-
+    script = steps(f"SET ROLE {world.bob}", "BEGIN", "RESET ROLE", "COMMIT")
     assert _both(world, script) == [PUBLIC, "upstream"]
 
 
 def test_a_savepoint_rolled_back_then_committed(world: World) -> None:
     """PostgreSQL undoes the role set after the savepoint; weir does not follow savepoints
     and keeps the reads upstream (PostgreSQL's rows)."""
-    def script(conn: Any) -> list[Any]:
-        conn.execute("BEGIN")
-        conn.execute("SAVEPOINT s")
-        conn.execute(f"SET ROLE {world.bob}")
-        conn.execute("ROLLBACK TO SAVEPOINT s")
-        conn.execute("COMMIT")
-        return [_read(conn)]
-
+    script = steps("BEGIN", "SAVEPOINT s", f"SET ROLE {world.bob}", "ROLLBACK TO SAVEPOINT s",
+                   "COMMIT")
     assert _both(world, script) == [PUBLIC, "upstream"]
 
 
@@ -186,20 +144,10 @@ def test_a_change_pipelined_behind_a_rollback_stays(world: World) -> None:
 
 
 def test_asyncpg_transaction_with_set_local(world: World) -> None:
-    async def script(dsn: str) -> list[Any]:
-        conn = await asyncpg.connect(dsn)
-        try:
-            async with conn.transaction():
-                await conn.execute(f"SET LOCAL ROLE {world.bob}")
-                try:
-                    denied: Any = await conn.fetch(READ_PG, 1)
-                except asyncpg.exceptions.InsufficientPrivilegeError:
-                    denied = DENIED
-            rows = [tuple(r) for r in await conn.fetch(READ_PG, 1)]
-            return [denied, rows]
-        finally:
-            await conn.close()
+    async def script(conn: asyncpg.Connection) -> list[Any]:
+        async with conn.transaction():
+            await conn.execute(f"SET LOCAL ROLE {world.bob}")
+            denied = await _aread(conn)
+        return [denied, await _aread(conn)]
 
-    direct = asyncio.run(script(world.pg.dsn(user=world.app, dbname=world.dbname)))
-    through = asyncio.run(script(world.async_dsn(world.app)))
-    assert direct == through == [DENIED, PUBLIC]
+    assert _asyncpg_both(world, script) == [DENIED, PUBLIC]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
 import psycopg
 
-from tests.support import InProcessWeir, eventually
+from tests.support import InProcessWeir, eventually, weir_over
 
 READS = {  # the cached reads, and one the caches do not cover
     "id": "SELECT id FROM secret WHERE id = $1",
@@ -21,6 +22,20 @@ READS = {  # the cached reads, and one the caches do not cover
     "both": "SELECT id, v FROM secret WHERE id = $1",
 }
 DENIED = "42501"
+FULL = {"id": [(1,)], "v": [("column-secret",)], "both": [(1, "column-secret")]}
+
+
+@contextlib.contextmanager
+def _secret_cached(pg: Any, dbname: str, grants: str) -> Iterator[InProcessWeir]:
+    """The table ``secret`` (one row) with ``grants``, weir over it, and its caches of the
+    ``id`` and ``v`` reads."""
+    setup = ("CREATE TABLE secret (id int PRIMARY KEY, v text);"
+             "INSERT INTO secret VALUES (1, 'column-secret');" + grants)
+    with weir_over(pg, dbname, setup) as server:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
+            admin.execute(f"CREATE CACHE secret_id FROM {READS['id']}")
+            admin.execute(f"CREATE CACHE secret_v FROM {READS['v']}")
+        yield server
 
 
 def _psycopg(dsn: str) -> dict[str, Any]:
@@ -51,36 +66,6 @@ def _asyncpg(dsn: str) -> dict[str, Any]:
     return asyncio.run(run())
 
 
-def test_column_grants_get_what_postgresql_gives(pg: Any, dbname: str) -> None:
-    carol, owner_role = f"carol_{dbname}", f"full_{dbname}"
-    pg.psql(f"CREATE ROLE {carol} LOGIN; CREATE ROLE {owner_role} LOGIN")
-    pg.psql("CREATE TABLE secret (id int PRIMARY KEY, v text);"
-            "INSERT INTO secret VALUES (1, 'column-secret');"
-            f"GRANT SELECT (id) ON secret TO {carol}; GRANT SELECT ON secret TO {owner_role}",
-            dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname))
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
-            admin.execute(f"CREATE CACHE secret_id FROM {READS['id']}")
-            admin.execute(f"CREATE CACHE secret_v FROM {READS['v']}")
-        full = {"id": [(1,)], "v": [("column-secret",)], "both": [(1, "column-secret")]}
-        for role, expected in ((owner_role, full),
-                               (carol, {"id": [(1,)], "v": DENIED, "both": DENIED})):
-            for read in (_psycopg, _asyncpg):
-                assert read(pg.dsn(user=role, dbname=dbname)) == expected, (role, read)
-                assert read(server.dsn(role, dbname)) == expected, (role, read)
-        with psycopg.connect(server.dsn(carol, dbname), autocommit=True) as conn:
-            conn.execute(READS["id"].replace("$1", "%s"), (1,))
-            where = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
-            assert where is not None and where[0] == "upstream", where
-        with psycopg.connect(server.dsn(owner_role, dbname), autocommit=True) as conn:
-            conn.execute(READS["v"].replace("$1", "%s"), (1,))
-            where = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
-            assert where is not None and where[0] == "cache", where
-    finally:
-        server.stop()
-
-
 def _where(dsn: str, read: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
         with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
@@ -90,6 +75,20 @@ def _where(dsn: str, read: str) -> str:
         return str(where[0])
 
 
+def test_column_grants_get_what_postgresql_gives(pg: Any, dbname: str) -> None:
+    carol, owner_role = f"carol_{dbname}", f"full_{dbname}"
+    pg.psql(f"CREATE ROLE {carol} LOGIN; CREATE ROLE {owner_role} LOGIN")
+    grants = f"GRANT SELECT (id) ON secret TO {carol}; GRANT SELECT ON secret TO {owner_role}"
+    with _secret_cached(pg, dbname, grants) as server:
+        for role, expected in ((owner_role, FULL),
+                               (carol, {"id": [(1,)], "v": DENIED, "both": DENIED})):
+            for read in (_psycopg, _asyncpg):
+                assert read(pg.dsn(user=role, dbname=dbname)) == expected, (role, read)
+                assert read(server.dsn(role, dbname)) == expected, (role, read)
+        assert _where(server.dsn(carol, dbname), "id") == "upstream"  # (its rows: above)
+        assert _where(server.dsn(owner_role, dbname), "v") == "cache"
+
+
 def test_every_column_granted_is_served_from_the_cache(pg: Any, dbname: str) -> None:
     """A role granted SELECT on each column (no table grant) is served from the caches, as
     PostgreSQL allows it every read; once one of its columns is revoked (through weir, or
@@ -97,18 +96,10 @@ def test_every_column_granted_is_served_from_the_cache(pg: Any, dbname: str) -> 
     of its other columns the rows (upstream: a role holding some columns only)."""
     dave = f"dave_{dbname}"
     pg.psql(f"CREATE ROLE {dave} LOGIN")
-    pg.psql("CREATE TABLE secret (id int PRIMARY KEY, v text);"
-            "INSERT INTO secret VALUES (1, 'column-secret');"
-            f"GRANT SELECT (id, v) ON secret TO {dave}", dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname))
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
-            admin.execute(f"CREATE CACHE secret_id FROM {READS['id']}")
-            admin.execute(f"CREATE CACHE secret_v FROM {READS['v']}")
-        full = {"id": [(1,)], "v": [("column-secret",)], "both": [(1, "column-secret")]}
+    with _secret_cached(pg, dbname, f"GRANT SELECT (id, v) ON secret TO {dave}") as server:
         for read in (_psycopg, _asyncpg):
-            assert read(pg.dsn(user=dave, dbname=dbname)) == full, read
-            assert read(server.dsn(dave, dbname)) == full, read
+            assert read(pg.dsn(user=dave, dbname=dbname)) == FULL, read
+            assert read(server.dsn(dave, dbname)) == FULL, read
         assert _where(server.dsn(dave, dbname), "v") == "cache"
         assert _where(server.dsn(dave, dbname), "id") == "cache"
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
@@ -126,5 +117,3 @@ def test_every_column_granted_is_served_from_the_cache(pg: Any, dbname: str) -> 
                    == {"id": DENIED, "v": DENIED, "both": DENIED}, timeout=5.0)
         assert _asyncpg(server.dsn(dave, dbname)) == {"id": DENIED, "v": DENIED,
                                                      "both": DENIED}
-    finally:
-        server.stop()

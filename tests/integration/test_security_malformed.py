@@ -51,25 +51,32 @@ def _rows(answer: list[object]) -> list[bytes | None]:
     return [m.values[0] for m in answer if isinstance(m, be.DataRow)]
 
 
-@pytest.mark.parametrize("name", [*sorted(MALFORMED), "bind of an unknown statement"])
-def test_malformed_message_while_statements_are_held(
-        pg: Any, dbname: str, through: InProcessWeir, name: str) -> None:
-    message = MALFORMED.get(name) or (
-        _frame(b"B", b"\0nope\0\0\x01\xff\xff\xff\xfe\0\0") + _frame(b"S", b""))
-    outcomes = []
-    for port in (through.port, pg.port):
+def _held_sessions(ports: tuple[int, ...], dbname: str) -> Iterator[tuple[socket.socket, Framer]]:
+    """A session on each port in turn whose statement ``s1`` is prepared and answered (weir
+    holds it); after the loop's body, it must still answer (the session went on)."""
+    for port in ports:
         sock, framer = _session(port, dbname)
         with sock:
             sock.sendall(PREPARE)
             _until_ready(sock, framer)
             sock.sendall(RUN)
             assert _rows(_until_ready(sock, framer)) == [b"held-row"]
-            sock.sendall(message)
-            answer = _until_ready(sock, framer)
-            errors = [dict(m.fields) for m in answer if isinstance(m, be.ErrorResponse)]
-            outcomes.append([(e["S"], e["C"]) for e in errors])
+            yield sock, framer
             sock.sendall(RUN)  # the session goes on, its statement still there
             assert _rows(_until_ready(sock, framer)) == [b"held-row"]
+
+
+@pytest.mark.parametrize("name", [*sorted(MALFORMED), "bind of an unknown statement"])
+def test_malformed_message_while_statements_are_held(
+        pg: Any, dbname: str, through: InProcessWeir, name: str) -> None:
+    message = MALFORMED.get(name) or (
+        _frame(b"B", b"\0nope\0\0\x01\xff\xff\xff\xfe\0\0") + _frame(b"S", b""))
+    outcomes = []
+    for sock, framer in _held_sessions((through.port, pg.port), dbname):
+        sock.sendall(message)
+        answer = _until_ready(sock, framer)
+        errors = [dict(m.fields) for m in answer if isinstance(m, be.ErrorResponse)]
+        outcomes.append([(e["S"], e["C"]) for e in errors])
     assert outcomes[0] == outcomes[1], outcomes  # PostgreSQL's own error, through weir too
     assert [severity for severity, _ in outcomes[0]] == ["ERROR"], outcomes
 
@@ -113,16 +120,8 @@ def test_malformed_or_stray_message_later_in_a_batch(
     """As PostgreSQL: an ERROR (or nothing, for copy messages outside COPY) and the session
     goes on; every answer compared message by message with PostgreSQL's own."""
     outcomes = []
-    for port in (through.port, pg.port):
-        sock, framer = _session(port, dbname)
-        with sock:
-            sock.sendall(PREPARE)
-            _until_ready(sock, framer)
-            sock.sendall(RUN)
-            assert _rows(_until_ready(sock, framer)) == [b"held-row"]
-            sock.sendall(LATER[name])
-            outcomes.append(_kinds(_until_ready(sock, framer)))
-            sock.sendall(RUN)  # the session goes on, its statement still there
-            assert _rows(_until_ready(sock, framer)) == [b"held-row"]
+    for sock, framer in _held_sessions((through.port, pg.port), dbname):
+        sock.sendall(LATER[name])
+        outcomes.append(_kinds(_until_ready(sock, framer)))
     assert outcomes[0] == outcomes[1], outcomes
     assert not any(kind[0] == "FATAL" for kind in outcomes[0] if isinstance(kind, tuple))
