@@ -7,14 +7,15 @@ relay's ``Session`` is both). Both set ``data_received`` to the session's own en
 less per read; see ``proxy.relay.relay_entries``). Backpressure: a full send buffer on one
 side pauses reading on the other.
 
-Read-ahead (``bound_upstream``): a direct client writing faster than
+Read-ahead (``bound_upstream``, ``bound_client``): a direct client writing faster than
 PostgreSQL reads is held back once its own send buffer and the server's receive buffer are
 full. Through weir its bytes would also fill weir's user-space queue towards the upstream
 and the upstream socket's autotuned send buffer (up to ``tcp_wmem``'s maximum): megabytes
 more, so that a pipelining client (asyncpg's ``executemany``) writes all its rows before a
 server error early in the stream reaches it. So the upstream socket takes only a few unsent
 bytes (``TCP_NOTSENT_LOWAT``) and the upstream transport's high-water mark, past which
-reading the client pauses, is at most ``UPSTREAM_QUEUE_BYTES``: weir then holds about one
+reading the client pauses, is at most ``UPSTREAM_QUEUE_BYTES``, and the client socket's
+receive buffer is fixed (``CLIENT_RECEIVE_BYTES``, not autotuned): weir then holds about one
 receive window and one segment more than a direct connection (not less: a client socket's
 receive buffer fixed below loopback's 64 KiB segment would hold it back as closely as a
 direct connection does, but it stalls bulk writes, down to 76 rows of 2 KB a second).
@@ -129,6 +130,20 @@ class UpstreamEndpoint(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.session.resume_client("upstream send buffer full")
+
+
+#: the client socket's receive buffer (SO_RCVBUF; the kernel doubles it): fixed, so that
+#: the kernel's autotuning does not grow it to megabytes while the session reads fast,
+#: which a pipelining client would fill after the upstream stopped taking (a 64 KiB segment
+#: and more fit: a smaller one stalls bulk writes)
+CLIENT_RECEIVE_BYTES = 128 * 1024
+
+
+def bound_client(transport: asyncio.BaseTransport) -> None:
+    """Fix the client socket's receive buffer at :data:`CLIENT_RECEIVE_BYTES` (TCP only)."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RECEIVE_BYTES)
 
 
 def bound_upstream(transport: asyncio.Transport, write_buffer_bytes: int) -> None:

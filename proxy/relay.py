@@ -40,7 +40,7 @@ from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import aftermiss, identity, limits
 from proxy.answering import Answering
-from proxy.endpoints import UpstreamEndpoint
+from proxy.endpoints import UpstreamEndpoint, bound_client
 from proxy.extended import Extended
 from proxy.forwarding import (
     TO_PUMP,
@@ -117,6 +117,7 @@ class Session:
         #: upstream bytes held for one write while a chunk is answered (``Answering.now``)
         self.corked: list[bytes] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
+        bound_client(transport)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
         self.client_received, self.upstream_received = relay_entries(self, _core)

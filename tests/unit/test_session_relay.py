@@ -141,6 +141,9 @@ class _Transport:
     def set_write_buffer_limits(self, high: int) -> None:
         pass
 
+    def get_extra_info(self, name: str) -> None:
+        return None  # (no socket: nothing to set options on)
+
     def pause_reading(self) -> None:
         pass
 
