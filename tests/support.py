@@ -252,6 +252,31 @@ def last_statement(conn: psycopg.Connection[Any]) -> tuple[str, str]:
     return (row[0], row[1])
 
 
+def weir_status(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """``SHOW WEIR STATUS`` through weir, as a dict."""
+    return dict(conn.execute("SHOW WEIR STATUS").fetchall())
+
+
+def memo_answers(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    """(answers given by the hit lanes, by the event loop's hit path) so far
+    (``lane_answers`` is absent without lanes)."""
+    status = weir_status(conn)
+    return int(status.get("lane_answers", 0)), int(status["loop_memo_answers"])
+
+
+def kv_table(rows: int) -> str:
+    """SQL for the table ``kv (k int PRIMARY KEY, v text)`` holding (g, 'v' || g) for g in
+    1..``rows``: the lanes' and misses' tests read it by key (:func:`kv_read`)."""
+    return ("CREATE TABLE kv (k int PRIMARY KEY, v text);"
+            f"INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, {rows}) g")
+
+
+def kv_read(conn: psycopg.Connection[Any], k: int) -> Any:
+    """``SELECT v FROM kv WHERE k = k`` (:func:`kv_table`): the value, or None."""
+    row = conn.execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone()
+    return None if row is None else row[0]
+
+
 @contextlib.contextmanager
 def weir_over(pg: Any, dbname: str, setup_sql: str, **settings: Any) -> Iterator[InProcessWeir]:
     """``setup_sql`` run directly in ``dbname`` (tables and rows), then an in-process weir in

@@ -77,22 +77,24 @@ def param_not_exists(ctx: PlanContext, subquery: Subquery, bound: Bound,
                      link: Node) -> tuple[Bound, Node] | None:
     """The LEFT JOIN with the per-correlation arrays and the cut conjunct, or None when the
     subquery has no ``column = $n`` conjunct (planned as a plain anti-join then)."""
-    found = param_arrays(ctx, subquery, bound, link)
-    if found is None:
-        return None
-    joined, position, number, element = found
-    return joined, {NOT_ANY_NODE: {"position": position, "param": number, "type": element}}
+    return _with_step(NOT_ANY_NODE, param_arrays(ctx, subquery, bound, link))
 
 
 def param_flag(ctx: PlanContext, subquery: Subquery, bound: Bound,
                link: Node) -> tuple[Bound, Node] | None:
     """``EXISTS (... column = $n ...)`` as a select-list value: the same LEFT JOIN, and a
     placeholder the host replaces by whether an element equals ``$n`` (a ``flag`` step)."""
-    found = param_arrays(ctx, subquery, bound, link)
+    return _with_step(FLAG_NODE, param_arrays(ctx, subquery, bound, link))
+
+
+def _with_step(node: str, found: tuple[Bound, int, int, int] | None
+               ) -> tuple[Bound, Node] | None:
+    """The joined ``bound`` of :func:`param_arrays` and a ``node`` naming the array's position,
+    the parameter's number and the element type (None passed through)."""
     if found is None:
         return None
     joined, position, number, element = found
-    return joined, {FLAG_NODE: {"position": position, "param": number, "type": element}}
+    return joined, {node: {"position": position, "param": number, "type": element}}
 
 
 def param_arrays(ctx: PlanContext, subquery: Subquery, bound: Bound,

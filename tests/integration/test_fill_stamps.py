@@ -22,24 +22,26 @@ import psycopg
 
 import cython_ext
 from proxy.misses import MISS
-from tests.support import InProcessWeir, eventually
+from tests.support import (
+    InProcessWeir,
+    eventually,
+    kv_read,
+    kv_table,
+    last_statement,
+    memo_answers,
+    weir_status,
+)
 
 LANES = cython_ext.load("lanes") is not None
 KEYS = 5
 
 
-def _status(conn: Any) -> dict[str, str]:
-    return dict(conn.execute("SHOW WEIR STATUS").fetchall())
-
-
 def _memo_answers(conn: Any) -> int:
-    status = _status(conn)
-    return int(status.get("lane_answers", 0)) + int(status["loop_memo_answers"])
+    return sum(memo_answers(conn))
 
 
 def test_the_read_after_a_fill_is_answered_from_a_memo(pg: Any, dbname: str) -> None:
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 100) g", dbname)
+    pg.psql(kv_table(100), dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="always",
                                  read_your_writes="off", hit_lanes=1 if LANES else 0)
     try:
@@ -51,13 +53,10 @@ def test_the_read_after_a_fill_is_answered_from_a_memo(pg: Any, dbname: str) -> 
             host = server.server.service.host
 
             def read(k: int) -> Any:
-                row = conn.execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone()
-                return None if row is None else row[0]
+                return kv_read(conn, k)
 
             def last() -> tuple[str, str]:
-                row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
-                assert row is not None
-                return (row[0], row[1])
+                return last_statement(conn)
 
             reader = host.engine.graph.caches["kv_fs"][0]
             for k in range(1, KEYS + 1):
@@ -67,8 +66,8 @@ def test_the_read_after_a_fill_is_answered_from_a_memo(pg: Any, dbname: str) -> 
                 eventually(functools.partial(operator.contains, reader.state, (k,)), 10)
                 answers = _memo_answers(admin)
                 assert read(k) == f"v{k}"
-                assert _memo_answers(admin) == answers + 1, (k, _status(admin))
-            assert int(_status(admin)["memo_from_fills"]) == KEYS
+                assert _memo_answers(admin) == answers + 1, (k, weir_status(admin))
+            assert int(weir_status(admin)["memo_from_fills"]) == KEYS
             # a write to a key answered so is seen (the remembered answer is not current)
             direct.execute("UPDATE kv SET v = 'w' WHERE k = 1")
             server.call(host.barrier(10))

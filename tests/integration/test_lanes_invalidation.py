@@ -17,30 +17,14 @@ from typing import Any
 import psycopg
 
 import cython_ext
-from tests.support import InProcessWeir, eventually
+from tests.support import InProcessWeir, eventually, kv_read, kv_table, memo_answers, weir_status
 
 LANES = cython_ext.load("lanes") is not None
 A, B, READS = 1, 2, 20
-QUERY = "SELECT v FROM kv WHERE k = %s"
-
-
-def _status(conn: Any) -> dict[str, str]:
-    return dict(conn.execute("SHOW WEIR STATUS").fetchall())
-
-
-def _answers(conn: Any) -> tuple[int, int]:
-    status = _status(conn)
-    return int(status.get("lane_answers", 0)), int(status["loop_memo_answers"])
-
-
-def _read(conn: Any, k: int) -> Any:
-    row = conn.execute(QUERY, (k,)).fetchone()
-    return None if row is None else row[0]
 
 
 def _setup(pg: Any, dbname: str) -> InProcessWeir:
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 100) g", dbname)
+    pg.psql(kv_table(100), dbname)
     return InProcessWeir.start(pg.dsn(dbname=dbname), hit_lanes=1 if LANES else 0)
 
 
@@ -48,26 +32,26 @@ def _warm(conn: Any, admin: Any) -> None:
     """Until the session's reads of A and B are answered by the lanes (by the event loop's
     hit path without lanes)."""
     def in_lane() -> bool:
-        assert _read(conn, A) == f"v{A}"
-        lane0, loop0 = _answers(admin)
+        assert kv_read(conn, A) == f"v{A}"
+        lane0, loop0 = memo_answers(admin)
         for _ in range(5):
-            assert _read(conn, A) == f"v{A}"
-            assert _read(conn, B) == f"v{B}"
-        lane1, loop1 = _answers(admin)
+            assert kv_read(conn, A) == f"v{A}"
+            assert kv_read(conn, B) == f"v{B}"
+        lane1, loop1 = memo_answers(admin)
         return (lane1 - lane0 if LANES else loop1 - loop0) == 10
 
     eventually(in_lane, 20)
 
 
 def _reads_of_b_stay_in_the_lane(conn: Any, admin: Any) -> None:
-    lane0, loop0 = _answers(admin)
+    lane0, loop0 = memo_answers(admin)
     for _ in range(READS):
-        assert _read(conn, B) == f"v{B}"
-    lane1, loop1 = _answers(admin)
-    print(f"reads of B: lanes {lane1 - lane0}, loop {loop1 - loop0}; {_status(admin)}")
+        assert kv_read(conn, B) == f"v{B}"
+    lane1, loop1 = memo_answers(admin)
+    print(f"reads of B: lanes {lane1 - lane0}, loop {loop1 - loop0}; {weir_status(admin)}")
     if LANES:
         assert lane1 - lane0 == READS  # none was handed back to the event loop
-        assert int(_status(admin)["lane_left_epoch"]) == 0
+        assert int(weir_status(admin)["lane_left_epoch"]) == 0
     else:
         assert loop1 - loop0 == READS
 
@@ -87,14 +71,14 @@ def test_a_write_of_one_key_keeps_the_other_keys_in_the_lanes(pg: Any, dbname: s
             _reads_of_b_stay_in_the_lane(conn, admin)
             # A's stamped reply is gone: the next read of A is the new value (and the lanes
             # answer A again once the hit path stamped it anew)
-            lane0, _ = _answers(admin)
-            assert _read(conn, A) == "w1"
-            assert _answers(admin)[0] == lane0
+            lane0, _ = memo_answers(admin)
+            assert kv_read(conn, A) == "w1"
+            assert memo_answers(admin)[0] == lane0
             if LANES:
-                assert int(_status(admin)["lane_left_unstamped"]) >= 1
+                assert int(weir_status(admin)["lane_left_unstamped"]) >= 1
             who = 0 if LANES else 1
-            base = _answers(admin)[who]
-            eventually(lambda: _read(conn, A) == "w1" and _answers(admin)[who] > base + 1, 10)
+            base = memo_answers(admin)[who]
+            eventually(lambda: kv_read(conn, A) == "w1" and memo_answers(admin)[who] > base + 1, 10)
     finally:
         server.stop()
 
@@ -117,8 +101,8 @@ def test_an_eviction_of_one_key_keeps_the_other_keys_in_the_lanes(pg: Any,
             server.call(evict_a())
             assert (A,) not in reader.answers
             _reads_of_b_stay_in_the_lane(conn, admin)
-            lane0, _ = _answers(admin)
-            assert _read(conn, A) == f"v{A}"  # not a stamp of the evicted answer
-            assert _answers(admin)[0] == lane0
+            lane0, _ = memo_answers(admin)
+            assert kv_read(conn, A) == f"v{A}"  # not a stamp of the evicted answer
+            assert memo_answers(admin)[0] == lane0
     finally:
         server.stop()

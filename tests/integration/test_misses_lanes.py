@@ -16,26 +16,16 @@ import psycopg
 
 import cython_ext
 from proxy.misses import MISS
-from tests.support import InProcessWeir, eventually
+from tests.support import InProcessWeir, eventually, kv_read, kv_table, last_statement, memo_answers
 
 LANES = cython_ext.load("lanes") is not None
 ROUNDS, HITS = 40, 10
 
 
-def _status(conn: Any) -> dict[str, str]:
-    return dict(conn.execute("SHOW WEIR STATUS").fetchall())
-
-
-def _answers(conn: Any) -> tuple[int, int]:
-    status = _status(conn)
-    return int(status.get("lane_answers", 0)), int(status["loop_memo_answers"])
-
-
 def test_hits_after_a_miss_are_answered_by_the_lanes(pg: Any, dbname: str) -> None:
     """Rounds of one miss (its key's fill installed in the background) then ``HITS`` hits
     of a key in the cache: the lanes answer most of the hits, not the event loop."""
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 1000) g", dbname)
+    pg.psql(kv_table(1000), dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="always",
                                  hit_lanes=1 if LANES else 0)
     try:
@@ -46,19 +36,16 @@ def test_hits_after_a_miss_are_answered_by_the_lanes(pg: Any, dbname: str) -> No
             host = server.server.service.host
 
             def read(k: int) -> Any:
-                row = conn.execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone()
-                return None if row is None else row[0]
+                return kv_read(conn, k)
 
             def last() -> tuple[str, str]:
-                row = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
-                assert row is not None
-                return (row[0], row[1])
+                return last_statement(conn)
 
             assert read(1) == "v1"
             eventually(lambda: read(1) == "v1" and last()[0] == "cache")
             for _ in range(HITS):
                 assert read(1) == "v1"
-            lane0, loop0 = _answers(admin)
+            lane0, loop0 = memo_answers(admin)
             fills0 = host.fills.done
             for i in range(ROUNDS):
                 key = 100 + i
@@ -66,7 +53,7 @@ def test_hits_after_a_miss_are_answered_by_the_lanes(pg: Any, dbname: str) -> No
                 assert last() == ("upstream", MISS)
                 for _ in range(HITS):
                     assert read(1) == "v1"
-            lane1, loop1 = _answers(admin)
+            lane1, loop1 = memo_answers(admin)
             hits = ROUNDS * HITS
             print(f"hits {hits}: lanes {lane1 - lane0}, loop {loop1 - loop0}, "
                   f"fills {host.fills.done - fills0}")
@@ -84,8 +71,7 @@ def test_a_miss_answer_settles_seen_and_sends_the_session_back_to_its_lane(
     """Once a miss's upstream answer has come, with nothing more sent: the session's seen(s)
     is settled and covered by a barrier sent at once (``proxy.aftermiss``), and with lanes
     the session is back in its lane before its next read."""
-    pg.psql("CREATE TABLE kv (k int PRIMARY KEY, v text);"
-            "INSERT INTO kv SELECT g, 'v' || g FROM generate_series(1, 100) g", dbname)
+    pg.psql(kv_table(100), dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
                                  hit_lanes=1 if LANES else 0)
     try:
@@ -95,8 +81,7 @@ def test_a_miss_answer_settles_seen_and_sends_the_session_back_to_its_lane(
             host = server.server.service.host
 
             def read(k: int) -> Any:
-                row = conn.execute("SELECT v FROM kv WHERE k = %s", (k,)).fetchone()
-                return None if row is None else row[0]
+                return kv_read(conn, k)
 
             read(1)
             eventually(lambda: read(1) == "v1" and host.engine.stats.hits > 2)

@@ -262,3 +262,17 @@ class Host:
             if self.checked > before and (cache, key) not in self.waiting:
                 return
         raise AssertionError(f"read {cache} {key} never completed")
+
+
+def catalog_host(rng: random.Random, budget: int | None) -> tuple[Upstream, Engine, Host]:
+    """The property catalog's tables (``tests.property.catalog``, initial rows from ``rng``)
+    upstream, an engine holding every one of its caches (``budget``: its memory budget,
+    probing every 5 reads) and the host between them."""
+    from tests.property.catalog import PLANS, TABLES, initial_data
+
+    up = Upstream(TABLES, initial_data(rng))
+    engine = Engine(memory_budget=budget, probe_every=5)
+    for name, plan in PLANS.items():
+        engine.add_cache(name, plan)
+    return up, engine, Host(engine, up, dict(PLANS), rng)
+

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.api import Engine
-from tests.property.catalog import PLANS, TABLES, initial_data, key_for, random_changes
-from tests.property.simulated import Host, Upstream
+from tests.property.catalog import PLANS, key_for, random_changes
+from tests.property.simulated import catalog_host
 
 OPS = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=80)
 
@@ -42,11 +42,7 @@ def _check(engine: Engine, seen: dict[tuple[str, Any], list[object]]) -> None:
 def test_current_is_lookup_identity(seed: int, ops: list[tuple[int, int]],
                                     budget: int | None) -> None:
     rng = random.Random(seed)
-    up = Upstream(TABLES, initial_data(rng))
-    engine = Engine(memory_budget=budget, probe_every=5)
-    for name, plan in PLANS.items():
-        engine.add_cache(name, plan)
-    host = Host(engine, up, dict(PLANS), rng)
+    up, engine, host = catalog_host(rng, budget)
     names = sorted(PLANS)
     seen: dict[tuple[str, Any], list[object]] = {}
     for op, arg in ops:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from engine.api import Engine
 from engine.changes import ChangeKind, RowChange
-from tests.property.catalog import PLANS, TABLES, VOTES, initial_data, key_for, random_changes
-from tests.property.simulated import Host, Upstream
+from tests.property.catalog import PLANS, TABLES, VOTES, key_for, random_changes
+from tests.property.simulated import Host, Upstream, catalog_host
 
 #: steps per example (drawn from the example's seed: hypothesis's own draws of small lists
 #: repeat too few keys and writes to change many kept answers)
@@ -59,11 +59,7 @@ class Copies:
 def test_a_kept_answer_is_reported_before_it_changes(seed: int, budget: int | None) -> None:
     rng = random.Random(seed)
     ops = [(rng.randint(0, 9), rng.randint(0, 2**16)) for _ in range(STEPS)]
-    up = Upstream(TABLES, initial_data(rng))
-    engine = Engine(memory_budget=budget, probe_every=5)
-    for name, plan in PLANS.items():
-        engine.add_cache(name, plan)
-    host = Host(engine, up, dict(PLANS), rng)
+    up, engine, host = catalog_host(rng, budget)
     copies = Copies(engine)
     names = sorted(PLANS)
     for op, arg in ops:
