@@ -50,6 +50,8 @@ class Barriers:
         self._prefix = f"{os.getpid()}-{id(self):x}-"
         #: The most recent barrier that passed (replication lag as last measured).
         self.last: BarrierResult | None = None
+        self.emitted = 0  # markers emitted (SHOW WEIR STATUS)
+        self.emit_seconds = 0.0  # from the call to the emitting statement's answer, summed
 
     def passed(self, barrier_id: str, lsn: int) -> None:
         future = self._pending.pop(barrier_id, None)
@@ -63,6 +65,7 @@ class Barriers:
         self._pending.clear()
 
     async def _emit_once(self, barrier_id: str, timeout: float) -> tuple[int, int]:
+        called = time.monotonic()
         async with self._lock:
             try:
                 row = await asyncio.wait_for(self._query(barrier_id), timeout)
@@ -71,6 +74,8 @@ class Barriers:
                 if conn is not None:
                     conn.abort()
                 raise
+        self.emitted += 1
+        self.emit_seconds += time.monotonic() - called
         return parse_lsn(row[0] or "0/0"), parse_lsn(row[1] or "0/0")
 
     async def _query(self, barrier_id: str) -> tuple[str | None, ...]:

@@ -92,6 +92,10 @@ class Coverage:
         self._flying: set[asyncio.Task[None]] = set()
         self._last_sent = NEVER  # send time of the newest barrier in flight or passed
         self.barriers = 0  # barriers this object emitted (SHOW WEIR STATUS)
+        self.barrier_seconds = 0.0  # their send-to-applied time, summed
+        self.waits = 0  # reads that waited for coverage (:meth:`wait`, :meth:`when`)
+        self.wait_seconds = 0.0  # how long they waited, summed
+        self.waits_failed = 0  # waits that timed out or whose barrier failed
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
     def passed(self, sent_at: float) -> None:
@@ -123,7 +127,14 @@ class Coverage:
         if need <= self.covered:
             call()
             return
-        self._then.append((need, call))
+        asked = time.monotonic()
+
+        def timed() -> object:
+            self.waits += 1
+            self.wait_seconds += time.monotonic() - asked
+            return call()
+
+        self._then.append((need, timed))
         self.request(need)
 
     async def wait(self, need: float, timeout: float) -> bool:
@@ -137,11 +148,16 @@ class Coverage:
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._wants.append(_Want(need, fut))
         self.request(need)
+        asked = time.monotonic()
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            ok = await asyncio.wait_for(asyncio.shield(fut), timeout)
         except TimeoutError:
             fut.cancel()  # (dropped from the wants by the next barrier)
-            return False
+            ok = False
+        self.waits += 1
+        self.wait_seconds += time.monotonic() - asked
+        self.waits_failed += not ok
+        return ok
 
     def request(self, need: float) -> None:
         """Make sure a barrier sent at or after ``need`` is on its way (a session whose
@@ -167,6 +183,7 @@ class Coverage:
                 if not want.future.done():
                     want.future.set_result(False)
             return
+        self.barrier_seconds += time.monotonic() - sent
         self.passed(sent)
         # wants registered after ``sent`` need a later one; expired ones are dropped
         self._wants = [w for w in self._wants if not w.future.done()]
