@@ -75,8 +75,11 @@ class _Want:
 
 #: coverage barriers in flight at once: a session that falls behind while one is in flight
 #: does not wait for it to land before its own is sent (the average wait for a barrier is
-#: then about one barrier's latency, not one and a half)
-MAX_IN_FLIGHT = 2
+#: then about one barrier's latency, not one and a half). They are pipelined on a connection
+#: of their own (``cdc.barrier.Barriers.pipelined``), so one in flight costs a transaction
+#: ID and a marker, never a wait for another's round trip; the bound caps that cost at
+#: MAX_IN_FLIGHT per barrier latency
+MAX_IN_FLIGHT = 4
 
 
 class Coverage:
