@@ -63,9 +63,13 @@ class Barriers:
         self._pipe_opening: asyncio.Task[PgConnection] | None = None
         self._pipe_sent: deque[str] = deque()
         self._pipe_reader: asyncio.Task[None] | None = None
+        self._on_pass: dict[str, Callable[[], object]] = {}  # (``pipelined``)
         self.emit_seconds = 0.0  # from the call to the emitting statement's answer, summed
 
     def passed(self, barrier_id: str, lsn: int) -> None:
+        on_pass = self._on_pass.pop(barrier_id, None)
+        if on_pass is not None:
+            on_pass()
         future = self._pending.pop(barrier_id, None)
         if future is not None and not future.done():
             future.set_result(lsn)
@@ -141,13 +145,17 @@ class Barriers:
                                   max(0, current - applied_before), time.monotonic() - started)
         return self.last
 
-    async def pipelined(self, timeout: float = 30.0) -> None:
+    async def pipelined(self, timeout: float = 30.0,
+                        on_pass: Callable[[], object] | None = None) -> None:
         """Emit a fresh marker on the pipelined connection (module docstring) and wait until
         the applier has passed it; raises when it cannot be emitted, when continuity is lost
-        (:class:`BarrierLost`) or after ``timeout`` seconds."""
+        (:class:`BarrierLost`) or after ``timeout`` seconds. ``on_pass`` is called by the
+        applier itself as it passes the marker (no turn of the event loop in between)."""
         barrier_id = self._prefix + str(next(self._ids))
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending[barrier_id] = future
+        if on_pass is not None:
+            self._on_pass[barrier_id] = on_pass
         try:
             conn = self._pipe
             if conn is None:
@@ -159,6 +167,7 @@ class Barriers:
             await asyncio.wait_for(future, timeout)
         finally:
             self._pending.pop(barrier_id, None)
+            self._on_pass.pop(barrier_id, None)
 
     async def _open_pipe(self) -> PgConnection:
         try:

@@ -130,7 +130,7 @@ class EngineHost:
         self.heartbeats = 0  # rounds of the heartbeat loop (tests wait for them)
         #: how far the applier has provably caught up, and the sessions' barrier requests
         # (their own pipelined connection: never queued behind the heartbeat's barrier)
-        self.coverage = Coverage(lambda: self.stream.barriers.pipelined(30.0))
+        self.coverage = Coverage(lambda on_pass: self.stream.barriers.pipelined(30.0, on_pass))
 
     # -- lifecycle --------------------------------------------------------------------------
 

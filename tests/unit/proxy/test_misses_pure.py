@@ -121,7 +121,7 @@ def test_seen_settles_at_the_next_cached_read() -> None:
 def test_coverage_coalesces_barriers_and_serves_every_session_it_follows() -> None:
     emitted: list[asyncio.Future[None]] = []
 
-    async def emit() -> None:
+    async def emit(_on_pass: object) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         emitted.append(fut)
         await fut
@@ -154,12 +154,12 @@ def test_coverage_calls_back_once_a_barrier_after_the_need_passed() -> None:
     at once when covered already, never after the barriers failed."""
     emitted: list[asyncio.Future[None]] = []
 
-    async def emit() -> None:
+    async def emit(_on_pass: object) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         emitted.append(fut)
         await fut
 
-    async def fail() -> None:
+    async def fail(_on_pass: object) -> None:
         raise ConnectionError("the stream is down")
 
     async def scenario() -> None:
@@ -193,7 +193,7 @@ def test_coverage_sends_a_second_barrier_without_waiting_for_the_first() -> None
     it."""
     emitted: list[asyncio.Future[None]] = []
 
-    async def emit() -> None:
+    async def emit(_on_pass: object) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         emitted.append(fut)
         await fut
