@@ -202,6 +202,9 @@ class Barriers:
             future.set_exception(exc)
 
     async def close(self) -> None:
+        opening = self._pipe_opening
+        if opening is not None:
+            opening.cancel()
         reader, self._pipe_reader = self._pipe_reader, None
         if reader is not None:
             reader.cancel()
