@@ -130,6 +130,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("session_wait_ms_avg",
          f"{1000 * host.coverage.wait_seconds / max(1, host.coverage.waits):.2f}"),
         ("session_waits_failed", str(host.coverage.waits_failed)),
+        ("session_covered_by_fills", str(host.coverage.by_markers)),
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),

@@ -104,13 +104,15 @@ class Coverage:
         self.waits = 0  # reads that waited for coverage (:meth:`wait`, :meth:`when`)
         self.wait_seconds = 0.0  # how long they waited, summed
         self.waits_failed = 0  # waits that timed out or whose barrier failed
+        self.by_markers = 0  # times a fill's marker moved ``covered`` (before any barrier)
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
-    def passed(self, sent_at: float) -> None:
-        """A barrier or fill marker sent at ``sent_at`` was applied."""
+    def passed(self, sent_at: float, marker: bool = False) -> None:
+        """A barrier or (``marker``) a fill's marker sent at ``sent_at`` was applied."""
         if sent_at <= self.covered:
             return
         self.covered = sent_at
+        self.by_markers += marker
         self._last_sent = max(self._last_sent, sent_at)
         if self._wants:
             keep = []
