@@ -575,3 +575,8 @@ SELECT c.id FROM comments c WHERE c.story_id = $1 AND c.parent_id NOT IN (SELECT
 SELECT u.id FROM users u WHERE u.id NOT IN (SELECT s.author_id FROM stories s WHERE s.score = $1);
 -- params: [5]
 SELECT s.id FROM stories s WHERE s.author_id NOT IN (SELECT c.author_id FROM comments c WHERE c.story_id = s.id AND c.score = $1);
+
+-- ===================== textual timestamptz literals (read the same under every DateStyle) =====================
+SELECT s.id FROM stories s WHERE s.created_at::timestamptz < 'Mar 15 2024 10:00 PM America/Los_Angeles' ORDER BY s.id LIMIT 10;
+SELECT s.id FROM stories s WHERE s.created_at::timestamptz >= 'Fri, 01 Mar 2024 00:00:00 +0000' AND s.author_id = 2;
+SELECT o.id FROM orders o WHERE o.placed_on::timestamptz < 'February 10, 2024 9:30 am';
