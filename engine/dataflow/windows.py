@@ -29,8 +29,8 @@ def apply_windows(rows: Sequence[Row], windows: Sequence[ir.Window]) -> list[Row
     # ties broken by the whole row: one sort by the row, then a stable sort per window
     by_row = sorted(range(len(rows)), key=lambda i: row_key(rows[i]))
     for w in windows:
-        key = order_key(w.order, tie_break=False)
-        order = sorted(by_row, key=lambda i: key(rows[i]))
+        sort_key = order_key(w.order, tie_break=False)
+        order = sorted(by_row, key=lambda i: sort_key(rows[i]))
         if w.func in ("lag", "lead"):
             step = -w.offset if w.func == "lag" else w.offset
             assert w.arg is not None
