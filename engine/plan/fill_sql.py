@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from engine.dataflow.state.intervals import Span, span_of
+from engine.values import TextValue
+from engine.values import oids as T
+
+#: the types whose values the codecs may keep as text (``TextValue``), by name
+_TEXT_CASTS = {T.DATE: "date", T.TIMESTAMP: "timestamp", T.TIMESTAMPTZ: "timestamptz"}
 
 if TYPE_CHECKING:  # only its fields are read; no import-time tie to the dataflow
     from engine.dataflow.fills import FillRequest
@@ -105,12 +110,16 @@ def span_query(table: Any, col: int, span: Span) -> tuple[str, tuple[object, ...
     name = _quoted(table.columns[col].name)
     conds: list[str] = []
     params: list[object] = []
-    if span.lo is not None:
-        params.append(span.lo)
-        conds.append(f"{name} {'>=' if span.lo_incl else '>'} ${len(params)}")
-    if span.hi is not None:
-        params.append(span.hi)
-        conds.append(f"{name} {'<=' if span.hi_incl else '<'} ${len(params)}")
+    for value, op in ((span.lo, ">=" if span.lo_incl else ">"),
+                      (span.hi, "<=" if span.hi_incl else "<")):
+        if value is None:
+            continue
+        if isinstance(value, TextValue):  # infinity, BC years: bound as PostgreSQL's text
+            params.append(value.text)
+            conds.append(f"{name} {op} ${len(params)}::text::{_TEXT_CASTS[span.type_oid]}")
+        else:
+            params.append(value)
+            conds.append(f"{name} {op} ${len(params)}")
     where = " AND ".join(conds) if conds else f"{name} IS NOT NULL"
     source = f"{_quoted(table.schema)}.{_quoted(table.name)}"
     if span.first is not None:
