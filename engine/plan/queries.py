@@ -65,6 +65,11 @@ class CachedQuery:
     plan: PlannedQuery
 
     @property
+    def state(self) -> str | None:
+        """For a range query: which state its reader keeps, and why (EXPLAIN CREATE CACHE)."""
+        return state_line(self.plan)
+
+    @property
     def explain(self) -> str:
         labels = [_label(s) for s in self.plan.key_sources]
         page = self.plan.page
@@ -81,7 +86,7 @@ class CachedQuery:
                 if c.op == "flag" else
                 f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
-        state = state_line(self.plan)
+        state = self.state
         return explain_reader(self.plan.reader, labels, self.plan.empty_row, text) + (
             "" if state is None else f"\n{state}")
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from engine.dataflow.node import Node, PullCtx, Runtime
 from engine.dataflow.ops.reader import Answer, ReaderNode
+from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import UNKNOWN, Bag, Delta, Row, bag_add, bag_rows, row_size
 from engine.dataflow.state.intervals import Pieces, Point, Span, from_points
 from engine.plan import ir
@@ -143,7 +144,10 @@ class SpanReaderNode(ReaderNode):
         else:
             return None
         if self.sort is not None:
-            rows.sort(key=self.sort)
+            try:
+                rows.sort(key=self.sort)
+            except TypeError as exc:  # infinity among dates, say: upstream answers
+                raise EvalError("", f"rows weir cannot order: {exc}") from exc
         if span.first is not None:
             rows = rows[:span.first]
         out = self.output
