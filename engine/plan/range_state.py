@@ -25,7 +25,7 @@ from engine.values import TextValue
 from engine.values import oids as T
 
 if TYPE_CHECKING:
-    from engine.plan.planner import PlannedQuery
+    from engine.plan.planned import PlannedQuery
 
 #: Column types of range-partial state (integers, byte-order text, dates and timestamps).
 SPAN_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR, T.DATE, T.TIMESTAMP,
