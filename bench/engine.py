@@ -91,7 +91,8 @@ def fetch(data: Data, q: FillRequest, indexes: Indexes) -> tuple[tuple[object, .
         return index.get(key, [])
 
     span = span_of(q.key)
-    if span is not None:  # an interval fill (engine.plan.fill_sql.span_query)
+    if span is not None:  # an interval fill (engine.plan.fill_sql.span_query), ascending
+        assert not span.from_top
         col = q.columns[0]
         index = indexes.get((q.table.oid, (-1, col)))  # the rows sorted by the column
         if index is None:

@@ -285,10 +285,14 @@ def _matches(row: Row, cols: tuple[int, ...], key: Row) -> bool | None:
 def filled_span(span: Span, col: int, rows: Sequence[Row]) -> Span:
     """The interval a span fill's fetched rows (as of its snapshot) fill exactly: with
     ``first = k`` and at least k rows, up to the largest value fetched (its ties were
-    fetched with it); otherwise the whole span."""
+    fetched with it; ``from_top``: down to the smallest); otherwise the whole span."""
     if span.first is None or len(rows) < span.first:
-        return dataclasses.replace(span, first=None)
-    top = max((r[col] for r in rows), key=lambda v: value_order(v, span.type_oid))
+        return dataclasses.replace(span, first=None, from_top=False)
+    order = [value_order(r[col], span.type_oid) for r in rows]
+    if span.from_top:
+        low = rows[order.index(min(order))][col]
+        return dataclasses.replace(span, lo=low, lo_incl=True, first=None, from_top=False)
+    top = rows[order.index(max(order))][col]
     return dataclasses.replace(span, hi=top, hi_incl=True, first=None)
 
 

@@ -122,10 +122,11 @@ def span_query(table: Any, col: int, span: Span) -> tuple[str, tuple[object, ...
             conds.append(f"{name} {op} ${len(params)}")
     where = " AND ".join(conds) if conds else f"{name} IS NOT NULL"
     source = f"{_quoted(table.schema)}.{_quoted(table.name)}"
-    if span.first is not None:
-        nth = (f"(SELECT {name} FROM {source} WHERE {where} ORDER BY {name} "
+    if span.first is not None:  # (from_top: the k-th largest value, and every row above)
+        desc, op = (" DESC", ">=") if span.from_top else ("", "<=")
+        nth = (f"(SELECT {name} FROM {source} WHERE {where} ORDER BY {name}{desc} "
                f"OFFSET {int(span.first) - 1} LIMIT 1)")
-        where = f"{where} AND {name} <= COALESCE({nth}, {name})"
+        where = f"{where} AND {name} {op} COALESCE({nth}, {name})"
     columns = ", ".join(_quoted(c.name) for c in table.columns)
     return f"SELECT {columns} FROM {source} WHERE {where}", tuple(params)
 

@@ -93,8 +93,7 @@ def state_line(plan: PlannedQuery) -> str | None:
     if reader.span is not None:
         lead = reader.order_by[0] if reader.order_by else None
         page = "; a LIMIT fills only the page's stretch" if plan.page is not None \
-            and lead is not None and lead.column == reader.span and not lead.descending \
-            else ""
+            and lead is not None and lead.column == reader.span else ""
         return f"state: range-partial on {why}: filled intervals, holes filled by " \
                f"interval upqueries{page}"
     return f"state: every row of the key, cut by the host: {why}"
@@ -124,6 +123,7 @@ def lookup_span(plan: PlannedQuery, params: Sequence[Any],
         elif cut.op[0] == "<" and one.end < end:
             end, hi, hi_incl = one.end, value, one.hi_incl
     lead = reader.order_by[0] if reader.order_by else None
-    if lead is None or lead.column != col or lead.descending:
+    if lead is None or lead.column != col:
         first = None
-    return Span(col, span.type_oid, lo, lo_incl, hi, hi_incl, first)
+    top = first is not None and lead is not None and lead.descending
+    return Span(col, span.type_oid, lo, lo_incl, hi, hi_incl, first, from_top=top)

@@ -102,8 +102,12 @@ def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
         col = req.columns[0]
         inside = [r for r in rows if span.holds(r[col])]
         if span.first is not None and len(inside) > span.first:
-            nth = sorted(value_order(r[col], span.type_oid) for r in inside)[span.first - 1]
-            inside = [r for r in inside if value_order(r[col], span.type_oid) <= nth]
+            order = sorted((value_order(r[col], span.type_oid) for r in inside),
+                           reverse=span.from_top)
+            nth = order[span.first - 1]
+            inside = [r for r in inside if (value_order(r[col], span.type_oid) >= nth
+                                            if span.from_top else
+                                            value_order(r[col], span.type_oid) <= nth)]
         return tuple(inside)
     if req.via is not None:
         via = req.via

@@ -69,6 +69,11 @@ CASES = [
          lambda rows, p: [(x[0], x[1]) for x in _sorted(
              [x for x in rows if None not in p and x[1] is not None and p[0] <= x[1] <= p[1]],
              lambda x: (-x[1], x[0]))]),
+    Case("SELECT id, v FROM t WHERE v < $1 AND grp <> 2 ORDER BY v DESC, id LIMIT $2",
+         lambda r: (_v(r), r.randint(0, 5)),
+         lambda rows, p: [(x[0], x[1]) for x in _sorted(
+             [x for x in rows if p[0] is not None and x[1] is not None and x[1] < p[0]
+              and x[2] != 2], lambda x: (-x[1], x[0]))][:p[1]]),
     Case("SELECT id, v FROM t WHERE v > $1 ORDER BY v, id LIMIT 2",
          lambda r: (_v(r),),
          lambda rows, p: [(x[0], x[1]) for x in _sorted(
@@ -182,7 +187,7 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
     engine = Engine()
     engine.add_cache("page", plan)
     host = SpanHost(engine, up, {"page": plan}, random.Random(1))
-    host.classified = {"page": (c, CASES[4])}
+    host.classified = {"page": (c, CASES[-1])}
     host.params = {}
     for bound in (10, 500, 998):
         k = c.keys((bound,))
@@ -191,6 +196,18 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
         host.read_settled("page", k[0])
     base = engine.graph.bases[table.oid]
     assert len(base.store.rows) == 5  # the pages: (10, 12], (500, 502], (998, +inf): 999
+    c = planner.classify("SELECT id, v FROM t WHERE v < $1 AND grp <> 2 "
+                         "ORDER BY v DESC, id LIMIT $2")
+    assert isinstance(c.query, CachedQuery)
+    down = c.query.plan.reader
+    engine.add_cache("down", down)
+    host.plans["down"], host.classified["down"] = down, (c, CASES[-2])
+    for bound in (300, 3):
+        k = c.keys((bound, 4))
+        assert k is not None and k[0][-1].from_top
+        host.params[("down", k[0])] = [(bound, 4)]
+        host.read_settled("down", k[0])
+    assert len(base.store.rows) == 5 + 4 + 3  # [296, 300) and [0, 3)
 
 
 def test_many_seeds_long_runs() -> None:

@@ -132,6 +132,14 @@ class SpanReaderNode(ReaderNode):
         """The answer when the pieces hold it, else None."""
         if span.empty or span.start >= span.end:
             return ()
+        if span.from_top:  # the top rows: the coverage contiguous below the end
+            down = self.pieces.reach_down(span.end)
+            if down is None:
+                return None
+            rows = self._inside(max(down[0], span.start), span.end)
+            if down[0] > span.start and len(rows) < (span.first or 0):
+                return None
+            return self._finish_span(span, rows)
         reach = self.pieces.reach(span.start)
         if reach is None:
             return None
@@ -143,6 +151,9 @@ class SpanReaderNode(ReaderNode):
                 return None
         else:
             return None
+        return self._finish_span(span, rows)
+
+    def _finish_span(self, span: Span, rows: list[Row]) -> Answer:
         if self.sort is not None:
             try:
                 rows.sort(key=self.sort)
@@ -163,24 +174,46 @@ class SpanReaderNode(ReaderNode):
                 self.answers[key] = answer
                 self.rt.touch(self.nid, key)
                 return answer
-            reach = self.pieces.reach(span.start)
-            start = (span.start, span.lo) if reach is None else reach
-            need = None
-            if span.first is not None:  # rows the pieces hold already count
-                have = len(self._inside(span.start, start[0])) if reach is not None else 0
-                need = max(span.first - have, 1)
-            hole = from_points(span, start, (span.end, span.hi), need)
             pieces = self.base.store.spans.get(self.base_col)
-            breach = pieces.reach(hole.start) if pieces is not None else None
-            if breach is None:
-                ctx.missing.add((self.base.nid, (self.base_col,), (hole.on(self.base_col),)))
+            if span.from_top:
+                part = self._hole_down(span, pieces, ctx)
+            else:
+                part = self._hole_up(span, pieces, ctx)
+            if part is None:
                 return None
-            part = from_points(span, start, breach if breach[0] < span.end else
-                               (span.end, span.hi))
             rows = self.inputs[0].pull((self.col,), (part,), ctx)
             if rows is None:
                 return None
             self._add(part, rows)
+
+    def _hole_up(self, span: Span, pieces: Pieces | None, ctx: PullCtx) -> Span | None:
+        """The part of the hole above the coverage from ``span``'s start that the base
+        covers, or None after recording the base's first gap as missing."""
+        reach = self.pieces.reach(span.start)
+        start = (span.start, span.lo) if reach is None else reach
+        need = None
+        if span.first is not None:  # rows the pieces hold already count
+            have = len(self._inside(span.start, start[0])) if reach is not None else 0
+            need = max(span.first - have, 1)
+        hole = from_points(span, start, (span.end, span.hi), need)
+        breach = pieces.reach(hole.start) if pieces is not None else None
+        if breach is None:
+            ctx.missing.add((self.base.nid, (self.base_col,), (hole.on(self.base_col),)))
+            return None
+        return from_points(span, start, breach if breach[0] < span.end else (span.end, span.hi))
+
+    def _hole_down(self, span: Span, pieces: Pieces | None, ctx: PullCtx) -> Span | None:
+        """:meth:`_hole_up` mirrored: the hole below the coverage that reaches the end."""
+        down = self.pieces.reach_down(span.end)
+        end = (span.end, span.hi) if down is None else down
+        have = len(self._inside(max(down[0], span.start), span.end)) if down else 0
+        need = max((span.first or 0) - have, 1)
+        hole = from_points(span, (span.start, span.lo), end, need, from_top=True)
+        below = pieces.reach_down(hole.end) if pieces is not None else None
+        if below is None:
+            ctx.missing.add((self.base.nid, (self.base_col,), (hole.on(self.base_col),)))
+            return None
+        return from_points(span, below if below[0] > span.start else (span.start, span.lo), end)
 
     def _add(self, part: Span, rows: list[Row]) -> None:
         col, bag = self.col, self.bag

@@ -14,6 +14,7 @@ interval (a comparison with NULL is never true).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -59,8 +60,9 @@ class Span:
     """Rows whose ``column`` lies between ``lo`` and ``hi`` (None: unbounded; ``*_incl``:
     the bound itself included). ``first``: only the first ``first`` rows of the interval in
     ascending order are needed (a lookup: keyset pagination; a fill: fetch up to the
-    ``first``-th value and its ties). ``column`` is a reader input column in a lookup key,
-    a base column in a fill. ``empty``: matches nothing (a NULL bound)."""
+    ``first``-th value and its ties); ``from_top``: ``first`` counts from the high end
+    (descending order). ``column`` is a reader input column in a lookup key, a base column
+    in a fill. ``empty``: matches nothing (a NULL bound)."""
 
     column: int
     type_oid: int
@@ -70,6 +72,7 @@ class Span:
     hi_incl: bool = False
     first: int | None = None
     empty: bool = False
+    from_top: bool = False
 
     @property
     def start(self) -> Point:
@@ -93,18 +96,18 @@ class Span:
 
     def on(self, column: int) -> Span:
         """The same interval on another column (reader input -> base column)."""
-        return Span(column, self.type_oid, self.lo, self.lo_incl, self.hi, self.hi_incl,
-                    self.first, self.empty)
+        return dataclasses.replace(self, column=column)
 
 
 def from_points(template: Span, start: tuple[Point, Any], end: tuple[Point, Any],
-                first: int | None = None) -> Span:
+                first: int | None = None, from_top: bool = False) -> Span:
     """A span of ``template``'s column from cut points that carry their values
     (``(point, value)``; the value is ignored for ``LOW`` / ``HIGH``)."""
     (a, lo), (b, hi) = start, end
     return Span(template.column, template.type_oid,
                 None if a == LOW else lo, a != LOW and a[1] == BEFORE,
-                None if b == HIGH else hi, b != HIGH and b[1] == AFTER, first)
+                None if b == HIGH else hi, b != HIGH and b[1] == AFTER, first,
+                from_top=from_top and first is not None)
 
 
 def bounds(span: Span) -> tuple[tuple[Point, Any], tuple[Point, Any]]:
@@ -152,6 +155,18 @@ class Pieces:
         while i + 1 < len(self.spans) and self.starts[i + 1] == self.ends[i]:
             i += 1
         return self.ends[i], self.spans[i].hi
+
+    def reach_down(self, end: Point) -> tuple[Point, Any] | None:
+        """Where the coverage contiguous up to ``end`` (the point just below it covered)
+        starts (with the value there), or None when it is not covered."""
+        i = bisect_right(self.starts, end) - 1
+        while i >= 0 and self.starts[i] >= end:
+            i -= 1
+        if i < 0 or end > self.ends[i]:
+            return None
+        while i > 0 and self.ends[i - 1] == self.starts[i]:
+            i -= 1
+        return self.starts[i], self.spans[i].lo
 
     def gaps(self, span: Span) -> list[Span]:
         """The parts of ``span`` no piece covers (``first`` is not carried)."""

@@ -28,7 +28,7 @@ def atoms(span: Span) -> set[int]:
 bound = st.one_of(st.none(), st.integers(-3, 17))
 spans = st.builds(lambda lo, li, hi, hi_i: Span(0, T.INT4, lo, li, hi, hi_i),
                   bound, st.booleans(), bound, st.booleans())
-ops = st.lists(st.tuples(st.sampled_from(["add", "remove", "gaps", "reach"]), spans,
+ops = st.lists(st.tuples(st.sampled_from(["add", "remove", "gaps", "reach", "down"]), spans,
                          st.integers(0, 50)), max_size=40)
 
 
@@ -72,6 +72,19 @@ def test_pieces_match_the_atom_model(steps: list[tuple[str, Span, int]]) -> None
             else:  # the reach ends just after ``end``: the cut point of that atom's end
                 probe = Span(0, T.INT4, hi=value, hi_incl=point[1] == 2)
                 assert max(atoms(probe)) == end
+        elif op == "down" and span.hi is not None:
+            last = 2 * span.hi - (0 if span.hi_incl else 1)  # the atom just below the end
+            down = pieces.reach_down(span.end)
+            if last not in covered:
+                assert down is None
+            else:
+                assert down is not None
+                begin = last
+                while begin - 1 in covered:
+                    begin -= 1
+                point, value = down
+                probe = Span(0, T.INT4, lo=value, lo_incl=point[1] == 0)
+                assert point == pieces.template.start or min(atoms(probe)) == begin
         spans_now = list(pieces)
         assert sum(len(atoms(p)) for p in spans_now) == len(covered)  # disjoint pieces
         for v in VALUES:
