@@ -1,11 +1,12 @@
 """The reader of a range-partial cache: filled intervals of one column instead of keys.
 
 Owns: ``SpanReaderNode`` - the rows (filtered, projected) whose span column lies in one of
-its filled pieces (``intervals.Pieces``), one bag, and the finished answer per lookup key
+its filled pieces (``intervals.Pieces``), sorted by that column (a stretch is found by
+bisection), and the finished answer per lookup key
 ``(Span,)``: the rows of the span (or, with ``first``, its first rows in ascending order),
 sorted, as output columns. ``docs/architecture.md`` "range-partial state" states the design.
 
-Invariants: R - every row of the reader's input whose value lies in a piece is in the bag,
+Invariants: R - every row of the reader's input whose value lies in a piece is held,
 and no other row is; a piece is only added over an interval the base's pieces cover, and a
 base row of a piece that stops being stored reaches the reader as an eviction row, which
 drops the piece holding it. Any change that reaches the reader drops its memoized answers.
@@ -14,13 +15,14 @@ An eviction row whose span column is UNKNOWN (or a value with no order) drops ev
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
 from typing import Any
 
 from engine.dataflow.node import Node, PullCtx, Runtime
 from engine.dataflow.ops.reader import Answer, ReaderNode
 from engine.dataflow.pgmath import EvalError
-from engine.dataflow.records import UNKNOWN, Bag, Delta, Row, bag_add, bag_rows, row_size
+from engine.dataflow.records import UNKNOWN, Delta, Row, exact_key, row_size
 from engine.dataflow.state.intervals import Pieces, Point, Span, from_points
 from engine.plan import ir
 
@@ -38,7 +40,33 @@ class SpanReaderNode(ReaderNode):
             raise ValueError("a range-partial reader needs its column traced to a base column")
         self.base: Any = traced[0]
         self.base_col: int = traced[1][self.col]  # type: ignore[assignment]
-        self.bag: Bag = []
+        #: the rows (each as often as its multiplicity) sorted by the span column, and
+        #: each one's point on the line: a stretch is found by bisection
+        self.points: list[Point] = []
+        self.rows: list[Row] = []
+
+    def _put(self, row: Row, w: int) -> bool:
+        """Add ``w`` copies of ``row`` (remove them when negative); False when a row to
+        remove is not there (then the caller drops everything)."""
+        p = self.pieces.template.point(row[self.col])
+        assert p is not None  # (a row in a piece: never NULL)
+        points, rows = self.points, self.rows
+        if w > 0:
+            i = bisect_right(points, p)
+            points[i:i] = [p] * w
+            rows[i:i] = [row] * w
+            self.bytes += row_size(row) * w
+            return True
+        exact = exact_key(row)
+        for _ in range(-w):
+            j = bisect_left(points, p)
+            while j < len(points) and points[j] == p and exact_key(rows[j]) != exact:
+                j += 1
+            if j == len(points) or points[j] != p:
+                return False
+            del points[j], rows[j]
+            self.bytes -= row_size(row)
+        return True
 
     # ------------------------------------------------------------------ changes
     def _piece(self, value: Any) -> Span | object | None:
@@ -50,17 +78,13 @@ class SpanReaderNode(ReaderNode):
             return _ALL
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
-        bag, col, changed = self.bag, self.col, False
+        col, changed = self.col, False
         for row, w in deltas[0]:
             where = self._piece(row[col])
-            if where is _ALL:
+            if where is _ALL or (where is not None and not self._put(row, w)):
                 self._drop_all()
                 return [], []
-            if where is not None:
-                bag = bag_add(bag, row, w)
-                self.bytes += row_size(row) * w
-                changed = True
-        self.bag = bag
+            changed = changed or where is not None
         if changed:
             self._drop_answers()
         return [], []
@@ -92,19 +116,14 @@ class SpanReaderNode(ReaderNode):
 
     def _drop_piece(self, piece: Span) -> None:
         self.pieces.remove(piece)
-        kept: Bag = []
-        size = 0
-        for row in bag_rows(self.bag):
-            if not piece.holds(row[self.col]):
-                kept = bag_add(kept, row, 1)
-                size += row_size(row)
-        self.bag = kept
-        self.bytes = size
+        i, j = bisect_left(self.points, piece.start), bisect_left(self.points, piece.end)
+        self.bytes -= sum(row_size(r) for r in self.rows[i:j])
+        del self.points[i:j], self.rows[i:j]
         self._drop_answers()
 
     def _drop_all(self) -> None:
         self.pieces.clear()
-        self.bag = []
+        self.points, self.rows = [], []
         self.bytes = 0
         self._drop_answers()
 
@@ -119,14 +138,23 @@ class SpanReaderNode(ReaderNode):
         self.rt.touch(self.nid, key)
         return answer
 
-    def _inside(self, start: Point, end: Point) -> list[Row]:
-        col, point = self.col, self.pieces.template.point
-        out = []
-        for row in bag_rows(self.bag):
-            p = point(row[col])
-            if p is not None and start < p < end:
-                out.append(row)
-        return out
+    def _inside(self, start: Point, end: Point, first: int | None = None,
+                top: bool = False) -> list[Row]:
+        """The rows between two cut points; with ``first``, only the ``first`` lowest
+        (``top``: highest) of them and the ties of the last one."""
+        points = self.points
+        i, j = bisect_left(points, start), bisect_left(points, end)
+        if first is not None and first <= 0:
+            return []
+        if first is not None and j - i > first:
+            if top:
+                i = bisect_left(points, points[j - first], i, j)
+            else:
+                j = bisect_right(points, points[i + first - 1], i, j)
+        return self.rows[i:j]
+
+    def _count(self, start: Point, end: Point) -> int:
+        return bisect_left(self.points, end) - bisect_left(self.points, start)
 
     def _answer(self, span: Span) -> Answer | None:
         """The answer when the pieces hold it, else None."""
@@ -136,22 +164,20 @@ class SpanReaderNode(ReaderNode):
             down = self.pieces.reach_down(span.end)
             if down is None:
                 return None
-            rows = self._inside(max(down[0], span.start), span.end)
-            if down[0] > span.start and len(rows) < (span.first or 0):
+            start = max(down[0], span.start)
+            if down[0] > span.start and self._count(start, span.end) < (span.first or 0):
                 return None
-            return self._finish_span(span, rows)
+            return self._finish_span(span, self._inside(start, span.end, span.first, True))
         reach = self.pieces.reach(span.start)
         if reach is None:
             return None
         if reach[0] >= span.end:
-            rows = self._inside(span.start, span.end)
-        elif span.first is not None:
-            rows = self._inside(span.start, reach[0])
-            if len(rows) < span.first:
-                return None
+            end = span.end
+        elif span.first is not None and self._count(span.start, reach[0]) >= span.first:
+            end = reach[0]
         else:
             return None
-        return self._finish_span(span, rows)
+        return self._finish_span(span, self._inside(span.start, end, span.first))
 
     def _finish_span(self, span: Span, rows: list[Row]) -> Answer:
         if self.sort is not None:
@@ -193,7 +219,7 @@ class SpanReaderNode(ReaderNode):
         start = (span.start, span.lo) if reach is None else reach
         need = None
         if span.first is not None:  # rows the pieces hold already count
-            have = len(self._inside(span.start, start[0])) if reach is not None else 0
+            have = self._count(span.start, start[0]) if reach is not None else 0
             need = max(span.first - have, 1)
         hole = from_points(span, start, (span.end, span.hi), need)
         breach = pieces.reach(hole.start) if pieces is not None else None
@@ -206,7 +232,7 @@ class SpanReaderNode(ReaderNode):
         """:meth:`_hole_up` mirrored: the hole below the coverage that reaches the end."""
         down = self.pieces.reach_down(span.end)
         end = (span.end, span.hi) if down is None else down
-        have = len(self._inside(max(down[0], span.start), span.end)) if down else 0
+        have = self._count(max(down[0], span.start), span.end) if down else 0
         need = max((span.first or 0) - have, 1)
         hole = from_points(span, (span.start, span.lo), end, need, from_top=True)
         below = pieces.reach_down(hole.end) if pieces is not None else None
@@ -216,11 +242,9 @@ class SpanReaderNode(ReaderNode):
         return from_points(span, below if below[0] > span.start else (span.start, span.lo), end)
 
     def _add(self, part: Span, rows: list[Row]) -> None:
-        col, bag = self.col, self.bag
+        col = self.col
         fresh = [r for r in rows if not self.pieces.contains(r[col])]
         self.pieces.add(part)  # (answers stay: a fill changes no row of a filled piece)
         for row in fresh:
-            bag = bag_add(bag, row, 1)
-            self.bytes += row_size(row)
-        self.bag = bag
+            self._put(row, 1)
 
