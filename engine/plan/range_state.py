@@ -60,7 +60,7 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
         return None, ""
     reader = plan.reader
     if any(c.op not in _COMPARE for c in cuts):
-        return None, "a parameter in EXISTS / NOT EXISTS"
+        return None, "a parameter in EXISTS, NOT EXISTS or NOT IN"
     if plan.key_sources:
         return None, "an equality key as well: range-partial state covers range-only queries"
     if len({c.column for c in cuts}) != 1:
