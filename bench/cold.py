@@ -267,6 +267,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given() -> list[str]:
+    """The options this run was given (through ``bench/hit.py --cold`` or directly)."""
+    return sys.argv[2:] if sys.argv[1:2] == ["--cold"] else sys.argv[1:]
+
+
+def _machine(load: tuple[float, float]) -> str:
+    """What the load average before the run says about the machine (the run itself loads
+    it: pgbench, the backends and weir on 2 cores)."""
+    said = (f"load average {load[0]:.1f} before, {load[1]:.1f} after, the benchmark's own "
+            "load included")
+    if load[0] < 1.5:
+        return (f"The machine had no other work ({said}); one short run each, so single "
+                "figures can still be off by 10-20 percent.")
+    return (f"**The machine was loaded** (2 cores shared with other engineers' builds and "
+            f"tests; {said}): one short run each, so single figures can be off by tens of "
+            "percent.")
+
+
 def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
            costs: list[tuple[str, int, int, float, dict[str, str]]],
            args: argparse.Namespace,
@@ -278,11 +296,9 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
         f"after `CREATE CACHE` on a fresh weir (empty caches, default settings: misses "
         f"answered upstream, admission on the second read); direct PostgreSQL with the same "
         f"script in the same invocation; {args.stories} stories, {args.votes} votes. "
-        f"**The machine was loaded** (2 cores shared with other engineers' builds and tests; "
-        f"load average {load[0]:.1f} before, {load[1]:.1f} after): one short run each, "
-        "so single figures can be off by tens of percent.",
+        + _machine(load),
         "",
-        f"Command: `python bench/hit.py --cold {' '.join(sys.argv[2:])}`".rstrip(),
+        f"Command: `python bench/hit.py --cold {' '.join(_given())}`".rstrip(),
         "",
         "| scenario | direct TPS | weir TPS | weir / direct | first 5 s | direct p99 (ms) | "
         "weir p99 (ms) | hits / misses / fills | fill p50 (ms) | loop / lane answers | "
