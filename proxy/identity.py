@@ -425,9 +425,9 @@ def _taint(ctx: Any, reason: str, parts: frozenset[str], local: bool = False) ->
 
 def forwarded(session: Any, msg: object) -> None:
     """``msg`` was just handed to ``session``'s core (``state.frontend``) on its way upstream:
-    if it is a Query :func:`observe` found may give the identity back, and it is the only
-    request outstanding, outside a transaction block (so it runs alone, in its own implicit
-    transaction), its ledger item learns the identity again when it succeeds (an Execute:
+    if it is a Query :func:`observe` found may give the identity back, and the only request
+    outstanding that executes anything (:func:`_alone`), outside a transaction block (so it
+    runs alone, in its own implicit transaction), its ledger item learns the identity again when it succeeds (an Execute:
     :func:`_execute_item`). Once learnt, the statements the session prepared upstream
     meanwhile may be served again (``Extended.adopt``)."""
     state, ctx = session.state, session.ctx
@@ -447,7 +447,7 @@ def forwarded(session: Any, msg: object) -> None:
         return
     found.armed = None
     pending = state.pending
-    if len(pending) != 1 or state.skipping or state.transaction_status != "I":
+    if not _alone(pending) or state.skipping or state.transaction_status != "I":
         return
     item = pending.pop()
     effect = item.apply
@@ -464,6 +464,14 @@ def forwarded(session: Any, msg: object) -> None:
 
 #: the kinds of ledger items that execute nothing (``proxy.session``)
 _INERT = frozenset({"parse", "bind", "describe", "close"})
+
+
+def _alone(pending: Any) -> bool:
+    """Whether the ledger's last item is the only one outstanding that executes anything
+    (before it, at most requests that execute nothing: a client's Parse or Bind, or the
+    Close weir sends of its own for a statement it no longer needs, whose answer may still
+    be on its way)."""
+    return bool(pending) and all(pending[i].kind in _INERT for i in range(len(pending) - 1))
 _EXECUTE = ord("E")
 
 
@@ -486,9 +494,8 @@ def _execute_item(session: Any, portal: str) -> None:
     commits alone): the identity is learnt again (:func:`relearn`)."""
     state, ctx = session.state, session.ctx
     pending = state.pending
-    if state.skipping or state.transaction_status != "I" or not pending \
-            or pending[-1].kind != "execute" \
-            or any(pending[i].kind not in _INERT for i in range(len(pending) - 1)):
+    if state.skipping or state.transaction_status != "I" or not _alone(pending) \
+            or pending[-1].kind != "execute":
         return
     found: Who = ctx.who
     generation = found.generation

@@ -272,3 +272,34 @@ def test_an_extended_reset_that_fails_or_runs_in_a_block_does_not() -> None:
     _extended(state, ctx, "RESET ROLE")
     _answered(state, "RESET")
     assert ctx.tainted is not None
+
+
+def test_a_reset_behind_weirs_own_close_gives_it_back() -> None:
+    """weir's own Close of a statement it no longer needs may still be unanswered when the
+    client's reset goes upstream (it executes nothing): the reset still runs alone, so it
+    gives the identity back (a race the security tests met under load: the reset was
+    ignored and the session read upstream for the rest of its life)."""
+    state, ctx = _session()
+    _send(state, ctx, "SELECT set_config('role', 'bob', false)")
+    _ok(state, "SELECT 1")
+    state.injected(fe.Close("S", ""))
+    _send(state, ctx, "DISCARD ALL")
+    state.backend(be.CloseComplete())
+    assert ctx.tainted is not None
+    _ok(state, "DISCARD ALL")
+    assert ctx.tainted is None and not ctx.role_unknown
+
+
+def test_a_reset_behind_a_statement_that_executes_is_not_alone() -> None:
+    """A request before the reset that executes something (an Execute) may change the
+    identity in the same implicit transaction: the reset gives nothing back."""
+    state, ctx = _session()
+    _send(state, ctx, "SELECT set_config('role', 'bob', false)")
+    _ok(state, "SELECT 1")
+    for msg in (fe.Bind("", "", (), (), ()), fe.Execute("", 0)):
+        state.frontend(msg)
+    _send(state, ctx, "DISCARD ALL")
+    state.backend(be.BindComplete())
+    state.backend(be.CommandComplete("SELECT 1"))
+    _ok(state, "DISCARD ALL")
+    assert ctx.tainted is not None
