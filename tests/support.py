@@ -13,7 +13,7 @@ import random
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -329,3 +329,31 @@ class SideTable:
             else:
                 conn.execute(self.update, (*self.changes(rng), rng.randint(1, next_id[self.name])))
         return write
+
+
+@dataclass
+class HeldApplier:
+    """The applier of an in-process weir (``server``: an ``InProcessWeir``) held by a test:
+    while held, what the replication stream delivers is kept, not applied (the cache lags);
+    released, it is applied in order."""
+
+    server: Any
+    kept: list[Any] = field(default_factory=list)
+
+    def hold(self) -> None:
+        self.server.call(self._hold())
+
+    def release(self) -> None:
+        self.server.call(self._release())
+
+    def _applier(self) -> Any:
+        return self.server.server.service.host.stream.applier
+
+    async def _hold(self) -> None:
+        self._applier().feed = self.kept.append
+
+    async def _release(self) -> None:
+        applier = self._applier()
+        del applier.feed  # (the instance attribute: the applier's own feed again)
+        for msg in self.kept:
+            applier.feed(msg)

@@ -15,7 +15,15 @@ import psycopg
 
 import cython_ext
 from proxy.misses import BEHIND, MISS
-from tests.support import InProcessWeir, eventually, kv_read, kv_table, last_statement, memo_answers
+from tests.support import (
+    HeldApplier,
+    InProcessWeir,
+    eventually,
+    kv_read,
+    kv_table,
+    last_statement,
+    memo_answers,
+)
 
 LANES = cython_ext.load("lanes") is not None
 
@@ -28,29 +36,17 @@ def _lagging(pg: Any, dbname: str, **settings: Any) -> Iterator[tuple[Any, ...]]
     pg.psql(kv_table(10), dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="always",
                                  hit_lanes=1 if LANES else 0, **settings)
-    held: list[Any] = []
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
                 psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin, \
                 psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
             conn.prepare_threshold = 0  # named prepared statements: what the hit path answers
             admin.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            applier = server.server.service.host.stream.applier
-            feed = applier.feed
+            held = HeldApplier(server)
             kv_read(conn, 2)
             eventually(lambda: kv_read(conn, 2) == "v2" and last_statement(conn)[0] == "cache"
                        and sum(memo_answers(admin)) > 0)
-
-            async def hold() -> None:
-                applier.feed = held.append
-
-            async def release() -> None:
-                del applier.feed
-                for msg in held:
-                    feed(msg)
-
-            yield (server, conn, admin, direct, lambda: server.call(hold()),
-                   lambda: server.call(release()))
+            yield server, conn, admin, direct, held.hold, held.release
     finally:
         server.stop()
 

@@ -14,7 +14,7 @@ import pytest
 
 from proxy.fillqueue import FillPolicy
 from proxy.misses import BEHIND, MISS, default_budget
-from tests.support import InProcessWeir, eventually
+from tests.support import HeldApplier, InProcessWeir, eventually
 
 DEFAULTS = {"misses": "upstream", "admission": "second", "hit_lanes": 0}
 
@@ -176,7 +176,6 @@ def test_monotonic_reads_after_a_miss_answered_upstream(pg: Any, dbname: str, ru
     control), it would see the old value — the anomaly the rule prevents."""
     _kv(pg, dbname, 10)
     server = _start(pg, dbname, read_your_writes=rule, read_timeout=30.0, admission="always")
-    held: list[Any] = []
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
                 psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
@@ -184,18 +183,8 @@ def test_monotonic_reads_after_a_miss_answered_upstream(pg: Any, dbname: str, ru
             host = server.server.service.host
             _read(conn, 2)
             eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
-            applier = host.stream.applier
-            feed = applier.feed
-
-            async def hold() -> None:
-                applier.feed = held.append
-
-            async def release() -> None:
-                del applier.feed
-                for msg in held:
-                    feed(msg)
-
-            server.call(hold())
+            held = HeldApplier(server)
+            held.hold()
             direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
             assert _read(conn, 1) == ("v1-new", ("upstream", MISS))  # A: a miss, upstream
             if rule == "off":
@@ -206,7 +195,7 @@ def test_monotonic_reads_after_a_miss_answered_upstream(pg: Any, dbname: str, ru
             reader.start()  # B waits for a barrier sent after A's answer
             eventually(lambda: host.coverage._wants, timeout=10)
             assert not got
-            server.call(release())
+            held.release()
             reader.join(30)
             assert got == [("v2-new", ("cache", "served by cache kv1"))]
     finally:
