@@ -156,6 +156,11 @@ cdef cppclass LSession:
     Py_ssize_t relay_cut
     Py_ssize_t relay_cycles
     bint relay_stop
+    # held statements whose unanswered reads the lane forwards (a miss at pass-through
+    # cost): Bind names (portal "", statement, NULs) -> the statement's lane table; the
+    # Bind messages so forwarded, not yet taken by the proxy (guarded by ``Core.mu``)
+    unordered_map[string, int64_t] held
+    string missed
 
 
 ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
@@ -205,6 +210,7 @@ cdef cppclass Core:
     vector[uint64_t] leaves  # LEAVE_N counts: hit sessions handed back, by LEAVE_* reason
     vector[string] touched  # keys of the entries answered since the proxy last asked
     uint64_t dropped  # entries dropped one by one (``Lanes.drop``)
+    uint64_t misses  # held statements' reads pass sessions forwarded (no stamped answer)
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)
@@ -216,11 +222,13 @@ cdef extern from *:
     template <class It> static inline auto& stmt_of(It it) { return it->second; }
     template <class It> static inline auto& entry_of(It it) { return it->second; }
     template <class It> static inline int index_of(It it) { return it->second; }
+    template <class It> static inline int64_t table_of(It it) { return it->second; }
     """
     LSession* it_second(unordered_map[uint64_t, LSession*].iterator) nogil
     Stmt& stmt_of(unordered_map[string, Stmt].iterator) nogil
     Entry& entry_of(unordered_map[string, Entry].iterator) nogil
     int index_of(unordered_map[string, int].iterator) nogil
+    int64_t table_of(unordered_map[string, int64_t].iterator) nogil
 
 
 cdef inline double _monotonic() noexcept nogil:

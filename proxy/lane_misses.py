@@ -1,0 +1,74 @@
+"""Pass lanes that forward misses: the held statements whose reads a lane may send upstream
+for a session, and the reading of what the lanes so forwarded.
+
+Owns: :func:`forwardable` (which held statements, when), :func:`count` (the forwarded
+Binds read as misses: ``proxy.missfast.count``) and :func:`returned` (a session back), with
+how often ``proxy.lanes`` reads them (:data:`COUNT_EVERY`) and how long a session whose lane
+answered no misses waits before it is given one again (:data:`MISS_SKIP`).
+
+Why forwarding from a lane keeps every guarantee: the lane forwards a held statement's run
+only when it has no stamped answer for it (a stamped one hands the session back, and the
+event loop checks every gate of the session first), and only the runs ``proxy.missfast``
+forwards (the drivers' Bind [Describe] Execute Sync of a statement the upstream holds as
+the client parsed it); the client gets PostgreSQL's own answer, relayed only when it needs
+no look (as any pass session's), and what the lane relayed marks seen(s) pending when the
+session comes back (``HitLanes.reclaim``), so no later cached read shows an older state.
+The ledger observes the forwarded Binds as the relay would have (``proxy.lane_replay``).
+Admission, the miss counters and the fills are the event loop's: it reads the forwarded
+Binds every :data:`COUNT_EVERY` seconds and when the session comes back, behind the gates
+of a miss (``missfast.count``), so a key's second read is admitted as on the event loop, a
+few ms later at most.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy import missfast
+
+#: seconds between two reads of the misses pass lanes forwarded (``missfast.count``)
+COUNT_EVERY = 0.005
+#: misses a session answers on the event loop after its lane forwarded one miss at most
+#: (its reads were mostly hits: a lane stint and the hand-back would cost more than they save)
+MISS_SKIP = 8
+
+
+def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, float]]
+                ) -> list[tuple[bytes, int]]:
+    """(Bind names, lane table) of each held statement whose reads a pass lane may forward
+    for ``session``, of the hit lane's ``statements`` (name, lane table, gate): those
+    ``proxy.missfast`` forwards — prepared upstream as the client parsed them, their role's
+    privilege known, not hiding a write — while the session's own gates of a miss are
+    open; none otherwise."""
+    ctx, state = session.ctx, session.state
+    if ctx is None or service.host is None or service.settings.misses != "upstream" \
+            or not state.caught_up or not ctx.defaults_applied or ctx.tainted is not None \
+            or session.extended.wait_settle:
+        return []
+    out = []
+    for name, table, _ in statements:
+        text = name.decode()
+        held = state.held[text]
+        if held.upstream and text not in ctx.hiding \
+                and missfast.upstream_holds(state, held.parse):
+            out.append((b"\x00" + name + b"\x00", table))
+    return out
+
+
+def count(taken: list[tuple[int, bytes]], sessions: dict[int, Any]) -> None:
+    """Read the Binds lanes forwarded, (token, Bind messages) each, as misses of the
+    sessions of those tokens (``missfast.count``)."""
+    for token, raw in taken:
+        session = sessions.get(token)
+        if session is not None:
+            missfast.count(session, raw)
+
+
+def returned(session: Any, token: int, result: tuple[Any, ...]) -> None:
+    """A session whose lane forwarded misses came back (``Lanes.leave``'s ``result``): the
+    Binds not read yet are read, and a lane that forwarded one miss at most (its reads were
+    hits) is not given again for the next :data:`MISS_SKIP` misses."""
+    if result[0] < 2:
+        session.lane_miss_skip = MISS_SKIP
+    if result[10]:
+        count([(token, result[10])], {token: session})
