@@ -156,7 +156,8 @@ class Engine:
     def filling(self, cache: str, key: Row) -> bool:
         """Whether a fill of ``key`` (a tuple) is pending for ``cache``'s reader: only then
         may a ``ReadReady`` for it come (a miss that started or joined no fill gets none)."""
-        return (self.graph.caches[cache][0].nid, key) in self._waiters
+        waiter = self._waiters.get((self.graph.caches[cache][0].nid, key))
+        return waiter is not None and cache in waiter.caches
 
     def current(self, cache: str, key: Row, answer: object) -> bool:
         """Whether ``answer`` (returned by :meth:`lookup` before) is still the answer for
