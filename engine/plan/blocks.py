@@ -3,8 +3,10 @@
 Owns: the select list (``select_list``: ``*`` expansion, PostgreSQL's output names), where
 keys live in a block's output (``key_columns``), hidden key-expression columns
 (``with_computed``), LIMIT/OFFSET values (``limit_param``, ``limit_constant``), UNION
-operands and their common column types (``union_operands``, ``unify_branches``), and the
-location-free text of an expression tree (``canonical``).
+operands and their common column types (``union_operands``, ``unify_branches``), the
+location-free text of an expression tree (``canonical``), and the refusal of GROUP BY /
+DISTINCT / UNION on types whose equality is not equality of values
+(``check_equality_types``).
 
 Invariant: pure functions of their arguments; errors are ``PlanError`` with a reason.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from engine.plan import ir, pgtypes
@@ -186,3 +189,12 @@ def _star(val: Node) -> str | None:
 def _fields(col: ScopeCol) -> list[Node]:
     parts = [col.name] if col.qualifier is None else [col.qualifier, col.name]
     return [{"String": {"sval": p}} for p in parts]
+
+
+def check_equality_types(types: Sequence[int], positions: Iterable[int], what: str) -> None:
+    """Refuse ``what`` (GROUP BY, DISTINCT, UNION) on a column at ``positions`` whose type's
+    equality is not equality of the engine's values."""
+    for pos in positions:
+        why = pgtypes.NOT_EQUAL_BY_VALUE.get(types[pos])
+        if why is not None:
+            raise PlanError(f"{what} on a {pgtypes.type_name(types[pos])} value ({why})")

@@ -3,7 +3,8 @@
 
 Owns: ``Grouping`` — collects group columns and aggregate calls while the select list,
 HAVING and ORDER BY are translated, then builds the ``Aggregate`` and rewrites the
-translated expressions to its output positions (``finish``).
+translated expressions to its output positions (``finish``); ``group_items`` (the GROUP BY
+items -> group input positions, grouped expressions projected as hidden columns).
 
 Invariants: group columns are input positions (column references only, as written, by
 output position or by output alias); a column that is not grouped may still be used when the
@@ -21,9 +22,10 @@ from typing import Any
 
 from engine.dataflow.pgjson import JSON_ELEMENT_TYPES
 from engine.plan import ir, pgtypes
+from engine.plan.blocks import canonical, check_equality_types
 from engine.plan.exprs import ORDERED_AGGREGATES, ExprBuilder, Node, is_aggregate_call
-from engine.plan.from_clause import conjuncts
-from engine.plan.scope import PlanError, Scope, remap
+from engine.plan.from_clause import PlanContext, conjuncts
+from engine.plan.scope import Bound, PlanError, Scope, ScopeCol, remap
 from engine.sql.catalog import Catalog
 from engine.values import oids as T
 
@@ -259,3 +261,60 @@ def _reads_only(conj: Node, scope: Scope, grouped: set[int]) -> bool:
             for r in refs)
     except PlanError:
         return False
+
+
+def group_items(ctx: PlanContext, stmt: Node, bound: Bound) -> tuple[
+        Bound, list[int], dict[str, int]]:
+    """GROUP BY items -> (input, with a projection of the grouped expressions if any;
+    group input positions; canonical text of each grouped expression -> its position)."""
+    targets = stmt.get("targetList", [])
+    positions: list[int] = []
+    exprs: list[ir.Expr] = []
+    canon: dict[str, int] = {}
+    width = len(bound.scope.cols)
+    builder = ExprBuilder(bound.scope, ctx.catalog, clause="GROUP BY")
+    extra: list[ScopeCol] = []
+    for item in stmt.get("groupClause", []):
+        node = _group_target(targets, item)
+        if "ColumnRef" in node:
+            positions.append(_group_column(bound.scope, targets, node))
+            continue
+        expr = builder.build(node)
+        pos = width + len(exprs)
+        exprs.append(expr)
+        canon[canonical(node)] = pos
+        positions.append(pos)
+        extra.append(ScopeCol(None, f"?group{len(exprs)}?", expr.type_oid,
+                              builder.collation(expr), ctx.new_rte(), hidden=True))
+    check_equality_types([c.type_oid for c in bound.scope.cols + tuple(extra)],
+                         positions, "GROUP BY")
+    if not exprs:
+        return bound, positions, canon
+    cols = bound.rel.columns
+    rel = ir.Project(bound.rel, tuple(ir.ColumnRef(i, c.type_oid) for i, c in
+                                      enumerate(cols)) + tuple(exprs),
+                     tuple(c.name for c in cols) + tuple(c.name for c in extra))
+    return Bound(rel, Scope(bound.scope.cols + tuple(extra))), positions, canon
+
+
+def _group_target(targets: list[Node], item: Node) -> Node:
+    if "A_Const" in item and "ival" in item["A_Const"]:
+        n = int(item["A_Const"]["ival"].get("ival", 0))
+        if not 1 <= n <= len(targets):
+            raise PlanError(f"GROUP BY position {n} is not in select list")
+        return dict(targets[n - 1]["ResTarget"]["val"])
+    return item
+
+
+def _group_column(scope: Scope, targets: list[Node], item: Node) -> int:
+    fields = tuple(f["String"]["sval"] for f in item["ColumnRef"]["fields"] if "String" in f)
+    try:
+        return scope.lookup(fields)
+    except PlanError:
+        if len(fields) != 1:
+            raise
+        for t in targets:
+            res = t["ResTarget"]
+            if res.get("name") == fields[0] and "ColumnRef" in res["val"]:
+                return _group_column(scope, [], res["val"])
+        raise

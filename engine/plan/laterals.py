@@ -39,7 +39,7 @@ from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import _correlation, _plain_select
 
 if TYPE_CHECKING:
-    from engine.plan.planner import _Block
+    from engine.plan.planned import Block
 
 Node = dict[str, Any]
 LATERAL = "WeirLateral"  # marks a decorrelated LATERAL SELECT for the subquery planner
@@ -111,7 +111,7 @@ def _aggregates(select: Node) -> frozenset[int] | None:
     return frozenset(counts)
 
 
-def per_correlation(ctx: PlanContext, block: _Block, group: int) -> Bound:
+def per_correlation(ctx: PlanContext, block: Block, group: int) -> Bound:
     """The planned decorrelated block (its last ``group`` visible columns the inner
     correlation columns) -> its rows, cut per correlation value by its LIMIT / OFFSET."""
     if block.cuts or block.windows or block.page is not None or block.empty_row is not None \

@@ -14,7 +14,7 @@ gives against the reference evaluator over the data as of the engine's applied p
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -276,3 +276,34 @@ def catalog_host(rng: random.Random, budget: int | None) -> tuple[Upstream, Engi
         engine.add_cache(name, plan)
     return up, engine, Host(engine, up, dict(PLANS), rng)
 
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of :func:`catalog_steps`: ``op`` as drawn (0-2 a write, 3-5 a read of
+    ``key``, 6-9 left to the test), on ``cache``."""
+
+    op: int
+    cache: str
+    key: Row | None = None
+
+
+def catalog_steps(up: Upstream, host: Host, ops: Iterable[tuple[int, int]]) -> Iterator[Step]:
+    """Drive :func:`catalog_host`'s host through ``ops`` (``(op, arg)``, ``arg`` seeding the
+    step): ops 0-2 commit random changes upstream, 3-5 read a random key of the cache ``arg``
+    picks; each step is yielded after it ran, and ops 6-9 only yielded (the test decides)."""
+    from tests.property.catalog import PLANS, key_for, random_changes
+
+    names = sorted(PLANS)
+    for op, arg in ops:
+        r = random.Random(arg)
+        cache = names[arg % len(names)]
+        if op <= 2:
+            host.write(random_changes(up.data, r))
+            yield Step(op, cache)
+        elif op <= 5:
+            key = key_for(cache, r)
+            host.read(cache, key)
+            yield Step(op, cache, key)
+        else:
+            yield Step(op, cache)

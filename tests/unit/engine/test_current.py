@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.api import Engine
-from tests.property.catalog import PLANS, key_for, random_changes
-from tests.property.simulated import catalog_host
+from tests.property.simulated import catalog_host, catalog_steps
 
 OPS = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=80)
 
@@ -43,19 +42,11 @@ def test_current_is_lookup_identity(seed: int, ops: list[tuple[int, int]],
                                     budget: int | None) -> None:
     rng = random.Random(seed)
     up, engine, host = catalog_host(rng, budget)
-    names = sorted(PLANS)
     seen: dict[tuple[str, Any], list[object]] = {}
-    for op, arg in ops:
-        r = random.Random(arg)
-        cache = names[arg % len(names)]
-        if op <= 2:
-            host.write(random_changes(up.data, r))
-        elif op <= 5:
-            key = key_for(cache, r)
-            host.read(cache, key)
-            if engine.lookup(cache, key) is not None:
-                seen.setdefault((cache, key), [])
-        else:
+    for step in catalog_steps(up, host, ops):
+        if step.key is not None and engine.lookup(step.cache, step.key) is not None:
+            seen.setdefault((step.cache, step.key), [])
+        elif step.op > 5:
             host.settle()
         _check(engine, seen)
     host.settle()

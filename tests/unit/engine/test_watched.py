@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from engine.api import Engine
 from engine.changes import ChangeKind, RowChange
-from tests.property.catalog import PLANS, TABLES, VOTES, key_for, random_changes
-from tests.property.simulated import Host, Upstream, catalog_host
+from tests.property.catalog import PLANS, TABLES, VOTES
+from tests.property.simulated import Host, Upstream, catalog_host, catalog_steps
 
 #: steps per example (drawn from the example's seed: hypothesis's own draws of small lists
 #: repeat too few keys and writes to change many kept answers)
@@ -61,21 +61,14 @@ def test_a_kept_answer_is_reported_before_it_changes(seed: int, budget: int | No
     ops = [(rng.randint(0, 9), rng.randint(0, 2**16)) for _ in range(STEPS)]
     up, engine, host = catalog_host(rng, budget)
     copies = Copies(engine)
-    names = sorted(PLANS)
-    for op, arg in ops:
-        r = random.Random(arg)
-        cache = names[arg % len(names)]
-        if op <= 2:
-            host.write(random_changes(up.data, r))
-        elif op <= 5:
-            key = key_for(cache, r)
-            host.read(cache, key)
-            copies.keep(cache, key)
-        elif op == 6:  # an eviction of one answer, as the budget makes
-            reader = engine.graph.caches[cache][0]
+    for step in catalog_steps(up, host, ops):
+        if step.key is not None:
+            copies.keep(step.cache, step.key)
+        elif step.op == 6:  # an eviction of one answer, as the budget makes
+            reader = engine.graph.caches[step.cache][0]
             if reader.state:
                 engine.graph.evict(reader.nid, sorted(reader.state, key=repr)[0])
-        else:
+        elif step.op > 6:
             host.settle()
         copies.check()
     host.settle()
