@@ -93,6 +93,7 @@ cdef class Lanes:
         self.c.lat_sum = 0
         self.c.dropped = 0
         self.c.misses = 0
+        self.c.hits_forwarded = 0
         self.c.leaves.assign(LEAVE_N, 0)
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
@@ -433,6 +434,7 @@ cdef class Lanes:
         s.queries = queries
         s.queried = 0
         s.batch = s.sent_batch = 0
+        s.recent = 0
         for i, key in enumerate(binds):
             s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
         i = len(binds)
@@ -492,8 +494,9 @@ cdef class Lanes:
         return [(one.first, _bytes(one.second)) for one in taken]
 
     def misses(self):
-        """Held statements' reads pass sessions forwarded since the start."""
-        return self.c.misses
+        """Held statements' reads pass sessions forwarded since the start: (those with no
+        stamped answer, those with one forwarded amid misses)."""
+        return self.c.misses, self.c.hits_forwarded
 
 
 QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}

@@ -24,6 +24,16 @@ cdef inline bint _quiet_upstream(Core* c, const unsigned char* p, Py_ssize_t len
                                    c.read_only.lens.data(), c.read_only.at.size()))
 
 
+cdef inline int _popcount8(uint32_t bits) noexcept nogil:
+    """How many of the low 8 bits are set."""
+    cdef int n = 0
+    bits &= 0xff
+    while bits:
+        n += bits & 1
+        bits >>= 1
+    return n
+
+
 cdef Py_ssize_t _names_end(const unsigned char* p, Py_ssize_t start, Py_ssize_t end
                            ) noexcept nogil:
     """Where a Bind's portal and statement names (payload p[start:end]) end, or -1."""
@@ -77,6 +87,8 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     cdef string key, stamp
     cdef int batch, kind
     cdef uint64_t gen
+    cdef uint32_t recent = s.recent
+    cdef Py_ssize_t hits = 0
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
         _watch(c, s)
@@ -134,7 +146,12 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
                 stamp.append(<const char*>p + names_end, end - names_end)
                 en = c.entries.find(stamp)
                 if en != c.entries.end() and entry_of(en).epoch == c.epoch:
-                    break  # answered from its stamp (the event loop checks the session first)
+                    if _popcount8(recent) < MISS_RUN:
+                        break  # answered from its stamp (the loop checks the session first)
+                    recent = recent << 1  # amid misses: forwarded too (module docstring)
+                    hits += 1
+                else:
+                    recent = (recent << 1) | 1
                 misses.push_back(pos)
                 misses.push_back(end)
             found.push_back((<int64_t>EV_BIND << 32) | index_of(it))
@@ -158,10 +175,12 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
         _hand_back(c, token, s)
         return
     if misses.size():  # the proxy counts them (admission, fills; ``Lanes.take_missed``)
+        s.recent = recent
         pthread_mutex_lock(&c.mu)
         for i in range(0, <Py_ssize_t>misses.size(), 2):
             s.missed.append(<const char*>p + misses[i], misses[i + 1] - misses[i])
-        c.misses += misses.size() // 2
+        c.misses += misses.size() // 2 - hits
+        c.hits_forwarded += hits
         pthread_mutex_unlock(&c.mu)
     base = s.inflight.size()
     now = _monotonic()

@@ -91,6 +91,10 @@ cdef enum:
     #: bytes a pass session buffers in either direction before it hands back (a large
     #: result or batch: the event loop streams it)
     PASS_BUFFER = 262144
+    #: of a pass session's last 8 held statements' runs, how many without a stamped answer
+    #: make it forward one with a stamped answer too (``LSession.recent``): amid misses,
+    #: a hit's hand-back costs the client a seen(s) barrier's wait on the event loop
+    MISS_RUN = 6
     #: what :func:`_read_ready` found
     READ_ANSWERED = 1
     READ_STOP = 2
@@ -161,6 +165,9 @@ cdef cppclass LSession:
     # Bind messages so forwarded, not yet taken by the proxy (guarded by ``Core.mu``)
     unordered_map[string, int64_t] held
     string missed
+    # the last 8 held statements' runs, a bit each (1: no stamped answer, forwarded); while
+    # MISS_RUN of them were, a run with a stamped answer is forwarded too (not handed back)
+    uint32_t recent
 
 
 ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
@@ -211,6 +218,7 @@ cdef cppclass Core:
     vector[string] touched  # keys of the entries answered since the proxy last asked
     uint64_t dropped  # entries dropped one by one (``Lanes.drop``)
     uint64_t misses  # held statements' reads pass sessions forwarded (no stamped answer)
+    uint64_t hits_forwarded  # ... and those with one, forwarded amid misses (``recent``)
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)

@@ -581,8 +581,8 @@ class HitLanes:
                 "lane_answers": answers, "lane_entries": entries,
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
-                # pass sessions that forward misses too, and those misses (lane_misses)
-                "lane_miss_entered": self.missing, "lane_misses": self.core.misses(),
+                "lane_miss_entered": self.missing,  # (pass sessions forwarding misses)
+                **dict(zip(("lane_misses", "lane_hits_forwarded"), self.core.misses())),
                 "lane_moves": moved,
                 # why hit sessions left their lane (handed back by it, by the reason of the
                 # first request it could not answer; or taken back by the event loop)
