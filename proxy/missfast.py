@@ -116,18 +116,25 @@ def count(session: Any, raw: bytes) -> int:
     host = service.host
     if ctx is None or host is None or not ctx.defaults_applied:
         return 0
-    engine, is_current, granted = host.engine, service.is_current, service.gates.granted
+    engine = host.engine
+    # the gates of a cache, checked once per call (nothing runs in between that could
+    # change them): current, its role's privilege, the stream up, within the staleness bound
+    open_: dict[int, str | None] = {}
+    up = host.connected and host.staleness() <= service.settings.staleness_bound
     found, _ = scan_messages(raw, 0, len(raw))
     counted = 0
     for mtype, start, end in found:
         name_end = raw.find(b"\x00", start + 1, end)
         held = held_all.get(raw[start + 1 : name_end].decode("utf-8", "replace")) \
             if mtype == _T_BIND and raw[start] == 0 and name_end > 0 else None
-        if held is None or held.route.cache is None or not is_current(held.route.cache):
+        if held is None or held.route.cache is None:
             continue
-        cache = held.route.cache.name
-        if not granted(ctx.user, cache) or not host.connected \
-                or host.staleness() > service.settings.staleness_bound:
+        entry = held.route.cache
+        cache = open_.get(id(entry), "")
+        if cache == "":
+            cache = open_[id(entry)] = entry.name if up and service.is_current(entry) \
+                and service.gates.granted(ctx.user, entry.name) else None
+        if cache is None:
             continue
         bind = fe.decode_frontend(_T_BIND, raw[start:end])
         lookup = bind_keys(held, bind) if isinstance(bind, fe.Bind) else None
