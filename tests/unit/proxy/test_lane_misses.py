@@ -1,0 +1,49 @@
+"""``lane_misses.forwardable``: the held statements whose reads a pass lane may forward after
+a miss are exactly those ``proxy.missfast`` forwards (sans-I/O: a session's parts as plain
+objects)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pgwire import frontend as fe
+from proxy import lane_misses
+from proxy.session import PreparedStatement
+
+QUERY = "SELECT v FROM kv WHERE k = $1"
+
+
+def _session(**ctx: Any) -> tuple[Any, Any]:
+    held = {name: SimpleNamespace(upstream=upstream, parse=fe.Parse(name, QUERY, ()))
+            for name, upstream in (("", True), ("s1", True), ("s2", False), ("s3", True),
+                                   ("s4", True))}
+    statements = {name: PreparedStatement(name, QUERY, ()) for name in ("", "s1", "s2", "s4")}
+    statements["s4"] = PreparedStatement("s4", "SELECT 2", ())  # another text upstream
+    state = SimpleNamespace(held=held, statements=statements, caught_up=True)
+    context = SimpleNamespace(defaults_applied=True, tainted=None, hiding=set())
+    for key, value in ctx.items():
+        setattr(context, key, value)
+    session = SimpleNamespace(ctx=context, state=state,
+                              extended=SimpleNamespace(wait_settle=False))
+    service = SimpleNamespace(host=object(), settings=SimpleNamespace(misses="upstream"))
+    return session, service
+
+
+LANE_STATEMENTS = [(name.encode(), i, 0.0) for i, name in enumerate(("", "s1", "s2", "s3", "s4"))]
+
+
+def test_only_named_statements_the_upstream_holds_as_parsed() -> None:
+    """Not the unnamed statement (PostgreSQL drops it at any simple Query), not one weir
+    did not prepare upstream, not one the upstream holds under another text."""
+    session, service = _session()
+    assert lane_misses.forwardable(session, service, LANE_STATEMENTS) == [(b"\x00s1\x00", 1)]
+
+
+@pytest.mark.parametrize("gate", [{"tainted": "a SET ROLE"}, {"defaults_applied": False},
+                                  {"hiding": {"s1"}}])
+def test_none_while_a_gate_of_a_miss_is_closed(gate: dict[str, Any]) -> None:
+    session, service = _session(**gate)
+    assert lane_misses.forwardable(session, service, LANE_STATEMENTS) == []
