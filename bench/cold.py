@@ -245,7 +245,9 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
             print("  " + ", ".join(f"{k} {v}" for k, v in st.items()
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
-                                                    "loop_memo", "memo_from"))), flush=True)
+                                                    "loop_memo", "memo_from", "session_",
+                                                    "barrier_", "fill_ms"))),
+                  flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)
     finally:

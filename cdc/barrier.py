@@ -4,7 +4,12 @@ passes it (DESIGN §6), and the replication lag it measures.
 Owns: the registry of pending barriers (id -> future), emitting
 ``pg_logical_emit_message(true, 'weir', id)`` on a plain upstream connection in the stream's
 database, and the lag figures: bytes (the upstream's WAL position at emission minus what was
-applied then) and seconds (emission to application).
+applied then) and seconds (emission to application). Also :meth:`Barriers.pipelined`, the
+sessions' barriers (``proxy.seen``): emitted on a second connection of their own, each sent
+at once without waiting for the answer of the one before (PostgreSQL runs them in order, each
+its own transaction), and resolved only by the applier passing them: their latency is one
+commit plus the stream's, never a queue behind another barrier's round trip or the
+heartbeat's.
 
 Invariant: a barrier resolves only after every transaction that committed before its message
 was applied (F1: commit order); markers emitted before a loss of continuity fail with
@@ -17,10 +22,11 @@ import asyncio
 import itertools
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cdc.connection import ConnectParams, PgConnection
+from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.pgoutput import parse_lsn
 
 
@@ -50,8 +56,20 @@ class Barriers:
         self._prefix = f"{os.getpid()}-{id(self):x}-"
         #: The most recent barrier that passed (replication lag as last measured).
         self.last: BarrierResult | None = None
+        self.emitted = 0  # markers emitted (SHOW WEIR STATUS)
+        # the pipelined connection, its connecting task, and the markers sent on it whose
+        # emitting statement has not answered yet (in order)
+        self._pipe: PgConnection | None = None
+        self._pipe_opening: asyncio.Task[PgConnection] | None = None
+        self._pipe_sent: deque[str] = deque()
+        self._pipe_reader: asyncio.Task[None] | None = None
+        self._on_pass: dict[str, Callable[[], object]] = {}  # (``pipelined``)
+        self.emit_seconds = 0.0  # from the call to the emitting statement's answer, summed
 
     def passed(self, barrier_id: str, lsn: int) -> None:
+        on_pass = self._on_pass.pop(barrier_id, None)
+        if on_pass is not None:
+            on_pass()
         future = self._pending.pop(barrier_id, None)
         if future is not None and not future.done():
             future.set_result(lsn)
@@ -63,6 +81,7 @@ class Barriers:
         self._pending.clear()
 
     async def _emit_once(self, barrier_id: str, timeout: float) -> tuple[int, int]:
+        called = time.monotonic()
         async with self._lock:
             try:
                 row = await asyncio.wait_for(self._query(barrier_id), timeout)
@@ -71,6 +90,8 @@ class Barriers:
                 if conn is not None:
                     conn.abort()
                 raise
+        self.emitted += 1
+        self.emit_seconds += time.monotonic() - called
         return parse_lsn(row[0] or "0/0"), parse_lsn(row[1] or "0/0")
 
     async def _query(self, barrier_id: str) -> tuple[str | None, ...]:
@@ -124,7 +145,72 @@ class Barriers:
                                   max(0, current - applied_before), time.monotonic() - started)
         return self.last
 
+    async def pipelined(self, timeout: float = 30.0,
+                        on_pass: Callable[[], object] | None = None) -> None:
+        """Emit a fresh marker on the pipelined connection (module docstring) and wait until
+        the applier has passed it; raises when it cannot be emitted, when continuity is lost
+        (:class:`BarrierLost`) or after ``timeout`` seconds. ``on_pass`` is called by the
+        applier itself as it passes the marker (no turn of the event loop in between)."""
+        barrier_id = self._prefix + str(next(self._ids))
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending[barrier_id] = future
+        if on_pass is not None:
+            self._on_pass[barrier_id] = on_pass
+        try:
+            conn = self._pipe
+            if conn is None:
+                if self._pipe_opening is None:
+                    self._pipe_opening = asyncio.ensure_future(self._open_pipe())
+                conn = await asyncio.wait_for(asyncio.shield(self._pipe_opening), timeout)
+            conn.send_query(f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}')")
+            self._pipe_sent.append(barrier_id)
+            await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(barrier_id, None)
+            self._on_pass.pop(barrier_id, None)
+
+    async def _open_pipe(self) -> PgConnection:
+        try:
+            conn = await PgConnection.connect(self._params)
+        finally:
+            self._pipe_opening = None
+        self._pipe = conn
+        self._pipe_reader = asyncio.ensure_future(self._read_pipe(conn))
+        return conn
+
+    async def _read_pipe(self, conn: PgConnection) -> None:
+        """Read the pipelined statements' answers in order; a failed one fails its barrier,
+        a broken connection every barrier sent on it (the next one opens a new one)."""
+        try:
+            while True:
+                try:
+                    await conn.result()
+                    self._pipe_sent.popleft()
+                except UpstreamError as exc:
+                    self._fail(self._pipe_sent.popleft(), exc)
+        except (OSError, ConnectionError, IndexError) as exc:
+            if self._pipe is conn:
+                self._pipe = None
+            conn.abort()
+            sent, self._pipe_sent = self._pipe_sent, deque()
+            for barrier_id in sent:
+                self._fail(barrier_id, ConnectionError(f"barrier connection lost: {exc}"))
+
+    def _fail(self, barrier_id: str, exc: Exception) -> None:
+        future = self._pending.pop(barrier_id, None)
+        if future is not None and not future.done():
+            future.set_exception(exc)
+
     async def close(self) -> None:
+        opening = self._pipe_opening
+        if opening is not None:
+            opening.cancel()
+        reader, self._pipe_reader = self._pipe_reader, None
+        if reader is not None:
+            reader.cancel()
+        pipe, self._pipe = self._pipe, None
+        if pipe is not None:
+            await pipe.close()
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()

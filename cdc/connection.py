@@ -3,7 +3,8 @@
 Owns: connecting (TCP, optional TLS per ``sslmode``), the startup packet (with
 ``replication=database`` for the stream, and the session settings weir's codecs assume),
 authentication via :mod:`pgwire.auth`, simple-protocol queries returning text rows, and the
-CopyBoth sub-protocol (read CopyData payloads, send CopyData).
+CopyBoth sub-protocol (read CopyData payloads, send CopyData). Statements may be pipelined
+(:meth:`PgConnection.send_query`, then :meth:`PgConnection.result` per statement, in order).
 
 psycopg 3 and asyncpg cannot stream logical replication, hence this client. Errors from the
 server raise :class:`UpstreamError` (with SQLSTATE); a closed socket raises ``ConnectionError``.
@@ -193,7 +194,16 @@ class PgConnection:
 
     async def query(self, sql: str) -> QueryResult:
         """Run one simple-protocol statement; rows as text. Raises UpstreamError."""
+        self.send_query(sql)
+        return await self.result()
+
+    def send_query(self, sql: str) -> None:
+        """Send one simple-protocol statement without waiting for its answer (statements sent
+        so are pipelined: read their answers in order with :meth:`result`)."""
         self._writer.write(Query(sql).encode())
+
+    async def result(self) -> QueryResult:
+        """The answer of the oldest statement sent whose answer was not read yet."""
         result = QueryResult()
         error: UpstreamError | None = None
         while True:

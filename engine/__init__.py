@@ -27,6 +27,7 @@ from engine.changes import (
     extend_xid,
 )
 from engine.dataflow.fills import FillRequest, RunFill
+from engine.dataflow.state.intervals import span_of
 from engine.plan.fill_sql import fill_query
 from engine.plan.ir import Column, Reader
 from engine.plan.queries import CachedQuery, Classified, QueryPlanner, merge_lookups
@@ -70,4 +71,5 @@ __all__ = [
     "merge_lookups",
     "oids",
     "parser_for",
+    "span_of",
 ]

@@ -321,9 +321,10 @@ class Engine:
             if not isinstance(base, BaseNode):
                 continue
             if rows is None:
+                self.fills.installed_as.pop(bk, None)
                 retry.append(bk)
                 continue
-            base.install(bk[1], bk[2], rows)
+            base.install(bk[1], self.fills.installed_as.pop(bk, bk[2]), rows)
             done.append(bk)
         self._wake(done, retry, effects)
         self._enforce()

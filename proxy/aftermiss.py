@@ -3,7 +3,8 @@
 Owns: :func:`answered`, which the relay calls when an upstream answer ending idle was relayed
 to a session whose cached read went upstream as a miss (``Seen.missed``; the Python relay
 path, ``Session.relay_from_upstream``, and the relay core's quiet path, through
-``HitLanes.offer_pass``).
+``HitLanes.offer_pass``), and :func:`park`, which holds a hit that is not covered yet at the
+door (``Session.forward_client``, both relay paths) until it is.
 
 What it does: nothing is outstanding upstream then, so every answer the session got has
 arrived and ``seen(s)`` may be fixed to *now* (``Seen.settle``: the rule of ``proxy.seen``,
@@ -14,12 +15,33 @@ applier passes that barrier (``HitLanes.enter``, with every condition of a hand-
 every gate of the hit path open, which includes the session being covered); before it, its
 next read takes the event loop (a hit waits there for the same barrier). Without this a
 session stayed on the event loop after a miss until its next memoized answer there.
+
+:func:`park`: a chunk the hit path declined only because the session is not covered — a run
+of a prepared statement whose memoized answer is current, every other gate open — waits
+with the client's reading paused until the applier passes a barrier sent after ``seen(s)``
+(``Coverage.when``), and is then handled again from the start: the hit path answers it from
+the memo (in C with the compiled twin) and the session goes back to its lane, instead of the
+general path reading, waiting and encoding it in Python. Nothing else waits: a read that
+misses (no current memo) is forwarded upstream at once, since PostgreSQL's answer is never
+older than what the session saw. After ``--read-timeout`` without coverage (or a barrier that
+failed) the chunk takes the general path with ``Seen.expired`` set, which sends the read
+upstream at once (``ReadPath._wait``: the bound is not waited twice). Sound because parking
+only delays: the answer is given by the same gates, coverage included, when it is handled
+again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
+
+from pgwire.events import Phase
+from proxy.hitpath import hit_once_covered
+from proxy.seen import may_serve
+
+#: why a parked session's client is not read (``Session.pause_client``)
+_PARKED = "seen(s) coverage"
 
 
 def answered(session: Any) -> None:
@@ -46,3 +68,47 @@ def _back(session: Any) -> None:
     fd = session.lane_fd
     if fd is not None and fd >= 0:
         lanes.enter(session, fd)
+
+
+def park(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
+    """Hold ``raw`` until the session is covered, then handle it again (module docstring);
+    False (nothing done) when it is not a hit that only waits for coverage."""
+    ctx = session.ctx
+    service = session.server.service
+    host = service.host
+    if ctx is None or host is None or service.settings.read_your_writes != "on" \
+            or ctx.seen.expired or session.lane:
+        return False
+    seen = ctx.seen
+    coverage = host.coverage
+    if may_serve(seen, coverage.covered) or not hit_once_covered(session, raw, index):
+        return False
+    seen.settle(time.monotonic())  # (caught up: every answer the client waits for came)
+    if may_serve(seen, coverage.covered):
+        return False  # (settled into coverage: the hit path may answer it now)
+    done = False
+
+    def again(expired: bool) -> None:
+        nonlocal done
+        if done:
+            return
+        done = True
+        timer.cancel()
+        session.resume_client(_PARKED)
+        if expired:  # (a covered one is counted by ``Coverage.when``)
+            coverage.waits += 1
+            coverage.wait_seconds += time.monotonic() - parked
+            coverage.waits_failed += 1
+        if session.phase is Phase.CLOSED:
+            return
+        if expired:
+            seen.expired = True
+            session.forward_client(raw, index)
+        else:
+            session._process_client(raw, index)
+
+    parked = time.monotonic()
+    session.pause_client(_PARKED)
+    timer = asyncio.get_running_loop().call_later(service.settings.read_timeout, again, True)
+    coverage.when(seen.at, lambda: again(False))
+    return True

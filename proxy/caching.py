@@ -129,7 +129,8 @@ class EngineHost:
         self._probing = False  # a snapshot probe is in flight
         self.heartbeats = 0  # rounds of the heartbeat loop (tests wait for them)
         #: how far the applier has provably caught up, and the sessions' barrier requests
-        self.coverage = Coverage(lambda: self.stream.barrier(30.0))
+        # (their own pipelined connection: never queued behind the heartbeat's barrier)
+        self.coverage = Coverage(lambda on_pass: self.stream.barriers.pipelined(30.0, on_pass))
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -95,6 +95,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
             rows.append((label, str(oid), ", ".join(sorted(names))))
         return result_set(["table", "oid", "caches"], rows, f"SELECT {len(rows)}")
     stats = host.stream.stats()
+    emits = host.stream.barriers
     engine = host.engine
     lane_answers = lanes.core.stats()[0] if lanes is not None else 0
     addr = upstream
@@ -122,6 +123,14 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("fills_dropped_queue_full", str(host.fills.queue.dropped)),
         ("fills_held_back", str(host.fills.queue.held_back)),
         ("session_barriers", str(host.coverage.barriers)),
+        ("session_barrier_ms_avg",
+         f"{1000 * host.coverage.barrier_seconds / max(1, host.coverage.barriers):.2f}"),
+        ("barrier_emit_ms_avg", f"{1000 * emits.emit_seconds / max(1, emits.emitted):.2f}"),
+        ("session_waits", str(host.coverage.waits)),
+        ("session_wait_ms_avg",
+         f"{1000 * host.coverage.wait_seconds / max(1, host.coverage.waits):.2f}"),
+        ("session_waits_failed", str(host.coverage.waits_failed)),
+        ("session_covered_by_fills", str(host.coverage.by_markers)),
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),

@@ -242,7 +242,7 @@ class FillRunner:
             self.host.perform(self.host.engine.marker(fill_id))
         sent = self._marker_sent.pop(content, None)
         if sent is not None:
-            self.host.coverage.passed(sent)
+            self.host.coverage.passed(sent, marker=True)
         rows_at = self._rows_at.pop(content, None)
         now = time.monotonic()
         if rows_at is not None:

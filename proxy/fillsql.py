@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine import Column, FillRequest, decode_text, fill_query
+from engine import Column, FillRequest, decode_text, fill_query, span_of
 
 Row = tuple[Any, ...]
 
@@ -44,7 +44,7 @@ def _quote(name: str) -> str:
 
 def _shape(req: FillRequest) -> tuple[Any, int] | None:
     """What requests must share to be fetched together (None: fetched alone)."""
-    if req.via is not None or len(req.columns) != 1:
+    if req.via is not None or len(req.columns) != 1 or span_of(req.key) is not None:
         return None
     return (req.table, req.columns[0])
 

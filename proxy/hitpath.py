@@ -302,25 +302,44 @@ def _tail(raw: bytes, index: list[tuple[int, int, int]], at: int) -> bool | None
 
 
 def _prepared(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
-    describe = _tail(raw, index, 1)
-    _, bs, be_ = index[0]
-    if describe is None or raw[bs] != 0:
+    found = _memoized(session, raw, index, True)
+    if found is None:
         return False
-    name_end = raw.find(b"\x00", bs + 1, be_)
-    if name_end < 0:
-        return False
-    held = session.state.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
-    if held is None or held.route.cache is None or not may_serve(session):
-        return False
-    memo = session.server.service.hits.statement_memo(held, session_settings_id(session))
-    rest = raw[name_end + 1 : be_]
-    hit = memo.get(rest)
-    if hit is None or not _current(session, memo, rest, hit):
-        return False
+    hit, describe = found
     session.state.held_portals.pop("", None)  # the unnamed portal is replaced, then ends
     # with the Sync
     _serve(session, hit, hit.replies[describe])
     return True
+
+
+def _memoized(session: Session, raw: bytes, index: list[tuple[int, int, int]],
+              covered: bool) -> tuple[Hit, bool] | None:
+    """The memoized answer to a prepared statement's run and whether it is described, when
+    every gate is open (``covered``: seen(s) included) and it is current; else None."""
+    describe = _tail(raw, index, 1)
+    _, bs, be_ = index[0]
+    if describe is None or raw[bs] != 0:
+        return None
+    name_end = raw.find(b"\x00", bs + 1, be_)
+    if name_end < 0:
+        return None
+    held = session.state.held.get(raw[bs + 1 : name_end].decode("utf-8", "replace"))
+    if held is None or held.route.cache is None or not may_serve(session, covered):
+        return None
+    memo = session.server.service.hits.statement_memo(held, session_settings_id(session))
+    rest = raw[name_end + 1 : be_]
+    hit = memo.get(rest)
+    if hit is None or not _current(session, memo, rest, hit):
+        return None
+    return hit, describe
+
+
+def hit_once_covered(session: Session, raw: bytes, index: list[tuple[int, int, int]]
+                     ) -> bool:
+    """Whether ``raw`` is a run of a prepared statement (Bind [Describe] Execute Sync) whose
+    memoized answer is current and every gate but the session's seen(s) coverage is open:
+    the hit path answers it once the session is covered (``proxy.aftermiss.park``)."""
+    return index[0][0] == _T_BIND and _memoized(session, raw, index, False) is not None
 
 
 def _batch(session: Session, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
@@ -378,8 +397,9 @@ def _serve(session: Session, hit: Hit, reply: bytes) -> None:
     session.client.write(reply)
 
 
-def may_serve(session: Session) -> bool:
-    """The gates of the general path that do not depend on the cache (module docstring)."""
+def may_serve(session: Session, covered: bool = True) -> bool:
+    """The gates of the general path that do not depend on the cache (module docstring);
+    without ``covered``, all but the session's seen(s) coverage."""
     state = session.state
     ctx = session.ctx
     if state.batch_upstream or state.batch_local or state.batch_failed or not state.caught_up \
@@ -390,7 +410,7 @@ def may_serve(session: Session) -> bool:
     host = service.host
     if host is None:
         return False
-    if service.settings.read_your_writes == "on" \
+    if covered and service.settings.read_your_writes == "on" \
             and not seen_allows(ctx.seen, host.coverage.covered):
         return False
     # ``host.connected`` and ``host.staleness()``, read directly

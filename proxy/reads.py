@@ -184,6 +184,9 @@ class ReadPath:
             allowed = await self.gates.authorized(host, ctx.user, route.cache)
             return None if allowed else _not_allowed(ctx)
         assert wait is Wait.BARRIER
+        if ctx.seen.expired:  # it waited its bound already (proxy.aftermiss.park)
+            ctx.seen.expired = False
+            return BEHIND
         ok = await host.coverage.wait(ctx.seen.at, self.settings.read_timeout)
         return None if ok else BEHIND
 

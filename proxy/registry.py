@@ -222,7 +222,9 @@ class Registry:
                     f"unsupported: {query.reason}")
         qid = query.identity.query_id
         refused = self._refused.get(qid)
-        return qid, source, "yes" if refused is None else f"unsupported: {refused}"
+        if refused is not None:
+            return qid, source, f"unsupported: {refused}"
+        return qid, source, "yes" if query.state is None else f"yes ({query.state})"
 
     def drop(self, name: str | None) -> int:
         names = list(self.caches) if name is None else [name]

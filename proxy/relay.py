@@ -184,6 +184,8 @@ class Session:
 
     def forward_client(self, raw: bytes, index: list[tuple[int, int, int]]) -> None:
         """:meth:`_process_client` after the hit path declined."""
+        if self.ctx is not None and aftermiss.park(self, raw, index):
+            return  # a hit that waits for seen(s) coverage (proxy.aftermiss)
         ext = self.extended
         state = self.state
         local = self.state.caching and self.ctx is not None

@@ -46,6 +46,9 @@ class Seen:
     #: a cached read of the session went upstream as a miss since ``at`` was last fixed: the
     #: relay settles ``at`` as soon as its answer has come (``proxy.aftermiss``)
     missed: bool = False
+    #: a read waited for coverage up to ``--read-timeout`` in vain (``proxy.aftermiss.park``):
+    #: the general path sends it upstream without waiting again (``ReadPath._wait``)
+    expired: bool = False
 
     def upstream(self) -> None:
         """The session sent something upstream: its answer will be newer than ``at``."""
@@ -75,30 +78,41 @@ class _Want:
 
 #: coverage barriers in flight at once: a session that falls behind while one is in flight
 #: does not wait for it to land before its own is sent (the average wait for a barrier is
-#: then about one barrier's latency, not one and a half)
-MAX_IN_FLIGHT = 2
+#: then about one barrier's latency, not one and a half). They are pipelined on a connection
+#: of their own (``cdc.barrier.Barriers.pipelined``), so one in flight costs a transaction
+#: ID and a marker, never a wait for another's round trip; the bound caps that cost at
+#: MAX_IN_FLIGHT per barrier latency
+MAX_IN_FLIGHT = 4
 
 
 class Coverage:
     """``covered``: the largest send time of a barrier or marker the applier has passed.
     :meth:`wait` asks for a barrier sent after ``need`` (coalesced: one barrier answers every
     session whose ``seen`` it follows; a new one is sent only when none in flight was sent
-    after ``need``, at most :data:`MAX_IN_FLIGHT` at once)."""
+    after ``need``, at most :data:`MAX_IN_FLIGHT` at once). ``emit(on_pass)`` emits one and
+    returns once the applier passed it; it may call ``on_pass`` as the applier passes it
+    (then the waiting reads and ``when`` calls go on with no turn of the event loop)."""
 
-    def __init__(self, emit: Callable[[], Awaitable[object]]) -> None:
+    def __init__(self, emit: Callable[[Callable[[], object]], Awaitable[object]]) -> None:
         self._emit = emit
         self.covered = NEVER
         self._wants: list[_Want] = []
         self._flying: set[asyncio.Task[None]] = set()
         self._last_sent = NEVER  # send time of the newest barrier in flight or passed
         self.barriers = 0  # barriers this object emitted (SHOW WEIR STATUS)
+        self.barrier_seconds = 0.0  # their send-to-applied time, summed
+        self.waits = 0  # reads that waited for coverage (:meth:`wait`, :meth:`when`)
+        self.wait_seconds = 0.0  # how long they waited, summed
+        self.waits_failed = 0  # waits that timed out or whose barrier failed
+        self.by_markers = 0  # times a fill's marker moved ``covered`` (before any barrier)
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
-    def passed(self, sent_at: float) -> None:
-        """A barrier or fill marker sent at ``sent_at`` was applied."""
+    def passed(self, sent_at: float, marker: bool = False) -> None:
+        """A barrier or (``marker``) a fill's marker sent at ``sent_at`` was applied."""
         if sent_at <= self.covered:
             return
         self.covered = sent_at
+        self.by_markers += marker
         self._last_sent = max(self._last_sent, sent_at)
         if self._wants:
             keep = []
@@ -123,7 +137,14 @@ class Coverage:
         if need <= self.covered:
             call()
             return
-        self._then.append((need, call))
+        asked = time.monotonic()
+
+        def timed() -> object:
+            self.waits += 1
+            self.wait_seconds += time.monotonic() - asked
+            return call()
+
+        self._then.append((need, timed))
         self.request(need)
 
     async def wait(self, need: float, timeout: float) -> bool:
@@ -134,14 +155,21 @@ class Coverage:
         if timeout <= 0:
             self.request(need)
             return False
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
         self._wants.append(_Want(need, fut))
         self.request(need)
+        asked = time.monotonic()
+        # (a timer, not wait_for and shield: the read goes on at the next turn of the loop)
+        timer = loop.call_later(timeout, _expire, fut)
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except TimeoutError:
-            fut.cancel()  # (dropped from the wants by the next barrier)
-            return False
+            ok = await fut  # (a timed-out one is dropped from the wants by the next barrier)
+        finally:
+            timer.cancel()
+        self.waits += 1
+        self.wait_seconds += time.monotonic() - asked
+        self.waits_failed += not ok
+        return ok
 
     def request(self, need: float) -> None:
         """Make sure a barrier sent at or after ``need`` is on its way (a session whose
@@ -156,8 +184,17 @@ class Coverage:
 
     async def _one(self, sent: float) -> None:
         self.barriers += 1
+        landed = False
+
+        def land() -> None:  # (by the applier as it passes the barrier, or after)
+            nonlocal landed
+            if not landed:
+                landed = True
+                self.barrier_seconds += time.monotonic() - sent
+                self.passed(sent)
+
         try:
-            await self._emit()
+            await self._emit(land)
         except Exception as exc:  # the stream is down: the waiting reads go upstream
             log.debug("coverage barrier failed: %s", exc)
             self._last_sent = self.covered  # (the next request sends a new one)
@@ -167,7 +204,7 @@ class Coverage:
                 if not want.future.done():
                     want.future.set_result(False)
             return
-        self.passed(sent)
+        land()
         # wants registered after ``sent`` need a later one; expired ones are dropped
         self._wants = [w for w in self._wants if not w.future.done()]
         needs = [w.need for w in self._wants] + [need for need, _ in self._then]
@@ -178,6 +215,11 @@ class Coverage:
     def stop(self) -> None:
         for task in list(self._flying):
             task.cancel()
+
+
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
 
 
 def covered(seen: Seen, coverage: Coverage, now: float) -> bool:

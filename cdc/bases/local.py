@@ -54,7 +54,7 @@ from cdc.bootstrap.replay import Replica
 from cdc.bootstrap.snapshot import drop_slot
 from cdc.connection import ConnectParams, PgConnection
 from cdc.pgoutput import Commit, PgoutputMessage, Relation
-from engine import FillRequest, Row, RunFill, decode_text
+from engine import FillRequest, Row, RunFill, decode_text, span_of
 
 log = logging.getLogger("weir.bases")
 
@@ -334,6 +334,8 @@ class LocalBases:
 
     def _request(self, txn: Any, req: FillRequest) -> list[Row] | None:
         via = req.via
+        if span_of(req.key) is not None:
+            return None  # an interval fill: the store has no ordered index (upstream)
         if via is None:
             return self._lookup(txn, req.table, req.columns, req.key)
         source = self._lookup(txn, via.table, via.columns, via.key)

@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import Counter, deque
 from collections.abc import Container, Iterable, Sequence
@@ -33,6 +34,7 @@ from typing import Any
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange, Snapshot, Transaction
 from engine.dataflow.node import BaseKey
 from engine.dataflow.records import Row, key_of
+from engine.dataflow.state.intervals import Span, span_of, value_order
 from engine.plan.ir import TableRef
 
 
@@ -97,6 +99,9 @@ class FillManager:
     in_flight: dict[BaseKey, int] = field(default_factory=dict)
     arrivals: list[tuple[int, Snapshot]] = field(default_factory=list)
     lost: set[int] = field(default_factory=set)
+    #: span fills: the key installed (the interval the fetch filled) per requested key,
+    #: taken by the engine when it installs what ``finish`` returned
+    installed_as: dict[BaseKey, Row] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     _seq: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -190,7 +195,14 @@ class FillManager:
         fetched = {(r.table.oid, r.columns, r.key): rows
                    for r, rows in zip(fill.requests, fill.rows, strict=True) if r.via is None}
         for nid, req, rows in zip(fill.nids, fill.requests, fill.rows, strict=True):
-            if req.via is None:
+            span = span_of(req.key) if req.via is None else None
+            if span is not None:  # patched over the interval the fetch filled
+                bk: BaseKey = (nid, req.columns, req.key)
+                done = FillRequest(req.table, req.columns,
+                                   (filled_span(span, req.columns[0], rows),))
+                self.installed_as[bk] = done.key
+                out.append((bk, None if stale else patch(rows, done, snap, self.log)))
+            elif req.via is None:
                 out.append(((nid, req.columns, req.key),
                             None if stale else patch(rows, req, snap, self.log)))
             elif not stale:
@@ -264,7 +276,24 @@ def _matches(row: Row, cols: tuple[int, ...], key: Row) -> bool | None:
     values = key_of(row, cols)
     if any(v is UNCHANGED_TOAST for v in values):
         return None
+    span = span_of(key)
+    if span is not None:  # an interval fill: the value lies in it
+        return span.holds(values[0])
     return values == key
+
+
+def filled_span(span: Span, col: int, rows: Sequence[Row]) -> Span:
+    """The interval a span fill's fetched rows (as of its snapshot) fill exactly: with
+    ``first = k`` and at least k rows, up to the largest value fetched (its ties were
+    fetched with it; ``from_top``: down to the smallest); otherwise the whole span."""
+    if span.first is None or len(rows) < span.first:
+        return dataclasses.replace(span, first=None, from_top=False)
+    order = [value_order(r[col], span.type_oid) for r in rows]
+    if span.from_top:
+        low = rows[order.index(min(order))][col]
+        return dataclasses.replace(span, lo=low, lo_incl=True, first=None, from_top=False)
+    top = rows[order.index(max(order))][col]
+    return dataclasses.replace(span, hi=top, hi_incl=True, first=None)
 
 
 def _apply(ch: RowChange, pk: tuple[int, ...], cols: tuple[int, ...], key: Row,

@@ -32,6 +32,7 @@ from engine.dataflow.ops.filter import FilterNode
 from engine.dataflow.ops.join import JoinNode
 from engine.dataflow.ops.project import ProjectNode
 from engine.dataflow.ops.reader import ReaderNode
+from engine.dataflow.ops.span_reader import SpanReaderNode
 from engine.dataflow.ops.topk import TopKNode
 from engine.dataflow.ops.union import UnionNode
 from engine.dataflow.records import Delta, Row, consolidate, dedupe
@@ -76,8 +77,9 @@ class Graph:
             raise ValueError("a dataflow plan cannot contain parameters: bind them as reader keys")
         closure: list[int] = []
         source = self._build(plan.input, _uniq(plan.key), closure)
+        kind = ReaderNode if plan.span is None else SpanReaderNode
         reader = self._node(("reader", plan, source.nid), closure,
-                            lambda nid: ReaderNode(nid, source, plan, self.rt))
+                            lambda nid: kind(nid, source, plan, self.rt))
         assert isinstance(reader, ReaderNode)
         nids = frozenset(closure)
         for nid in nids:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.dataflow.ordering import order_key
+from engine.dataflow.ordering import order_key, row_key
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -26,8 +26,11 @@ def apply_windows(rows: Sequence[Row], windows: Sequence[ir.Window]) -> list[Row
     if not windows:
         return list(rows)
     out = [list(r) for r in rows]
+    # ties broken by the whole row: one sort by the row, then a stable sort per window
+    by_row = sorted(range(len(rows)), key=lambda i: row_key(rows[i]))
     for w in windows:
-        order = sorted(range(len(rows)), key=lambda i: order_key(w.order)(rows[i]))
+        sort_key = order_key(w.order, tie_break=False)
+        order = sorted(by_row, key=lambda i: sort_key(rows[i]))
         if w.func in ("lag", "lead"):
             step = -w.offset if w.func == "lag" else w.offset
             assert w.arg is not None

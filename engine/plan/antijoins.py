@@ -12,7 +12,9 @@ Owns: ``anti_joins`` — turns top-level WHERE conjuncts of the forms
   count(*)``; the conjunct becomes ``rows IS NOT TRUE OR (col IS NOT NULL AND no match AND
   no NULL)``. Correlated by equalities (``... WHERE inner = outer AND rest``), the match is
   on ``(outer, col) = (inner, x)`` and the counts are grouped by ``inner`` and LEFT JOINed on
-  ``outer`` (no group: an empty subquery for that row).
+  ``outer`` (no group: an empty subquery for that row). A subquery with a ``column = $n``
+  conjunct is ``param_antijoins.param_not_in`` (host cuts on arrays, one cache for every
+  ``$n``).
 
 Invariants: as for semi-joins, only top-level conjuncts are rewritten and the joined columns
 are hidden (``*`` and name lookup never see them, positions do not move).
@@ -26,7 +28,7 @@ from typing import Any
 from engine.plan import ir
 from engine.plan.exprs import correlated
 from engine.plan.from_clause import PlanContext
-from engine.plan.param_antijoins import param_not_exists
+from engine.plan.param_antijoins import param_not_exists, param_not_in
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import (
     Subquery,
@@ -179,6 +181,11 @@ def anti_joins(ctx: PlanContext, subquery: Subquery, bound: Bound,
         else:
             link = None if inner is None else _in_subquery(inner)
             if link is not None:
+                cut = param_not_in(ctx, subquery, bound, link)
+                if cut is not None:
+                    bound, steps = cut
+                    out.extend(steps)
+                    continue
                 bound, conj = _not_in(ctx, subquery, bound, link)
         out.append(conj)
     return bound, out

@@ -18,6 +18,7 @@ from engine.dataflow import pgmath
 from engine.dataflow.expr import compare, compile_expr, compile_predicate
 from engine.dataflow.ops.accumulators import ordered_value
 from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.state.intervals import span_of
 from engine.dataflow.windows import apply_windows
 from engine.plan import ir
 
@@ -32,13 +33,22 @@ def evaluate(rel: ir.Rel, tables: Tables, params: Sequence[Any] = ()) -> list[Ro
 
 def evaluate_reader(reader: ir.Reader, tables: Tables, key: Sequence[Any],
                     params: Sequence[Any] = ()) -> list[Row]:
-    """The rows a cache returns for ``key`` (ordered when the reader has ORDER BY)."""
+    """The rows a cache returns for ``key`` (ordered when the reader has ORDER BY); with
+    range-partial state (``reader.span``) the key ends with a ``Span``: the rows whose span
+    column lies in it (with ``first``: the first rows of them, as the reader keeps)."""
+    span = span_of(tuple(key)) if reader.span is not None else None
+    if span is not None:
+        key = tuple(key)[:-1]
     pairs = list(zip(reader.key, key, strict=True))
     rows = [r for r in evaluate(reader.input, tables, params)
             if all(v is not None and pgmath_eq(r[c], v) for c, v in pairs)]
+    if span is not None:
+        rows = [r for r in rows if span.holds(r[span.column])]
     rows = apply_windows(rows, reader.windows)
     if reader.order_by:
         rows.sort(key=order_key(reader.order_by))
+    if span is not None and span.first is not None:
+        rows = rows[:span.first]
     if reader.offset or reader.limit is not None:
         end = None if reader.limit is None else reader.offset + reader.limit
         rows = rows[reader.offset:end]

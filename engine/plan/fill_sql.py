@@ -19,6 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from engine.dataflow.state.intervals import Span, span_of
+from engine.values import TextValue
+from engine.values import oids as T
+
+#: the types whose values the codecs may keep as text (``TextValue``), by name
+_TEXT_CASTS = {T.DATE: "date", T.TIMESTAMP: "timestamp", T.TIMESTAMPTZ: "timestamptz"}
+
 if TYPE_CHECKING:  # only its fields are read; no import-time tie to the dataflow
     from engine.dataflow.fills import FillRequest
 
@@ -78,6 +85,9 @@ def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
     via = getattr(request, "via", None)
     if via is not None:
         return _prefetch_query(request, via)
+    span = span_of(request.key)
+    if span is not None:
+        return span_query(request.table, request.columns[0], span)
     table = request.table
     cache_key = (table, request.columns)  # the whole table ref: names change with DDL
     stmt = _CACHE.get(cache_key)
@@ -86,6 +96,39 @@ def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
         stmt = fill_sql(table.schema, table.name, names, [names[i] for i in request.columns])
         _CACHE[cache_key] = stmt
     return stmt.sql, stmt.bind([request.key]) if stmt.width else ()
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def span_query(table: Any, col: int, span: Span) -> tuple[str, tuple[object, ...]]:
+    """The rows of an interval fill: ``col`` between the span's bounds with its own
+    operators (NULL matches nothing). With ``first = k``: only up to the k-th smallest value
+    of the interval, with all its ties (``COALESCE`` keeps every row when there are fewer
+    than k); ``fills.filled_span`` tells which interval that filled."""
+    name = _quoted(table.columns[col].name)
+    conds: list[str] = []
+    params: list[object] = []
+    for value, op in ((span.lo, ">=" if span.lo_incl else ">"),
+                      (span.hi, "<=" if span.hi_incl else "<")):
+        if value is None:
+            continue
+        if isinstance(value, TextValue):  # infinity, BC years: bound as PostgreSQL's text
+            params.append(value.text)
+            conds.append(f"{name} {op} ${len(params)}::text::{_TEXT_CASTS[span.type_oid]}")
+        else:
+            params.append(value)
+            conds.append(f"{name} {op} ${len(params)}")
+    where = " AND ".join(conds) if conds else f"{name} IS NOT NULL"
+    source = f"{_quoted(table.schema)}.{_quoted(table.name)}"
+    if span.first is not None:  # (from_top: the k-th largest value, and every row above)
+        desc, op = (" DESC", ">=") if span.from_top else ("", "<=")
+        nth = (f"(SELECT {name} FROM {source} WHERE {where} ORDER BY {name}{desc} "
+               f"OFFSET {int(span.first) - 1} LIMIT 1)")
+        where = f"{where} AND {name} {op} COALESCE({nth}, {name})"
+    columns = ", ".join(_quoted(c.name) for c in table.columns)
+    return f"SELECT {columns} FROM {source} WHERE {where}", tuple(params)
 
 
 def _prefetch_query(request: FillRequest, via: Any) -> tuple[str, tuple[object, ...]]:

@@ -101,7 +101,7 @@ def _range_var(ctx: PlanContext, node: Node) -> Bound:
     qualifier = alias or name
     pk = set(rel.primary_key)
     cols = tuple(ScopeCol(qualifier, colnames[i] if i < len(colnames) else c.name, c.type_oid,
-                          c.collation, rte, c.name in pk)
+                          c.collation, rte, c.name in pk, not_null=c.not_null)
                  for i, c in enumerate(rel.columns))
     return Bound(ir.Scan(table_ref(rel)), Scope(cols))
 

@@ -434,6 +434,9 @@ class Reader:
     offset: int = 0
     #: window functions computed per lookup, before ORDER BY / LIMIT (``Window``)
     windows: tuple[Window, ...] = ()
+    #: range-partial state: the ``input`` column whose filled intervals the reader keeps
+    #: (its lookup keys end with a ``Span``; ``engine.plan.range_state``); None: keys only
+    span: int | None = None
 
     @property
     def columns(self) -> tuple[Column, ...]:

@@ -4,7 +4,9 @@ Owns: ``literal_value(type_oid, text)`` — the value a quoted literal (or a tex
 parameter) denotes once coerced to ``type_oid``, for the types and input forms whose
 PostgreSQL meaning is unambiguous and independent of session settings. Anything else raises
 ``LiteralError`` (the planner turns that into Unsupported; the host may forward upstream).
-``literal_value_in_zone`` also reads a timestamptz without an offset, in a given TimeZone.
+``literal_value_in_zone`` also reads a timestamptz without an offset, in a given TimeZone;
+timestamptz texts are split into fields by ``datetime_input`` (ISO and the textual forms read
+the same under every DateStyle).
 
 Invariant: when this returns a value, PostgreSQL's input function for that type accepts the
 same text and produces an equal value (stricter than PostgreSQL, never looser or different).
@@ -21,6 +23,7 @@ from typing import Any
 from engine.dataflow import pgzones
 from engine.dataflow.pgjson import canonical_jsonb
 from engine.dataflow.pgmath import EvalError
+from engine.plan.datetime_input import InputError, Parts, zoned_parts
 from engine.plan.pgtypes import type_name
 from engine.values import Interval
 from engine.values import oids as T
@@ -92,26 +95,34 @@ def _timestamp(_type_oid: int, text: str) -> datetime:
         raise LiteralError(str(exc)) from exc
 
 
-_OFFSET = re.compile(r"(.*?)(?:(Z)|([+-])(\d{2})(?::?(\d{2}))?)", re.ASCII)
-
-
 def _timestamptz(_type_oid: int, text: str) -> datetime:
-    """An ISO timestamp with an explicit offset (``Z``, ``+HH``, ``+HH:MM``, ``+HHMM``): an
-    instant whatever the session TimeZone. Without an offset it depends on it: refused."""
-    match = _OFFSET.fullmatch(text.strip())
-    if match is None or _TIMESTAMP.fullmatch(match[1]) is None or (
-            match[2] is None and " " not in match[1] and "T" not in match[1]):
+    """A timestamp with an explicit offset or zone name (ISO or a textual form read the same
+    under every DateStyle, ``datetime_input``): an instant whatever the session TimeZone.
+    Without either it depends on the TimeZone: refused (``literal_value_in_zone`` reads it)."""
+    parts = _parts(text)
+    if parts.zone is not None:
+        return _in_zone(text, parts.local, parts.zone)
+    if parts.offset is None:
         raise LiteralError(f"timestamptz literal {text!r} without an explicit UTC offset "
                            "(its value depends on the session TimeZone)")
-    local = _timestamp(T.TIMESTAMP, match[1])
-    minutes = 0 if match[2] else int(match[4]) * 60 + int(match[5] or 0)
-    if minutes >= 24 * 60:
-        raise LiteralError(f"time zone offset in {text!r} out of range")
-    sign = -1 if match[3] == "-" else 1
     try:
-        return (local - timedelta(minutes=sign * minutes)).replace(tzinfo=UTC)
+        return (parts.local - timedelta(seconds=parts.offset)).replace(tzinfo=UTC)
     except OverflowError as exc:
         raise LiteralError(str(exc)) from exc
+
+
+def _parts(text: str) -> Parts:
+    try:
+        return zoned_parts(text)
+    except InputError as exc:
+        raise LiteralError(f"timestamptz literal {text!r}: {exc}") from exc
+
+
+def _in_zone(text: str, local: datetime, zone: str) -> datetime:
+    try:
+        return pgzones.timezone((zone, local), (T.TEXT, T.TIMESTAMP))  # type: ignore[no-any-return]
+    except EvalError as exc:  # outside the years weir computes
+        raise LiteralError(f"timestamptz literal {text!r} ({exc})") from exc
 
 
 _INTERVAL_UNITS = {
@@ -204,18 +215,18 @@ def literal_value(type_oid: int, text: str) -> Any:
 
 def literal_value_in_zone(type_oid: int, text: str, zone: str | None) -> Any:
     """:func:`literal_value` in a session whose TimeZone is ``zone``: a timestamptz without
-    an offset (an ISO date or timestamp) is that wall-clock time in the zone, made an instant
-    as PostgreSQL does (a time in a DST gap or overlap resolved as for ``AT TIME ZONE``)."""
+    an offset (an ISO or textual date or timestamp) is that wall-clock time in the zone, made
+    an instant as PostgreSQL does (a time in a DST gap or overlap resolved as for ``AT TIME
+    ZONE``)."""
     try:
         return literal_value(type_oid, text)
     except LiteralError:
         if type_oid != T.TIMESTAMPTZ or zone is None or not pgzones.zone_known(zone):
             raise
-    local = _timestamp(T.TIMESTAMP, text)
-    try:
-        return pgzones.timezone((zone, local), (T.TEXT, T.TIMESTAMP))
-    except EvalError as exc:  # outside the years weir computes
-        raise LiteralError(f"timestamptz literal {text!r} ({exc})") from exc
+    parts = _parts(text)
+    if parts.offset is not None or parts.zone is not None:
+        raise LiteralError(f"timestamptz literal {text!r}")  # pragma: no cover - read above
+    return _in_zone(text, parts.local, zone)
 
 
 def can_type(type_oid: int) -> bool:

@@ -30,6 +30,7 @@ from engine.plan import ir
 from engine.plan.explain import explain_reader
 from engine.plan.literals import LiteralError, literal_value_in_zone
 from engine.plan.planner import PlannedQuery, plan_select
+from engine.plan.range_state import lookup_span, state_line, with_span
 from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
 from engine.sql.cacheable import Unsupported, check_statement
@@ -64,6 +65,11 @@ class CachedQuery:
     plan: PlannedQuery
 
     @property
+    def state(self) -> str | None:
+        """For a range query: which state its reader keeps, and why (EXPLAIN CREATE CACHE)."""
+        return state_line(self.plan)
+
+    @property
     def explain(self) -> str:
         labels = [_label(s) for s in self.plan.key_sources]
         page = self.plan.page
@@ -80,7 +86,9 @@ class CachedQuery:
                 if c.op == "flag" else
                 f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
-        return explain_reader(self.plan.reader, labels, self.plan.empty_row, text)
+        state = self.state
+        return explain_reader(self.plan.reader, labels, self.plan.empty_row, text) + (
+            "" if state is None else f"\n{state}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +147,13 @@ class Classified:
         combos = 1
         for options in choices:
             combos *= len(options)
-        if combos > MAX_LOOKUPS or (plan.page is not None and page_bounds(plan, params) is None):
+        bounds = page_bounds(plan, params)
+        if combos > MAX_LOOKUPS or bounds is None:
             return None
+        if plan.reader.span is not None:  # range-partial state: the key ends with the span
+            limit, offset = bounds
+            span = lookup_span(plan, params, None if limit is None else offset + limit)
+            return [(*c, span) for c in itertools.product(*choices)]
         return [tuple(c) for c in itertools.product(*choices)]
 
     def _value(self, src: KeySource, type_oid: int, params: Sequence[Any],
@@ -310,6 +323,7 @@ class QueryPlanner:
             planned = Unsupported(f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
         if isinstance(planned, Unsupported):
             return Classified(planned, parsed)
+        planned = with_span(planned)
         _put(self._shapes, shape_key, (planned.lifted, planned.relations, planned.timezone),
              self.capacity)
         identity = _identity(parsed, planned.lifted, planned.relations, planned.timezone)

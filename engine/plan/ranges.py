@@ -23,15 +23,14 @@ upstream (``range_value_ok``).
 from __future__ import annotations
 
 import dataclasses
-import math
 import operator
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from engine.dataflow.ordering import Desc
+from engine.dataflow.state.intervals import value_order
 from engine.plan import pgtypes
 from engine.plan.exprs import ExprBuilder
 from engine.plan.ir import SortKey
@@ -46,7 +45,6 @@ Node = dict[str, Any]
 RANGE_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.NUMERIC, T.FLOAT4, T.FLOAT8, T.TEXT,
                          T.VARCHAR, T.NAME, T.BYTEA, T.UUID, T.BOOL, T.DATE, T.TIMESTAMP,
                          T.TIMESTAMPTZ})
-_TEMPORAL = frozenset({T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ})
 #: a WHERE conjunct ``engine.plan.param_antijoins`` leaves for a ``not_any`` cut:
 #: ``{NOT_ANY_NODE: {"position": array column, "param": n, "type": element type}}``
 NOT_ANY_NODE = "WeirNotAnyParam"
@@ -191,26 +189,7 @@ def _cuts(scope: Scope, node: Node, catalog: Catalog) -> list[RangeCut] | None:
 # ---------------------------------------------------------------------------- at read time
 
 
-def _order(value: Any, type_oid: int) -> tuple[Any, ...]:
-    """A sort key of a non-NULL value in PostgreSQL's order for its type."""
-    if isinstance(value, TextValue):
-        text = value.text
-        if text == "infinity":
-            return (3, 0)
-        if text == "-infinity":
-            return (-3, 0)
-        if type_oid in _TEMPORAL and text.endswith(" BC"):
-            year, _, rest = text.partition("-")
-            return (-2, -int(year), rest)
-        if type_oid in _TEMPORAL and text[:5].isdigit():
-            year, _, rest = text.partition("-")
-            return (2, int(year), rest)
-        raise ValueError(f"cannot order {text!r}")
-    if isinstance(value, float) and math.isnan(value):
-        return (1, 0)
-    if isinstance(value, Decimal) and value.is_nan():
-        return (1, 0)
-    return (0, value)
+_order = value_order  # (shared with range-partial state)
 
 
 def range_value_ok(value: Any) -> bool:

@@ -8,8 +8,10 @@ or a subquery plans to), and ``remap`` (rewrite the column references of an expr
 Invariants: ``Bound.scope.cols[i]`` describes output column ``i`` of ``Bound.rel``. A column's
 ``collation`` is the effective collation name for text columns, None otherwise; ``rte`` names
 the range-table entry the column came from (used for functional dependencies in GROUP BY);
-``table_pk`` is True for a base table's primary-key columns. A ``qualified_only`` column (a
-side's column of ``JOIN ... USING``) is reached only as ``qualifier.name`` or ``qualifier.*``.
+``table_pk`` is True for a base table's primary-key columns, ``not_null`` for its NOT NULL
+columns (both say nothing of NULLs an outer join adds: see ``rules.materialize.traces``). A
+``qualified_only`` column (a side's column of ``JOIN ... USING``) is reached only as
+``qualifier.name`` or ``qualifier.*``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class ScopeCol:
     table_pk: bool = False
     hidden: bool = False
     qualified_only: bool = False  # a side's JOIN USING column: ``q.name`` and ``q.*`` only
+    not_null: bool = False  # a base table column declared NOT NULL (a scan's scope only)
 
 
 @dataclass(frozen=True, slots=True)

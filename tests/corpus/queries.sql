@@ -565,3 +565,18 @@ SELECT t.id FROM threads t WHERE t.forum_id = $1 AND NOT EXISTS (SELECT 1 FROM p
 -- ===================== LATERAL aggregates (one row for every outer row) =====================
 SELECT u.id, x.n, x.best FROM users u, LATERAL (SELECT count(*) AS n, max(s.score) AS best FROM stories s WHERE s.author_id = u.id) x;
 SELECT f.id, x.* FROM forums f CROSS JOIN LATERAL (SELECT count(*) AS threads, sum(t.reply_count) AS replies FROM threads t WHERE t.forum_id = f.id AND t.pinned) x;
+
+-- ===================== $n parameters inside NOT IN (cut by the host, NULL semantics) =====================
+-- params: [4]
+SELECT s.id, s.title FROM stories s WHERE s.id NOT IN (SELECT v.story_id FROM votes v WHERE v.user_id = $1) ORDER BY s.id LIMIT 20;
+-- params: [2, 3]
+SELECT c.id FROM comments c WHERE c.story_id = $1 AND c.parent_id NOT IN (SELECT o.id FROM comments o WHERE o.author_id = $2);
+-- params: [null]
+SELECT u.id FROM users u WHERE u.id NOT IN (SELECT s.author_id FROM stories s WHERE s.score = $1);
+-- params: [5]
+SELECT s.id FROM stories s WHERE s.author_id NOT IN (SELECT c.author_id FROM comments c WHERE c.story_id = s.id AND c.score = $1);
+
+-- ===================== textual timestamptz literals (read the same under every DateStyle) =====================
+SELECT s.id FROM stories s WHERE s.created_at::timestamptz < 'Mar 15 2024 10:00 PM America/Los_Angeles' ORDER BY s.id LIMIT 10;
+SELECT s.id FROM stories s WHERE s.created_at::timestamptz >= 'Fri, 01 Mar 2024 00:00:00 +0000' AND s.author_id = 2;
+SELECT o.id FROM orders o WHERE o.placed_on::timestamptz < 'February 10, 2024 9:30 am';

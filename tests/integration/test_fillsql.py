@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 
 from engine import FillRequest
+from engine.dataflow.state.intervals import Span
 from engine.plan.ir import Column, TableRef
 from proxy.fillsql import fetch_all, fetch_rows, one_shape
 
@@ -92,3 +93,23 @@ def test_a_top_k_fill_fetches_its_whole_group(pg: Any, dbname: str) -> None:
             assert after - before == 40
     finally:
         server.stop()
+
+
+def test_interval_fills_fetch_their_stretch_with_ties(pg: Any, dbname: str) -> None:
+    """An interval fill (range-partial state) fetches exactly the rows of its span, and with
+    ``first = k`` only up to the k-th value from its end (ascending, or from the top), with
+    every tie of that value; under the transaction form (never merged into ``= ANY``)."""
+    t = _table(pg, dbname)  # g = k % 7: every value of g has 28 or 29 rows
+    spans = [Span(1, 23, lo=2, lo_incl=False, hi=5, hi_incl=True),
+             Span(1, 23, lo=2, lo_incl=True, first=30),
+             Span(1, 23, hi=4, hi_incl=False, first=30, from_top=True),
+             Span(1, 23, lo=5, first=1000), Span(0, 23, lo=195, first=3),
+             Span(1, 23, lo=None, hi=None)]
+    fills = [[FillRequest(t, (s.column,), (s,))] for s in spans]
+    assert one_shape(fills) is None
+    _, rows, own = _batch(pg, dbname, fills)
+    assert _sorted(rows) == _sorted(own)
+    got = [sorted({r[s.column] for r in per_fill[0]})
+           for s, per_fill in zip(spans, rows, strict=True)]
+    assert got == [[3, 4, 5], [2, 3], [2, 3], [6], [196, 197, 198], list(range(7))]
+    assert [len(per_fill[0]) for per_fill in rows][:3] == [86, 58, 58]

@@ -30,6 +30,7 @@ from engine.changes import (
 from engine.dataflow.fills import FillRequest, RunFill
 from engine.dataflow.ops.aggregate import AggregateNode
 from engine.dataflow.ordering import row_key
+from engine.dataflow.state.intervals import span_of, value_order
 from engine.plan import ir
 from engine.plan.evaluate import evaluate_reader
 
@@ -96,6 +97,18 @@ class Upstream:
 def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
     """What the fill's SQL returns under the snapshot that ``data`` is (semi-joins too)."""
     rows = data[req.table.oid].values()
+    span = span_of(req.key)
+    if span is not None:  # an interval fill: engine.plan.fill_sql.span_query's semantics
+        col = req.columns[0]
+        inside = [r for r in rows if span.holds(r[col])]
+        if span.first is not None and len(inside) > span.first:
+            order = sorted((value_order(r[col], span.type_oid) for r in inside),
+                           reverse=span.from_top)
+            nth = order[span.first - 1]
+            inside = [r for r in inside if (value_order(r[col], span.type_oid) >= nth
+                                            if span.from_top else
+                                            value_order(r[col], span.type_oid) <= nth)]
+        return tuple(inside)
     if req.via is not None:
         via = req.via
         source = [r for r in data[via.table.oid].values()

@@ -20,6 +20,7 @@ from engine.dataflow.node import Cols, Node, PullCtx, Runtime
 from engine.dataflow.records import Delta, Row
 from engine.dataflow.state import base as _store
 from engine.dataflow.state.base import BaseStore
+from engine.dataflow.state.intervals import Span, span_of
 from engine.plan.ir import TableRef
 
 T = TypeVar("T")
@@ -50,6 +51,9 @@ class BaseNode(Node):
         return [], []
 
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
+        span = span_of(key)
+        if span is not None:
+            return self._pull_span(cols[0], span, ctx)
         if ctx.lookup:  # a present index key is in the LRU already: nothing to record
             rows = _store.present_rows(self.store, cols, key)
             if rows is not None:
@@ -61,7 +65,24 @@ class BaseNode(Node):
             return rows
         return self._used(rows, backing, cols, key, ctx)
 
+    def _pull_span(self, col: int, span: Span, ctx: PullCtx) -> list[Row] | None:
+        """The rows of an interval (range-partial state): missing unless its pieces cover
+        it; the pieces backing it are read (recency)."""
+        if ctx.partial:
+            return [r for r in self.store.rows_list() if span.holds(r[col])]
+        rows, pieces = self.store.span_rows(col, span)
+        if rows is None:
+            ctx.missing.add((self.nid, (col,), (span.on(col),)))
+            return None
+        for piece in pieces:
+            item = ((col,), (piece,))
+            ctx.used.add((self.nid, item))
+            self.rt.touch(self.nid, item)
+        return rows
+
     def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
+        if span_of(key) is not None:
+            return super().count(cols, key, ctx)
         if ctx.partial:
             return len(self.store.stored(cols, key))
         n, backing = self.store.count(cols, key, mark=not ctx.probe)
@@ -84,16 +105,27 @@ class BaseNode(Node):
         return self, list(range(self.width))
 
     def install(self, cols: Cols, key: Row, rows: Iterable[Row]) -> None:
+        span = span_of(key)
+        if span is not None:  # each piece it adds is a present key of its own
+            for piece in self.store.install_span(cols[0], span, list(rows)):
+                self.rt.touch(self.nid, (cols, (piece,)))
+            return
         self.store.install(cols, key, list(rows))
         self.rt.touch(self.nid, (cols, key))
 
     def evict_key(self, key: Hashable) -> list[Row]:
         cols, values = cast(tuple[Cols, Row], key)
         self.rt.forget(self.nid, key)
+        span = span_of(values)
+        if span is not None:
+            return self.store.evict_span(cols[0], span)
         return self.store.evict(cols, values)
 
     def clear(self) -> None:
         for cols, idx in self.store.indexes.items():
             for k in idx.present:
                 self.rt.forget(self.nid, (cols, k))
+        for col, pieces in self.store.spans.items():
+            for piece in pieces:
+                self.rt.forget(self.nid, ((col,), (piece,)))
         self.store = BaseStore(self.table)

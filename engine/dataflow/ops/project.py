@@ -14,6 +14,7 @@ from engine.dataflow.expr import columns_of, compile_expr
 from engine.dataflow.node import Cols, Node, PullCtx
 from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import UNKNOWN, Arrival, Delta, Row, arrival
+from engine.dataflow.state.intervals import Span
 from engine.plan import ir
 
 
@@ -86,5 +87,6 @@ class ProjectNode(Node):
             return None
         fn = self._partial if ctx.partial else self._map
         mapped = [fn(r) for r in rows]
-        return [r for r in mapped
-                if all(r[c] == v or r[c] is UNKNOWN for c, v in zip(cols, key, strict=True))]
+        return [r for r in mapped  # (a Span key: the rows lie in it already)
+                if all(r[c] == v or r[c] is UNKNOWN or type(v) is Span
+                       for c, v in zip(cols, key, strict=True))]

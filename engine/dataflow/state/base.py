@@ -32,6 +32,7 @@ from typing import Any
 import cython_ext
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
 from engine.dataflow.records import UNKNOWN, Delta, Row, arrival, consolidate, key_of, row_size
+from engine.dataflow.state.intervals import Pieces, Span
 from engine.plan.ir import TableRef
 
 Cols = tuple[int, ...]
@@ -72,6 +73,9 @@ class BaseStore:
         self.pk = table.primary_key
         self.rows: dict[Row, list[Any]] = {}  # ident -> [row, multiplicity, size]
         self.indexes: dict[Cols, Index] = {}
+        #: filled intervals per column (range-partial state): every row whose value lies in
+        #: a piece is stored (S2 with pieces counting as coverage)
+        self.spans: dict[int, Pieces] = {}
         self.bytes = 0
         #: the Cython twin's view of ``rows`` and ``indexes`` (rebuilt when an index is added)
         self.twin: object = None
@@ -92,7 +96,56 @@ class BaseStore:
         for cols, idx in self.indexes.items():
             if idx.present and key_of(row, cols) in idx.present:
                 return True
+        for col, pieces in self.spans.items():
+            value = row[col]
+            if value is not UNKNOWN and pieces.contains(value):
+                return True
         return False
+
+    # ------------------------------------------------------------------ intervals
+    def span_rows(self, col: int, span: Span) -> tuple[list[Row] | None, list[Span]]:
+        """The rows whose ``col`` lies in ``span`` when the pieces cover it (else None), and
+        the pieces that back the answer."""
+        if span.empty or span.start >= span.end:
+            return [], []
+        pieces = self.spans.get(col)
+        reach = pieces.reach(span.start) if pieces is not None else None
+        if pieces is None or reach is None or reach[0] < span.end:
+            return None, []
+        out: list[Row] = []
+        for entry in self.rows.values():
+            row = entry[0]
+            if span.holds(row[col]):
+                out.extend([row] * entry[1])
+        return out, pieces.overlapping(span)
+
+    def install_span(self, col: int, span: Span, rows: Iterable[Row]) -> list[Span]:
+        """Mark ``span`` of ``col`` filled with exactly ``rows`` (its rows as of the applied
+        position, S1); the pieces added (its parts not filled already)."""
+        pieces = self.spans.get(col)
+        if pieces is None:
+            pieces = self.spans[col] = Pieces(span.on(col))
+        for row in rows:  # (tables with a primary key only: a stored row is current)
+            self._store(row)
+        return pieces.add(span)
+
+    def evict_span(self, col: int, span: Span) -> list[Row]:
+        """Drop the piece ``span`` of ``col``; the rows no longer stored, as eviction rows (a
+        reader piece holding one of them is dropped; a reader piece whose rows all stay
+        stored stays exact: every later change to its interval is a delta or an eviction
+        row)."""
+        pieces = self.spans.get(col)
+        if pieces is None or not pieces.remove(span):
+            return []
+        if not pieces:
+            del self.spans[col]
+        dropped: list[Row] = []
+        for ident, entry in list(self.rows.items()):
+            row = entry[0]
+            if span.holds(row[col]) and not self.covered(row):
+                while self._unstore(ident) is not None:
+                    dropped.append(row)
+        return dropped
 
     def is_present(self, cols: Cols, key: Row) -> bool:
         idx = self.indexes.get(cols)
@@ -147,6 +200,10 @@ class BaseStore:
                 rows = [found] * entry[1] if key_of(found, cols) == key else []
                 return rows, (self.pk, pk_key)
         return None, None
+
+    def rows_list(self) -> list[Row]:
+        """Every stored row, each as often as its multiplicity."""
+        return [e[0] for e in self.rows.values() for _ in range(e[1])]
 
     def stored(self, cols: Cols, key: Row) -> list[Row]:
         """The stored rows with ``cols = key`` (complete or not)."""
@@ -266,6 +323,12 @@ class BaseStore:
                 [key] if key in idx.present else [])
             for k in doomed:
                 dropped.extend(self.evict(cols, k))
+        for col, pieces in list(self.spans.items()):
+            value = row[col]
+            held = list(pieces) if value is UNKNOWN else [
+                p for p in (pieces.holding(value),) if p is not None]
+            for piece in held:
+                dropped.extend(self.evict_span(col, piece))
         return dropped
 
     def _full_old(self, change: RowChange) -> Row:

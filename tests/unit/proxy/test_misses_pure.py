@@ -14,7 +14,7 @@ from proxy.config import resolve
 from proxy.fillqueue import YIELD_WINDOW, Admission, FillPolicy, FillQueue
 from proxy.hitpath import TOTAL_BYTES, HitMemos
 from proxy.misses import budgets, default_budget
-from proxy.seen import NEVER, Coverage, Seen, covered, may_serve
+from proxy.seen import MAX_IN_FLIGHT, NEVER, Coverage, Seen, covered, may_serve
 from proxy.settings import Settings
 
 UP = "postgresql://u@localhost/db"
@@ -121,7 +121,7 @@ def test_seen_settles_at_the_next_cached_read() -> None:
 def test_coverage_coalesces_barriers_and_serves_every_session_it_follows() -> None:
     emitted: list[asyncio.Future[None]] = []
 
-    async def emit() -> None:
+    async def emit(_on_pass: object) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         emitted.append(fut)
         await fut
@@ -154,12 +154,12 @@ def test_coverage_calls_back_once_a_barrier_after_the_need_passed() -> None:
     at once when covered already, never after the barriers failed."""
     emitted: list[asyncio.Future[None]] = []
 
-    async def emit() -> None:
+    async def emit(_on_pass: object) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         emitted.append(fut)
         await fut
 
-    async def fail() -> None:
+    async def fail(_on_pass: object) -> None:
         raise ConnectionError("the stream is down")
 
     async def scenario() -> None:
@@ -189,10 +189,11 @@ def test_coverage_calls_back_once_a_barrier_after_the_need_passed() -> None:
 
 def test_coverage_sends_a_second_barrier_without_waiting_for_the_first() -> None:
     """A session that falls behind after the barrier in flight was sent gets its own at once
-    (at most two in flight); a third waits for one to land, which then sends it."""
+    (at most ``MAX_IN_FLIGHT`` in flight); one more waits for one to land, which then sends
+    it."""
     emitted: list[asyncio.Future[None]] = []
 
-    async def emit() -> None:
+    async def emit(_on_pass: object) -> None:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         emitted.append(fut)
         await fut
@@ -209,26 +210,26 @@ def test_coverage_sends_a_second_barrier_without_waiting_for_the_first() -> None
 
     async def scenario() -> None:
         cov = Coverage(emit)
-        first = asyncio.create_task(cov.wait(later(), 5.0))
+        waits = []
+        for n in range(1, MAX_IN_FLIGHT + 1):
+            waits.append(asyncio.create_task(cov.wait(later(), 5.0)))
+            await turns()
+            assert len(emitted) == n  # not behind the earlier ones' landing
+        last = asyncio.create_task(cov.wait(later(), 5.0))
         await turns()
-        assert len(emitted) == 1
-        second = asyncio.create_task(cov.wait(later(), 5.0))
-        await turns()
-        assert len(emitted) == 2  # not behind the first one's landing
-        third = asyncio.create_task(cov.wait(later(), 5.0))
-        await turns()
-        assert len(emitted) == 2  # two in flight: the third waits
+        assert len(emitted) == MAX_IN_FLIGHT  # as many as may fly: the last one waits
         emitted[0].set_result(None)
-        assert await first
+        assert await waits[0]
         await turns()
-        assert not second.done() and len(emitted) == 3  # the first's landing sent it
-        emitted[1].set_result(None)
-        assert await second
+        assert not waits[1].done() and len(emitted) == MAX_IN_FLIGHT + 1  # (sent by it)
+        for fut, wait in zip(emitted[1:MAX_IN_FLIGHT], waits[1:], strict=True):
+            fut.set_result(None)
+            assert await wait
         await turns()
-        assert not third.done()
-        emitted[2].set_result(None)
-        assert await third
-        assert cov.barriers == 3
+        assert not last.done()
+        emitted[MAX_IN_FLIGHT].set_result(None)
+        assert await last
+        assert cov.barriers == MAX_IN_FLIGHT + 1
         cov.stop()
 
     asyncio.run(scenario())

@@ -1,0 +1,129 @@
+"""Range-partial state: which range queries get it, and the ``Span`` of one lookup.
+
+Owns: ``span_choice`` (a planned query -> the reader input column whose filled intervals
+its reader keeps, or why its state stays every row of its key), ``with_span`` (the plan
+with that choice made), ``lookup_span`` (the statement's parameters -> the ``Span`` its
+lookup key ends with) and ``state_line`` (EXPLAIN's ``state:`` line). The design is
+``docs/architecture.md``, "Engine: range-partial state".
+
+The simplest exact case only: no equality key; every cut a comparison (``<``, ``<=``,
+``>``, ``>=``; BETWEEN is two) on the same column, of a type whose order the engine
+reproduces and whose values bind as fill parameters unchanged; that column a plain column
+of one table with a primary key under filters and projections only; no window, no reader
+LIMIT. Everything else keeps the full-state path, with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine.dataflow.state.intervals import HIGH, LOW, Span
+from engine.plan import ir
+from engine.values import TextValue
+from engine.values import oids as T
+
+if TYPE_CHECKING:
+    from engine.plan.planned import PlannedQuery
+
+#: Column types of range-partial state (integers, byte-order text, dates and timestamps).
+SPAN_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR, T.DATE, T.TIMESTAMP,
+                        T.TIMESTAMPTZ})
+_COMPARE = frozenset({"<", "<=", ">", ">="})
+
+
+def _trace(rel: ir.Rel, col: int) -> str:
+    """``table.column`` when ``col`` of ``rel`` is a plain column of one table with a
+    primary key under filters and projections; else why not (starting with a space)."""
+    while True:
+        if isinstance(rel, ir.Filter):
+            rel = rel.input
+        elif isinstance(rel, ir.Project):
+            expr = rel.exprs[col]
+            if not isinstance(expr, ir.ColumnRef):
+                return " the range column is computed"
+            col, rel = expr.index, rel.input
+        elif isinstance(rel, ir.Scan):
+            if not rel.table.primary_key:
+                return " the table has no primary key"
+            return f"{rel.table.name}.{rel.table.columns[col].name}"
+        else:
+            return f" the plan has an operator other than filters and projections of one " \
+                   f"table ({type(rel).__name__})"
+
+
+def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
+    """(the reader input column of range-partial state or None, the reason)."""
+    cuts = plan.cuts
+    if not cuts:
+        return None, ""
+    reader = plan.reader
+    if any(c.op not in _COMPARE for c in cuts):
+        return None, "a parameter in EXISTS, NOT EXISTS or NOT IN"
+    if plan.key_sources:
+        return None, "an equality key as well: range-partial state covers range-only queries"
+    if len({c.column for c in cuts}) != 1:
+        return None, "range parameters on several columns"
+    if cuts[0].type_oid not in SPAN_TYPES:
+        return None, "the range column's type (integers, text, dates and timestamps only)"
+    if reader.windows or reader.limit is not None or reader.offset:
+        return None, "window functions or a LIMIT inside the reader"
+    col = reader.output[cuts[0].column]
+    found = _trace(reader.input, col)
+    if found.startswith(" "):
+        return None, found[1:]
+    return col, found
+
+
+def with_span(plan: PlannedQuery) -> PlannedQuery:
+    """``plan`` with range-partial state when :func:`span_choice` allows it."""
+    col, _ = span_choice(plan)
+    if col is None:
+        return plan
+    return dataclasses.replace(plan, reader=dataclasses.replace(plan.reader, span=col))
+
+
+def state_line(plan: PlannedQuery) -> str | None:
+    """EXPLAIN's ``state:`` line of a range query (None for other queries)."""
+    if not plan.cuts:
+        return None
+    reader = plan.reader
+    _, why = span_choice(plan)
+    if reader.span is not None:
+        lead = reader.order_by[0] if reader.order_by else None
+        page = "; a LIMIT fills only the page's stretch" if plan.page is not None \
+            and lead is not None and lead.column == reader.span else ""
+        return f"state: range-partial on {why}: filled intervals, holes filled by " \
+               f"interval upqueries{page}"
+    return f"state: every row of the key, cut by the host: {why}"
+
+
+def lookup_span(plan: PlannedQuery, params: Sequence[Any],
+                first: int | None) -> Span:
+    """The interval a lookup needs: the tightest bound on each side (a NULL bound: empty; a
+    bound kept as text, such as ``infinity``, leaves its side unbounded - the host's cut
+    stays exact), and ``first`` rows when the ORDER BY starts with the column ascending."""
+    reader = plan.reader
+    col = reader.span
+    assert col is not None
+    span = Span(col, plan.cuts[0].type_oid)
+    start, lo, lo_incl = LOW, None, False
+    end, hi, hi_incl = HIGH, None, False
+    for cut in plan.cuts:
+        value = params[cut.param - 1]
+        if value is None:
+            return dataclasses.replace(span, empty=True)
+        if isinstance(value, TextValue):
+            continue
+        one = Span(col, cut.type_oid, lo=value, lo_incl=cut.op == ">=") if cut.op[0] == ">" \
+            else Span(col, cut.type_oid, hi=value, hi_incl=cut.op == "<=")
+        if cut.op[0] == ">" and one.start > start:
+            start, lo, lo_incl = one.start, value, one.lo_incl
+        elif cut.op[0] == "<" and one.end < end:
+            end, hi, hi_incl = one.end, value, one.hi_incl
+    lead = reader.order_by[0] if reader.order_by else None
+    if lead is None or lead.column != col:
+        first = None
+    top = first is not None and lead is not None and lead.descending
+    return Span(col, span.type_oid, lo, lo_incl, hi, hi_incl, first, from_top=top)

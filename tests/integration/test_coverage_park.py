@@ -1,0 +1,118 @@
+"""seen(s) after a miss, against the real upstream (DESIGN §12, ``proxy.aftermiss.park``): a
+read that misses is forwarded upstream at once even while the session is not covered; a hit
+that is not covered yet waits at the door and is then answered by the hit path from its memo
+(not by the general path); after ``--read-timeout`` in vain it goes upstream, waiting its bound
+once. The cache lags because its applier is held (the messages are kept and fed later)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+import cython_ext
+from proxy.misses import BEHIND, MISS
+from tests.support import InProcessWeir, eventually, kv_read, kv_table, last_statement, memo_answers
+
+LANES = cython_ext.load("lanes") is not None
+
+
+@contextmanager
+def _lagging(pg: Any, dbname: str, **settings: Any) -> Iterator[tuple[Any, ...]]:
+    """weir with key 2 memoized for a prepared-statement session; yields (server, conn,
+    admin, direct, hold, release): ``hold`` stops the applier, ``release`` feeds it what it
+    kept."""
+    pg.psql(kv_table(10), dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="always",
+                                 hit_lanes=1 if LANES else 0, **settings)
+    held: list[Any] = []
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            conn.prepare_threshold = 0  # named prepared statements: what the hit path answers
+            admin.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            applier = server.server.service.host.stream.applier
+            feed = applier.feed
+            kv_read(conn, 2)
+            eventually(lambda: kv_read(conn, 2) == "v2" and last_statement(conn)[0] == "cache"
+                       and sum(memo_answers(admin)) > 0)
+
+            async def hold() -> None:
+                applier.feed = held.append
+
+            async def release() -> None:
+                del applier.feed
+                for msg in held:
+                    feed(msg)
+
+            yield (server, conn, admin, direct, lambda: server.call(hold()),
+                   lambda: server.call(release()))
+    finally:
+        server.stop()
+
+
+def test_a_hit_not_yet_covered_waits_and_the_memo_answers_it(pg: Any, dbname: str) -> None:
+    """A (key 1) is updated; the session reads A (a miss, upstream: the update), then B (key
+    2, unchanged, memoized): B waits for coverage, parked, and is then answered from the memo
+    by the hit path (without the parking, the general path would read it after its wait)."""
+    with _lagging(pg, dbname, read_timeout=30.0) as (server, conn, admin, direct, hold, release):
+        host = server.server.service.host
+        hold()
+        direct.execute("UPDATE kv SET v = v || '-new' WHERE k = 1")
+        assert kv_read(conn, 1) == "v1-new"
+        assert last_statement(conn) == ("upstream", MISS)
+        answers = sum(memo_answers(admin))
+        session = next(s for s in server.server.sessions if s.ctx is not None
+                       and s.ctx.database == dbname and s.state.held)
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.append(kv_read(conn, 2)))
+        reader.start()
+        eventually(lambda: "seen(s) coverage" in session.state.paused, timeout=10)
+        assert not got
+        release()
+        reader.join(30)
+        assert got == ["v2"] and last_statement(conn)[0] == "cache"
+        assert sum(memo_answers(admin)) == answers + 1  # the hit path's memo answered it
+        assert host.coverage.waits_failed == 0
+
+
+def test_a_miss_is_forwarded_at_once_while_the_session_is_not_covered(pg: Any, dbname: str
+                                                                      ) -> None:
+    """After a miss answered upstream (the applier held: no barrier can pass), another miss
+    goes upstream at once: it needs no coverage (PostgreSQL's answer is never older than what
+    the session saw). With a 30 s bound, a wait would fail the ``eventually``."""
+    with _lagging(pg, dbname, read_timeout=30.0) as (server, conn, _admin, direct, hold,
+                                                     release):
+        host = server.server.service.host
+        hold()
+        direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 3)")
+        assert kv_read(conn, 1) == "v1-new"
+        waits = host.coverage.waits
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.append(kv_read(conn, 3)))
+        reader.start()
+        eventually(lambda: bool(got), timeout=10)
+        reader.join()
+        assert got == ["v3-new"] and last_statement(conn) == ("upstream", MISS)
+        assert host.coverage.waits == waits  # (no read waited for coverage)
+        release()
+
+
+def test_a_parked_hit_goes_upstream_after_its_bound_once(pg: Any, dbname: str) -> None:
+    """While no barrier can pass, a parked hit waits ``--read-timeout`` once, then goes
+    upstream (the general path does not wait its bound again: one failed wait)."""
+    with _lagging(pg, dbname, read_timeout=0.3) as (server, conn, _admin, direct, hold,
+                                                    release):
+        host = server.server.service.host
+        hold()
+        direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
+        assert kv_read(conn, 1) == "v1-new"
+        failed = host.coverage.waits_failed
+        assert kv_read(conn, 2) == "v2-new"
+        assert last_statement(conn) == ("upstream", BEHIND)
+        assert host.coverage.waits_failed == failed + 1
+        release()
