@@ -440,8 +440,7 @@ class HitLanes:
                 self._forwarding.discard(token)
                 lane_misses.returned(session, token, result)
             if session.ctx is not None and (result[0] or result[8] or result[9]):
-                # what the lane relayed or sent moves seen(s) (proxy.seen); a session it
-                # sent nothing for keeps it as it was (a miss's, settled when it came)
+                # what the lane relayed or sent moves seen(s) (proxy.seen); nothing: kept
                 session.ctx.seen.pending = True
             resume(session, result, replay, _PAUSE_PASS)
             return
@@ -582,7 +581,8 @@ class HitLanes:
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
                 "lane_miss_entered": self.missing,  # (pass sessions forwarding misses)
-                **dict(zip(("lane_misses", "lane_hits_forwarded"), self.core.misses())),
+                **dict(zip(("lane_misses", "lane_hits_forwarded"), self.core.misses(),
+                           strict=True)),
                 "lane_moves": moved,
                 # why hit sessions left their lane (handed back by it, by the reason of the
                 # first request it could not answer; or taken back by the event loop)
