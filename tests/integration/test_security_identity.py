@@ -193,11 +193,16 @@ def test_role_changed_by_a_user_function_before_caching_ran(pg: Any, dbname: str
 def _served_from_cache(conn: Any) -> None:
     """Reads of key 1 come to be answered from the cache (a miss is answered upstream
     while its fill runs), each answer PostgreSQL's."""
-    def hit() -> tuple[str, str] | None:
+    reads: list[tuple[str, str]] = []
+
+    def hit() -> bool:
         assert conn.execute(READ, (1,)).fetchall() == [("public-secret",)]
-        found = last(conn)
-        return None if found[0] == "cache" else found
-    eventually(lambda: hit() is None, timeout=20)
+        reads.append(last(conn))
+        return reads[-1][0] == "cache"
+    try:
+        eventually(hit, timeout=20)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the last read: {reads[-1:]}") from None
 
 
 # -- repro 2: search_path changes --------------------------------------------------------------
