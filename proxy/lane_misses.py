@@ -41,7 +41,8 @@ def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, f
     privilege known, not hiding a write — while the session's own gates of a miss are
     open; none otherwise."""
     ctx, state = session.ctx, session.state
-    if ctx is None or service.host is None or service.settings.misses != "upstream" \
+    if ctx is None or service.host is None or service.settings.lane_misses != "on" \
+            or service.settings.misses != "upstream" \
             or not state.caught_up or not ctx.defaults_applied or ctx.tainted is not None \
             or session.extended.wait_settle:
         return []
