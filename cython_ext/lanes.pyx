@@ -94,6 +94,7 @@ cdef class Lanes:
         self.c.dropped = 0
         self.c.misses = 0
         self.c.hits_forwarded = 0
+        self.c.misses_open = True
         self.c.leaves.assign(LEAVE_N, 0)
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
@@ -435,6 +436,7 @@ cdef class Lanes:
         s.queried = 0
         s.batch = s.sent_batch = 0
         s.recent = 0
+        s.stint = 0
         for i, key in enumerate(binds):
             s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
         i = len(binds)
@@ -492,6 +494,12 @@ cdef class Lanes:
                     item.second.missed.clear()
             pthread_mutex_unlock(&self.c.mu)
         return [(one.first, _bytes(one.second)) for one in taken]
+
+    def open_misses(self, bint open_):
+        """Whether pass sessions may forward held statements' reads (``enter_pass``'s
+        ``held``) from now on; closed, each hands back at its next such read (the event
+        loop, which counts them and runs the fills, is falling behind)."""
+        self.c.misses_open = open_
 
     def misses(self):
         """Held statements' reads pass sessions forwarded since the start: (those with no

@@ -140,6 +140,8 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
                 break
             hk = s.held.find(key)
             if hk != s.held.end():  # a held statement's read: forwarded when not stamped
+                if not c.misses_open or s.stint + <Py_ssize_t>misses.size() // 2 >= MISS_STINT:
+                    break  # (the event loop is behind, or this stay forwarded enough)
                 if _unit(p + pos, cut - pos, &name_at, &name_end, &rest_end, &described) < 0:
                     break  # (not the drivers' Bind [Describe] Execute Sync run: the loop's)
                 stamp = _table_key(table_of(hk))
@@ -176,6 +178,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
         return
     if misses.size():  # the proxy counts them (admission, fills; ``Lanes.take_missed``)
         s.recent = recent
+        s.stint += misses.size() // 2
         pthread_mutex_lock(&c.mu)
         for i in range(0, <Py_ssize_t>misses.size(), 2):
             s.missed.append(<const char*>p + misses[i], misses[i + 1] - misses[i])

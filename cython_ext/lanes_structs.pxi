@@ -95,6 +95,10 @@ cdef enum:
     #: make it forward one with a stamped answer too (``LSession.recent``): amid misses,
     #: a hit's hand-back costs the client a seen(s) barrier's wait on the event loop
     MISS_RUN = 6
+    #: misses a pass session forwards in one stay in a lane before it hands back: the
+    #: event loop then answers what it has cached meanwhile (a key filled but not stamped
+    #: yet: its hit stamps it), so a session does not forward a filled key's reads forever
+    MISS_STINT = 64
     #: what :func:`_read_ready` found
     READ_ANSWERED = 1
     READ_STOP = 2
@@ -168,6 +172,7 @@ cdef cppclass LSession:
     # the last 8 held statements' runs, a bit each (1: no stamped answer, forwarded); while
     # MISS_RUN of them were, a run with a stamped answer is forwarded too (not handed back)
     uint32_t recent
+    Py_ssize_t stint  # held statements' reads it forwarded in this stay (``MISS_STINT``)
 
 
 ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
@@ -219,6 +224,7 @@ cdef cppclass Core:
     uint64_t dropped  # entries dropped one by one (``Lanes.drop``)
     uint64_t misses  # held statements' reads pass sessions forwarded (no stamped answer)
     uint64_t hits_forwarded  # ... and those with one, forwarded amid misses (``recent``)
+    bint misses_open  # lanes may forward misses (``Lanes.open_misses``: the event loop keeps up)
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)

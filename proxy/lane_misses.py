@@ -28,9 +28,28 @@ from proxy import missfast
 
 #: seconds between two reads of the misses pass lanes forwarded (``missfast.count``)
 COUNT_EVERY = 0.005
+#: the event loop keeps up while the cached state lags the upstream by at most this many
+#: seconds (``EngineHost.staleness``: barriers and fills wait for that much) ...
+KEEP_UP_LAG = 1.0
+#: ... and at most this many fills wait for an upstream transaction: past either, lanes
+#: forward no misses (each costs the event loop its count, and its fill): the sessions come
+#: back and their misses go through the event loop, which paces them (:func:`keeping_up`)
+KEEP_UP_QUEUE = 64
 #: misses a session answers on the event loop after its lane forwarded one miss at most
 #: (its reads were mostly hits: a lane stint and the hand-back would cost more than they save)
 MISS_SKIP = 8
+
+
+def keeping_up(service: Any) -> bool:
+    """Whether the event loop keeps up with what lanes forwarding misses give it: a lane
+    relays at full speed on its CPU while the event loop counts each forwarded Bind, runs
+    the fills and applies the replication stream the barriers wait for; when it falls
+    behind, reads that wait for it (a hit after a miss waits for a seen(s) barrier) stall,
+    fills land late, keys are not stamped and more reads are forwarded. Measured on a quiet
+    machine (``bench/cold.py`` (d)): without this, fills and barriers waited seconds."""
+    host = service.host
+    return host is not None and host.staleness() <= KEEP_UP_LAG \
+        and len(host.fills.queue.waiting) <= KEEP_UP_QUEUE
 
 
 def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, float]]

@@ -199,6 +199,8 @@ class HitLanes:
         self.missing = 0  # pass sessions entered that forward misses (SHOW WEIR STATUS)
         self._forwarding: set[int] = set()  # tokens of those in lanes
         self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
+        self._misses_open = True  # what the lanes were last told (:meth:`_keeping_up`)
+        self.misses_closed = 0  # times it closed (SHOW WEIR STATUS)
 
     @staticmethod
     def available() -> bool:
@@ -497,7 +499,7 @@ class HitLanes:
                 session.lane_miss_skip -= 1
                 return 0
             held = lane_misses.forwardable(session, self.service, self._statements(session))
-            if held:
+            if held and self._keeping_up():  # (else the event loop paces its misses)
                 self._enter_pass(session, held)
             return 0  # (the next answer ending idle is offered again: a miss's is settled)
         return self._enter_pass(session, None)
@@ -570,8 +572,18 @@ class HitLanes:
         """Read the misses lanes forwarded (admission, fills), now and then (lane_misses)."""
         self._count_at = None
         lane_misses.count(self.core.take_missed(), self._sessions)
+        self._keeping_up()
         if self._forwarding and self._loop is not None and not self._stopped:
             self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
+
+    def _keeping_up(self) -> bool:
+        """Whether lanes may forward misses now (``lane_misses.keeping_up``), told to them."""
+        up = lane_misses.keeping_up(self.service)
+        if up != self._misses_open:
+            self._misses_open = up
+            self.core.open_misses(up)
+            self.misses_closed += not up
+        return up
 
     def stats(self) -> dict[str, Any]:
         answers, entries, size, sessions, relayed, moved = self.core.stats()
@@ -581,6 +593,7 @@ class HitLanes:
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
                 "lane_miss_entered": self.missing,  # (pass sessions forwarding misses)
+                "lane_miss_closed": self.misses_closed,  # (lanes told to forward none)
                 **dict(zip(("lane_misses", "lane_hits_forwarded"), self.core.misses(),
                            strict=True)),
                 "lane_moves": moved,

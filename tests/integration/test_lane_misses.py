@@ -27,7 +27,7 @@ def test_one_off_misses_go_through_a_lane_and_keys_read_twice_are_filled(
         pg: Any, dbname: str) -> None:
     pg.psql(kv_table(1000), dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
-                                 hit_lanes=1 if LANES else 0)
+                                 hit_lanes=1 if LANES else 0, lane_misses="on")
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
                 psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:

@@ -566,3 +566,45 @@ def test_amid_misses_a_pass_session_forwards_stamped_reads_too(
     assert result[10] == b"".join(  # every forwarded Bind, for the proxy to read
         msg(b"B", b"\x00h1\x00" + REST.replace(b"3", str(i + 4).encode())) for i in range(6)) \
         + msg(b"B", b"\x00h1\x00" + REST) * 3
+
+
+def test_a_pass_session_forwards_no_misses_while_the_event_loop_is_behind(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """``open_misses(False)`` (the event loop falls behind: ``lane_misses.keeping_up``): a
+    held statement's read with no stamped answer hands the session back, forwarded by no
+    lane; reopened, the next one is forwarded again."""
+    client, server = pair[0], upstream_pair[0]
+    enter_pass(lanes, 34, pair, upstream_pair, held=HELD)
+    lanes.open_misses(False)
+    client.sendall(unit(b"h1"))
+    assert handed(lanes) == [34]
+    result = lanes.leave(34)
+    assert result[0] == 0 and result[5] == unit(b"h1") and result[10] == b""
+    assert lanes.misses() == (0, 0)
+    lanes.open_misses(True)
+    enter_pass(lanes, 35, pair, upstream_pair, held=HELD)
+    client.sendall(unit(b"h1"))
+    assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert lanes.misses() == (1, 0)
+
+
+def test_a_pass_session_hands_back_after_forwarding_a_stint_of_misses(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """A stay in a lane forwards at most MISS_STINT (64) misses: the next one hands the
+    session back, so the event loop answers the keys filled but not stamped meanwhile."""
+    client, server = pair[0], upstream_pair[0]
+    enter_pass(lanes, 36, pair, upstream_pair, held=HELD)
+    for i in range(64):
+        miss = unit(b"h1", REST.replace(b"3", bytes([100 + i])))  # (64 other keys)
+        client.sendall(miss)
+        assert recv_exactly(server, len(miss)) == miss
+        server.sendall(ROW + IDLE)
+        assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert lanes.misses() == (64, 0)
+    last = unit(b"h1", REST.replace(b"3", b"9"))
+    client.sendall(last)
+    assert handed(lanes) == [36]
+    result = lanes.leave(36)
+    assert result[0] == 64 and result[5] == last
