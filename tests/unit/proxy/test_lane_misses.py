@@ -28,7 +28,8 @@ def _session(**ctx: Any) -> tuple[Any, Any]:
         setattr(context, key, value)
     session = SimpleNamespace(ctx=context, state=state,
                               extended=SimpleNamespace(wait_settle=False))
-    service = SimpleNamespace(host=object(), settings=SimpleNamespace(misses="upstream"))
+    service = SimpleNamespace(host=object(), settings=SimpleNamespace(misses="upstream",
+                                                                    lane_misses="on"))
     return session, service
 
 
@@ -47,3 +48,22 @@ def test_only_named_statements_the_upstream_holds_as_parsed() -> None:
 def test_none_while_a_gate_of_a_miss_is_closed(gate: dict[str, Any]) -> None:
     session, service = _session(**gate)
     assert lane_misses.forwardable(session, service, LANE_STATEMENTS) == []
+
+
+def test_none_unless_lane_misses_is_on() -> None:
+    """``--lane-misses off`` (the default): every miss goes through the event loop."""
+    session, service = _session()
+    service.settings.lane_misses = "off"
+    assert lane_misses.forwardable(session, service, LANE_STATEMENTS) == []
+
+
+@pytest.mark.parametrize(("lag", "queued", "up"), [(0.2, 0, True), (1.0, 64, True),
+                                                   (1.5, 0, False), (0.2, 65, False)])
+def test_lanes_forward_misses_only_while_the_event_loop_keeps_up(
+        lag: float, queued: int, up: bool) -> None:
+    """Past a second of stream lag (what barriers and fills wait for) or 64 fills queued,
+    lanes forward no misses (``lane_misses.keeping_up``); without a cache side, none."""
+    host = SimpleNamespace(staleness=lambda: lag,
+                           fills=SimpleNamespace(queue=SimpleNamespace(waiting=[0] * queued)))
+    assert lane_misses.keeping_up(SimpleNamespace(host=host)) is up
+    assert lane_misses.keeping_up(SimpleNamespace(host=None)) is False
