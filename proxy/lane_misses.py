@@ -22,6 +22,7 @@ few ms later at most.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from proxy import missfast
@@ -35,12 +36,36 @@ KEEP_UP_LAG = 1.0
 #: forward no misses (each costs the event loop its count, and its fill): the sessions come
 #: back and their misses go through the event loop, which paces them (:func:`keeping_up`)
 KEEP_UP_QUEUE = 64
+#: ... and the session barriers that landed lately took at most this many seconds on
+#: average (:class:`Pace`: a hit after a miss waits for one), sampled every this many
+KEEP_UP_BARRIER = 0.010
+PACE_SAMPLE = 8
 #: misses a session answers on the event loop after its lane forwarded one miss at most
 #: (its reads were mostly hits: a lane stint and the hand-back would cost more than they save)
 MISS_SKIP = 8
 
 
-def keeping_up(service: Any) -> bool:
+@dataclass(slots=True)
+class Pace:
+    """The recent latency of session barriers, sampled from their running totals
+    (``Coverage.barriers``, ``barrier_seconds``): slow when those that landed since the
+    last sample took over :data:`KEEP_UP_BARRIER` on average."""
+
+    barriers: int = 0
+    seconds: float = 0.0
+    slow: bool = False
+
+    def sample(self, barriers: int, seconds: float) -> bool:
+        """Whether barriers are slow lately (fewer than :data:`PACE_SAMPLE` since the last
+        sample: the last verdict stands)."""
+        count = barriers - self.barriers
+        if count >= PACE_SAMPLE:
+            self.slow = (seconds - self.seconds) / count > KEEP_UP_BARRIER
+            self.barriers, self.seconds = barriers, seconds
+        return self.slow
+
+
+def keeping_up(service: Any, pace: Pace) -> bool:
     """Whether the event loop keeps up with what lanes forwarding misses give it: a lane
     relays at full speed on its CPU while the event loop counts each forwarded Bind, runs
     the fills and applies the replication stream the barriers wait for; when it falls
@@ -48,7 +73,10 @@ def keeping_up(service: Any) -> bool:
     fills land late, keys are not stamped and more reads are forwarded. Measured on a quiet
     machine (``bench/cold.py`` (d)): without this, fills and barriers waited seconds."""
     host = service.host
-    return host is not None and host.staleness() <= KEEP_UP_LAG \
+    if host is None:
+        return False
+    slow = pace.sample(host.coverage.barriers, host.coverage.barrier_seconds)
+    return not slow and host.staleness() <= KEEP_UP_LAG \
         and len(host.fills.queue.waiting) <= KEEP_UP_QUEUE
 
 

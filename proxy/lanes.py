@@ -201,6 +201,7 @@ class HitLanes:
         self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
         self._misses_open = True  # what the lanes were last told (:meth:`_keeping_up`)
         self.misses_closed = 0  # times it closed (SHOW WEIR STATUS)
+        self._pace = lane_misses.Pace()  # the session barriers' recent latency
 
     @staticmethod
     def available() -> bool:
@@ -578,7 +579,7 @@ class HitLanes:
 
     def _keeping_up(self) -> bool:
         """Whether lanes may forward misses now (``lane_misses.keeping_up``), told to them."""
-        up = lane_misses.keeping_up(self.service)
+        up = lane_misses.keeping_up(self.service, self._pace)
         if up != self._misses_open:
             self._misses_open = up
             self.core.open_misses(up)

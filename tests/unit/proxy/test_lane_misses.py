@@ -57,13 +57,24 @@ def test_none_unless_lane_misses_is_on() -> None:
     assert lane_misses.forwardable(session, service, LANE_STATEMENTS) == []
 
 
-@pytest.mark.parametrize(("lag", "queued", "up"), [(0.2, 0, True), (1.0, 64, True),
-                                                   (1.5, 0, False), (0.2, 65, False)])
+@pytest.mark.parametrize(("lag", "queued", "barrier", "up"), [
+    (0.2, 0, 0.003, True), (1.0, 64, 0.010, True),
+    (1.5, 0, 0.003, False), (0.2, 65, 0.003, False), (0.2, 0, 0.011, False)])
 def test_lanes_forward_misses_only_while_the_event_loop_keeps_up(
-        lag: float, queued: int, up: bool) -> None:
-    """Past a second of stream lag (what barriers and fills wait for) or 64 fills queued,
-    lanes forward no misses (``lane_misses.keeping_up``); without a cache side, none."""
-    host = SimpleNamespace(staleness=lambda: lag,
+        lag: float, queued: int, barrier: float, up: bool) -> None:
+    """Past a second of stream lag (what barriers and fills wait for), 64 fills queued or
+    10 ms per session barrier lately, lanes forward no misses (``lane_misses.keeping_up``);
+    without a cache side, none."""
+    coverage = SimpleNamespace(barriers=0, barrier_seconds=0.0)
+    host = SimpleNamespace(staleness=lambda: lag, coverage=coverage,
                            fills=SimpleNamespace(queue=SimpleNamespace(waiting=[0] * queued)))
-    assert lane_misses.keeping_up(SimpleNamespace(host=host)) is up
-    assert lane_misses.keeping_up(SimpleNamespace(host=None)) is False
+    pace = lane_misses.Pace()
+    assert lane_misses.keeping_up(SimpleNamespace(host=host), pace) is (lag <= 1.0
+                                                                       and queued <= 64)
+    coverage.barriers, coverage.barrier_seconds = 8, 8 * barrier  # (8 landed lately)
+    assert lane_misses.keeping_up(SimpleNamespace(host=host), pace) is up
+    coverage.barriers += 7  # (too few since to judge: the verdict stands)
+    assert lane_misses.keeping_up(SimpleNamespace(host=host), pace) is up
+    coverage.barriers += 1  # (8 more at no cost: fast again)
+    assert pace.sample(coverage.barriers, coverage.barrier_seconds) is False
+    assert lane_misses.keeping_up(SimpleNamespace(host=None), pace) is False
