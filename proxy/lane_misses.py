@@ -1,8 +1,10 @@
 """Pass lanes that forward misses: the held statements whose reads a lane may send upstream
 for a session, and the reading of what the lanes so forwarded.
 
-Owns: :func:`forwardable` (which held statements, when), :func:`count` (the forwarded
-Binds read as misses: ``proxy.missfast.count``) and :func:`returned` (a session back), with
+Owns: :func:`forwardable` (which held statements, when: only with ``--lane-misses on``),
+:func:`keeping_up` and :class:`Pace` (lanes forward misses only while the event loop keeps
+up with them), :func:`count` (the forwarded Binds read as misses:
+``proxy.missfast.count``) and :func:`returned` (a session back), with
 how often ``proxy.lanes`` reads them (:data:`COUNT_EVERY`) and how long a session whose lane
 answered no misses waits before it is given one again (:data:`MISS_SKIP`).
 
