@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import pytest
 
 import cython_ext
+from proxy import lane_misses
 from tests.support import InProcessWeir, eventually, kv_read, kv_table, last_statement, weir_status
 
 LANES = cython_ext.load("lanes") is not None
@@ -24,7 +26,11 @@ KEYS = 120
 
 
 def test_one_off_misses_go_through_a_lane_and_keys_read_twice_are_filled(
-        pg: Any, dbname: str) -> None:
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the pacing, ``lane_misses.keeping_up``, is unit-tested: on a loaded CI machine its
+    # barrier latency bound could close the lanes to misses midway, which is not this test's)
+    monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
+    monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
     pg.psql(kv_table(1000), dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
                                  hit_lanes=1 if LANES else 0, lane_misses="on")
