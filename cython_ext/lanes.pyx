@@ -92,6 +92,9 @@ cdef class Lanes:
         self.c.moved = 0
         self.c.lat_sum = 0
         self.c.dropped = 0
+        self.c.misses = 0
+        self.c.hits_forwarded = 0
+        self.c.misses_open = True
         self.c.leaves.assign(LEAVE_N, 0)
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
@@ -397,15 +400,19 @@ cdef class Lanes:
         pthread_mutex_unlock(&self.c.mu)
 
     def enter_pass(self, uint64_t token, int fd, int ufd, list binds not None,
-                   list parses not None, int queries):
+                   list parses not None, int queries, list held=None):
         """Hand a pass session to a lane (see the class): ``fd`` and ``ufd`` are its client
         and upstream sockets (duplicated here), ``binds`` the Bind names and ``parses`` the
         Parse payloads it may send again, ``queries`` which simple Queries it forwards
-        (QUERIES_*). The session must be idle: nothing outstanding upstream."""
+        (QUERIES_*); ``held``: (Bind names, lane table) of held statements whose reads with
+        no stamped answer it forwards too, each a whole Bind [Describe] Execute Sync run
+        (their Bind messages: :meth:`take_missed`; a Parse then hands back). The session
+        must be idle: nothing outstanding upstream."""
         cdef LSession* s
         cdef epoll_event ev
         cdef bytes key
         cdef int i, err
+        cdef int64_t table
         if token == 0:
             raise ValueError("token 0 is reserved")
         cfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)
@@ -428,10 +435,17 @@ cdef class Lanes:
         s.queries = queries
         s.queried = 0
         s.batch = s.sent_batch = 0
+        s.recent = 0
+        s.stint = 0
         for i, key in enumerate(binds):
             s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-        s.bind_runs.resize(len(binds), 0)
-        s.bind_used.resize(len(binds), 0)
+        i = len(binds)
+        for key, table in held or ():
+            s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+            s.held[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = table
+            i += 1
+        s.bind_runs.resize(i, 0)
+        s.bind_used.resize(i, 0)
         for i, key in enumerate(parses):
             s.parses[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
         s.parse_used.resize(len(parses), 0)
@@ -464,6 +478,33 @@ cdef class Lanes:
             del s
             raise OSError(err, "epoll_ctl")
         _watch(self.c, s)
+
+
+    def take_missed(self):
+        """(token, Bind messages) of each pass session that forwarded held statements'
+        reads since the last call (``enter_pass``'s ``held``), taken."""
+        cdef pair[uint64_t, LSession*] item
+        cdef vector[pair[uint64_t, string]] taken
+        cdef pair[uint64_t, string] one
+        with nogil:
+            pthread_mutex_lock(&self.c.mu)
+            for item in self.c.sessions:
+                if item.second.missed.size():
+                    taken.push_back(pair[uint64_t, string](item.first, item.second.missed))
+                    item.second.missed.clear()
+            pthread_mutex_unlock(&self.c.mu)
+        return [(one.first, _bytes(one.second)) for one in taken]
+
+    def open_misses(self, bint open_):
+        """Whether pass sessions may forward held statements' reads (``enter_pass``'s
+        ``held``) from now on; closed, each hands back at its next such read (the event
+        loop, which counts them and runs the fills, is falling behind)."""
+        self.c.misses_open = open_
+
+    def misses(self):
+        """Held statements' reads pass sessions forwarded since the start: (those with no
+        stamped answer, those with one forwarded amid misses)."""
+        return self.c.misses, self.c.hits_forwarded
 
 
 QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}
@@ -521,4 +562,4 @@ cdef tuple _pass_result(LSession* s):
             parses.append((s.parse_used[item.second], _bytes(item.first)))
     return (s.served, binds, parses, s.queried, s.batch == 1, _bytes(s.pending_in),
             _bytes(s.pending_out), _bytes(s.upstream_in), _bytes(s.upstream_out),
-            _bytes(s.inflight))
+            _bytes(s.inflight), _bytes(s.missed))

@@ -24,6 +24,16 @@ cdef inline bint _quiet_upstream(Core* c, const unsigned char* p, Py_ssize_t len
                                    c.read_only.lens.data(), c.read_only.at.size()))
 
 
+cdef inline int _popcount8(uint32_t bits) noexcept nogil:
+    """How many of the low 8 bits are set."""
+    cdef int n = 0
+    bits &= 0xff
+    while bits:
+        n += bits & 1
+        bits >>= 1
+    return n
+
+
 cdef Py_ssize_t _names_end(const unsigned char* p, Py_ssize_t start, Py_ssize_t end
                            ) noexcept nogil:
     """Where a Bind's portal and statement names (payload p[start:end]) end, or -1."""
@@ -63,15 +73,22 @@ cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
 cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
     """The client of a pass session is readable: forward whole quiet cycles upstream."""
     cdef ssize_t n
-    cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base
+    cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base, i
     cdef double now
     cdef const unsigned char* p
     cdef unsigned char t
     cdef vector[int64_t] found
     cdef unordered_map[string, int].iterator it
-    cdef string key
+    cdef unordered_map[string, int64_t].iterator hk
+    cdef unordered_map[string, Entry].iterator en
+    cdef vector[Py_ssize_t] misses  # (start, end) of each held statement's Bind forwarded
+    cdef Py_ssize_t name_at, name_end, rest_end
+    cdef bint described
+    cdef string key, stamp
     cdef int batch, kind
     cdef uint64_t gen
+    cdef uint32_t recent = s.recent
+    cdef Py_ssize_t hits = 0
     n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
     if n < 0 and _again():
         _watch(c, s)
@@ -121,8 +138,28 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
             it = s.binds.find(key)
             if it == s.binds.end():
                 break
+            hk = s.held.find(key)
+            if hk != s.held.end():  # a held statement's read: forwarded when not stamped
+                if not c.misses_open or s.stint + <Py_ssize_t>misses.size() // 2 >= MISS_STINT:
+                    break  # (the event loop is behind, or this stay forwarded enough)
+                if _unit(p + pos, cut - pos, &name_at, &name_end, &rest_end, &described) < 0:
+                    break  # (not the drivers' Bind [Describe] Execute Sync run: the loop's)
+                stamp = _table_key(table_of(hk))
+                stamp.append(<const char*>p + names_end, end - names_end)
+                en = c.entries.find(stamp)
+                if en != c.entries.end() and entry_of(en).epoch == c.epoch:
+                    if _popcount8(recent) < MISS_RUN:
+                        break  # answered from its stamp (the loop checks the session first)
+                    recent = recent << 1  # amid misses: forwarded too (module docstring)
+                    hits += 1
+                else:
+                    recent = (recent << 1) | 1
+                misses.push_back(pos)
+                misses.push_back(end)
             found.push_back((<int64_t>EV_BIND << 32) | index_of(it))
         elif kind == REQUEST_SEEN:  # a Parse
+            if not s.held.empty():
+                break  # (it could name a held statement: the event loop observes that)
             key.assign(<const char*>p + pos + 5, end - pos - 5)
             it = s.parses.find(key)
             if it == s.parses.end():
@@ -139,6 +176,15 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     if pos < cut or gen != s.gen:
         _hand_back(c, token, s)
         return
+    if misses.size():  # the proxy counts them (admission, fills; ``Lanes.take_missed``)
+        s.recent = recent
+        s.stint += misses.size() // 2
+        pthread_mutex_lock(&c.mu)
+        for i in range(0, <Py_ssize_t>misses.size(), 2):
+            s.missed.append(<const char*>p + misses[i], misses[i + 1] - misses[i])
+        c.misses += misses.size() // 2 - hits
+        c.hits_forwarded += hits
+        pthread_mutex_unlock(&c.mu)
     base = s.inflight.size()
     now = _monotonic()
     s.inflight.append(<const char*>p, cut)

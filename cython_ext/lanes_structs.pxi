@@ -91,6 +91,14 @@ cdef enum:
     #: bytes a pass session buffers in either direction before it hands back (a large
     #: result or batch: the event loop streams it)
     PASS_BUFFER = 262144
+    #: of a pass session's last 8 held statements' runs, how many without a stamped answer
+    #: make it forward one with a stamped answer too (``LSession.recent``): amid misses,
+    #: a hit's hand-back costs the client a seen(s) barrier's wait on the event loop
+    MISS_RUN = 6
+    #: misses a pass session forwards in one stay in a lane before it hands back: the
+    #: event loop then answers what it has cached meanwhile (a key filled but not stamped
+    #: yet: its hit stamps it), so a session does not forward a filled key's reads forever
+    MISS_STINT = 64
     #: what :func:`_read_ready` found
     READ_ANSWERED = 1
     READ_STOP = 2
@@ -156,6 +164,15 @@ cdef cppclass LSession:
     Py_ssize_t relay_cut
     Py_ssize_t relay_cycles
     bint relay_stop
+    # held statements whose unanswered reads the lane forwards (a miss at pass-through
+    # cost): Bind names (portal "", statement, NULs) -> the statement's lane table; the
+    # Bind messages so forwarded, not yet taken by the proxy (guarded by ``Core.mu``)
+    unordered_map[string, int64_t] held
+    string missed
+    # the last 8 held statements' runs, a bit each (1: no stamped answer, forwarded); while
+    # MISS_RUN of them were, a run with a stamped answer is forwarded too (not handed back)
+    uint32_t recent
+    Py_ssize_t stint  # held statements' reads it forwarded in this stay (``MISS_STINT``)
 
 
 ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
@@ -205,6 +222,9 @@ cdef cppclass Core:
     vector[uint64_t] leaves  # LEAVE_N counts: hit sessions handed back, by LEAVE_* reason
     vector[string] touched  # keys of the entries answered since the proxy last asked
     uint64_t dropped  # entries dropped one by one (``Lanes.drop``)
+    uint64_t misses  # held statements' reads pass sessions forwarded (no stamped answer)
+    uint64_t hits_forwarded  # ... and those with one, forwarded amid misses (``recent``)
+    bint misses_open  # lanes may forward misses (``Lanes.open_misses``: the event loop keeps up)
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)
@@ -216,11 +236,13 @@ cdef extern from *:
     template <class It> static inline auto& stmt_of(It it) { return it->second; }
     template <class It> static inline auto& entry_of(It it) { return it->second; }
     template <class It> static inline int index_of(It it) { return it->second; }
+    template <class It> static inline int64_t table_of(It it) { return it->second; }
     """
     LSession* it_second(unordered_map[uint64_t, LSession*].iterator) nogil
     Stmt& stmt_of(unordered_map[string, Stmt].iterator) nogil
     Entry& entry_of(unordered_map[string, Entry].iterator) nogil
     int index_of(unordered_map[string, int].iterator) nogil
+    int64_t table_of(unordered_map[string, int64_t].iterator) nogil
 
 
 cdef inline double _monotonic() noexcept nogil:

@@ -153,6 +153,12 @@ class Engine:
             self.hits_by_cache[cache] += 1
         return rows
 
+    def filling(self, cache: str, key: Row) -> bool:
+        """Whether a fill of ``key`` (a tuple) is pending for ``cache``'s reader: only then
+        may a ``ReadReady`` for it come (a miss that started or joined no fill gets none)."""
+        waiter = self._waiters.get((self.graph.caches[cache][0].nid, key))
+        return waiter is not None and cache in waiter.caches
+
     def current(self, cache: str, key: Row, answer: object) -> bool:
         """Whether ``answer`` (returned by :meth:`lookup` before) is still the answer for
         ``key``: the proxy's check of an answer it encoded earlier. True counts a hit and

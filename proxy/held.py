@@ -54,6 +54,9 @@ class HeldStatement:
     #: the hit path's memo for this statement and the output settings it was taken for
     memo: dict[bytes, Hit] | None = None
     memo_sid: int = -1
+    #: what :func:`bind_keys` derives from the statement and its route alone, for that
+    #: route (None: not derived yet; see :func:`_typing`)
+    typing: Typing | None = None
 
     @property
     def columns(self) -> tuple[str, ...] | None:
@@ -100,26 +103,50 @@ def adopt(held: dict[str, HeldStatement], statements: Mapping[str, Any], registr
                                        upstream=True)
 
 
+@dataclass(frozen=True, slots=True)
+class Typing:
+    """What decoding a held statement's Bind needs from the statement and its ``route``
+    alone: its parameter types (None: one is unknown, go upstream), the declared ones, the
+    column type each parameter is compared with, and the number of result columns."""
+
+    route: Route
+    types: tuple[int, ...] | None
+    declared: tuple[int, ...]
+    column_types: Mapping[int, int]
+    fields: int
+
+
+def _typing(held: HeldStatement) -> Typing | None:
+    """:class:`Typing` of ``held`` for its current route (kept on it; None: not a cached
+    read weir can key)."""
+    route = held.route
+    known = held.typing
+    if known is not None and known.route is route:
+        return known
+    classified = route.classified
+    if route.cache is None or classified is None or isinstance(classified.query, Unsupported):
+        return None
+    plan = classified.query.plan  # this text's plan: its key sources are its own $n
+    known = held.typing = Typing(
+        route, param_types(held), tuple(held.parse.param_types),
+        {number - 1: t for number, t in plan.param_types.items()}, len(route.cache.fields))
+    return known
+
+
 def bind_keys(
     held: HeldStatement, msg: fe.Bind
 ) -> tuple[list[tuple[Any, ...]], tuple[Any, ...]] | None:
     """The reader lookups and decoded parameters of a Bind, or None (go upstream)."""
-    classified = held.route.classified
-    if (
-        held.route.cache is None
-        or classified is None
-        or isinstance(classified.query, Unsupported)
-    ):
+    typing = _typing(held)
+    if typing is None:
         return None
-    types = param_types(held)
+    types = typing.types
     if types is None or len(types) != len(msg.params) \
             or any(code not in (0, 1) for code in msg.result_formats):
         return None  # PostgreSQL tells the client what is wrong with the Bind
-    plan = classified.query.plan  # this text's plan: its key sources are its own $n
-    declared = held.parse.param_types
-    column_types = {number - 1: t for number, t in plan.param_types.items()}
+    declared, column_types = typing.declared, typing.column_types
     try:
-        formats_for(len(held.route.cache.fields), msg.result_formats)
+        formats_for(typing.fields, msg.result_formats)
         formats = formats_for(len(msg.params), msg.param_formats)
         values: list[Any] = []
         for i, value in enumerate(msg.params):
@@ -134,7 +161,7 @@ def bind_keys(
             log.debug("a parameter is not usable as a cache key (--log-parameters on shows "
                       "which and why)")
         return None
-    keys = classified.keys(values)
+    keys = typing.route.classified.keys(values)  # type: ignore[union-attr]
     return None if keys is None else (keys, tuple(values))
 
 

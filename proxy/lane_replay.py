@@ -4,14 +4,16 @@ what ``Session.forward_client`` and ``SessionState.ready`` would have observed h
 loop relayed them.
 
 Owns: :func:`observe_cycles` and :func:`observe_sent`, over the parts of a session they use
-(:class:`ReplaySession`).
+(:class:`ReplaySession`), and :func:`resume`, which applies a pass lane's ``leave`` result
+and lets the session go on.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from pgwire import frontend as fe
+from pgwire.events import Phase
 from pgwire.framing import scan_messages
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
@@ -20,6 +22,9 @@ from proxy.rules import CONTENT_FREE
 from proxy.session import SessionState
 
 _T_BIND = ord("B")
+#: EXPLAIN LAST STATEMENT after a held statement's read a pass lane forwarded
+FORWARDED = ("no answer for these parameters in the lanes: forwarded upstream by a lane "
+             "(a miss; its fill, if admitted, runs in the background)")
 _T_PARSE = ord("P")
 _T_SYNC = ord("S")
 _T_QUERY = ord("Q")
@@ -73,8 +78,11 @@ def observe_cycles(session: ReplaySession, binds: list[tuple[int, bytes, int]],
                                                         fe.decode_frontend(_T_PARSE, key))
         state.frontend(msg)
         ext.observe_forwarded(msg)
-        if runs > 1 and isinstance(msg, fe.Bind):
-            ext.count_runs(msg.statement, runs - 1)
+        if isinstance(msg, fe.Bind):
+            if runs > 1:
+                ext.count_runs(msg.statement, runs - 1)
+            if ctx is not None and msg.statement in state.held:
+                ctx.last = ("upstream", FORWARDED)  # a held statement's read (proxy.lanes)
     state.expect("sync")
     state.ready(b"I")
     state.batch_upstream = batch
@@ -101,3 +109,32 @@ def observe_sent(session: ReplaySession, raw: bytes) -> None:
             ctx.last = session.memos.plain_last
         state.frontend(msg)
         ext.observe_forwarded(msg)
+        if isinstance(msg, fe.Bind) and ctx is not None and msg.statement in state.held:
+            ctx.last = ("upstream", FORWARDED)
+
+
+def resume(session: Any, result: tuple[Any, ...], replay: bool, pause: str) -> None:
+    """Apply what a pass session's lane did (``cython_ext.lanes``: ``Lanes.leave``'s
+    ``result``), then go on with what it did not handle (``replay``: the session goes on;
+    ``pause``: why its client was paused)."""
+    (cycles, binds, parses, queried, batch, unread, unsent, upstream_unread,
+     upstream_unsent, inflight, _) = result
+    if unsent:
+        session.client.write(unsent)
+    if cycles:
+        observe_cycles(session, binds, parses, queried, batch)
+    if inflight:
+        observe_sent(session, inflight)
+    upstream = session.upstream
+    if upstream is None:
+        return
+    if upstream_unsent:
+        upstream.write(upstream_unsent)
+    if not replay or session.phase is Phase.CLOSED:
+        return
+    upstream.resume_reading()
+    session.resume_client(pause)
+    if upstream_unread:
+        session.upstream_received(upstream_unread)
+    if unread and session.phase is not Phase.CLOSED:
+        session.client_received(unread)

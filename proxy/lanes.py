@@ -82,12 +82,12 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import aftermiss, identity
+from proxy import aftermiss, identity, lane_misses
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
 from proxy.hitpath import Session as HitSession
-from proxy.lane_replay import observe_cycles, observe_sent
+from proxy.lane_replay import resume
 from proxy.metrics import LATENCY_BOUNDS
 from proxy.routing import Routing
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
@@ -107,6 +107,7 @@ class Session(HitSession, Protocol):
 
     lane_fd: int | None
     upstream_lane_fd: int | None
+    lane_miss_skip: int  # misses before it may go to a lane that forwards misses again
     client_received: Callable[[bytes], None]
     upstream_received: Callable[[bytes], None]
 
@@ -195,6 +196,12 @@ class HitLanes:
         self.bumps = 0  # epoch bumps (SHOW WEIR STATUS)
         self.taken = 0  # sessions the event loop took back (SHOW WEIR STATUS)
         self.refused = 0  # hand-overs refused within QUIET_EPOCH of a bump (the same)
+        self.missing = 0  # pass sessions entered that forward misses (SHOW WEIR STATUS)
+        self._forwarding: set[int] = set()  # tokens of those in lanes
+        self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
+        self._misses_open = True  # what the lanes were last told (:meth:`_keeping_up`)
+        self.misses_closed = 0  # times it closed (SHOW WEIR STATUS)
+        self._pace = lane_misses.Pace()  # the session barriers' recent latency
 
     @staticmethod
     def available() -> bool:
@@ -215,6 +222,9 @@ class HitLanes:
         if self._stopped:
             return
         self._stopped = True
+        if self._count_at is not None:
+            self._count_at.cancel()
+            self._count_at = None
         for session in list(self._sessions.values()):
             self.reclaim(session, replay=replay)
         self.core.stop()
@@ -429,9 +439,13 @@ class HitLanes:
             return
         if token in self._passing:
             self._passing.discard(token)
-            if session.ctx is not None:  # what the lane relayed moves seen(s) (proxy.seen)
+            if token in self._forwarding:  # (before the ledger: as they were forwarded)
+                self._forwarding.discard(token)
+                lane_misses.returned(session, token, result)
+            if session.ctx is not None and (result[0] or result[8] or result[9]):
+                # what the lane relayed or sent moves seen(s) (proxy.seen); nothing: kept
                 session.ctx.seen.pending = True
-            self._reclaim_pass(session, result, replay)
+            resume(session, result, replay, _PAUSE_PASS)
             return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
@@ -474,10 +488,26 @@ class HitLanes:
     def offer_pass(self, session: Session) -> int:
         """``session`` just relayed a quiet answer ending idle (the relay core calls this):
         hand it to a lane if it is quiet; returns how many more such answers to wait before
-        offering again (0 when it went; after a miss, ``proxy.aftermiss`` instead)."""
+        offering again (0 when it went, and after a miss: ``proxy.aftermiss`` settles
+        seen(s), then the lane also forwards the reads of held statements it has no stamped
+        answer for, ``proxy.lane_misses``)."""
+        held: list[tuple[bytes, int]] | None = None
         if session.ctx is not None and session.ctx.seen.missed:
             aftermiss.answered(session)
-            return 0
+            if session.lane:
+                return 0
+            if session.lane_miss_skip:  # (its last such lane answered no miss but one)
+                session.lane_miss_skip -= 1
+                return 0
+            held = lane_misses.forwardable(session, self.service, self._statements(session))
+            if held and self._keeping_up():  # (else the event loop paces its misses)
+                self._enter_pass(session, held)
+            return 0  # (the next answer ending idle is offered again: a miss's is settled)
+        return self._enter_pass(session, None)
+
+    def _enter_pass(self, session: Session, held: list[tuple[bytes, int]] | None) -> int:
+        """:meth:`offer_pass`: to a lane as a pass session if quiet (``held``: statements
+        whose misses it forwards too, which it may hold); how many answers to wait."""
         service = self.service
         if self._stopped or session.lane or service.settings.caching == "auto":
             return NEVER  # auto mode counts every run as it comes (it creates caches)
@@ -497,7 +527,9 @@ class HitLanes:
             return RETRY  # the next client message is looked at and settles it first
         if not (state.phase is Phase.READY and not state.paused and not state.waiting
                 and not state.local_busy and state.transaction_status == "I"
-                and state.idle and not state.swallowing and ext.quiet
+                and state.idle and not state.swallowing
+                and (ext.quiet if held is None else not (
+                    state.held_portals or state.batch_local or state.uncertain))
                 and not state.batch_upstream and not session.cframer.buffered
                 and not session.uframer.buffered
                 and session.client.get_write_buffer_size() == 0
@@ -520,7 +552,7 @@ class HitLanes:
         upstream.pause_reading()
         try:
             self.core.enter_pass(token, fd, ufd, list(memos.binds), list(memos.parses),
-                                 self._queries[queries])
+                                 self._queries[queries], held)
         except OSError as exc:
             log.warning("could not hand a session to a lane: %s", exc)
             upstream.resume_reading()
@@ -530,32 +562,29 @@ class HitLanes:
         self._sessions[token] = session
         self._passing.add(token)
         self.passed += 1
+        if held:
+            self.missing += 1
+            self._forwarding.add(token)
+            if self._count_at is None and self._loop is not None:
+                self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
         return 0
 
-    def _reclaim_pass(self, session: Session, result: tuple[Any, ...], replay: bool) -> None:
-        """Apply what a pass session's lane did (see ``cython_ext.lanes``), then go on with
-        what it did not handle."""
-        (cycles, binds, parses, queried, batch, unread, unsent, upstream_unread,
-         upstream_unsent, inflight) = result
-        if unsent:
-            session.client.write(unsent)
-        if cycles:
-            observe_cycles(session, binds, parses, queried, batch)
-        if inflight:
-            observe_sent(session, inflight)
-        upstream = session.upstream
-        if upstream is None:
-            return
-        if upstream_unsent:
-            upstream.write(upstream_unsent)
-        if not replay or session.phase is Phase.CLOSED:
-            return
-        upstream.resume_reading()
-        session.resume_client(_PAUSE_PASS)
-        if upstream_unread:
-            session.upstream_received(upstream_unread)
-        if unread and session.phase is not Phase.CLOSED:  # type: ignore[comparison-overlap]
-            session.client_received(unread)
+    def _count(self) -> None:
+        """Read the misses lanes forwarded (admission, fills), now and then (lane_misses)."""
+        self._count_at = None
+        lane_misses.count(self.core.take_missed(), self._sessions)
+        self._keeping_up()
+        if self._forwarding and self._loop is not None and not self._stopped:
+            self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
+
+    def _keeping_up(self) -> bool:
+        """Whether lanes may forward misses now (``lane_misses.keeping_up``), told to them."""
+        up = lane_misses.keeping_up(self.service, self._pace)
+        if up != self._misses_open:
+            self._misses_open = up
+            self.core.open_misses(up)
+            self.misses_closed += not up
+        return up
 
     def stats(self) -> dict[str, Any]:
         answers, entries, size, sessions, relayed, moved = self.core.stats()
@@ -564,6 +593,10 @@ class HitLanes:
                 "lane_answers": answers, "lane_entries": entries,
                 "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
+                "lane_miss_entered": self.missing,  # (pass sessions forwarding misses)
+                "lane_miss_closed": self.misses_closed,  # (lanes told to forward none)
+                **dict(zip(("lane_misses", "lane_hits_forwarded"), self.core.misses(),
+                           strict=True)),
                 "lane_moves": moved,
                 # why hit sessions left their lane (handed back by it, by the reason of the
                 # first request it could not answer; or taken back by the event loop)

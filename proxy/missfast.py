@@ -26,9 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from pgwire import frontend as fe
+from pgwire.framing import scan_messages
 from proxy import portal_reads
 from proxy.held import LocalPortal, bind_keys
 from proxy.hitpath import _tail as batch_tail
+from proxy.misses import MISS
 from proxy.rules import CONTENT_FREE
 
 _T_BIND = ord("B")
@@ -55,7 +57,7 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
     name = raw[bs + 1 : name_end].decode("utf-8", "replace")
     held = state.held.get(name)
     if held is None or not held.upstream or held.route.cache is None \
-            or session.extended.wait_settle or not _upstream_holds(state, held.parse):
+            or session.extended.wait_settle or not upstream_holds(state, held.parse):
         return False
     service = session.server.service
     if service.host is None or service.settings.misses != "upstream" \
@@ -65,29 +67,94 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
         return False  # (``hiding``: a write behind a read-only tag, ``Session._note_hidden``)
     bind = fe.decode_frontend(_T_BIND, raw[bs:be_])
     assert isinstance(bind, fe.Bind)
-    lookup = bind_keys(held, bind)
-    if lookup is None:
+    why = _read(session, held, bind, raw[name_end + 1 : be_])
+    if why is None:
         return False
-    local = LocalPortal(held, bind, *lookup, rest=raw[name_end + 1 : be_])
-    prepared = portal_reads.prepare(service, state, ctx, local)
-    if prepared is None:
-        return False
-    route = prepared[0]
-    if service.gates.granted(ctx.user, route.cache.name) is None \
-            or not _missing(service.host.engine, route.cache.name, route.keys):
-        return False  # a check upstream first, or a hit: the general path
-    read = service.reads.read_rows_now(route, ctx, None)
-    if not isinstance(read, tuple) or read[0] is not None:  # (cannot happen: nothing ran
-        # in between, and the gates that wait were checked above)
-        return False
-    portal_reads.note_miss(service, state, ctx, local, read, prepared)  # (its fill's answer)
     _observe(session, bind, raw, index)
     session.upstream_write(raw)
-    ctx.last = ("upstream", read[1])
+    ctx.last = ("upstream", why)
     return True
 
 
-def _upstream_holds(state: Any, parse: fe.Parse) -> bool:
+def _read(session: Any, held: Any, bind: fe.Bind, rest: bytes) -> str | None:
+    """Read ``bind`` of ``held`` as a miss (counted, its fill queued when admitted, what
+    its fill's install needs left behind) and say why it goes upstream; None when it is
+    not one (a hit, a gate that needs a wait, a parameter that is not a key: nothing
+    counted)."""
+    state, ctx, service = session.state, session.ctx, session.server.service
+    lookup = bind_keys(held, bind)
+    if lookup is None:
+        return None
+    local = LocalPortal(held, bind, *lookup, rest=rest)
+    prepared = portal_reads.prepare(service, state, ctx, local)
+    if prepared is None:
+        return None
+    route = prepared[0]
+    if service.gates.granted(ctx.user, route.cache.name) is None \
+            or not _missing(service.host.engine, route.cache.name, route.keys):
+        return None  # a check upstream first, or a hit: the general path
+    read = service.reads.read_rows_now(route, ctx, None)
+    if not isinstance(read, tuple) or read[0] is not None:  # (cannot happen: nothing ran
+        # in between, and the gates that wait were checked above)
+        return None
+    portal_reads.note_miss(service, state, ctx, local, read, prepared)  # (its fill's answer)
+    why: str = read[1]
+    return why
+
+
+def count(session: Any, raw: bytes) -> int:
+    """The Bind messages ``raw`` of held statements a pass lane forwarded for ``session``
+    (``proxy.lanes``: reads it had no stamped answer for) read as :func:`try_forward`
+    reads its misses, behind the same gates (``ReadPath.read_rows_now``'s, in its order):
+    each counted, its key's fill queued when admitted (``EngineHost.read_or_fill``), and
+    what the fill's install needs left behind when a fill of the key is pending. A read
+    that is not a miss (its key present, a gate that answers upstream or needs a wait, a
+    parameter that is not a key) is not counted; PostgreSQL answered it either way.
+    Returns how many were read as misses."""
+    ctx, held_all = session.ctx, session.state.held
+    service = session.server.service
+    host = service.host
+    if ctx is None or host is None or not ctx.defaults_applied:
+        return 0
+    engine = host.engine
+    # the gates of a cache, checked once per call (nothing runs in between that could
+    # change them): current, its role's privilege, the stream up, within the staleness bound
+    open_: dict[int, str | None] = {}
+    up = host.connected and host.staleness() <= service.settings.staleness_bound
+    found, _ = scan_messages(raw, 0, len(raw))
+    counted = 0
+    for mtype, start, end in found:
+        name_end = raw.find(b"\x00", start + 1, end)
+        held = held_all.get(raw[start + 1 : name_end].decode("utf-8", "replace")) \
+            if mtype == _T_BIND and raw[start] == 0 and name_end > 0 else None
+        if held is None or held.route.cache is None:
+            continue
+        entry = held.route.cache
+        cache = open_.get(id(entry), "")
+        if cache == "":
+            cache = open_[id(entry)] = entry.name if up and service.is_current(entry) \
+                and service.gates.granted(ctx.user, entry.name) else None
+        if cache is None:
+            continue
+        bind = fe.decode_frontend(_T_BIND, raw[start:end])
+        lookup = bind_keys(held, bind) if isinstance(bind, fe.Bind) else None
+        if lookup is None or not _missing(engine, cache, lookup[0]):
+            continue
+        ctx.seen.missed = True  # (as ``read_rows_now`` marks a miss)
+        for key in lookup[0]:
+            k = tuple(key)
+            if host.read_or_fill(cache, k) is None and engine.filling(cache, k) \
+                    and len(lookup[0]) == 1:  # (what its fill's install needs)
+                assert isinstance(bind, fe.Bind)
+                local = LocalPortal(held, bind, *lookup, rest=raw[name_end + 1 : end])
+                prepared = portal_reads.prepare(service, session.state, ctx, local)
+                portal_reads.note_miss(service, session.state, ctx, local, (None, MISS),
+                                       prepared)
+        counted += 1
+    return counted
+
+
+def upstream_holds(state: Any, parse: fe.Parse) -> bool:
     """Whether PostgreSQL holds the statement ``parse`` prepared (confirmed by its answer)."""
     stmt = state.statements.get(parse.name)
     return stmt is not None and stmt.query == parse.query \

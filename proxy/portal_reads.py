@@ -137,14 +137,27 @@ def note_miss(service: CachedReads, state: SessionState, ctx: SessionContext,
     if read[1] is not MISS or prepared is None or local.rest is None:
         return
     route, settings, fmts = prepared
-    if route.cache is None:
-        return
+    if route.cache is None or not _filling(service, route):
+        return  # (no fill of its key pending: none will install, nothing to remember)
     stamps = service.fillstamps
     _, sid = service.reads.output_settings_id(state, ctx)
     _, encoders = service.reads.output_plan(route.cache, fmts, settings)
     held = local.statement
     stamps.missed(Missed(stamps.hits.statement_memo(held, sid), local.rest,
                          row_description(held, local.bind.result_formats), encoders, route))
+
+
+def _filling(service: CachedReads, route: Route) -> bool:
+    """Whether the one key of a read has a fill pending (``Engine.filling``): a miss that
+    was not admitted, found the queue full or its table backing off leaves nothing behind
+    (``proxy.fillstamps`` keeps only what a fill's install uses)."""
+    host = service.reads.owner.host
+    if host is None or route.keys is None or len(route.keys) != 1 or route.cache is None:
+        return False
+    try:
+        return bool(host.engine.filling(route.cache.name, tuple(route.keys[0])))
+    except Exception:  # (a dropped cache: nothing will install)
+        return False
 
 
 async def cached_rows(service: CachedReads, state: SessionState, ctx: SessionContext,

@@ -114,6 +114,7 @@ class Session:
         self.answering = Answering(self)  # weir's own answers (``proxy.answering``)
         self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
+        self.lane_miss_skip = 0  # misses before a lane may forward its misses (proxy.lanes)
         #: upstream bytes held for one write while a chunk is answered (``Answering.now``)
         self.corked: list[bytes] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)

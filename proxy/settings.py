@@ -200,6 +200,14 @@ class Settings:
                           "comma-separated list of CPUs, one lane pinned to each"},
     )
 
+    lane_misses: str = field(
+        default="off",
+        metadata={"help": "on: after a miss, a session's pass lane also forwards upstream "
+                          "the reads of its held statements it has no cached answer for "
+                          "(misses at pass-through cost; the event loop counts them); "
+                          "off: such misses go through the event loop"},
+    )
+
     admin_roles: str | None = field(
         default=None,
         metadata={"help": "comma-separated roles that may run weir's SQL commands (CREATE/"
@@ -227,6 +235,8 @@ class Settings:
             raise SettingsError("--max-message-bytes must be at least 1024")
         if self.caching not in ("off", "explicit", "auto"):
             raise SettingsError(f"--caching must be off, explicit or auto, not {self.caching!r}")
+        if self.lane_misses not in ("on", "off"):
+            raise SettingsError("--lane-misses must be on or off")
         if self.read_your_writes not in ("on", "off"):
             raise SettingsError("--read-your-writes must be on or off")
         if self.misses not in ("upstream", "wait"):

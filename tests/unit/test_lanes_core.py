@@ -363,12 +363,13 @@ upstream_pair = pair  # a second pair of sockets: the upstream's end and the lan
 
 
 def enter_pass(lanes: Any, token: int, pair: Any, upstream_pair: Any, queries: str = "ascii",
-               names: tuple[bytes, ...] = (), hiding: tuple[str, ...] = ()) -> None:
+               names: tuple[bytes, ...] = (), hiding: tuple[str, ...] = (),
+               held: list[tuple[bytes, int]] | None = None) -> None:
     lanes.set_words(WATCHED, READ_ONLY)
     lanes.routing(names, tuple(w.encode() for w in hiding),
                   tuple(w.encode() for w in WRITE_WORDS))
     lanes.enter_pass(token, pair[1].fileno(), upstream_pair[1].fileno(), [BIND_NAMES],
-                     [PARSE_PAYLOAD], core.QUERIES[queries])
+                     [] if held else [PARSE_PAYLOAD], core.QUERIES[queries], held)
 
 
 def test_a_pass_session_relays_quiet_cycles_and_sums_them_up(lanes: Any, pair: Any,
@@ -387,13 +388,14 @@ def test_a_pass_session_relays_quiet_cycles_and_sums_them_up(lanes: Any, pair: A
     client.sendall(cycle())  # in flight when the session is taken back
     assert recv_exactly(server, len(cycle())) == cycle()
     result = lanes.leave(11)
-    cycles, binds, parses, queried, batch, unread, unsent, up_unread, up_unsent, inflight = result
+    (cycles, binds, parses, queried, batch, unread, unsent, up_unread, up_unsent, inflight,
+     missed) = result
     assert cycles == 3 and queried and not batch
     assert [(key, runs) for _, key, runs in binds] == [(BIND_NAMES, 2)]
     assert [key for _, key in parses] == [PARSE_PAYLOAD]
     assert binds[0][0] > parses[0][0]  # the last Bind came after the Parse
     assert (unread, unsent, up_unread, up_unsent) == (b"", b"", b"", b"")
-    assert inflight == cycle()
+    assert inflight == cycle() and missed == b""
     assert lanes.stats()[4] == 3
 
 
@@ -474,3 +476,135 @@ def test_a_pass_session_hands_back_queries_that_may_hide_a_write(
     else:
         assert recv_exactly(server, len(query)) == query
         assert lanes.leave(14)[9] == query  # in flight
+
+
+# -- pass sessions that forward held statements' misses ---------------------------------------
+
+HELD = [(b"\x00h1\x00", 7)]  # the held statement h1, its answers in lane table 7
+
+
+def test_a_pass_session_forwards_held_reads_it_has_no_stamp_for(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """A held statement's run with no stamped answer goes upstream byte for byte, its Bind
+    kept for the proxy (admission: ``Lanes.take_missed``); PostgreSQL's answer is relayed."""
+    client, server = pair[0], upstream_pair[0]
+    other = REST.replace(b"3", b"4")
+    lanes.put(7, other, b"<b>", b"<b>")  # (another key's answer: not this read's)
+    enter_pass(lanes, 31, pair, upstream_pair, held=HELD)
+    sent = unit(b"h1") + unit(b"h1", describe=True) + cycle()
+    client.sendall(sent)
+    assert recv_exactly(server, len(sent)) == sent
+    server.sendall((ROW + IDLE) * 3)
+    assert recv_exactly(client, len(ROW + IDLE) * 3) == (ROW + IDLE) * 3
+    bind = msg(b"B", b"\x00h1\x00" + REST)
+    assert lanes.misses() == (2, 0)
+    assert lanes.take_missed() == [(31, bind + bind)]
+    assert lanes.take_missed() == []  # (taken)
+    client.sendall(unit(b"h1"))  # forwarded, not taken before the session leaves
+    assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    result = lanes.leave(31)
+    assert result[0] == 4 and result[10] == bind
+    assert sorted((key, runs) for _, key, runs in result[1]) == [(b"\x00h1\x00", 3),
+                                                                  (BIND_NAMES, 1)]
+
+
+@pytest.mark.parametrize("case", ["stamped", "row limit", "named portal", "parse", "flush"])
+def test_a_pass_session_hands_back_held_reads_it_may_not_forward(
+        lanes: Any, pair: Any, upstream_pair: Any, case: str) -> None:
+    """A stamped answer is the hit path's (the event loop checks the session's gates first);
+    a held statement's Bind outside the drivers' run, and any Parse, are the loop's."""
+    client = pair[0]
+    if case == "stamped":
+        lanes.put(7, REST, b"<plain>", b"<described>")
+    enter_pass(lanes, 32, pair, upstream_pair, held=HELD)
+    chunk = {
+        "row limit": msg(b"B", b"\x00h1\x00" + REST) + msg(b"E", b"\x00\x00\x00\x00\x01")
+        + msg(b"S", b""),
+        "named portal": msg(b"B", b"p\x00h1\x00" + REST) + msg(b"E", b"p\x00\x00\x00\x00\x00")
+        + msg(b"S", b""),
+        "parse": msg(b"P", PARSE_PAYLOAD) + msg(b"S", b""),
+        "flush": msg(b"B", b"\x00h1\x00" + REST) + msg(b"E", b"\x00\x00\x00\x00\x00")
+        + msg(b"H", b""),
+    }.get(case, unit(b"h1"))
+    client.sendall(chunk)
+    assert handed(lanes) == [32]
+    result = lanes.leave(32)
+    assert result[0] == 0 and result[5] == chunk and result[9] == b"" and result[10] == b""
+    assert lanes.misses() == (0, 0) and lanes.take_missed() == []
+    upstream_pair[0].setblocking(False)
+    with pytest.raises(BlockingIOError):
+        upstream_pair[0].recv(100)  # nothing was forwarded
+
+
+def test_amid_misses_a_pass_session_forwards_stamped_reads_too(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """After 6 of its last 8 held statements' runs had no stamped answer, a run with one goes
+    upstream too (the client would wait for a seen(s) barrier on the event loop); with fewer
+    misses among them it is handed back."""
+    client, server = pair[0], upstream_pair[0]
+    lanes.put(7, REST, b"<plain>", b"<described>")
+    enter_pass(lanes, 33, pair, upstream_pair, held=HELD)
+    for i in range(6):  # misses: other keys, not stamped
+        miss = unit(b"h1", REST.replace(b"3", str(i + 4).encode()))
+        client.sendall(miss)
+        assert recv_exactly(server, len(miss)) == miss
+        server.sendall(ROW + IDLE)
+        assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert lanes.misses() == (6, 0)
+    for _ in range(3):  # stamped, amid misses: forwarded (6 of the last 8 were misses)
+        client.sendall(unit(b"h1"))
+        assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")
+        server.sendall(ROW + IDLE)
+        assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert lanes.misses() == (6, 3)
+    client.sendall(unit(b"h1"))  # now 5 of the last 8: handed back
+    assert handed(lanes) == [33]
+    result = lanes.leave(33)
+    assert result[0] == 9 and result[5] == unit(b"h1")
+    assert result[10] == b"".join(  # every forwarded Bind, for the proxy to read
+        msg(b"B", b"\x00h1\x00" + REST.replace(b"3", str(i + 4).encode())) for i in range(6)) \
+        + msg(b"B", b"\x00h1\x00" + REST) * 3
+
+
+def test_a_pass_session_forwards_no_misses_while_the_event_loop_is_behind(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """``open_misses(False)`` (the event loop falls behind: ``lane_misses.keeping_up``): a
+    held statement's read with no stamped answer hands the session back, forwarded by no
+    lane; reopened, the next one is forwarded again."""
+    client, server = pair[0], upstream_pair[0]
+    enter_pass(lanes, 34, pair, upstream_pair, held=HELD)
+    lanes.open_misses(False)
+    client.sendall(unit(b"h1"))
+    assert handed(lanes) == [34]
+    result = lanes.leave(34)
+    assert result[0] == 0 and result[5] == unit(b"h1") and result[10] == b""
+    assert lanes.misses() == (0, 0)
+    lanes.open_misses(True)
+    enter_pass(lanes, 35, pair, upstream_pair, held=HELD)
+    client.sendall(unit(b"h1"))
+    assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert lanes.misses() == (1, 0)
+
+
+def test_a_pass_session_hands_back_after_forwarding_a_stint_of_misses(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """A stay in a lane forwards at most MISS_STINT (64) misses: the next one hands the
+    session back, so the event loop answers the keys filled but not stamped meanwhile."""
+    client, server = pair[0], upstream_pair[0]
+    enter_pass(lanes, 36, pair, upstream_pair, held=HELD)
+    for i in range(64):
+        miss = unit(b"h1", REST.replace(b"3", bytes([100 + i])))  # (64 other keys)
+        client.sendall(miss)
+        assert recv_exactly(server, len(miss)) == miss
+        server.sendall(ROW + IDLE)
+        assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert lanes.misses() == (64, 0)
+    last = unit(b"h1", REST.replace(b"3", b"9"))
+    client.sendall(last)
+    assert handed(lanes) == [36]
+    result = lanes.leave(36)
+    assert result[0] == 64 and result[5] == last

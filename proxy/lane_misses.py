@@ -1,0 +1,126 @@
+"""Pass lanes that forward misses: the held statements whose reads a lane may send upstream
+for a session, and the reading of what the lanes so forwarded.
+
+Owns: :func:`forwardable` (which held statements, when: only with ``--lane-misses on``),
+:func:`keeping_up` and :class:`Pace` (lanes forward misses only while the event loop keeps
+up with them), :func:`count` (the forwarded Binds read as misses:
+``proxy.missfast.count``) and :func:`returned` (a session back), with
+how often ``proxy.lanes`` reads them (:data:`COUNT_EVERY`) and how long a session whose lane
+answered no misses waits before it is given one again (:data:`MISS_SKIP`).
+
+Why forwarding from a lane keeps every guarantee: the lane forwards a held statement's run
+only when it has no stamped answer for it (a stamped one hands the session back, and the
+event loop checks every gate of the session first), and only the runs ``proxy.missfast``
+forwards (the drivers' Bind [Describe] Execute Sync of a statement the upstream holds as
+the client parsed it); the client gets PostgreSQL's own answer, relayed only when it needs
+no look (as any pass session's), and what the lane relayed marks seen(s) pending when the
+session comes back (``HitLanes.reclaim``), so no later cached read shows an older state.
+The ledger observes the forwarded Binds as the relay would have (``proxy.lane_replay``).
+Admission, the miss counters and the fills are the event loop's: it reads the forwarded
+Binds every :data:`COUNT_EVERY` seconds and when the session comes back, behind the gates
+of a miss (``missfast.count``), so a key's second read is admitted as on the event loop, a
+few ms later at most.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from proxy import missfast
+
+#: seconds between two reads of the misses pass lanes forwarded (``missfast.count``)
+COUNT_EVERY = 0.005
+#: the event loop keeps up while the cached state lags the upstream by at most this many
+#: seconds (``EngineHost.staleness``: barriers and fills wait for that much) ...
+KEEP_UP_LAG = 1.0
+#: ... and at most this many fills wait for an upstream transaction: past either, lanes
+#: forward no misses (each costs the event loop its count, and its fill): the sessions come
+#: back and their misses go through the event loop, which paces them (:func:`keeping_up`)
+KEEP_UP_QUEUE = 64
+#: ... and the session barriers that landed lately took at most this many seconds on
+#: average (:class:`Pace`: a hit after a miss waits for one), sampled every this many
+KEEP_UP_BARRIER = 0.010
+PACE_SAMPLE = 8
+#: misses a session answers on the event loop after its lane forwarded one miss at most
+#: (its reads were mostly hits: a lane stint and the hand-back would cost more than they save)
+MISS_SKIP = 8
+
+
+@dataclass(slots=True)
+class Pace:
+    """The recent latency of session barriers, sampled from their running totals
+    (``Coverage.barriers``, ``barrier_seconds``): slow when those that landed since the
+    last sample took over :data:`KEEP_UP_BARRIER` on average."""
+
+    barriers: int = 0
+    seconds: float = 0.0
+    slow: bool = False
+
+    def sample(self, barriers: int, seconds: float) -> bool:
+        """Whether barriers are slow lately (fewer than :data:`PACE_SAMPLE` since the last
+        sample: the last verdict stands)."""
+        count = barriers - self.barriers
+        if count >= PACE_SAMPLE:
+            self.slow = (seconds - self.seconds) / count > KEEP_UP_BARRIER
+            self.barriers, self.seconds = barriers, seconds
+        return self.slow
+
+
+def keeping_up(service: Any, pace: Pace) -> bool:
+    """Whether the event loop keeps up with what lanes forwarding misses give it: a lane
+    relays at full speed on its CPU while the event loop counts each forwarded Bind, runs
+    the fills and applies the replication stream the barriers wait for; when it falls
+    behind, reads that wait for it (a hit after a miss waits for a seen(s) barrier) stall,
+    fills land late, keys are not stamped and more reads are forwarded. Measured on a quiet
+    machine (``bench/cold.py`` (d)): without this, fills and barriers waited seconds."""
+    host = service.host
+    if host is None:
+        return False
+    slow = pace.sample(host.coverage.barriers, host.coverage.barrier_seconds)
+    return not slow and host.staleness() <= KEEP_UP_LAG \
+        and len(host.fills.queue.waiting) <= KEEP_UP_QUEUE
+
+
+def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, float]]
+                ) -> list[tuple[bytes, int]]:
+    """(Bind names, lane table) of each held statement whose reads a pass lane may forward
+    for ``session``, of the hit lane's ``statements`` (name, lane table, gate): those
+    ``proxy.missfast`` forwards — prepared upstream as the client parsed them, their role's
+    privilege known, not hiding a write — while the session's own gates of a miss are
+    open; none otherwise."""
+    ctx, state = session.ctx, session.state
+    if ctx is None or service.host is None or service.settings.lane_misses != "on" \
+            or service.settings.misses != "upstream" \
+            or not state.caught_up or not ctx.defaults_applied or ctx.tainted is not None \
+            or session.extended.wait_settle:
+        return []
+    out = []
+    for name, table, _ in statements:
+        text = name.decode()
+        held = state.held[text]
+        # (not the unnamed statement: PostgreSQL drops it at any simple Query, which the
+        # ledger does not follow, so it may not hold it; ``missfast`` leaves it alone too)
+        if text and held.upstream and text not in ctx.hiding \
+                and missfast.upstream_holds(state, held.parse):
+            out.append((b"\x00" + name + b"\x00", table))
+    return out
+
+
+def count(taken: list[tuple[int, bytes]], sessions: dict[int, Any]) -> None:
+    """Read the Binds lanes forwarded, (token, Bind messages) each, as misses of the
+    sessions of those tokens (``missfast.count``)."""
+    for token, raw in taken:
+        session = sessions.get(token)
+        if session is not None:
+            missfast.count(session, raw)
+
+
+def returned(session: Any, token: int, result: tuple[Any, ...]) -> None:
+    """A session whose lane forwarded misses came back (``Lanes.leave``'s ``result``): the
+    Binds not read yet are read, and a lane that forwarded one miss at most (its reads were
+    hits) is not given again for the next :data:`MISS_SKIP` misses."""
+    if result[0] < 2:
+        session.lane_miss_skip = MISS_SKIP
+    if result[10]:
+        count([(token, result[10])], {token: session})

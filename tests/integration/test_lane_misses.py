@@ -1,0 +1,67 @@
+"""Misses forwarded from the lanes (issue 18 (b): one-off keys at pass-through cost), against
+the real upstream.
+
+After a miss a session goes to a pass lane that also forwards the reads of its held
+statements it has no stamped answer for (``proxy.lane_misses``): every answer is PostgreSQL's,
+and the event loop still reads each forwarded Bind as a miss (``missfast.count``): counted,
+and admitted on its key's second read, so the keys read twice are filled and then answered
+from the cache. ``SHOW WEIR STATUS`` counts what the lanes forwarded (``lane_misses``). Under
+``WEIR_IMPL=python`` there are no lanes: the event loop forwards the same misses
+(``proxy.missfast``) and the same keys must be filled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+import cython_ext
+from proxy import lane_misses
+from tests.support import InProcessWeir, eventually, kv_read, kv_table, last_statement, weir_status
+
+LANES = cython_ext.load("lanes") is not None
+KEYS = 120
+
+
+def test_one_off_misses_go_through_a_lane_and_keys_read_twice_are_filled(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (the pacing, ``lane_misses.keeping_up``, is unit-tested: on a loaded CI machine its
+    # barrier latency bound could close the lanes to misses midway, which is not this test's)
+    monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
+    monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
+    pg.psql(kv_table(1000), dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
+                                 hit_lanes=1 if LANES else 0, lane_misses="on")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
+            conn.prepare_threshold = 0  # named prepared statements: what the lanes forward
+            admin.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            assert kv_read(conn, 1000) == "v1000"  # the statement prepared upstream first
+            misses0 = int(weir_status(admin)["misses"])
+            for k in range(1, KEYS + 1):  # first reads: misses, none admitted
+                assert kv_read(conn, k) == f"v{k}"
+            eventually(lambda: int(weir_status(admin)["misses"]) - misses0 >= KEYS)
+            assert host.fills.done == 0
+            status = weir_status(admin)
+            if LANES:  # all but the first few went through a lane, at pass-through cost
+                assert int(status["lane_miss_entered"]) >= 1
+                assert int(status["lane_misses"]) >= KEYS - 10, status
+            else:
+                assert "lane_misses" not in status
+            for k in range(1, KEYS + 1):  # second reads: admitted, their fills queued
+                assert kv_read(conn, k) == f"v{k}"
+            eventually(lambda: host.fills.done >= KEYS)
+
+            def cached(k: int) -> bool:
+                return bool(kv_read(conn, k) == f"v{k}" and last_statement(conn)[0] == "cache")
+
+            for k in (1, KEYS // 2, KEYS):  # now in the cache: answered from it
+                eventually(lambda k=k: cached(k))  # type: ignore[misc]
+            pg.psql(f"UPDATE kv SET v = 'new' WHERE k = {KEYS + 1}", dbname)
+            eventually(lambda: kv_read(conn, KEYS + 1) == "new")  # (a miss: upstream's)
+    finally:
+        server.stop()
