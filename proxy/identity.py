@@ -427,9 +427,9 @@ def forwarded(session: Any, msg: object) -> None:
     """``msg`` was just handed to ``session``'s core (``state.frontend``) on its way upstream:
     if it is a Query :func:`observe` found may give the identity back, and the only request
     outstanding that executes anything (:func:`_alone`), outside a transaction block (so it
-    runs alone, in its own implicit transaction), its ledger item learns the identity again when it succeeds (an Execute:
-    :func:`_execute_item`). Once learnt, the statements the session prepared upstream
-    meanwhile may be served again (``Extended.adopt``)."""
+    runs alone, in its own implicit transaction), its ledger item learns the identity again
+    when it succeeds (an Execute: :func:`_execute_item`). Once learnt, the statements the
+    session prepared upstream meanwhile may be served again (``Extended.adopt``)."""
     state, ctx = session.state, session.ctx
     if ctx is None or ctx.who is None:
         return
