@@ -56,6 +56,20 @@ class Pace:
     barriers: int = 0
     seconds: float = 0.0
     slow: bool = False
+    #: what the lanes were last told (:meth:`tell`), and how often they were told to close
+    #: (``lane_miss_closed`` in SHOW WEIR STATUS)
+    open: bool = True
+    closed: int = 0
+
+    def tell(self, service: Any, core: Any) -> bool:
+        """Whether lanes may forward misses now (:func:`keeping_up`); a change is told to
+        the lanes' ``core``."""
+        up = keeping_up(service, self)
+        if up != self.open:
+            self.open = up
+            core.open_misses(up)
+            self.closed += not up
+        return up
 
     def sample(self, barriers: int, seconds: float) -> bool:
         """Whether barriers are slow lately (fewer than :data:`PACE_SAMPLE` since the last

@@ -199,9 +199,7 @@ class HitLanes:
         self.missing = 0  # pass sessions entered that forward misses (SHOW WEIR STATUS)
         self._forwarding: set[int] = set()  # tokens of those in lanes
         self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
-        self._misses_open = True  # what the lanes were last told (:meth:`_keeping_up`)
-        self.misses_closed = 0  # times it closed (SHOW WEIR STATUS)
-        self._pace = lane_misses.Pace()  # the session barriers' recent latency
+        self._pace = lane_misses.Pace()  # whether lanes forward misses now (its ``tell``)
 
     @staticmethod
     def available() -> bool:
@@ -500,7 +498,7 @@ class HitLanes:
                 session.lane_miss_skip -= 1
                 return 0
             held = lane_misses.forwardable(session, self.service, self._statements(session))
-            if held and self._keeping_up():  # (else the event loop paces its misses)
+            if held and self._pace.tell(self.service, self.core):  # (else the loop paces)
                 self._enter_pass(session, held)
             return 0  # (the next answer ending idle is offered again: a miss's is settled)
         return self._enter_pass(session, None)
@@ -573,35 +571,23 @@ class HitLanes:
         """Read the misses lanes forwarded (admission, fills), now and then (lane_misses)."""
         self._count_at = None
         lane_misses.count(self.core.take_missed(), self._sessions)
-        self._keeping_up()
+        self._pace.tell(self.service, self.core)
         if self._forwarding and self._loop is not None and not self._stopped:
             self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
 
-    def _keeping_up(self) -> bool:
-        """Whether lanes may forward misses now (``lane_misses.keeping_up``), told to them."""
-        up = lane_misses.keeping_up(self.service, self._pace)
-        if up != self._misses_open:
-            self._misses_open = up
-            self.core.open_misses(up)
-            self.misses_closed += not up
-        return up
-
     def stats(self) -> dict[str, Any]:
         answers, entries, size, sessions, relayed, moved = self.core.stats()
-        leaves, dropped = self.core.leaves()
+        (leaves, dropped), (misses, hits_forwarded) = self.core.leaves(), self.core.misses()
         return {"lanes": self.count, "lane_cpus": ",".join(map(str, self.core.cpus)) or "none",
-                "lane_answers": answers, "lane_entries": entries,
-                "lane_bytes": size, "lane_sessions": sessions, "lane_entered": self.entered,
+                "lane_answers": answers, "lane_entries": entries, "lane_bytes": size,
+                "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
-                "lane_miss_entered": self.missing,  # (pass sessions forwarding misses)
-                "lane_miss_closed": self.misses_closed,  # (lanes told to forward none)
-                **dict(zip(("lane_misses", "lane_hits_forwarded"), self.core.misses(),
-                           strict=True)),
-                "lane_moves": moved,
-                # why hit sessions left their lane (handed back by it, by the reason of the
-                # first request it could not answer; or taken back by the event loop)
+                # pass sessions that forward misses; how often lanes were told to forward none
+                "lane_miss_entered": self.missing, "lane_miss_closed": self._pace.closed,
+                "lane_misses": misses, "lane_hits_forwarded": hits_forwarded, "lane_moves": moved,
+                # why hit sessions left their lane: the first request it could not answer
                 **{f"lane_left_{why}": n for why, n in leaves.items()},
-                "lane_left_taken": self.taken,
+                "lane_left_taken": self.taken,  # (taken back by the event loop)
                 "lane_stamps_dropped": dropped, "lane_bumps": self.bumps,
                 "lane_refused_epoch": self.refused}
 
