@@ -231,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
                 # (the caches get three quarters of a budget: the memos the rest)
                 extra = ["--memory-budget", str(max(100_000, working_set * 4 // 9))] \
                     if sc.churn else []
-                extra += ["--admission", sc.admission, *sc.flags]
+                extra += ["--admission", sc.admission, *sc.flags,
+                          *(w for flags in args.weir for w in flags.split())]
                 w, st = weir_run(cluster, bindir, sc, args, extra)
             finally:
                 stop.set()
@@ -377,6 +378,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", default=None, metavar="TEXT",
                         help="run only the scenarios whose name contains TEXT (printed, "
                         "docs/benchmarks/hit.md left as it is)")
+    parser.add_argument("--weir", action="append", default=[], metavar="'FLAG VALUE'",
+                        help="more weir flags for every weir run (repeatable; split at "
+                        "spaces), for example --weir='--lane-misses on'")
     return run(parser.parse_args(argv))
 
 

@@ -33,6 +33,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp
 from libcpp.string cimport npos, string
 from libcpp.unordered_map cimport unordered_map
+from libcpp.unordered_set cimport unordered_set
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -53,6 +54,7 @@ from cython_ext.rules_kernel cimport (
 )
 
 
+include "lanes_door.pxi"
 include "lanes_structs.pxi"
 include "lanes_hit.pxi"
 include "lanes_pass.pxi"
@@ -95,6 +97,7 @@ cdef class Lanes:
         self.c.misses = 0
         self.c.hits_forwarded = 0
         self.c.misses_open = True
+        self.c.door.capacity = 0
         self.c.leaves.assign(LEAVE_N, 0)
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
@@ -437,6 +440,7 @@ cdef class Lanes:
         s.batch = s.sent_batch = 0
         s.recent = 0
         s.stint = 0
+        s.screened = 0
         for i, key in enumerate(binds):
             s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
         i = len(binds)
@@ -481,19 +485,34 @@ cdef class Lanes:
 
 
     def take_missed(self):
-        """(token, Bind messages) of each pass session that forwarded held statements'
-        reads since the last call (``enter_pass``'s ``held``), taken."""
+        """(token, Bind messages, first reads) of each pass session that forwarded held
+        statements' reads with no stamped answer since the last call (``enter_pass``'s
+        ``held``), taken: the Binds of those the doorkeeper passed (:meth:`screen_misses`),
+        and how many it kept (a key's first read, only counted)."""
         cdef pair[uint64_t, LSession*] item
         cdef vector[pair[uint64_t, string]] taken
-        cdef pair[uint64_t, string] one
+        cdef vector[uint64_t] screened
+        cdef Py_ssize_t i
         with nogil:
             pthread_mutex_lock(&self.c.mu)
             for item in self.c.sessions:
-                if item.second.missed.size():
+                if item.second.missed.size() or item.second.screened:
                     taken.push_back(pair[uint64_t, string](item.first, item.second.missed))
+                    screened.push_back(item.second.screened)
                     item.second.missed.clear()
+                    item.second.screened = 0
             pthread_mutex_unlock(&self.c.mu)
-        return [(one.first, _bytes(one.second)) for one in taken]
+        return [(taken[i].first, _bytes(taken[i].second), screened[i])
+                for i in range(<Py_ssize_t>taken.size())]
+
+    def screen_misses(self, size_t capacity):
+        """Keep the first reads of keys (no stamped answer, never forwarded among the last
+        ``capacity`` distinct ones) from :meth:`take_missed`'s Binds, only counted (0: every
+        read is taken; admission ``always``); the kept ones are forgotten."""
+        pthread_mutex_lock(&self.c.mu)
+        self.c.door.seen.clear()
+        self.c.door.capacity = capacity
+        pthread_mutex_unlock(&self.c.mu)
 
     def open_misses(self, bint open_):
         """Whether pass sessions may forward held statements' reads (``enter_pass``'s
@@ -562,4 +581,4 @@ cdef tuple _pass_result(LSession* s):
             parses.append((s.parse_used[item.second], _bytes(item.first)))
     return (s.served, binds, parses, s.queried, s.batch == 1, _bytes(s.pending_in),
             _bytes(s.pending_out), _bytes(s.upstream_in), _bytes(s.upstream_out),
-            _bytes(s.inflight), _bytes(s.missed))
+            _bytes(s.inflight), _bytes(s.missed), s.screened)

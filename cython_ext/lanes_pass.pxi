@@ -82,6 +82,8 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     cdef unordered_map[string, int64_t].iterator hk
     cdef unordered_map[string, Entry].iterator en
     cdef vector[Py_ssize_t] misses  # (start, end) of each held statement's Bind forwarded
+    cdef vector[uint64_t] hashes  # ... and its read's hash (0: it had a stamped answer)
+    cdef uint64_t h
     cdef Py_ssize_t name_at, name_end, rest_end
     cdef bint described
     cdef string key, stamp
@@ -152,8 +154,10 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
                         break  # answered from its stamp (the loop checks the session first)
                     recent = recent << 1  # amid misses: forwarded too (module docstring)
                     hits += 1
+                    hashes.push_back(0)
                 else:
                     recent = (recent << 1) | 1
+                    hashes.push_back(weir_read_hash(stamp))
                 misses.push_back(pos)
                 misses.push_back(end)
             found.push_back((<int64_t>EV_BIND << 32) | index_of(it))
@@ -181,6 +185,12 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
         s.stint += misses.size() // 2
         pthread_mutex_lock(&c.mu)
         for i in range(0, <Py_ssize_t>misses.size(), 2):
+            h = hashes[i // 2]
+            if h == 0:  # a stamped answer's read: a hit, nothing for the proxy to count
+                continue
+            if _first_read(&c.door, h):  # a key's first read: admission refuses it anyway
+                s.screened += 1
+                continue
             s.missed.append(<const char*>p + misses[i], misses[i + 1] - misses[i])
         c.misses += misses.size() // 2 - hits
         c.hits_forwarded += hits

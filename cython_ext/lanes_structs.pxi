@@ -173,6 +173,9 @@ cdef cppclass LSession:
     # MISS_RUN of them were, a run with a stamped answer is forwarded too (not handed back)
     uint32_t recent
     Py_ssize_t stint  # held statements' reads it forwarded in this stay (``MISS_STINT``)
+    # of those with no stamped answer, the first reads the doorkeeper kept (``Core.door``:
+    # counted here, their Binds not kept for the proxy; guarded by ``Core.mu``)
+    uint64_t screened
 
 
 ctypedef pair[uint64_t, LSession*] Reply  # a session (token, session) with bytes to send
@@ -225,6 +228,7 @@ cdef cppclass Core:
     uint64_t misses  # held statements' reads pass sessions forwarded (no stamped answer)
     uint64_t hits_forwarded  # ... and those with one, forwarded amid misses (``recent``)
     bint misses_open  # lanes may forward misses (``Lanes.open_misses``: the event loop keeps up)
+    Door door  # first reads of misses, counted by the lanes alone (``Lanes.screen_misses``)
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)

@@ -271,14 +271,15 @@ class EngineHost:
                 self.perform(result.effects)
         return result.rows
 
-    def read_or_fill(self, cache: str, key: Sequence[Any], count: bool = True
-                     ) -> tuple[Row, ...] | None:
+    def read_or_fill(self, cache: str, key: Sequence[Any], count: bool = True,
+                     seen_before: bool = False) -> tuple[Row, ...] | None:
         """The rows if present now; None on a miss, whose read the caller answers upstream
         at once (``--misses upstream``): the key's fill is queued in the background when the
         key is admitted (``proxy.fillqueue.Admission``), the queue has room and no table it
         reads is backing off; a key whose fill is pending just misses again. A cache that
         reads only local bases is filled from them at once instead (no admission, no queue).
-        ``FAILED`` and ``DROPPED`` as for :meth:`try_read`."""
+        ``FAILED`` and ``DROPPED`` as for :meth:`try_read`; ``seen_before``: as for
+        ``Admission.admit``."""
         k = tuple(key)
         try:
             rows = self.engine.lookup(cache, k)
@@ -296,16 +297,16 @@ class EngineHost:
             queue.dropped += 1
         elif queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
             queue.held_back += 1
-        elif self._admit((cache, k)):
+        elif self._admit((cache, k), seen_before):
             return self.try_read(cache, k, count)  # starts (or joins) the key's fill
         self.engine.stats.misses += 1
         return None
 
-    def _admit(self, key: tuple[str, Row]) -> bool:
+    def _admit(self, key: tuple[str, Row], seen_before: bool = False) -> bool:
         admission = self.fills.admission
         admission.observe(lambda: self.engine.stats.hits + self.lane_hits(),
                           self.engine.stats.fills)
-        return admission.admit(key)
+        return admission.admit(key, seen_before)
 
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:
         """The cached rows for ``key``, waiting up to ``read_timeout`` for a fill

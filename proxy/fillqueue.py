@@ -82,10 +82,14 @@ class Admission:
             self.strict = now - hits0 < MIN_YIELD * (fills - fills0)
             self._mark = (now, fills)
 
-    def admit(self, key: Hashable) -> bool:
+    def admit(self, key: Hashable, seen_before: bool = False) -> bool:
+        """Whether ``key``'s fill starts now; ``seen_before``: another doorkeeper saw its
+        first read (the lanes', ``proxy.lane_misses.Doorkeeper``: it counted that read)."""
         if self.always:
             return True
         h = hash(key)
+        if seen_before and h not in self._twice:
+            self._once.add(h)
         if h in self._twice:
             self._twice.discard(h)
             return True

@@ -3,7 +3,8 @@ for a session, and the reading of what the lanes so forwarded.
 
 Owns: :func:`forwardable` (which held statements, when: only with ``--lane-misses on``),
 :func:`keeping_up` and :class:`Pace` (lanes forward misses only while the event loop keeps
-up with them), :func:`count` (the forwarded Binds read as misses:
+up with them), :class:`Doorkeeper` (the first read of a key, only counted: its twin in
+``cython_ext.lanes`` runs in the lanes), :func:`count` (the forwarded Binds read as misses:
 ``proxy.missfast.count``) and :func:`returned` (a session back), with
 how often ``proxy.lanes`` reads them (:data:`COUNT_EVERY`) and how long a session whose lane
 answered no misses waits before it is given one again (:data:`MISS_SKIP`).
@@ -19,14 +20,20 @@ The ledger observes the forwarded Binds as the relay would have (``proxy.lane_re
 Admission, the miss counters and the fills are the event loop's: it reads the forwarded
 Binds every :data:`COUNT_EVERY` seconds and when the session comes back, behind the gates
 of a miss (``missfast.count``), so a key's second read is admitted as on the event loop, a
-few ms later at most.
+few ms later at most. Reading a Bind costs the event loop some 30 µs of Python, so the
+lanes read the first read of a key themselves (:class:`Doorkeeper`: a key read once is
+refused by admission anyway, ``proxy.fillqueue.Admission``): they count it, and pass the
+proxy the Binds of later reads only, which admission then takes as seen before; a uniform
+key space larger than what is read (mostly one-off reads) costs the event loop a count per
+wake-up, not a Bind read per miss.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import cython_ext
 from proxy import missfast
 
 #: seconds between two reads of the misses pass lanes forwarded (``missfast.count``)
@@ -47,6 +54,30 @@ PACE_SAMPLE = 8
 MISS_SKIP = 8
 
 
+class Doorkeeper:
+    """The hashes of reads (never 0) pass lanes forwarded lately, ``capacity`` at most (then
+    it starts over; 0: off, every read is passed on: ``--admission always``)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._seen: set[int] = set()
+
+    def first(self, h: int) -> bool:
+        """Whether ``h`` is a first read (then remembered)."""
+        if not self.capacity or h in self._seen:
+            return False
+        if len(self._seen) >= self.capacity:
+            self._seen.clear()
+        self._seen.add(h)
+        return True
+
+
+Doorkeeper_python = Doorkeeper
+_fast = cython_ext.load("lanes")
+if _fast is not None:
+    Doorkeeper = _fast.Doorkeeper  # type: ignore[misc]
+
+
 @dataclass(slots=True)
 class Pace:
     """The recent latency of session barriers, sampled from their running totals
@@ -60,10 +91,21 @@ class Pace:
     #: (``lane_miss_closed`` in SHOW WEIR STATUS)
     open: bool = True
     closed: int = 0
+    #: the capacity of the lanes' doorkeeper (``Lanes.screen_misses``; None: not told yet)
+    screen: int | None = field(default=None)
+
+    @property
+    def screening(self) -> bool:
+        """Whether the lanes count first reads themselves (their Binds not passed on)."""
+        return bool(self.screen)
 
     def tell(self, service: Any, core: Any) -> bool:
         """Whether lanes may forward misses now (:func:`keeping_up`); a change is told to
-        the lanes' ``core``."""
+        the lanes' ``core`` (and, first, their doorkeeper's capacity: admission's)."""
+        if self.screen is None and service.host is not None:
+            admission = service.host.fills.admission
+            self.screen = 0 if admission.always else admission.capacity
+            core.screen_misses(self.screen)
         up = keeping_up(service, self)
         if up != self.open:
             self.open = up
@@ -121,20 +163,38 @@ def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, f
     return out
 
 
-def count(taken: list[tuple[int, bytes]], sessions: dict[int, Any]) -> None:
-    """Read the Binds lanes forwarded, (token, Bind messages) each, as misses of the
-    sessions of those tokens (``missfast.count``)."""
-    for token, raw in taken:
+def count(taken: list[tuple[int, bytes, int]], sessions: dict[int, Any],
+          screening: bool) -> None:
+    """Read what lanes forwarded, (token, Bind messages, first reads) each, as misses of the
+    sessions of those tokens: the Binds as ``missfast.count`` reads them (``screening``: the
+    lanes' doorkeeper passes only keys read before), the first reads counted as the misses
+    admission refused (``EngineHost.read_or_fill``)."""
+    for token, raw, first in taken:
         session = sessions.get(token)
-        if session is not None:
-            missfast.count(session, raw)
+        if session is None:
+            continue
+        if first:
+            _first_reads(session, first)
+        if raw:
+            missfast.count(session, raw, screening)
 
 
-def returned(session: Any, token: int, result: tuple[Any, ...]) -> None:
-    """A session whose lane forwarded misses came back (``Lanes.leave``'s ``result``): the
-    Binds not read yet are read, and a lane that forwarded one miss at most (its reads were
+def _first_reads(session: Any, first: int) -> None:
+    """``first`` reads the lanes' doorkeeper kept: counted (misses, refused by admission),
+    and the session missed (``proxy.aftermiss``)."""
+    host, ctx = session.server.service.host, session.ctx
+    if host is None or ctx is None or not host.connected:
+        return
+    host.engine.stats.misses += first
+    host.fills.admission.refused += first
+    ctx.seen.missed = True
+
+
+def returned(session: Any, token: int, result: tuple[Any, ...], screening: bool) -> None:
+    """A session whose lane forwarded misses came back (``Lanes.leave``'s ``result``): what
+    was not read yet is read, and a lane that forwarded one miss at most (its reads were
     hits) is not given again for the next :data:`MISS_SKIP` misses."""
     if result[0] < 2:
         session.lane_miss_skip = MISS_SKIP
-    if result[10]:
-        count([(token, result[10])], {token: session})
+    if result[10] or result[11]:
+        count([(token, result[10], result[11])], {token: session}, screening)

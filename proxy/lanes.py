@@ -439,7 +439,7 @@ class HitLanes:
             self._passing.discard(token)
             if token in self._forwarding:  # (before the ledger: as they were forwarded)
                 self._forwarding.discard(token)
-                lane_misses.returned(session, token, result)
+                lane_misses.returned(session, token, result, self._pace.screening)
             if session.ctx is not None and (result[0] or result[8] or result[9]):
                 # what the lane relayed or sent moves seen(s) (proxy.seen); nothing: kept
                 session.ctx.seen.pending = True
@@ -570,7 +570,7 @@ class HitLanes:
     def _count(self) -> None:
         """Read the misses lanes forwarded (admission, fills), now and then (lane_misses)."""
         self._count_at = None
-        lane_misses.count(self.core.take_missed(), self._sessions)
+        lane_misses.count(self.core.take_missed(), self._sessions, self._pace.screening)
         self._pace.tell(self.service, self.core)
         if self._forwarding and self._loop is not None and not self._stopped:
             self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)

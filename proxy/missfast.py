@@ -102,7 +102,7 @@ def _read(session: Any, held: Any, bind: fe.Bind, rest: bytes) -> str | None:
     return why
 
 
-def count(session: Any, raw: bytes) -> int:
+def count(session: Any, raw: bytes, seen_before: bool = False) -> int:
     """The Bind messages ``raw`` of held statements a pass lane forwarded for ``session``
     (``proxy.lanes``: reads it had no stamped answer for) read as :func:`try_forward`
     reads its misses, behind the same gates (``ReadPath.read_rows_now``'s, in its order):
@@ -110,7 +110,8 @@ def count(session: Any, raw: bytes) -> int:
     what the fill's install needs left behind when a fill of the key is pending. A read
     that is not a miss (its key present, a gate that answers upstream or needs a wait, a
     parameter that is not a key) is not counted; PostgreSQL answered it either way.
-    Returns how many were read as misses."""
+    ``seen_before``: the lanes' doorkeeper counted each key's first read (``proxy.lane_misses``)
+    and passes only later ones. Returns how many were read as misses."""
     ctx, held_all = session.ctx, session.state.held
     service = session.server.service
     host = service.host
@@ -143,7 +144,8 @@ def count(session: Any, raw: bytes) -> int:
         ctx.seen.missed = True  # (as ``read_rows_now`` marks a miss)
         for key in lookup[0]:
             k = tuple(key)
-            if host.read_or_fill(cache, k) is None and engine.filling(cache, k) \
+            if host.read_or_fill(cache, k, seen_before=seen_before) is None \
+                    and engine.filling(cache, k) \
                     and len(lookup[0]) == 1:  # (what its fill's install needs)
                 assert isinstance(bind, fe.Bind)
                 local = LocalPortal(held, bind, *lookup, rest=raw[name_end + 1 : end])

@@ -389,13 +389,13 @@ def test_a_pass_session_relays_quiet_cycles_and_sums_them_up(lanes: Any, pair: A
     assert recv_exactly(server, len(cycle())) == cycle()
     result = lanes.leave(11)
     (cycles, binds, parses, queried, batch, unread, unsent, up_unread, up_unsent, inflight,
-     missed) = result
+     missed, first) = result
     assert cycles == 3 and queried and not batch
     assert [(key, runs) for _, key, runs in binds] == [(BIND_NAMES, 2)]
     assert [key for _, key in parses] == [PARSE_PAYLOAD]
     assert binds[0][0] > parses[0][0]  # the last Bind came after the Parse
     assert (unread, unsent, up_unread, up_unsent) == (b"", b"", b"", b"")
-    assert inflight == cycle() and missed == b""
+    assert inflight == cycle() and missed == b"" and first == 0
     assert lanes.stats()[4] == 3
 
 
@@ -498,14 +498,14 @@ def test_a_pass_session_forwards_held_reads_it_has_no_stamp_for(
     assert recv_exactly(client, len(ROW + IDLE) * 3) == (ROW + IDLE) * 3
     bind = msg(b"B", b"\x00h1\x00" + REST)
     assert lanes.misses() == (2, 0)
-    assert lanes.take_missed() == [(31, bind + bind)]
+    assert lanes.take_missed() == [(31, bind + bind, 0)]  # (no doorkeeper: every read)
     assert lanes.take_missed() == []  # (taken)
     client.sendall(unit(b"h1"))  # forwarded, not taken before the session leaves
     assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")
     server.sendall(ROW + IDLE)
     assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
     result = lanes.leave(31)
-    assert result[0] == 4 and result[10] == bind
+    assert result[0] == 4 and result[10] == bind and result[11] == 0
     assert sorted((key, runs) for _, key, runs in result[1]) == [(b"\x00h1\x00", 3),
                                                                   (BIND_NAMES, 1)]
 
@@ -563,9 +563,34 @@ def test_amid_misses_a_pass_session_forwards_stamped_reads_too(
     assert handed(lanes) == [33]
     result = lanes.leave(33)
     assert result[0] == 9 and result[5] == unit(b"h1")
-    assert result[10] == b"".join(  # every forwarded Bind, for the proxy to read
-        msg(b"B", b"\x00h1\x00" + REST.replace(b"3", str(i + 4).encode())) for i in range(6)) \
-        + msg(b"B", b"\x00h1\x00" + REST) * 3
+    assert result[10] == b"".join(  # every forwarded miss's Bind, for the proxy to read (not
+        # the stamped ones': hits, nothing to count)
+        msg(b"B", b"\x00h1\x00" + REST.replace(b"3", str(i + 4).encode())) for i in range(6))
+
+
+def test_the_lanes_doorkeeper_counts_first_reads_and_passes_later_ones(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """``screen_misses(n)``: a key's first forwarded read is only counted (admission refuses
+    it anyway), its later reads' Binds are taken by the proxy; keys per lane table."""
+    client, server = pair[0], upstream_pair[0]
+    lanes.screen_misses(16)
+    enter_pass(lanes, 34, pair, upstream_pair, held=HELD + [(b"\x00h2\x00", 8)])
+    reads = [(b"h1", b"4"), (b"h1", b"5"), (b"h1", b"4"), (b"h2", b"4"), (b"h1", b"4")]
+    for name, value in reads:
+        one = unit(name, REST.replace(b"3", value))
+        client.sendall(one)
+        assert recv_exactly(server, len(one)) == one
+        server.sendall(ROW + IDLE)
+        assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    again = msg(b"B", b"\x00h1\x00" + REST.replace(b"3", b"4"))
+    assert lanes.take_missed() == [(34, again + again, 3)]
+    assert lanes.take_missed() == []
+    assert lanes.misses() == (5, 0)
+    client.sendall(unit(b"h2", REST.replace(b"3", b"5")))  # a first read: counted at leave
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    result = lanes.leave(34)
+    assert result[10] == b"" and result[11] == 1
 
 
 def test_a_pass_session_forwards_no_misses_while_the_event_loop_is_behind(
