@@ -514,6 +514,17 @@ cdef class Lanes:
         self.c.door.capacity = capacity
         pthread_mutex_unlock(&self.c.mu)
 
+    def seen_read(self, int64_t table, bytes rest not None):
+        """A miss of the Bind ``rest`` (after the names) in ``table`` read on the event loop
+        goes by the doorkeeper too: whether it saw that read before (else it remembers it)."""
+        cdef string key = _table_key(table)
+        cdef bint first
+        key.append(PyBytes_AS_STRING(rest), PyBytes_GET_SIZE(rest))
+        pthread_mutex_lock(&self.c.mu)
+        first = _first_read(&self.c.door, weir_read_hash(key))
+        pthread_mutex_unlock(&self.c.mu)
+        return not first and self.c.door.capacity > 0
+
     def open_misses(self, bint open_):
         """Whether pass sessions may forward held statements' reads (``enter_pass``'s
         ``held``) from now on; closed, each hands back at its next such read (the event

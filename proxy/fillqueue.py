@@ -87,9 +87,9 @@ class Admission:
         first read (the lanes', ``proxy.lane_misses.Doorkeeper``: it counted that read)."""
         if self.always:
             return True
+        if seen_before:
+            self.vouch(key)
         h = hash(key)
-        if seen_before and h not in self._twice:
-            self._once.add(h)
         if h in self._twice:
             self._twice.discard(h)
             return True
@@ -105,6 +105,13 @@ class Admission:
             self._once.add(h)
         self.refused += 1
         return False
+
+    def vouch(self, key: Hashable) -> None:
+        """``key`` was read once (another doorkeeper saw it: the lanes',
+        ``proxy.lane_misses``): its next :meth:`admit` takes it as a second read."""
+        h = hash(key)
+        if not self.always and h not in self._twice:
+            self._once.add(h)
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,13 +99,19 @@ class Pace:
         """Whether the lanes count first reads themselves (their Binds not passed on)."""
         return bool(self.screen)
 
-    def tell(self, service: Any, core: Any) -> bool:
-        """Whether lanes may forward misses now (:func:`keeping_up`); a change is told to
-        the lanes' ``core`` (and, first, their doorkeeper's capacity: admission's)."""
+    def screens(self, service: Any, core: Any) -> bool:
+        """:attr:`screening`, the lanes' ``core`` told its doorkeeper's capacity (admission's)
+        first."""
         if self.screen is None and service.host is not None:
             admission = service.host.fills.admission
             self.screen = 0 if admission.always else admission.capacity
             core.screen_misses(self.screen)
+        return bool(self.screen)
+
+    def tell(self, service: Any, core: Any) -> bool:
+        """Whether lanes may forward misses now (:func:`keeping_up`); a change is told to
+        the lanes' ``core`` (and, first, their doorkeeper's capacity: :meth:`screens`)."""
+        self.screens(service, core)
         up = keeping_up(service, self)
         if up != self.open:
             self.open = up

@@ -30,6 +30,7 @@ from pgwire.framing import scan_messages
 from proxy import portal_reads
 from proxy.held import LocalPortal, bind_keys
 from proxy.hitpath import _tail as batch_tail
+from proxy.hitpath import session_settings_id
 from proxy.misses import MISS
 from proxy.rules import CONTENT_FREE
 
@@ -93,6 +94,7 @@ def _read(session: Any, held: Any, bind: fe.Bind, rest: bytes) -> str | None:
     if service.gates.granted(ctx.user, route.cache.name) is None \
             or not _missing(service.host.engine, route.cache.name, route.keys):
         return None  # a check upstream first, or a hit: the general path
+    loop_miss(session, held, rest, route.cache.name, route.keys)
     read = service.reads.read_rows_now(route, ctx, None)
     if not isinstance(read, tuple) or read[0] is not None:  # (cannot happen: nothing ran
         # in between, and the gates that wait were checked above)
@@ -154,6 +156,24 @@ def count(session: Any, raw: bytes, seen_before: bool = False) -> int:
                                        prepared)
         counted += 1
     return counted
+
+
+def loop_miss(session: Any, held: Any, rest: bytes, cache: str, keys: list[Any]) -> None:
+    """A held statement's miss read on the event loop (:func:`try_forward`; ``rest``: its
+    Bind after the names) goes by the lanes' doorkeeper too (``proxy.lane_misses``), so that
+    a key read first on one side and then on the other is admitted on its second read all
+    the same: when the doorkeeper saw the read before, admission takes its ``keys`` as read
+    once (``Admission.vouch``)."""
+    service = session.server.service
+    lanes = service.lanes
+    if lanes is None or service.settings.lane_misses != "on" \
+            or not lanes._pace.screens(service, lanes.core):
+        return
+    memo = service.hits.statement_memo(held, session_settings_id(session))
+    if lanes.core.seen_read(lanes._table(memo), rest):
+        admission = service.host.fills.admission
+        for key in keys:
+            admission.vouch((cache, tuple(key)))
 
 
 def upstream_holds(state: Any, parse: fe.Parse) -> bool:
