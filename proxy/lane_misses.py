@@ -2,7 +2,7 @@
 for a session, and the reading of what the lanes so forwarded.
 
 Owns: :func:`forwardable` (which held statements, when: only with ``--lane-misses on``),
-:func:`keeping_up` and :class:`Pace` (lanes forward misses only while the event loop keeps
+:func:`keeping_up`, :func:`lag` and :class:`Pace` (lanes forward misses only while the event loop keeps
 up with them), :class:`Doorkeeper` (the first read of a key, only counted: its twin in
 ``cython_ext.lanes`` runs in the lanes), :func:`count` (the forwarded Binds read as misses:
 ``proxy.missfast.count``) and :func:`returned` (a session back), with
@@ -30,6 +30,7 @@ wake-up, not a Bind read per miss.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +39,9 @@ from proxy import missfast
 
 #: seconds between two reads of the misses pass lanes forwarded (``missfast.count``)
 COUNT_EVERY = 0.005
-#: the event loop keeps up while the cached state lags the upstream by at most this many
-#: seconds (``EngineHost.staleness``: barriers and fills wait for that much) ...
-KEEP_UP_LAG = 1.0
+#: the event loop keeps up while the replication stream lags the upstream by at most this
+#: many seconds (:func:`lag`: barriers and fills wait for that much) ...
+KEEP_UP_LAG = 0.5
 #: ... and at most this many fills wait for an upstream transaction: past either, lanes
 #: forward no misses (each costs the event loop its count, and its fill): the sessions come
 #: back and their misses go through the event loop, which paces them (:func:`keeping_up`)
@@ -140,8 +141,16 @@ def keeping_up(service: Any, pace: Pace) -> bool:
     if host is None:
         return False
     slow = pace.sample(host.coverage.barriers, host.coverage.barrier_seconds)
-    return not slow and host.staleness() <= KEEP_UP_LAG \
+    return not slow and lag(host) <= KEEP_UP_LAG \
         and len(host.fills.queue.waiting) <= KEEP_UP_QUEUE
+
+
+def lag(host: Any) -> float:
+    """Seconds by which the applied stream may lag the upstream (an upper bound): since the
+    send time of the latest barrier or fill marker the applier passed (``Coverage.covered``:
+    session barriers and fills' markers land many times a second under load) or of the
+    latest heartbeat barrier (every 0.5 s: ``EngineHost.staleness``, alone too coarse)."""
+    return time.monotonic() - max(host.fresh_as_of, host.coverage.covered)
 
 
 def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, float]]

@@ -574,7 +574,7 @@ def test_the_lanes_doorkeeper_counts_first_reads_and_passes_later_ones(
     it anyway), its later reads' Binds are taken by the proxy; keys per lane table."""
     client, server = pair[0], upstream_pair[0]
     lanes.screen_misses(16)
-    enter_pass(lanes, 34, pair, upstream_pair, held=HELD + [(b"\x00h2\x00", 8)])
+    enter_pass(lanes, 34, pair, upstream_pair, held=[*HELD, (b"\x00h2\x00", 8)])
     reads = [(b"h1", b"4"), (b"h1", b"5"), (b"h1", b"4"), (b"h2", b"4"), (b"h1", b"4")]
     for name, value in reads:
         one = unit(name, REST.replace(b"3", value))

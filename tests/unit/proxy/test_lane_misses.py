@@ -4,6 +4,7 @@ objects)."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -58,18 +59,19 @@ def test_none_unless_lane_misses_is_on() -> None:
 
 
 @pytest.mark.parametrize(("lag", "queued", "barrier", "up"), [
-    (0.2, 0, 0.003, True), (1.0, 64, 0.010, True),
-    (1.5, 0, 0.003, False), (0.2, 65, 0.003, False), (0.2, 0, 0.011, False)])
+    (0.2, 0, 0.003, True), (0.45, 64, 0.010, True),
+    (0.6, 0, 0.003, False), (0.2, 65, 0.003, False), (0.2, 0, 0.011, False)])
 def test_lanes_forward_misses_only_while_the_event_loop_keeps_up(
         lag: float, queued: int, barrier: float, up: bool) -> None:
-    """Past a second of stream lag (what barriers and fills wait for), 64 fills queued or
-    10 ms per session barrier lately, lanes forward no misses (``lane_misses.keeping_up``);
-    without a cache side, none."""
-    coverage = SimpleNamespace(barriers=0, barrier_seconds=0.0)
-    host = SimpleNamespace(staleness=lambda: lag, coverage=coverage,
+    """Past half a second of stream lag (what barriers and fills wait for), 64 fills queued
+    or 10 ms per session barrier lately, lanes forward no misses
+    (``lane_misses.keeping_up``); without a cache side, none."""
+    now = time.monotonic()
+    coverage = SimpleNamespace(barriers=0, barrier_seconds=0.0, covered=now - lag)
+    host = SimpleNamespace(fresh_as_of=now - 5.0, coverage=coverage,  # (an old heartbeat)
                            fills=SimpleNamespace(queue=SimpleNamespace(waiting=[0] * queued)))
     pace = lane_misses.Pace()
-    assert lane_misses.keeping_up(SimpleNamespace(host=host), pace) is (lag <= 1.0
+    assert lane_misses.keeping_up(SimpleNamespace(host=host), pace) is (lag <= 0.5
                                                                        and queued <= 64)
     coverage.barriers, coverage.barrier_seconds = 8, 8 * barrier  # (8 landed lately)
     assert lane_misses.keeping_up(SimpleNamespace(host=host), pace) is up
@@ -78,3 +80,15 @@ def test_lanes_forward_misses_only_while_the_event_loop_keeps_up(
     coverage.barriers += 1  # (8 more at no cost: fast again)
     assert pace.sample(coverage.barriers, coverage.barrier_seconds) is False
     assert lane_misses.keeping_up(SimpleNamespace(host=None), pace) is False
+
+
+def test_the_lag_is_since_the_latest_barrier_marker_or_heartbeat_passed() -> None:
+    """``lane_misses.lag``: the heartbeat alone (every 0.5 s) says up to half a second more
+    than the stream lags; session barriers and fill markers land far more often."""
+    now = time.monotonic()
+    host = SimpleNamespace(fresh_as_of=now - 0.4, coverage=SimpleNamespace(covered=now - 0.01))
+    assert lane_misses.lag(host) < 0.3
+    host.coverage.covered = now - 3.0  # (none lately: the heartbeat's)
+    assert 0.4 <= lane_misses.lag(host) < 1.0
+    host.fresh_as_of = float("-inf")  # (none ever passed)
+    assert lane_misses.lag(host) > 2.9
