@@ -150,7 +150,7 @@ def lag(host: Any) -> float:
     send time of the latest barrier or fill marker the applier passed (``Coverage.covered``:
     session barriers and fills' markers land many times a second under load) or of the
     latest heartbeat barrier (every 0.5 s: ``EngineHost.staleness``, alone too coarse)."""
-    return time.monotonic() - max(host.fresh_as_of, host.coverage.covered)
+    return time.monotonic() - float(max(host.fresh_as_of, host.coverage.covered))
 
 
 def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, float]]

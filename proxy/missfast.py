@@ -94,7 +94,7 @@ def _read(session: Any, held: Any, bind: fe.Bind, rest: bytes) -> str | None:
     if service.gates.granted(ctx.user, route.cache.name) is None \
             or not _missing(service.host.engine, route.cache.name, route.keys):
         return None  # a check upstream first, or a hit: the general path
-    loop_miss(session, held, rest, route.cache.name, route.keys)
+    loop_miss(session, held, rest, route.cache.name, route.keys or [])
     read = service.reads.read_rows_now(route, ctx, None)
     if not isinstance(read, tuple) or read[0] is not None:  # (cannot happen: nothing ran
         # in between, and the gates that wait were checked above)
