@@ -48,6 +48,20 @@ def test_admission_wants_a_third_read_while_fills_do_not_pay() -> None:
     assert doorkeeper.admit(("c", (3,)))
 
 
+def test_admission_of_keys_another_doorkeeper_saw_read_once() -> None:
+    """The lanes' doorkeeper (``proxy.lane_misses``) counted a key's first read: its next
+    read is a second (``seen_before``, or ``vouch`` before a read on the event loop); a key
+    on its way to a third read (strict) stays there."""
+    doorkeeper = Admission("second")
+    assert doorkeeper.admit(("c", (1,)), seen_before=True)
+    doorkeeper.vouch(("c", (2,)))
+    assert doorkeeper.admit(("c", (2,)))
+    assert not doorkeeper.admit(("c", (3,)))
+    doorkeeper.strict = True
+    assert [doorkeeper.admit(("c", (4,)), seen_before=True) for _ in range(2)] == [False, True]
+    assert doorkeeper.refused == 2
+
+
 def test_admission_forgets_one_off_keys_past_its_capacity() -> None:
     doorkeeper = Admission("second", capacity=3)
     for k in range(3):
