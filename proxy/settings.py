@@ -201,7 +201,7 @@ class Settings:
     )
 
     lane_misses: str = field(
-        default="off",
+        default="on",
         metadata={"help": "on: after a miss, a session's pass lane also forwards upstream "
                           "the reads of its held statements it has no cached answer for "
                           "(misses at pass-through cost; the event loop counts them); "

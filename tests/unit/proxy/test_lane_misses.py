@@ -52,7 +52,7 @@ def test_none_while_a_gate_of_a_miss_is_closed(gate: dict[str, Any]) -> None:
 
 
 def test_none_unless_lane_misses_is_on() -> None:
-    """``--lane-misses off`` (the default): every miss goes through the event loop."""
+    """``--lane-misses off``: every miss goes through the event loop."""
     session, service = _session()
     service.settings.lane_misses = "off"
     assert lane_misses.forwardable(session, service, LANE_STATEMENTS) == []
