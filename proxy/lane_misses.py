@@ -1,13 +1,14 @@
 """Pass lanes that forward misses: the held statements whose reads a lane may send upstream
 for a session, and the reading of what the lanes so forwarded.
 
-Owns: :func:`forwardable` (which held statements, when: only with ``--lane-misses on``),
-:func:`keeping_up`, :func:`lag` and :class:`Pace` (lanes forward misses only while the event loop keeps
-up with them), :class:`Doorkeeper` (the first read of a key, only counted: its twin in
-``cython_ext.lanes`` runs in the lanes), :func:`count` (the forwarded Binds read as misses:
-``proxy.missfast.count``) and :func:`returned` (a session back), with
-how often ``proxy.lanes`` reads them (:data:`COUNT_EVERY`) and how long a session whose lane
-answered no misses waits before it is given one again (:data:`MISS_SKIP`).
+Owns: :func:`forwardable` (which held statements, when: only with ``--lane-misses on``,
+the default), :func:`keeping_up`, :func:`lag` and :class:`Pace` (lanes forward misses only
+while the event loop keeps up with them), :class:`Doorkeeper` (the first read of a key,
+only counted: its twin in ``cython_ext.lanes`` runs in the lanes), :func:`count` (the
+forwarded Binds read as misses: ``proxy.missfast.count``) and :func:`returned` (a session
+back), with how often ``proxy.lanes`` reads them (:data:`COUNT_EVERY`) and how long a
+session whose lane answered no misses waits before it is given one again
+(:data:`MISS_SKIP`).
 
 Why forwarding from a lane keeps every guarantee: the lane forwards a held statement's run
 only when it has no stamped answer for it (a stamped one hands the session back, and the
