@@ -19,6 +19,9 @@ upstream holds that statement (``SessionState.statements``, as PostgreSQL confir
 misses come here. Anything else (a hit, a gate that needs a wait, a parameter that is not a
 key, a transaction block, another shape) returns False having changed nothing, and the
 general path handles the chunk.
+
+Also :func:`count` (the misses pass lanes forwarded, read as this module reads its own) and
+:func:`loop_miss` (a miss read here goes by the lanes' doorkeeper too, ``proxy.lane_misses``).
 """
 
 from __future__ import annotations
