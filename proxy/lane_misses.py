@@ -93,8 +93,10 @@ class Pace:
     #: (``lane_miss_closed`` in SHOW WEIR STATUS)
     open: bool = True
     closed: int = 0
-    #: the capacity of the lanes' doorkeeper (``Lanes.screen_misses``; None: not told yet)
+    #: the capacity of the lanes' doorkeeper (``Lanes.screen_misses``; None: not told yet),
+    #: and the first reads it kept (only counted: ``lane_miss_firsts`` in SHOW WEIR STATUS)
     screen: int | None = field(default=None)
+    firsts: int = 0
 
     @property
     def screening(self) -> bool:
@@ -179,20 +181,20 @@ def forwardable(session: Any, service: Any, statements: list[tuple[bytes, int, f
     return out
 
 
-def count(taken: list[tuple[int, bytes, int]], sessions: dict[int, Any],
-          screening: bool) -> None:
+def count(taken: list[tuple[int, bytes, int]], sessions: dict[int, Any], pace: Pace) -> None:
     """Read what lanes forwarded, (token, Bind messages, first reads) each, as misses of the
-    sessions of those tokens: the Binds as ``missfast.count`` reads them (``screening``: the
-    lanes' doorkeeper passes only keys read before), the first reads counted as the misses
-    admission refused (``EngineHost.read_or_fill``)."""
+    sessions of those tokens: the Binds as ``missfast.count`` reads them (while ``pace`` is
+    :attr:`Pace.screening`, the lanes' doorkeeper passes only keys read before), the first
+    reads counted as the misses admission refused (``EngineHost.read_or_fill``)."""
     for token, raw, first in taken:
+        pace.firsts += first
         session = sessions.get(token)
         if session is None:
             continue
         if first:
             _first_reads(session, first)
         if raw:
-            missfast.count(session, raw, screening)
+            missfast.count(session, raw, pace.screening)
 
 
 def _first_reads(session: Any, first: int) -> None:
@@ -206,11 +208,11 @@ def _first_reads(session: Any, first: int) -> None:
     ctx.seen.missed = True
 
 
-def returned(session: Any, token: int, result: tuple[Any, ...], screening: bool) -> None:
+def returned(session: Any, token: int, result: tuple[Any, ...], pace: Pace) -> None:
     """A session whose lane forwarded misses came back (``Lanes.leave``'s ``result``): what
     was not read yet is read, and a lane that forwarded one miss at most (its reads were
     hits) is not given again for the next :data:`MISS_SKIP` misses."""
     if result[0] < 2:
         session.lane_miss_skip = MISS_SKIP
     if result[10] or result[11]:
-        count([(token, result[10], result[11])], {token: session}, screening)
+        count([(token, result[10], result[11])], {token: session}, pace)

@@ -439,7 +439,7 @@ class HitLanes:
             self._passing.discard(token)
             if token in self._forwarding:  # (before the ledger: as they were forwarded)
                 self._forwarding.discard(token)
-                lane_misses.returned(session, token, result, self._pace.screening)
+                lane_misses.returned(session, token, result, self._pace)
             if session.ctx is not None and (result[0] or result[8] or result[9]):
                 # what the lane relayed or sent moves seen(s) (proxy.seen); nothing: kept
                 session.ctx.seen.pending = True
@@ -570,7 +570,7 @@ class HitLanes:
     def _count(self) -> None:
         """Read the misses lanes forwarded (admission, fills), now and then (lane_misses)."""
         self._count_at = None
-        lane_misses.count(self.core.take_missed(), self._sessions, self._pace.screening)
+        lane_misses.count(self.core.take_missed(), self._sessions, self._pace)
         self._pace.tell(self.service, self.core)
         if self._forwarding and self._loop is not None and not self._stopped:
             self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
@@ -582,8 +582,8 @@ class HitLanes:
                 "lane_answers": answers, "lane_entries": entries, "lane_bytes": size,
                 "lane_sessions": sessions, "lane_entered": self.entered,
                 "lane_pass_entered": self.passed, "lane_relayed": relayed,
-                # pass sessions that forward misses; how often lanes were told to forward none
                 "lane_miss_entered": self.missing, "lane_miss_closed": self._pace.closed,
+                "lane_miss_firsts": self._pace.firsts,  # (see docs/admin-commands.md)
                 "lane_misses": misses, "lane_hits_forwarded": hits_forwarded, "lane_moves": moved,
                 # why hit sessions left their lane: the first request it could not answer
                 **{f"lane_left_{why}": n for why, n in leaves.items()},
