@@ -79,6 +79,25 @@ CASES = [
          lambda rows, p: [(x[0], x[1]) for x in _sorted(
              [x for x in rows if p[0] is not None and x[1] is not None and x[1] > p[0]],
              lambda x: (x[1], x[0]))][:2]),
+    # per-key range-partial state: an equality key with the range (updates move rows
+    # between keys and across intervals)
+    Case("SELECT id, v FROM t WHERE grp = $1 AND v > $2 ORDER BY v, id LIMIT 2",
+         lambda r: (r.randint(0, 5), _v(r)),
+         lambda rows, p: [(x[0], x[1]) for x in _sorted(
+             [x for x in rows if p[1] is not None and x[2] == p[0] and x[1] is not None
+              and x[1] > p[1]], lambda x: (x[1], x[0]))][:2]),
+    Case("SELECT id, name FROM t WHERE grp = $1 AND v BETWEEN $2 AND $3",
+         lambda r: (r.randint(0, 5), _v(r), _v(r)),
+         lambda rows, p: sorted((x[0], x[3]) for x in rows if None not in p
+                                and x[2] == p[0] and x[1] is not None
+                                and p[1] <= x[1] <= p[2])),
+    Case("SELECT id, v FROM t WHERE v < $2 AND grp = $1 AND name <> 'n3' "
+         "ORDER BY v DESC, id LIMIT $3",
+         lambda r: (r.randint(0, 5), _v(r), r.randint(0, 4)),
+         lambda rows, p: [(x[0], x[1]) for x in _sorted(
+             [x for x in rows if p[1] is not None and x[2] == p[0] and x[1] is not None
+              and x[1] < p[1] and x[3] is not None and x[3] != "n3"],
+             lambda x: (-x[1], x[0]))][:p[2]]),
 ]
 
 
@@ -187,7 +206,7 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
     engine = Engine()
     engine.add_cache("page", plan)
     host = SpanHost(engine, up, {"page": plan}, random.Random(1))
-    host.classified = {"page": (c, CASES[-1])}
+    host.classified = {"page": (c, CASES[5])}
     host.params = {}
     for bound in (10, 500, 998):
         k = c.keys((bound,))
@@ -201,7 +220,7 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
     assert isinstance(c.query, CachedQuery)
     down = c.query.plan.reader
     engine.add_cache("down", down)
-    host.plans["down"], host.classified["down"] = down, (c, CASES[-2])
+    host.plans["down"], host.classified["down"] = down, (c, CASES[4])
     for bound in (300, 3):
         k = c.keys((bound, 4))
         assert k is not None and k[0][-1].from_top
