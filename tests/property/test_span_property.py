@@ -229,6 +229,40 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
     assert len(base.store.rows) == 5 + 4 + 3  # [296, 300) and [0, 3)
 
 
+def test_keyset_pages_per_key_fill_only_their_key_and_stretch() -> None:
+    """A per-key keyset page fills the key's page rows only (not the key's tail, not other
+    keys); a write moving a row into the page's key and interval is in the next answer."""
+    planner = QueryPlanner(CATALOG)
+    case = CASES[6]
+    c = planner.classify(case.sql)
+    assert isinstance(c.query, CachedQuery)
+    plan = c.query.plan.reader
+    table = ir.tables(plan)[0]
+    rows = {(i,): (i, i, i % 10, "x") for i in range(1000)}
+    up = Upstream({table.oid: table}, {table.oid: rows})
+    engine = Engine()
+    engine.add_cache("page", plan)
+    host = SpanHost(engine, up, {"page": plan}, random.Random(1))
+    host.classified = {"page": (c, case)}
+    host.params = {}
+
+    def read(params: tuple[int, int]) -> None:
+        k = c.keys(params)
+        assert k is not None
+        host.params[("page", k[0])] = [params]
+        host.read_settled("page", k[0])
+
+    for params in ((3, 100), (3, 500), (7, 0)):
+        read(params)
+    base = engine.graph.bases[table.oid]
+    assert sorted(r[0] for r in base.store.rows) == [7, 17, 103, 113, 503, 513]
+    host.write([RowChange(table.oid, ChangeKind.UPDATE, None, (11, 104, 3, "x"))])
+    host.settle()
+    read((3, 100))
+    answer = engine.lookup("page", c.keys((3, 100))[0])  # type: ignore[index]
+    assert answer is not None and [r[0] for r in answer] == [103, 11]
+
+
 def test_many_seeds_long_runs() -> None:
     """Long deterministic runs (hypothesis favours short ones): answers read again after
     the writes that change them, pages refilled after evictions."""
