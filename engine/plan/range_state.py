@@ -72,6 +72,9 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     found = _trace(reader.input, col)
     if found.startswith(" "):
         return None, found[1:]
+    lead = reader.order_by[0].column if reader.order_by else None
+    if lead is not None and lead != col and _trace(reader.input, lead) == found:
+        col = lead  # (a hidden ORDER BY copy of the column: the span's, so pages use it)
     for key in reader.key:  # (each equality key a plain column of the same table)
         traced = _trace(reader.input, key)
         if traced.startswith(" "):
