@@ -315,6 +315,16 @@ WINDOW_SHAPES = [
           "FROM things WHERE grp = $1", a_grp),
     Shape("SELECT id, note, row_number() OVER (ORDER BY id DESC) FROM notes WHERE ref = $1 "
           "ORDER BY id LIMIT $2", lambda r: (r.randint(0, 45), r.randint(0, 5)), ordered=True),
+    # incremental maintenance: ties (score has NULLs and repeats), several keys, NULLS FIRST,
+    # DESC, a reader order that is not a window column, and an OFFSET/LIMIT cut
+    Shape("SELECT id, score, rank() OVER (ORDER BY score NULLS FIRST, name DESC) AS r, "
+          "dense_rank() OVER (ORDER BY name, score DESC) AS d, row_number() OVER "
+          "(ORDER BY score DESC NULLS LAST, id DESC) AS rn, lead(score, 3) OVER (ORDER BY "
+          "name, id) AS nx FROM things WHERE grp = $1 ORDER BY id OFFSET 1 LIMIT 8", a_grp,
+          ordered=True),
+    Shape("SELECT id, name, lag(name, 2) OVER (ORDER BY score, id) AS p, rank() OVER "
+          "(ORDER BY day DESC) FROM things WHERE grp = $1 ORDER BY score NULLS FIRST, id",
+          a_grp, ordered=True),
 ]
 
 
