@@ -110,11 +110,11 @@ class ReaderNode(Node):
             bag = self.state.get(key)
             if bag is None:
                 return () if None in key else None
-            answer = self.answers[key] = self._answer(key, bag)
+            answer = self.answers[key] = self._key_answer(key, bag)
         self.rt.touch(self.nid, key)
         return answer
 
-    def _answer(self, key: Row, bag: Bag) -> Answer:
+    def _key_answer(self, key: Row, bag: Bag) -> Answer:
         """``_finish``, or with windows the key's partition's answer (made on first use)."""
         if not self.windows:
             return self._finish(bag)
@@ -152,5 +152,5 @@ class ReaderNode(Node):
         part = self.parts.pop(key, None)
         if part is not None:  # (a key filled again)
             self.bytes -= part.per_row * len(part)
-        answer = self.answers[key] = self._answer(key, bag)
+        answer = self.answers[key] = self._key_answer(key, bag)
         return answer
