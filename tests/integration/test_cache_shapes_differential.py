@@ -337,6 +337,10 @@ DATE_SHAPES = [
     Shape("SELECT id, date_trunc('month', made) AS m, extract(second FROM made) AS s, "
           "extract(epoch FROM made), extract(milliseconds FROM made) FROM things "
           "WHERE grp = $1", a_grp),
+    # textual timestamp literals (no time zone: a zone or offset in them is ignored)
+    Shape("SELECT id, made FROM things WHERE grp = $1 AND made < 'Sat, 15 Jun 2024 10:30 PM' "
+          "AND made >= 'March 1, 2024 9:00:00.5 +05' AND made <> '2024-04-02 01:01:05+02'",
+          a_grp),
     Shape("SELECT grp, date_trunc('week', made) AS wk, count(*) FROM things WHERE grp = $1 "
           "GROUP BY grp, date_trunc('week', made)", a_grp),
     Shape("SELECT id, day + 30 AS due, day - date '2024-01-01' AS age, "
