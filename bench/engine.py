@@ -316,6 +316,17 @@ def bench_window(sql: str, size: int, seconds: float, change: bool = True) -> in
     return int(n / (time.process_time() - start))
 
 
+def print_windows(args: argparse.Namespace) -> None:
+    """The window figures (``bench_window``) by partition size, best of ``args.rounds``."""
+    for size in WINDOW_SIZES:
+        for name, sql, change in (("window", WINDOW_SQL, True),
+                                  ("ordered", ORDERED_SQL, True),
+                                  ("window_unchanged", WINDOW_SQL, False)):
+            rate = max(bench_window(sql, size, args.seconds / 2, change)
+                       for _ in range(args.rounds))
+            print(f"{name}_{size}_per_s={rate}")
+
+
 def run_one(args: argparse.Namespace, cyclic: bool) -> tuple[int, int]:
     engine = Engine()
     for name, plan in PLANS.items():
@@ -344,7 +355,12 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000,
                         help="rows of the keyset / window benchmark")
     parser.add_argument("--one", action="store_true", help="only the WEIR_IMPL selection")
+    parser.add_argument("--windows", action="store_true",
+                        help="only the window figures of the WEIR_IMPL selection")
     args = parser.parse_args()
+    if args.windows:
+        print_windows(args)
+        return
     if args.one:
         small, hot = (max(bench_hot(n, args.seconds / 2) for _ in range(args.rounds))
                       for n in (10, args.hot))
@@ -354,13 +370,7 @@ def main() -> None:
         print(" ".join(f"range_{k}={v:.3f}" for k, v in ranges.items()))
         ranges = bench_ranges(args.items, args.seconds, args.rounds, keyed=True)
         print(" ".join(f"keyrange_{k}={v:.3f}" for k, v in ranges.items()))
-        for size in WINDOW_SIZES:
-            for name, sql, change in (("window", WINDOW_SQL, True),
-                                      ("ordered", ORDERED_SQL, True),
-                                      ("window_unchanged", WINDOW_SQL, False)):
-                rate = max(bench_window(sql, size, args.seconds / 2, change)
-                           for _ in range(args.rounds))
-                print(f"{name}_{size}_per_s={rate}")
+        print_windows(args)
         c, lk = run_one(args, cyclic=False)
         print(f"changes_per_s={c} lookups_per_s={lk}")
         return
@@ -384,6 +394,20 @@ def main() -> None:
 
 #: Where the time goes (kept by hand from the last profile of the Cython build).
 NOTES = [
+    "Incremental windows (session 15, sql15): the table's window figures come from "
+    "`WEIR_IMPL=python|cython .venv/bin/python bench/engine.py --windows --rounds 2` "
+    "(load average 4.2-5.4, indicative only), run right after the recompute (main at "
+    "df86675, same load, same measurement) which gave, python / cython, window reads "
+    "after a change 13,037 / 20,464 (10 rows), 2,094 / 2,853 (100), 133 / 230 (1,000) and"
+    " 6 / 8 (10,000); now 19,922 / 24,790, 9,136 / 9,464, 850 / 1,002 and 63 / 70: about "
+    "10x at 1,000 and 10,000 rows. A change still costs O(n) simple steps in this "
+    "benchmark (no sort): row_number is recomputed from the changed position to the end "
+    "(half the partition on average), the rank over `grp` is one peer group spanning the "
+    "whole partition (recomputed from its start), and the answer tuple is rebuilt from "
+    "the kept rows; lag/lead cost O(offset). The ordered reads (no window) still sort the"
+    " key's rows per read after a change. The windows have no Cython twin "
+    "(`window_state.Partition` is pure Python under both builds).",
+    "",
     "This report's run (session 14, issue 23: the window figures by partition size beside "
     "the others) was made once on the shared 2-CPU machine under the load shown above "
     "(other engineers' test suites and builds): all rates are indicative only; the lead "
@@ -421,9 +445,8 @@ NOTES = [
     "(10,000). The cost per row still grows with the partition (the sorts, and every row's "
     "output tuple built again): a 10,000-row partition costs a read after each change about "
     "140 ms (and 70 ms without windows: the reader sorts a changed key's rows again for its "
-    "ORDER BY, with the same whole-row tie-break). Incremental windows (a partition kept "
-    "sorted, row_number/rank moved by the rows between the old and new position) are not "
-    "built.",
+    "ORDER BY, with the same whole-row tie-break). (Since replaced by incremental windows: "
+    "see above.)",
     "",
     "Before this round (random workload; figures of the previous report, quiet machine): "
     "python 48,830, cython 100,584 changes/s. Deterministic measure of the same work "
@@ -519,16 +542,16 @@ def write_report(args: argparse.Namespace, results: dict[str, dict[str, str]]) -
                 f"{float(r[f'{kind}_full_bytes']) / 1e6:,.1f} MB | "
                 f"{float(r[f'{kind}_span_bytes']) / 1e6:,.1f} MB |")
     lines += [
-        "", "Windows (`bench_window`, 10 partitions of each size): windows are **not "
-        "maintained incrementally**. The reader keeps a key's rows incrementally as for any "
-        "query, but a change to a key's rows drops that key's finished answer, and the next "
-        "read computes every window of the partition again from its rows "
-        "(`engine/dataflow/windows.py`: a sort per window, then one pass), so a read after a "
-        "change costs O(n log n) in the partition's size n. *after a change*: one row of the "
-        f"partition updated, then the partition read, with `{WINDOW_SQL}`; *ordered, no "
+        "", "Windows (`bench_window`, 10 partitions of each size): windows are maintained "
+        "incrementally (`engine/dataflow/window_state.py`): a change to a key's rows is a "
+        "binary search and a list insert/delete per window in that key's partition, lag/lead "
+        "recompute the changed position's neighbours, row_number/rank/dense_rank are "
+        "recomputed from the changed position onward at the next read (simple steps, no sort), "
+        "and the answer is rebuilt from the kept projected rows. *after a change*: one row of "
+        f"the partition updated, then the partition read, with `{WINDOW_SQL}`; *ordered, no "
         f"window*: the same after a change with `{ORDERED_SQL}` (the reader sorts the key's "
-        "rows again too: the windows' own share is the difference); *unchanged*: reads of a "
-        "present answer (no recomputation). Reads per CPU-second.", "",
+        "rows again for its ORDER BY: not incremental); *unchanged*: reads of a present "
+        "answer. Reads per CPU-second; the recompute's figures (before) are in the notes.", "",
         "| implementation | partition rows | window reads after a change/s | ordered reads "
         "after a change/s (no window) | window reads, unchanged/s |",
         "|---|---:|---:|---:|---:|"]

@@ -597,3 +597,11 @@ SELECT s.id FROM stories s WHERE s.author_id NOT IN (SELECT c.author_id FROM com
 SELECT s.id FROM stories s WHERE s.created_at::timestamptz < 'Mar 15 2024 10:00 PM America/Los_Angeles' ORDER BY s.id LIMIT 10;
 SELECT s.id FROM stories s WHERE s.created_at::timestamptz >= 'Fri, 01 Mar 2024 00:00:00 +0000' AND s.author_id = 2;
 SELECT o.id FROM orders o WHERE o.placed_on::timestamptz < 'February 10, 2024 9:30 am';
+
+-- ===================== textual timestamp (no time zone) literals (read the same under every DateStyle) =====================
+SELECT s.id FROM stories s WHERE s.created_at < 'Mar 15 2024 10:00 PM' ORDER BY s.id LIMIT 10;
+SELECT c.id FROM comments c WHERE c.created_at >= 'Fri, 01 Mar 2024 00:00:00' AND c.story_id = 3;
+-- params: [2]
+SELECT s.id, s.title FROM stories s WHERE s.author_id = $1 AND s.created_at BETWEEN 'February 10, 2024 9:30 am' AND 'June 1, 2024';
+SELECT u.id FROM users u WHERE u.created_at > '15 January 2024 08:00:00.25 +02';
+SELECT u.id FROM users u WHERE u.created_at > '01/15/2024';

@@ -341,6 +341,16 @@ WINDOW_SHAPES = [
           "FROM things WHERE grp = $1", a_grp),
     Shape("SELECT id, note, row_number() OVER (ORDER BY id DESC) FROM notes WHERE ref = $1 "
           "ORDER BY id LIMIT $2", lambda r: (r.randint(0, 45), r.randint(0, 5)), ordered=True),
+    # incremental maintenance: ties (score has NULLs and repeats), several keys, NULLS FIRST,
+    # DESC, a reader order that is not a window column, and an OFFSET/LIMIT cut
+    Shape("SELECT id, score, rank() OVER (ORDER BY score NULLS FIRST, name DESC) AS r, "
+          "dense_rank() OVER (ORDER BY name, score DESC) AS d, row_number() OVER "
+          "(ORDER BY score DESC NULLS LAST, id DESC) AS rn, lead(score, 3) OVER (ORDER BY "
+          "name, id) AS nx FROM things WHERE grp = $1 ORDER BY id OFFSET 1 LIMIT 8", a_grp,
+          ordered=True),
+    Shape("SELECT id, name, lag(name, 2) OVER (ORDER BY score, id) AS p, rank() OVER "
+          "(ORDER BY day DESC) FROM things WHERE grp = $1 ORDER BY score NULLS FIRST, id",
+          a_grp, ordered=True),
 ]
 
 
@@ -353,6 +363,10 @@ DATE_SHAPES = [
     Shape("SELECT id, date_trunc('month', made) AS m, extract(second FROM made) AS s, "
           "extract(epoch FROM made), extract(milliseconds FROM made) FROM things "
           "WHERE grp = $1", a_grp),
+    # textual timestamp literals (no time zone: a zone or offset in them is ignored)
+    Shape("SELECT id, made FROM things WHERE grp = $1 AND made < 'Sat, 15 Jun 2024 10:30 PM' "
+          "AND made >= 'March 1, 2024 9:00:00.5 +05' AND made <> '2024-04-02 01:01:05+02'",
+          a_grp),
     Shape("SELECT grp, date_trunc('week', made) AS wk, count(*) FROM things WHERE grp = $1 "
           "GROUP BY grp, date_trunc('week', made)", a_grp),
     Shape("SELECT id, day + 30 AS due, day - date '2024-01-01' AS age, "
