@@ -362,6 +362,23 @@ SELECT id, author_id, score FROM stories WHERE author_id = ANY($1) AND score > $
 SELECT id FROM stories WHERE score > $1;
 -- params: [2, 5]
 SELECT c.id, c.body FROM comments c JOIN stories s ON s.id = c.story_id WHERE s.author_id = $1 AND c.score > $2;
+-- ===================== range keys with equality keys (range-partial state per key value) =====================
+-- params: [3, 5]
+SELECT id, title, score FROM stories WHERE author_id = $1 AND id > $2 ORDER BY id LIMIT 3;
+-- params: [2, 5, 25]
+SELECT id, title FROM stories WHERE author_id = $1 AND id BETWEEN $2 AND $3;
+-- params: [4, 40]
+SELECT id, score FROM stories WHERE author_id = $1 AND published AND score < $2 ORDER BY score DESC, id LIMIT 2;
+-- params: [3, 30]
+SELECT id, body FROM comments WHERE story_id = $1 AND id >= $2 ORDER BY id;
+-- params: [[1, 2], 10]
+SELECT id, author_id FROM stories WHERE author_id = ANY($1) AND id > $2 ORDER BY id LIMIT 4;
+-- params: [2, 3]
+SELECT id, created_at FROM comments WHERE author_id = $1 AND score <= $2 ORDER BY created_at DESC, id LIMIT 3 OFFSET 1;
+-- params: [2, 10]
+SELECT count(*) FROM stories WHERE author_id = $1 AND score >= $2;
+-- params: [1, 3]
+SELECT p.id, p.thread_id FROM posts p JOIN threads t ON t.id = p.thread_id WHERE t.forum_id = $1 AND p.id > $2 ORDER BY p.id LIMIT 5;
 -- ===================== string_agg / array_agg with ORDER BY =====================
 SELECT author_id, string_agg(title, ', ' ORDER BY id) AS titles FROM stories GROUP BY author_id;
 -- params: [3]

@@ -137,6 +137,24 @@ SPAN_SHAPES = [
           lambda r: (_bound(r, lambda q: _at(q).replace(tzinfo=None),
                             [t.replace(tzinfo=None) for t in _TIMES]),), ordered=True),
 ]
+#: an equality key with the range: range-partial state per value of the key (writes move
+#: rows between keys and across intervals: grp, score and at change)
+KEY_SPAN_SHAPES = [
+    Shape("SELECT id, name, at FROM things WHERE grp = $1 AND at > $2 ORDER BY at, id LIMIT $3",
+          lambda r: (r.randint(0, 45), _bound(r, _at, _TIMES), r.randint(0, 8)), ordered=True),
+    Shape("SELECT id, score FROM things WHERE grp = $1 AND id BETWEEN $2 AND $3",
+          lambda r: (r.randint(0, 45), _bound(r, lambda q: q.randint(-5, 1100), _INT4),
+                     _bound(r, lambda q: q.randint(-5, 1100), _INT4))),
+    Shape("SELECT id, score FROM things WHERE score < $2 AND grp = $1 AND name <> 'n3' "
+          "ORDER BY score DESC, id LIMIT 4",
+          lambda r: (r.randint(0, 45), _bound(r, lambda q: q.randint(-5, 65), _INT4)),
+          ordered=True),
+    Shape("SELECT id, day FROM things WHERE grp = ANY($1) AND day >= $2 ORDER BY day, id "
+          "LIMIT 6", lambda r: (_ids(r, 45), _bound(
+              r, lambda q: date(2024, 1, 1) + timedelta(days=q.randint(-5, 100)), _DAYS)),
+          ordered=True),
+]
+
 
 def _random_write(conn: psycopg.Connection[Any], rng: random.Random,
                   next_id: dict[str, int]) -> None:
@@ -255,6 +273,14 @@ def test_range_partial_state(pg: Any, dbname: str) -> None:
     """Range-only statements keep filled intervals (EXPLAIN says so), answered exactly under
     writes, NULL and extreme bounds, infinite values and evictions."""
     run_differential(pg, dbname, SPAN_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000}, explain="state: range-partial on")
+
+
+def test_range_partial_state_per_key(pg: Any, dbname: str) -> None:
+    """An equality key with the range (per-key keyset pages, BETWEEN, = ANY lists) keeps
+    filled intervals per key value (EXPLAIN says so), exact under writes that move rows
+    between keys and across intervals, NULL and extreme bounds, and evictions."""
+    run_differential(pg, dbname, KEY_SPAN_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000}, explain="state: range-partial on")
 
 
