@@ -13,10 +13,11 @@ the changed position onward (the lowest such position per window) and recomputed
 at the next read (from the start of that position's peer group, seeded by the clean value
 before it); row_number stops after the last changed position when as many rows were
 inserted as deleted (an update that keeps or moves a row: only the rows between its old and
-new positions are renumbered). Only rows whose value changed are projected again. The answer is one pass
-over the ids in order. When the reader's ORDER BY starts with a row_number column the
-answer is that window's list (reversed for DESC); when it reads another window column the
-answer's order depends on the values, and it is sorted at the read (as the recompute did).
+new positions are renumbered). Only rows whose value changed are projected again. The
+answer is one pass over the ids in order. When the reader's ORDER BY starts with a
+row_number column the answer is that window's list (reversed for DESC); when it reads
+another window column the answer's order depends on the values, and it is sorted at the
+read (as the recompute did).
 
 Invariants: the values agree with ``windows.apply_windows`` on the same rows (the property
 test ``tests/property/test_window_state.py`` checks it): rank/dense_rank peers are rows equal
