@@ -3,13 +3,16 @@
 Owns: :class:`Seen`, the per-session record of when the session last got an answer from the
 upstream (a forwarded read, a write's commit, a miss answered upstream), :func:`may_serve`,
 the check a cached read must pass, and :class:`Coverage`, the host's record of how far the
-applier has provably caught up (the send time of the newest barrier or fill marker it has
-passed) with the coalesced barrier requests of the sessions that are behind it.
+applier has provably caught up (the send time of the newest barrier, probe or fill marker
+it has passed) with the coalesced barrier requests of the sessions that are behind it (each a
+probe, then a barrier if the stream does not reach the probe soon: ``Barriers.covering``).
 
 The rule: a barrier (a transactional logical message, DESIGN §6) that was *sent* at
 ``time.monotonic() = t`` lands in the WAL after every commit any upstream answer received
 before ``t`` could have shown; once the applier has passed it, the caches include all of
-them. So a cached read for session ``s`` is allowed when ``seen(s).at <= covered``.
+them. So a cached read for session ``s`` is allowed when ``seen(s).at <= covered``. A probe
+(the upstream's WAL insert position, read at ``t``) passed by the stream proves the same
+without a commit (``cdc.barrier``).
 
 Answers arrive in the relay without weir looking at them, so :class:`Seen` records only that
 something went upstream (``pending``); the first cached read after it fixes ``at`` to *now*
