@@ -35,8 +35,9 @@ import itertools
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.pgoutput import parse_lsn
@@ -45,6 +46,7 @@ from cdc.pgoutput import parse_lsn
 #: (PostgreSQL's walsender decodes only flushed WAL: a position past the last flush is reached
 #: at the next commit or WAL writer flush; a barrier's commit flushes it)
 PROBE_PATIENCE = 0.02
+_PROBE = "SELECT pg_current_wal_insert_lsn()"
 #: ``Barriers.probe_floor`` when no probe waits (no position reaches it)
 NO_PROBE = 1 << 64
 
@@ -201,13 +203,19 @@ class Barriers:
         conn.send_query(sql)
         self._pipe_sent.append((barrier_id, probe))
 
-    async def covering(self, timeout: float = 30.0,
-                       on_pass: Callable[[], object] | None = None) -> None:
+    def covering(self, timeout: float = 30.0, on_pass: Callable[[], object] | None = None
+                 ) -> Coroutine[Any, Any, None]:
         """Wait until the applier has applied every commit that a statement answered before
         the call could have seen: a probe, then (when the stream does not reach the probe's
         position within :data:`PROBE_PATIENCE`) a barrier (module docstring). ``on_pass`` as
-        for :meth:`pipelined`; raises as :meth:`pipelined` does."""
-        if await self.probed(min(PROBE_PATIENCE, timeout), on_pass):
+        for :meth:`pipelined`; the result raises as :meth:`pipelined` does. The probe is sent
+        before this returns when the connection is open (not a turn of the event loop later,
+        when the returned coroutine first runs)."""
+        return self._covering(self._probe(on_pass), timeout, on_pass)
+
+    async def _covering(self, probe: tuple[str, asyncio.Future[int], bool], timeout: float,
+                        on_pass: Callable[[], object] | None) -> None:
+        if await self._probed(probe, min(PROBE_PATIENCE, timeout)):
             return
         self.probes_fell_back += 1
         await self.pipelined(timeout, on_pass)
@@ -217,15 +225,31 @@ class Barriers:
         """Send a probe on the pipelined connection (module docstring); True once the stream
         reached its position, False when it did not within ``patience`` seconds. Raises when
         the probe cannot be sent or fails, or continuity is lost (:class:`BarrierLost`)."""
+        return await self._probed(self._probe(on_pass), patience)
+
+    def _probe(self, on_pass: Callable[[], object] | None
+               ) -> tuple[str, asyncio.Future[int], bool]:
+        """A probe registered, and sent at once when the connection is open: (id, its future,
+        whether it was sent)."""
         probe_id = self._prefix + "p" + str(next(self._ids))
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending[probe_id] = future
         if on_pass is not None:
             self._on_pass[probe_id] = on_pass
         self.probes += 1
+        conn = self._pipe
+        if conn is None:
+            return probe_id, future, False
+        conn.send_query(_PROBE)
+        self._pipe_sent.append((probe_id, True))
+        return probe_id, future, True
+
+    async def _probed(self, probe: tuple[str, asyncio.Future[int], bool], patience: float
+                      ) -> bool:
+        probe_id, future, sent = probe
         try:
-            await self._send_pipe(probe_id, "SELECT pg_current_wal_insert_lsn()", patience,
-                                  probe=True)
+            if not sent:
+                await self._send_pipe(probe_id, _PROBE, patience, probe=True)
             await asyncio.wait_for(future, patience)
             return True
         except TimeoutError:

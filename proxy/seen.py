@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 
 log = logging.getLogger("weir.seen")
@@ -178,15 +178,11 @@ class Coverage:
     def request(self, need: float) -> None:
         """Make sure a barrier sent at or after ``need`` is on its way (a session whose
         ``seen`` is ``need`` is behind ``covered``); when :data:`MAX_IN_FLIGHT` are flying,
-        the first to land sends it."""
+        the first to land sends it. ``emit`` is called here, so what it sends before its
+        first ``await`` (a probe, ``Barriers.covering``) leaves now, not a turn later."""
         if need <= self._last_sent or len(self._flying) >= MAX_IN_FLIGHT:
             return
-        self._last_sent = time.monotonic()
-        task = asyncio.get_running_loop().create_task(self._one(self._last_sent))
-        self._flying.add(task)
-        task.add_done_callback(self._flying.discard)
-
-    async def _one(self, sent: float) -> None:
+        sent = self._last_sent = time.monotonic()
         self.barriers += 1
         landed = False
 
@@ -197,8 +193,16 @@ class Coverage:
                 self.barrier_seconds += time.monotonic() - sent
                 self.passed(sent)
 
+        emitted = self._emit(land)
+        task = asyncio.get_running_loop().create_task(self._one(emitted, land))
+        self._flying.add(task)
+        task.add_done_callback(self._flying.discard)
+        if isinstance(emitted, Coroutine):  # (one cancelled before it ran is closed unrun)
+            task.add_done_callback(lambda _: emitted.close())
+
+    async def _one(self, emitted: Awaitable[object], land: Callable[[], None]) -> None:
         try:
-            await self._emit(land)
+            await emitted
         except Exception as exc:  # the stream is down: the waiting reads go upstream
             log.debug("coverage barrier failed: %s", exc)
             self._last_sent = self.covered  # (the next request sends a new one)
