@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import os
 import time
 from collections import deque
@@ -41,6 +42,8 @@ from typing import Any
 
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.pgoutput import parse_lsn
+
+log = logging.getLogger("weir.cdc.barrier")
 
 #: how long a probe waits for the stream to reach its position before a barrier is emitted
 #: (PostgreSQL's walsender decodes only flushed WAL: a position past the last flush is reached
@@ -97,7 +100,10 @@ class Barriers:
     def passed(self, barrier_id: str, lsn: int) -> None:
         on_pass = self._on_pass.pop(barrier_id, None)
         if on_pass is not None:
-            on_pass()
+            try:  # (a waiting read's failure must not stop the stream or the pipe's reader)
+                on_pass()
+            except Exception:
+                log.exception("a session waiting for coverage failed")
         future = self._pending.pop(barrier_id, None)
         if future is not None and not future.done():
             future.set_result(lsn)
