@@ -93,12 +93,13 @@ def fetch(data: Data, q: FillRequest, indexes: Indexes) -> tuple[tuple[object, .
     span = span_of(q.key)
     if span is not None:  # an interval fill (engine.plan.fill_sql.span_query), ascending
         assert not span.from_top
-        col = q.columns[0]
-        index = indexes.get((q.table.oid, (-1, col)))  # the rows sorted by the column
+        col, eq = q.columns[-1], q.columns[:-1]  # (the equality key's rows, per key value)
+        index = indexes.get((q.table.oid, (-1, *eq, col)))  # sorted by the column
         if index is None:
-            ordered = sorted(data[q.table.oid], key=lambda r: r[col])  # type: ignore
-            index = indexes[q.table.oid, (-1, col)] = {(): ordered}
-        ordered = index[()]
+            index = indexes[q.table.oid, (-1, *eq, col)] = {}
+            for r in sorted(data[q.table.oid], key=lambda r: r[col]):  # type: ignore
+                index.setdefault(tuple(r[c] for c in eq), []).append(r)
+        ordered = index.get(q.key[:-1], [])
         at = bisect.bisect_left(ordered, True, key=lambda r: span.start < (span.point(r[col])
                                                                          or span.start))
         inside: list[Row] = []
@@ -230,14 +231,20 @@ def _fill_timed(engine: Engine, data: Data, cache: str, key: tuple[object, ...],
     return spent
 
 
-def bench_ranges(rows: int, seconds: float, rounds: int) -> dict[str, float]:
-    """Keyset pages ``WHERE id > $1 ORDER BY id LIMIT 20`` over ``rows`` items: with the
-    state of every row (the full-state path) and with range-partial state (filled
-    intervals). Cold: the engine's CPU time to fill and answer a first page. Warm: pages/s
-    over 1,000 bounds (keys built per read, as the proxy does), every page filled before,
-    best of ``rounds``.
-    State: bytes held after those 1,000 pages."""
-    sql = "SELECT id, title FROM items WHERE id > $1 ORDER BY id LIMIT 20"
+#: the keyset pages of ``bench_ranges``: range-only, and per key (``keyed``: 100 groups)
+RANGE_SQL = "SELECT id, title FROM items WHERE id > $1 ORDER BY id LIMIT 20"
+KEY_RANGE_SQL = "SELECT id, title FROM items WHERE grp = $1 AND id > $2 ORDER BY id LIMIT 20"
+
+
+def bench_ranges(rows: int, seconds: float, rounds: int,
+                 keyed: bool = False) -> dict[str, float]:
+    """Keyset pages ``RANGE_SQL`` (``keyed``: ``KEY_RANGE_SQL``, one of 100 groups per
+    page) over ``rows`` items: with the state of every row of the key (the full-state path)
+    and with range-partial state (filled intervals, per group when ``keyed``). Cold: the
+    engine's CPU time to fill and answer a first page. Warm: pages/s over 1,000 bounds
+    (keys built per read, as the proxy does), every page filled before, best of
+    ``rounds``. State: bytes held after those 1,000 pages."""
+    sql = KEY_RANGE_SQL if keyed else RANGE_SQL
     classified = QueryPlanner(Catalog((ITEMS,))).classify(sql)
     query = classified.query
     assert not isinstance(query, Unsupported) and query.plan.reader.span is not None
@@ -246,17 +253,19 @@ def bench_ranges(rows: int, seconds: float, rounds: int) -> dict[str, float]:
                  query.plan.reader, span=None))}
     data: Data = {3: [(i, i % 100, f"item {i}") for i in range(rows)]}
     rng = random.Random(3)
-    bounds = [(rng.randrange(rows),) for _ in range(1000)]
+    bounds: list[tuple[int, ...]] = [
+        (rng.randrange(100), rng.randrange(rows)) if keyed else (rng.randrange(rows),)
+        for _ in range(1000)]
     out: dict[str, float] = {}
     indexes: Indexes = {}
     for kind, plan in plans.items():
         engine = Engine()
         engine.add_cache(kind, plan.reader)
 
-        def key(params: tuple[int], kind: str = kind) -> tuple[object, ...]:
+        def key(params: tuple[int, ...], kind: str = kind) -> tuple[object, ...]:
             found = classified.keys(params)
             assert found is not None
-            return found[0] if kind == "span" else ()
+            return found[0] if kind == "span" else found[0][:-1] if keyed else ()
 
         out[f"{kind}_cold_ms"] = 1000 * _fill_timed(engine, data, kind, key(bounds[0]),
                                                     indexes)
@@ -307,6 +316,17 @@ def bench_window(sql: str, size: int, seconds: float, change: bool = True) -> in
     return int(n / (time.process_time() - start))
 
 
+def print_windows(args: argparse.Namespace) -> None:
+    """The window figures (``bench_window``) by partition size, best of ``args.rounds``."""
+    for size in WINDOW_SIZES:
+        for name, sql, change in (("window", WINDOW_SQL, True),
+                                  ("ordered", ORDERED_SQL, True),
+                                  ("window_unchanged", WINDOW_SQL, False)):
+            rate = max(bench_window(sql, size, args.seconds / 2, change)
+                       for _ in range(args.rounds))
+            print(f"{name}_{size}_per_s={rate}")
+
+
 def run_one(args: argparse.Namespace, cyclic: bool) -> tuple[int, int]:
     engine = Engine()
     for name, plan in PLANS.items():
@@ -335,7 +355,12 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=100_000,
                         help="rows of the keyset / window benchmark")
     parser.add_argument("--one", action="store_true", help="only the WEIR_IMPL selection")
+    parser.add_argument("--windows", action="store_true",
+                        help="only the window figures of the WEIR_IMPL selection")
     args = parser.parse_args()
+    if args.windows:
+        print_windows(args)
+        return
     if args.one:
         small, hot = (max(bench_hot(n, args.seconds / 2) for _ in range(args.rounds))
                       for n in (10, args.hot))
@@ -343,13 +368,9 @@ def main() -> None:
         print(f"cyclic_changes_per_s={run_one(args, cyclic=True)[0]}")
         ranges = bench_ranges(args.items, args.seconds, args.rounds)
         print(" ".join(f"range_{k}={v:.3f}" for k, v in ranges.items()))
-        for size in WINDOW_SIZES:
-            for name, sql, change in (("window", WINDOW_SQL, True),
-                                      ("ordered", ORDERED_SQL, True),
-                                      ("window_unchanged", WINDOW_SQL, False)):
-                rate = max(bench_window(sql, size, args.seconds / 2, change)
-                           for _ in range(args.rounds))
-                print(f"{name}_{size}_per_s={rate}")
+        ranges = bench_ranges(args.items, args.seconds, args.rounds, keyed=True)
+        print(" ".join(f"keyrange_{k}={v:.3f}" for k, v in ranges.items()))
+        print_windows(args)
         c, lk = run_one(args, cyclic=False)
         print(f"changes_per_s={c} lookups_per_s={lk}")
         return
@@ -373,6 +394,20 @@ def main() -> None:
 
 #: Where the time goes (kept by hand from the last profile of the Cython build).
 NOTES = [
+    "Incremental windows (session 15, sql15): the table's window figures come from "
+    "`WEIR_IMPL=python|cython .venv/bin/python bench/engine.py --windows --rounds 2` "
+    "(load average 4.2-5.4, indicative only), run right after the recompute (main at "
+    "df86675, same load, same measurement) which gave, python / cython, window reads "
+    "after a change 13,037 / 20,464 (10 rows), 2,094 / 2,853 (100), 133 / 230 (1,000) and"
+    " 6 / 8 (10,000); now 19,922 / 24,790, 9,136 / 9,464, 850 / 1,002 and 63 / 70: about "
+    "10x at 1,000 and 10,000 rows. A change still costs O(n) simple steps in this "
+    "benchmark (no sort): row_number is recomputed from the changed position to the end "
+    "(half the partition on average), the rank over `grp` is one peer group spanning the "
+    "whole partition (recomputed from its start), and the answer tuple is rebuilt from "
+    "the kept rows; lag/lead cost O(offset). The ordered reads (no window) still sort the"
+    " key's rows per read after a change. The windows have no Cython twin "
+    "(`window_state.Partition` is pure Python under both builds).",
+    "",
     "This report's run (session 14, issue 23: the window figures by partition size beside "
     "the others) was made once on the shared 2-CPU machine under the load shown above "
     "(other engineers' test suites and builds): all rates are indicative only; the lead "
@@ -394,6 +429,14 @@ NOTES = [
     "0.80 ms, warm 28,515 / 37,573 pages/s; 33.4 / 6.0 MB), before the merge with the "
     "window figures' run.",
     "",
+    "Range-partial state per key (session 15, range15): `grp = $1 AND id > $2` keeps "
+    "filled intervals per group; a cold page is one fill of the group's 20 rows (under 1 "
+    "ms), the full-state path fills the group's 1,000 rows (21-24 ms) and, after 1,000 "
+    "random pages over the 100 groups, holds every row (37.4 MB) where per-key intervals "
+    "hold the pages' stretches (6.7 MB). A write to a group drops only that group's "
+    "memoized pages. The per-key rows come from range15's own run of `bench_ranges(..., "
+    "keyed=True)` (load average 5.0-5.5), not from a full report run.",
+    "",
     "Windows, before and after this session's change to `apply_windows` (ties broken by one "
     "sort of the partition by the whole row, then a stable sort per window; it built a "
     "whole-row tie-break key per row and per window, and a key function per row): the "
@@ -402,9 +445,8 @@ NOTES = [
     "(10,000). The cost per row still grows with the partition (the sorts, and every row's "
     "output tuple built again): a 10,000-row partition costs a read after each change about "
     "140 ms (and 70 ms without windows: the reader sorts a changed key's rows again for its "
-    "ORDER BY, with the same whole-row tie-break). Incremental windows (a partition kept "
-    "sorted, row_number/rank moved by the rows between the old and new position) are not "
-    "built.",
+    "ORDER BY, with the same whole-row tie-break). (Since replaced by incremental windows: "
+    "see above.)",
     "",
     "Before this round (random workload; figures of the previous report, quiet machine): "
     "python 48,830, cython 100,584 changes/s. Deterministic measure of the same work "
@@ -478,8 +520,10 @@ def write_report(args: argparse.Namespace, results: dict[str, dict[str, str]]) -
                      f"{int(r[f'hot_key_{args.hot}_per_s']):,} |")
     lines += [
         "", f"Range-partial state ({args.items:,} items, `bench_ranges`): keyset pages "
-        "`WHERE id > $1 ORDER BY id LIMIT 20`, with the state of every row (the full-state "
-        "path: one key holding the table, the host bisects it and takes the page) and with "
+        "`WHERE id > $1 ORDER BY id LIMIT 20` (range-only) and `WHERE grp = $1 AND id > $2 "
+        "ORDER BY id LIMIT 20` (per key: 100 groups of 1,000 rows), with the state of every "
+        "row of the key (the full-state path: one key holding the table, or the group, the "
+        "host bisects it and takes the page) and with "
         "range-partial state (filled intervals: each page's fill fetches its 20 rows, "
         "`first = 20`). *cold*: the engine's CPU time to fill and answer a first page (the "
         "simulated upstream's fetch not counted; measured once); *warm*: pages/s over 1,000 "
@@ -489,24 +533,25 @@ def write_report(args: argparse.Namespace, results: dict[str, dict[str, str]]) -
         "warm pages/s, full | warm pages/s, range-partial | state, full | "
         "state, range-partial |", "|---|---:|---:|---:|---:|---:|---:|"]
     for impl, r in results.items():
-        lines.append(
-            f"| {impl} | {float(r['range_full_cold_ms']):,.1f} | "
-            f"{float(r['range_span_cold_ms']):,.2f} | "
-            f"{float(r['range_full_pages_per_s']):,.0f} | "
-            f"{float(r['range_span_pages_per_s']):,.0f} | "
-            f"{float(r['range_full_bytes']) / 1e6:,.1f} MB | "
-            f"{float(r['range_span_bytes']) / 1e6:,.1f} MB |")
+        for kind, name in (("range", "range-only"), ("keyrange", "per key")):
+            lines.append(
+                f"| {impl}, {name} | {float(r[f'{kind}_full_cold_ms']):,.1f} | "
+                f"{float(r[f'{kind}_span_cold_ms']):,.2f} | "
+                f"{float(r[f'{kind}_full_pages_per_s']):,.0f} | "
+                f"{float(r[f'{kind}_span_pages_per_s']):,.0f} | "
+                f"{float(r[f'{kind}_full_bytes']) / 1e6:,.1f} MB | "
+                f"{float(r[f'{kind}_span_bytes']) / 1e6:,.1f} MB |")
     lines += [
-        "", "Windows (`bench_window`, 10 partitions of each size): windows are **not "
-        "maintained incrementally**. The reader keeps a key's rows incrementally as for any "
-        "query, but a change to a key's rows drops that key's finished answer, and the next "
-        "read computes every window of the partition again from its rows "
-        "(`engine/dataflow/windows.py`: a sort per window, then one pass), so a read after a "
-        "change costs O(n log n) in the partition's size n. *after a change*: one row of the "
-        f"partition updated, then the partition read, with `{WINDOW_SQL}`; *ordered, no "
+        "", "Windows (`bench_window`, 10 partitions of each size): windows are maintained "
+        "incrementally (`engine/dataflow/window_state.py`): a change to a key's rows is a "
+        "binary search and a list insert/delete per window in that key's partition, lag/lead "
+        "recompute the changed position's neighbours, row_number/rank/dense_rank are "
+        "recomputed from the changed position onward at the next read (simple steps, no sort), "
+        "and the answer is rebuilt from the kept projected rows. *after a change*: one row of "
+        f"the partition updated, then the partition read, with `{WINDOW_SQL}`; *ordered, no "
         f"window*: the same after a change with `{ORDERED_SQL}` (the reader sorts the key's "
-        "rows again too: the windows' own share is the difference); *unchanged*: reads of a "
-        "present answer (no recomputation). Reads per CPU-second.", "",
+        "rows again for its ORDER BY: not incremental); *unchanged*: reads of a present "
+        "answer. Reads per CPU-second; the recompute's figures (before) are in the notes.", "",
         "| implementation | partition rows | window reads after a change/s | ordered reads "
         "after a change/s (no window) | window reads, unchanged/s |",
         "|---|---:|---:|---:|---:|"]

@@ -199,7 +199,7 @@ class FillManager:
             if span is not None:  # patched over the interval the fetch filled
                 bk: BaseKey = (nid, req.columns, req.key)
                 done = FillRequest(req.table, req.columns,
-                                   (filled_span(span, req.columns[0], rows),))
+                                   (*req.key[:-1], filled_span(span, req.columns[-1], rows)))
                 self.installed_as[bk] = done.key
                 out.append((bk, None if stale else patch(rows, done, snap, self.log)))
             elif req.via is None:
@@ -277,8 +277,8 @@ def _matches(row: Row, cols: tuple[int, ...], key: Row) -> bool | None:
     if any(v is UNCHANGED_TOAST for v in values):
         return None
     span = span_of(key)
-    if span is not None:  # an interval fill: the value lies in it
-        return span.holds(values[0])
+    if span is not None:  # an interval fill: the equality values match, the value lies in it
+        return values[:-1] == key[:-1] and span.holds(values[-1])
     return values == key
 
 

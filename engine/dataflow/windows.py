@@ -1,9 +1,10 @@
 """Window functions over one partition's rows: row_number, rank, dense_rank, lag, lead.
 
-Owns: ``apply_windows`` (used by the reader when it finishes a key's answer, and by the
-reference evaluator). A partition is one lookup's rows: the planner only plans windows whose
-PARTITION BY is covered by the cache key, so a key's rows are exactly one partition, and the
-answer is recomputed when the key's rows change (the reader keeps it until then).
+Owns: ``apply_windows``, the recompute of a partition's windows from its rows (used by the
+reference evaluator, and the model ``window_state.Partition`` - what the reader maintains
+change by change - is tested against). A partition is one lookup's rows: the planner only
+plans windows whose PARTITION BY is covered by the cache key, so a key's rows are exactly
+one partition.
 
 Invariants: rows tied on a window's ORDER BY get equal rank/dense_rank; row_number, lag and
 lead are only planned with an ORDER BY that cannot tie (PostgreSQL numbers tied rows in an

@@ -87,7 +87,8 @@ def fill_query(request: FillRequest) -> tuple[str, tuple[object, ...]]:
         return _prefetch_query(request, via)
     span = span_of(request.key)
     if span is not None:
-        return span_query(request.table, request.columns[0], span)
+        return span_query(request.table, request.columns[-1], span,
+                          tuple(zip(request.columns[:-1], request.key[:-1], strict=True)))
     table = request.table
     cache_key = (table, request.columns)  # the whole table ref: names change with DDL
     stmt = _CACHE.get(cache_key)
@@ -102,14 +103,17 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def span_query(table: Any, col: int, span: Span) -> tuple[str, tuple[object, ...]]:
+def span_query(table: Any, col: int, span: Span, equal: tuple[tuple[int, Any], ...] = ()
+               ) -> tuple[str, tuple[object, ...]]:
     """The rows of an interval fill: ``col`` between the span's bounds with its own
-    operators (NULL matches nothing). With ``first = k``: only up to the k-th smallest value
-    of the interval, with all its ties (``COALESCE`` keeps every row when there are fewer
-    than k); ``fills.filled_span`` tells which interval that filled."""
+    operators (NULL matches nothing), and each ``(column, value)`` of ``equal`` (the
+    equality key of per-key range-partial state) ``column = value``. With ``first = k``:
+    only up to the k-th smallest value of the interval, with all its ties (``COALESCE``
+    keeps every row when there are fewer than k); ``fills.filled_span`` tells which
+    interval that filled."""
     name = _quoted(table.columns[col].name)
-    conds: list[str] = []
-    params: list[object] = []
+    params: list[object] = [value for _, value in equal]
+    conds = [f"{_quoted(table.columns[c].name)} = ${i + 1}" for i, (c, _) in enumerate(equal)]
     for value, op in ((span.lo, ">=" if span.lo_incl else ">"),
                       (span.hi, "<=" if span.hi_incl else "<")):
         if value is None:
@@ -120,7 +124,9 @@ def span_query(table: Any, col: int, span: Span) -> tuple[str, tuple[object, ...
         else:
             params.append(value)
             conds.append(f"{name} {op} ${len(params)}")
-    where = " AND ".join(conds) if conds else f"{name} IS NOT NULL"
+    if len(conds) == len(equal):
+        conds.append(f"{name} IS NOT NULL")
+    where = " AND ".join(conds)
     source = f"{_quoted(table.schema)}.{_quoted(table.name)}"
     if span.first is not None:  # (from_top: the k-th largest value, and every row above)
         desc, op = (" DESC", ">=") if span.from_top else ("", "<=")

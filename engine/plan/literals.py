@@ -5,8 +5,8 @@ parameter) denotes once coerced to ``type_oid``, for the types and input forms w
 PostgreSQL meaning is unambiguous and independent of session settings. Anything else raises
 ``LiteralError`` (the planner turns that into Unsupported; the host may forward upstream).
 ``literal_value_in_zone`` also reads a timestamptz without an offset, in a given TimeZone;
-timestamptz texts are split into fields by ``datetime_input`` (ISO and the textual forms read
-the same under every DateStyle).
+timestamp and timestamptz texts are split into fields by ``datetime_input`` (ISO and the
+textual forms read the same under every DateStyle).
 
 Invariant: when this returns a value, PostgreSQL's input function for that type accepts the
 same text and produces an equal value (stricter than PostgreSQL, never looser or different).
@@ -83,9 +83,15 @@ def _date(_type_oid: int, text: str) -> date:
 
 
 def _timestamp(_type_oid: int, text: str) -> datetime:
+    """ISO, or a textual form read the same under every DateStyle (``datetime_input``); a
+    zone or offset in the text is ignored, as PostgreSQL ignores it for a timestamp without
+    time zone (the forms whose zone needs a setting to read, abbreviations, are refused)."""
     match = _TIMESTAMP.fullmatch(text.strip())
     if match is None:
-        raise LiteralError(f"timestamp literal {text!r} (only ISO forms are typed)")
+        try:
+            return zoned_parts(text).local
+        except InputError as exc:
+            raise LiteralError(f"timestamp literal {text!r}: {exc}") from exc
     frac = match[7] or ".0"
     try:
         return datetime(int(match[1]), int(match[2]), int(match[3]), int(match[4] or 0),

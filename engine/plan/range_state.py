@@ -6,11 +6,12 @@ with that choice made), ``lookup_span`` (the statement's parameters -> the ``Spa
 lookup key ends with) and ``state_line`` (EXPLAIN's ``state:`` line). The design is
 ``docs/architecture.md``, "Engine: range-partial state".
 
-The simplest exact case only: no equality key; every cut a comparison (``<``, ``<=``,
-``>``, ``>=``; BETWEEN is two) on the same column, of a type whose order the engine
-reproduces and whose values bind as fill parameters unchanged; that column a plain column
-of one table with a primary key under filters and projections only; no window, no reader
-LIMIT. Everything else keeps the full-state path, with the reason.
+Which queries: every cut a comparison (``<``, ``<=``, ``>``, ``>=``; BETWEEN is two) on
+the same column, of a type whose order the engine reproduces and whose values bind as fill
+parameters unchanged; that column and every equality key column (if any: the filled
+intervals are then kept per value of the equality key) plain columns of one table with a
+primary key under filters and projections only; no window, no reader LIMIT. Everything
+else keeps the full-state path, with the reason.
 """
 
 from __future__ import annotations
@@ -61,8 +62,6 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     reader = plan.reader
     if any(c.op not in _COMPARE for c in cuts):
         return None, "a parameter in EXISTS, NOT EXISTS or NOT IN"
-    if plan.key_sources:
-        return None, "an equality key as well: range-partial state covers range-only queries"
     if len({c.column for c in cuts}) != 1:
         return None, "range parameters on several columns"
     if cuts[0].type_oid not in SPAN_TYPES:
@@ -73,6 +72,16 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     found = _trace(reader.input, col)
     if found.startswith(" "):
         return None, found[1:]
+    lead = reader.order_by[0].column if reader.order_by else None
+    if lead is not None and lead != col and _trace(reader.input, lead) == found:
+        col = lead  # (a hidden ORDER BY copy of the column: the span's, so pages use it)
+    for key in reader.key:  # (each equality key a plain column of the same table)
+        traced = _trace(reader.input, key)
+        if traced.startswith(" "):
+            return None, "the equality key:" + traced
+    if reader.key:
+        names = ", ".join(_trace(reader.input, k).partition(".")[2] for k in reader.key)
+        return col, f"{found} per value of {names}"
     return col, found
 
 

@@ -362,6 +362,23 @@ SELECT id, author_id, score FROM stories WHERE author_id = ANY($1) AND score > $
 SELECT id FROM stories WHERE score > $1;
 -- params: [2, 5]
 SELECT c.id, c.body FROM comments c JOIN stories s ON s.id = c.story_id WHERE s.author_id = $1 AND c.score > $2;
+-- ===================== range keys with equality keys (range-partial state per key value) =====================
+-- params: [3, 5]
+SELECT id, title, score FROM stories WHERE author_id = $1 AND id > $2 ORDER BY id LIMIT 3;
+-- params: [2, 5, 25]
+SELECT id, title FROM stories WHERE author_id = $1 AND id BETWEEN $2 AND $3;
+-- params: [4, 40]
+SELECT id, score FROM stories WHERE author_id = $1 AND published AND score < $2 ORDER BY score DESC, id LIMIT 2;
+-- params: [3, 30]
+SELECT id, body FROM comments WHERE story_id = $1 AND id >= $2 ORDER BY id;
+-- params: [[1, 2], 10]
+SELECT id, author_id FROM stories WHERE author_id = ANY($1) AND id > $2 ORDER BY id LIMIT 4;
+-- params: [2, 3]
+SELECT id, created_at FROM comments WHERE author_id = $1 AND score <= $2 ORDER BY created_at DESC, id LIMIT 3 OFFSET 1;
+-- params: [2, 10]
+SELECT count(*) FROM stories WHERE author_id = $1 AND score >= $2;
+-- params: [1, 3]
+SELECT p.id, p.thread_id FROM posts p JOIN threads t ON t.id = p.thread_id WHERE t.forum_id = $1 AND p.id > $2 ORDER BY p.id LIMIT 5;
 -- ===================== string_agg / array_agg with ORDER BY =====================
 SELECT author_id, string_agg(title, ', ' ORDER BY id) AS titles FROM stories GROUP BY author_id;
 -- params: [3]
@@ -580,3 +597,11 @@ SELECT s.id FROM stories s WHERE s.author_id NOT IN (SELECT c.author_id FROM com
 SELECT s.id FROM stories s WHERE s.created_at::timestamptz < 'Mar 15 2024 10:00 PM America/Los_Angeles' ORDER BY s.id LIMIT 10;
 SELECT s.id FROM stories s WHERE s.created_at::timestamptz >= 'Fri, 01 Mar 2024 00:00:00 +0000' AND s.author_id = 2;
 SELECT o.id FROM orders o WHERE o.placed_on::timestamptz < 'February 10, 2024 9:30 am';
+
+-- ===================== textual timestamp (no time zone) literals (read the same under every DateStyle) =====================
+SELECT s.id FROM stories s WHERE s.created_at < 'Mar 15 2024 10:00 PM' ORDER BY s.id LIMIT 10;
+SELECT c.id FROM comments c WHERE c.created_at >= 'Fri, 01 Mar 2024 00:00:00' AND c.story_id = 3;
+-- params: [2]
+SELECT s.id, s.title FROM stories s WHERE s.author_id = $1 AND s.created_at BETWEEN 'February 10, 2024 9:30 am' AND 'June 1, 2024';
+SELECT u.id FROM users u WHERE u.created_at > '15 January 2024 08:00:00.25 +02';
+SELECT u.id FROM users u WHERE u.created_at > '01/15/2024';

@@ -113,3 +113,22 @@ def test_interval_fills_fetch_their_stretch_with_ties(pg: Any, dbname: str) -> N
            for s, per_fill in zip(spans, rows, strict=True)]
     assert got == [[3, 4, 5], [2, 3], [2, 3], [6], [196, 197, 198], list(range(7))]
     assert [len(per_fill[0]) for per_fill in rows][:3] == [86, 58, 58]
+
+
+def test_interval_fills_per_equality_key(pg: Any, dbname: str) -> None:
+    """An interval fill of per-key range-partial state (key ``(g value, Span on k)``)
+    fetches only the key's rows of the span; with ``first = k`` the page's stretch counts the
+    key's rows only (ascending and from the top)."""
+    t = _table(pg, dbname)  # g = k % 7
+    keys = [(3, Span(0, 23, lo=10, lo_incl=False, hi=60, hi_incl=True)),
+            (3, Span(0, 23, lo=10, first=4)),
+            (5, Span(0, 23, hi=100, first=3, from_top=True)),
+            (6, Span(0, 23, lo=None, hi=None)),
+            (2, Span(0, 23, lo=300))]
+    fills = [[FillRequest(t, (1, 0), key)] for key in keys]
+    assert one_shape(fills) is None
+    _, rows, own = _batch(pg, dbname, fills)
+    assert _sorted(rows) == _sorted(own)
+    got = [sorted(r[0] for r in per_fill[0]) for per_fill in rows]
+    assert got == [[17, 24, 31, 38, 45, 52, 59], [17, 24, 31, 38], [82, 89, 96],
+                   list(range(6, 201, 7)), []]

@@ -99,8 +99,9 @@ def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
     rows = data[req.table.oid].values()
     span = span_of(req.key)
     if span is not None:  # an interval fill: engine.plan.fill_sql.span_query's semantics
-        col = req.columns[0]
-        inside = [r for r in rows if span.holds(r[col])]
+        col, equal = req.columns[-1], tuple(zip(req.columns, req.key[:-1], strict=False))
+        inside = [r for r in rows if span.holds(r[col])
+                  and all(r[c] == v for c, v in equal)]
         if span.first is not None and len(inside) > span.first:
             order = sorted((value_order(r[col], span.type_oid) for r in inside),
                            reverse=span.from_top)

@@ -79,6 +79,25 @@ CASES = [
          lambda rows, p: [(x[0], x[1]) for x in _sorted(
              [x for x in rows if p[0] is not None and x[1] is not None and x[1] > p[0]],
              lambda x: (x[1], x[0]))][:2]),
+    # per-key range-partial state: an equality key with the range (updates move rows
+    # between keys and across intervals)
+    Case("SELECT id, v FROM t WHERE grp = $1 AND v > $2 ORDER BY v, id LIMIT 2",
+         lambda r: (r.randint(0, 5), _v(r)),
+         lambda rows, p: [(x[0], x[1]) for x in _sorted(
+             [x for x in rows if p[1] is not None and x[2] == p[0] and x[1] is not None
+              and x[1] > p[1]], lambda x: (x[1], x[0]))][:2]),
+    Case("SELECT id, name FROM t WHERE grp = $1 AND v BETWEEN $2 AND $3",
+         lambda r: (r.randint(0, 5), _v(r), _v(r)),
+         lambda rows, p: sorted((x[0], x[3]) for x in rows if None not in p
+                                and x[2] == p[0] and x[1] is not None
+                                and p[1] <= x[1] <= p[2])),
+    Case("SELECT id, v FROM t WHERE v < $2 AND grp = $1 AND name <> 'n3' "
+         "ORDER BY v DESC, id LIMIT $3",
+         lambda r: (r.randint(0, 5), _v(r), r.randint(0, 4)),
+         lambda rows, p: [(x[0], x[1]) for x in _sorted(
+             [x for x in rows if p[1] is not None and x[2] == p[0] and x[1] is not None
+              and x[1] < p[1] and x[3] is not None and x[3] != "n3"],
+             lambda x: (-x[1], x[0]))][:p[2]]),
 ]
 
 
@@ -187,7 +206,7 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
     engine = Engine()
     engine.add_cache("page", plan)
     host = SpanHost(engine, up, {"page": plan}, random.Random(1))
-    host.classified = {"page": (c, CASES[-1])}
+    host.classified = {"page": (c, CASES[5])}
     host.params = {}
     for bound in (10, 500, 998):
         k = c.keys((bound,))
@@ -201,13 +220,47 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
     assert isinstance(c.query, CachedQuery)
     down = c.query.plan.reader
     engine.add_cache("down", down)
-    host.plans["down"], host.classified["down"] = down, (c, CASES[-2])
+    host.plans["down"], host.classified["down"] = down, (c, CASES[4])
     for bound in (300, 3):
         k = c.keys((bound, 4))
         assert k is not None and k[0][-1].from_top
         host.params[("down", k[0])] = [(bound, 4)]
         host.read_settled("down", k[0])
     assert len(base.store.rows) == 5 + 4 + 3  # [296, 300) and [0, 3)
+
+
+def test_keyset_pages_per_key_fill_only_their_key_and_stretch() -> None:
+    """A per-key keyset page fills the key's page rows only (not the key's tail, not other
+    keys); a write moving a row into the page's key and interval is in the next answer."""
+    planner = QueryPlanner(CATALOG)
+    case = CASES[6]
+    c = planner.classify(case.sql)
+    assert isinstance(c.query, CachedQuery)
+    plan = c.query.plan.reader
+    table = ir.tables(plan)[0]
+    rows = {(i,): (i, i, i % 10, "x") for i in range(1000)}
+    up = Upstream({table.oid: table}, {table.oid: rows})
+    engine = Engine()
+    engine.add_cache("page", plan)
+    host = SpanHost(engine, up, {"page": plan}, random.Random(1))
+    host.classified = {"page": (c, case)}
+    host.params = {}
+
+    def read(params: tuple[int, int]) -> None:
+        k = c.keys(params)
+        assert k is not None
+        host.params[("page", k[0])] = [params]
+        host.read_settled("page", k[0])
+
+    for params in ((3, 100), (3, 500), (7, 0)):
+        read(params)
+    base = engine.graph.bases[table.oid]
+    assert sorted(r[0] for r in base.store.rows) == [7, 17, 103, 113, 503, 513]
+    host.write([RowChange(table.oid, ChangeKind.UPDATE, None, (11, 104, 3, "x"))])
+    host.settle()
+    read((3, 100))
+    answer = engine.lookup("page", c.keys((3, 100))[0])  # type: ignore[index]
+    assert answer is not None and [r[0] for r in answer] == [103, 11]
 
 
 def test_many_seeds_long_runs() -> None:

@@ -17,7 +17,7 @@ from typing import TypeVar, cast
 
 from engine.changes import RowChange
 from engine.dataflow.node import Cols, Node, PullCtx, Runtime
-from engine.dataflow.records import Delta, Row
+from engine.dataflow.records import Delta, Row, key_of
 from engine.dataflow.state import base as _store
 from engine.dataflow.state.base import BaseStore
 from engine.dataflow.state.intervals import Span, span_of
@@ -53,7 +53,7 @@ class BaseNode(Node):
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         span = span_of(key)
         if span is not None:
-            return self._pull_span(cols[0], span, ctx)
+            return self._pull_span(cols, key, span, ctx)
         if ctx.lookup:  # a present index key is in the LRU already: nothing to record
             rows = _store.present_rows(self.store, cols, key)
             if rows is not None:
@@ -65,17 +65,21 @@ class BaseNode(Node):
             return rows
         return self._used(rows, backing, cols, key, ctx)
 
-    def _pull_span(self, col: int, span: Span, ctx: PullCtx) -> list[Row] | None:
-        """The rows of an interval (range-partial state): missing unless its pieces cover
-        it; the pieces backing it are read (recency)."""
+    def _pull_span(self, cols: Cols, key: Row, span: Span,
+                   ctx: PullCtx) -> list[Row] | None:
+        """The rows of an interval (range-partial state) at the equality values ``key[:-1]``
+        of ``cols[:-1]``: missing unless its pieces cover it; the pieces backing it are read
+        (recency)."""
+        col, prefix = cols[-1], key[:-1]
         if ctx.partial:
-            return [r for r in self.store.rows_list() if span.holds(r[col])]
-        rows, pieces = self.store.span_rows(col, span)
+            return [r for r in self.store.rows_list()
+                    if span.holds(r[col]) and key_of(r, cols[:-1]) == prefix]
+        rows, pieces = self.store.span_rows(cols, prefix, span)
         if rows is None:
-            ctx.missing.add((self.nid, (col,), (span.on(col),)))
+            ctx.missing.add((self.nid, cols, (*prefix, span.on(col))))
             return None
         for piece in pieces:
-            item = ((col,), (piece,))
+            item = (cols, (*prefix, piece))
             ctx.used.add((self.nid, item))
             self.rt.touch(self.nid, item)
         return rows
@@ -107,8 +111,9 @@ class BaseNode(Node):
     def install(self, cols: Cols, key: Row, rows: Iterable[Row]) -> None:
         span = span_of(key)
         if span is not None:  # each piece it adds is a present key of its own
-            for piece in self.store.install_span(cols[0], span, list(rows)):
-                self.rt.touch(self.nid, (cols, (piece,)))
+            prefix = key[:-1]
+            for piece in self.store.install_span(cols, prefix, span, list(rows)):
+                self.rt.touch(self.nid, (cols, (*prefix, piece)))
             return
         self.store.install(cols, key, list(rows))
         self.rt.touch(self.nid, (cols, key))
@@ -118,14 +123,15 @@ class BaseNode(Node):
         self.rt.forget(self.nid, key)
         span = span_of(values)
         if span is not None:
-            return self.store.evict_span(cols[0], span)
+            return self.store.evict_span(cols, values[:-1], span)
         return self.store.evict(cols, values)
 
     def clear(self) -> None:
         for cols, idx in self.store.indexes.items():
             for k in idx.present:
                 self.rt.forget(self.nid, (cols, k))
-        for col, pieces in self.store.spans.items():
-            for piece in pieces:
-                self.rt.forget(self.nid, ((col,), (piece,)))
+        for cols, slots in self.store.spans.items():
+            for prefix, pieces in slots.items():
+                for piece in pieces:
+                    self.rt.forget(self.nid, (cols, (*prefix, piece)))
         self.store = BaseStore(self.table)

@@ -30,7 +30,7 @@ from engine.dataflow.records import (
     key_of,
     row_size,
 )
-from engine.dataflow.windows import apply_windows
+from engine.dataflow.window_state import Partition
 from engine.plan import ir
 
 Answer = tuple[Row, ...]
@@ -48,11 +48,15 @@ class ReaderNode(Node):
         self.output = plan.output
         self.sort = order_key(plan.order_by) if plan.order_by else None
         self.windows = plan.windows
+        self.plan_order = plan.order_by
         self.lo = plan.offset
         self.hi = None if plan.limit is None else plan.offset + plan.limit
         self.rt = runtime
         self.state: dict[Row, Bag] = {}
         self.answers: dict[Row, Answer] = {}
+        #: per present key when the plan has windows: its rows and window values, kept
+        #: up to date by each delta (``window_state.Partition``)
+        self.parts: dict[Row, Partition] = {}
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
         if self.rt.watched:  # copies of answers kept outside are dropped first (Runtime)
@@ -62,6 +66,13 @@ class ReaderNode(Node):
                 if k in answers:
                     rt.dropping(nid, k)
         self.bytes += apply_bag(self.state, self.answers, deltas[0], self.key)
+        if self.parts:
+            parts, cols = self.parts, self.key
+            for row, w in deltas[0]:
+                part = parts.get(tuple([row[i] for i in cols]))
+                if part is not None:
+                    part.change(row, w)
+                    self.bytes += part.per_row * w
         return [], []
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
@@ -82,6 +93,9 @@ class ReaderNode(Node):
             if self.rt.watched:
                 self.rt.dropping(self.nid, k)
             self.answers.pop(k, None)
+            part = self.parts.pop(k, None)
+            if part is not None:
+                self.bytes -= part.per_row * len(part)
             self.rt.forget(self.nid, k)
         return []
 
@@ -96,14 +110,25 @@ class ReaderNode(Node):
             bag = self.state.get(key)
             if bag is None:
                 return () if None in key else None
-            answer = self.answers[key] = self._finish(bag)
+            answer = self.answers[key] = self._key_answer(key, bag)
         self.rt.touch(self.nid, key)
         return answer
 
+    def _key_answer(self, key: Row, bag: Bag) -> Answer:
+        """``_finish``, or with windows the key's partition's answer (made on first use)."""
+        if not self.windows:
+            return self._finish(bag)
+        part = self.parts.get(key)
+        if part is None:
+            part = self.parts[key] = Partition(self.windows, self.plan_order, self.output,
+                                               self.lo, self.hi)
+            for row in bag_rows(bag):
+                part.change(row, 1)
+            self.bytes += part.per_row * len(part)
+        return part.answer()
+
     def _finish(self, bag: Bag) -> Answer:
         rows = bag_rows(bag)
-        if self.windows:
-            rows = apply_windows(rows, self.windows)
         if self.sort is not None:
             rows.sort(key=self.sort)
         if self.lo or self.hi is not None:
@@ -124,5 +149,8 @@ class ReaderNode(Node):
         self.rt.touch(self.nid, key)
         if key in self.answers and self.rt.watched:
             self.rt.dropping(self.nid, key)
-        answer = self.answers[key] = self._finish(bag)
+        part = self.parts.pop(key, None)
+        if part is not None:  # (a key filled again)
+            self.bytes -= part.per_row * len(part)
+        answer = self.answers[key] = self._key_answer(key, bag)
         return answer

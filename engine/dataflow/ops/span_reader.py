@@ -1,16 +1,18 @@
 """The reader of a range-partial cache: filled intervals of one column instead of keys.
 
-Owns: ``SpanReaderNode`` - the rows (filtered, projected) whose span column lies in one of
-its filled pieces (``intervals.Pieces``), sorted by that column (a stretch is found by
-bisection), and the finished answer per lookup key
-``(Span,)``: the rows of the span (or, with ``first``, its first rows in ascending order),
-sorted, as output columns. ``docs/architecture.md`` "range-partial state" states the design.
+Owns: ``SpanReaderNode`` - per value of its equality key (``()`` without one) a ``Strip``:
+the rows (filtered, projected) with that key whose span column lies in one of the strip's
+filled pieces (``intervals.Pieces``), sorted by that column (a stretch is found by
+bisection) - and the finished answer per lookup key ``(key values..., Span)``: the rows of
+the span (or, with ``first``, its first rows in ascending order), sorted, as output
+columns. ``docs/architecture.md`` "range-partial state" states the design.
 
 Invariants: R - every row of the reader's input whose value lies in a piece is held,
 and no other row is; a piece is only added over an interval the base's pieces cover, and a
 base row of a piece that stops being stored reaches the reader as an eviction row, which
 drops the piece holding it. Any change that reaches the reader drops its memoized answers.
-An eviction row whose span column is UNKNOWN (or a value with no order) drops every piece.
+An eviction row whose span column or equality key is UNKNOWN (or a value with no order)
+drops every piece of every strip.
 """
 
 from __future__ import annotations
@@ -22,11 +24,41 @@ from typing import Any
 from engine.dataflow.node import Node, PullCtx, Runtime
 from engine.dataflow.ops.reader import Answer, ReaderNode
 from engine.dataflow.pgmath import EvalError
-from engine.dataflow.records import UNKNOWN, Delta, Row, exact_key, row_size
+from engine.dataflow.records import UNKNOWN, Delta, Row, exact_key, has_unknown, key_of, row_size
 from engine.dataflow.state.intervals import Pieces, Point, Span, from_points
 from engine.plan import ir
 
 _ALL = object()  # a value whose piece cannot be told: every piece
+
+
+class Strip:
+    """One equality-key value's filled pieces and the rows in them, sorted by the span
+    column with each row's point on the line (a stretch is found by bisection)."""
+
+    __slots__ = ("pieces", "points", "rows")
+
+    def __init__(self, template: Span) -> None:
+        self.pieces = Pieces(template)
+        self.points: list[Point] = []
+        self.rows: list[Row] = []
+
+    def count(self, start: Point, end: Point) -> int:
+        return bisect_left(self.points, end) - bisect_left(self.points, start)
+
+    def inside(self, start: Point, end: Point, first: int | None = None,
+               top: bool = False) -> list[Row]:
+        """The rows between two cut points; with ``first``, only the ``first`` lowest
+        (``top``: highest) of them and the ties of the last one."""
+        points = self.points
+        i, j = bisect_left(points, start), bisect_left(points, end)
+        if first is not None and first <= 0:
+            return []
+        if first is not None and j - i > first:
+            if top:
+                i = bisect_left(points, points[j - first], i, j)
+            else:
+                j = bisect_right(points, points[i + first - 1], i, j)
+        return self.rows[i:j]
 
 
 class SpanReaderNode(ReaderNode):
@@ -34,23 +66,27 @@ class SpanReaderNode(ReaderNode):
         super().__init__(nid, source, plan, runtime)
         assert plan.span is not None
         self.col = plan.span
-        self.pieces = Pieces(Span(self.col, plan.input.columns[self.col].type_oid))
+        self.template = Span(self.col, plan.input.columns[self.col].type_oid)
         traced = source.base_columns()
-        if traced is None or traced[1][self.col] is None:
-            raise ValueError("a range-partial reader needs its column traced to a base column")
+        if traced is None or any(traced[1][c] is None for c in (*self.key, self.col)):
+            raise ValueError("a range-partial reader needs its key and range columns traced "
+                             "to base columns")
         self.base: Any = traced[0]
         self.base_col: int = traced[1][self.col]  # type: ignore[assignment]
-        #: the rows (each as often as its multiplicity) sorted by the span column, and
-        #: each one's point on the line: a stretch is found by bisection
-        self.points: list[Point] = []
-        self.rows: list[Row] = []
+        #: the base columns of a fill: the equality key's, then the span column's
+        self.base_cols: tuple[int, ...] = (*(traced[1][c] for c in self.key),  # type: ignore
+                                           self.base_col)
+        #: per equality-key value (``()`` without an equality key)
+        self.strips: dict[Row, Strip] = {}
+        #: the memoized answers' keys per equality-key value (a change drops its own)
+        self.asked: dict[Row, set[Row]] = {}
 
-    def _put(self, row: Row, w: int) -> bool:
+    def _put(self, strip: Strip, row: Row, w: int) -> bool:
         """Add ``w`` copies of ``row`` (remove them when negative); False when a row to
         remove is not there (then the caller drops everything)."""
-        p = self.pieces.template.point(row[self.col])
+        p = self.template.point(row[self.col])
         assert p is not None  # (a row in a piece: never NULL)
-        points, rows = self.points, self.rows
+        points, rows = strip.points, strip.rows
         if w > 0:
             i = bisect_right(points, p)
             points[i:i] = [p] * w
@@ -69,61 +105,93 @@ class SpanReaderNode(ReaderNode):
         return True
 
     # ------------------------------------------------------------------ changes
-    def _piece(self, value: Any) -> Span | object | None:
-        if value is UNKNOWN:
-            return _ALL
+    def _piece(self, row: Row) -> tuple[Strip | None, Span | object | None]:
+        """The strip of ``row``'s equality values and the piece holding its value (``_ALL``
+        when that cannot be told)."""
+        prefix = key_of(row, self.key)
+        value = row[self.col]
+        if value is UNKNOWN or has_unknown(prefix):
+            return None, _ALL
+        strip = self.strips.get(prefix)
+        if strip is None:
+            return None, None
         try:
-            return self.pieces.holding(value)
+            return strip, strip.pieces.holding(value)
         except (TypeError, ValueError):
-            return _ALL
+            return None, _ALL
 
     def process(self, deltas: list[Delta]) -> tuple[Delta, list[Row]]:
-        col, changed = self.col, False
+        changed: set[Row] = set()
         for row, w in deltas[0]:
-            where = self._piece(row[col])
-            if where is _ALL or (where is not None and not self._put(row, w)):
+            strip, where = self._piece(row)
+            if where is _ALL or (strip is not None and where is not None
+                                 and not self._put(strip, row, w)):
                 self._drop_all()
                 return [], []
-            changed = changed or where is not None
-        if changed:
-            self._drop_answers()
+            if where is not None:
+                changed.add(key_of(row, self.key))
+        for prefix in changed:
+            self._drop_answers(prefix)
         return [], []
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
-        col = self.col
         for row in rows[0]:
-            where = self._piece(row[col])
+            strip, where = self._piece(row)
             if where is _ALL:
                 self._drop_all()
                 return []
-            if isinstance(where, Span):
-                self._drop_piece(where)
+            if strip is not None and isinstance(where, Span):
+                self._drop_piece(key_of(row, self.key), strip, where)
         return []
 
     def evict_key(self, key: Hashable) -> list[Row]:
-        self._drop_all()  # (the pieces are one unit of recency)
+        """An answer's key: its equality value's strip goes with it (a strip and the
+        answers read from it are one unit of recency)."""
+        prefix = key[:-1]  # type: ignore[index]
+        strip = self.strips.pop(prefix, None)
+        if strip is not None:
+            self.bytes -= sum(row_size(r) for r in strip.rows)
+        self._drop_answers(prefix)
+        if key in self.answers:  # (a NULL or empty span's answer: no strip)
+            self._forget(key)
         return []
 
     def clear(self) -> None:
         self._drop_all()
 
-    def _drop_answers(self) -> None:
-        for k in list(self.answers):
-            if self.rt.watched:
-                self.rt.dropping(self.nid, k)
-            del self.answers[k]
-            self.rt.forget(self.nid, k)
+    def _remember(self, key: Row, answer: Answer) -> None:
+        self.answers[key] = answer
+        self.asked.setdefault(key[:-1], set()).add(key)
 
-    def _drop_piece(self, piece: Span) -> None:
-        self.pieces.remove(piece)
-        i, j = bisect_left(self.points, piece.start), bisect_left(self.points, piece.end)
-        self.bytes -= sum(row_size(r) for r in self.rows[i:j])
-        del self.points[i:j], self.rows[i:j]
-        self._drop_answers()
+    def _forget(self, key: Row) -> None:
+        if self.rt.watched:
+            self.rt.dropping(self.nid, key)
+        del self.answers[key]
+        self.rt.forget(self.nid, key)
+        keys = self.asked.get(key[:-1])
+        if keys is not None:
+            keys.discard(key)
+
+    def _drop_answers(self, prefix: Row | None = None) -> None:
+        """The memoized answers of one equality value (None: all of them)."""
+        if prefix is None:
+            keys = list(self.answers)
+            self.asked = {}
+        else:
+            keys = list(self.asked.pop(prefix, ()))
+        for k in keys:
+            if k in self.answers:
+                self._forget(k)
+
+    def _drop_piece(self, prefix: Row, strip: Strip, piece: Span) -> None:
+        strip.pieces.remove(piece)
+        i, j = bisect_left(strip.points, piece.start), bisect_left(strip.points, piece.end)
+        self.bytes -= sum(row_size(r) for r in strip.rows[i:j])
+        del strip.points[i:j], strip.rows[i:j]
+        self._drop_answers(prefix)
 
     def _drop_all(self) -> None:
-        self.pieces.clear()
-        self.points, self.rows = [], []
+        self.strips = {}
         self.bytes = 0
         self._drop_answers()
 
@@ -131,53 +199,39 @@ class SpanReaderNode(ReaderNode):
     def lookup(self, key: Row) -> Answer | None:
         answer = self.answers.get(key)
         if answer is None:
-            answer = self._answer(key[-1])
+            answer = self._answer(key)
             if answer is None:
                 return None
-            self.answers[key] = answer
+            self._remember(key, answer)
         self.rt.touch(self.nid, key)
         return answer
 
-    def _inside(self, start: Point, end: Point, first: int | None = None,
-                top: bool = False) -> list[Row]:
-        """The rows between two cut points; with ``first``, only the ``first`` lowest
-        (``top``: highest) of them and the ties of the last one."""
-        points = self.points
-        i, j = bisect_left(points, start), bisect_left(points, end)
-        if first is not None and first <= 0:
-            return []
-        if first is not None and j - i > first:
-            if top:
-                i = bisect_left(points, points[j - first], i, j)
-            else:
-                j = bisect_right(points, points[i + first - 1], i, j)
-        return self.rows[i:j]
-
-    def _count(self, start: Point, end: Point) -> int:
-        return bisect_left(self.points, end) - bisect_left(self.points, start)
-
-    def _answer(self, span: Span) -> Answer | None:
+    def _answer(self, key: Row) -> Answer | None:
         """The answer when the pieces hold it, else None."""
-        if span.empty or span.start >= span.end:
+        span: Span = key[-1]
+        if span.empty or span.start >= span.end or None in key:
             return ()
+        strip = self.strips.get(key[:-1])
+        if strip is None:
+            return None
         if span.from_top:  # the top rows: the coverage contiguous below the end
-            down = self.pieces.reach_down(span.end)
+            down = strip.pieces.reach_down(span.end)
             if down is None:
                 return None
             start = max(down[0], span.start)
-            if down[0] > span.start and self._count(start, span.end) < (span.first or 0):
+            if down[0] > span.start and strip.count(start, span.end) < (span.first or 0):
                 return None
-            return self._finish_span(span, self._inside(start, span.end, span.first, True))
-        reach = self.pieces.reach(span.start)
+            return self._finish_span(span, strip.inside(start, span.end, span.first, True))
+        reach = strip.pieces.reach(span.start)
         if reach is None:
             return None
         if reach[0] >= span.end:
             end = span.end
-        elif span.first is not None and self._count(span.start, reach[0]) >= span.first:
+        elif span.first is not None and strip.count(span.start, reach[0]) >= span.first:
             end = reach[0]
         else:
             return None
-        return self._finish_span(span, self._inside(span.start, end, span.first))
+        return self._finish_span(span, strip.inside(span.start, end, span.first))
 
     def _finish_span(self, span: Span, rows: list[Row]) -> Answer:
         if self.sort is not None:
@@ -194,57 +248,65 @@ class SpanReaderNode(ReaderNode):
         """Replay the hole of ``key``'s span that the base's pieces cover, as often as that
         helps; the first part they do not cover is a missing base key (an interval fill)."""
         span: Span = key[-1]
+        prefix = key[:-1]
         while True:
-            answer = self._answer(span)
+            answer = self._answer(key)
             if answer is not None:
-                self.answers[key] = answer
+                self._remember(key, answer)
                 self.rt.touch(self.nid, key)
                 return answer
-            pieces = self.base.store.spans.get(self.base_col)
+            strip = self.strips.get(prefix) or Strip(self.template)
+            slots = self.base.store.spans.get(self.base_cols)
+            pieces = slots.get(prefix) if slots is not None else None
             if span.from_top:
-                part = self._hole_down(span, pieces, ctx)
+                part = self._hole_down(strip, prefix, span, pieces, ctx)
             else:
-                part = self._hole_up(span, pieces, ctx)
+                part = self._hole_up(strip, prefix, span, pieces, ctx)
             if part is None:
                 return None
-            rows = self.inputs[0].pull((self.col,), (part,), ctx)
+            rows = self.inputs[0].pull((*self.key, self.col), (*prefix, part), ctx)
             if rows is None:
                 return None
-            self._add(part, rows)
+            self.strips[prefix] = strip
+            self._add(strip, part, rows)
 
-    def _hole_up(self, span: Span, pieces: Pieces | None, ctx: PullCtx) -> Span | None:
+    def _missing(self, prefix: Row, hole: Span, ctx: PullCtx) -> None:
+        ctx.missing.add((self.base.nid, self.base_cols, (*prefix, hole.on(self.base_col))))
+
+    def _hole_up(self, strip: Strip, prefix: Row, span: Span, pieces: Pieces | None,
+                 ctx: PullCtx) -> Span | None:
         """The part of the hole above the coverage from ``span``'s start that the base
         covers, or None after recording the base's first gap as missing."""
-        reach = self.pieces.reach(span.start)
+        reach = strip.pieces.reach(span.start)
         start = (span.start, span.lo) if reach is None else reach
         need = None
         if span.first is not None:  # rows the pieces hold already count
-            have = self._count(span.start, start[0]) if reach is not None else 0
+            have = strip.count(span.start, start[0]) if reach is not None else 0
             need = max(span.first - have, 1)
         hole = from_points(span, start, (span.end, span.hi), need)
         breach = pieces.reach(hole.start) if pieces is not None else None
         if breach is None:
-            ctx.missing.add((self.base.nid, (self.base_col,), (hole.on(self.base_col),)))
+            self._missing(prefix, hole, ctx)
             return None
         return from_points(span, start, breach if breach[0] < span.end else (span.end, span.hi))
 
-    def _hole_down(self, span: Span, pieces: Pieces | None, ctx: PullCtx) -> Span | None:
+    def _hole_down(self, strip: Strip, prefix: Row, span: Span, pieces: Pieces | None,
+                   ctx: PullCtx) -> Span | None:
         """:meth:`_hole_up` mirrored: the hole below the coverage that reaches the end."""
-        down = self.pieces.reach_down(span.end)
+        down = strip.pieces.reach_down(span.end)
         end = (span.end, span.hi) if down is None else down
-        have = self._count(max(down[0], span.start), span.end) if down else 0
+        have = strip.count(max(down[0], span.start), span.end) if down else 0
         need = max((span.first or 0) - have, 1)
         hole = from_points(span, (span.start, span.lo), end, need, from_top=True)
         below = pieces.reach_down(hole.end) if pieces is not None else None
         if below is None:
-            ctx.missing.add((self.base.nid, (self.base_col,), (hole.on(self.base_col),)))
+            self._missing(prefix, hole, ctx)
             return None
         return from_points(span, below if below[0] > span.start else (span.start, span.lo), end)
 
-    def _add(self, part: Span, rows: list[Row]) -> None:
+    def _add(self, strip: Strip, part: Span, rows: list[Row]) -> None:
         col = self.col
-        fresh = [r for r in rows if not self.pieces.contains(r[col])]
-        self.pieces.add(part)  # (answers stay: a fill changes no row of a filled piece)
+        fresh = [r for r in rows if not strip.pieces.contains(r[col])]
+        strip.pieces.add(part)  # (answers stay: a fill changes no row of a filled piece)
         for row in fresh:
-            self._put(row, 1)
-
+            self._put(strip, row, 1)

@@ -31,7 +31,16 @@ from typing import Any
 
 import cython_ext
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
-from engine.dataflow.records import UNKNOWN, Delta, Row, arrival, consolidate, key_of, row_size
+from engine.dataflow.records import (
+    UNKNOWN,
+    Delta,
+    Row,
+    arrival,
+    consolidate,
+    has_unknown,
+    key_of,
+    row_size,
+)
 from engine.dataflow.state.intervals import Pieces, Span
 from engine.plan.ir import TableRef
 
@@ -73,9 +82,11 @@ class BaseStore:
         self.pk = table.primary_key
         self.rows: dict[Row, list[Any]] = {}  # ident -> [row, multiplicity, size]
         self.indexes: dict[Cols, Index] = {}
-        #: filled intervals per column (range-partial state): every row whose value lies in
-        #: a piece is stored (S2 with pieces counting as coverage)
-        self.spans: dict[int, Pieces] = {}
+        #: filled intervals (range-partial state) per columns ``(equality columns..., span
+        #: column)`` and per value of the equality columns (``()`` for none): every row
+        #: whose equality values match and whose span value lies in a piece is stored (S2
+        #: with pieces counting as coverage)
+        self.spans: dict[Cols, dict[Row, Pieces]] = {}
         self.bytes = 0
         #: the Cython twin's view of ``rows`` and ``indexes`` (rebuilt when an index is added)
         self.twin: object = None
@@ -96,53 +107,72 @@ class BaseStore:
         for cols, idx in self.indexes.items():
             if idx.present and key_of(row, cols) in idx.present:
                 return True
-        for col, pieces in self.spans.items():
-            value = row[col]
-            if value is not UNKNOWN and pieces.contains(value):
+        for cols, slots in self.spans.items():
+            pieces = slots.get(key_of(row, cols[:-1]))
+            value = row[cols[-1]]
+            if pieces is not None and value is not UNKNOWN and pieces.contains(value):
                 return True
         return False
 
     # ------------------------------------------------------------------ intervals
-    def span_rows(self, col: int, span: Span) -> tuple[list[Row] | None, list[Span]]:
-        """The rows whose ``col`` lies in ``span`` when the pieces cover it (else None), and
-        the pieces that back the answer."""
+    def span_rows(self, cols: Cols, prefix: Row,
+                  span: Span) -> tuple[list[Row] | None, list[Span]]:
+        """The rows whose ``cols[:-1]`` equal ``prefix`` and whose ``cols[-1]`` lies in
+        ``span`` when the pieces cover it (else None), and the pieces that back the
+        answer."""
         if span.empty or span.start >= span.end:
             return [], []
-        pieces = self.spans.get(col)
+        pieces = self.spans.get(cols, {}).get(prefix)
         reach = pieces.reach(span.start) if pieces is not None else None
         if pieces is None or reach is None or reach[0] < span.end:
             return None, []
-        out: list[Row] = []
-        for entry in self.rows.values():
+        col, out = cols[-1], []
+        for entry in self._candidates(cols, prefix):
             row = entry[0]
             if span.holds(row[col]):
                 out.extend([row] * entry[1])
         return out, pieces.overlapping(span)
 
-    def install_span(self, col: int, span: Span, rows: Iterable[Row]) -> list[Span]:
-        """Mark ``span`` of ``col`` filled with exactly ``rows`` (its rows as of the applied
-        position, S1); the pieces added (its parts not filled already)."""
-        pieces = self.spans.get(col)
+    def _candidates(self, cols: Cols, prefix: Row) -> list[list[Any]]:
+        """The stored entries whose ``cols[:-1]`` equal ``prefix`` (all for no prefix; an
+        equality prefix is found through an index on those columns, kept over every stored
+        row)."""
+        if not prefix:
+            return list(self.rows.values())
+        idents = self.index(cols[:-1]).by_key.get(prefix, ())
+        return [self.rows[i] for i in idents]
+
+    def install_span(self, cols: Cols, prefix: Row, span: Span,
+                     rows: Iterable[Row]) -> list[Span]:
+        """Mark ``span`` of ``cols`` at ``prefix`` filled with exactly ``rows`` (its rows as
+        of the applied position, S1); the pieces added (its parts not filled already)."""
+        slots = self.spans.setdefault(cols, {})
+        pieces = slots.get(prefix)
         if pieces is None:
-            pieces = self.spans[col] = Pieces(span.on(col))
+            pieces = slots[prefix] = Pieces(span.on(cols[-1]))
         for row in rows:  # (tables with a primary key only: a stored row is current)
             self._store(row)
         return pieces.add(span)
 
-    def evict_span(self, col: int, span: Span) -> list[Row]:
-        """Drop the piece ``span`` of ``col``; the rows no longer stored, as eviction rows (a
-        reader piece holding one of them is dropped; a reader piece whose rows all stay
-        stored stays exact: every later change to its interval is a delta or an eviction
-        row)."""
-        pieces = self.spans.get(col)
-        if pieces is None or not pieces.remove(span):
+    def evict_span(self, cols: Cols, prefix: Row, span: Span) -> list[Row]:
+        """Drop the piece ``span`` of ``cols`` at ``prefix``; the rows no longer stored, as
+        eviction rows (a reader piece holding one of them is dropped; a reader piece whose
+        rows all stay stored stays exact: every later change to its interval is a delta or
+        an eviction row)."""
+        slots = self.spans.get(cols)
+        pieces = slots.get(prefix) if slots is not None else None
+        if slots is None or pieces is None or not pieces.remove(span):
             return []
         if not pieces:
-            del self.spans[col]
+            del slots[prefix]
+            if not slots:
+                del self.spans[cols]
         dropped: list[Row] = []
-        for ident, entry in list(self.rows.items()):
+        col = cols[-1]
+        for entry in self._candidates(cols, prefix):
             row = entry[0]
             if span.holds(row[col]) and not self.covered(row):
+                ident = self.ident(row)
                 while self._unstore(ident) is not None:
                     dropped.append(row)
         return dropped
@@ -323,12 +353,17 @@ class BaseStore:
                 [key] if key in idx.present else [])
             for k in doomed:
                 dropped.extend(self.evict(cols, k))
-        for col, pieces in list(self.spans.items()):
-            value = row[col]
-            held = list(pieces) if value is UNKNOWN else [
-                p for p in (pieces.holding(value),) if p is not None]
-            for piece in held:
-                dropped.extend(self.evict_span(col, piece))
+        for cols, slots in list(self.spans.items()):
+            prefix, value = key_of(row, cols[:-1]), row[cols[-1]]
+            if has_unknown(prefix):
+                held = [(k, p) for k, pieces in slots.items() for p in pieces]
+            else:
+                pieces = slots.get(prefix)
+                held = [] if pieces is None else [(prefix, p) for p in pieces] \
+                    if value is UNKNOWN else [
+                        (prefix, p) for p in (pieces.holding(value),) if p is not None]
+            for k, piece in list(held):
+                dropped.extend(self.evict_span(cols, k, piece))
         return dropped
 
     def _full_old(self, change: RowChange) -> Row:

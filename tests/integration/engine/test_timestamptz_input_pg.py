@@ -57,7 +57,7 @@ def _forms(local: datetime) -> list[str]:
 
 
 def _texts() -> list[str]:
-    out = []
+    out: list[str] = []
     for local in LOCALS:
         for form in _forms(local):
             out.extend(form + zone for zone in ZONE_WORDS)
@@ -133,3 +133,29 @@ def test_session_offsets_are_read_by_postgres_rules(pg: Any) -> None:
                                        (text,)).fetchone()
                     assert row is not None
                     assert _epoch(literal_value_in_zone(T.TIMESTAMPTZ, text, zone)) == row[0]
+
+
+def test_textual_timestamp_literals_match_postgres(pg: Any) -> None:
+    """The same texts as timestamps without time zone: PostgreSQL ignores a zone or offset
+    in them, and so does weir (``literals._timestamp``); the value is the wall-clock time
+    PostgreSQL reads under every DateStyle and TimeZone. The refused forms stay refused."""
+    texts = _texts()
+    checked = 0
+    with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+        for style in STYLES:
+            for zone in SESSION_ZONES[:2]:
+                conn.execute(f"SET DateStyle = '{style}'")
+                conn.execute(f"SET TimeZone = '{zone}'")
+                for text in [*texts, *REFUSED, "2026-11-27 10:00+05", "2026-11-27T10:00Z"]:
+                    try:
+                        ours = literal_value_in_zone(T.TIMESTAMP, text, zone)
+                    except LiteralError as exc:
+                        assert text in REFUSED, (text, str(exc))
+                        continue
+                    assert text not in REFUSED, text
+                    row = conn.execute("SELECT extract(epoch FROM %s::timestamp)",
+                                       (text,)).fetchone()
+                    assert row is not None
+                    assert _epoch(ours.replace(tzinfo=UTC)) == row[0], (style, zone, text)
+                    checked += 1
+    assert checked == (len(texts) + 2) * len(STYLES) * 2

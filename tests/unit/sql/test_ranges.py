@@ -46,7 +46,11 @@ def test_range_plans_key_cut_and_page() -> None:
     assert plan.param_types == {1: T.INT4, 2: T.TIMESTAMP}
     assert plan.hidden == 1 and [c.name for c in plan.columns] == ["id", "title"]
     params = [7, datetime(2024, 1, 2)]
-    assert answer.key(params) is None and answer.keys(params) == [(7,)]
+    keys = answer.keys(params)  # range-partial state per author: (author, Span)
+    assert answer.key(params) is None and keys is not None and len(keys) == 1
+    span = keys[0][-1]
+    assert keys[0][:-1] == (7,) and span.from_top and span.first == 2
+    assert span.lo == datetime(2024, 1, 2) and span.lo_incl and span.hi is None
     assert answer.keys([7]) is None  # the bound is missing
     rows = [(5, "e", datetime(2024, 1, 5)), (4, "d", datetime(2024, 1, 4)),
             (3, "c", datetime(2024, 1, 3)), (1, "a", datetime(2024, 1, 1))]

@@ -1,0 +1,205 @@
+"""Window functions maintained incrementally over one partition (one reader key's rows).
+
+Owns: ``Partition`` - a key's rows with each window's value, kept per window as a list sorted
+in that window's order (window ORDER BY, then the whole row, then an id telling copies of a
+row apart), and the key's answer (output columns in the reader's ORDER BY, OFFSET/LIMIT cut)
+built from projected rows kept per row id. ``change`` applies one delta row; ``answer``
+brings the stale values up to date and returns the answer rows.
+
+Cost of one change in a partition of N rows: a binary search and a list insert/delete per
+window (and per reader order); lag/lead values are recomputed at once for the ``offset``
+neighbours on either side of the change; row_number/rank/dense_rank are marked stale from
+the changed position onward (the lowest such position per window) and recomputed from there
+at the next read (from the start of that position's peer group, seeded by the clean value
+before it), and only rows whose value changed are projected again. The answer is one pass
+over the ids in order. When the reader's ORDER BY reads a window column the answer's order
+depends on the values, and it is sorted at the read instead (as the recompute did).
+
+Invariants: the values agree with ``windows.apply_windows`` on the same rows (the property
+test ``tests/property/test_window_state.py`` checks it): rank/dense_rank peers are rows equal
+on the window's ORDER BY keys (``ordering.order_key`` without tie-break: NULL ordering, DESC,
+several keys); rows tied on it are numbered in whole-row order by row_number/lag/lead, which
+the planner only allows when the ORDER BY cannot tie. Positions before a window's stale mark
+hold correct values.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from operator import itemgetter
+from typing import Any
+
+from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.records import row_key as bag_key
+from engine.dataflow.records import same_print
+from engine.plan import ir
+
+Row = tuple[Any, ...]
+Entry = tuple[Any, Any, int]  # (order key, whole-row key, row id)
+
+#: Bytes a row costs in a partition besides the reader's bag, per window or order list
+#: (an entry tuple, its key tuples, a slot in the list) and per row (its value list and ids).
+ENTRY_BYTES = 120
+ROW_BYTES = 200
+
+_third = itemgetter(2)
+_RANKING = frozenset({"row_number", "rank", "dense_rank"})
+
+
+class Partition:
+    """One key's rows and window values (see the module docstring)."""
+
+    __slots__ = ("final", "fkey", "hi", "ids", "lists", "lo", "next_id", "out", "output",
+                 "per_row", "redo", "rows", "sort", "stale", "vals", "windows", "wkeys")
+
+    def __init__(self, windows: Sequence[ir.Window], order_by: Sequence[ir.SortKey],
+                 output: Sequence[int], lo: int, hi: int | None) -> None:
+        self.windows = tuple(windows)
+        self.wkeys = [order_key(w.order, tie_break=False) for w in windows]
+        self.lists: list[list[Entry]] = [[] for _ in windows]
+        self.stale: list[int | None] = [None] * len(windows)
+        self.rows: dict[int, Row] = {}
+        self.vals: dict[int, list[Any]] = {}
+        self.out: dict[int, Row] = {}  # projected answer rows, except the ids in ``redo``
+        self.redo: set[int] = set()
+        self.ids: dict[Row, list[int]] = {}  # bag key -> ids of its copies
+        self.next_id = 0
+        self.output = tuple(output)
+        self.lo, self.hi = lo, hi
+        columns = {w.column for w in windows}
+        by_value = any(k.column in columns for k in order_by)
+        # the reader's order as a kept list, unless it reads window values (sorted per read)
+        self.fkey = order_key(order_by, tie_break=False) if order_by and not by_value else None
+        self.final: list[Entry] | None = [] if self.fkey is not None else None
+        self.sort = order_key(order_by) if by_value else None
+        self.per_row = ROW_BYTES + ENTRY_BYTES * (len(windows) + (self.final is not None))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def change(self, row: Row, w: int) -> None:
+        """Add (``w`` > 0) or remove (``w`` < 0) ``|w|`` copies of ``row``."""
+        for _ in range(abs(w)):
+            if w > 0:
+                self._insert(row)
+            else:
+                self._delete(row)
+
+    def _insert(self, row: Row) -> None:
+        rid = self.next_id
+        self.next_id += 1
+        self.rows[rid] = row
+        self.ids.setdefault(bag_key(row), []).append(rid)
+        self.vals[rid] = [None] * len(self.windows)
+        self.redo.add(rid)
+        rk = row_key(row)
+        for i, lst in enumerate(self.lists):
+            entry = (self.wkeys[i](row), rk, rid)
+            p = bisect_left(lst, entry)
+            lst.insert(p, entry)
+            self._touched(i, p)
+        if self.final is not None:
+            assert self.fkey is not None
+            entry = (self.fkey(row), rk, rid)
+            self.final.insert(bisect_left(self.final, entry), entry)
+
+    def _delete(self, row: Row) -> None:
+        k = bag_key(row)
+        copies = self.ids[k]
+        # a copy that prints the same (1.0 is not 1.00)
+        rid = next(r for r in copies if same_print(self.rows[r], row))
+        copies.remove(rid)
+        if not copies:
+            del self.ids[k]
+        row = self.rows.pop(rid)
+        rk = row_key(row)
+        for i, lst in enumerate(self.lists):
+            p = bisect_left(lst, (self.wkeys[i](row), rk, rid))
+            del lst[p]
+            self._touched(i, p)
+        if self.final is not None:
+            assert self.fkey is not None
+            del self.final[bisect_left(self.final, (self.fkey(row), rk, rid))]
+        del self.vals[rid]
+        self.out.pop(rid, None)
+        self.redo.discard(rid)
+
+    def _touched(self, i: int, p: int) -> None:
+        """Window ``i``'s list gained or lost the entry at position ``p``."""
+        w = self.windows[i]
+        if w.func in _RANKING:
+            s = self.stale[i]
+            self.stale[i] = p if s is None or p < s else s
+            return
+        # lag reads ``offset`` back: positions p .. p+offset read something else now;
+        # lead reads ahead: positions p-offset .. p
+        lst, vals, arg, col = self.lists[i], self.vals, w.arg, i
+        assert arg is not None
+        step = -w.offset if w.func == "lag" else w.offset
+        start, stop = (p, p + w.offset) if w.func == "lag" else (p - w.offset, p)
+        n = len(lst)
+        for q in range(max(start, 0), min(stop, n - 1) + 1):
+            rid = lst[q][2]
+            src = q + step
+            v = self.rows[lst[src][2]][arg] if 0 <= src < n else None
+            old = vals[rid]
+            if old[col] is not v:
+                old[col] = v
+                self.redo.add(rid)
+
+    def _refresh(self) -> None:
+        """Recompute the ranking values from each window's stale mark onward."""
+        for i, s in enumerate(self.stale):
+            if s is None:
+                continue
+            self.stale[i] = None
+            lst, vals, redo = self.lists[i], self.vals, self.redo
+            n = len(lst)
+            if s >= n:
+                continue
+            func = self.windows[i].func
+            if func == "row_number":
+                for q in range(s, n):
+                    v = vals[lst[q][2]]
+                    if v[i] != q + 1:
+                        v[i] = q + 1
+                        redo.add(lst[q][2])
+                continue
+            g = bisect_left(lst, (lst[s][0],))  # the start of position s's peer group
+            dense = vals[lst[g - 1][2]][i] if g > 0 and func == "dense_rank" else 0
+            rank, previous = 0, object()
+            for q in range(g, n):
+                entry = lst[q]
+                if entry[0] != previous:
+                    rank, dense, previous = q + 1, dense + 1, entry[0]
+                value = rank if func == "rank" else dense
+                v = vals[entry[2]]
+                if v[i] != value:
+                    v[i] = value
+                    redo.add(entry[2])
+
+    def _full(self, rid: int) -> list[Any]:
+        row = list(self.rows[rid])
+        for w, v in zip(self.windows, self.vals[rid], strict=True):
+            row[w.column] = v
+        return row
+
+    def answer(self) -> tuple[Row, ...]:
+        """The key's answer rows (output columns, reader order, OFFSET/LIMIT)."""
+        self._refresh()
+        out, output = self.out, self.output
+        if self.sort is not None:  # the order reads window values: sort at the read
+            full = [self._full(rid) for rid in self.rows]
+            full.sort(key=self.sort)
+            self.redo.clear()
+            return tuple(tuple(r[i] for i in output) for r in full[self.lo:self.hi])
+        for rid in self.redo:
+            r = self._full(rid)
+            out[rid] = tuple([r[i] for i in output])
+        self.redo.clear()
+        if self.final is not None:
+            ids = list(map(_third, self.final[self.lo:self.hi]))
+        else:
+            ids = list(self.rows)[self.lo:self.hi]
+        return tuple(map(out.__getitem__, ids))
