@@ -214,15 +214,19 @@ class Barriers:
         """Wait until the applier has applied every commit that a statement answered before
         the call could have seen: a probe, then (when the stream does not reach the probe's
         position within :data:`PROBE_PATIENCE`) a barrier (module docstring). ``on_pass`` as
-        for :meth:`pipelined`; the result raises as :meth:`pipelined` does. The probe is sent
+        for :meth:`pipelined`; the result raises as :meth:`pipelined` does (a probe whose
+        statement fails is followed by a barrier). The probe is sent
         before this returns when the connection is open (not a turn of the event loop later,
         when the returned coroutine first runs)."""
         return self._covering(self._probe(on_pass), timeout, on_pass)
 
     async def _covering(self, probe: tuple[str, asyncio.Future[int], bool], timeout: float,
                         on_pass: Callable[[], object] | None) -> None:
-        if await self._probed(probe, min(PROBE_PATIENCE, timeout)):
-            return
+        try:
+            if await self._probed(probe, min(PROBE_PATIENCE, timeout)):
+                return
+        except UpstreamError as exc:  # (the probe's statement failed: a barrier may not)
+            log.debug("coverage probe failed: %s", exc)
         self.probes_fell_back += 1
         await self.pipelined(timeout, on_pass)
 

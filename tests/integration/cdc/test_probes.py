@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from cdc import barrier
 from tests.integration.cdc.harness import changes_of, execute, run, streaming
 
 
@@ -66,5 +67,23 @@ def test_a_probe_never_passes_before_a_commit_made_before_it(pg: Any, dbname: st
                     applier.feed(msg)
             assert await barriers.probed(10.0)
             assert len(changes_of(sink, "pr2")) == 21
+
+    run(body)
+
+
+def test_a_failing_probe_is_followed_by_a_barrier(pg: Any, dbname: str,
+                                                  monkeypatch: Any) -> None:
+    """A probe whose statement fails upstream (here: a call PostgreSQL refuses) does not fail
+    the coverage request: a barrier follows it, and covers a commit made before."""
+    pg.psql("CREATE TABLE pr3 (id int PRIMARY KEY)", dbname)
+    monkeypatch.setattr(barrier, "_PROBE", "SELECT pg_current_wal_insert_lsn(1)")
+
+    async def body() -> None:
+        async with streaming(pg, dbname) as (stream, sink):
+            await stream.barrier()
+            await execute(pg, dbname, "INSERT INTO pr3 VALUES (1)")
+            await stream.barriers.covering(10.0)
+            assert [c.new for c in changes_of(sink, "pr3")] == [(1,)]
+            assert stream.barriers.probes == 1 and stream.barriers.probes_fell_back == 1
 
     run(body)
