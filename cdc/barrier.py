@@ -11,6 +11,17 @@ its own transaction), and resolved only by the applier passing them: their laten
 commit plus the stream's, never a queue behind another barrier's round trip or the
 heartbeat's.
 
+:meth:`Barriers.covering` is what the sessions use: a *probe* first, ``SELECT
+pg_current_wal_insert_lsn()`` on that connection (no transaction ID, no WAL, no commit), which
+returns a position ``L`` at or after the end of every commit record a statement that finished
+before the probe was sent could have seen; the probe passes once the stream's position
+(``Stream.position``: the end of the last applied commit, or a keepalive's position with no
+transaction open) reaches ``L``: the walsender sends transactions in commit order and a
+keepalive only after everything it decoded before it, so every commit ending at or before
+``L`` has then been applied. When no commit or keepalive carries the stream that far within
+:data:`PROBE_PATIENCE` (WAL past the last flush waits for the next flush), a barrier is
+emitted after all, whose commit flushes it.
+
 Invariant: a barrier resolves only after every transaction that committed before its message
 was applied (F1: commit order); markers emitted before a loss of continuity fail with
 :class:`BarrierLost` instead of hanging (``barrier()`` then emits a new one).
@@ -19,15 +30,28 @@ was applied (F1: commit order); markers emitted before a loss of continuity fail
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
+import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.pgoutput import parse_lsn
+
+log = logging.getLogger("weir.cdc.barrier")
+
+#: how long a probe waits for the stream to reach its position before a barrier is emitted
+#: (PostgreSQL's walsender decodes only flushed WAL: a position past the last flush is reached
+#: at the next commit or WAL writer flush; a barrier's commit flushes it)
+PROBE_PATIENCE = 0.02
+_PROBE = "SELECT pg_current_wal_insert_lsn()"
+#: ``Barriers.probe_floor`` when no probe waits (no position reaches it)
+NO_PROBE = 1 << 64
 
 
 class BarrierLost(Exception):
@@ -61,15 +85,25 @@ class Barriers:
         # emitting statement has not answered yet (in order)
         self._pipe: PgConnection | None = None
         self._pipe_opening: asyncio.Task[PgConnection] | None = None
-        self._pipe_sent: deque[str] = deque()
+        self._pipe_sent: deque[tuple[str, bool]] = deque()  # (id, is a probe)
         self._pipe_reader: asyncio.Task[None] | None = None
         self._on_pass: dict[str, Callable[[], object]] = {}  # (``pipelined``)
+        #: answered probes the stream has not reached yet, (position, id), smallest first
+        self._probes: list[tuple[int, str]] = []
+        #: the smallest position a probe waits for (the stream calls :meth:`reached` when its
+        #: position gets there: one comparison per message otherwise)
+        self.probe_floor = NO_PROBE
+        self.probes = 0  # probes sent (SHOW WEIR STATUS)
+        self.probes_fell_back = 0  # probes the stream did not reach in time (then a barrier)
         self.emit_seconds = 0.0  # from the call to the emitting statement's answer, summed
 
     def passed(self, barrier_id: str, lsn: int) -> None:
         on_pass = self._on_pass.pop(barrier_id, None)
         if on_pass is not None:
-            on_pass()
+            try:  # (a waiting read's failure must not stop the stream or the pipe's reader)
+                on_pass()
+            except Exception:
+                log.exception("a session waiting for coverage failed")
         future = self._pending.pop(barrier_id, None)
         if future is not None and not future.done():
             future.set_result(lsn)
@@ -157,17 +191,100 @@ class Barriers:
         if on_pass is not None:
             self._on_pass[barrier_id] = on_pass
         try:
-            conn = self._pipe
-            if conn is None:
-                if self._pipe_opening is None:
-                    self._pipe_opening = asyncio.ensure_future(self._open_pipe())
-                conn = await asyncio.wait_for(asyncio.shield(self._pipe_opening), timeout)
-            conn.send_query(f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}')")
-            self._pipe_sent.append(barrier_id)
+            await self._send_pipe(
+                barrier_id, f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}')",
+                timeout)
             await asyncio.wait_for(future, timeout)
         finally:
             self._pending.pop(barrier_id, None)
             self._on_pass.pop(barrier_id, None)
+
+    async def _send_pipe(self, barrier_id: str, sql: str, timeout: float,
+                         probe: bool = False) -> None:
+        conn = self._pipe
+        if conn is None:
+            if self._pipe_opening is None:
+                self._pipe_opening = asyncio.ensure_future(self._open_pipe())
+            conn = await asyncio.wait_for(asyncio.shield(self._pipe_opening), timeout)
+        conn.send_query(sql)
+        self._pipe_sent.append((barrier_id, probe))
+
+    def covering(self, timeout: float = 30.0, on_pass: Callable[[], object] | None = None
+                 ) -> Coroutine[Any, Any, None]:
+        """Wait until the applier has applied every commit that a statement answered before
+        the call could have seen: a probe, then (when the stream does not reach the probe's
+        position within :data:`PROBE_PATIENCE`) a barrier (module docstring). ``on_pass`` as
+        for :meth:`pipelined`; the result raises as :meth:`pipelined` does (a probe whose
+        statement fails is followed by a barrier). The probe is sent
+        before this returns when the connection is open (not a turn of the event loop later,
+        when the returned coroutine first runs)."""
+        return self._covering(self._probe(on_pass), timeout, on_pass)
+
+    async def _covering(self, probe: tuple[str, asyncio.Future[int], bool], timeout: float,
+                        on_pass: Callable[[], object] | None) -> None:
+        try:
+            if await self._probed(probe, min(PROBE_PATIENCE, timeout)):
+                return
+        except UpstreamError as exc:  # (the probe's statement failed: a barrier may not)
+            log.debug("coverage probe failed: %s", exc)
+        self.probes_fell_back += 1
+        await self.pipelined(timeout, on_pass)
+
+    async def probed(self, patience: float,
+                     on_pass: Callable[[], object] | None = None) -> bool:
+        """Send a probe on the pipelined connection (module docstring); True once the stream
+        reached its position, False when it did not within ``patience`` seconds. Raises when
+        the probe cannot be sent or fails, or continuity is lost (:class:`BarrierLost`)."""
+        return await self._probed(self._probe(on_pass), patience)
+
+    def _probe(self, on_pass: Callable[[], object] | None
+               ) -> tuple[str, asyncio.Future[int], bool]:
+        """A probe registered, and sent at once when the connection is open: (id, its future,
+        whether it was sent)."""
+        probe_id = self._prefix + "p" + str(next(self._ids))
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending[probe_id] = future
+        if on_pass is not None:
+            self._on_pass[probe_id] = on_pass
+        self.probes += 1
+        conn = self._pipe
+        if conn is None:
+            return probe_id, future, False
+        conn.send_query(_PROBE)
+        self._pipe_sent.append((probe_id, True))
+        return probe_id, future, True
+
+    async def _probed(self, probe: tuple[str, asyncio.Future[int], bool], patience: float
+                      ) -> bool:
+        probe_id, future, sent = probe
+        try:
+            if not sent:
+                await self._send_pipe(probe_id, _PROBE, patience, probe=True)
+            await asyncio.wait_for(future, patience)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._pending.pop(probe_id, None)
+            self._on_pass.pop(probe_id, None)
+
+    def _probe_answered(self, probe_id: str, lsn: int) -> None:
+        if probe_id not in self._pending:
+            return  # (gave up waiting)
+        if self._applied_lsn() >= lsn:
+            self.passed(probe_id, lsn)
+            return
+        heapq.heappush(self._probes, (lsn, probe_id))
+        self.probe_floor = self._probes[0][0]
+
+    def reached(self, position: int) -> None:
+        """The stream's position (``Stream.position``) reached ``position``: every commit
+        ending at or before it is applied. Passes the probes waiting for it."""
+        probes = self._probes
+        while probes and probes[0][0] <= position:
+            lsn, probe_id = heapq.heappop(probes)
+            self.passed(probe_id, lsn)
+        self.probe_floor = probes[0][0] if probes else NO_PROBE
 
     async def _open_pipe(self) -> PgConnection:
         try:
@@ -184,16 +301,18 @@ class Barriers:
         try:
             while True:
                 try:
-                    await conn.result()
-                    self._pipe_sent.popleft()
+                    result = await conn.result()
+                    done, probe = self._pipe_sent.popleft()
+                    if probe:
+                        self._probe_answered(done, parse_lsn(result.rows[0][0] or "0/0"))
                 except UpstreamError as exc:
-                    self._fail(self._pipe_sent.popleft(), exc)
+                    self._fail(self._pipe_sent.popleft()[0], exc)
         except (OSError, ConnectionError, IndexError) as exc:
             if self._pipe is conn:
                 self._pipe = None
             conn.abort()
             sent, self._pipe_sent = self._pipe_sent, deque()
-            for barrier_id in sent:
+            for barrier_id, _ in sent:
                 self._fail(barrier_id, ConnectionError(f"barrier connection lost: {exc}"))
 
     def _fail(self, barrier_id: str, exc: Exception) -> None:

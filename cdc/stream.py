@@ -291,6 +291,7 @@ class ReplicationStream:
 
     async def _stream(self, conn: PgConnection) -> None:
         applier = self.applier
+        barriers = self.barriers
         while True:
             payload = await conn.read_copy_data()
             if payload is None:
@@ -305,11 +306,15 @@ class ReplicationStream:
             if self.tap is not None:
                 self.tap(decoded)
             applier.feed(decoded)
+            if applier.applied_end_lsn >= barriers.probe_floor:  # (a commit: probes passed)
+                barriers.reached(self.position())
 
     def _keepalive(self, conn: PgConnection, msg: PrimaryKeepalive) -> None:
         self.received_lsn = max(self.received_lsn, msg.wal_end)
         if not self.applier.in_transaction:
             self.confirmed_lsn = max(self.confirmed_lsn, msg.wal_end)
+            if self.confirmed_lsn >= self.barriers.probe_floor:
+                self.barriers.reached(self.position())
         if msg.reply_requested:
             self._send_status(conn)
 

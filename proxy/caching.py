@@ -129,8 +129,9 @@ class EngineHost:
         self._probing = False  # a snapshot probe is in flight
         self.heartbeats = 0  # rounds of the heartbeat loop (tests wait for them)
         #: how far the applier has provably caught up, and the sessions' barrier requests
-        # (their own pipelined connection: never queued behind the heartbeat's barrier)
-        self.coverage = Coverage(lambda on_pass: self.stream.barriers.pipelined(30.0, on_pass))
+        # (probes, then barriers when a probe is not reached soon, on their own pipelined
+        # connection: never queued behind the heartbeat's barrier)
+        self.coverage = Coverage(lambda on_pass: self.stream.barriers.covering(30.0, on_pass))
 
     # -- lifecycle --------------------------------------------------------------------------
 

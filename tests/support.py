@@ -334,8 +334,9 @@ class SideTable:
 @dataclass
 class HeldApplier:
     """The applier of an in-process weir (``server``: an ``InProcessWeir``) held by a test:
-    while held, what the replication stream delivers is kept, not applied (the cache lags);
-    released, it is applied in order."""
+    while held, what the replication stream delivers is kept, not applied (the cache lags),
+    keepalives included (their position would pass the sessions' probes); released, it is
+    applied in order."""
 
     server: Any
     kept: list[Any] = field(default_factory=list)
@@ -351,9 +352,26 @@ class HeldApplier:
 
     async def _hold(self) -> None:
         self._applier().feed = self.kept.append
+        # the stream's keepalives too: their position must not run ahead of what is applied
+        stream = self.server.server.service.host.stream
+
+        def keep(conn: Any, msg: Any) -> None:
+            self.kept.append((conn, msg))
+            if msg.reply_requested:
+                stream._send_status(conn)
+
+        stream._keepalive = keep
 
     async def _release(self) -> None:
         applier = self._applier()
         del applier.feed  # (the instance attribute: the applier's own feed again)
+        stream = self.server.server.service.host.stream
+        del stream._keepalive
         for msg in self.kept:
-            applier.feed(msg)
+            if isinstance(msg, tuple):
+                conn, keepalive = msg
+                stream._keepalive(conn, keepalive)
+            else:
+                applier.feed(msg)
+                if applier.applied_end_lsn >= stream.barriers.probe_floor:
+                    stream.barriers.reached(stream.position())

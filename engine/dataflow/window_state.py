@@ -11,9 +11,13 @@ window (and per reader order); lag/lead values are recomputed at once for the ``
 neighbours on either side of the change; row_number/rank/dense_rank are marked stale from
 the changed position onward (the lowest such position per window) and recomputed from there
 at the next read (from the start of that position's peer group, seeded by the clean value
-before it), and only rows whose value changed are projected again. The answer is one pass
-over the ids in order. When the reader's ORDER BY reads a window column the answer's order
-depends on the values, and it is sorted at the read instead (as the recompute did).
+before it); row_number stops after the last changed position when as many rows were
+inserted as deleted (an update that keeps or moves a row: only the rows between its old and
+new positions are renumbered). Only rows whose value changed are projected again. The
+answer is one pass over the ids in order. When the reader's ORDER BY starts with a
+row_number column the answer is that window's list (reversed for DESC); when it reads
+another window column the answer's order depends on the values, and it is sorted at the
+read (as the recompute did).
 
 Invariants: the values agree with ``windows.apply_windows`` on the same rows (the property
 test ``tests/property/test_window_state.py`` checks it): rank/dense_rank peers are rows equal
@@ -50,7 +54,7 @@ _RANKING = frozenset({"row_number", "rank", "dense_rank"})
 class Partition:
     """One key's rows and window values (see the module docstring)."""
 
-    __slots__ = ("final", "fkey", "hi", "ids", "lists", "lo", "next_id", "out", "output",
+    __slots__ = ("final", "fkey", "follow", "hi", "ids", "lists", "lo", "next_id", "out", "output",
                  "per_row", "redo", "rows", "sort", "stale", "vals", "windows", "wkeys")
 
     def __init__(self, windows: Sequence[ir.Window], order_by: Sequence[ir.SortKey],
@@ -58,7 +62,7 @@ class Partition:
         self.windows = tuple(windows)
         self.wkeys = [order_key(w.order, tie_break=False) for w in windows]
         self.lists: list[list[Entry]] = [[] for _ in windows]
-        self.stale: list[int | None] = [None] * len(windows)
+        self.stale: list[tuple[int, int, int] | None] = [None] * len(windows)
         self.rows: dict[int, Row] = {}
         self.vals: dict[int, list[Any]] = {}
         self.out: dict[int, Row] = {}  # projected answer rows, except the ids in ``redo``
@@ -73,6 +77,14 @@ class Partition:
         self.fkey = order_key(order_by, tie_break=False) if order_by and not by_value else None
         self.final: list[Entry] | None = [] if self.fkey is not None else None
         self.sort = order_key(order_by) if by_value else None
+        # ORDER BY a row_number column first (``ORDER BY rn LIMIT k``): its values are unique,
+        # so the answer's order is that window's list (reversed when DESC), no sort
+        self.follow: tuple[int, bool] | None = None
+        if by_value:
+            i = next(i for i, w in enumerate(windows) if w.column == order_by[0].column) \
+                if order_by[0].column in columns else -1
+            if i >= 0 and windows[i].func == "row_number":
+                self.follow, self.sort = (i, order_by[0].descending), None
         self.per_row = ROW_BYTES + ENTRY_BYTES * (len(windows) + (self.final is not None))
 
     def __len__(self) -> int:
@@ -98,7 +110,7 @@ class Partition:
             entry = (self.wkeys[i](row), rk, rid)
             p = bisect_left(lst, entry)
             lst.insert(p, entry)
-            self._touched(i, p)
+            self._touched(i, p, True)
         if self.final is not None:
             assert self.fkey is not None
             entry = (self.fkey(row), rk, rid)
@@ -117,7 +129,7 @@ class Partition:
         for i, lst in enumerate(self.lists):
             p = bisect_left(lst, (self.wkeys[i](row), rk, rid))
             del lst[p]
-            self._touched(i, p)
+            self._touched(i, p, False)
         if self.final is not None:
             assert self.fkey is not None
             del self.final[bisect_left(self.final, (self.fkey(row), rk, rid))]
@@ -125,12 +137,19 @@ class Partition:
         self.out.pop(rid, None)
         self.redo.discard(rid)
 
-    def _touched(self, i: int, p: int) -> None:
-        """Window ``i``'s list gained or lost the entry at position ``p``."""
+    def _touched(self, i: int, p: int, inserted: bool) -> None:
+        """Window ``i``'s list gained (``inserted``) or lost the entry at position ``p``.
+        A ranking window's stale mark (lo, hi, net): positions before lo hold their values,
+        positions after hi hold them plus ``net`` (the inserts less the deletes: every
+        change was at or before hi), so row_number is final after hi when net is 0."""
         w = self.windows[i]
         if w.func in _RANKING:
-            s = self.stale[i]
-            self.stale[i] = p if s is None or p < s else s
+            lo, hi, net = self.stale[i] or (p, p - 1, 0)
+            if inserted:
+                hi, net = (hi + 1 if p <= hi else p), net + 1
+            else:
+                hi, net = (hi - 1 if p <= hi else p - 1), net - 1
+            self.stale[i] = (min(lo, p), hi, net)
             return
         # lag reads ``offset`` back: positions p .. p+offset read something else now;
         # lead reads ahead: positions p-offset .. p
@@ -150,17 +169,18 @@ class Partition:
 
     def _refresh(self) -> None:
         """Recompute the ranking values from each window's stale mark onward."""
-        for i, s in enumerate(self.stale):
-            if s is None:
+        for i, mark in enumerate(self.stale):
+            if mark is None:
                 continue
             self.stale[i] = None
+            s, hi, net = mark
             lst, vals, redo = self.lists[i], self.vals, self.redo
             n = len(lst)
             if s >= n:
                 continue
             func = self.windows[i].func
             if func == "row_number":
-                for q in range(s, n):
+                for q in range(s, n if net else min(hi + 1, n)):
                     v = vals[lst[q][2]]
                     if v[i] != q + 1:
                         v[i] = q + 1
@@ -198,7 +218,10 @@ class Partition:
             r = self._full(rid)
             out[rid] = tuple([r[i] for i in output])
         self.redo.clear()
-        if self.final is not None:
+        if self.follow is not None:
+            lst = self.lists[self.follow[0]]
+            ids = list(map(_third, (lst[::-1] if self.follow[1] else lst)[self.lo:self.hi]))
+        elif self.final is not None:
             ids = list(map(_third, self.final[self.lo:self.hi]))
         else:
             ids = list(self.rows)[self.lo:self.hi]

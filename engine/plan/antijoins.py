@@ -29,6 +29,7 @@ from engine.plan import ir
 from engine.plan.exprs import correlated
 from engine.plan.from_clause import PlanContext
 from engine.plan.param_antijoins import param_not_exists, param_not_in
+from engine.plan.param_in import param_tested_not_in
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
 from engine.plan.subqueries import (
     Subquery,
@@ -172,6 +173,11 @@ def anti_joins(ctx: PlanContext, subquery: Subquery, bound: Bound,
     """Rewrite the NOT EXISTS / NOT IN conjuncts of ``where`` into anti-joins on ``bound``."""
     out: list[Node] = []
     for conj in where:
+        tested = param_tested_not_in(ctx, subquery, bound, conj)
+        if tested is not None:  # ``$n NOT IN (...)``
+            bound, conj = tested
+            out.append(conj)
+            continue
         inner = _negated(conj)
         link = None if inner is None else _exists(inner)
         if link is not None:

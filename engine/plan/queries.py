@@ -82,6 +82,7 @@ class CachedQuery:
             cols = self.plan.reader.columns
             cuts = " AND ".join(
                 f"${c.param} <> ALL({cols[c.column].name})" if c.op == "not_any" else
+                f"${c.param} NOT IN ({cols[c.column].name})" if c.op == "not_in" else
                 f"{cols[c.target].name} := ${c.param} = ANY({cols[c.column].name})"
                 if c.op == "flag" else
                 f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)

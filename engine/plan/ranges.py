@@ -113,8 +113,8 @@ def choose_ranges(scope: Scope, where: list[Node], catalog: Catalog) -> tuple[
     for conj in where:
         marked = conj.get(NOT_ANY_NODE)
         if marked is not None:
-            cuts.append(RangeCut(marked["position"], "not_any", marked["param"],
-                                 marked["type"]))
+            cuts.append(RangeCut(marked["position"], marked.get("op", "not_any"),
+                                 marked["param"], marked["type"]))
             continue
         found = _cuts(scope, conj, catalog)
         if found is None:
@@ -213,6 +213,7 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
     tests = []
     absent = []  # (array column, value): no element may equal the value
     flags = []  # (target, array column, value): whether an element equals the value
+    outside = []  # (array column, value): NOT IN the elements is true (none when NULL)
     for cut in cuts:
         bound = params[cut.param - 1]
         if cut.op == "flag":
@@ -221,6 +222,9 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
         if cut.op == "not_any":
             if bound is not None:  # ``= NULL`` matches no element: the row stays
                 absent.append((cut.column, bound))
+            continue
+        if cut.op == "not_in":  # ``$n NOT IN (elements)`` (``engine.plan.param_in``)
+            outside.append((cut.column, bound))
             continue
         if bound is None:
             return  # a comparison with NULL is never true
@@ -232,7 +236,9 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
                 break
         else:
             if not any(row[column] is not None and value in row[column]
-                       for column, value in absent):
+                       for column, value in absent) and not any(
+                    row[column] and (value is None or None in row[column]
+                                     or value in row[column]) for column, value in outside):
                 for target, column, value in flags:  # EXISTS is never NULL
                     found = value is not None and row[column] is not None and value in row[column]
                     row = (*row[:target], found, *row[target + 1:])

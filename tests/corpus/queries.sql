@@ -605,3 +605,13 @@ SELECT c.id FROM comments c WHERE c.created_at >= 'Fri, 01 Mar 2024 00:00:00' AN
 SELECT s.id, s.title FROM stories s WHERE s.author_id = $1 AND s.created_at BETWEEN 'February 10, 2024 9:30 am' AND 'June 1, 2024';
 SELECT u.id FROM users u WHERE u.created_at > '15 January 2024 08:00:00.25 +02';
 SELECT u.id FROM users u WHERE u.created_at > '01/15/2024';
+
+-- ===================== a $n parameter tested by NOT IN (NULL semantics, cut by the host) =====================
+-- params: [3]
+SELECT s.id, s.title FROM stories s WHERE $1 NOT IN (SELECT v.user_id FROM votes v WHERE v.value < 0) ORDER BY s.id LIMIT 20;
+-- params: [2, 1]
+SELECT c.id FROM comments c WHERE $1 NOT IN (1, 3, 5) AND c.story_id = $2;
+-- params: [null]
+SELECT u.id FROM users u WHERE $1 NOT IN (SELECT s.author_id FROM stories s WHERE s.score > 10);
+-- params: [4]
+SELECT s.id FROM stories s WHERE $1 NOT IN (SELECT c.author_id FROM comments c WHERE c.story_id = s.id);

@@ -325,6 +325,30 @@ ANTI_SHAPES = [
 ]
 
 
+def _tested(rng: random.Random) -> tuple[Any, ...]:
+    """``$1`` tested by NOT IN (NULL sometimes), ``$2`` a group."""
+    return (rng.choice([None, *range(0, 50)]), rng.randint(0, 45))
+
+
+PARAM_NOT_IN_SHAPES = [
+    # the subquery's set changes with the writes (notes.ref set to NULL or another value);
+    # $1 written first (the text client numbers parameters in the order they appear)
+    Shape("SELECT id, name FROM things WHERE $1 NOT IN "
+          "(SELECT ref FROM notes WHERE id > 380) AND grp = $2", _tested),
+    Shape("SELECT id, score FROM things WHERE $1::int NOT IN "
+          "(SELECT score FROM things WHERE grp = 7) AND grp = $2", _tested),
+    Shape("SELECT id FROM things WHERE $1 NOT IN (3, 5, 8, 13, 21, 34) AND grp = $2", _tested),
+    Shape("SELECT id FROM things WHERE $1 NOT IN (3, NULL) AND grp = $2", _tested),
+    Shape("SELECT id, name FROM things WHERE $1 NOT IN ('n1', 'n2') AND grp = 3",
+          lambda r: (r.choice([None, "n1", "n3", "x"]),)),
+]
+
+
+def test_parameter_tested_by_not_in(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, PARAM_NOT_IN_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
 def test_anti_joins_and_having_on_keys(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, ANTI_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})

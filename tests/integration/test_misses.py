@@ -212,15 +212,9 @@ def test_a_session_behind_the_cache_goes_upstream_after_its_bound(pg: Any, dbnam
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
                 psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
             conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
             _read(conn, 2)
             eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
-            applier = host.stream.applier
-
-            async def hold() -> None:
-                applier.feed = lambda msg: None
-
-            server.call(hold())
+            HeldApplier(server).hold()  # (its keepalives too: they would pass a probe)
             direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
             assert _read(conn, 1) == ("v1-new", ("upstream", MISS))
             assert _read(conn, 2) == ("v2-new", ("upstream", BEHIND))

@@ -78,6 +78,9 @@ def test_partition_matches_the_recompute(seed: int) -> None:
     windows = _windows(r, FUNCS)
     columns = tuple(range(4 + len(windows)))
     order_by = (*_sort_keys(r, columns), ir.SortKey(0, False, None)) if r.random() < 0.8 else ()
+    numbered = [w.column for w in windows if w.func == "row_number"]
+    if numbered and r.random() < 0.3:  # ORDER BY rn [DESC] (the answer follows its list)
+        order_by = (ir.SortKey(numbered[0], r.random() < 0.5, None), *order_by)
     output = tuple(r.sample(columns, r.randint(1, len(columns))))
     lo = r.choice((0, 0, 1, 3))
     hi = None if not order_by or r.random() < 0.6 else lo + r.randint(0, 6)

@@ -3,7 +3,9 @@
 State: key -> bag of rows (``records.bag_add``: rows that print differently stay apart) for
 present keys, plus the finished answer per
 key (output columns, ORDER BY, OFFSET/LIMIT applied) computed on first read after a change,
-so that a hit is a dictionary lookup.
+so that a hit is a dictionary lookup. With window functions, each present key also has a
+``window_state.Partition`` that every delta updates in place (the windows' values are not
+recomputed from the key's rows), and the answer is read off it.
 
 Invariants: a key is present (possibly with no rows: empty answers are stored) or missing;
 deltas for missing keys are dropped; an eviction row with an UNKNOWN key column evicts every
