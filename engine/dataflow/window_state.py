@@ -13,7 +13,10 @@ the changed position onward (the lowest such position per window) and recomputed
 at the next read (from the start of that position's peer group, seeded by the clean value
 before it); row_number stops after the last changed position when as many rows were
 inserted as deleted (an update that keeps or moves a row: only the rows between its old and
-new positions are renumbered). Only rows whose value changed are projected again. The
+new positions are renumbered). A running aggregate (count, sum, avg, min, max) is marked
+stale like rank and recomputed at the read from the peer group before its mark, its
+accumulator seeded with the arguments before that group (one add per earlier row, no
+projection). Only rows whose value changed are projected again. The
 answer is one pass over the ids in order. When the reader's ORDER BY starts with a
 row_number column the answer is that window's list (reversed for DESC); when it reads
 another window column the answer's order depends on the values, and it is sorted at the
@@ -37,6 +40,7 @@ from typing import Any
 from engine.dataflow.ordering import order_key, row_key
 from engine.dataflow.records import row_key as bag_key
 from engine.dataflow.records import same_print
+from engine.dataflow.windows import AGGREGATES, running_values
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -49,6 +53,7 @@ ROW_BYTES = 200
 
 _third = itemgetter(2)
 _RANKING = frozenset({"row_number", "rank", "dense_rank"})
+_STALE = _RANKING | AGGREGATES  # the windows recomputed from a stale mark at the read
 
 
 class Partition:
@@ -143,7 +148,7 @@ class Partition:
         positions after hi hold them plus ``net`` (the inserts less the deletes: every
         change was at or before hi), so row_number is final after hi when net is 0."""
         w = self.windows[i]
-        if w.func in _RANKING:
+        if w.func in _STALE:
             lo, hi, net = self.stale[i] or (p, p - 1, 0)
             if inserted:
                 hi, net = (hi + 1 if p <= hi else p), net + 1
@@ -176,9 +181,12 @@ class Partition:
             s, hi, net = mark
             lst, vals, redo = self.lists[i], self.vals, self.redo
             n = len(lst)
+            func = self.windows[i].func
+            if func in AGGREGATES:
+                self._running(i, s)
+                continue
             if s >= n:
                 continue
-            func = self.windows[i].func
             if func == "row_number":
                 for q in range(s, n if net else min(hi + 1, n)):
                     v = vals[lst[q][2]]
@@ -198,6 +206,28 @@ class Partition:
                 if v[i] != value:
                     v[i] = value
                     redo.add(entry[2])
+
+    def _running(self, i: int, s: int) -> None:
+        """Aggregate window ``i``'s values from the peer group before position ``s`` (a row
+        joining or leaving a peer group changes its earlier peers) onward, seeded with the
+        arguments of the rows before it."""
+        lst, w, rows = self.lists[i], self.windows[i], self.rows
+        n = len(lst)
+        if not n:
+            return
+        s = min(s, n)
+        g = s if w.rows else bisect_left(lst, (lst[max(s - 1, 0)][0],))
+        arg = w.arg
+        args = [None if arg is None else rows[e[2]][arg] for e in lst]
+        values = running_values(w, [e[0] for e in lst[g:]], args[g:], args[:g])
+        vals, redo = self.vals, self.redo
+        for q in range(g, n):
+            rid, value = lst[q][2], values[q - g]
+            v = vals[rid]
+            old = v[i]
+            if old is not value and (old != value or str(old) != str(value)):
+                v[i] = value
+                redo.add(rid)
 
     def _full(self, rid: int) -> list[Any]:
         row = list(self.rows[rid])

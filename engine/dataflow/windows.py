@@ -1,4 +1,5 @@
-"""Window functions over one partition's rows: row_number, rank, dense_rank, lag, lead.
+"""Window functions over one partition's rows: row_number, rank, dense_rank, lag, lead, and
+the running aggregates count(*), count, sum, avg, min, max.
 
 Owns: ``apply_windows``, the recompute of a partition's windows from its rows (used by the
 reference evaluator, and the model ``window_state.Partition`` - what the reader maintains
@@ -8,7 +9,10 @@ one partition.
 
 Invariants: rows tied on a window's ORDER BY get equal rank/dense_rank; row_number, lag and
 lead are only planned with an ORDER BY that cannot tie (PostgreSQL numbers tied rows in an
-arbitrary order); ties are still broken by the whole row, so results are deterministic.
+arbitrary order); ties are still broken by the whole row, so results are deterministic. A
+running aggregate's value at a row is the aggregate (``ops.accumulators``: PostgreSQL's result
+types, scales and NULL rules) of the rows up to that row's last peer (``Window.rows``: up to the
+row itself, planned only with an ORDER BY that cannot tie); without ORDER BY every row is a peer.
 """
 
 from __future__ import annotations
@@ -16,10 +20,34 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engine.dataflow.ops.accumulators import accumulator
 from engine.dataflow.ordering import order_key, row_key
 from engine.plan import ir
 
 Row = tuple[Any, ...]
+
+#: The running aggregates (``ir.Window.func``) and the ones whose value is a count (no NULL).
+AGGREGATES = frozenset({"count_star", "count", "sum", "avg", "min", "max"})
+
+
+def running_values(w: ir.Window, keys: Sequence[Any], args: Sequence[Any],
+                   seed: Sequence[Any] = ()) -> list[Any]:
+    """Aggregate window ``w``'s values at the positions of ``args`` (its argument per row in
+    window order; ``keys`` their peer keys on the window's ORDER BY), after the rows ``seed``
+    (the arguments before them, the first of them not a peer of ``keys[0]``)."""
+    acc = accumulator(w.func, w.type_oid, w.arg_oid)
+    for v in seed:
+        acc.add(v, 1)
+    out: list[Any] = [None] * len(args)
+    start, n = 0, len(args)
+    for p in range(n):
+        acc.add(args[p], 1)
+        if w.rows or p + 1 == n or keys[p + 1] != keys[p]:
+            value = acc.value()
+            for q in range(start, p + 1):
+                out[q] = value
+            start = p + 1
+    return out
 
 
 def apply_windows(rows: Sequence[Row], windows: Sequence[ir.Window]) -> list[Row]:
@@ -32,6 +60,13 @@ def apply_windows(rows: Sequence[Row], windows: Sequence[ir.Window]) -> list[Row
     for w in windows:
         sort_key = order_key(w.order, tie_break=False)
         order = sorted(by_row, key=lambda i: sort_key(rows[i]))
+        if w.func in AGGREGATES:
+            arg = w.arg
+            values = running_values(w, [sort_key(rows[i]) for i in order],
+                                    [None if arg is None else rows[i][arg] for i in order])
+            for i, v in zip(order, values, strict=True):
+                out[i][w.column] = v
+            continue
         if w.func in ("lag", "lead"):
             step = -w.offset if w.func == "lag" else w.offset
             assert w.arg is not None

@@ -166,10 +166,12 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
     head = f"Reader KEY ({', '.join(keys)}) {state} OUTPUT ({_typed(reader.columns)})"
     if reader.windows:
         head += " WINDOW (" + ", ".join(
-            f"{_colname(cols, w.column)} = {w.func}("
+            f"{_colname(cols, w.column)} = "
+            + ("count(*" if w.func == "count_star" else f"{w.func}(")
             + ("" if w.arg is None else _colname(cols, w.arg)
                + ("" if w.offset == 1 else f", {w.offset}"))
             + (f") ORDER BY {_sort(w.order, cols)}" if w.order else ")")
+            + (" ROWS" if w.rows else "")
             for w in reader.windows) + ")"
     if reader.order_by:
         head += f" ORDER BY {_sort(reader.order_by, cols)}"

@@ -205,7 +205,8 @@ def has_aggregates(nodes: list[Any]) -> bool:
             if "SubLink" in node or "SelectStmt" in node:
                 continue
             call = node.get("FuncCall")
-            if call is not None and is_aggregate_call(call):
+            # sum(x) OVER (...) is a window function (its arguments may hold aggregates)
+            if call is not None and call.get("over") is None and is_aggregate_call(call):
                 return True
             stack.extend(node.values())
         elif isinstance(node, list):

@@ -395,7 +395,8 @@ class TopK:
 Rel = Scan | Filter | Project | Join | UnionAll | Aggregate | Distinct | TopK
 
 
-WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead"]
+WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead", "count_star", "count",
+                     "sum", "avg", "min", "max"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,13 +411,19 @@ class Window:
     """A window function over one lookup's rows (the planner only makes them when a lookup
     is exactly one partition): its value is written into input column ``column`` (a NULL
     placeholder the plan selects), computed in ``order`` (input positions); lag/lead read
-    input column ``arg`` ``offset`` rows back/ahead (NULL past the ends)."""
+    input column ``arg`` ``offset`` rows back/ahead (NULL past the ends). A running aggregate
+    (count_star, count, sum, avg, min, max of ``arg``, typed ``arg_oid``, result ``type_oid``)
+    covers the rows from the partition's start to the current row's last peer on ``order``
+    (``rows``: to the current row itself); without ``order``, the whole partition."""
 
     func: WindowFunc
     column: int
     order: tuple[SortKey, ...]
     arg: int | None = None
     offset: int = 1
+    type_oid: int = 0
+    arg_oid: int | None = None
+    rows: bool = False
 
 
 @dataclass(frozen=True, slots=True)

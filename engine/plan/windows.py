@@ -1,8 +1,9 @@
 """Window functions in the select list: which ones are planned, and how.
 
 Owns: ``extract_windows`` (select-list items ``row_number() / rank() / dense_rank() /
-lag(x [, n]) / lead(x [, n]) OVER (PARTITION BY ... ORDER BY ...)`` -> placeholders plus
-``WindowSpec``), ``check_partitions`` and ``window_calls`` (the specs -> ``ir.Window``).
+lag(x [, n]) / lead(x [, n]) / count(*) / count(x) / sum(x) / avg(x) / min(x) / max(x)
+OVER (PARTITION BY ... ORDER BY ... [frame])`` -> placeholders plus ``WindowSpec``),
+``check_partitions`` and ``window_calls`` (the specs -> ``ir.Window``).
 
 A window's value is computed by the reader per lookup (``engine.dataflow.windows``), so the
 planner only accepts a window whose partition is one lookup: every PARTITION BY column is a
@@ -10,7 +11,11 @@ lookup key column, and every IN-list / ``= ANY`` key column is partitioned on (o
 per value). The select list keeps a NULL placeholder column where the window's value goes;
 its ORDER BY and lag/lead argument become hidden columns. row_number, lag and lead number
 tied rows arbitrarily in PostgreSQL: they are only planned over one table with an ORDER BY
-containing its whole primary key.
+containing its whole primary key. The running aggregates take PostgreSQL's aggregate result
+types (``pgtypes.sum_type``...), and one of the frames the reader maintains: the default
+(RANGE/GROUPS UNBOUNDED PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING ..
+UNBOUNDED FOLLOWING (the whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING
+.. CURRENT ROW (only with an ORDER BY that cannot tie, like row_number).
 """
 
 from __future__ import annotations
@@ -28,6 +33,17 @@ Node = dict[str, Any]
 
 _RANKING = ("row_number", "rank", "dense_rank")
 _OFFSET = ("lag", "lead")
+_AGGREGATES = ("count", "sum", "avg", "min", "max")
+
+# frameOptions bits (PostgreSQL's FRAMEOPTION_*): the shape without NONDEFAULT and BETWEEN
+_FRAME_IGNORED = 0x1 | 0x10
+_RANGE, _ROWS, _GROUPS = 0x2, 0x4, 0x8
+_FROM_START, _TO_CURRENT, _TO_END = 0x20, 0x400, 0x100
+#: frame shape -> (rows frame, whole partition)
+_FRAMES = {_RANGE | _FROM_START | _TO_CURRENT: (False, False),
+           _GROUPS | _FROM_START | _TO_CURRENT: (False, False),
+           _ROWS | _FROM_START | _TO_CURRENT: (True, False),
+           **{kind | _FROM_START | _TO_END: (False, True) for kind in (_RANGE, _ROWS, _GROUPS)}}
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,9 @@ class WindowSpec:
     order: list[Node] = field(default_factory=list)  # SortBy nodes
     arg: Node | None = None
     offset: int = 1
+    type_oid: int = T.INT8  # the value's type
+    arg_oid: int | None = None
+    rows: bool = False  # ROWS UNBOUNDED PRECEDING .. CURRENT ROW (running aggregates)
 
 
 def extract_windows(stmt: Node, scope: Scope, builder: ExprBuilder) -> tuple[
@@ -68,11 +87,12 @@ def _spec(call: Node, scope: Scope, builder: ExprBuilder) -> tuple[WindowSpec, i
     parts = [p["String"]["sval"] for p in call.get("funcname", []) if "String" in p]
     name = parts[-1].lower() if parts else "?"
     over = call["over"]
-    if name not in _RANKING + _OFFSET:
+    if name not in _RANKING + _OFFSET + _AGGREGATES:
         raise PlanError(f"window function {name}()")
     if over.get("refname") or over.get("name"):
         raise PlanError("named window (WINDOW w AS ...)")
-    if call.get("agg_filter") or call.get("agg_star") or call.get("agg_distinct"):
+    if call.get("agg_filter") or call.get("agg_distinct") or (
+            call.get("agg_star") and name != "count"):
         raise PlanError(f"{name}() with FILTER, * or DISTINCT")
     partition = []
     for item in over.get("partitionClause", []):
@@ -82,6 +102,8 @@ def _spec(call: Node, scope: Scope, builder: ExprBuilder) -> tuple[WindowSpec, i
         partition.append(scope.lookup(tuple(f["String"]["sval"] for f in fields)))
     order = list(over.get("orderClause", []))
     args = call.get("args", [])
+    if name in _AGGREGATES:
+        return _aggregate(name, call, tuple(partition), order, builder)
     if name in _RANKING:
         if args:
             raise PlanError(f"{name}() with arguments")
@@ -102,6 +124,39 @@ def _spec(call: Node, scope: Scope, builder: ExprBuilder) -> tuple[WindowSpec, i
     return WindowSpec(name, tuple(partition), order, args[0], offset), arg.type_oid
 
 
+def _aggregate(name: str, call: Node, partition: tuple[int, ...], order: list[Node],
+               builder: ExprBuilder) -> tuple[WindowSpec, int]:
+    """A running aggregate's spec and result type (as ``grouping`` types GROUP BY's)."""
+    options = call["over"].get("frameOptions", 0)
+    frame = _FRAMES.get(options & ~_FRAME_IGNORED)
+    if frame is None:
+        raise PlanError(f"{name}() OVER a frame other than UNBOUNDED PRECEDING .. CURRENT ROW "
+                        "or .. UNBOUNDED FOLLOWING (offsets, EXCLUDE)")
+    rows, whole = frame
+    if whole:
+        order = []  # every row is a peer: the same value as without ORDER BY
+    if call.get("agg_star"):
+        return WindowSpec("count_star", partition, order, rows=rows), T.INT8
+    args = call.get("args", [])
+    if len(args) != 1:
+        raise PlanError(f"{name}() with {len(args)} arguments")
+    arg = builder.build(args[0])
+    if name == "count":
+        return WindowSpec(name, partition, order, args[0], arg_oid=arg.type_oid,
+                          rows=rows), T.INT8
+    result = {"sum": pgtypes.sum_type, "avg": pgtypes.avg_type, "min": pgtypes.minmax_type,
+              "max": pgtypes.minmax_type}[name](arg.type_oid)
+    if result is None or arg.type_oid == T.INTERVAL:
+        raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} in a window")
+    if name in ("sum", "avg") and arg.type_oid in (T.FLOAT4, T.FLOAT8):
+        raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} in a window (a float "
+                        "running sum depends on the order PostgreSQL adds in)")
+    if name in ("min", "max"):
+        builder.check_ordering((arg,), f"{name}()")
+    return WindowSpec(name, partition, order, args[0], type_oid=result, arg_oid=arg.type_oid,
+                      rows=rows), result
+
+
 def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[int],
                      multi_positions: set[int], order_positions: list[set[int]]) -> None:
     """Each window's partition must be exactly one lookup (see the module docstring);
@@ -112,7 +167,8 @@ def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[i
         if not multi_positions <= set(spec.partition):
             raise PlanError(f"{spec.func}() over several IN-list lookups (partition by the "
                             "IN-list column)")
-        if spec.func in _RANKING[1:]:
+        if spec.func in _RANKING[1:] or (spec.func not in _RANKING + _OFFSET
+                                          and not spec.rows):
             continue
         rtes = {c.rte for c in scope.cols}
         pk = {i for i, c in enumerate(scope.cols) if c.table_pk}
@@ -156,7 +212,7 @@ def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.E
                                     else nulls == "SORTBY_NULLS_FIRST"))
         arg = None if spec.arg is None else position(builder.build(spec.arg))
         out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]
-                             spec.offset))
+                             spec.offset, spec.type_oid, spec.arg_oid, spec.rows))
     return tuple(out)
 
 

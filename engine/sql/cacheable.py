@@ -71,7 +71,8 @@ def _func_name(call: Node) -> str:
     return parts[-1].lower() if parts else "?"
 
 
-_WINDOW_FUNCTIONS = frozenset({"row_number", "rank", "dense_rank", "lag", "lead"})
+_WINDOW_FUNCTIONS = frozenset({"row_number", "rank", "dense_rank", "lag", "lead", "count", "sum",
+                               "avg", "min", "max"})
 
 
 def _check_func(node: Node) -> str | None:

@@ -419,6 +419,18 @@ SELECT id, lead(score, 2) OVER (PARTITION BY story_id ORDER BY id) AS later, lag
 SELECT id, rank() OVER (ORDER BY price), dense_rank() OVER (ORDER BY category_id DESC) FROM products WHERE NOT discontinued;
 -- params: [4]
 SELECT p.id, row_number() OVER (ORDER BY p.id) FROM posts p WHERE p.thread_id = $1 ORDER BY 2 DESC LIMIT 2 OFFSET 1;
+-- ===================== running aggregates over the cache key's rows =====================
+-- params: [2]
+SELECT id, score, sum(score) OVER (ORDER BY created_at, id) AS running, count(*) OVER (ORDER BY score) AS at_most FROM stories WHERE author_id = $1 ORDER BY id;
+-- params: [4]
+SELECT id, total, sum(total) OVER (ORDER BY placed_on) AS spent, avg(total) OVER () AS mean, count(total) OVER (ORDER BY placed_on) AS n FROM orders WHERE customer_id = $1 ORDER BY id;
+-- params: [[1, 2, 3]]
+SELECT id, product_id, avg(rating) OVER (PARTITION BY product_id) AS mean, min(rating) OVER (PARTITION BY product_id ORDER BY id ROWS UNBOUNDED PRECEDING) AS lowest FROM reviews WHERE product_id = ANY($1);
+-- params: [3]
+SELECT id, max(price) OVER (ORDER BY price DESC RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS top, sum(stock) OVER (ORDER BY price, id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum_stock FROM products WHERE category_id = $1 ORDER BY id;
+-- params: [2]
+SELECT product_id, sum(quantity) OVER (ORDER BY product_id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM order_items WHERE order_id = $1;
+SELECT id, sum(score) OVER (PARTITION BY author_id ORDER BY id) FROM stories ORDER BY id;
 -- ===================== dates and times (TimeZone-independent forms) =====================
 -- params: [2]
 SELECT id, date_trunc('month', created_at) AS month, extract(year FROM created_at) AS y, extract(second FROM created_at) AS s FROM stories WHERE author_id = $1;

@@ -383,6 +383,29 @@ def test_windows_over_the_key(pg: Any, dbname: str) -> None:
                      {"things": 1000, "notes": 1000})
 
 
+RUNNING_SHAPES = [
+    # peers on score (NULLs, repeats) share a value; sum(int4) is int8, avg numeric (scale)
+    Shape("SELECT id, score, sum(score) OVER (ORDER BY score NULLS FIRST) AS s, count(*) OVER "
+          "(ORDER BY score) AS c, count(score) OVER (ORDER BY name DESC) AS cs, avg(score) "
+          "OVER (ORDER BY day) AS a FROM things WHERE grp = $1", a_grp),
+    Shape("SELECT id, grp, min(name) OVER (PARTITION BY grp ORDER BY id) AS lo, max(day) OVER "
+          "(PARTITION BY grp) AS hi, sum(score) OVER (PARTITION BY grp) FROM things "
+          "WHERE grp = ANY($1)", some_grps),
+    Shape("SELECT id, sum(score) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT "
+          "ROW) AS run, avg(score * 1.5) OVER (ORDER BY score RANGE BETWEEN UNBOUNDED PRECEDING "
+          "AND UNBOUNDED FOLLOWING) AS m FROM things WHERE grp = $1 ORDER BY run DESC NULLS "
+          "LAST, id LIMIT 4", a_grp, ordered=True),
+    # sum(int8) and avg(int8) are numeric
+    Shape("SELECT id, sum(id) OVER (ORDER BY ref, id) AS s, avg(id) OVER () AS a, min(note) "
+          "OVER (ORDER BY id DESC) FROM notes WHERE ref = $1", lambda r: (r.randint(0, 45),)),
+]
+
+
+def test_running_aggregates_over_the_key(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, RUNNING_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
 DATE_SHAPES = [
     Shape("SELECT id, date_trunc('month', made) AS m, extract(second FROM made) AS s, "
           "extract(epoch FROM made), extract(milliseconds FROM made) FROM things "

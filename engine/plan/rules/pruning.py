@@ -12,6 +12,7 @@ rewrites every reference, never changes results.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from engine.plan import ir
@@ -133,8 +134,8 @@ def prune_columns(reader: ir.Reader) -> ir.Reader:
     def sort(keys: tuple[ir.SortKey, ...]) -> tuple[ir.SortKey, ...]:
         return tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first) for k in keys)
 
-    windows = tuple(ir.Window(w.func, m[w.column], sort(w.order),
-                              None if w.arg is None else m[w.arg], w.offset)
+    windows = tuple(replace(w, column=m[w.column], order=sort(w.order),
+                            arg=None if w.arg is None else m[w.arg])
                     for w in reader.windows)
     return ir.Reader(child, tuple(m[k] for k in reader.key), tuple(m[o] for o in reader.output),
                      sort(reader.order_by), reader.limit, reader.offset, windows)
