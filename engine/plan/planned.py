@@ -59,6 +59,8 @@ class PlannedQuery:
     #: Aggregates without GROUP BY over range cuts (``engine.plan.range_aggs``): the host
     #: computes them from the cut rows (arguments: reader output columns); one result row.
     aggregates: tuple[ir.AggCall, ...] = ()
+    #: Their groups: reader output columns (equality keys) the host groups the rows on.
+    grouped: tuple[int, ...] = ()
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
@@ -107,3 +109,4 @@ class Block:
     cuts: list[RangeCut] = dataclasses.field(default_factory=list)  # column: block position
     windows: tuple[ir.Window, ...] = ()
     aggregates: tuple[ir.AggCall, ...] = ()  # host aggregates over range cuts
+    grouped: tuple[int, ...] = ()  # and the columns they group on

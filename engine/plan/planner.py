@@ -157,10 +157,8 @@ class _Planner:
         if any(k.source.multi and k.position not in positions for k in keys):
             raise RetryPinned  # an IN-list key must be grouped on, or lookups split groups
         if any(c.column not in positions for c in cuts):
-            if global_agg:  # the host aggregates the rows the cut selects
-                return range_aggregates(ctx, stmt, bound, keys, cuts)
-            raise PlanError("range parameter on a column the query does not group by "
-                            "(aggregates over a range are cached without GROUP BY only)")
+            # the host aggregates the rows the cut selects
+            return range_aggregates(ctx, stmt, bound, keys, cuts, positions)
         grouping = Grouping(bound.scope, ctx.catalog, canon)
         for pos in positions:
             grouping.add_group(pos)
@@ -277,5 +275,6 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
             for src, t in zip(sources, types, strict=True) for s in (src, *src.alternatives))
         return PlannedQuery(reader, sources, types, lifted, tuple(sorted(ctx.relations)),
                             block.empty_row, block.page, cuts, hidden,
-                            timezone if zone.used else None, block.aggregates)
+                            timezone if zone.used else None, block.aggregates,
+                            block.grouped)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

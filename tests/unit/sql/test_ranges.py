@@ -98,3 +98,20 @@ def test_aggregates_over_a_range_cut() -> None:
     assert merge_lookups(plan, [rows], [7, datetime(2025, 1, 1)]) == [(0, None, None, None)]
     assert merge_lookups(plan, [rows], [7, None]) == [(0, None, None, None)]
     assert merge_lookups(plan, [], [None, datetime(2024, 1, 2)]) == [(0, None, None, None)]
+
+
+def test_aggregates_over_a_range_grouped_on_the_key() -> None:
+    """GROUP BY the equality key: a row per key value with rows in the range, none else."""
+    answer = QueryPlanner(CATALOG).classify(
+        "SELECT count(*), author_id FROM stories WHERE author_id = ANY($1) AND id > $2 "
+        "GROUP BY author_id")
+    query = answer.query
+    assert isinstance(query, CachedQuery)
+    plan = query.plan
+    assert [(c.name, c.type_oid) for c in plan.columns] == [
+        ("count", T.INT8), ("author_id", T.INT4)]
+    keys = answer.keys([[1, 2, None, 1], 5])
+    assert keys is not None and [k[0] for k in keys] == [1, 2]
+    one, two = [(1, 6), (1, 9), (1, 2)], [(2, 3)]  # reader rows: author_id, id
+    assert merge_lookups(plan, [one, two], [[1, 2], 5]) == [(2, 1)]
+    assert merge_lookups(plan, [one, two], [[1, 2], 10]) == []
