@@ -56,10 +56,17 @@ class PlannedQuery:
     #: The session TimeZone the plan computes in (``engine.plan.sessionzone``; None: the
     #: plan reads none): part of the cache's identity.
     timezone: str | None = None
+    #: Aggregates without GROUP BY over range cuts (``engine.plan.range_aggs``): the host
+    #: computes them from the cut rows (arguments: reader output columns); one result row.
+    aggregates: tuple[ir.AggCall, ...] = ()
+    #: Their groups: reader output columns (equality keys) the host groups the rows on.
+    grouped: tuple[int, ...] = ()
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
         """The statement's result columns (the reader's, without the hidden ones)."""
+        if self.aggregates:
+            return tuple(ir.Column(a.name, a.type_oid) for a in self.aggregates)
         cols = self.reader.columns
         return cols[: len(cols) - self.hidden]
 
@@ -101,3 +108,5 @@ class Block:
     page: Page | None = None
     cuts: list[RangeCut] = dataclasses.field(default_factory=list)  # column: block position
     windows: tuple[ir.Window, ...] = ()
+    aggregates: tuple[ir.AggCall, ...] = ()  # host aggregates over range cuts
+    grouped: tuple[int, ...] = ()  # and the columns they group on

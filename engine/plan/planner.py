@@ -39,6 +39,7 @@ from engine.plan.laterals import LATERAL, per_correlation
 from engine.plan.ordering import order_by, page_bounds
 from engine.plan.planned import Block, Page, PlannedQuery, RetryPinned
 from engine.plan.pullup import pulled_conjuncts
+from engine.plan.range_aggs import range_aggregates
 from engine.plan.ranges import RangeCut, host_cuts
 from engine.plan.readers import block_reader, empty_row, mergeable
 from engine.plan.rules import optimize
@@ -156,7 +157,8 @@ class _Planner:
         if any(k.source.multi and k.position not in positions for k in keys):
             raise RetryPinned  # an IN-list key must be grouped on, or lookups split groups
         if any(c.column not in positions for c in cuts):
-            raise PlanError("range parameter on a column the query does not group by")
+            # the host aggregates the rows the cut selects
+            return range_aggregates(ctx, stmt, bound, keys, cuts, positions)
         grouping = Grouping(bound.scope, ctx.catalog, canon)
         for pos in positions:
             grouping.add_group(pos)
@@ -273,5 +275,6 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
             for src, t in zip(sources, types, strict=True) for s in (src, *src.alternatives))
         return PlannedQuery(reader, sources, types, lifted, tuple(sorted(ctx.relations)),
                             block.empty_row, block.page, cuts, hidden,
-                            timezone if zone.used else None)
+                            timezone if zone.used else None, block.aggregates,
+                            block.grouped)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

@@ -30,6 +30,7 @@ from engine.plan import ir
 from engine.plan.explain import explain_reader
 from engine.plan.literals import LiteralError, literal_value_in_zone
 from engine.plan.planner import PlannedQuery, plan_select
+from engine.plan.range_aggs import aggregate_groups, aggregates_text
 from engine.plan.range_state import lookup_span, state_line, with_span
 from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
@@ -87,6 +88,8 @@ class CachedQuery:
                 if c.op == "flag" else
                 f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
+        if self.plan.aggregates:
+            text = f"{text} THEN {aggregates_text(self.plan, cols)}"
         state = self.state
         return explain_reader(self.plan.reader, labels, self.plan.empty_row, text) + (
             "" if state is None else f"\n{state}")
@@ -264,6 +267,8 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
         if reader.limit is not None:
             rows = rows[: reader.limit]
         rows = rows[offset:] if limit is None else rows[offset: offset + limit]
+    if plan.aggregates:  # aggregates over the cut rows (without GROUP BY: even of none)
+        return aggregate_groups(rows, plan.aggregates, plan.grouped)
     if plan.hidden:
         rows = [row[: -plan.hidden] for row in rows]
     return rows

@@ -379,6 +379,21 @@ SELECT id, created_at FROM comments WHERE author_id = $1 AND score <= $2 ORDER B
 SELECT count(*) FROM stories WHERE author_id = $1 AND score >= $2;
 -- params: [1, 3]
 SELECT p.id, p.thread_id FROM posts p JOIN threads t ON t.id = p.thread_id WHERE t.forum_id = $1 AND p.id > $2 ORDER BY p.id LIMIT 5;
+-- ===================== aggregates over a range (the host aggregates the cut rows) =====================
+-- params: [2, 10]
+SELECT count(*), sum(score), avg(score) FROM stories WHERE author_id = $1 AND id >= $2;
+-- params: [3, 5, 40]
+SELECT min(score), max(title), count(url) FROM stories WHERE author_id = $1 AND score BETWEEN $2 AND $3;
+-- params: [10]
+SELECT count(*) AS n, sum(price) AS total FROM products WHERE price < $1;
+-- params: [1, 1000000]
+SELECT count(*), sum(score), max(id) FROM comments WHERE story_id = $1 AND id > $2;
+-- params: [2, 5]
+SELECT count(DISTINCT author_id), count(*) FILTER (WHERE score > 10) FROM comments WHERE story_id = $1 AND score >= $2;
+-- params: [[1, 2, 3], 4]
+SELECT author_id, count(*) AS n, max(score) FROM stories WHERE author_id = ANY($1) AND id > $2 GROUP BY author_id;
+-- params: [2, 3]
+SELECT story_id, avg(score) FROM comments WHERE story_id = $1 AND score <= $2 GROUP BY story_id;
 -- ===================== string_agg / array_agg with ORDER BY =====================
 SELECT author_id, string_agg(title, ', ' ORDER BY id) AS titles FROM stories GROUP BY author_id;
 -- params: [3]

@@ -76,3 +76,42 @@ def test_narrow_bisects_sorted_rows_like_a_scan() -> None:
         params = [rng.choice([None, rng.randint(-1, 10)]), rng.randint(-1, 12)]
         part, rest = narrow(rows, cuts, params, lead)
         assert cut_rows(part, rest, params) == cut_rows(rows, cuts, params), (rows, cuts, params)
+
+
+def test_aggregates_over_a_range_cut() -> None:
+    """The host aggregates the rows the cut keeps: PostgreSQL's types and values (avg of
+    ints is numeric at scale 16 or more), count 0 and NULLs over an empty range."""
+    planner = QueryPlanner(CATALOG)
+    answer = planner.classify("SELECT count(*), sum(score), avg(score) AS m, max(title) "
+                              "FROM stories WHERE author_id = $1 AND created_at > $2")
+    query = answer.query
+    assert isinstance(query, CachedQuery)
+    plan = query.plan
+    assert [(c.name, c.type_oid) for c in plan.columns] == [
+        ("count", T.INT8), ("sum", T.INT8), ("m", T.NUMERIC), ("max", T.TEXT)]
+    keys = answer.keys([7, datetime(2024, 1, 2)])
+    assert keys is not None and keys[0][0] == 7 and keys[0][-1].lo == datetime(2024, 1, 2)
+    rows = [(3, "c", datetime(2024, 1, 3)), (None, "z", datetime(2024, 1, 4)),
+            (4, "a", datetime(2024, 1, 1))]  # reader rows: score, title, created_at
+    assert merge_lookups(plan, [rows], [7, datetime(2024, 1, 2)]) == [
+        (2, 3, Decimal("3.0000000000000000"), "z")]
+    assert merge_lookups(plan, [rows], [7, datetime(2025, 1, 1)]) == [(0, None, None, None)]
+    assert merge_lookups(plan, [rows], [7, None]) == [(0, None, None, None)]
+    assert merge_lookups(plan, [], [None, datetime(2024, 1, 2)]) == [(0, None, None, None)]
+
+
+def test_aggregates_over_a_range_grouped_on_the_key() -> None:
+    """GROUP BY the equality key: a row per key value with rows in the range, none else."""
+    answer = QueryPlanner(CATALOG).classify(
+        "SELECT count(*), author_id FROM stories WHERE author_id = ANY($1) AND id > $2 "
+        "GROUP BY author_id")
+    query = answer.query
+    assert isinstance(query, CachedQuery)
+    plan = query.plan
+    assert [(c.name, c.type_oid) for c in plan.columns] == [
+        ("count", T.INT8), ("author_id", T.INT4)]
+    keys = answer.keys([[1, 2, None, 1], 5])
+    assert keys is not None and [k[0] for k in keys] == [1, 2]
+    one, two = [(1, 6), (1, 9), (1, 2)], [(2, 3)]  # reader rows: author_id, id
+    assert merge_lookups(plan, [one, two], [[1, 2], 5]) == [(2, 1)]
+    assert merge_lookups(plan, [one, two], [[1, 2], 10]) == []

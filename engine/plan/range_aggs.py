@@ -1,0 +1,168 @@
+"""Aggregates over a range cut: an aggregate without GROUP BY, or grouped on its equality
+keys only, whose WHERE has range parameters (``SELECT count(*) FROM stories WHERE
+author_id = $1 AND created_at > $2``).
+
+Owns: ``range_aggregates`` (such a SELECT -> a block that reads, per equality key, the
+aggregates' arguments and the cut column: the reader keeps rows, range-partial when
+``engine.plan.range_state`` allows), ``aggregate_groups`` / ``aggregate_rows`` (the host's
+result rows from the rows the cut selected) and ``aggregates_text`` (EXPLAIN's part).
+
+Why at the host: the range is a parameter, so no aggregate maintained in the dataflow can
+answer every range; the cut rows are exactly the rows PostgreSQL aggregates. The result
+types and accumulators are the GROUP BY path's (``Grouping``: count -> int8, sum(int4) ->
+int8, avg(int) -> numeric ...; ``engine.dataflow.ops.accumulators``), so values are equal;
+float sum/avg stay refused there (row order). Without GROUP BY, over no rows: count 0, the
+others NULL; grouped on the keys: one row per key value that has rows in the range.
+
+Supported: a select list of plain aggregate calls (count(*), count(x), count(DISTINCT x),
+sum, avg, min, max, FILTER allowed) and grouped key columns; no HAVING, ORDER BY,
+DISTINCT, LIMIT or OFFSET. Everything else keeps its precise reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from engine.dataflow.ops.accumulators import accumulator
+from engine.plan import ir, pgtypes
+from engine.plan.blocks import key_columns, select_list
+from engine.plan.exprs import ORDERED_AGGREGATES
+from engine.plan.grouping import AGG_BASE, Grouping
+from engine.plan.scope import Bound, PlanError
+from engine.values import oids as T
+
+if TYPE_CHECKING:
+    from engine.plan.from_clause import PlanContext
+    from engine.plan.planned import Block, PlannedQuery
+    from engine.plan.ranges import RangeCut
+    from engine.plan.rules.keys import Key
+
+_REFUSED = (("havingClause", "HAVING"), ("sortClause", "ORDER BY"),
+            ("distinctClause", "DISTINCT"), ("limitCount", "LIMIT"),
+            ("limitOffset", "OFFSET"))
+
+
+def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys: list[Key],
+                     cuts: list[RangeCut], positions: list[int]) -> Block:
+    """The block of an aggregate over range cuts, without GROUP BY or grouped on equality
+    keys only (``positions``): its visible columns are the aggregates' arguments (reader
+    output 0..n-1), then hidden key and cut columns; ``Block.aggregates`` are the select
+    list's calls over those columns (a group column's value is ``min`` of its group, where
+    every value is the same), ``Block.grouped`` the reader columns of the groups."""
+    from engine.plan.planned import Block
+
+    for clause, label in _REFUSED:
+        if stmt.get(clause) is not None:
+            raise PlanError(f"range parameter under an aggregate with {label}")
+    grouping = Grouping(bound.scope, ctx.catalog)
+    for pos in positions:
+        grouping.add_group(pos)
+    exprs, names = select_list(stmt, grouping.builder("SELECT"), bound.scope, True)
+    _check_groups(grouping, keys)
+    calls: list[ir.AggCall] = []
+    for expr in exprs:
+        if not isinstance(expr, ir.ColumnRef):
+            raise PlanError("range parameter under an aggregate: the select list may hold "
+                            "only aggregate calls and grouped columns")
+        if expr.index < AGG_BASE:  # a group column: the same value in every row of a group
+            pos = grouping.groups[expr.index]
+            calls.append(ir.AggCall("min", ir.ColumnRef(pos, expr.type_oid), expr.type_oid,
+                                    "min"))
+        else:
+            calls.append(grouping.aggs[expr.index - AGG_BASE])
+    args: list[ir.Expr] = [ir.ColumnRef(pos, bound.scope.cols[pos].type_oid)
+                           for pos in grouping.groups]
+    out: list[ir.AggCall] = []
+    for call, name in zip(calls, names, strict=True):
+        if call.func in ORDERED_AGGREGATES:
+            raise PlanError(f"range parameter under {call.func}()")
+        column = None
+        if call.arg is not None:
+            if call.arg not in args:
+                args.append(call.arg)
+            column = ir.ColumnRef(args.index(call.arg), call.arg.type_oid)
+        out.append(ir.AggCall(call.func, column, call.type_oid, name))
+    scope = bound.scope
+    key_list: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
+    extra, block_keys = key_columns(keys, key_list, args, len(args))
+    cut_extra: list[ir.Expr] = []
+    block_cuts = []
+    for cut in cuts:
+        e = ir.ColumnRef(cut.column, scope.cols[cut.column].type_oid)
+        if e not in args and e not in cut_extra:
+            cut_extra.append(e)
+        at = args.index(e) if e in args else len(args) + len(extra) + cut_extra.index(e)
+        block_cuts.append(dataclasses.replace(cut, column=at))
+    all_exprs = (*args, *extra, *cut_extra)
+    out_names = tuple(scope.cols[a.index].name if isinstance(a, ir.ColumnRef) else
+                      f"?arg{i}?" for i, a in enumerate(args)) + tuple(
+        f"?key{i}?" for i in range(len(extra))) + tuple(
+        f"?range{i}?" for i in range(len(cut_extra)))
+    project = ir.Project(bound.rel, tuple(all_exprs), out_names)
+    return Block(project, list(out_names), [None] * len(args), len(args), block_keys, (),
+                 None, cuts=block_cuts, aggregates=tuple(out),
+                 grouped=tuple(range(len(grouping.groups))))
+
+
+#: Group column types whose equal values print the same (a group's value is any of them).
+_GROUP_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR, T.DATE, T.TIMESTAMP,
+                          T.TIMESTAMPTZ, T.BOOL})
+
+
+def _check_groups(grouping: Grouping, keys: list[Key]) -> None:
+    """GROUP BY under a range only on equality key columns of exact-printing types (each
+    lookup is then one group; the groups need no state of their own)."""
+    keyed = {k.position for k in keys}
+    for pos in grouping.groups:
+        col = grouping.scope.cols[pos]
+        if pos not in keyed:
+            raise PlanError("range parameter on a column the query does not group by (an "
+                            "aggregate over a range is cached without GROUP BY or grouped "
+                            "on its equality keys only)")
+        if col.type_oid not in _GROUP_TYPES:
+            raise PlanError(f"range parameter under GROUP BY {col.name} of type "
+                            f"{pgtypes.type_name(col.type_oid)}")
+    grouping.builder("GROUP BY").check_equality(tuple(
+        ir.ColumnRef(pos, grouping.scope.cols[pos].type_oid) for pos in grouping.groups))
+
+
+def aggregates_text(plan: PlannedQuery, cols: tuple[ir.Column, ...]) -> str:
+    """EXPLAIN's rendering of the host aggregates (with their result types)."""
+    parts = []
+    for c in plan.aggregates:
+        arg = "*" if not isinstance(c.arg, ir.ColumnRef) else cols[c.arg.index].name
+        func = "count" if c.func in ("count_star", "count_distinct") else c.func
+        arg = f"DISTINCT {arg}" if c.func == "count_distinct" else arg
+        group = isinstance(c.arg, ir.ColumnRef) and c.func == "min" \
+            and c.arg.index in plan.grouped
+        shown = arg if group else f"{func}({arg})"
+        parts.append(f"{shown} {pgtypes.type_name(c.type_oid)} AS {c.name}")
+    by = ", ".join(cols[i].name for i in plan.grouped)
+    return (f"GROUP BY {by} " if by else "") + "AGGREGATE " + ", ".join(parts)
+
+
+def aggregate_groups(rows: Iterable[tuple[Any, ...]], calls: tuple[ir.AggCall, ...],
+                     grouped: tuple[int, ...]) -> list[tuple[Any, ...]]:
+    """The result rows: without ``grouped`` the one row of ``calls`` over ``rows`` (count
+    0 and NULLs over none); else one row per distinct value of the ``grouped`` columns."""
+    if not grouped:
+        return [aggregate_rows(rows, calls)]
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[c] for c in grouped), []).append(row)
+    return [aggregate_rows(part, calls) for part in groups.values()]
+
+
+def aggregate_rows(rows: Iterable[tuple[Any, ...]],
+                   calls: tuple[ir.AggCall, ...]) -> tuple[Any, ...]:
+    """The one row of ``calls`` (arguments: ``ColumnRef`` into each row) over ``rows``."""
+    accs = [accumulator(c.func, c.type_oid,
+                        None if c.arg is None else c.arg.type_oid) for c in calls]
+    cols = [c.arg.index if isinstance(c.arg, ir.ColumnRef) else None for c in calls]
+    pairs = list(zip(accs, cols, strict=True))
+    for row in rows:
+        for acc, col in pairs:
+            acc.add(None if col is None else row[col], 1)
+    return tuple(acc.value() for acc in accs)
