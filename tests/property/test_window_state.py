@@ -14,6 +14,7 @@ texts) over RANGE (peers share a value), ROWS and no ORDER BY (the whole partiti
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -75,6 +76,33 @@ def _check(part: Partition, rows: list[Row], windows: tuple[ir.Window, ...],
     assert repr(got) == repr(want)  # numeric scales too (1.0 is not 1.00)
 
 
+def _exercise(r: random.Random, part: Partition, make_row: Callable[[random.Random, int], Row],
+              check: Callable[[list[Row]], None]) -> None:
+    """Random rows into ``part``, then rounds of random inserts, deletes and updates; after the
+    first fill and after each round, ``check`` compares ``part`` with the rows it holds."""
+    rows = {i: make_row(r, i) for i in range(r.randint(0, 12))}
+    next_id = len(rows)
+    for row in rows.values():
+        part.change(row, 1)
+    check(list(rows.values()))
+    for _ in range(r.randint(1, 12)):
+        for _ in range(r.randint(1, 4)):
+            kind = r.random()
+            if kind < 0.4 or not rows:
+                rows[next_id] = make_row(r, next_id)
+                part.change(rows[next_id], 1)
+                next_id += 1
+            elif kind < 0.7:
+                part.change(rows.pop(r.choice(list(rows))), -1)
+            else:
+                rid = r.choice(list(rows))
+                old, new = rows[rid], make_row(r, rid)
+                part.change(old, -1)
+                part.change(new, 1)
+                rows[rid] = new
+        check(list(rows.values()))
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32))
 def test_partition_matches_the_recompute(seed: int) -> None:
@@ -88,31 +116,10 @@ def test_partition_matches_the_recompute(seed: int) -> None:
     output = tuple(r.sample(columns, r.randint(1, len(columns))))
     lo = r.choice((0, 0, 1, 3))
     hi = None if not order_by or r.random() < 0.6 else lo + r.randint(0, 6)
-    rows = {i: _row(r, i) for i in range(r.randint(0, 12))}
-    next_id = len(rows)
-    part = Partition(windows, order_by, output, lo if order_by else 0, hi)
-    for row in rows.values():
-        part.change(row, 1)
-    if not order_by:
-        lo = 0
-    _check(part, list(rows.values()), windows, order_by, output, lo, hi)
-    for _ in range(r.randint(1, 12)):
-        for _ in range(r.randint(1, 4)):
-            kind = r.random()
-            if kind < 0.4 or not rows:
-                rows[next_id] = _row(r, next_id)
-                part.change(rows[next_id], 1)
-                next_id += 1
-            elif kind < 0.7:
-                old = rows.pop(r.choice(list(rows)))
-                part.change(old, -1)
-            else:
-                rid = r.choice(list(rows))
-                old, new = rows[rid], _row(r, rid)
-                part.change(old, -1)
-                part.change(new, 1)
-                rows[rid] = new
-        _check(part, list(rows.values()), windows, order_by, output, lo, hi)
+    lo = lo if order_by else 0
+    part = Partition(windows, order_by, output, lo, hi)
+    _exercise(r, part, _row,
+              lambda rows: _check(part, rows, windows, order_by, output, lo, hi))
 
 
 @settings(max_examples=80, deadline=None)
@@ -175,25 +182,6 @@ def test_running_aggregates_match_the_recompute(seed: int) -> None:
     output = tuple(r.sample(columns, r.randint(1, len(columns))))
     lo = r.choice((0, 0, 1, 3)) if order_by else 0
     hi = None if not order_by or r.random() < 0.6 else lo + r.randint(0, 6)
-    rows = {i: _agg_row(r, i) for i in range(r.randint(0, 12))}
-    next_id = len(rows)
     part = Partition(windows, order_by, output, lo, hi)
-    for row in rows.values():
-        part.change(row, 1)
-    _check(part, list(rows.values()), windows, order_by, output, lo, hi)
-    for _ in range(r.randint(1, 12)):
-        for _ in range(r.randint(1, 4)):
-            kind = r.random()
-            if kind < 0.4 or not rows:
-                rows[next_id] = _agg_row(r, next_id)
-                part.change(rows[next_id], 1)
-                next_id += 1
-            elif kind < 0.7:
-                part.change(rows.pop(r.choice(list(rows))), -1)
-            else:
-                rid = r.choice(list(rows))
-                old, new = rows[rid], _agg_row(r, rid)
-                part.change(old, -1)
-                part.change(new, 1)
-                rows[rid] = new
-        _check(part, list(rows.values()), windows, order_by, output, lo, hi)
+    _exercise(r, part, _agg_row,
+              lambda rows: _check(part, rows, windows, order_by, output, lo, hi))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import date, datetime
 from decimal import Decimal
 
-from engine.plan.queries import CachedQuery, QueryPlanner, merge_lookups
+from engine.plan.planner import PlannedQuery
+from engine.plan.queries import CachedQuery, Classified, QueryPlanner, merge_lookups
 from engine.plan.ranges import RangeCut, cut_rows, range_value_ok
 from engine.values import FLOAT_NAN, NUMERIC_NAN, TextValue
 from engine.values import oids as T
@@ -36,13 +37,16 @@ def test_cuts_follow_postgres_order_and_nulls() -> None:
     assert cut_rows(text, [RangeCut(0, ">", 1, T.TEXT)], ["a"]) == [("ab",), ("é",)]
 
 
+def _cached(sql: str) -> tuple[Classified, PlannedQuery]:
+    """``sql`` classified against the golden plans' catalog, which must cache it; its plan."""
+    answer = QueryPlanner(CATALOG).classify(sql)
+    assert isinstance(answer.query, CachedQuery), answer.query
+    return answer, answer.query.plan
+
+
 def test_range_plans_key_cut_and_page() -> None:
-    planner = QueryPlanner(CATALOG)
-    answer = planner.classify("SELECT id, title FROM stories WHERE author_id = $1 "
-                              "AND created_at >= $2 ORDER BY created_at DESC, id LIMIT 2")
-    query = answer.query
-    assert isinstance(query, CachedQuery)
-    plan = query.plan
+    answer, plan = _cached("SELECT id, title FROM stories WHERE author_id = $1 "
+                           "AND created_at >= $2 ORDER BY created_at DESC, id LIMIT 2")
     assert plan.param_types == {1: T.INT4, 2: T.TIMESTAMP}
     assert plan.hidden == 1 and [c.name for c in plan.columns] == ["id", "title"]
     params = [7, datetime(2024, 1, 2)]
@@ -81,12 +85,8 @@ def test_narrow_bisects_sorted_rows_like_a_scan() -> None:
 def test_aggregates_over_a_range_cut() -> None:
     """The host aggregates the rows the cut keeps: PostgreSQL's types and values (avg of
     ints is numeric at scale 16 or more), count 0 and NULLs over an empty range."""
-    planner = QueryPlanner(CATALOG)
-    answer = planner.classify("SELECT count(*), sum(score), avg(score) AS m, max(title) "
-                              "FROM stories WHERE author_id = $1 AND created_at > $2")
-    query = answer.query
-    assert isinstance(query, CachedQuery)
-    plan = query.plan
+    answer, plan = _cached("SELECT count(*), sum(score), avg(score) AS m, max(title) "
+                           "FROM stories WHERE author_id = $1 AND created_at > $2")
     assert [(c.name, c.type_oid) for c in plan.columns] == [
         ("count", T.INT8), ("sum", T.INT8), ("m", T.NUMERIC), ("max", T.TEXT)]
     keys = answer.keys([7, datetime(2024, 1, 2)])
@@ -102,12 +102,9 @@ def test_aggregates_over_a_range_cut() -> None:
 
 def test_aggregates_over_a_range_grouped_on_the_key() -> None:
     """GROUP BY the equality key: a row per key value with rows in the range, none else."""
-    answer = QueryPlanner(CATALOG).classify(
+    answer, plan = _cached(
         "SELECT count(*), author_id FROM stories WHERE author_id = ANY($1) AND id > $2 "
         "GROUP BY author_id")
-    query = answer.query
-    assert isinstance(query, CachedQuery)
-    plan = query.plan
     assert [(c.name, c.type_oid) for c in plan.columns] == [
         ("count", T.INT8), ("author_id", T.INT4)]
     keys = answer.keys([[1, 2, None, 1], 5])
