@@ -20,6 +20,7 @@ from engine.plan import arrayops, datetimes, ir, jsonops, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
+from engine.values import collation
 from engine.values import oids as T
 
 Node = dict[str, Any]
@@ -149,10 +150,36 @@ class ExprBuilder:
         return found[0] if found else self.catalog.default_collation
 
     def check_ordering(self, exprs: tuple[ir.Expr, ...], what: str) -> None:
+        """Refuse ``what`` on text under any collation but byte order (the constructs that
+        do not carry a collation into the engine)."""
         for expr in exprs:
             coll = self.collation(expr)
             if coll is not None and coll not in BYTE_ORDER_COLLATIONS:
-                raise PlanError(f"text {what} under collation {coll}")
+                usable = self._refusal(expr, coll) is None
+                raise PlanError(f"text {what} under collation {coll}" + (
+                    f" (weir orders this collation in comparisons and ORDER BY only)"
+                    if usable else ""))
+
+    def order_locale(self, exprs: tuple[ir.Expr, ...], what: str) -> str | None:
+        """The libc locale ``what`` orders text in (None: byte order), or PlanError with the
+        precise reason when weir cannot reproduce the collation's order."""
+        locales = set()
+        for expr in exprs:
+            coll = self.collation(expr)
+            if coll is None or coll in BYTE_ORDER_COLLATIONS:
+                continue
+            why = self._refusal(expr, coll)
+            if why is not None:
+                raise PlanError(f"text {what} under {why}")
+            info = self.catalog.collation_info(coll)
+            assert info is not None and info.locale is not None
+            locales.add(info.locale)
+        return locales.pop() if locales else None
+
+    def _refusal(self, expr: ir.Expr, coll: str) -> str | None:
+        if expr.type_oid not in (T.TEXT, T.VARCHAR, T.UNKNOWN):
+            return f"collation {coll} on type {pgtypes.type_name(expr.type_oid)}"
+        return collation.refusal(self.catalog.collation_info(coll), coll)
 
     def check_equality(self, exprs: tuple[ir.Expr, ...]) -> None:
         for expr in exprs:
@@ -241,9 +268,9 @@ class ExprBuilder:
                             f"{pgtypes.type_name(right.type_oid)}")
         if op in ("=", "<>"):
             self.check_equality((left, right))
-        else:
-            self.check_ordering((left, right), f"comparison {op}")
-        return ir.Compare(op, left, right)  # type: ignore[arg-type]
+            return ir.Compare(op, left, right)  # type: ignore[arg-type]
+        locale = self.order_locale((left, right), f"comparison {op}")
+        return ir.Compare(op, left, right, locale)  # type: ignore[arg-type]
 
     def arith(self, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
         if {left.type_oid, right.type_oid} & _TEMPORAL:
@@ -305,8 +332,9 @@ class ExprBuilder:
         for bound in (low, high):
             if not pgtypes.comparable(arg.type_oid, bound.type_oid):
                 raise PlanError(f"BETWEEN on {pgtypes.type_name(arg.type_oid)}")
-        self.check_ordering((arg, low, high), "BETWEEN")
-        return ir.Between(arg, low, high, negated=body["kind"] == "AEXPR_NOT_BETWEEN")
+        locale = self.order_locale((arg, low, high), "BETWEEN")
+        return ir.Between(arg, low, high, negated=body["kind"] == "AEXPR_NOT_BETWEEN",
+                          collation=locale)
 
     def nullif(self, body: Node) -> ir.Expr:
         left, right = self.pair(self.build(body["lexpr"]), self.build(body["rexpr"]))

@@ -247,7 +247,7 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
         return rows
     reader = plan.reader
     out = {col: i for i, col in enumerate(reader.output)}
-    keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
+    keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first, k.collation)
                  for k in reader.order_by if k.column in out)
     bounds = page_bounds(plan, params)
     if bounds is None:
