@@ -7,8 +7,9 @@ parameter sets either).
 
 Invariants: a sort key is on a type whose order the engine reproduces exactly
 (``pgtypes.ORDERABLE_TYPES``) under a collation it can compare in (byte order, or a libc
-collation ``engine.values.collation`` reproduces, carried in the ``SortKey``); LIMIT / OFFSET need ORDER
-BY (otherwise PostgreSQL's page is not determined), a constant OFFSET needs a LIMIT.
+collation ``engine.values.collation`` reproduces, carried in the ``SortKey``); LIMIT /
+OFFSET need ORDER BY (otherwise PostgreSQL's page is not determined), a constant OFFSET
+needs a LIMIT.
 """
 
 from __future__ import annotations

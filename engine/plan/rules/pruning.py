@@ -132,7 +132,8 @@ def prune_columns(reader: ir.Reader) -> ir.Reader:
     child, m = prune(reader.input, needed)
 
     def sort(keys: tuple[ir.SortKey, ...]) -> tuple[ir.SortKey, ...]:
-        return tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first, k.collation) for k in keys)
+        return tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first, k.collation)
+                     for k in keys)
 
     windows = tuple(replace(w, column=m[w.column], order=sort(w.order),
                             arg=None if w.arg is None else m[w.arg])
