@@ -642,3 +642,19 @@ SELECT c.id FROM comments c WHERE $1 NOT IN (1, 3, 5) AND c.story_id = $2;
 SELECT u.id FROM users u WHERE $1 NOT IN (SELECT s.author_id FROM stories s WHERE s.score > 10);
 -- params: [4]
 SELECT s.id FROM stories s WHERE $1 NOT IN (SELECT c.author_id FROM comments c WHERE c.story_id = s.id);
+
+-- ===================== text under a libc collation (en_US.utf8, weir's glibc = the server's) =====================
+SELECT c.id, c.name FROM contacts c ORDER BY c.name, c.id;
+SELECT c.name, c.city FROM contacts c ORDER BY c.city DESC NULLS LAST, c.name LIMIT 5;
+-- params: [3]
+SELECT c.id, c.name FROM contacts c WHERE c.customer_id = $1 ORDER BY c.name DESC, c.id;
+SELECT c.id FROM contacts c WHERE c.name > 'm' AND c.name <= 'Zoë';
+SELECT c.id, c.name FROM contacts c WHERE c.city BETWEEN 'a' AND 'N' ORDER BY c.name, c.id;
+SELECT c.id FROM contacts c WHERE c.city NOT BETWEEN 'b' AND 'M' OR c.name < c.city;
+SELECT c.id, c.name, cu.name AS customer FROM contacts c JOIN customers cu ON cu.id = c.customer_id WHERE c.name >= 'é' ORDER BY c.name, c.id LIMIT 10;
+-- params: [2]
+SELECT c.name FROM contacts c WHERE c.customer_id = $1 AND c.name < 'Jo' ORDER BY c.name;
+SELECT min(c.name), max(c.city) FROM contacts c;
+-- params: ["m"]
+SELECT c.id FROM contacts c WHERE c.name > $1;
+SELECT string_agg(c.name, ', ' ORDER BY c.name) FROM contacts c;
