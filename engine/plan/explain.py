@@ -107,10 +107,11 @@ def _agg(call: ir.AggCall, cols: Sequence[ir.Column]) -> str:
         args += ", '" + call.delimiter.replace("'", "''") + "'"
     if call.order:
         args += " ORDER BY " + ", ".join(
-            render_expr(s.expr, cols) + (" DESC" if s.descending else "") + (
+            render_expr(s.expr, cols) + _coll(s.collation) + (
+                " DESC" if s.descending else "") + (
                 "" if s.nulls_first is None else
                 " NULLS FIRST" if s.nulls_first else " NULLS LAST") for s in call.order)
-    return f"{func}{args}) -> {pgtypes.type_name(call.type_oid)}"
+    return f"{func}{args}){_coll(call.collation)} -> {pgtypes.type_name(call.type_oid)}"
 
 
 def _line(rel: ir.Rel) -> str:

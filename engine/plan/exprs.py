@@ -157,7 +157,7 @@ class ExprBuilder:
             if coll is not None and coll not in BYTE_ORDER_COLLATIONS:
                 usable = self._refusal(expr, coll) is None
                 raise PlanError(f"text {what} under collation {coll}" + (
-                    " (weir orders this collation in comparisons and ORDER BY only)"
+                    " (weir reproduces this collation, but not in this construct yet)"
                     if usable else ""))
 
     def order_locale(self, exprs: tuple[ir.Expr, ...], what: str) -> str | None:

@@ -312,6 +312,7 @@ class AggSort:
     expr: Expr
     descending: bool = False
     nulls_first: bool | None = None
+    collation: str | None = None  # as in ``SortKey``
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +328,7 @@ class AggCall:
     name: str
     order: tuple[AggSort, ...] = ()
     delimiter: str | None = None
+    collation: str | None = None  # min/max of text: as in ``SortKey``
 
     @property
     def exprs(self) -> tuple[Expr, ...]:

@@ -83,7 +83,8 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
             if call.arg not in args:
                 args.append(call.arg)
             column = ir.ColumnRef(args.index(call.arg), call.arg.type_oid)
-        out.append(ir.AggCall(call.func, column, call.type_oid, name))
+        out.append(ir.AggCall(call.func, column, call.type_oid, name,
+                              collation=call.collation))
     scope = bound.scope
     key_list: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
     extra, block_keys = key_columns(keys, key_list, args, len(args))
@@ -158,8 +159,8 @@ def aggregate_groups(rows: Iterable[tuple[Any, ...]], calls: tuple[ir.AggCall, .
 def aggregate_rows(rows: Iterable[tuple[Any, ...]],
                    calls: tuple[ir.AggCall, ...]) -> tuple[Any, ...]:
     """The one row of ``calls`` (arguments: ``ColumnRef`` into each row) over ``rows``."""
-    accs = [accumulator(c.func, c.type_oid,
-                        None if c.arg is None else c.arg.type_oid) for c in calls]
+    accs = [accumulator(c.func, c.type_oid, None if c.arg is None else c.arg.type_oid,
+                        collation=c.collation) for c in calls]
     cols = [c.arg.index if isinstance(c.arg, ir.ColumnRef) else None for c in calls]
     pairs = list(zip(accs, cols, strict=True))
     for row in rows:

@@ -1,7 +1,8 @@
 """Differential test of text order under a libc collation (issue 23, ``engine.values.collation``)
 against the real upstream: ORDER BY (top-k and whole results, ASC/DESC, NULLS FIRST),
-comparisons with constants and BETWEEN under ``en_US.utf8`` (a column's COLLATE) and under a
-database whose default collation is ``en_US.UTF-8``, with random strings mixing case,
+comparisons with constants and BETWEEN, string_agg(... ORDER BY) and window ORDER BY under
+``en_US.utf8`` (a column's COLLATE) and under a database whose default collation is
+``en_US.UTF-8``, with random strings mixing case,
 accents (precomposed and combining), punctuation, spaces, digits and pairs equal at the first
 collation levels; the shared loop of ``test_cache_shapes_differential`` (random writes through
 weir and directly, three clients, evictions); EXPLAIN CREATE CACHE must say every shape is
@@ -75,6 +76,14 @@ SHAPES = [
           "ORDER BY name, id", _grp, ordered=True),
     Shape("SELECT id FROM words WHERE grp = $1 AND name NOT BETWEEN 'B' AND 'ss' "
           "AND label < name", _grp),
+    Shape("SELECT string_agg(name, '|' ORDER BY name DESC, id), count(*) FROM words "
+          "WHERE grp = $1", _grp),
+    Shape("SELECT grp, min(name), max(label), max(name) FILTER (WHERE id > 100) FROM words "
+          "WHERE grp = $1 GROUP BY grp", _grp),
+    Shape("SELECT min(name) AS lo, max(name) AS hi, count(*) FROM words WHERE grp = $1 "
+          "AND id > $2", lambda r: (r.randint(0, 7), r.choice([None, r.randint(-5, 330)]))),
+    Shape("SELECT id, row_number() OVER (ORDER BY name NULLS FIRST, id), "
+          "lag(name) OVER (ORDER BY label, id) FROM words WHERE grp = $1", _grp),
 ]
 
 
