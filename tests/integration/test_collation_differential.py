@@ -72,6 +72,10 @@ SHAPES = [
     Shape("SELECT id, label FROM words WHERE grp = $1 ORDER BY label NULLS FIRST, id LIMIT 9",
           _grp, ordered=True),
     Shape("SELECT id FROM words WHERE grp = $1 AND name > 'co op' AND name <= 'E'", _grp),
+    # one lookup per list value, merged in the collation's order, then a LIMIT parameter
+    Shape("SELECT id, name FROM words WHERE grp = ANY($1) ORDER BY name DESC, id LIMIT $2",
+          lambda r: ([r.randint(0, 7) for _ in range(r.randint(0, 3))], r.randint(0, 12)),
+          ordered=True),
     Shape("SELECT id, name FROM words WHERE grp = $1 AND name BETWEEN 'a' AND 'Æ z' "
           "ORDER BY name, id", _grp, ordered=True),
     Shape("SELECT id FROM words WHERE grp = $1 AND name NOT BETWEEN 'B' AND 'ss' "
