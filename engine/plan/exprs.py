@@ -16,11 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.dataflow import pgtime
-from engine.plan import arrayops, datetimes, ir, jsonops, pgtypes
+from engine.plan import arrayops, collations, datetimes, ir, jsonops, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
-from engine.values import collation
 from engine.values import oids as T
 
 Node = dict[str, Any]
@@ -150,36 +149,10 @@ class ExprBuilder:
         return found[0] if found else self.catalog.default_collation
 
     def check_ordering(self, exprs: tuple[ir.Expr, ...], what: str) -> None:
-        """Refuse ``what`` on text under any collation but byte order (the constructs that
-        do not carry a collation into the engine)."""
-        for expr in exprs:
-            coll = self.collation(expr)
-            if coll is not None and coll not in BYTE_ORDER_COLLATIONS:
-                usable = self._refusal(expr, coll) is None
-                raise PlanError(f"text {what} under collation {coll}" + (
-                    " (weir reproduces this collation, but not in this construct yet)"
-                    if usable else ""))
+        collations.check_ordering(self, exprs, what)
 
     def order_locale(self, exprs: tuple[ir.Expr, ...], what: str) -> str | None:
-        """The libc locale ``what`` orders text in (None: byte order), or PlanError with the
-        precise reason when weir cannot reproduce the collation's order."""
-        locales = set()
-        for expr in exprs:
-            coll = self.collation(expr)
-            if coll is None or coll in BYTE_ORDER_COLLATIONS:
-                continue
-            why = self._refusal(expr, coll)
-            if why is not None:
-                raise PlanError(f"text {what} under {why}")
-            info = self.catalog.collation_info(coll)
-            assert info is not None and info.locale is not None
-            locales.add(info.locale)
-        return locales.pop() if locales else None
-
-    def _refusal(self, expr: ir.Expr, coll: str) -> str | None:
-        if expr.type_oid not in (T.TEXT, T.VARCHAR, T.UNKNOWN):
-            return f"collation {coll} on type {pgtypes.type_name(expr.type_oid)}"
-        return collation.refusal(self.catalog.collation_info(coll), coll)
+        return collations.order_locale(self, exprs, what)
 
     def check_equality(self, exprs: tuple[ir.Expr, ...]) -> None:
         for expr in exprs:

@@ -25,9 +25,10 @@ import ctypes
 import ctypes.util
 import locale
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any
+
+import cython_ext
 
 #: ``LC_COLLATE_MASK`` of glibc's ``newlocale``.
 _LC_COLLATE_MASK = 1 << locale.LC_COLLATE
@@ -64,8 +65,8 @@ class _Libc:
     def __init__(self) -> None:
         name = ctypes.util.find_library("c")
         self.lib: Any = ctypes.CDLL(name) if name else None
+        #: (two threads asking at once may each make a handle: both are valid, one is kept)
         self.handles: dict[str, int | None] = {}
-        self.lock = threading.Lock()
         if self.lib is not None:
             self.lib.newlocale.restype = ctypes.c_void_p
             self.lib.newlocale.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
@@ -74,13 +75,12 @@ class _Libc:
 
     def handle(self, name: str) -> int | None:
         """The ``locale_t`` of ``name`` (kept for the process's life), None if unavailable."""
-        with self.lock:
-            if name not in self.handles:
-                found = None
-                if self.lib is not None:
-                    found = self.lib.newlocale(_LC_COLLATE_MASK, name.encode(), None) or None
-                self.handles[name] = found
-            return self.handles[name]
+        if name not in self.handles:
+            found = None
+            if self.lib is not None:
+                found = self.lib.newlocale(_LC_COLLATE_MASK, name.encode(), None) or None
+            self.handles.setdefault(name, found)
+        return self.handles[name]
 
 
 _LIBC = _Libc()
@@ -136,13 +136,20 @@ class CollKey:
         return self._cmp(other) >= 0
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, CollKey) and self.raw == other.raw
+        return type(other) is type(self) and self.raw == other.raw
 
     def __hash__(self) -> int:
         return hash(self.raw)
 
     def __repr__(self) -> str:
         return f"CollKey({self.text!r})"
+
+
+#: the pure reference of the compiled twin (``cython_ext/collation.pyx``)
+CollKey_python = CollKey
+_fast = cython_ext.load("collation")
+if _fast is not None:
+    CollKey = _fast.CollKey  # type: ignore[misc]
 
 
 def collated(text: str, locale_name: str) -> CollKey:
