@@ -86,7 +86,9 @@ class CachedQuery:
                 f"${c.param} NOT IN ({cols[c.column].name})" if c.op == "not_in" else
                 f"{cols[c.target].name} := ${c.param} = ANY({cols[c.column].name})"
                 if c.op == "flag" else
-                f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
+                f"{cols[c.column].name} {c.op} ${c.param}" + (
+                    "" if c.collation is None else f" (collation {c.collation})")
+                for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
         if self.plan.aggregates:
             text = f"{text} THEN {aggregates_text(self.plan, cols)}"

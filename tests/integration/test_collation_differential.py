@@ -1,6 +1,7 @@
 """Differential test of text order under a libc collation (issue 23, ``engine.values.collation``)
 against the real upstream: ORDER BY (top-k and whole results, ASC/DESC, NULLS FIRST),
-comparisons with constants and BETWEEN, string_agg(... ORDER BY) and window ORDER BY under
+comparisons with constants, BETWEEN, range parameters (keyset pages, aggregates over a
+range), min/max, string_agg(... ORDER BY) and window ORDER BY under
 ``en_US.utf8`` (a column's COLLATE) and under a database whose default collation is
 ``en_US.UTF-8``, with random strings mixing case,
 accents (precomposed and combining), punctuation, spaces, digits and pairs equal at the first
@@ -86,6 +87,12 @@ SHAPES = [
           "WHERE grp = $1 GROUP BY grp", _grp),
     Shape("SELECT min(name) AS lo, max(name) AS hi, count(*) FROM words WHERE grp = $1 "
           "AND id > $2", lambda r: (r.randint(0, 7), r.choice([None, r.randint(-5, 330)]))),
+    # range parameters on the collated column: keyset pages, BETWEEN, aggregates over a range
+    Shape("SELECT id, name FROM words WHERE grp = $1 AND name > $2 ORDER BY name, id LIMIT 5",
+          lambda r: (r.randint(0, 7), _text(r)), ordered=True),
+    Shape("SELECT id FROM words WHERE name BETWEEN $1 AND $2", lambda r: (_text(r), _text(r))),
+    Shape("SELECT count(*), max(name) FROM words WHERE grp = $1 AND label <= $2",
+          lambda r: (r.randint(0, 7), _text(r))),
     Shape("SELECT id, row_number() OVER (ORDER BY name NULLS FIRST, id), "
           "lag(name) OVER (ORDER BY label, id) FROM words WHERE grp = $1", _grp),
 ]
