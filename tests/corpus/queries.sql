@@ -658,3 +658,6 @@ SELECT min(c.name), max(c.city) FROM contacts c;
 -- params: ["m"]
 SELECT c.id FROM contacts c WHERE c.name > $1;
 SELECT string_agg(c.name, ', ' ORDER BY c.name) FROM contacts c;
+-- upstream: an ICU collation (weir cannot prove its ICU equals the server's)
+SELECT c.id, c.nick FROM contacts c ORDER BY c.nick, c.id;
+SELECT c.id FROM contacts c WHERE c.nick < 'm';

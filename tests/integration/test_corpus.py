@@ -111,7 +111,8 @@ def generate(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
              "joann", "łukasz", "Luke", "ß", "ss", "æsa", "Aesa", "mia", "Mía", "noël"]
     data["contacts"] = [(i, rng.randint(1, 10), rng.choice(first) + rng.choice(["", " A.", "-b"]),
                          _maybe(rng, rng.choice(["Zürich", "zurich", "Åre", "are", "New York",
-                                                 "newyork", "Köln", "koln", "Bogotá", "bogota"])))
+                                                 "newyork", "Köln", "koln", "Bogotá", "bogota"])),
+                         rng.choice(first))
                         for i in range(1, 41)]
     return data
 
