@@ -270,7 +270,8 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
             rows = rows[: reader.limit]
         rows = rows[offset:] if limit is None else rows[offset: offset + limit]
     if plan.aggregates:  # aggregates over the cut rows (without GROUP BY: even of none)
-        return aggregate_groups(rows, plan.aggregates, plan.grouped)
+        return aggregate_groups(rows, plan.aggregates, plan.grouped, plan.agg_having,
+                                plan.agg_hidden)
     if plan.hidden:
         rows = [row[: -plan.hidden] for row in rows]
     return rows
