@@ -392,6 +392,12 @@ SELECT count(*), sum(score), max(id) FROM comments WHERE story_id = $1 AND id > 
 SELECT count(DISTINCT author_id), count(*) FILTER (WHERE score > 10) FROM comments WHERE story_id = $1 AND score >= $2;
 -- params: [[1, 2, 3], 4]
 SELECT author_id, count(*) AS n, max(score) FROM stories WHERE author_id = ANY($1) AND id > $2 GROUP BY author_id;
+-- params: [[1, 2, 3, 4, 5], 3]
+SELECT author_id, count(*) AS n FROM stories WHERE author_id = ANY($1) AND id > $2 GROUP BY author_id HAVING sum(score) > 40;
+-- params: [2, 20]
+SELECT count(*) AS n, avg(score) FROM comments WHERE story_id = $1 AND score < $2 HAVING count(*) >= 2;
+-- params: [100]
+SELECT count(*) AS n FROM products WHERE price < $1 HAVING max(stock) > 5 AND count(*) > 1;
 -- params: [2, 3]
 SELECT story_id, avg(score) FROM comments WHERE story_id = $1 AND score <= $2 GROUP BY story_id;
 -- ===================== string_agg / array_agg with ORDER BY =====================
