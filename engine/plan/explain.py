@@ -79,6 +79,11 @@ def _coll(locale: str | None) -> str:
     return "" if locale is None else f" (collation {locale})"
 
 
+def render_sort(keys: Sequence[ir.SortKey], cols: Sequence[ir.Column]) -> str:
+    """ORDER BY ``keys`` over ``cols`` as EXPLAIN shows it."""
+    return _sort(keys, cols)
+
+
 def _sort(keys: Sequence[ir.SortKey], cols: Sequence[ir.Column]) -> str:
     parts = []
     for k in keys:

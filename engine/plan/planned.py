@@ -64,6 +64,10 @@ class PlannedQuery:
     #: HAVING over the aggregates' values, and how many trailing aggregates only it reads.
     agg_having: ir.Expr | None = None
     agg_hidden: int = 0
+    #: Then ORDER BY over them and constant LIMIT / OFFSET.
+    agg_order: tuple[ir.SortKey, ...] = ()
+    agg_limit: int | None = None
+    agg_offset: int = 0
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
@@ -115,4 +119,7 @@ class Block:
     aggregates: tuple[ir.AggCall, ...] = ()  # host aggregates over range cuts
     grouped: tuple[int, ...] = ()  # and the columns they group on
     agg_having: ir.Expr | None = None  # HAVING over them
-    agg_hidden: int = 0  # trailing aggregates only HAVING reads
+    agg_hidden: int = 0  # trailing aggregates only ORDER BY or HAVING reads
+    agg_order: tuple[ir.SortKey, ...] = ()  # ORDER BY over them, then LIMIT / OFFSET
+    agg_limit: int | None = None
+    agg_offset: int = 0

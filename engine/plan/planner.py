@@ -277,5 +277,6 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         return PlannedQuery(reader, sources, types, lifted, tuple(sorted(ctx.relations)),
                             block.empty_row, block.page, cuts, hidden,
                             timezone if zone.used else None, block.aggregates,
-                            block.grouped, block.agg_having, block.agg_hidden)
+                            block.grouped, block.agg_having, block.agg_hidden,
+                            block.agg_order, block.agg_limit, block.agg_offset)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

@@ -271,7 +271,8 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
         rows = rows[offset:] if limit is None else rows[offset: offset + limit]
     if plan.aggregates:  # aggregates over the cut rows (without GROUP BY: even of none)
         return aggregate_groups(rows, plan.aggregates, plan.grouped, plan.agg_having,
-                                plan.agg_hidden)
+                                plan.agg_hidden, plan.agg_order, plan.agg_limit,
+                                plan.agg_offset)
     if plan.hidden:
         rows = [row[: -plan.hidden] for row in rows]
     return rows

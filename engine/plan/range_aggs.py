@@ -16,8 +16,9 @@ others NULL; grouped on the keys: one row per key value that has rows in the ran
 
 Supported: a select list of plain aggregate calls (count(*), count(x), count(DISTINCT x),
 sum, avg, min, max, FILTER allowed) and grouped key columns; HAVING over them (aggregates
-HAVING alone reads are hidden result values, dropped after the filter); no ORDER BY,
-DISTINCT, LIMIT or OFFSET. Everything else keeps its precise reason.
+HAVING alone reads are hidden result values, dropped after the filter), ORDER BY over
+the result columns or aggregates (hidden likewise) with constant LIMIT/OFFSET; no DISTINCT,
+no LIMIT/OFFSET parameter. Everything else keeps its precise reason.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from engine.dataflow.expr import compile_predicate, walk
 from engine.dataflow.ops.accumulators import accumulator
+from engine.dataflow.ordering import order_key
 from engine.plan import ir, pgtypes
 from engine.plan.blocks import key_columns, select_list
-from engine.plan.explain import render_expr
+from engine.plan.explain import render_expr, render_sort
 from engine.plan.exprs import ORDERED_AGGREGATES
 from engine.plan.grouping import AGG_BASE, Grouping
+from engine.plan.ordering import order_by, page_bounds
 from engine.plan.scope import Bound, PlanError, column_refs, remap
 from engine.values import oids as T
 
@@ -42,9 +45,7 @@ if TYPE_CHECKING:
     from engine.plan.ranges import RangeCut
     from engine.plan.rules.keys import Key
 
-_REFUSED = (("sortClause", "ORDER BY"),
-            ("distinctClause", "DISTINCT"), ("limitCount", "LIMIT"),
-            ("limitOffset", "OFFSET"))
+_REFUSED = (("distinctClause", "DISTINCT"),)
 
 
 def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys: list[Key],
@@ -72,8 +73,15 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
         grouping.builder("HAVING").boolean(stmt["havingClause"])
     if having is not None and any(isinstance(e, ir.Param) for e in walk(having)):
         raise PlanError("range parameter under an aggregate with a $n in HAVING")
-    # each result column's grouping reference
-    refs = [e.index for e in exprs if isinstance(e, ir.ColumnRef)]
+    order, sorted_on = order_by(stmt, grouping.builder("ORDER BY"), list(exprs), names)
+    limit, offset, page = page_bounds(stmt, order)
+    if page is not None:
+        raise PlanError("range parameter under an aggregate with a LIMIT/OFFSET parameter")
+    if any(not isinstance(e, ir.ColumnRef) for e in sorted_on):
+        raise PlanError("range parameter under an aggregate ordered by an expression")
+    # each result column's grouping reference, then those only ORDER BY or HAVING read
+    refs = [e.index for e in (*exprs, *sorted_on) if isinstance(e, ir.ColumnRef)]
+    names.extend(f"?order{i}?" for i in range(len(sorted_on)))
     for ref in sorted(column_refs(having)) if having is not None else ():
         if ref not in refs:  # read by HAVING only: a hidden result column
             refs.append(ref)
@@ -114,7 +122,8 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
     return Block(project, list(out_names), [None] * len(args), len(args), block_keys, (),
                  None, cuts=block_cuts, aggregates=tuple(out),
                  grouped=tuple(range(len(grouping.groups))), agg_having=having,
-                 agg_hidden=len(refs) - len(exprs))
+                 agg_hidden=len(refs) - len(exprs), agg_order=order, agg_limit=limit,
+                 agg_offset=offset)
 
 
 def _call(grouping: Grouping, ref: int) -> ir.AggCall:
@@ -161,18 +170,26 @@ def aggregates_text(plan: PlannedQuery, cols: tuple[ir.Column, ...]) -> str:
         shown = arg if group else f"{func}({arg})"
         parts.append(f"{shown} {pgtypes.type_name(c.type_oid)} AS {c.name}")
     by = ", ".join(cols[i].name for i in plan.grouped)
-    having = "" if plan.agg_having is None else " HAVING " + render_expr(
-        plan.agg_having, tuple(ir.Column(c.name, c.type_oid) for c in plan.aggregates))
+    out = tuple(ir.Column(c.name, c.type_oid) for c in plan.aggregates)
+    having = "" if plan.agg_having is None else " HAVING " + render_expr(plan.agg_having, out)
+    if plan.agg_order:
+        having += " ORDER BY " + render_sort(plan.agg_order, out)
+    if plan.agg_limit is not None:
+        having += f" LIMIT {plan.agg_limit}"
+    if plan.agg_offset:
+        having += f" OFFSET {plan.agg_offset}"
     return (f"GROUP BY {by} " if by else "") + "AGGREGATE " + ", ".join(parts) + having
 
 
 def aggregate_groups(rows: Iterable[tuple[Any, ...]], calls: tuple[ir.AggCall, ...],
                      grouped: tuple[int, ...], having: ir.Expr | None = None,
-                     hidden: int = 0) -> list[tuple[Any, ...]]:
+                     hidden: int = 0, order: tuple[ir.SortKey, ...] = (),
+                     limit: int | None = None, offset: int = 0) -> list[tuple[Any, ...]]:
     """The result rows: without ``grouped`` the one row of ``calls`` over ``rows`` (count
     0 and NULLs over none); else one row per distinct value of the ``grouped`` columns;
-    then those ``having`` (over the calls' values) holds for, without the ``hidden`` last
-    values (calls only HAVING reads)."""
+    then those ``having`` (over the calls' values) holds for, sorted by ``order`` and cut to
+    ``offset``/``limit``, without the ``hidden`` last values (calls only ORDER BY or HAVING
+    read)."""
     if not grouped:
         out = [aggregate_rows(rows, calls)]
     else:
@@ -182,6 +199,10 @@ def aggregate_groups(rows: Iterable[tuple[Any, ...]], calls: tuple[ir.AggCall, .
         out = [aggregate_rows(part, calls) for part in groups.values()]
     if having is not None:
         out = [r for r in out if compile_predicate(having)(r)]
+    if order:
+        out.sort(key=order_key(order))
+    if limit is not None or offset:
+        out = out[offset:] if limit is None else out[offset: offset + limit]
     return [r[: len(r) - hidden] for r in out] if hidden else out
 
 

@@ -58,6 +58,15 @@ RANGE_AGG_SHAPES = [
     Shape("SELECT grp, avg(score) FROM things WHERE grp = ANY($1) AND day < $2 GROUP BY grp "
           "HAVING min(name) >= 'n3' OR count(score) = 0",
           lambda r: (_ids(r, 45), _bound(r, _day, _DAYS))),
+    # ORDER BY (an aggregate only it reads, the group column to break ties) and LIMIT/OFFSET
+    Shape("SELECT grp, count(*) AS n FROM things WHERE grp = ANY($1) AND id > $2 GROUP BY grp "
+          "ORDER BY sum(score) DESC NULLS LAST, grp LIMIT 3 OFFSET 1",
+          lambda r: (_ids(r, 45, 9), _bound(r, lambda q: q.randint(-5, 1100), _INT4)),
+          ordered=True),
+    Shape("SELECT max(name) AS top, grp FROM things WHERE grp = ANY($1) AND score < $2 "
+          "GROUP BY grp HAVING count(*) > 1 ORDER BY top, 2 DESC LIMIT 2",
+          lambda r: (_ids(r, 45, 9), _bound(r, lambda q: q.randint(-5, 65), _INT4)),
+          ordered=True),
 ]
 
 
