@@ -398,6 +398,8 @@ SELECT author_id, count(*) AS n FROM stories WHERE author_id = ANY($1) AND id > 
 SELECT count(*) AS n, avg(score) FROM comments WHERE story_id = $1 AND score < $2 HAVING count(*) >= 2;
 -- params: [100]
 SELECT count(*) AS n FROM products WHERE price < $1 HAVING max(stock) > 5 AND count(*) > 1;
+-- params: [[1, 2, 3, 4, 5, 6, 7, 8], 2]
+SELECT author_id, count(*) AS n FROM stories WHERE author_id = ANY($1) AND id > $2 GROUP BY author_id ORDER BY n DESC, author_id LIMIT 3;
 -- params: [2, 3]
 SELECT story_id, avg(score) FROM comments WHERE story_id = $1 AND score <= $2 GROUP BY story_id;
 -- ===================== string_agg / array_agg with ORDER BY =====================
