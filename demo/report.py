@@ -242,6 +242,6 @@ def coverage_share(status: dict[str, str], clients: int, seconds: float) -> str:
     waits = int(status.get("session_waits", 0))
     ms = float(status.get("session_wait_ms_avg", 0.0))
     share = waits * ms / 1000 / max(1e-9, clients * seconds)
-    return (f"{waits:,} coverage waits of {ms:.2f} ms on average ({100 * share:.0f}% of the "
-            f"clients' time; a wait follows each write and each miss, counted at the answer "
-            f"and again at a read that parks for it)")
+    return (f"{waits:,} coverage waits of {ms:.2f} ms on average (at most {100 * share:.0f}% "
+            f"of the clients' time: a wait follows each write and each miss that went upstream, "
+            f"counted from its answer and again at a read that parks for it)")
