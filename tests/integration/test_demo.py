@@ -58,7 +58,8 @@ def test_short_demo_prints_the_table_and_writes_the_plots(tmp_path: Path) -> Non
     assert re.search(r"hit rate through the run \(in sixths\): (\d+% ){2,}", out + " "), out
     for op in ("story_page", "front_page", "user_profile", "comment_thread", "vote", "comment"):
         assert re.search(rf"^  {op}\s+[\d,]+\s+[\d,]+\s+[\d.]+\s+[\d.]+", out, re.MULTILINE), out
-    assert re.search(r"[\d,]+ coverage waits of [\d.]+ ms on average \(at most \d+% of the", out), out
+    assert re.search(r"[\d,]+ coverage waits of [\d.]+ ms on average \(at most \d+% of",
+                     out), out
     for name in ("throughput.png", "latency.png", "cache.png"):
         data = (tmp_path / "out" / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
