@@ -299,7 +299,8 @@ class Barriers:
         passes a commit ending at or after ``lsn``, or takes a keepalive at or after it with
         no transaction open). When it has not within ``patience`` seconds (WAL past the last
         flush is decoded only after the next flush), one barrier is emitted, unless one was
-        sent since this wait began: its commit, after ``lsn``, flushes the WAL up to it and
+        sent since this wait began (or one is still on its way: then it looks again after
+        :data:`PROBE_PATIENCE`): its commit, after ``lsn``, flushes the WAL up to it and
         carries the stream past it. Never called once continuity is lost (:meth:`lose_all`)."""
         if self._applied_lsn() >= lsn:
             call()
@@ -319,6 +320,10 @@ class Barriers:
     def _overdue(self, wait_id: str, began: float) -> None:
         if wait_id not in self._waits or self._nudged >= began:
             return  # (passed, lost, or a barrier sent since it began will carry it)
+        if self._nudges:  # one fallback barrier at a time (a stream that merely lags is not
+            # hurried by more): look again once more patience has passed
+            asyncio.get_running_loop().call_later(PROBE_PATIENCE, self._overdue, wait_id, began)
+            return
         self._nudged = time.monotonic()
         self.waits_fell_back += 1
         task = asyncio.ensure_future(self._nudge())
