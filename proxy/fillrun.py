@@ -185,13 +185,13 @@ class FillRunner:
             self._fill_slots.release()
             self.queue.finished(queued, fetched is not None, time.monotonic())
             self._kick()
+        self.failures += fetched is None
+        if self.host.engine is not engine:
+            return  # every cache was reset meanwhile: these fills went with the old engine
         if fetched is None:
-            self.failures += 1
             for run in batch:
                 self._abandon(run)
             return
-        if self.host.engine is not engine:
-            return  # every cache was reset meanwhile: these fills went with the old engine
         snapshot, position, rows = fetched
         self.done += len(batch)
         self.transactions += 1
@@ -221,7 +221,13 @@ class FillRunner:
         if self.host.engine is not engine:
             return
         for run in batch:
-            self.host.perform(engine.marker(run.fill_id))
+            try:
+                effects = engine.marker(run.fill_id)
+            except Exception:  # (as for ``fill_response``: its reads go upstream)
+                log.exception("installing fill %d failed", run.fill_id)
+                self._abandon(run)
+                continue
+            self.host.perform(effects)
         self.host.coverage.passed(started, marker=True)
         now = time.monotonic()
         self.phases["marker"] += (now - rows_at) * len(batch)
