@@ -29,7 +29,8 @@ test ``tests/property/test_window_state.py`` checks it): rank/dense_rank peers a
 on the window's ORDER BY keys (``ordering.order_key`` without tie-break: NULL ordering, DESC,
 several keys); rows tied on it are numbered in whole-row order by row_number/lag/lead, which
 the planner only allows when the ORDER BY cannot tie. Positions before a window's stale mark
-hold correct values.
+hold correct values. An aggregate that raises ``EvalError`` (PostgreSQL's error for the same
+rows, a float overflow) keeps its mark and values: ``answer`` raises it until the rows change.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from operator import itemgetter
 from typing import Any
 
 from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import row_key as bag_key
 from engine.dataflow.records import same_print
 from engine.dataflow.windows import AGGREGATES, frame_values, running_values
@@ -185,10 +187,14 @@ class Partition:
             n = len(lst)
             func = self.windows[i].func
             if func in AGGREGATES:
-                if self.windows[i].frame is None:
-                    self._running(i, s)
-                else:
-                    self._sliding(i, s, hi)
+                try:
+                    if self.windows[i].frame is None:
+                        self._running(i, s)
+                    else:
+                        self._sliding(i, s, hi)
+                except EvalError:  # (a float sum's overflow) the mark stays: it raises again
+                    self.stale[i] = mark
+                    raise
                 continue
             if s >= n:
                 continue

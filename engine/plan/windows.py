@@ -20,7 +20,9 @@ UNBOUNDED FOLLOWING (the whole partition, as without ORDER BY), and ROWS UNBOUND
 (``ROWS BETWEEN n PRECEDING | CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n
 FOLLOWING``, literal offsets up to ``MAX_OFFSET``) are planned the same way (an ORDER BY that
 cannot tie); an offset on one side with UNBOUNDED on the other, an offset that is not a literal
-integer, and EXCLUDE go upstream.
+integer, and EXCLUDE go upstream. Float sum/avg (``dataflow.window_floats``: PostgreSQL's
+additions, in window order) are planned over an ORDER BY that cannot tie, never over the whole
+partition (PostgreSQL adds those rows in its input order).
 """
 
 from __future__ import annotations
@@ -161,8 +163,12 @@ def _aggregate(name: str, call: Node, partition: tuple[int, ...], order: list[No
     if result is None or arg.type_oid == T.INTERVAL:
         raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} in a window")
     if name in ("sum", "avg") and arg.type_oid in (T.FLOAT4, T.FLOAT8):
-        raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} in a window (a float "
-                        "running sum depends on the order PostgreSQL adds in)")
+        # a float sum depends on the order of additions: PostgreSQL's is the window order
+        # (from each frame's first row), so the order must not tie (``check_partitions``)
+        if whole or not order:
+            raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} over the whole "
+                            "partition (PostgreSQL adds the rows in its input order)")
+        rows = True  # with no ties the default frame's peers are single rows, as in ROWS
     if name in ("min", "max"):
         builder.check_ordering((arg,), f"{name}()")
     return WindowSpec(name, partition, order, args[0], type_oid=result, arg_oid=arg.type_oid,

@@ -8,8 +8,9 @@ lag and lead (offsets 1..3) over one to three sort keys, ASC/DESC, NULLS FIRST/L
 the reader's order may read a window column (sorted at the read). A second property keeps
 copies of equal rows (bag multiplicities) under rank/dense_rank. A third runs the running
 aggregates (count(*), count, sum, avg, min, max of integers, numerics of several scales and
-texts) over RANGE (peers share a value), ROWS, sliding ROWS frames (offsets PRECEDING and
-FOLLOWING on either side, empty frames too) and no ORDER BY (the whole partition).
+texts; float sum/avg over an order that cannot tie) over RANGE (peers share a value), ROWS,
+sliding ROWS frames (offsets PRECEDING and FOLLOWING on either side, empty frames too) and no
+ORDER BY (the whole partition).
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
 
 def _agg_row(r: random.Random, rid: int) -> Row:
     num = None if r.random() < 0.2 else Decimal(r.choice(("1", "2.5", "-0.25", "3.10", "0")))
-    return (rid, _value(r, 1), _value(r, 2), _value(r, 3), num, None, None, None)
+    flt = None if r.random() < 0.2 else r.choice((0.1, 0.2, -0.0, 1e16, -1e16, 3.0, 1e-3))
+    return (rid, _value(r, 1), _value(r, 2), _value(r, 3), num, None, None, None, flt)
 
 
 def _agg_windows(r: random.Random) -> tuple[ir.Window, ...]:
@@ -167,6 +169,8 @@ def _agg_windows(r: random.Random) -> tuple[ir.Window, ...]:
             arg, arg_oid, oid = r.choice(((1, T.INT4, T.INT8 if func == "sum" else T.NUMERIC),
                                           (4, T.NUMERIC, T.NUMERIC)))
         rows = r.random() < 0.5
+        if rows and func in ("sum", "avg") and r.random() < 0.4:  # float: in window order
+            arg, arg_oid, oid = 8, T.FLOAT8, T.FLOAT8
         order = (*_sort_keys(r, (1, 2, 3)), ir.SortKey(0, False, None)) if rows else (
             _sort_keys(r, (0, 1, 2, 3, 4)) if r.random() < 0.8 else ())
         frame = None
