@@ -456,6 +456,12 @@ SELECT id, product_id, min(rating) OVER (PARTITION BY product_id ORDER BY id ROW
 -- params: [3]
 SELECT id, sum(score) OVER (ORDER BY score ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM comments WHERE story_id = $1;
 SELECT id, sum(price) OVER (ORDER BY id RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) FROM products WHERE category_id = 2;
+-- ===================== float sum/avg over windows (PostgreSQL's additions, in window order) =====================
+-- params: [4]
+SELECT id, sum(total::float8) OVER (ORDER BY placed_on, id) AS spent, avg(total::float4) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS near FROM orders WHERE customer_id = $1 ORDER BY id;
+-- params: [2]
+SELECT id, avg(score / 3.0::float8) OVER (ORDER BY id DESC ROWS 4 PRECEDING) AS recent FROM stories WHERE author_id = $1;
+SELECT id, sum(total::float8) OVER () FROM orders WHERE customer_id = 4;
 -- ===================== dates and times (TimeZone-independent forms) =====================
 -- params: [2]
 SELECT id, date_trunc('month', created_at) AS month, extract(year FROM created_at) AS y, extract(second FROM created_at) AS s FROM stories WHERE author_id = $1;
