@@ -4,7 +4,8 @@ Three parts: the recompute (``windows.apply_windows``, what the reader's partiti
 on random float4/float8 partitions - cancellation, -0, NaN, infinities, values whose sum or
 sum of squares overflows - must print exactly as PostgreSQL prints the same windows, and
 raise where PostgreSQL raises (22003); a differential run through weir with random writes
-(both clients' formats); and a read whose window PostgreSQL errors on goes upstream and gets
+(both clients' formats; also over a table whose primary key (k, j) is the lookup key k and the
+window's ORDER BY j); and a read whose window PostgreSQL errors on goes upstream and gets
 PostgreSQL's error.
 """
 
@@ -100,6 +101,8 @@ FLOAT_SCHEMA = """
 CREATE TABLE readings (id int PRIMARY KEY, grp int, x float8, y float4);
 INSERT INTO readings SELECT g, g % 20, (g * 7919 % 1000) / 7.0 - 50, (g * 104729 % 1000) / 3.0
 FROM generate_series(1, 300) g;
+CREATE TABLE pairs (k int, j int, v float8, n int, PRIMARY KEY (k, j));
+INSERT INTO pairs SELECT g % 15, g, g / 7.0, g % 11 FROM generate_series(1, 300) g;
 """
 
 
@@ -107,6 +110,21 @@ def _write(conn: psycopg.Connection[Any], rng: random.Random, next_id: dict[str,
     def value() -> float | None:
         return rng.choice((None, 0.1, -0.0, 1e16, -1e16, rng.uniform(-1e3, 1e3),
                            rng.uniform(-1, 1) * 10.0 ** rng.randint(-10, 10)))
+    if rng.random() < 0.3:  # pairs: the lookup key k is part of the primary key (k, j)
+        k, roll = rng.randint(0, 20), rng.random()
+        j = rng.randint(0, 26) * 15 + k + (rng.random() < 0.3)  # (mostly a row that exists)
+        if roll < 0.4:
+            conn.execute("INSERT INTO pairs VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                         (k, j, value(), rng.choice((None, rng.randint(-9, 9)))))
+        elif roll < 0.6:
+            conn.execute("UPDATE pairs SET v = %s, n = %s WHERE k = %s AND j = %s",
+                         (value(), rng.randint(-9, 9), k, j))
+        elif roll < 0.8:  # a row moves in the window order
+            conn.execute("UPDATE pairs SET j = j + 1 WHERE k = %s AND j = %s AND NOT EXISTS "
+                         "(SELECT FROM pairs p WHERE p.k = %s AND p.j = %s)", (k, j, k, j + 1))
+        else:
+            conn.execute("DELETE FROM pairs WHERE k = %s AND j = %s", (k, j))
+        return
     op = rng.random()
     if op < 0.4:
         next_id["readings"] += 1
@@ -126,6 +144,10 @@ FLOAT_SHAPES = [
     Shape("SELECT id, x, sum(x) OVER (ORDER BY id) AS run, avg(y) OVER (ORDER BY id ROWS "
           "BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS near, sum(y) OVER (ORDER BY x, id ROWS "
           "BETWEEN CURRENT ROW AND 2 FOLLOWING) AS ahead FROM readings WHERE grp = $1", a_grp),
+    Shape("SELECT j, sum(v) OVER (ORDER BY j ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS s, "
+          "row_number() OVER (ORDER BY j DESC) AS rn, sum(n) OVER (ORDER BY j) AS run, "
+          "avg(n) OVER (ORDER BY j ROWS BETWEEN 2 PRECEDING AND 2 PRECEDING) AS back2 FROM "
+          "pairs WHERE k = $1", lambda r: (r.randint(0, 21),)),
     Shape("SELECT id, avg(x) OVER (ORDER BY id DESC ROWS UNBOUNDED PRECEDING) AS m, "
           "sum(x) OVER (ORDER BY y NULLS FIRST, id ROWS 3 PRECEDING) AS s FROM readings "
           "WHERE grp = $1 ORDER BY m, id LIMIT 5", a_grp, ordered=True),
@@ -134,6 +156,7 @@ FLOAT_SHAPES = [
 
 def test_float_windows_through_weir(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, FLOAT_SHAPES, FLOAT_SCHEMA, _write, {"readings": 300})
+    # (pairs: ORDER BY j alone cannot tie within one k, which the lookup fixes)
 
 
 def test_a_window_postgres_errors_on_goes_upstream(pg: Any, dbname: str) -> None:
