@@ -16,9 +16,11 @@ inserted as deleted (an update that keeps or moves a row: only the rows between 
 new positions are renumbered). A running aggregate (count, sum, avg, min, max) is marked
 stale like rank and recomputed at the read from the peer group before its mark, its
 accumulator seeded with the arguments before that group (one add per earlier row, no
-projection). Only rows whose value changed are projected again. The
-answer is one pass over the ids in order. When the reader's ORDER BY starts with a
-row_number column the answer is that window's list (reversed for DESC); when it reads
+projection). A sliding frame (``Window.frame`` = (a, b)) recomputes only the rows whose frame
+can meet the changed positions lo .. hi: positions lo - max(b, 0) .. hi - min(a, 0), each
+aggregated afresh over its at most ``b - a + 1`` rows. Only rows whose value changed are
+projected again. The answer is one pass over the ids in order. When the reader's ORDER BY
+starts with a row_number column the answer is that window's list (reversed for DESC); when it reads
 another window column the answer's order depends on the values, and it is sorted at the
 read (as the recompute did).
 
@@ -27,7 +29,8 @@ test ``tests/property/test_window_state.py`` checks it): rank/dense_rank peers a
 on the window's ORDER BY keys (``ordering.order_key`` without tie-break: NULL ordering, DESC,
 several keys); rows tied on it are numbered in whole-row order by row_number/lag/lead, which
 the planner only allows when the ORDER BY cannot tie. Positions before a window's stale mark
-hold correct values.
+hold correct values. An aggregate that raises ``EvalError`` (PostgreSQL's error for the same
+rows, a float overflow) keeps its mark and values: ``answer`` raises it until the rows change.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ from operator import itemgetter
 from typing import Any
 
 from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import row_key as bag_key
 from engine.dataflow.records import same_print
-from engine.dataflow.windows import AGGREGATES, running_values
+from engine.dataflow.windows import AGGREGATES, frame_values, running_values
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -183,7 +187,14 @@ class Partition:
             n = len(lst)
             func = self.windows[i].func
             if func in AGGREGATES:
-                self._running(i, s)
+                try:
+                    if self.windows[i].frame is None:
+                        self._running(i, s)
+                    else:
+                        self._sliding(i, s, hi)
+                except EvalError:  # (a float sum's overflow) the mark stays: it raises again
+                    self.stale[i] = mark
+                    raise
                 continue
             if s >= n:
                 continue
@@ -219,10 +230,31 @@ class Partition:
         g = s if w.rows else bisect_left(lst, (lst[max(s - 1, 0)][0],))
         arg = w.arg
         args = [None if arg is None else rows[e[2]][arg] for e in lst]
-        values = running_values(w, [e[0] for e in lst[g:]], args[g:], args[:g])
-        vals, redo = self.vals, self.redo
-        for q in range(g, n):
-            rid, value = lst[q][2], values[q - g]
+        self._store(i, g, running_values(w, [e[0] for e in lst[g:]], args[g:], args[:g]))
+
+    def _sliding(self, i: int, lo: int, hi: int) -> None:
+        """Sliding-frame window ``i``'s values at the positions whose frame can meet the
+        changed positions ``lo .. hi`` (see the module docstring)."""
+        lst, w, rows = self.lists[i], self.windows[i], self.rows
+        assert w.frame is not None
+        a, b = w.frame
+        n = len(lst)
+        first, last = max(lo - max(b, 0), 0), min(hi - min(a, 0), n - 1)
+        if first > last:
+            return
+        # the rows those frames read: first + a .. last + b
+        base = max(first + a, 0)
+        stop = min(last + b, n - 1) + 1
+        arg = w.arg
+        args = [None if arg is None else rows[e[2]][arg] for e in lst[base:stop]]
+        # positions relative to ``base`` (frames clamp at the slice's ends as at the list's)
+        self._store(i, first, frame_values(w, args, first - base, last - base))
+
+    def _store(self, i: int, first: int, values: list[Any]) -> None:
+        """Write window ``i``'s ``values`` at positions ``first ..``, marking changed rows."""
+        lst, vals, redo = self.lists[i], self.vals, self.redo
+        for q, value in enumerate(values, first):
+            rid = lst[q][2]
             v = vals[rid]
             old = v[i]
             if old is not value and (old != value or str(old) != str(value)):

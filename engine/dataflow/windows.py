@@ -13,6 +13,10 @@ arbitrary order); ties are still broken by the whole row, so results are determi
 running aggregate's value at a row is the aggregate (``ops.accumulators``: PostgreSQL's result
 types, scales and NULL rules) of the rows up to that row's last peer (``Window.rows``: up to the
 row itself, planned only with an ORDER BY that cannot tie); without ORDER BY every row is a peer.
+A sliding frame's (``Window.frame``) value is the aggregate of its rows, added in window order
+from the frame's first row (as PostgreSQL does when it restarts an aggregate: integer and
+numeric results do not depend on that order, float sum/avg (``window_floats``) do and are
+only planned over an ORDER BY that cannot tie).
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.dataflow.ops.accumulators import accumulator
 from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.window_floats import window_accumulator
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -35,7 +39,7 @@ def running_values(w: ir.Window, keys: Sequence[Any], args: Sequence[Any],
     """Aggregate window ``w``'s values at the positions of ``args`` (its argument per row in
     window order; ``keys`` their peer keys on the window's ORDER BY), after the rows ``seed``
     (the arguments before them, the first of them not a peer of ``keys[0]``)."""
-    acc = accumulator(w.func, w.type_oid, w.arg_oid)
+    acc = window_accumulator(w)
     for v in seed:
         acc.add(v, 1)
     out: list[Any] = [None] * len(args)
@@ -47,6 +51,21 @@ def running_values(w: ir.Window, keys: Sequence[Any], args: Sequence[Any],
             for q in range(start, p + 1):
                 out[q] = value
             start = p + 1
+    return out
+
+
+def frame_values(w: ir.Window, args: Sequence[Any], lo: int, hi: int) -> list[Any]:
+    """Sliding-frame window ``w``'s values at positions ``lo .. hi`` (``args``: its argument
+    per row of the partition in window order), each aggregated afresh over its frame."""
+    assert w.frame is not None
+    start, end = w.frame
+    n = len(args)
+    out = []
+    for p in range(lo, hi + 1):
+        acc = window_accumulator(w)
+        for q in range(max(p + start, 0), min(p + end, n - 1) + 1):
+            acc.add(args[q], 1)
+        out.append(acc.value())
     return out
 
 
@@ -62,8 +81,9 @@ def apply_windows(rows: Sequence[Row], windows: Sequence[ir.Window]) -> list[Row
         order = sorted(by_row, key=lambda i: sort_key(rows[i]))
         if w.func in AGGREGATES:
             arg = w.arg
-            values = running_values(w, [sort_key(rows[i]) for i in order],
-                                    [None if arg is None else rows[i][arg] for i in order])
+            args = [None if arg is None else rows[i][arg] for i in order]
+            values = (running_values(w, [sort_key(rows[i]) for i in order], args)
+                      if w.frame is None else frame_values(w, args, 0, len(args) - 1))
             for i, v in zip(order, values, strict=True):
                 out[i][w.column] = v
             continue

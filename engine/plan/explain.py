@@ -184,6 +184,7 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
                + ("" if w.offset == 1 else f", {w.offset}"))
             + (f") ORDER BY {_sort(w.order, cols)}" if w.order else ")")
             + (" ROWS" if w.rows else "")
+            + ("" if w.frame is None else f" {w.frame[0]:+d}..{w.frame[1]:+d}")
             for w in reader.windows) + ")"
     if reader.order_by:
         head += f" ORDER BY {_sort(reader.order_by, cols)}"

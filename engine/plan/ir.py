@@ -421,7 +421,9 @@ class Window:
     input column ``arg`` ``offset`` rows back/ahead (NULL past the ends). A running aggregate
     (count_star, count, sum, avg, min, max of ``arg``, typed ``arg_oid``, result ``type_oid``)
     covers the rows from the partition's start to the current row's last peer on ``order``
-    (``rows``: to the current row itself); without ``order``, the whole partition."""
+    (``rows``: to the current row itself); without ``order``, the whole partition. ``frame``
+    (start, end): a sliding ROWS frame, the rows at positions current+start .. current+end
+    (negative: PRECEDING; ``order`` cannot tie)."""
 
     func: WindowFunc
     column: int
@@ -431,6 +433,7 @@ class Window:
     type_oid: int = 0
     arg_oid: int | None = None
     rows: bool = False
+    frame: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,18 @@ lookup key column, and every IN-list / ``= ANY`` key column is partitioned on (o
 per value). The select list keeps a NULL placeholder column where the window's value goes;
 its ORDER BY and lag/lead argument become hidden columns. row_number, lag and lead number
 tied rows arbitrarily in PostgreSQL: they are only planned over one table with an ORDER BY
-containing its whole primary key. The running aggregates take PostgreSQL's aggregate result
+containing its whole primary key (less the PARTITION BY and lookup key columns, constant over
+the partition). The running aggregates take PostgreSQL's aggregate result
 types (``pgtypes.sum_type``...), and one of the frames the reader maintains: the default
 (RANGE/GROUPS UNBOUNDED PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING ..
 UNBOUNDED FOLLOWING (the whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING
-.. CURRENT ROW (only with an ORDER BY that cannot tie, like row_number).
+.. CURRENT ROW (only with an ORDER BY that cannot tie, like row_number). Sliding ROWS frames
+(``ROWS BETWEEN n PRECEDING | CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n
+FOLLOWING``, literal offsets up to ``MAX_OFFSET``) are planned the same way (an ORDER BY that
+cannot tie); an offset on one side with UNBOUNDED on the other, an offset that is not a literal
+integer, and EXCLUDE go upstream. Float sum/avg (``dataflow.window_floats``: PostgreSQL's
+additions, in window order) are planned over an ORDER BY that cannot tie, never over the whole
+partition (PostgreSQL adds those rows in its input order).
 """
 
 from __future__ import annotations
@@ -39,6 +46,14 @@ _AGGREGATES = ("count", "sum", "avg", "min", "max")
 _FRAME_IGNORED = 0x1 | 0x10
 _RANGE, _ROWS, _GROUPS = 0x2, 0x4, 0x8
 _FROM_START, _TO_CURRENT, _TO_END = 0x20, 0x400, 0x100
+_START_CURRENT, _START_PRECEDING, _START_FOLLOWING = 0x200, 0x800, 0x2000
+_END_PRECEDING, _END_FOLLOWING = 0x1000, 0x4000
+_EXCLUDE = 0x8000 | 0x10000 | 0x20000
+#: sliding ROWS frame bounds -> the sign of the offset (0: CURRENT ROW)
+_STARTS = {_START_CURRENT: 0, _START_PRECEDING: -1, _START_FOLLOWING: 1}
+_ENDS = {_TO_CURRENT: 0, _END_PRECEDING: -1, _END_FOLLOWING: 1}
+#: the largest literal offset of a sliding frame (each change recomputes the frames around it)
+MAX_OFFSET = 100
 #: frame shape -> (rows frame, whole partition)
 _FRAMES = {_RANGE | _FROM_START | _TO_CURRENT: (False, False),
            _GROUPS | _FROM_START | _TO_CURRENT: (False, False),
@@ -56,6 +71,7 @@ class WindowSpec:
     type_oid: int = T.INT8  # the value's type
     arg_oid: int | None = None
     rows: bool = False  # ROWS UNBOUNDED PRECEDING .. CURRENT ROW (running aggregates)
+    frame: tuple[int, int] | None = None  # a sliding ROWS frame (ir.Window.frame)
 
 
 def extract_windows(stmt: Node, scope: Scope, builder: ExprBuilder) -> tuple[
@@ -128,33 +144,65 @@ def _aggregate(name: str, call: Node, partition: tuple[int, ...], order: list[No
                builder: ExprBuilder) -> tuple[WindowSpec, int]:
     """A running aggregate's spec and result type (as ``grouping`` types GROUP BY's)."""
     options = call["over"].get("frameOptions", 0)
-    frame = _FRAMES.get(options & ~_FRAME_IGNORED)
-    if frame is None:
-        raise PlanError(f"{name}() OVER a frame other than UNBOUNDED PRECEDING .. CURRENT ROW "
-                        "or .. UNBOUNDED FOLLOWING (offsets, EXCLUDE)")
-    rows, whole = frame
+    shape = _FRAMES.get(options & ~_FRAME_IGNORED)
+    sliding = _sliding(name, call["over"]) if shape is None else None
+    rows, whole = shape or (True, False)
     if whole:
         order = []  # every row is a peer: the same value as without ORDER BY
     if call.get("agg_star"):
-        return WindowSpec("count_star", partition, order, rows=rows), T.INT8
+        return WindowSpec("count_star", partition, order, rows=rows, frame=sliding), T.INT8
     args = call.get("args", [])
     if len(args) != 1:
         raise PlanError(f"{name}() with {len(args)} arguments")
     arg = builder.build(args[0])
     if name == "count":
         return WindowSpec(name, partition, order, args[0], arg_oid=arg.type_oid,
-                          rows=rows), T.INT8
+                          rows=rows, frame=sliding), T.INT8
     result = {"sum": pgtypes.sum_type, "avg": pgtypes.avg_type, "min": pgtypes.minmax_type,
               "max": pgtypes.minmax_type}[name](arg.type_oid)
     if result is None or arg.type_oid == T.INTERVAL:
         raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} in a window")
     if name in ("sum", "avg") and arg.type_oid in (T.FLOAT4, T.FLOAT8):
-        raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} in a window (a float "
-                        "running sum depends on the order PostgreSQL adds in)")
+        # a float sum depends on the order of additions: PostgreSQL's is the window order
+        # (from each frame's first row), so the order must not tie (``check_partitions``)
+        if whole or not order:
+            raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} over the whole "
+                            "partition (PostgreSQL adds the rows in its input order)")
+        rows = True  # with no ties the default frame's peers are single rows, as in ROWS
     if name in ("min", "max"):
         builder.check_ordering((arg,), f"{name}()")
     return WindowSpec(name, partition, order, args[0], type_oid=result, arg_oid=arg.type_oid,
-                      rows=rows), result
+                      rows=rows, frame=sliding), result
+
+
+def _sliding(name: str, over: Node) -> tuple[int, int]:
+    """A sliding ROWS frame's (start, end) offsets from the current row, or PlanError."""
+    options = over.get("frameOptions", 0) & ~_FRAME_IGNORED
+    starts = [bit for bit in _STARTS if options & bit]
+    ends = [bit for bit in _ENDS if options & bit]
+    rest = options & ~(_ROWS | sum(_STARTS) | sum(_ENDS))
+    if options & _EXCLUDE:
+        raise PlanError(f"{name}() OVER a frame with EXCLUDE")
+    if not options & _ROWS:
+        raise PlanError(f"{name}() OVER a RANGE or GROUPS frame with an offset (only ROWS "
+                        "offsets are cached)")
+    if rest or len(starts) != 1 or len(ends) != 1:
+        raise PlanError(f"{name}() OVER a frame with an offset on one side and UNBOUNDED on "
+                        "the other")
+    bounds = []
+    for sign, node in ((_STARTS[starts[0]], over.get("startOffset")),
+                       (_ENDS[ends[0]], over.get("endOffset"))):
+        if not sign:
+            bounds.append(0)
+            continue
+        const = (node or {}).get("A_Const", {})
+        if "ival" not in const:
+            raise PlanError(f"{name}() OVER a frame whose offset is not an integer literal")
+        n = int(const["ival"].get("ival", 0))
+        if not 0 <= n <= MAX_OFFSET:
+            raise PlanError(f"{name}() OVER a frame offset above {MAX_OFFSET} rows")
+        bounds.append(sign * n)
+    return bounds[0], bounds[1]
 
 
 def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[int],
@@ -172,7 +220,8 @@ def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[i
             continue
         rtes = {c.rte for c in scope.cols}
         pk = {i for i, c in enumerate(scope.cols) if c.table_pk}
-        if len(rtes) != 1 or not pk or not pk <= ordered | set(spec.partition):
+        # a lookup's key columns are constant over its rows, as the partition's columns are
+        if len(rtes) != 1 or not pk or not pk <= ordered | set(spec.partition) | key_positions:
             raise PlanError(f"{spec.func}() whose ORDER BY may tie (PostgreSQL orders tied "
                             "rows arbitrarily): order by the table's primary key")
 
@@ -212,7 +261,7 @@ def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.E
                                     else nulls == "SORTBY_NULLS_FIRST", locale))
         arg = None if spec.arg is None else position(builder.build(spec.arg))
         out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]
-                             spec.offset, spec.type_oid, spec.arg_oid, spec.rows))
+                             spec.offset, spec.type_oid, spec.arg_oid, spec.rows, spec.frame))
     return tuple(out)
 
 

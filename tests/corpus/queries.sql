@@ -454,6 +454,22 @@ SELECT id, max(price) OVER (ORDER BY price DESC RANGE BETWEEN UNBOUNDED PRECEDIN
 -- params: [2]
 SELECT product_id, sum(quantity) OVER (ORDER BY product_id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) FROM order_items WHERE order_id = $1;
 SELECT id, sum(score) OVER (PARTITION BY author_id ORDER BY id) FROM stories ORDER BY id;
+-- ===================== sliding ROWS frames over the cache key's rows =====================
+-- params: [2]
+SELECT id, score, avg(score) OVER (ORDER BY created_at, id ROWS BETWEEN 6 PRECEDING AND CURRENT ROW) AS week_avg, sum(score) OVER (ORDER BY id ROWS 2 PRECEDING) AS last3 FROM stories WHERE author_id = $1 ORDER BY id;
+-- params: [4]
+SELECT id, total, max(total) OVER (ORDER BY placed_on, id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near_max, count(*) OVER (ORDER BY id ROWS BETWEEN CURRENT ROW AND 3 FOLLOWING) AS next4 FROM orders WHERE customer_id = $1;
+-- params: [[1, 2, 3]]
+SELECT id, product_id, min(rating) OVER (PARTITION BY product_id ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 PRECEDING) AS prior_min FROM reviews WHERE product_id = ANY($1) ORDER BY id;
+-- params: [3]
+SELECT id, sum(score) OVER (ORDER BY score ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) FROM comments WHERE story_id = $1;
+SELECT id, sum(price) OVER (ORDER BY id RANGE BETWEEN 10 PRECEDING AND CURRENT ROW) FROM products WHERE category_id = 2;
+-- ===================== float sum/avg over windows (PostgreSQL's additions, in window order) =====================
+-- params: [4]
+SELECT id, sum(total::float8) OVER (ORDER BY placed_on, id) AS spent, avg(total::float4) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS near FROM orders WHERE customer_id = $1 ORDER BY id;
+-- params: [2]
+SELECT id, avg(score / 3.0::float8) OVER (ORDER BY id DESC ROWS 4 PRECEDING) AS recent FROM stories WHERE author_id = $1;
+SELECT id, sum(total::float8) OVER () FROM orders WHERE customer_id = 4;
 -- ===================== dates and times (TimeZone-independent forms) =====================
 -- params: [2]
 SELECT id, date_trunc('month', created_at) AS month, extract(year FROM created_at) AS y, extract(second FROM created_at) AS s FROM stories WHERE author_id = $1;

@@ -406,6 +406,31 @@ def test_running_aggregates_over_the_key(pg: Any, dbname: str) -> None:
                      {"things": 1000, "notes": 1000})
 
 
+SLIDING_SHAPES = [
+    # sliding ROWS frames over an ORDER BY that cannot tie (the primary key is in it)
+    Shape("SELECT id, score, sum(score) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND CURRENT "
+          "ROW) AS s3, avg(score) OVER (ORDER BY id ROWS 3 PRECEDING) AS a4, count(score) OVER "
+          "(ORDER BY score, id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS c FROM things "
+          "WHERE grp = $1", a_grp),
+    Shape("SELECT id, min(name) OVER (PARTITION BY grp ORDER BY day DESC, id ROWS BETWEEN "
+          "CURRENT ROW AND 2 FOLLOWING) AS lo, max(score * 1.5) OVER (PARTITION BY grp ORDER BY "
+          "name, id DESC "
+          "ROWS BETWEEN 1 FOLLOWING AND 3 FOLLOWING) AS hi, sum(score * 1.5) OVER (PARTITION "
+          "BY grp ORDER BY id ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS before, count(*) "
+          "OVER (PARTITION BY grp ORDER BY id ROWS BETWEEN 0 PRECEDING AND 0 FOLLOWING) AS one "
+          "FROM things WHERE grp = ANY($1)", some_grps),
+    Shape("SELECT id, avg(id) OVER (ORDER BY id DESC ROWS BETWEEN 2 PRECEDING AND 2 FOLLOWING) "
+          "AS m, sum(id) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 3 PRECEDING) AS none "
+          "FROM notes WHERE ref = $1 ORDER BY m DESC, id LIMIT 3", lambda r: (r.randint(0, 45),),
+          ordered=True),
+]
+
+
+def test_sliding_frames_over_the_key(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, SLIDING_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})
+
+
 DATE_SHAPES = [
     Shape("SELECT id, date_trunc('month', made) AS m, extract(second FROM made) AS s, "
           "extract(epoch FROM made), extract(milliseconds FROM made) FROM things "

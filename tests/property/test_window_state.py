@@ -8,7 +8,9 @@ lag and lead (offsets 1..3) over one to three sort keys, ASC/DESC, NULLS FIRST/L
 the reader's order may read a window column (sorted at the read). A second property keeps
 copies of equal rows (bag multiplicities) under rank/dense_rank. A third runs the running
 aggregates (count(*), count, sum, avg, min, max of integers, numerics of several scales and
-texts) over RANGE (peers share a value), ROWS and no ORDER BY (the whole partition).
+texts; float sum/avg over an order that cannot tie) over RANGE (peers share a value), ROWS,
+sliding ROWS frames (offsets PRECEDING and FOLLOWING on either side, empty frames too) and no
+ORDER BY (the whole partition).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from hypothesis import strategies as st
 
 from engine.dataflow.ordering import order_key, row_key
 from engine.dataflow.window_state import Partition
-from engine.dataflow.windows import apply_windows
+from engine.dataflow.windows import apply_windows, frame_values
 from engine.plan import ir
 from engine.values import oids as T
 
@@ -147,7 +149,8 @@ AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
 
 def _agg_row(r: random.Random, rid: int) -> Row:
     num = None if r.random() < 0.2 else Decimal(r.choice(("1", "2.5", "-0.25", "3.10", "0")))
-    return (rid, _value(r, 1), _value(r, 2), _value(r, 3), num, None, None, None)
+    flt = None if r.random() < 0.2 else r.choice((0.1, 0.2, -0.0, 1e16, -1e16, 3.0, 1e-3))
+    return (rid, _value(r, 1), _value(r, 2), _value(r, 3), num, None, None, None, flt)
 
 
 def _agg_windows(r: random.Random) -> tuple[ir.Window, ...]:
@@ -165,10 +168,17 @@ def _agg_windows(r: random.Random) -> tuple[ir.Window, ...]:
         elif func in ("sum", "avg"):
             arg, arg_oid, oid = r.choice(((1, T.INT4, T.INT8 if func == "sum" else T.NUMERIC),
                                           (4, T.NUMERIC, T.NUMERIC)))
-        rows = r.random() < 0.3
+        rows = r.random() < 0.5
+        if rows and func in ("sum", "avg") and r.random() < 0.4:  # float: in window order
+            arg, arg_oid, oid = 8, T.FLOAT8, T.FLOAT8
         order = (*_sort_keys(r, (1, 2, 3)), ir.SortKey(0, False, None)) if rows else (
             _sort_keys(r, (0, 1, 2, 3, 4)) if r.random() < 0.8 else ())
-        out.append(ir.Window(func, column, order, arg, 1, oid, arg_oid, rows))  # type: ignore[arg-type]
+        frame = None
+        if rows and r.random() < 0.6:  # a sliding frame, now and then an empty one
+            start = r.randint(-3, 2)
+            frame = (start, start + r.randint(-1 if r.random() < 0.1 else 0, 4))
+        out.append(ir.Window(func, column, order, arg, 1, oid, arg_oid,  # type: ignore[arg-type]
+                             rows, frame))
     return tuple(out)
 
 
@@ -185,3 +195,20 @@ def test_running_aggregates_match_the_recompute(seed: int) -> None:
     part = Partition(windows, order_by, output, lo, hi)
     _exercise(r, part, _agg_row,
               lambda rows: _check(part, rows, windows, order_by, output, lo, hi))
+
+
+def test_sliding_frame_values() -> None:
+    """frame_values against frames written out by hand (NULLs skipped, empty frames NULL)."""
+    args = [1, None, 3, 4, 10]
+    def values(func: str, frame: tuple[int, int], oid: int = T.INT8) -> list[Any]:
+        w = ir.Window(func, 0, (), 0, 1, oid, T.INT4, True, frame)  # type: ignore[arg-type]
+        return frame_values(w, args, 0, len(args) - 1)
+    assert values("sum", (-1, 0)) == [1, 1, 3, 7, 14]
+    assert values("sum", (0, 2)) == [4, 7, 17, 14, 10]
+    assert values("count", (-2, 1)) == [1, 2, 3, 3, 3]
+    assert values("count_star", (-2, 1)) == [2, 3, 4, 4, 3]
+    assert values("max", (1, 1)) == [None, 3, 4, 10, None]
+    assert values("min", (-3, -2)) == [None, None, 1, 1, 3]
+    assert values("sum", (1, 0)) == [None] * 5  # start after end: every frame is empty
+    assert values("avg", (-1, 1), T.NUMERIC) == [Decimal(1), Decimal(2), Decimal("3.5"),
+                                                 Decimal("5.6666666666666667"), Decimal(7)]

@@ -20,6 +20,7 @@ from collections.abc import Hashable
 
 from engine.dataflow.node import Node, PullCtx, Runtime
 from engine.dataflow.ordering import order_key
+from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import (
     Bag,
     Delta,
@@ -112,7 +113,10 @@ class ReaderNode(Node):
             bag = self.state.get(key)
             if bag is None:
                 return () if None in key else None
-            answer = self.answers[key] = self._key_answer(key, bag)
+            try:
+                answer = self.answers[key] = self._key_answer(key, bag)
+            except EvalError:  # a window value PostgreSQL errors on: a miss, whose fill fails
+                return None
         self.rt.touch(self.nid, key)
         return answer
 

@@ -63,6 +63,9 @@ CATALOG = Catalog((
     Relation(16411, "public", "v_now", (_c("id", T.INT8),), kind="v",
              view_sql=" SELECT stories.id FROM stories WHERE stories.created_at > now();"),
     Relation(16412, "public", "feeds", (_c("id", T.INT4), _c("doc", T.JSON)), ("id",)),
+    Relation(16413, "public", "story_tags", (
+        _c("story_id", T.INT8, not_null=True), _c("tag_id", T.INT4, not_null=True)),
+        ("story_id", "tag_id")),
 ), default_collation="C", nondeterministic=frozenset({"und_ci"}), collations=(
     # en_US.utf8 as weir can order it (same glibc, locale installed: Makefile locales-all);
     # xx_XX.utf8 is a locale weir does not have; en-x-icu is ICU (never proven)
