@@ -56,12 +56,13 @@ def answered(session: Any) -> None:
         return
     ctx.seen.settle(time.monotonic())
     if service.settings.read_your_writes != "on":
-        _back(session)
+        back(session)
         return
-    host.coverage.when(ctx.seen.at, lambda: _back(session))
+    host.coverage.when(ctx.seen.at, lambda: back(session))
 
 
-def _back(session: Any) -> None:
+def back(session: Any) -> None:
+    """Hand the session back to its hit lane (every hand-over condition is checked there)."""
     lanes = session.server.service.lanes
     if lanes is None or session.lane or not session.state.held:
         return

@@ -109,6 +109,10 @@ class Coverage:
         self.wait_seconds = 0.0  # how long they waited, summed
         self.waits_failed = 0  # waits that timed out or whose barrier failed
         self.by_markers = 0  # times a fill's marker moved ``covered`` (before any barrier)
+        #: positions read on a session's own connection after its miss, and those that covered
+        #: the session (``proxy.missfast_position``)
+        self.positions = 0
+        self.positions_passed = 0
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
     def passed(self, sent_at: float, marker: bool = False) -> None:
