@@ -140,6 +140,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("session_covered_by_fills", str(host.coverage.by_markers)),
         ("session_miss_positions", str(host.coverage.positions)),
         ("session_miss_positions_passed", str(host.coverage.positions_passed)),
+        ("session_miss_positions_failed", str(host.coverage.positions_failed)),
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),

@@ -162,6 +162,7 @@ def arrived(session: Any, tail: Tail) -> None:
             or state.transaction_status != "I":
         return
     if lsn is None:  # (the read failed: the pipe probe, as without it)
+        host.coverage.positions_failed += 1
         aftermiss.answered(session)
     if service.lanes is not None:  # (the relay core would have offered it: Python relayed it;
         service.lanes.after_miss(session)  # first, as there: a pass lane that forwards misses)

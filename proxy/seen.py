@@ -113,6 +113,7 @@ class Coverage:
         #: the session (``proxy.missfast_position``)
         self.positions = 0
         self.positions_passed = 0
+        self.positions_failed = 0  # reads of them that failed (then a probe, as without them)
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
     def passed(self, sent_at: float, marker: bool = False) -> None:
