@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from proxy.missfast_position import NAME
 from proxy.misses import MISS
+from proxy.missfast_position import NAME
 from tests.integration.test_coverage_park import _lagging
 from tests.support import eventually, kv_read, last_statement
 
