@@ -132,6 +132,8 @@ class EngineHost:
         # (probes, then barriers when a probe is not reached soon, on their own pipelined
         # connection: never queued behind the heartbeat's barrier)
         self.coverage = Coverage(lambda on_pass: self.stream.barriers.covering(30.0, on_pass))
+        #: what on the upstream would see a miss's position read (``proxy.missfast_position``)
+        self.observers: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -141,6 +143,8 @@ class EngineHost:
         self._pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=4, server_settings=FILL_SETTINGS,
             reset=keep_session)
+        from proxy.missfast_position import observers  # (it imports the hit path, which
+        self.observers = await observers(self._pool)  # imports this module)
         await self.fills.start(self.upstream_url)
         if self.local is not None:
             await localfills.start(self, self.local)

@@ -136,12 +136,28 @@ class Tail:
             self.done = True
 
 
+async def observers(pool: Any) -> str | None:
+    """What on the upstream would see the read (``--miss-position auto`` does not send it
+    then): ``pg_stat_statements`` loaded, every statement logged (for weir's role and
+    database, which the pool's connection has); None when nothing."""
+    libraries, logged, slower = await pool.fetchrow(
+        "SELECT current_setting('shared_preload_libraries'), current_setting('log_statement'),"
+        " current_setting('log_min_duration_statement')")
+    if "pg_stat_statements" in libraries:
+        return "pg_stat_statements is loaded"
+    if logged == "all" or slower == "0":
+        return "every statement is logged"
+    return None
+
+
 def append(session: Any, raw: bytes) -> bytes:
     """``raw`` (a miss's batch going upstream, already observed) with the batch that reads
     the position after it, when the session may have it (module docstring); ``raw`` as it is
     otherwise."""
     state, service = session.state, session.server.service
-    if session.miss_tail is not None or service.settings.miss_position != "session" \
+    mode = service.settings.miss_position
+    if session.miss_tail is not None or mode == "probe" \
+            or (mode == "auto" and service.host.observers is not None) \
             or service.settings.read_your_writes != "on" or NAME in state.statements \
             or state.transaction_status != "I" or state.skipping:
         return raw

@@ -86,3 +86,18 @@ def test_the_read_is_invisible_to_the_client(pg: Any, dbname: str) -> None:
         assert kv_read(conn, 2) == "v2"
         assert conn.execute(f"EXECUTE {NAME}").fetchone() == (42,)
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_auto_does_not_read_it_where_every_statement_is_logged(pg: Any, dbname: str) -> None:
+    """``--miss-position auto`` (the default): with ``log_statement = all`` for the database,
+    the read would be logged, so misses take the probe instead."""
+    pg.psql(f'ALTER DATABASE "{dbname}" SET log_statement = \'all\'', dbname)
+    with _lagging(pg, dbname, read_timeout=30.0) as (server, conn, _admin, _direct, _hold,
+                                                     _release):
+        host = server.server.service.host
+        assert host.observers == "every statement is logged"
+        probes = host.stream.barriers.probes
+        assert kv_read(conn, 3) == "v3"
+        assert kv_read(conn, 2) == "v2" and last_statement(conn)[0] == "cache"
+        assert host.coverage.positions == 0
+        assert host.stream.barriers.probes > probes
