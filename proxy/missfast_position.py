@@ -27,8 +27,9 @@ Exactness: the position is read by the statement after the miss on the same back
 is at or after the end of every commit record the miss's snapshot could see (a transaction
 is visible only after its commit record was inserted); every earlier answer of the session
 was received before the batch was sent, so it is covered too (``proxy.seen``'s probe rule).
-Once the stream's position reaches it (``Barriers.when_reached``), everything the session saw
-is applied: its ``seen(s)`` is moved back to the batch's send time, which coverage then has
+Once the stream's position reaches it (``Barriers.when_reached``; a hit parked meanwhile,
+``proxy.aftermiss.park``, waits for that too, with no probe of its own), everything the
+session saw is applied: its ``seen(s)`` is moved back to the batch's send time, which coverage then has
 passed (every answer anyone received before that time is covered by the same position). The
 session is moved back only if nothing else went upstream since (else the pipe probe of
 ``proxy.aftermiss`` covers it as before).
@@ -50,6 +51,7 @@ Hence ``--miss-position probe`` turns it off (the pipe probe only).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from cdc.pgoutput.messages import parse_lsn
@@ -192,13 +194,22 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
     at = seen.at
     coverage = host.coverage
     coverage.positions += 1
+    parked: list[Callable[[], object]] = []  # (reads parked meanwhile: ``aftermiss.park``)
+    session.miss_waiting = (at, parked)
 
     def reached() -> None:
+        if session.miss_waiting is not None and session.miss_waiting[1] is parked:
+            session.miss_waiting = None
         coverage.passed(sent)
         if seen.at == at and not seen.pending and not session.lane:  # (nothing else went
             # upstream since, and no pass lane relays it meanwhile)
             seen.at = min(at, sent)
             coverage.positions_passed += 1
+            for call in parked:
+                call()
             aftermiss.back(session)
+        else:
+            for call in parked:  # (a barrier or probe sent after ``at``, as without it)
+                coverage.when(at, call)
 
     host.stream.barriers.when_reached(lsn, reached)

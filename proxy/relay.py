@@ -119,6 +119,9 @@ class Session:
         self.corked: list[bytes] | None = None
         #: a miss's position read outstanding on this connection (``proxy.missfast_position``)
         self.miss_tail: missfast_position.Tail | None = None
+        #: its seen(s) when the stream has not reached that position yet, and the parked
+        #: reads it releases then (``proxy.missfast_position``, ``proxy.aftermiss.park``)
+        self.miss_waiting: tuple[float, list[Callable[[], object]]] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         bound_client(transport)
         server.sessions.add(self)
