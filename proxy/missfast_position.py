@@ -29,10 +29,10 @@ is visible only after its commit record was inserted); every earlier answer of t
 was received before the batch was sent, so it is covered too (``proxy.seen``'s probe rule).
 Once the stream's position reaches it (``Barriers.when_reached``; a hit parked meanwhile,
 ``proxy.aftermiss.park``, waits for that too, with no probe of its own), everything the
-session saw is applied: its ``seen(s)`` is moved back to the batch's send time, which coverage then has
-passed (every answer anyone received before that time is covered by the same position). The
-session is moved back only if nothing else went upstream since (else the pipe probe of
-``proxy.aftermiss`` covers it as before).
+session saw is applied: its ``seen(s)`` is moved back to the batch's send time, which
+coverage then has passed (every answer anyone received before that time is covered by the
+same position). The session is moved back only if nothing else went upstream since and no
+pass lane holds it (else a probe covers it, as before).
 
 Invisible to the client: the client's messages are unchanged and come first; after its Sync
 with the session idle outside a transaction block (``transaction_status`` "I" before a
@@ -45,7 +45,8 @@ statement of that name; an error (the function revoked, a server in recovery) is
 and changes no session state, and coverage falls back to the pipe probe. Not invisible to
 server-side observers: ``pg_stat_activity.query`` of the backend shows the batch's statement
 while idle, ``pg_stat_statements`` (when loaded) counts it, ``log_statement = all`` logs it.
-Hence ``--miss-position probe`` turns it off (the pipe probe only).
+Hence ``--miss-position auto`` (the default) does not send it where the upstream loads
+``pg_stat_statements`` or logs every statement (:func:`observers`), and ``probe`` never.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from typing import Any
 
 from cdc.pgoutput.messages import parse_lsn
 from pgwire import frontend as fe
+from pgwire.events import Phase
 from proxy import aftermiss
 
 #: the statement the batch prepares and closes (never sent when the client holds one so named)
@@ -201,6 +203,8 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
         if session.miss_waiting is not None and session.miss_waiting[1] is parked:
             session.miss_waiting = None
         coverage.passed(sent)
+        if session.phase is Phase.CLOSED:
+            return
         if seen.at == at and not seen.pending and not session.lane:  # (nothing else went
             # upstream since, and no pass lane relays it meanwhile)
             seen.at = min(at, sent)
