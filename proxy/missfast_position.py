@@ -28,7 +28,8 @@ is at or after the end of every commit record the miss's snapshot could see (a t
 is visible only after its commit record was inserted); every earlier answer of the session
 was received before the batch was sent, so it is covered too (``proxy.seen``'s probe rule).
 Once the stream's position reaches it (``Barriers.when_reached``; a hit parked meanwhile,
-``proxy.aftermiss.park``, waits for that too, with no probe of its own), everything the
+``proxy.aftermiss.park``, waits for that too, with no probe of its own, up to the probes'
+patience, then asks ``Coverage.when`` as without it), everything the
 session saw is applied: its ``seen(s)`` is moved back to the batch's send time, which
 coverage then has passed (every answer anyone received before that time is covered by the
 same position). The session is moved back only if nothing else went upstream since and no
@@ -51,10 +52,12 @@ Hence ``--miss-position auto`` (the default) does not send it where the upstream
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
 
+from cdc.barrier import PROBE_PATIENCE
 from cdc.pgoutput.messages import parse_lsn
 from pgwire import frontend as fe
 from pgwire.events import Phase
@@ -200,7 +203,9 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
     session.miss_waiting = (at, parked)
 
     def reached() -> None:
-        if session.miss_waiting is not None and session.miss_waiting[1] is parked:
+        timer.cancel()
+        mine = session.miss_waiting is not None and session.miss_waiting[1] is parked
+        if mine:
             session.miss_waiting = None
         coverage.passed(sent)
         if session.phase is Phase.CLOSED:
@@ -209,11 +214,28 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
             # upstream since, and no pass lane relays it meanwhile)
             seen.at = min(at, sent)
             coverage.positions_passed += 1
-            for call in parked:
+            calls = list(parked) if mine else []
+            parked.clear()
+            for call in calls:
                 call()
             aftermiss.back(session)
         else:
-            for call in parked:  # (a barrier or probe sent after ``at``, as without it)
-                coverage.when(at, call)
+            impatient()
 
+    def impatient() -> None:
+        """Not reached within the probes' patience (WAL past the last flush waits for the
+        next flush) or not usable: the parked reads and the hand-back ask coverage as
+        without the position (a probe, then a barrier whose commit flushes)."""
+        if session.miss_waiting is not None and session.miss_waiting[1] is parked:
+            session.miss_waiting = None
+        calls = list(parked)
+        parked.clear()
+        if session.phase is Phase.CLOSED:
+            return
+        for call in calls:
+            coverage.when(at, call)
+        if seen.at == at and not seen.pending:
+            coverage.when(at, lambda: aftermiss.back(session))
+
+    timer = asyncio.get_running_loop().call_later(PROBE_PATIENCE, impatient)
     host.stream.barriers.when_reached(lsn, reached)
