@@ -32,7 +32,7 @@ from cdc.bases.local import BasesLost, LocalBases
 from cdc.bootstrap import cli as bootstrap_cli
 from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import ColumnSchema, TableSchema, TransactionSink
-from cdc.pgoutput import PgoutputMessage, format_lsn
+from cdc.pgoutput import PgoutputMessage, format_lsn, parse_lsn
 from cdc.slots import PUBLICATION_PREFIX, SLOT_PREFIX, quote_ident
 from cdc.stream import ReplicationStream, StreamConfig
 
@@ -56,5 +56,6 @@ __all__ = [
     "bases_cli",
     "bootstrap_cli",
     "format_lsn",
+    "parse_lsn",
     "quote_ident",
 ]

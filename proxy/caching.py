@@ -46,7 +46,7 @@ from proxy import localfills, logparams, transactions
 from proxy.fillqueue import FillPolicy
 from proxy.fillrun import FILL_SETTINGS, FillRunner, keep_session, parse_snapshot
 from proxy.publication import Publication, persistent_names
-from proxy.seen import Coverage
+from proxy.seen import Coverage, observers
 
 log = logging.getLogger("weir.cache")
 
@@ -143,8 +143,7 @@ class EngineHost:
         self._pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=4, server_settings=FILL_SETTINGS,
             reset=keep_session)
-        from proxy.missfast_position import observers  # (it imports the hit path, which
-        self.observers = await observers(self._pool)  # imports this module)
+        self.observers = await observers(self._pool)  # (``proxy.missfast_position``)
         await self.fills.start(self.upstream_url)
         if self.local is not None:
             await localfills.start(self, self.local)

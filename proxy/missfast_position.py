@@ -47,7 +47,8 @@ and changes no session state, and coverage falls back to the pipe probe. Not inv
 server-side observers: ``pg_stat_activity.query`` of the backend shows the batch's statement
 while idle, ``pg_stat_statements`` (when loaded) counts it, ``log_statement = all`` logs it.
 Hence ``--miss-position auto`` (the default) does not send it where the upstream loads
-``pg_stat_statements`` or logs every statement (:func:`observers`), and ``probe`` never.
+``pg_stat_statements`` or logs every statement (``proxy.seen.observers``), and
+``probe`` never.
 """
 
 from __future__ import annotations
@@ -57,8 +58,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cdc.barrier import PROBE_PATIENCE
-from cdc.pgoutput.messages import parse_lsn
+from cdc import parse_lsn
 from pgwire import frontend as fe
 from pgwire.events import Phase
 from proxy import aftermiss
@@ -69,6 +69,10 @@ BATCH = b"".join(m.encode() for m in (
     fe.Parse(NAME, "SELECT pg_catalog.pg_current_wal_insert_lsn()"), fe.Bind("", NAME),
     fe.Execute("", 0), fe.Close("S", NAME), fe.Sync()))
 
+#: how long a position the stream has not reached waits before coverage is asked as without
+#: it (the probes' patience, ``cdc.barrier.PROBE_PATIENCE``: WAL past the last flush waits
+#: for the next one)
+PATIENCE = 0.02
 _Z, _D, _E = ord("Z"), ord("D"), ord("E")
 #: asynchronous messages that may come between the batch's answers: relayed
 _ASYNC = frozenset(b"ANS")  # NotificationResponse, NoticeResponse, ParameterStatus
@@ -141,20 +145,6 @@ class Tail:
             self.lsn = None
         elif mtype == _Z:
             self.done = True
-
-
-async def observers(pool: Any) -> str | None:
-    """What on the upstream would see the read (``--miss-position auto`` does not send it
-    then): ``pg_stat_statements`` loaded, every statement logged (for weir's role and
-    database, which the pool's connection has); None when nothing."""
-    libraries, logged, slower = await pool.fetchrow(
-        "SELECT current_setting('shared_preload_libraries'), current_setting('log_statement'),"
-        " current_setting('log_min_duration_statement')")
-    if "pg_stat_statements" in libraries:
-        return "pg_stat_statements is loaded"
-    if logged == "all" or slower == "0":
-        return "every statement is logged"
-    return None
 
 
 def append(session: Any, raw: bytes) -> bytes:
@@ -237,5 +227,5 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
         if seen.at == at and not seen.pending:
             coverage.when(at, lambda: aftermiss.back(session))
 
-    timer = asyncio.get_running_loop().call_later(PROBE_PATIENCE, impatient)
+    timer = asyncio.get_running_loop().call_later(PATIENCE, impatient)
     host.stream.barriers.when_reached(lsn, reached)

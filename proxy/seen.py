@@ -5,7 +5,9 @@ upstream (a forwarded read, a write's commit, a miss answered upstream), :func:`
 the check a cached read must pass, and :class:`Coverage`, the host's record of how far the
 applier has provably caught up (the send time of the newest barrier, probe or fill marker
 it has passed) with the coalesced barrier requests of the sessions that are behind it (each a
-probe, then a barrier if the stream does not reach the probe soon: ``Barriers.covering``).
+probe, then a barrier if the stream does not reach the probe soon: ``Barriers.covering``),
+and :func:`observers` (what on the upstream would see a miss's position read on the session's
+own connection, ``proxy.missfast_position``).
 
 The rule: a barrier (a transactional logical message, DESIGN §6) that was *sent* at
 ``time.monotonic() = t`` lands in the WAL after every commit any upstream answer received
@@ -33,6 +35,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger("weir.seen")
 
@@ -245,3 +248,17 @@ def covered(seen: Seen, coverage: Coverage, now: float) -> bool:
         return True
     coverage.request(seen.at)
     return False
+
+
+async def observers(pool: Any) -> str | None:
+    """What on the upstream would see the read (``--miss-position auto`` does not send it
+    then): ``pg_stat_statements`` loaded, every statement logged (for weir's role and
+    database, which the pool's connection has); None when nothing."""
+    libraries, logged, slower = await pool.fetchrow(
+        "SELECT current_setting('shared_preload_libraries'), current_setting('log_statement'),"
+        " current_setting('log_min_duration_statement')")
+    if "pg_stat_statements" in libraries:
+        return "pg_stat_statements is loaded"
+    if logged == "all" or slower == "0":
+        return "every statement is logged"
+    return None
