@@ -253,12 +253,21 @@ def covered(seen: Seen, coverage: Coverage, now: float) -> bool:
 async def observers(pool: Any) -> str | None:
     """What on the upstream would see the read (``--miss-position auto`` does not send it
     then): ``pg_stat_statements`` loaded, every statement logged (for weir's role and
-    database, which the pool's connection has); None when nothing."""
-    libraries, logged, slower = await pool.fetchrow(
-        "SELECT current_setting('shared_preload_libraries'), current_setting('log_statement'),"
-        " current_setting('log_min_duration_statement')")
+    database, which the pool's connection has); None when nothing. ``pg_settings`` hides
+    ``shared_preload_libraries`` from a role that is not a superuser and not a member of
+    ``pg_read_all_settings``: then, and when the read fails, it cannot be known (not None)."""
+    try:
+        rows = await pool.fetch(
+            "SELECT name, setting FROM pg_catalog.pg_settings WHERE name IN "
+            "('shared_preload_libraries', 'log_statement', 'log_min_duration_statement')")
+    except Exception as exc:  # (any failure: caching must start all the same)
+        return f"the upstream's settings could not be read ({exc})"
+    found = {row[0]: row[1] for row in rows}
+    libraries = found.get("shared_preload_libraries")
+    if libraries is None:
+        return "shared_preload_libraries is hidden from weir's role (pg_read_all_settings)"
     if "pg_stat_statements" in libraries:
         return "pg_stat_statements is loaded"
-    if logged == "all" or slower == "0":
+    if found.get("log_statement") == "all" or found.get("log_min_duration_statement") == "0":
         return "every statement is logged"
     return None

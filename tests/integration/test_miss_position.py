@@ -6,13 +6,16 @@ the client (no prepared statement left, idle, a client statement of the same nam
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
+import asyncpg
 import pytest
 
 from proxy.misses import MISS
 from proxy.missfast_position import NAME
+from proxy.seen import observers
 from tests.integration.test_coverage_park import _lagging
 from tests.support import eventually, kv_read, last_statement
 
@@ -106,3 +109,22 @@ def test_auto_does_not_read_it_where_every_statement_is_logged(pg: Any, dbname: 
         assert kv_read(conn, 2) == "v2" and last_statement(conn)[0] == "cache"
         assert host.coverage.positions == 0
         assert host.stream.barriers.probes > probes
+
+
+def test_auto_cannot_know_without_reading_the_preloaded_libraries(pg: Any, dbname: str) -> None:
+    """A role that may not read ``shared_preload_libraries`` (not a superuser, not in
+    ``pg_read_all_settings``) cannot tell whether ``pg_stat_statements`` would count the
+    read: auto does not send it then; with the privilege it can tell."""
+    role = f"plain_{dbname}"
+    pg.psql(f"CREATE ROLE {role} LOGIN", dbname)
+
+    async def seen_by() -> str | None:
+        pool = await asyncpg.create_pool(pg.dsn(role, dbname), min_size=1, max_size=1)
+        try:
+            return await observers(pool)
+        finally:
+            await pool.close()
+
+    assert "hidden" in (asyncio.run(seen_by()) or "")
+    pg.psql(f"GRANT pg_read_all_settings TO {role}", dbname)
+    assert asyncio.run(seen_by()) is None
