@@ -10,7 +10,7 @@ PYX    := $(wildcard cython_ext/*.pyx)
 SOS    := $(patsubst %.pyx,%.stamp,$(PYX))
 PYTEST_ARGS ?=
 SYSTEM_PACKAGES := postgresql postgresql-contrib pgbouncer libpostgresql-jdbc-java \
-                   default-jre-headless pgpool2
+                   default-jre-headless pgpool2 locales-all
 
 # chart and image checks (``make helm-test``): helm from npm, the validators in their own venv
 TOOLS      := .tools

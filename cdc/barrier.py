@@ -22,6 +22,10 @@ keepalive only after everything it decoded before it, so every commit ending at 
 :data:`PROBE_PATIENCE` (WAL past the last flush waits for the next flush), a barrier is
 emitted after all, whose commit flushes it.
 
+:meth:`Barriers.at` is what fills use (``proxy.fillrun``): a call made once the stream's
+position reaches a given LSN (a fill's position, read by its own statement), with the same
+fallback (one barrier, shared by every wait that started before it was sent).
+
 Invariant: a barrier resolves only after every transaction that committed before its message
 was applied (F1: commit order); markers emitted before a loss of continuity fail with
 :class:`BarrierLost` instead of hanging (``barrier()`` then emits a new one).
@@ -102,6 +106,12 @@ class Barriers:
         self.probe_stream_seconds = 0.0  # answer read to the stream reaching it, summed
         self.probes_waited = 0  # probes the stream reached after their answer came
         self._probe_times: dict[str, float] = {}  # probe id -> when sent, then when answered
+        self.sent = 0  # barrier statements sent (heartbeat's, sessions', fallbacks')
+        #: waits of :meth:`at` (their calls are in ``_on_pass``)
+        self._waits: set[str] = set()
+        self._nudged = float("-inf")  # when the last fallback barrier of :meth:`at` was sent
+        self.waits_fell_back = 0  # fallback barriers of :meth:`at` (SHOW WEIR STATUS)
+        self._nudges: set[asyncio.Task[None]] = set()
 
     def passed(self, barrier_id: str, lsn: int) -> None:
         on_pass = self._on_pass.pop(barrier_id, None)
@@ -115,6 +125,9 @@ class Barriers:
             future.set_result(lsn)
 
     def lose_all(self, reason: str) -> None:
+        for wait_id in self._waits:  # (what they waited for belongs to the state reset away)
+            self._on_pass.pop(wait_id, None)
+        self._waits.clear()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(BarrierLost(reason))
@@ -137,6 +150,7 @@ class Barriers:
     async def _query(self, barrier_id: str) -> tuple[str | None, ...]:
         if self._conn is None:
             self._conn = await PgConnection.connect(self._params)
+        self.sent += 1
         result = await self._conn.query(
             f"SELECT pg_logical_emit_message(true, 'weir', '{barrier_id}'), pg_current_wal_lsn()")
         return result.rows[0]
@@ -214,6 +228,7 @@ class Barriers:
             conn = await asyncio.wait_for(asyncio.shield(self._pipe_opening), timeout)
         conn.send_query(sql)
         self._pipe_sent.append((barrier_id, probe))
+        self.sent += not probe
 
     def covering(self, timeout: float = 30.0, on_pass: Callable[[], object] | None = None
                  ) -> Coroutine[Any, Any, None]:
@@ -292,6 +307,50 @@ class Barriers:
         heapq.heappush(self._probes, (lsn, probe_id))
         self.probe_floor = self._probes[0][0]
 
+    def at(self, lsn: int, call: Callable[[], object],
+           patience: float = PROBE_PATIENCE) -> None:
+        """Call ``call`` once the stream's position (``Stream.position``) reaches ``lsn``:
+        at once if it has, else from the stream between two transactions (as the applier
+        passes a commit ending at or after ``lsn``, or takes a keepalive at or after it with
+        no transaction open). When it has not within ``patience`` seconds (WAL past the last
+        flush is decoded only after the next flush), one barrier is emitted, unless one was
+        sent since this wait began (or one is still on its way: then it looks again after
+        :data:`PROBE_PATIENCE`): its commit, after ``lsn``, flushes the WAL up to it and
+        carries the stream past it. Never called once continuity is lost (:meth:`lose_all`)."""
+        if self._applied_lsn() >= lsn:
+            call()
+            return
+        wait_id = self._prefix + "w" + str(next(self._ids))
+        self._on_pass[wait_id] = lambda: self._waited(wait_id, call)
+        self._waits.add(wait_id)
+        heapq.heappush(self._probes, (lsn, wait_id))
+        self.probe_floor = self._probes[0][0]
+        asyncio.get_running_loop().call_later(patience, self._overdue, wait_id,
+                                              time.monotonic())
+
+    def _waited(self, wait_id: str, call: Callable[[], object]) -> None:
+        self._waits.discard(wait_id)
+        call()
+
+    def _overdue(self, wait_id: str, began: float) -> None:
+        if wait_id not in self._waits or self._nudged >= began:
+            return  # (passed, lost, or a barrier sent since it began will carry it)
+        if self._nudges:  # one fallback barrier at a time (a stream that merely lags is not
+            # hurried by more): look again once more patience has passed
+            asyncio.get_running_loop().call_later(PROBE_PATIENCE, self._overdue, wait_id, began)
+            return
+        self._nudged = time.monotonic()
+        self.waits_fell_back += 1
+        task = asyncio.ensure_future(self._nudge())
+        self._nudges.add(task)
+        task.add_done_callback(self._nudges.discard)
+
+    async def _nudge(self) -> None:
+        try:
+            await self.pipelined(30.0)
+        except Exception as exc:  # (the heartbeat's next barrier carries the stream too)
+            log.debug("a fill's fallback barrier failed: %s", exc)
+
     def reached(self, position: int) -> None:
         """The stream's position (``Stream.position``) reached ``position``: every commit
         ending at or before it is applied. Passes the probes waiting for it."""
@@ -304,18 +363,6 @@ class Barriers:
                 self.probes_waited += 1
             self.passed(probe_id, lsn)
         self.probe_floor = probes[0][0] if probes else NO_PROBE
-
-    def when_reached(self, lsn: int, call: Callable[[], object]) -> None:
-        """Call ``call`` once the stream's position reaches ``lsn`` (at once if it has): a
-        position read elsewhere, e.g. on a session's own connection
-        (``proxy.missfast_position``), waits with the probes."""
-        if self._applied_lsn() >= lsn:
-            call()
-            return
-        wait_id = self._prefix + "w" + str(next(self._ids))
-        self._on_pass[wait_id] = call
-        heapq.heappush(self._probes, (lsn, wait_id))
-        self.probe_floor = self._probes[0][0]
 
     async def _open_pipe(self) -> PgConnection:
         try:
@@ -352,6 +399,8 @@ class Barriers:
             future.set_exception(exc)
 
     async def close(self) -> None:
+        for task in list(self._nudges):
+            task.cancel()
         opening = self._pipe_opening
         if opening is not None:
             opening.cancel()

@@ -193,3 +193,55 @@ def hit_rate_line(seconds: Sequence[Second], parts: int = 6) -> str:
     rates = (sum(s.hits for s in sl) / max(1, sum(s.hits + s.misses for s in sl))
              for sl in slices)
     return " ".join(f"{100 * r:.0f}%" for r in rates)
+
+
+@dataclass(frozen=True, slots=True)
+class OpRow:
+    """One operation type in both runs: how many, mean and p50 latency (ms)."""
+
+    op: str
+    direct_ops: int
+    weir_ops: int
+    direct_mean_ms: float
+    weir_mean_ms: float
+    direct_p50_ms: float
+    weir_p50_ms: float
+
+
+def per_operation(names: Sequence[str], direct: Sequence[Sample], weir: Sequence[Sample]
+                  ) -> list[OpRow]:
+    """Where the time goes, operation by operation (in ``names`` order): the same mix runs
+    on both sides, so a type whose mean is higher through weir is where weir loses."""
+    def stats(samples: Sequence[Sample], op: str) -> tuple[int, float, float]:
+        ms = [s.latency * 1000 for s in samples if s.op == op]
+        return len(ms), (sum(ms) / len(ms) if ms else math.nan), percentile(ms, 50)
+
+    rows = []
+    for op in names:
+        dn, dmean, dp50 = stats(direct, op)
+        wn, wmean, wp50 = stats(weir, op)
+        rows.append(OpRow(op, dn, wn, dmean, wmean, dp50, wp50))
+    return rows
+
+
+def per_operation_text(rows: Sequence[OpRow]) -> str:
+    """``per_operation`` as aligned lines: ops and mean/p50 latency, directly and through weir."""
+    head = ("operation", "ops direct", "ops weir", "mean ms direct", "mean ms weir",
+            "p50 direct", "p50 weir")
+    cells = [head, *((r.op, f"{r.direct_ops:,}", f"{r.weir_ops:,}", f"{r.direct_mean_ms:.2f}",
+                      f"{r.weir_mean_ms:.2f}", f"{r.direct_p50_ms:.2f}", f"{r.weir_p50_ms:.2f}")
+                     for r in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    return "\n".join("  " + "  ".join(c[i].ljust(widths[i]) if i == 0 else c[i].rjust(widths[i])
+                                      for i in range(len(head))) for c in cells)
+
+
+def coverage_share(status: dict[str, str], clients: int, seconds: float) -> str:
+    """The part of the clients' time weir spent waiting for coverage (read-your-writes and
+    monotonic reads after a write or a miss went upstream), from ``SHOW WEIR STATUS``."""
+    waits = int(status.get("session_waits", 0))
+    ms = float(status.get("session_wait_ms_avg", 0.0))
+    share = waits * ms / 1000 / max(1e-9, clients * seconds)
+    return (f"{waits:,} coverage waits of {ms:.2f} ms on average (at most {100 * share:.0f}% "
+            f"of the clients' time: a wait follows each write and each miss that went upstream, "
+            f"counted from its answer and again at a read that parks for it)")

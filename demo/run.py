@@ -135,8 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         weir = None
         rows = _rows(direct_run, weir_run, status, rss, probes, args.duration)
         _print(rows, direct_run, weir_run, equal, compared, probes.error)
+        ops = report.per_operation(mix.names, direct_run.samples, weir_run.samples)
+        print("  where the time goes, by operation (the same mix on both sides):")
+        print(report.per_operation_text(ops))
+        print(f"  {report.coverage_share(status, args.clients, weir_run.elapsed)}")
         _print_timeline(timeline, status)
-        out = _write(Path(args.out), rows, direct_run, weir_run, args, size, status, timeline)
+        out = _write(Path(args.out), rows, direct_run, weir_run, args, size, status, timeline,
+                     ops)
         print(f"  results and plots written to {out.resolve()}/ "
               f"(table.md, results.json, throughput.png, latency.png, cache.png) "
               f"in {time.perf_counter() - t0:.0f} s")
@@ -213,14 +218,16 @@ def _print_timeline(timeline: StatusTimeline, status: dict[str, str]) -> None:
 
 def _write(out: Path, rows: list[report.Summary], direct_run: workload.Outcome,
            weir_run: workload.Outcome, args: argparse.Namespace, size: dataset.Size,
-           status: dict[str, str], timeline: StatusTimeline) -> Path:
+           status: dict[str, str], timeline: StatusTimeline,
+           ops: list[report.OpRow]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(report.markdown_table(rows) + "\n")
     (out / "results.json").write_text(json.dumps({
         "args": vars(args), "size": asdict(size), "weir_status": status,
         "machine": {"cpus": os.cpu_count(), "load_average_at_end": os.getloadavg()},
         "weir_timeline": [{**asdict(s), "hit_rate": s.hit_rate} for s in timeline.seconds()],
-        "rows": [{**asdict(r), "throughput": r.throughput} for r in rows]}, indent=2) + "\n")
+        "rows": [{**asdict(r), "throughput": r.throughput} for r in rows],
+        "operations": [asdict(r) for r in ops]}, indent=2) + "\n")
     report.plot_cache(timeline.seconds(), out, "news site")
     report.plot_runs([("PostgreSQL directly", direct_run.samples, direct_run.elapsed),
                       ("weir (cold start)", weir_run.samples, weir_run.elapsed)],

@@ -283,6 +283,9 @@ class Engine:
         return self._install(ready) if ready is not None else ()
 
     def marker(self, fill_id: int) -> tuple[Effect, ...]:
+        """Every transaction visible in fill ``fill_id``'s snapshot has been applied (the
+        stream reached the fill's position: ``proxy.fillrun``); installs it once its rows
+        are in too. The host calls it between two applied transactions."""
         ready = self.fills.marker(fill_id)
         return self._install(ready) if ready is not None else ()
 

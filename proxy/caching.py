@@ -3,7 +3,7 @@
 Owns: one ``engine.api.Engine`` per weir process, the ``cdc`` replication stream that applies
 upstream transactions to it (the host is the stream's ``TransactionSink``), performing the
 engine's effects — ``RunFill`` by its fill runner (``proxy.fillrun``: queued, batched, one
-REPEATABLE READ READ ONLY upstream transaction per batch; DESIGN §6), ``ReadReady``/
+upstream read per batch, installed at the stream position it read; DESIGN §6), ``ReadReady``/
 ``ReadFailed`` by waking the reads that wait — the staleness bound's clock (heartbeats), and
 the bound on how long a read waits before the caller answers it upstream.
 
@@ -110,7 +110,7 @@ class EngineHost:
             StreamConfig(ConnectParams.from_url(upstream_url),
                          publication=self.publication.name, create_publication=False,
                          slot=slot, temporary=slot is None),
-            self, on_marker=self.fills.on_marker)
+            self)
         self.stream.before_slot = self.publication.ensure
         if self.local is not None:
             localfills.attach(self, self.local)
@@ -431,6 +431,10 @@ class EngineHost:
 
     def apply(self, txn: Transaction) -> None:
         self.perform(self.engine.apply(txn))
+
+    def at_position(self, lsn: int, call: Callable[[], object]) -> None:
+        """(``proxy.fillrun.FillHost``) ``call`` once the stream's position reaches ``lsn``."""
+        self.stream.barriers.at(lsn, call)
 
     # -- stats --------------------------------------------------------------------------------
 

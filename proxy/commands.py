@@ -117,6 +117,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         *((f"fill_{phase}_ms_avg", f"{1000 * spent / max(1, host.fills.done):.2f}")
           for phase, spent in host.fills.phases.items()),
         ("fill_failures", str(host.fills.failures)),
+        ("fill_barriers", str(emits.waits_fell_back)),
         ("fill_rows", str(host.fills.rows)),
         ("fills_queued", str(len(host.fills.queue.waiting))),
         ("fills_not_admitted", str(host.fills.admission.refused)),

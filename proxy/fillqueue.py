@@ -32,7 +32,8 @@ class FillPolicy:
     transaction; ``per_table``: upstream fill transactions at once that read one table;
     ``backoff``: first and longest pause, in seconds, after a fill of a table failed;
     ``linger``: seconds the first fill of an idle queue waits for others to join its
-    transaction (a miss is answered upstream, so no client waits for it)."""
+    batch while another batch is being read upstream (``proxy.fillrun``; on an idle
+    upstream it starts at once; a miss is answered upstream, so no client waits for it)."""
 
     admission: str = "second"
     max_queued: int = 4096

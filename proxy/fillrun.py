@@ -2,12 +2,13 @@
 
 Owns: :class:`FillRunner` — the engine's ``RunFill`` effects queued (``proxy.fillqueue``:
 admission, the bounded queue, batches per table set, back-off), at most ``max_fills``
-upstream transactions at once on the fill pool, each one REPEATABLE READ READ ONLY
-transaction that takes ``pg_current_snapshot()``, emits the batch's marker and fetches the
-base rows (``proxy.fillsql``; DESIGN §6); the rows handed to the engine, a failed fill
-abandoned (the reads waiting for its keys go upstream); the markers coming back through the
-replication stream; the fill statistics (``SHOW WEIR STATUS``, ``/metrics``). A fill over
-local bases only is installed at once instead (``proxy.localfills``).
+upstream reads at once on the fill pool, each reading ``pg_current_snapshot()``, then the
+upstream's WAL insert position (the batch's *position*), then the base rows, writing nothing
+(``proxy.fillsql``; DESIGN §6); the rows handed to the engine, a failed fill abandoned (the
+reads waiting for its keys go upstream); each batch installed once the replication stream's
+position reaches the batch's (``cdc.barrier.Barriers.at``; docs/architecture.md "Fills at a
+position"); the fill statistics (``SHOW WEIR STATUS``, ``/metrics``). A fill over local bases
+only is installed at once instead (``proxy.localfills``).
 
 Fill connections run under :data:`FILL_SETTINGS`: the same text forms pgoutput produces, so a
 row from a fill and the same row from the stream decode equal. It sees the cache host through
@@ -21,7 +22,7 @@ import logging
 import statistics
 import time
 from collections import deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Protocol
 
 import asyncpg
@@ -44,13 +45,13 @@ FILL_SETTINGS = {
     "extra_float_digits": "3",
     "bytea_output": "hex",
     "application_name": "weir-fill",
-    # the marker makes a fill transaction write WAL: never wait for synchronous standbys
+    # (fills write nothing; the host's second pool shares these settings, and what it runs
+    # must never wait for a synchronous standby)
     "synchronous_commit": "local",
     # a fill never queues behind someone's lock for long: it fails, and its tables back off
     "lock_timeout": "1s",
 }
 
-_FILL_PREFIX = "fill-"
 #: fills whose request-to-install times the median is taken over
 RECENT = 1024
 
@@ -73,6 +74,10 @@ class FillHost(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
+    def at_position(self, lsn: int, call: Callable[[], object]) -> None:
+        """Call ``call`` once the replication stream's position reaches ``lsn`` (at once if
+        it has; else from the stream, between two transactions: ``Barriers.at``)."""
+
 
 def parse_snapshot(text: str) -> Snapshot:
     """``pg_current_snapshot()`` text form ``xmin:xmax:xip,xip``."""
@@ -93,22 +98,21 @@ class FillRunner:
         self.queue = FillQueue(self.policy)  # fills waiting for a slot (``proxy.fillqueue``)
         self.admission = Admission(self.policy.admission, self.policy.doorkeeper)
         self._draining = False  # a task hands queued fills to free slots
-        self._fill_pool: asyncpg.Pool | None = None  # fill transactions only
-        self._marker_sent: dict[str, float] = {}  # a batch's marker -> when it was sent
+        self._fill_pool: asyncpg.Pool | None = None  # fill reads only
+        self.running = 0  # batches being read upstream now
         self.done = 0  # fills completed
-        self.transactions = 0  # upstream transactions that ran them (fills are batched)
+        self.transactions = 0  # upstream reads (snapshots) that ran them (fills are batched)
         self.seconds = 0.0
         self.latency = Buckets()  # each fill's time from request to rows (``/metrics``)
         self.failures = 0  # fill transactions that failed (their tables back off)
         self.rows = 0  # base rows fetched by completed fills (``SHOW WEIR STATUS`` fill_rows)
         #: where fill time goes, summed over fills (seconds): waiting in the queue for a
-        #: slot, the upstream transaction (snapshot, marker, rows, commit), and from the
-        #: rows' arrival until the applier passed the marker (``SHOW WEIR STATUS``)
+        #: slot, the upstream read (snapshot, position, rows), and from the rows' arrival
+        #: until the stream reached the batch's position (``SHOW WEIR STATUS``; the key
+        #: ``marker`` names the position the fill waits for: it was a marker message once)
         self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
-        self._rows_at: dict[str, tuple[float, int]] = {}  # a batch's marker -> rows arrived
-        self._asked: dict[str, list[float]] = {}  # a batch's marker -> when its fills queued
-        #: the latest fills' times from their request until installed (rows and marker both
-        #: in; seconds): ``SHOW WEIR STATUS`` fill_ms_p50
+        #: the latest fills' times from their request until installed (rows in and position
+        #: reached; seconds): ``SHOW WEIR STATUS`` fill_ms_p50
         self.installed: deque[float] = deque(maxlen=RECENT)
 
     async def start(self, upstream_url: str) -> None:
@@ -143,7 +147,9 @@ class FillRunner:
 
     async def _drain(self) -> None:
         try:
-            if self.policy.linger > 0:  # let the misses of the next moment join the batch
+            if self.policy.linger > 0 and self.running:
+                # let the misses of the next moment join the batch (only while another batch
+                # is being read: on an idle upstream a fill starts at once)
                 await asyncio.sleep(self.policy.linger)
             while self.queue.waiting:
                 await self._fill_slots.acquire()
@@ -158,50 +164,74 @@ class FillRunner:
             self._draining = False
 
     async def _fill(self, queued: list[Queued]) -> None:
-        """Run a batch of fills (holding one slot) and hand each response to the engine. A
-        failure is not retried: the batch's tables back off (``FillQueue.finished``) and
-        their keys miss (answered upstream) until a later read fills them again."""
+        """Run a batch of fills (holding one slot) and hand each response to the engine;
+        install them once the stream reached the batch's position. A failure is not
+        retried: the batch's tables back off (``FillQueue.finished``) and their keys miss
+        (answered upstream) until a later read fills them again."""
         batch = [q.run for q in queued]
-        rows: list[list[list[Row]]] | None = None
-        started = time.monotonic()
+        engine = self.host.engine
+        fetched: tuple[Snapshot, int, list[list[list[Row]]]] | None = None
+        started = time.monotonic()  # (before the statement: coverage's send time)
         self.phases["queue"] += sum(started - q.at for q in queued)
+        self.running += 1
         try:
-            snapshot, rows = await self._fetch(batch)
+            fetched = await self._fetch(batch)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("fills %s failed: %s", [r.fill_id for r in batch], exc)
         except Exception:
             log.exception("fills %s failed", [r.fill_id for r in batch])
         finally:
+            self.running -= 1
             self._fill_slots.release()
-            self.queue.finished(queued, rows is not None, time.monotonic())
+            self.queue.finished(queued, fetched is not None, time.monotonic())
             self._kick()
-        if rows is None:
-            self.failures += 1
+        self.failures += fetched is None
+        if self.host.engine is not engine:
+            return  # every cache was reset meanwhile: these fills went with the old engine
+        if fetched is None:
             for run in batch:
                 self._abandon(run)
             return
+        snapshot, position, rows = fetched
         self.done += len(batch)
         self.transactions += 1
         self.rows += sum(len(r) for per_fill in rows for r in per_fill)
         now = time.monotonic()
         self.phases["fetch"] += (now - started) * len(batch)
-        marker = _marker(batch)
-        if marker in self._marker_sent:  # (else the marker passed before the rows came)
-            self._rows_at[marker] = (now, len(batch))
-            self._asked[marker] = [q.at for q in queued]
-        else:  # installed now, by fill_response
-            self.installed.extend(now - q.at for q in queued)
         self.seconds += sum(now - q.at for q in queued)
         for q in queued:
             self.latency.observe(now - q.at)
         for run, run_rows in zip(batch, rows, strict=True):
             try:
-                effects = self.host.engine.fill_response(run.fill_id, snapshot, run_rows)
+                effects = engine.fill_response(run.fill_id, snapshot, run_rows)
             except Exception:
                 log.exception("installing fill %d failed", run.fill_id)
                 self._abandon(run)
                 continue
             self.host.perform(effects)
+        asked = [q.at for q in queued]
+        self.host.at_position(position, lambda: self._reached(engine, batch, started, now, asked))
+
+    def _reached(self, engine: Engine, batch: list[RunFill], started: float, rows_at: float,
+                 asked: list[float]) -> None:
+        """The stream reached the batch's position: every transaction its snapshot sees has
+        been applied (docs/architecture.md "Fills at a position"), so its fills install
+        (``Engine.marker``), and it covers the sessions as a probe sent at ``started`` would
+        (``proxy.seen``)."""
+        if self.host.engine is not engine:
+            return
+        for run in batch:
+            try:
+                effects = engine.marker(run.fill_id)
+            except Exception:  # (as for ``fill_response``: its reads go upstream)
+                log.exception("installing fill %d failed", run.fill_id)
+                self._abandon(run)
+                continue
+            self.host.perform(effects)
+        self.host.coverage.passed(started, marker=True)
+        now = time.monotonic()
+        self.phases["marker"] += (now - rows_at) * len(batch)
+        self.installed.extend(now - at for at in asked)
 
     def _abandon(self, run: RunFill, reason: str = "the fill failed upstream") -> None:
         """Give up on a fill: the reads waiting for its keys go upstream, and the engine
@@ -211,45 +241,18 @@ class FillRunner:
         except Exception:
             log.exception("abandoning fill %d failed", run.fill_id)
 
-    async def _fetch(self, batch: list[RunFill]) -> tuple[Snapshot, list[list[list[Row]]]]:
-        """One upstream transaction for a batch of fills: one snapshot, one marker naming
-        every fill of the batch, the base rows (``proxy.fillsql.fetch_all``: one statement
-        for a batch of one integer-keyed shape, else a REPEATABLE READ transaction)."""
-        marker = _marker(batch)
+    async def _fetch(self, batch: list[RunFill]
+                     ) -> tuple[Snapshot, int, list[list[list[Row]]]]:
+        """One upstream read for a batch of fills: one snapshot, the position read after it,
+        the base rows (``proxy.fillsql.fetch_all``: one statement for a batch of one
+        integer-keyed shape, else a REPEATABLE READ READ ONLY transaction)."""
         async with self._fills().acquire() as conn:
-            self._marker_sent[marker] = time.monotonic()
-            try:
-                text, rows = await fetch_all(conn, [run.requests for run in batch], marker)
-            except BaseException:
-                self._marker_sent.pop(marker, None)
-                raise
-        return parse_snapshot(text), rows
+            text, position, rows = await fetch_all(conn, [run.requests for run in batch])
+        return parse_snapshot(text), position, rows
 
     def _fills(self) -> asyncpg.Pool:
         assert self._fill_pool is not None, "EngineHost.start() first"
         return self._fill_pool
-
-    def on_marker(self, content: str, lsn: int) -> None:
-        """The stream passed a ``weir`` logical message: a fill batch's marker installs
-        its fills (``Engine.marker``) and is a barrier too (``proxy.seen``)."""
-        if not content.startswith(_FILL_PREFIX):
-            return
-        try:
-            fill_ids = [int(x) for x in content[len(_FILL_PREFIX):].split(",")]
-        except ValueError:
-            return
-        for fill_id in fill_ids:
-            self.host.perform(self.host.engine.marker(fill_id))
-        sent = self._marker_sent.pop(content, None)
-        if sent is not None:
-            self.host.coverage.passed(sent, marker=True)
-        rows_at = self._rows_at.pop(content, None)
-        now = time.monotonic()
-        if rows_at is not None:
-            self.phases["marker"] += (now - rows_at[0]) * rows_at[1]
-        asked = self._asked.pop(content, None)
-        if asked is not None:
-            self.installed.extend(now - at for at in asked)
 
     def p50(self) -> float | None:
         """The median time (seconds) from a fill's request until it was installed, over the
@@ -257,11 +260,6 @@ class FillRunner:
         if not self.installed:
             return None
         return statistics.median(self.installed)
-
-
-def _marker(batch: Sequence[RunFill]) -> str:
-    """The marker message of a fill batch: every fill it carries."""
-    return _FILL_PREFIX + ",".join(str(run.fill_id) for run in batch)
 
 
 async def keep_session(conn: Any) -> None:

@@ -6,13 +6,14 @@ requests of one shape — same table, one key column, no semi-join — across th
 by one ``... WHERE "k" = ANY($1)`` statement whose rows are handed back per key, and the text
 form of fetched columns (:func:`as_output_text`).
 
-Also :func:`fetch_all`, the whole upstream side of a batch: when every request of the batch
-has one shape whose key is an integer (whose SQL equality is Python's), the snapshot, the
-marker and the rows come from ONE autocommit statement (one round trip instead of four:
-BEGIN, snapshot and marker, rows, COMMIT); otherwise a REPEATABLE READ READ ONLY transaction
-runs those steps. Both give the same guarantee (DESIGN §6): a single statement reads every
-table under one snapshot, the one ``pg_current_snapshot()`` returns inside it, and its
-transactional marker commits after that snapshot was taken, as in the transaction.
+Also :func:`fetch_all`, the whole upstream side of a batch: its snapshot, its *position* (the
+upstream's WAL insert position read after that snapshot was taken) and its rows. When every
+request of the batch has one shape whose key is an integer (whose SQL equality is Python's),
+they come from ONE autocommit statement (one round trip); otherwise a REPEATABLE READ READ
+ONLY transaction runs those steps. Neither writes anything: no transaction ID, no WAL, no
+commit record. Both give the same guarantee (DESIGN §6, docs/architecture.md "Fills at a
+position"): one snapshot for every table, the one ``pg_current_snapshot()`` returns, and a
+position at or after the end of the commit record of every transaction visible in it.
 
 Invariant: each request gets exactly the rows its own statement (``engine.fill_query``) would
 have returned under the same snapshot. A merged statement's row whose key value equals none
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cdc import parse_lsn
 from engine import Column, FillRequest, decode_text, fill_query, span_of
 
 Row = tuple[Any, ...]
@@ -113,7 +115,9 @@ async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
 
 #: key types whose SQL equality is Python's equality of the decoded values (int2, int4, int8)
 EXACT_KEYS = frozenset({20, 21, 23})
-HEAD = "SELECT pg_current_snapshot()::text, pg_logical_emit_message(true, 'weir', $1::text)"
+#: the snapshot, then the position: the insert position is read while the statement runs,
+#: after its snapshot was taken (the transaction's, in the REPEATABLE READ form)
+HEAD = "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text"
 
 
 def one_shape(fills: Sequence[Sequence[FillRequest]]) -> FillRequest | None:
@@ -128,35 +132,36 @@ def one_shape(fills: Sequence[Sequence[FillRequest]]) -> FillRequest | None:
 
 
 def one_sql(req: FillRequest) -> str:
-    """Snapshot, marker ($1) and the rows of ``req``'s shape for the keys $2 in one
-    statement: the first column is the snapshot on the head row, NULL on the rows (a CTE
-    with a volatile function is always evaluated, once)."""
+    """Snapshot, position and the rows of ``req``'s shape for the keys $1 in one statement:
+    the first two columns are the snapshot and the position on the head row, NULL on the
+    rows (a CTE with a volatile function is evaluated once, while the statement runs: after
+    its snapshot was taken)."""
     nulls = ", ".join("NULL" for _ in req.table.columns)
     return ("WITH h AS (SELECT pg_current_snapshot()::text AS s, "
-            "pg_logical_emit_message(true, 'weir', $1::text)::text AS m) "
-            f"SELECT h.s, {nulls} FROM h UNION ALL "
-            f"SELECT NULL, {any_sql(req, 2)[len('SELECT '):]}")
+            "pg_current_wal_insert_lsn()::text AS l) "
+            f"SELECT h.s, h.l, {nulls} FROM h UNION ALL "
+            f"SELECT NULL, NULL, {any_sql(req, 1)[len('SELECT '):]}")
 
 
-async def fetch_all(conn: Any, fills: Sequence[Sequence[FillRequest]], marker: str
-                    ) -> tuple[str, list[list[list[Row]]]]:
-    """(the snapshot's text, rows per fill per request) of one batch, its ``marker`` emitted
-    in the same transaction (module docstring)."""
+async def fetch_all(conn: Any, fills: Sequence[Sequence[FillRequest]]
+                    ) -> tuple[str, int, list[list[list[Row]]]]:
+    """(the snapshot's text, the position, rows per fill per request) of one batch (module
+    docstring); nothing is written upstream."""
     first = one_shape(fills)
     if first is None:
         async with conn.transaction(isolation="repeatable_read", readonly=True):
-            # the first statement takes the transaction's snapshot; the marker, a
-            # transactional message, reaches the stream with the commit
-            head = await conn.fetchrow(HEAD, marker)
-            return head[0], await fetch_batch(conn, fills)
+            # the first statement takes the transaction's snapshot, then reads the position
+            head = await conn.fetchrow(HEAD)
+            return head[0], parse_lsn(head[1]), await fetch_batch(conn, fills)
     col = first.columns[0]
     keys = list(dict.fromkeys(r.key[0] for reqs in fills for r in reqs))
-    records = await conn.fetch(one_sql(first), marker, keys)
-    snapshot = next(rec[0] for rec in records if rec[0] is not None)
+    records = await conn.fetch(one_sql(first), keys)
+    snapshot, position = next((rec[0], rec[1]) for rec in records if rec[0] is not None)
     by_key: dict[Any, list[Row]] = {k: [] for k in keys}
-    for row in _decode(first.table.columns, [rec[1:] for rec in records if rec[0] is None]):
+    for row in _decode(first.table.columns, [rec[2:] for rec in records if rec[0] is None]):
         bucket = by_key.get(row[col])
         if bucket is None:  # (cannot happen for integer keys: the batch fails, its keys miss)
             raise LookupError(f"fill row with a key not asked for: {row[col]!r}")
         bucket.append(row)
-    return snapshot, [[list(by_key[r.key[0]]) for r in reqs] for reqs in fills]
+    return snapshot, parse_lsn(position), [[list(by_key[r.key[0]]) for r in reqs]
+                                           for reqs in fills]

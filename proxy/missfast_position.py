@@ -27,9 +27,9 @@ Exactness: the position is read by the statement after the miss on the same back
 is at or after the end of every commit record the miss's snapshot could see (a transaction
 is visible only after its commit record was inserted); every earlier answer of the session
 was received before the batch was sent, so it is covered too (``proxy.seen``'s probe rule).
-Once the stream's position reaches it (``Barriers.when_reached``; a hit parked meanwhile,
-``proxy.aftermiss.park``, waits for that too, with no probe of its own, up to the probes'
-patience, then asks ``Coverage.when`` as without it), everything the
+Once the stream's position reaches it (``Barriers.at``, which emits a barrier whose commit
+flushes the WAL when the stream is not there within the probes' patience; a hit parked
+meanwhile, ``proxy.aftermiss.park``, waits for that too, with no probe of its own), everything the
 session saw is applied: its ``seen(s)`` is moved back to the batch's send time, which
 coverage then has passed (every answer anyone received before that time is covered by the
 same position). The session is moved back only if nothing else went upstream since and no
@@ -53,7 +53,6 @@ Hence ``--miss-position auto`` (the default) does not send it where the upstream
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -69,10 +68,6 @@ BATCH = b"".join(m.encode() for m in (
     fe.Parse(NAME, "SELECT pg_catalog.pg_current_wal_insert_lsn()"), fe.Bind("", NAME),
     fe.Execute("", 0), fe.Close("S", NAME), fe.Sync()))
 
-#: how long a position the stream has not reached waits before coverage is asked as without
-#: it (the probes' patience, ``cdc.barrier.PROBE_PATIENCE``: WAL past the last flush waits
-#: for the next one)
-PATIENCE = 0.02
 _Z, _D, _E = ord("Z"), ord("D"), ord("E")
 #: asynchronous messages that may come between the batch's answers: relayed
 _ASYNC = frozenset(b"ANS")  # NotificationResponse, NoticeResponse, ParameterStatus
@@ -193,7 +188,6 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
     session.miss_waiting = (at, parked)
 
     def reached() -> None:
-        timer.cancel()
         mine = session.miss_waiting is not None and session.miss_waiting[1] is parked
         if mine:
             session.miss_waiting = None
@@ -209,23 +203,12 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
             for call in calls:
                 call()
             aftermiss.back(session)
-        else:
-            impatient()
+        else:  # (``seen(s)`` moved: the parked reads ask coverage as without the position)
+            calls = list(parked)
+            parked.clear()
+            for call in calls:
+                coverage.when(at, call)
 
-    def impatient() -> None:
-        """Not reached within the probes' patience (WAL past the last flush waits for the
-        next flush) or not usable: the parked reads and the hand-back ask coverage as
-        without the position (a probe, then a barrier whose commit flushes)."""
-        if session.miss_waiting is not None and session.miss_waiting[1] is parked:
-            session.miss_waiting = None
-        calls = list(parked)
-        parked.clear()
-        if session.phase is Phase.CLOSED:
-            return
-        for call in calls:
-            coverage.when(at, call)
-        if seen.at == at and not seen.pending:
-            coverage.when(at, lambda: aftermiss.back(session))
-
-    timer = asyncio.get_running_loop().call_later(PATIENCE, impatient)
-    host.stream.barriers.when_reached(lsn, reached)
+    # (``at`` emits a barrier when the stream has not reached ``lsn`` within the probes'
+    # patience: WAL past the last flush is decoded after the next flush, which its commit makes)
+    host.stream.barriers.at(lsn, reached)

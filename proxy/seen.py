@@ -49,8 +49,9 @@ class Seen:
 
     at: float = NEVER
     pending: bool = False
-    #: a cached read of the session went upstream as a miss since ``at`` was last fixed: the
-    #: relay settles ``at`` as soon as its answer has come (``proxy.aftermiss``)
+    #: a cached read of the session went upstream as a miss, or a statement wrote
+    #: (``proxy.router.wrote``), since ``at`` was last fixed: the relay settles ``at`` as soon
+    #: as its answer has come (``proxy.aftermiss``)
     missed: bool = False
     #: a read waited for coverage up to ``--read-timeout`` in vain (``proxy.aftermiss.park``):
     #: the general path sends it upstream without waiting again (``ReadPath._wait``)

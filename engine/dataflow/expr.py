@@ -24,6 +24,7 @@ from engine.dataflow.functions import FUNCTIONS, NULL_TOLERANT
 from engine.dataflow.pgmath import EvalError
 from engine.plan import ir
 from engine.values import oids as T
+from engine.values.collation import key_function
 
 Row = Sequence[Any]
 Fn = Callable[[Row], Any]
@@ -147,6 +148,17 @@ def _compare(e: ir.Compare, p: Sequence[Any]) -> Fn:
     if floaty:
         return lambda row: compare(op, lf(row), rf(row))
     fast = _ORDER[op]
+    if e.collation is not None:  # text under a libc collation: compare its sort keys
+        coll = key_function(e.collation)
+
+        def collated(row: Row) -> bool | None:
+            a = lf(row)
+            if a is None:
+                return None
+            b = rf(row)
+            return None if b is None else fast(coll(a), coll(b))
+
+        return collated
 
     def run(row: Row) -> bool | None:
         a = lf(row)
@@ -348,7 +360,8 @@ def _inlist(e: ir.InList, p: Sequence[Any]) -> Fn:
 
 
 def _between(e: ir.Between, p: Sequence[Any]) -> Fn:
-    both = ir.BoolOp("and", (ir.Compare(">=", e.arg, e.low), ir.Compare("<=", e.arg, e.high)))
+    both = ir.BoolOp("and", (ir.Compare(">=", e.arg, e.low, e.collation),
+                             ir.Compare("<=", e.arg, e.high, e.collation)))
     return compile_expr(ir.Not(both) if e.negated else both, p)
 
 

@@ -2,15 +2,17 @@
 
 Owns: ``FillRequest``/``RunFill`` (what the host must fetch), the in-flight table (one fill per
 missing base key, so concurrent reads share it), parking a response until its marker has been
-passed (in either order: the marker may be streamed before the response arrives), patching the
+passed (the host's signal that the stream has applied every transaction the fill's snapshot
+sees: today the stream reaching the fill's position, an LSN read after its snapshot; in
+either order with the response), patching the
 fetched rows with the applied transactions not visible in the fill's snapshot, and the
 recent-transaction log with its pruning rule.
 
 Invariants:
-- F-patch: when a fill is installed, every transaction in the log that is not visible in its
-  snapshot has been applied, and every applied transaction not in the log is visible in it;
-  so fetched rows + patch = the table restricted to the fill's predicate as of the applied
-  position.
+- F-patch: when a fill is installed, every transaction visible in its snapshot has been
+  applied (the marker's promise), every transaction in the log that is not visible in it has
+  been applied, and every applied transaction not in the log is visible in it; so fetched
+  rows + patch = the table restricted to the fill's predicate as of the applied position.
 - Pruning: a log entry is dropped once it is visible in a snapshot whose response arrived
   before every still-pending fill was issued (such a snapshot predates every pending or future
   fill's snapshot, and a committed transaction once visible stays visible). When the log
@@ -70,9 +72,10 @@ class FillRequest:
 
 @dataclass(frozen=True, slots=True)
 class RunFill:
-    """Effect: in one REPEATABLE READ READ ONLY transaction, take ``pg_current_snapshot()``,
-    run every request, emit the marker message carrying ``fill_id``, commit; then report
-    ``Engine.fill_response(fill_id, snapshot, rows)`` and, when the applier passes the marker,
+    """Effect: under one snapshot (``pg_current_snapshot()``), run every request; then report
+    ``Engine.fill_response(fill_id, snapshot, rows)`` and, once every transaction visible in
+    that snapshot has been applied (the host reads the upstream's WAL insert position after
+    the snapshot and waits for the stream to reach it: ``proxy.fillrun``),
     ``Engine.marker(fill_id)``."""
 
     fill_id: int

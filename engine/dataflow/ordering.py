@@ -6,8 +6,8 @@ number's key is its negation (compared in C); other DESC values are wrapped in `
 
 Invariants: NULL sorts as larger than every value (so last for ASC, first for DESC, unless
 NULLS FIRST/LAST says otherwise); NaN (float or numeric) sorts above every other number; text
-compares by
-code point (PostgreSQL's C collation).
+compares by code point (PostgreSQL's C collation), or under a ``SortKey``'s libc collation
+through ``engine.values.collation`` (a ``CollKey`` per value).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from engine.plan.ir import SortKey
+from engine.values.collation import key_function
 
 Row = Sequence[Any]
 
@@ -70,15 +71,18 @@ def order_key(
     order_by: Sequence[SortKey], tie_break: bool = True
 ) -> Callable[[Row], tuple[Any, ...]]:
     """Key function sorting rows by ``order_by`` (then by the whole row if ``tie_break``)."""
-    specs = [(k.column, k.descending, k.effective_nulls_first) for k in order_by]
+    specs = [(k.column, k.descending, k.effective_nulls_first,
+              None if k.collation is None else key_function(k.collation)) for k in order_by]
 
     def key(row: Row) -> tuple[Any, ...]:
         out: list[Any] = []
-        for col, desc, nulls_first in specs:
+        for col, desc, nulls_first, coll in specs:
             v = row[col]
             if v is None:
                 out.append((0 if nulls_first else 2, 0))
             else:
+                if coll is not None:
+                    v = coll(v)
                 out.append((1, desc_key(v) if desc else value_key(v)))
         if tie_break:
             out.append(row_key(row))

@@ -21,6 +21,7 @@ from engine.dataflow.ordering import order_key, row_key
 from engine.dataflow.state.intervals import span_of
 from engine.dataflow.windows import apply_windows
 from engine.plan import ir
+from engine.values.collation import key_function
 
 Row = tuple[Any, ...]
 Tables = Mapping[int, Iterable[Row]]
@@ -109,7 +110,7 @@ def aggregate_value(call: ir.AggCall, rows: Sequence[Row], params: Sequence[Any]
     assert call.arg is not None
     if call.order:
         fns = [compile_expr(e, params) for e in call.exprs]
-        keys = tuple(ir.SortKey(i + 1, s.descending, s.nulls_first)
+        keys = tuple(ir.SortKey(i + 1, s.descending, s.nulls_first, s.collation)
                      for i, s in enumerate(call.order))
         return ordered_value([tuple(f(r) for f in fns) for r in rows], keys, call.func,
                              call.delimiter, call.arg.type_oid)
@@ -123,6 +124,8 @@ def aggregate_value(call: ir.AggCall, rows: Sequence[Row], params: Sequence[Any]
         if not values:
             return None
         pick: Callable[..., Any] = min if call.func == "min" else max
+        if call.collation is not None:
+            return pick(values, key=key_function(call.collation))
         return pick(values, key=lambda v: row_key((v,)))
     total: Any = 0
     for v in values:

@@ -55,7 +55,7 @@ _EXPR: dict[type, Callable[[Any, R, Sequence[ir.Column]], str]] = {
     ir.Param: lambda e, r, c: f"${e.number}",
     ir.BoolOp: lambda e, r, c: "(" + f" {e.op.upper()} ".join(r(a) for a in e.args) + ")",
     ir.Not: lambda e, r, c: f"NOT {r(e.arg)}",
-    ir.Compare: lambda e, r, c: f"{r(e.left)} {e.op} {r(e.right)}",
+    ir.Compare: lambda e, r, c: f"{r(e.left)} {e.op} {r(e.right)}{_coll(e.collation)}",
     ir.IsNull: lambda e, r, c: f"{r(e.arg)} IS {'NOT ' if e.negated else ''}NULL",
     ir.Arith: lambda e, r, c: f"({r(e.left)} {e.op} {r(e.right)})",
     ir.Negate: lambda e, r, c: f"-{r(e.arg)}",
@@ -69,15 +69,26 @@ _EXPR: dict[type, Callable[[Any, R, Sequence[ir.Column]], str]] = {
     ir.InList: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}IN ("
     + ", ".join(r(i) for i in e.items) + ")",
     ir.Between: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}BETWEEN "
-    f"{r(e.low)} AND {r(e.high)}",
+    f"{r(e.low)} AND {r(e.high)}{_coll(e.collation)}",
     ir.Func: lambda e, r, c: f"{e.name}(" + ", ".join(r(a) for a in e.args) + ")",
 }
+
+
+def _coll(locale: str | None) -> str:
+    """How a comparison or sort key under a libc collation is shown (nothing for bytes)."""
+    return "" if locale is None else f" (collation {locale})"
+
+
+def render_sort(keys: Sequence[ir.SortKey], cols: Sequence[ir.Column]) -> str:
+    """ORDER BY ``keys`` over ``cols`` as EXPLAIN shows it."""
+    return _sort(keys, cols)
 
 
 def _sort(keys: Sequence[ir.SortKey], cols: Sequence[ir.Column]) -> str:
     parts = []
     for k in keys:
-        text = _colname(cols, k.column) + (" DESC" if k.descending else "")
+        text = _colname(cols, k.column) + _coll(k.collation) + (
+            " DESC" if k.descending else "")
         if k.nulls_first is not None and k.nulls_first != k.descending:
             text += " NULLS FIRST" if k.nulls_first else " NULLS LAST"
         parts.append(text)
@@ -101,10 +112,11 @@ def _agg(call: ir.AggCall, cols: Sequence[ir.Column]) -> str:
         args += ", '" + call.delimiter.replace("'", "''") + "'"
     if call.order:
         args += " ORDER BY " + ", ".join(
-            render_expr(s.expr, cols) + (" DESC" if s.descending else "") + (
+            render_expr(s.expr, cols) + _coll(s.collation) + (
+                " DESC" if s.descending else "") + (
                 "" if s.nulls_first is None else
                 " NULLS FIRST" if s.nulls_first else " NULLS LAST") for s in call.order)
-    return f"{func}{args}) -> {pgtypes.type_name(call.type_oid)}"
+    return f"{func}{args}){_coll(call.collation)} -> {pgtypes.type_name(call.type_oid)}"
 
 
 def _line(rel: ir.Rel) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.dataflow import pgtime
-from engine.plan import arrayops, datetimes, ir, jsonops, pgtypes
+from engine.plan import arrayops, collations, datetimes, ir, jsonops, pgtypes
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
@@ -149,10 +149,10 @@ class ExprBuilder:
         return found[0] if found else self.catalog.default_collation
 
     def check_ordering(self, exprs: tuple[ir.Expr, ...], what: str) -> None:
-        for expr in exprs:
-            coll = self.collation(expr)
-            if coll is not None and coll not in BYTE_ORDER_COLLATIONS:
-                raise PlanError(f"text {what} under collation {coll}")
+        collations.check_ordering(self, exprs, what)
+
+    def order_locale(self, exprs: tuple[ir.Expr, ...], what: str) -> str | None:
+        return collations.order_locale(self, exprs, what)
 
     def check_equality(self, exprs: tuple[ir.Expr, ...]) -> None:
         for expr in exprs:
@@ -241,9 +241,9 @@ class ExprBuilder:
                             f"{pgtypes.type_name(right.type_oid)}")
         if op in ("=", "<>"):
             self.check_equality((left, right))
-        else:
-            self.check_ordering((left, right), f"comparison {op}")
-        return ir.Compare(op, left, right)  # type: ignore[arg-type]
+            return ir.Compare(op, left, right)  # type: ignore[arg-type]
+        locale = self.order_locale((left, right), f"comparison {op}")
+        return ir.Compare(op, left, right, locale)  # type: ignore[arg-type]
 
     def arith(self, op: str, left: ir.Expr, right: ir.Expr) -> ir.Expr:
         if {left.type_oid, right.type_oid} & _TEMPORAL:
@@ -305,8 +305,9 @@ class ExprBuilder:
         for bound in (low, high):
             if not pgtypes.comparable(arg.type_oid, bound.type_oid):
                 raise PlanError(f"BETWEEN on {pgtypes.type_name(arg.type_oid)}")
-        self.check_ordering((arg, low, high), "BETWEEN")
-        return ir.Between(arg, low, high, negated=body["kind"] == "AEXPR_NOT_BETWEEN")
+        locale = self.order_locale((arg, low, high), "BETWEEN")
+        return ir.Between(arg, low, high, negated=body["kind"] == "AEXPR_NOT_BETWEEN",
+                          collation=locale)
 
     def nullif(self, body: Node) -> ir.Expr:
         left, right = self.pair(self.build(body["lexpr"]), self.build(body["rexpr"]))

@@ -137,9 +137,23 @@ def span_query(table: Any, col: int, span: Span, equal: tuple[tuple[int, Any], .
     return f"SELECT {columns} FROM {source} WHERE {where}", tuple(params)
 
 
+_PREFETCH: dict[tuple[Any, tuple[int, ...], Any, tuple[int, ...], tuple[int, ...]], str] = {}
+
+
 def _prefetch_query(request: FillRequest, via: Any) -> tuple[str, tuple[object, ...]]:
     """``SELECT * FROM t WHERE (cols) IN (SELECT join_cols FROM via WHERE via_cols = $n)``;
-    with no join columns ``WHERE EXISTS (SELECT 1 FROM via WHERE via_cols = $n)``."""
+    with no join columns ``WHERE EXISTS (SELECT 1 FROM via WHERE via_cols = $n)``. The text
+    depends on the shape only (the tables, their columns and the key values are parameters),
+    so it is built once per shape: building it with sqlglot took about as long as the fetch
+    (the demo's cold run, issue 24)."""
+    shape = (request.table, request.columns, via.table, via.columns, via.join_columns)
+    sql = _PREFETCH.get(shape)
+    if sql is None:
+        sql = _PREFETCH[shape] = _prefetch_sql(request, via)
+    return sql, tuple(via.key)
+
+
+def _prefetch_sql(request: FillRequest, via: Any) -> str:
     table, source = request.table, via.table
     names = [c.name for c in table.columns]
     source_names = [c.name for c in source.columns]
@@ -158,4 +172,4 @@ def _prefetch_query(request: FillRequest, via: Any) -> tuple[str, tuple[object, 
         test = exp.In(this=target, query=exp.Subquery(this=inner))
     query = exp.select(*(_ident(n) for n in names)).from_(
         exp.table_(table.name, db=table.schema, quoted=True)).where(test)
-    return query.sql(dialect="postgres"), tuple(via.key)
+    return query.sql(dialect="postgres")

@@ -122,11 +122,11 @@ class Grouping:
         if name in ("sum", "avg") and arg.type_oid in (T.FLOAT4, T.FLOAT8):
             raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} (an incrementally "
                             "maintained float sum drifts from any order PostgreSQL adds in)")
-        coll = None
+        coll = locale = None
         if name in ("min", "max"):
-            inner.check_ordering((arg,), f"{name}()")
+            locale = inner.order_locale((arg,), f"{name}()")
             coll = inner.collation(arg)
-        return self._register(ir.AggCall(name, arg, result, name), coll)  # type: ignore[arg-type,unused-ignore]
+        return self._register(ir.AggCall(name, arg, result, name, collation=locale), coll)  # type: ignore[arg-type,unused-ignore]
 
     def _ordered(self, name: str, body: Node, inner: ExprBuilder,
                  where: ir.Expr | None) -> ir.Expr:
@@ -172,11 +172,11 @@ class Grouping:
             expr = inner.build(sort["node"])
             if expr.type_oid not in pgtypes.ORDERABLE_TYPES:
                 raise PlanError(f"ORDER BY a value of type {pgtypes.type_name(expr.type_oid)}")
-            inner.check_ordering((expr,), f"ORDER BY inside {name}()")
+            locale = inner.order_locale((expr,), f"ORDER BY inside {name}()")
             nulls = sort.get("sortby_nulls", "SORTBY_NULLS_DEFAULT")
             order.append(ir.AggSort(expr, sort.get("sortby_dir") == "SORTBY_DESC",
                                     None if nulls == "SORTBY_NULLS_DEFAULT"
-                                    else nulls == "SORTBY_NULLS_FIRST"))
+                                    else nulls == "SORTBY_NULLS_FIRST", locale))
         call = ir.AggCall(name, arg, result, name, tuple(order), delimiter)  # type: ignore[arg-type]
         return self._register(call, coll)
 

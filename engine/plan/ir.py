@@ -79,11 +79,13 @@ CompareOp = Literal["=", "<>", "<", "<=", ">", ">="]
 
 @dataclass(frozen=True, slots=True)
 class Compare:
-    """``left op right``; NULL if either side is NULL."""
+    """``left op right``; NULL if either side is NULL. ``collation``: the libc locale text
+    is ordered under (``engine.values.collation``), None for byte order."""
 
     op: CompareOp
     left: Expr
     right: Expr
+    collation: str | None = None
 
     @property
     def type_oid(self) -> int:
@@ -191,6 +193,7 @@ class Between:
     low: Expr
     high: Expr
     negated: bool = False
+    collation: str | None = None  # as in ``Compare``
 
     @property
     def type_oid(self) -> int:
@@ -309,6 +312,7 @@ class AggSort:
     expr: Expr
     descending: bool = False
     nulls_first: bool | None = None
+    collation: str | None = None  # as in ``SortKey``
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +328,7 @@ class AggCall:
     name: str
     order: tuple[AggSort, ...] = ()
     delimiter: str | None = None
+    collation: str | None = None  # min/max of text: as in ``SortKey``
 
     @property
     def exprs(self) -> tuple[Expr, ...]:
@@ -364,11 +369,13 @@ class Distinct:
 @dataclass(frozen=True, slots=True)
 class SortKey:
     """ORDER BY ``column`` [DESC] [NULLS FIRST|LAST]; ``nulls_first`` None means
-    PostgreSQL's default (NULLS LAST for ASC, NULLS FIRST for DESC)."""
+    PostgreSQL's default (NULLS LAST for ASC, NULLS FIRST for DESC); ``collation`` the libc
+    locale a text column sorts under (None: byte order)."""
 
     column: int
     descending: bool = False
     nulls_first: bool | None = None
+    collation: str | None = None
 
     @property
     def effective_nulls_first(self) -> bool:

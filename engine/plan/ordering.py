@@ -6,8 +6,10 @@ expression) and ``page_bounds`` (LIMIT / OFFSET as constants, or a ``Page`` when
 parameter sets either).
 
 Invariants: a sort key is on a type whose order the engine reproduces exactly
-(``pgtypes.ORDERABLE_TYPES``) under a collation it can compare in; LIMIT / OFFSET need ORDER
-BY (otherwise PostgreSQL's page is not determined), a constant OFFSET needs a LIMIT.
+(``pgtypes.ORDERABLE_TYPES``) under a collation it can compare in (byte order, or a libc
+collation ``engine.values.collation`` reproduces, carried in the ``SortKey``); LIMIT /
+OFFSET need ORDER BY (otherwise PostgreSQL's page is not determined), a constant OFFSET
+needs a LIMIT.
 """
 
 from __future__ import annotations
@@ -36,11 +38,11 @@ def order_by(stmt: Node, builder: ExprBuilder, exprs: list[ir.Expr],
         expr = exprs[pos] if pos < len(exprs) else hidden[pos - len(exprs)]
         if expr.type_oid not in pgtypes.ORDERABLE_TYPES:
             raise PlanError(f"ORDER BY a value of type {pgtypes.type_name(expr.type_oid)}")
-        builder.check_ordering((expr,), "ORDER BY")
+        locale = builder.order_locale((expr,), "ORDER BY")
         nulls = sort.get("sortby_nulls", "SORTBY_NULLS_DEFAULT")
         keys.append(ir.SortKey(pos, sort.get("sortby_dir") == "SORTBY_DESC",
                                None if nulls == "SORTBY_NULLS_DEFAULT"
-                               else nulls == "SORTBY_NULLS_FIRST"))
+                               else nulls == "SORTBY_NULLS_FIRST", locale))
     return tuple(keys), hidden
 
 

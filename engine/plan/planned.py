@@ -61,12 +61,20 @@ class PlannedQuery:
     aggregates: tuple[ir.AggCall, ...] = ()
     #: Their groups: reader output columns (equality keys) the host groups the rows on.
     grouped: tuple[int, ...] = ()
+    #: HAVING over the aggregates' values, and how many trailing aggregates only it reads.
+    agg_having: ir.Expr | None = None
+    agg_hidden: int = 0
+    #: Then ORDER BY over them and constant LIMIT / OFFSET.
+    agg_order: tuple[ir.SortKey, ...] = ()
+    agg_limit: int | None = None
+    agg_offset: int = 0
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
         """The statement's result columns (the reader's, without the hidden ones)."""
         if self.aggregates:
-            return tuple(ir.Column(a.name, a.type_oid) for a in self.aggregates)
+            return tuple(ir.Column(a.name, a.type_oid)
+                         for a in self.aggregates[: len(self.aggregates) - self.agg_hidden])
         cols = self.reader.columns
         return cols[: len(cols) - self.hidden]
 
@@ -110,3 +118,8 @@ class Block:
     windows: tuple[ir.Window, ...] = ()
     aggregates: tuple[ir.AggCall, ...] = ()  # host aggregates over range cuts
     grouped: tuple[int, ...] = ()  # and the columns they group on
+    agg_having: ir.Expr | None = None  # HAVING over them
+    agg_hidden: int = 0  # trailing aggregates only ORDER BY or HAVING reads
+    agg_order: tuple[ir.SortKey, ...] = ()  # ORDER BY over them, then LIMIT / OFFSET
+    agg_limit: int | None = None
+    agg_offset: int = 0

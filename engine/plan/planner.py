@@ -149,7 +149,8 @@ class _Planner:
     def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key],
                  cuts: list[RangeCut]) -> Block:
         global_agg = not stmt.get("groupClause")
-        if global_agg and keys and stmt.get("havingClause") is not None:
+        # (with range cuts the host aggregates, and filters by HAVING, the rows it cut)
+        if global_agg and keys and stmt.get("havingClause") is not None and not cuts:
             if any(k.source.param is not None for k in keys):
                 raise PlanError("parameter in an aggregate query with HAVING but no GROUP BY")
             raise RetryPinned
@@ -276,5 +277,6 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         return PlannedQuery(reader, sources, types, lifted, tuple(sorted(ctx.relations)),
                             block.empty_row, block.page, cuts, hidden,
                             timezone if zone.used else None, block.aggregates,
-                            block.grouped)
+                            block.grouped, block.agg_having, block.agg_hidden,
+                            block.agg_order, block.agg_limit, block.agg_offset)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

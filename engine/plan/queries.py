@@ -86,7 +86,9 @@ class CachedQuery:
                 f"${c.param} NOT IN ({cols[c.column].name})" if c.op == "not_in" else
                 f"{cols[c.target].name} := ${c.param} = ANY({cols[c.column].name})"
                 if c.op == "flag" else
-                f"{cols[c.column].name} {c.op} ${c.param}" for c in self.plan.cuts)
+                f"{cols[c.column].name} {c.op} ${c.param}" + (
+                    "" if c.collation is None else f" (collation {c.collation})")
+                for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
         if self.plan.aggregates:
             text = f"{text} THEN {aggregates_text(self.plan, cols)}"
@@ -247,7 +249,7 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
         return rows
     reader = plan.reader
     out = {col: i for i, col in enumerate(reader.output)}
-    keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first)
+    keys = tuple(ir.SortKey(out[k.column], k.descending, k.nulls_first, k.collation)
                  for k in reader.order_by if k.column in out)
     bounds = page_bounds(plan, params)
     if bounds is None:
@@ -268,7 +270,9 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
             rows = rows[: reader.limit]
         rows = rows[offset:] if limit is None else rows[offset: offset + limit]
     if plan.aggregates:  # aggregates over the cut rows (without GROUP BY: even of none)
-        return aggregate_groups(rows, plan.aggregates, plan.grouped)
+        return aggregate_groups(rows, plan.aggregates, plan.grouped, plan.agg_having,
+                                plan.agg_hidden, plan.agg_order, plan.agg_limit,
+                                plan.agg_offset)
     if plan.hidden:
         rows = [row[: -plan.hidden] for row in rows]
     return rows

@@ -15,8 +15,10 @@ float sum/avg stay refused there (row order). Without GROUP BY, over no rows: co
 others NULL; grouped on the keys: one row per key value that has rows in the range.
 
 Supported: a select list of plain aggregate calls (count(*), count(x), count(DISTINCT x),
-sum, avg, min, max, FILTER allowed) and grouped key columns; no HAVING, ORDER BY,
-DISTINCT, LIMIT or OFFSET. Everything else keeps its precise reason.
+sum, avg, min, max, FILTER allowed) and grouped key columns; HAVING over them (aggregates
+HAVING alone reads are hidden result values, dropped after the filter), ORDER BY over
+the result columns or aggregates (hidden likewise) with constant LIMIT/OFFSET; no DISTINCT,
+no LIMIT/OFFSET parameter. Everything else keeps its precise reason.
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from engine.dataflow.expr import compile_predicate, walk
 from engine.dataflow.ops.accumulators import accumulator
+from engine.dataflow.ordering import order_key
 from engine.plan import ir, pgtypes
 from engine.plan.blocks import key_columns, select_list
+from engine.plan.explain import render_expr, render_sort
 from engine.plan.exprs import ORDERED_AGGREGATES
 from engine.plan.grouping import AGG_BASE, Grouping
-from engine.plan.scope import Bound, PlanError
+from engine.plan.ordering import order_by, page_bounds
+from engine.plan.scope import Bound, PlanError, column_refs, remap
 from engine.values import oids as T
 
 if TYPE_CHECKING:
@@ -39,9 +45,7 @@ if TYPE_CHECKING:
     from engine.plan.ranges import RangeCut
     from engine.plan.rules.keys import Key
 
-_REFUSED = (("havingClause", "HAVING"), ("sortClause", "ORDER BY"),
-            ("distinctClause", "DISTINCT"), ("limitCount", "LIMIT"),
-            ("limitOffset", "OFFSET"))
+_REFUSED = (("distinctClause", "DISTINCT"),)
 
 
 def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys: list[Key],
@@ -61,17 +65,30 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
         grouping.add_group(pos)
     exprs, names = select_list(stmt, grouping.builder("SELECT"), bound.scope, True)
     _check_groups(grouping, keys)
-    calls: list[ir.AggCall] = []
     for expr in exprs:
         if not isinstance(expr, ir.ColumnRef):
             raise PlanError("range parameter under an aggregate: the select list may hold "
                             "only aggregate calls and grouped columns")
-        if expr.index < AGG_BASE:  # a group column: the same value in every row of a group
-            pos = grouping.groups[expr.index]
-            calls.append(ir.AggCall("min", ir.ColumnRef(pos, expr.type_oid), expr.type_oid,
-                                    "min"))
-        else:
-            calls.append(grouping.aggs[expr.index - AGG_BASE])
+    having = None if stmt.get("havingClause") is None else \
+        grouping.builder("HAVING").boolean(stmt["havingClause"])
+    if having is not None and any(isinstance(e, ir.Param) for e in walk(having)):
+        raise PlanError("range parameter under an aggregate with a $n in HAVING")
+    order, sorted_on = order_by(stmt, grouping.builder("ORDER BY"), list(exprs), names)
+    limit, offset, page = page_bounds(stmt, order)
+    if page is not None:
+        raise PlanError("range parameter under an aggregate with a LIMIT/OFFSET parameter")
+    if any(not isinstance(e, ir.ColumnRef) for e in sorted_on):
+        raise PlanError("range parameter under an aggregate ordered by an expression")
+    # each result column's grouping reference, then those only ORDER BY or HAVING read
+    refs = [e.index for e in (*exprs, *sorted_on) if isinstance(e, ir.ColumnRef)]
+    names.extend(f"?order{i}?" for i in range(len(sorted_on)))
+    for ref in sorted(column_refs(having)) if having is not None else ():
+        if ref not in refs:  # read by HAVING only: a hidden result column
+            refs.append(ref)
+            names.append(f"?having{len(refs) - len(exprs)}?")
+    calls = [_call(grouping, ref) for ref in refs]
+    if having is not None:
+        having = remap(having, refs.index)
     args: list[ir.Expr] = [ir.ColumnRef(pos, bound.scope.cols[pos].type_oid)
                            for pos in grouping.groups]
     out: list[ir.AggCall] = []
@@ -83,7 +100,8 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
             if call.arg not in args:
                 args.append(call.arg)
             column = ir.ColumnRef(args.index(call.arg), call.arg.type_oid)
-        out.append(ir.AggCall(call.func, column, call.type_oid, name))
+        out.append(ir.AggCall(call.func, column, call.type_oid, name,
+                              collation=call.collation))
     scope = bound.scope
     key_list: list[ir.Expr] = [ir.ColumnRef(k.position, k.type_oid) for k in keys]
     extra, block_keys = key_columns(keys, key_list, args, len(args))
@@ -103,7 +121,19 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
     project = ir.Project(bound.rel, tuple(all_exprs), out_names)
     return Block(project, list(out_names), [None] * len(args), len(args), block_keys, (),
                  None, cuts=block_cuts, aggregates=tuple(out),
-                 grouped=tuple(range(len(grouping.groups))))
+                 grouped=tuple(range(len(grouping.groups))), agg_having=having,
+                 agg_hidden=len(refs) - len(exprs), agg_order=order, agg_limit=limit,
+                 agg_offset=offset)
+
+
+def _call(grouping: Grouping, ref: int) -> ir.AggCall:
+    """The host aggregate of one grouping reference: an aggregate call, or a group column
+    (the same value in every row of a group: its ``min``)."""
+    if ref >= AGG_BASE:
+        return grouping.aggs[ref - AGG_BASE]
+    pos = grouping.groups[ref]
+    oid = grouping.scope.cols[pos].type_oid
+    return ir.AggCall("min", ir.ColumnRef(pos, oid), oid, "min")
 
 
 #: Group column types whose equal values print the same (a group's value is any of them).
@@ -140,26 +170,47 @@ def aggregates_text(plan: PlannedQuery, cols: tuple[ir.Column, ...]) -> str:
         shown = arg if group else f"{func}({arg})"
         parts.append(f"{shown} {pgtypes.type_name(c.type_oid)} AS {c.name}")
     by = ", ".join(cols[i].name for i in plan.grouped)
-    return (f"GROUP BY {by} " if by else "") + "AGGREGATE " + ", ".join(parts)
+    out = tuple(ir.Column(c.name, c.type_oid) for c in plan.aggregates)
+    having = "" if plan.agg_having is None else " HAVING " + render_expr(plan.agg_having, out)
+    if plan.agg_order:
+        having += " ORDER BY " + render_sort(plan.agg_order, out)
+    if plan.agg_limit is not None:
+        having += f" LIMIT {plan.agg_limit}"
+    if plan.agg_offset:
+        having += f" OFFSET {plan.agg_offset}"
+    return (f"GROUP BY {by} " if by else "") + "AGGREGATE " + ", ".join(parts) + having
 
 
 def aggregate_groups(rows: Iterable[tuple[Any, ...]], calls: tuple[ir.AggCall, ...],
-                     grouped: tuple[int, ...]) -> list[tuple[Any, ...]]:
+                     grouped: tuple[int, ...], having: ir.Expr | None = None,
+                     hidden: int = 0, order: tuple[ir.SortKey, ...] = (),
+                     limit: int | None = None, offset: int = 0) -> list[tuple[Any, ...]]:
     """The result rows: without ``grouped`` the one row of ``calls`` over ``rows`` (count
-    0 and NULLs over none); else one row per distinct value of the ``grouped`` columns."""
+    0 and NULLs over none); else one row per distinct value of the ``grouped`` columns;
+    then those ``having`` (over the calls' values) holds for, sorted by ``order`` and cut to
+    ``offset``/``limit``, without the ``hidden`` last values (calls only ORDER BY or HAVING
+    read)."""
     if not grouped:
-        return [aggregate_rows(rows, calls)]
-    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-    for row in rows:
-        groups.setdefault(tuple(row[c] for c in grouped), []).append(row)
-    return [aggregate_rows(part, calls) for part in groups.values()]
+        out = [aggregate_rows(rows, calls)]
+    else:
+        groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        for row in rows:
+            groups.setdefault(tuple(row[c] for c in grouped), []).append(row)
+        out = [aggregate_rows(part, calls) for part in groups.values()]
+    if having is not None:
+        out = [r for r in out if compile_predicate(having)(r)]
+    if order:
+        out.sort(key=order_key(order))
+    if limit is not None or offset:
+        out = out[offset:] if limit is None else out[offset: offset + limit]
+    return [r[: len(r) - hidden] for r in out] if hidden else out
 
 
 def aggregate_rows(rows: Iterable[tuple[Any, ...]],
                    calls: tuple[ir.AggCall, ...]) -> tuple[Any, ...]:
     """The one row of ``calls`` (arguments: ``ColumnRef`` into each row) over ``rows``."""
-    accs = [accumulator(c.func, c.type_oid,
-                        None if c.arg is None else c.arg.type_oid) for c in calls]
+    accs = [accumulator(c.func, c.type_oid, None if c.arg is None else c.arg.type_oid,
+                        collation=c.collation) for c in calls]
     cols = [c.arg.index if isinstance(c.arg, ir.ColumnRef) else None for c in calls]
     pairs = list(zip(accs, cols, strict=True))
     for row in rows:

@@ -66,6 +66,9 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
         return None, "range parameters on several columns"
     if cuts[0].type_oid not in SPAN_TYPES:
         return None, "the range column's type (integers, text, dates and timestamps only)"
+    if any(c.collation is not None for c in cuts):
+        return None, f"text under collation {cuts[0].collation} (filled intervals are in " \
+            "byte order)"
     if reader.windows or reader.limit is not None or reader.offset:
         return None, "window functions or a LIMIT inside the reader"
     col = reader.output[cuts[0].column]

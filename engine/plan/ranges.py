@@ -13,7 +13,9 @@ selected); the host drops hidden columns after cutting.
 
 Exactness: a cut is only made on a column whose type's order Python reproduces on the
 canonical values (integers, numeric with NaN above every number, floats with NaN above every
-float, text and varchar under a byte-order collation, bytea, uuid, bool, date, timestamp,
+float, text and varchar under a byte-order collation, or under a libc collation weir
+reproduces (``engine.values.collation``: such a cut compares sort keys, is never bisected
+and gets no range-partial state), bytea, uuid, bool, date, timestamp,
 timestamptz with ``infinity``/``-infinity``, BC years and years after 9999 kept as text by
 the codecs). A NULL bound or column value satisfies no cut, as in SQL. A bound that is
 text the codecs could not read (``TextValue`` other than ``infinity``) sends the statement
@@ -38,6 +40,7 @@ from engine.plan.scope import PlanError, Scope
 from engine.sql.catalog import Catalog
 from engine.values import TextValue
 from engine.values import oids as T
+from engine.values.collation import key_function
 
 Node = dict[str, Any]
 
@@ -103,6 +106,8 @@ class RangeCut:
     param: int
     type_oid: int
     target: int = -1
+    #: the libc locale a text cut compares in (``engine.values.collation``; None: bytes)
+    collation: str | None = None
 
 
 def choose_ranges(scope: Scope, where: list[Node], catalog: Catalog) -> tuple[
@@ -147,9 +152,10 @@ def _column(scope: Scope, node: Node, catalog: Catalog) -> tuple[int, int] | Non
     return pos, col.type_oid
 
 
-def _check_order(scope: Scope, node: Node, catalog: Catalog) -> None:
+def _check_order(scope: Scope, node: Node, catalog: Catalog) -> str | None:
+    """The libc locale a text cut compares in (None: byte order), or PlanError."""
     builder = ExprBuilder(scope, catalog)
-    builder.check_ordering((builder.build(node),), "range parameter")
+    return builder.order_locale((builder.build(node),), "range parameter")
 
 
 def _cuts(scope: Scope, node: Node, catalog: Catalog) -> list[RangeCut] | None:
@@ -166,8 +172,9 @@ def _cuts(scope: Scope, node: Node, catalog: Catalog) -> list[RangeCut] | None:
         lo, hi = (_param(i, column[1]) for i in items)
         if lo is None or hi is None:
             return None
-        _check_order(scope, body["lexpr"], catalog)
-        return [RangeCut(column[0], ">=", lo, column[1]), RangeCut(column[0], "<=", hi, column[1])]
+        locale = _check_order(scope, body["lexpr"], catalog)
+        return [RangeCut(column[0], ">=", lo, column[1], collation=locale),
+                RangeCut(column[0], "<=", hi, column[1], collation=locale)]
     if kind != "AEXPR_OP" or not name or name[0] not in _FLIP:
         return None
     op = name[0]
@@ -182,8 +189,8 @@ def _cuts(scope: Scope, node: Node, catalog: Catalog) -> list[RangeCut] | None:
     param = _param(right, column[1])
     if param is None:
         return None
-    _check_order(scope, left, catalog)
-    return [RangeCut(column[0], op, param, column[1])]
+    locale = _check_order(scope, left, catalog)
+    return [RangeCut(column[0], op, param, column[1], collation=locale)]
 
 
 # ---------------------------------------------------------------------------- at read time
@@ -199,6 +206,14 @@ def range_value_ok(value: Any) -> bool:
 
 _TESTS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def _key(cut: RangeCut) -> Callable[[Any, int], Any]:
+    """How a cut orders values: ``value_order``, or the sort key of its collation."""
+    if cut.collation is None:
+        return _order
+    coll = key_function(cut.collation)
+    return lambda value, oid: coll(value)
 
 
 def cut_rows(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
@@ -228,11 +243,12 @@ def iter_cut(rows: Iterable[tuple[Any, ...]], cuts: Sequence[RangeCut],
             continue
         if bound is None:
             return  # a comparison with NULL is never true
-        tests.append((cut.column, _TESTS[cut.op], _order(bound, cut.type_oid), cut.type_oid))
+        key = _key(cut)
+        tests.append((cut.column, _TESTS[cut.op], key(bound, cut.type_oid), cut.type_oid, key))
     for row in rows:
-        for column, test, bound, type_oid in tests:
+        for column, test, bound, type_oid, key in tests:
             value = row[column]
-            if value is None or not test(_order(value, type_oid), bound):
+            if value is None or not test(key(value, type_oid), bound):
                 break
         else:
             if not any(row[column] is not None and value in row[column]
@@ -253,7 +269,8 @@ def narrow(rows: Sequence[tuple[Any, ...]], cuts: Sequence[RangeCut], params: Se
     slice is lazy: no copy of the rows)."""
     if lead is None or any(params[c.param - 1] is None for c in cuts):
         return rows, list(cuts)
-    on = [c for c in cuts if c.column == lead.column and c.op in _TESTS]
+    on = [c for c in cuts if c.column == lead.column and c.op in _TESTS
+          and c.collation is None and lead.collation is None]  # (collated: scanned)
     if not on:
         return rows, list(cuts)
     col, nulls_first = lead.column, lead.effective_nulls_first

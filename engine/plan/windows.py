@@ -205,11 +205,11 @@ def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.E
             if expr.type_oid not in pgtypes.ORDERABLE_TYPES:
                 raise PlanError(f"window ORDER BY a value of type "
                                 f"{pgtypes.type_name(expr.type_oid)}")
-            builder.check_ordering((expr,), "window ORDER BY")
+            locale = builder.order_locale((expr,), "window ORDER BY")
             nulls = sort.get("sortby_nulls", "SORTBY_NULLS_DEFAULT")
             order.append(ir.SortKey(position(expr), sort.get("sortby_dir") == "SORTBY_DESC",
                                     None if nulls == "SORTBY_NULLS_DEFAULT"
-                                    else nulls == "SORTBY_NULLS_FIRST"))
+                                    else nulls == "SORTBY_NULLS_FIRST", locale))
         arg = None if spec.arg is None else position(builder.build(spec.arg))
         out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]
                              spec.offset, spec.type_oid, spec.arg_oid, spec.rows))

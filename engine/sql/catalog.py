@@ -8,7 +8,8 @@ Invariants: everything here is pure data; no driver, no I/O. The proxy (or a tes
 ``CATALOG_QUERY`` over any driver and hands the rows to ``from_rows``. Rows are plain tuples in
 the column order of the query (columns 13 onwards - the database's collation, whether the
 column's collation is nondeterministic, a view's definition, the search_path and user the
-catalog was read under - are optional). A
+catalog was read under, the provider / locale / actual version of the column's collation and
+the database's provider / actual version, read into ``collations`` - are optional). A
 column's ``collation`` is the *effective* collation name
 (``"default"`` is replaced by the database's own collation), or None for non-collatable types.
 """
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from engine.values.collation import CollationInfo
 
 #: Collations whose ordering is plain byte order (what Python's str comparison gives for UTF-8).
 BYTE_ORDER_COLLATIONS = frozenset({"C", "POSIX", "ucs_basic", "C.UTF-8", "C.utf8"})
@@ -38,7 +41,15 @@ SELECT c.oid::int8, n.nspname::text, c.relname::text, c.relkind::text, c.relrows
             WHEN d.datcollate IN ('C', 'POSIX') THEN 'C' ELSE d.datcollate END::text,
        NOT coalesce(co.collisdeterministic, true),
        CASE WHEN c.relkind = 'v' AND a.attnum = 1 THEN pg_catalog.pg_get_viewdef(c.oid) END,
-       pg_catalog.current_setting('search_path'), current_user::text
+       pg_catalog.current_setting('search_path'), current_user::text,
+       CASE WHEN a.attcollation = 0 THEN NULL WHEN co.collname = 'default' THEN d.datlocprovider
+            ELSE co.collprovider END::text,
+       CASE WHEN a.attcollation = 0 THEN NULL WHEN co.collname = 'default' THEN d.datcollate
+            ELSE co.collcollate END::text,
+       CASE WHEN a.attcollation = 0 THEN NULL WHEN co.collname = 'default'
+            THEN pg_catalog.pg_database_collation_actual_version(d.oid)
+            ELSE pg_catalog.pg_collation_actual_version(co.oid) END::text,
+       d.datlocprovider::text, pg_catalog.pg_database_collation_actual_version(d.oid)::text
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
@@ -49,6 +60,23 @@ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname NOT LIKE 'pg\\_toast%'
 ORDER BY c.oid, a.attnum"""
+
+def _note_collations(row: Sequence[Any], found: dict[str, CollationInfo]) -> None:
+    """Record the column's collation (columns 17-19) and the database's (20-21)."""
+    if len(row) <= 21:
+        return
+    if row[9] is not None and row[17] is not None and str(row[9]) not in BYTE_ORDER_COLLATIONS:
+        name = str(row[9])
+        found.setdefault(name, CollationInfo(name, str(row[17]), _opt(row[18]), _opt(row[19]),
+                                             not row[13]))
+    if row[12] is not None and str(row[12]) not in BYTE_ORDER_COLLATIONS:
+        name = str(row[12])
+        found.setdefault(name, CollationInfo(name, str(row[20]), name, _opt(row[21])))
+
+
+def _opt(value: Any) -> str | None:
+    return None if value is None else str(value)
+
 
 RELKIND_NAMES = {"r": "table", "p": "partitioned table", "v": "view", "m": "materialized view",
                  "f": "foreign table"}
@@ -104,6 +132,8 @@ class Catalog:
     default_collation: str = "C"
     nondeterministic: frozenset[str] = frozenset()
     load_search_path: tuple[str, ...] = ("public",)
+    #: the non-byte-order collations in use (columns' and the database's), by effective name
+    collations: tuple[CollationInfo, ...] = ()
     _by_name: dict[tuple[str, str], Relation] = field(default_factory=dict, compare=False,
                                                       repr=False)
 
@@ -122,6 +152,7 @@ class Catalog:
         default_collation = "C"
         nondeterministic: set[str] = set()
         load_path: tuple[str, ...] = ("public",)
+        collations: dict[str, CollationInfo] = {}
         for row in rows:
             grouped.setdefault(int(row[0]), []).append(row)
             if len(row) > 16 and row[15] is not None:
@@ -130,6 +161,7 @@ class Catalog:
                 default_collation = str(row[12])
             if len(row) > 13 and row[13] and row[9] is not None:
                 nondeterministic.add(str(row[9]))
+            _note_collations(row, collations)
         relations = []
         for oid, cols in grouped.items():
             cols = sorted(cols, key=lambda r: int(r[5]))
@@ -144,7 +176,11 @@ class Catalog:
                 row_security=bool(head[4]),
                 view_sql=next((str(r[14]) for r in cols if len(r) > 14 and r[14]), None)))
         return cls(tuple(relations), default_collation, frozenset(nondeterministic),
-                   load_search_path=load_path)
+                   load_search_path=load_path, collations=tuple(collations.values()))
+
+    def collation_info(self, name: str) -> CollationInfo | None:
+        """What the catalog says of collation ``name`` (None: not read)."""
+        return next((c for c in self.collations if c.name == name), None)
 
     def get(self, schema: str, name: str) -> Relation | None:
         return self._by_name.get((schema, name))

@@ -392,6 +392,14 @@ SELECT count(*), sum(score), max(id) FROM comments WHERE story_id = $1 AND id > 
 SELECT count(DISTINCT author_id), count(*) FILTER (WHERE score > 10) FROM comments WHERE story_id = $1 AND score >= $2;
 -- params: [[1, 2, 3], 4]
 SELECT author_id, count(*) AS n, max(score) FROM stories WHERE author_id = ANY($1) AND id > $2 GROUP BY author_id;
+-- params: [[1, 2, 3, 4, 5], 3]
+SELECT author_id, count(*) AS n FROM stories WHERE author_id = ANY($1) AND id > $2 GROUP BY author_id HAVING sum(score) > 40;
+-- params: [2, 20]
+SELECT count(*) AS n, avg(score) FROM comments WHERE story_id = $1 AND score < $2 HAVING count(*) >= 2;
+-- params: [100]
+SELECT count(*) AS n FROM products WHERE price < $1 HAVING max(stock) > 5 AND count(*) > 1;
+-- params: [[1, 2, 3, 4, 5, 6, 7, 8], 2]
+SELECT author_id, count(*) AS n FROM stories WHERE author_id = ANY($1) AND id > $2 GROUP BY author_id ORDER BY n DESC, author_id LIMIT 3;
 -- params: [2, 3]
 SELECT story_id, avg(score) FROM comments WHERE story_id = $1 AND score <= $2 GROUP BY story_id;
 -- ===================== string_agg / array_agg with ORDER BY =====================
@@ -642,3 +650,22 @@ SELECT c.id FROM comments c WHERE $1 NOT IN (1, 3, 5) AND c.story_id = $2;
 SELECT u.id FROM users u WHERE $1 NOT IN (SELECT s.author_id FROM stories s WHERE s.score > 10);
 -- params: [4]
 SELECT s.id FROM stories s WHERE $1 NOT IN (SELECT c.author_id FROM comments c WHERE c.story_id = s.id);
+
+-- ===================== text under a libc collation (en_US.utf8, weir's glibc = the server's) =====================
+SELECT c.id, c.name FROM contacts c ORDER BY c.name, c.id;
+SELECT c.name, c.city FROM contacts c ORDER BY c.city DESC NULLS LAST, c.name LIMIT 5;
+-- params: [3]
+SELECT c.id, c.name FROM contacts c WHERE c.customer_id = $1 ORDER BY c.name DESC, c.id;
+SELECT c.id FROM contacts c WHERE c.name > 'm' AND c.name <= 'Zoë';
+SELECT c.id, c.name FROM contacts c WHERE c.city BETWEEN 'a' AND 'N' ORDER BY c.name, c.id;
+SELECT c.id FROM contacts c WHERE c.city NOT BETWEEN 'b' AND 'M' OR c.name < c.city;
+SELECT c.id, c.name, cu.name AS customer FROM contacts c JOIN customers cu ON cu.id = c.customer_id WHERE c.name >= 'é' ORDER BY c.name, c.id LIMIT 10;
+-- params: [2]
+SELECT c.name FROM contacts c WHERE c.customer_id = $1 AND c.name < 'Jo' ORDER BY c.name;
+SELECT min(c.name), max(c.city) FROM contacts c;
+-- params: ["m"]
+SELECT c.id FROM contacts c WHERE c.name > $1;
+SELECT string_agg(c.name, ', ' ORDER BY c.name) FROM contacts c;
+-- upstream: an ICU collation (weir cannot prove its ICU equals the server's)
+SELECT c.id, c.nick FROM contacts c ORDER BY c.nick, c.id;
+SELECT c.id FROM contacts c WHERE c.nick < 'm';

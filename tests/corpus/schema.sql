@@ -31,3 +31,6 @@ CREATE VIEW popular_stories AS
 CREATE TABLE posts (id int8 PRIMARY KEY, thread_id int4 NOT NULL, author_id int4 NOT NULL,
                     body text NOT NULL, edited bool NOT NULL, created_at timestamp NOT NULL);
 CREATE TABLE activities (id int4 PRIMARY KEY, user_id int4 NOT NULL, data jsonb, raw json);
+CREATE TABLE contacts (id int4 PRIMARY KEY, customer_id int4 NOT NULL,
+                       name text COLLATE "en_US.utf8" NOT NULL, city text COLLATE "en_US.utf8",
+                       nick text COLLATE "en-x-icu");

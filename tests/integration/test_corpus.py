@@ -107,6 +107,13 @@ def generate(rng: random.Random) -> dict[str, list[tuple[Any, ...]]]:
         "tags": rng.sample(["rust", "db", "web"], rng.randint(0, 2)),
         "user": {"name": rng.choice([*names[:3], None])}}), 0.1), _raw_json(rng, i))
         for i in range(1, 41)]
+    first = ["zoë", "Zoe", "émile", "Emile", "eve", "Ève", "o'brien", "OBrien", "jo", "Jo-Ann",
+             "joann", "łukasz", "Luke", "ß", "ss", "æsa", "Aesa", "mia", "Mía", "noël"]
+    data["contacts"] = [(i, rng.randint(1, 10), rng.choice(first) + rng.choice(["", " A.", "-b"]),
+                         _maybe(rng, rng.choice(["Zürich", "zurich", "Åre", "are", "New York",
+                                                 "newyork", "Köln", "koln", "Bogotá", "bogota"])),
+                         rng.choice(first))
+                        for i in range(1, 41)]
     return data
 
 

@@ -56,12 +56,21 @@ def test_short_demo_prints_the_table_and_writes_the_plots(tmp_path: Path) -> Non
     assert re.search(r"^weir, from cold\s+[\d,]+\s.*%", out, re.MULTILINE), out
     assert re.search(r"cached answers checked against PostgreSQL: (\d+)/\1 equal", out), out
     assert re.search(r"hit rate through the run \(in sixths\): (\d+% ){2,}", out + " "), out
+    for op in ("story_page", "front_page", "user_profile", "comment_thread", "vote", "comment"):
+        assert re.search(rf"^  {op}\s+[\d,]+\s+[\d,]+\s+[\d.]+\s+[\d.]+", out, re.MULTILINE), out
+    assert re.search(r"[\d,]+ coverage waits of [\d.]+ ms on average \(at most \d+% of",
+                     out), out
     for name in ("throughput.png", "latency.png", "cache.png"):
         data = (tmp_path / "out" / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
     results = json.loads((tmp_path / "out" / "results.json").read_text())
     weir = results["rows"][1]
     assert weir["ops"] > 0 and 0 < weir["hit_rate"] <= 1 and weir["fill_ms"] > 0
+    ops = {r["op"]: r for r in results["operations"]}  # where the time goes, by operation
+    assert set(ops) == {"story_page", "front_page", "user_profile", "comment_thread", "vote",
+                        "comment"}
+    assert all(r["direct_ops"] > 0 and r["weir_ops"] > 0 and r["weir_mean_ms"] > 0
+               for r in ops.values())
     timeline = results["weir_timeline"]  # weir's counters second by second, from cold
     assert len(timeline) >= 2 and sum(s["hits"] for s in timeline) > 0
     assert sum(s["misses"] for s in timeline) <= int(results["weir_status"]["misses"])

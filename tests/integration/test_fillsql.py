@@ -1,5 +1,5 @@
 """A fill batch's upstream statements (``proxy.fillsql.fetch_all``) against the real upstream:
-the one-statement form (snapshot, marker and rows together, integer keys) and the
+the one-statement form (snapshot, position and rows together, integer keys) and the
 transaction form give every request exactly the rows its own statement returns; and what a
 fill fetches, as ``SHOW WEIR STATUS`` ``fill_rows`` counts it."""
 
@@ -30,7 +30,8 @@ def _batch(pg: Any, dbname: str, fills: list[list[FillRequest]]
     async def run() -> tuple[str, Any, Any]:
         conn = await asyncpg.connect(pg.dsn(dbname=dbname))
         try:
-            text, rows = await fetch_all(conn, fills, "fill-1")
+            text, position, rows = await fetch_all(conn, fills)
+            assert position > 0
             own = [[await fetch_rows(conn, r) for r in reqs] for reqs in fills]
             return text, rows, own
         finally:

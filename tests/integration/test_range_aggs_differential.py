@@ -1,4 +1,5 @@
-"""Differential test of aggregates over a range cut (issue 23, ``engine.plan.range_aggs``)
+"""Differential test of aggregates (and HAVING over them) over a range cut (issue 23,
+``engine.plan.range_aggs``)
 against the real upstream: the shared loop of ``test_cache_shapes_differential`` (random
 writes that move rows into and out of the range and between keys, NULL and extreme bounds,
 keys without rows, evictions; three clients), over aggregates without GROUP BY whose WHERE
@@ -49,6 +50,23 @@ RANGE_AGG_SHAPES = [
           "AND at <= $2 GROUP BY grp", lambda r: (_ids(r, 45), _bound(r, _at, _TIMES))),
     Shape("SELECT sum(score), grp FROM things WHERE grp = $1 AND id >= $2 GROUP BY grp",
           lambda r: (r.randint(0, 45), _bound(r, lambda q: q.randint(-5, 1100), _INT4))),
+    # HAVING over the range's aggregates (without GROUP BY: the one row or none; an
+    # aggregate only HAVING reads is computed, then dropped)
+    Shape("SELECT count(*) AS n, max(name) FROM things WHERE grp = $1 AND at > $2 "
+          "HAVING count(*) > 3 AND sum(score) < 200",
+          lambda r: (r.randint(0, 45), _bound(r, _at, _TIMES))),
+    Shape("SELECT grp, avg(score) FROM things WHERE grp = ANY($1) AND day < $2 GROUP BY grp "
+          "HAVING min(name) >= 'n3' OR count(score) = 0",
+          lambda r: (_ids(r, 45), _bound(r, _day, _DAYS))),
+    # ORDER BY (an aggregate only it reads, the group column to break ties) and LIMIT/OFFSET
+    Shape("SELECT grp, count(*) AS n FROM things WHERE grp = ANY($1) AND id > $2 GROUP BY grp "
+          "ORDER BY sum(score) DESC NULLS LAST, grp LIMIT 3 OFFSET 1",
+          lambda r: (_ids(r, 45, 9), _bound(r, lambda q: q.randint(-5, 1100), _INT4)),
+          ordered=True),
+    Shape("SELECT max(name) AS top, grp FROM things WHERE grp = ANY($1) AND score < $2 "
+          "GROUP BY grp HAVING count(*) > 1 ORDER BY top, 2 DESC LIMIT 2",
+          lambda r: (_ids(r, 45, 9), _bound(r, lambda q: q.randint(-5, 65), _INT4)),
+          ordered=True),
 ]
 
 

@@ -22,6 +22,7 @@ from engine.dataflow import pgjson, pgmath
 from engine.dataflow.ordering import order_key, value_key
 from engine.plan.ir import SortKey
 from engine.values import oids as T
+from engine.values.collation import key_function
 
 
 class Acc:
@@ -223,6 +224,21 @@ class Max(Multiset):
         return max(self.values, key=value_key) if self.values else None
 
 
+class CollatedPick(Multiset):
+    """min / max of text under a libc collation (``engine.values.collation``): the multiset
+    of values, the least or greatest picked in the collation's order."""
+
+    __slots__ = ("key", "pick")
+
+    def __init__(self, oid: int, func: str, collation: str) -> None:
+        super().__init__(oid)
+        self.key = key_function(collation)
+        self.pick: Callable[..., Any] = min if func == "min" else max
+
+    def value(self) -> Any:
+        return self.pick(self.values, key=self.key) if self.values else None
+
+
 def ordered_value(entries: Iterable[tuple[Any, ...]], order: Sequence[SortKey], func: str,
                   delimiter: str | None, arg_oid: int | None = None) -> Any:
     """string_agg / array_agg / json_agg / jsonb_agg of ``entries`` (each ``(value, sort key
@@ -265,11 +281,15 @@ ACCUMULATORS: dict[str, Callable[[int], Acc]] = {
 
 
 def accumulator(func: str, result_oid: int, arg_oid: int | None,
-                order: Sequence[SortKey] = (), delimiter: str | None = None) -> Acc:
+                order: Sequence[SortKey] = (), delimiter: str | None = None,
+                collation: str | None = None) -> Acc:
     """A fresh accumulator for ``func`` (integer SUM into an integer type takes the fast path;
-    string_agg/array_agg get their ORDER BY as positions in their (value, keys...) entries)."""
+    string_agg/array_agg get their ORDER BY as positions in their (value, keys...) entries;
+    min/max of text under a libc ``collation`` pick by its order)."""
     if func in ORDERED:
         return Ordered(result_oid, func, order, delimiter, arg_oid)
+    if collation is not None and func in ("min", "max"):
+        return CollatedPick(result_oid, func, collation)
     if func == "sum" and result_oid in pgmath.INT_TYPES and arg_oid in pgmath.INT_TYPES:
         return IntSum(result_oid)
     if func in ("sum", "avg") and result_oid == T.NUMERIC:

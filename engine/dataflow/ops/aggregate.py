@@ -63,7 +63,7 @@ class AggregateNode(KeyedNode):
     def _new(self) -> GroupState:
         accs: list[Acc] = [accumulator(a.func, a.type_oid,
                                        a.arg.type_oid if a.arg is not None else None,
-                                       order, a.delimiter)
+                                       order, a.delimiter, a.collation)
                            for a, order in zip(self.aggs, self.orders, strict=True)]
         return [0, accs, STALE, 0]
 
@@ -129,7 +129,7 @@ class AggregateNode(KeyedNode):
 
 def agg_order(call: ir.AggCall) -> tuple[ir.SortKey, ...]:
     """An ordered aggregate's ORDER BY as positions in its (value, keys...) entries."""
-    return tuple(ir.SortKey(i + 1, s.descending, s.nulls_first)
+    return tuple(ir.SortKey(i + 1, s.descending, s.nulls_first, s.collation)
                  for i, s in enumerate(call.order))
 
 

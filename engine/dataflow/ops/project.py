@@ -8,6 +8,7 @@ an input column it reads is. A row whose expressions raise becomes an eviction r
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 from engine.dataflow.expr import columns_of, compile_expr
@@ -24,6 +25,8 @@ class ProjectNode(Node):
         self.fns = [compile_expr(e) for e in exprs]
         self.src = [e.index if isinstance(e, ir.ColumnRef) else None for e in exprs]
         self.uses = [tuple(columns_of(e)) for e in exprs]
+        if len(exprs) > 1 and None not in self.src:  # columns only: one C call per row
+            self._map = operator.itemgetter(*self.src)  # type: ignore[method-assign,assignment]
 
     def _map(self, row: Row) -> Row:
         return tuple([f(row) for f in self.fns])
@@ -87,6 +90,8 @@ class ProjectNode(Node):
             return None
         fn = self._partial if ctx.partial else self._map
         mapped = [fn(r) for r in rows]
+        if all(self.src[c] is not None for c in cols):
+            return mapped  # (each key column is an input column the pull bound, as in count)
         return [r for r in mapped  # (a Span key: the rows lie in it already)
                 if all(r[c] == v or r[c] is UNKNOWN or type(v) is Span
                        for c, v in zip(cols, key, strict=True))]

@@ -104,9 +104,9 @@ def _aggregate(rel: ir.Aggregate, needed: set[int]) -> tuple[ir.Rel, Mapping]:
     child, m = prune(rel.input, child_needed)
     aggs = tuple(ir.AggCall(a.func, None if a.arg is None else remap(a.arg, m.__getitem__),
                             a.type_oid, a.name,
-                            tuple(ir.AggSort(remap(s.expr, m.__getitem__), s.descending,
-                                             s.nulls_first) for s in a.order),
-                            a.delimiter) for a in rel.aggs)
+                            tuple(replace(s, expr=remap(s.expr, m.__getitem__))
+                                  for s in a.order),
+                            a.delimiter, a.collation) for a in rel.aggs)
     new = ir.Aggregate(child, tuple(m[g] for g in rel.group_by), aggs)
     return new, {i: i for i in range(len(rel.columns))}
 
@@ -132,7 +132,8 @@ def prune_columns(reader: ir.Reader) -> ir.Reader:
     child, m = prune(reader.input, needed)
 
     def sort(keys: tuple[ir.SortKey, ...]) -> tuple[ir.SortKey, ...]:
-        return tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first) for k in keys)
+        return tuple(ir.SortKey(m[k.column], k.descending, k.nulls_first, k.collation)
+                     for k in keys)
 
     windows = tuple(replace(w, column=m[w.column], order=sort(w.order),
                             arg=None if w.arg is None else m[w.arg])

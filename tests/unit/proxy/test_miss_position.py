@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import itertools
 
-from cdc.barrier import PROBE_PATIENCE
 from pgwire import backend as be
 from proxy.metrics import own_error
-from proxy.missfast_position import BATCH, NAME, PATIENCE, Tail
+from proxy.missfast_position import BATCH, NAME, Tail
 
 _CLIENT = (be.BindComplete().encode() + be.DataRow((b"v1",)).encode()
            + be.CommandComplete("SELECT 1").encode() + be.ReadyForQuery("I").encode())
@@ -71,6 +70,3 @@ def _starts(raw: bytes) -> list[int]:
         pos += 1 + int.from_bytes(raw[pos + 1 : pos + 5], "big")
     return starts
 
-
-def test_a_position_not_reached_waits_as_long_as_a_probe() -> None:
-    assert PATIENCE == PROBE_PATIENCE

@@ -18,6 +18,7 @@ from engine.plan.queries import QueryPlanner
 from engine.sql.cacheable import Unsupported
 from engine.sql.catalog import Catalog, Column, Relation
 from engine.values import oids as T
+from engine.values.collation import CollationInfo, local_glibc
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "plan"
 SEP = "----\n"
@@ -47,8 +48,9 @@ CATALOG = Catalog((
     Relation(16405, "public", "secure_notes", (_c("id", T.INT4), _c("note", T.TEXT)), ("id",),
              row_security=True),
     Relation(16406, "public", "people", (
-        _c("id", T.INT4), _c("name", T.TEXT, "en_US.utf8"), _c("nick", T.TEXT, "und_ci")),
-        ("id",)),
+        _c("id", T.INT4), _c("name", T.TEXT, "en_US.utf8"), _c("nick", T.TEXT, "und_ci"),
+        _c("icu_name", T.TEXT, "en-x-icu"), _c("far_name", T.TEXT, "xx_XX.utf8"),
+        _c("initials", T.BPCHAR, "en_US.utf8")), ("id",)),
     Relation(16407, "public", "v_users", (_c("id", T.INT4),), (), kind="v"),
     Relation(16408, "public", "events", (
         _c("id", T.INT4), _c("at", T.TIMESTAMPTZ), _c("payload", T.JSONB), _c("tags", 1009),
@@ -61,7 +63,13 @@ CATALOG = Catalog((
     Relation(16411, "public", "v_now", (_c("id", T.INT8),), kind="v",
              view_sql=" SELECT stories.id FROM stories WHERE stories.created_at > now();"),
     Relation(16412, "public", "feeds", (_c("id", T.INT4), _c("doc", T.JSON)), ("id",)),
-), default_collation="C", nondeterministic=frozenset({"und_ci"}))
+), default_collation="C", nondeterministic=frozenset({"und_ci"}), collations=(
+    # en_US.utf8 as weir can order it (same glibc, locale installed: Makefile locales-all);
+    # xx_XX.utf8 is a locale weir does not have; en-x-icu is ICU (never proven)
+    CollationInfo("en_US.utf8", "c", "en_US.utf8", local_glibc()),
+    CollationInfo("xx_XX.utf8", "c", "xx_XX.utf8", local_glibc()),
+    CollationInfo("en-x-icu", "i", "en-US", "153.120"),
+    CollationInfo("und_ci", "i", "und-u-ks-level2", "153.120", deterministic=False)))
 
 
 def _cases() -> list[Path]:
