@@ -52,7 +52,10 @@ def answered(session: Any) -> None:
     state = session.state
     service = session.server.service
     host = service.host
-    if host is None or not state.idle or state.swallowing or state.transaction_status != "I":
+    if host is None:  # (no caching yet, nothing to cover: a write's mark, ``router.wrote``,
+        ctx.seen.missed = False  # must not keep the lanes' pass offers on the miss branch)
+        return
+    if not state.idle or state.swallowing or state.transaction_status != "I":
         return
     ctx.seen.settle(time.monotonic())
     if service.settings.read_your_writes != "on":
