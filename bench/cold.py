@@ -93,6 +93,11 @@ class Timeline:
     total: int
 
 
+def _sizes(sc: Scenario) -> bool:
+    """Whether ``sc``'s run measures the working set scenario (c)'s budget is a third of."""
+    return sc.query == POINT and sc.keys == 100_000 and sc.zipf and not sc.churn
+
+
 def bench(bindir: Path, dsn: str, script: str, seconds: int, clients: int) -> Timeline:
     """One pgbench run with per-second progress (and the p99 of all its latencies)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -218,7 +223,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         direct = cluster.dsn()
         hit.load(direct, args.stories, args.stories // 10, args.votes)
-        working_set = 0
+        working_set = args.working_set
+        if any(sc.churn for sc in scenarios) and not working_set and not any(
+                _sizes(sc) for sc in scenarios):
+            raise SystemExit("scenario (c) needs its working set: run it with the Zipf over "
+                             "100,000 point lookup, or give --working-set BYTES")
         for sc in scenarios:
             stop = threading.Event()
             written = sc.keys if sc.write_sql.startswith("UPDATE") else args.stories
@@ -238,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
                 stop.set()
                 if sc.writes:
                     bg.join()
-            if sc.query == POINT and sc.keys == 100_000 and sc.zipf and not sc.churn:
+            if _sizes(sc):
                 working_set = int(st.get("memory_bytes", "0"))
             results.append((sc, d, w, st))
             print(f"{sc.name}: direct {sum(d.tps) / max(1, len(d.tps)):.0f} tps, weir "
@@ -246,6 +255,7 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
             print("  " + ", ".join(f"{k} {v}" for k, v in st.items()
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
+                                                    "memory_bytes",
                                                     "loop_memo", "memo_from", "session_",
                                                     "barrier_", "fill_ms"))),
                   flush=True)
@@ -378,6 +388,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", default=None, metavar="TEXT",
                         help="run only the scenarios whose name contains TEXT (printed, "
                         "docs/benchmarks/hit.md left as it is)")
+    parser.add_argument("--working-set", type=int, default=0, metavar="BYTES",
+                        help="the working set whose third is scenario (c)'s budget, when the "
+                        "run does not measure it first (--only without the Zipf over "
+                        "100,000 point lookup); the bytes that run prints as memory_bytes")
     parser.add_argument("--weir", action="append", default=[], metavar="'FLAG VALUE'",
                         help="more weir flags for every weir run (repeatable; split at "
                         "spaces), for example --weir='--lane-misses on'")

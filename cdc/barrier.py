@@ -100,6 +100,12 @@ class Barriers:
         self.probes = 0  # probes sent (SHOW WEIR STATUS)
         self.probes_fell_back = 0  # probes the stream did not reach in time (then a barrier)
         self.emit_seconds = 0.0  # from the call to the emitting statement's answer, summed
+        #: probes the stream had already reached when their answer came (no wait for it)
+        self.probes_at_answer = 0
+        self.probe_answer_seconds = 0.0  # probe sent to its answer read, summed
+        self.probe_stream_seconds = 0.0  # answer read to the stream reaching it, summed
+        self.probes_waited = 0  # probes the stream reached after their answer came
+        self._probe_times: dict[str, float] = {}  # probe id -> when sent, then when answered
         self.sent = 0  # barrier statements sent (heartbeat's, sessions', fallbacks')
         #: waits of :meth:`at` (their calls are in ``_on_pass``)
         self._waits: set[str] = set()
@@ -267,6 +273,7 @@ class Barriers:
             return probe_id, future, False
         conn.send_query(_PROBE)
         self._pipe_sent.append((probe_id, True))
+        self._probe_times[probe_id] = time.monotonic()
         return probe_id, future, True
 
     async def _probed(self, probe: tuple[str, asyncio.Future[int], bool], patience: float
@@ -275,6 +282,7 @@ class Barriers:
         try:
             if not sent:
                 await self._send_pipe(probe_id, _PROBE, patience, probe=True)
+                self._probe_times[probe_id] = time.monotonic()
             await asyncio.wait_for(future, patience)
             return True
         except TimeoutError:
@@ -282,11 +290,18 @@ class Barriers:
         finally:
             self._pending.pop(probe_id, None)
             self._on_pass.pop(probe_id, None)
+            self._probe_times.pop(probe_id, None)
 
     def _probe_answered(self, probe_id: str, lsn: int) -> None:
         if probe_id not in self._pending:
             return  # (gave up waiting)
+        now = time.monotonic()
+        sent = self._probe_times.get(probe_id)
+        if sent is not None:
+            self.probe_answer_seconds += now - sent
+            self._probe_times[probe_id] = now
         if self._applied_lsn() >= lsn:
+            self.probes_at_answer += 1
             self.passed(probe_id, lsn)
             return
         heapq.heappush(self._probes, (lsn, probe_id))
@@ -342,6 +357,10 @@ class Barriers:
         probes = self._probes
         while probes and probes[0][0] <= position:
             lsn, probe_id = heapq.heappop(probes)
+            answered = self._probe_times.get(probe_id)
+            if answered is not None:
+                self.probe_stream_seconds += time.monotonic() - answered
+                self.probes_waited += 1
             self.passed(probe_id, lsn)
         self.probe_floor = probes[0][0] if probes else NO_PROBE
 

@@ -52,16 +52,20 @@ def answered(session: Any) -> None:
     state = session.state
     service = session.server.service
     host = service.host
-    if host is None or not state.idle or state.swallowing or state.transaction_status != "I":
+    if host is None:  # (no caching yet, nothing to cover: a write's mark, ``router.wrote``,
+        ctx.seen.missed = False  # must not keep the lanes' pass offers on the miss branch)
+        return
+    if not state.idle or state.swallowing or state.transaction_status != "I":
         return
     ctx.seen.settle(time.monotonic())
     if service.settings.read_your_writes != "on":
-        _back(session)
+        back(session)
         return
-    host.coverage.when(ctx.seen.at, lambda: _back(session))
+    host.coverage.when(ctx.seen.at, lambda: back(session))
 
 
-def _back(session: Any) -> None:
+def back(session: Any) -> None:
+    """Hand the session back to its hit lane (every hand-over condition is checked there)."""
     lanes = session.server.service.lanes
     if lanes is None or session.lane or not session.state.held:
         return
@@ -110,5 +114,9 @@ def park(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
     parked = time.monotonic()
     session.pause_client(_PARKED)
     timer = asyncio.get_running_loop().call_later(service.settings.read_timeout, again, True)
-    coverage.when(seen.at, lambda: again(False))
+    waiting = session.miss_waiting
+    if waiting is not None and waiting[0] == seen.at:  # the stream reaching the position its
+        waiting[1].append(lambda: again(False))  # miss read covers it (proxy.missfast_position)
+    else:
+        coverage.when(seen.at, lambda: again(False))
     return True

@@ -46,7 +46,7 @@ from proxy import localfills, logparams, transactions
 from proxy.fillqueue import FillPolicy
 from proxy.fillrun import FILL_SETTINGS, FillRunner, keep_session, parse_snapshot
 from proxy.publication import Publication, persistent_names
-from proxy.seen import Coverage
+from proxy.seen import Coverage, observers
 
 log = logging.getLogger("weir.cache")
 
@@ -132,6 +132,8 @@ class EngineHost:
         # (probes, then barriers when a probe is not reached soon, on their own pipelined
         # connection: never queued behind the heartbeat's barrier)
         self.coverage = Coverage(lambda on_pass: self.stream.barriers.covering(30.0, on_pass))
+        #: what on the upstream would see a miss's position read (``proxy.missfast_position``)
+        self.observers: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -141,6 +143,7 @@ class EngineHost:
         self._pool = await asyncpg.create_pool(
             self.upstream_url, min_size=1, max_size=4, server_settings=FILL_SETTINGS,
             reset=keep_session)
+        self.observers = await observers(self._pool)  # (``proxy.missfast_position``)
         await self.fills.start(self.upstream_url)
         if self.local is not None:
             await localfills.start(self, self.local)

@@ -484,24 +484,24 @@ class HitLanes:
     # -- pass sessions ----------------------------------------------------------------------
 
     def offer_pass(self, session: Session) -> int:
-        """``session`` just relayed a quiet answer ending idle (the relay core calls this):
-        hand it to a lane if it is quiet; returns how many more such answers to wait before
-        offering again (0 when it went, and after a miss: ``proxy.aftermiss`` settles
-        seen(s), then the lane also forwards the reads of held statements it has no stamped
-        answer for, ``proxy.lane_misses``)."""
-        held: list[tuple[bytes, int]] | None = None
+        """``session`` relayed a quiet answer ending idle (the relay core calls this): to a
+        lane if quiet; how many such answers to wait before offering again (after a miss: 0)."""
         if session.ctx is not None and session.ctx.seen.missed:
-            aftermiss.answered(session)
-            if session.lane:
-                return 0
-            if session.lane_miss_skip:  # (its last such lane answered no miss but one)
-                session.lane_miss_skip -= 1
-                return 0
+            aftermiss.answered(session)  # (unsettled, e.g. a write's in a block: a plain pass)
+            if not session.ctx.seen.missed and (self.after_miss(session) or session.lane):
+                return 0  # (a write marks it too, ``router.wrote``: else a plain pass)
+        return self._enter_pass(session, None)
+
+    def after_miss(self, session: Session) -> int:
+        """A miss's answer came, seen(s) settled (also ``proxy.missfast_position``): to a lane
+        that also forwards the held statements' reads it has no stamped answer for; 0."""
+        if not session.lane and session.lane_miss_skip:  # (its last such lane answered no
+            session.lane_miss_skip -= 1  # miss but one)
+        elif not session.lane:
             held = lane_misses.forwardable(session, self.service, self._statements(session))
             if held and self._pace.tell(self.service, self.core):  # (else the loop paces)
                 self._enter_pass(session, held)
-            return 0  # (the next answer ending idle is offered again: a miss's is settled)
-        return self._enter_pass(session, None)
+        return 0  # (the next answer ending idle is offered again: a miss's is settled)
 
     def _enter_pass(self, session: Session, held: list[tuple[bytes, int]] | None) -> int:
         """:meth:`offer_pass`: to a lane as a pass session if quiet (``held``: statements

@@ -30,7 +30,7 @@ from typing import Any
 
 from pgwire import frontend as fe
 from pgwire.framing import scan_messages
-from proxy import portal_reads
+from proxy import missfast_position, portal_reads
 from proxy.held import LocalPortal, bind_keys
 from proxy.hitpath import _tail as batch_tail
 from proxy.hitpath import session_settings_id
@@ -75,7 +75,7 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
     if why is None:
         return False
     _observe(session, bind, raw, index)
-    session.upstream_write(raw)
+    session.upstream_write(missfast_position.append(session, raw))
     ctx.last = ("upstream", why)
     return True
 

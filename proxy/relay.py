@@ -38,7 +38,7 @@ from pgwire import frontend as fe
 from pgwire.classes import ANSWER_WRITE
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
-from proxy import aftermiss, identity, limits
+from proxy import aftermiss, identity, limits, missfast_position
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint, bound_client
 from proxy.extended import Extended
@@ -117,6 +117,11 @@ class Session:
         self.lane_miss_skip = 0  # misses before a lane may forward its misses (proxy.lanes)
         #: upstream bytes held for one write while a chunk is answered (``Answering.now``)
         self.corked: list[bytes] | None = None
+        #: a miss's position read outstanding on this connection (``proxy.missfast_position``)
+        self.miss_tail: missfast_position.Tail | None = None
+        #: its seen(s) when the stream has not reached that position yet, and the parked
+        #: reads it releases then (``proxy.missfast_position``, ``proxy.aftermiss.park``)
+        self.miss_waiting: tuple[float, list[Callable[[], object]]] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
         bound_client(transport)
         server.sessions.add(self)
@@ -405,6 +410,9 @@ class Session:
         """Relay whole messages; the session state observes runs that end with
         ReadyForQuery in one step (``scan_backend``), the rest message by message."""
         state = self.state
+        tail = self.miss_tail
+        if tail is not None:  # its answer is cut out (proxy.missfast_position)
+            data = tail.feed(data)
         raw, statuses, marks = self.uframer.take_backend(
             data, READ_ONLY_TAGS, not state.swallowing)
         if statuses:
@@ -415,6 +423,8 @@ class Session:
             raw = self.extended.take_deferred() + raw
         if raw:
             self.client.write(raw)
+        if tail is not None and tail.done:
+            missfast_position.arrived(self, tail)
         if self.ctx is not None and self.ctx.seen.missed:
             aftermiss.answered(self)  # seen(s) settles now; back to a lane (proxy.aftermiss)
 

@@ -5,7 +5,9 @@ upstream (a forwarded read, a write's commit, a miss answered upstream), :func:`
 the check a cached read must pass, and :class:`Coverage`, the host's record of how far the
 applier has provably caught up (the send time of the newest barrier, probe or fill marker
 it has passed) with the coalesced barrier requests of the sessions that are behind it (each a
-probe, then a barrier if the stream does not reach the probe soon: ``Barriers.covering``).
+probe, then a barrier if the stream does not reach the probe soon: ``Barriers.covering``),
+and :func:`observers` (what on the upstream would see a miss's position read on the session's
+own connection, ``proxy.missfast_position``).
 
 The rule: a barrier (a transactional logical message, DESIGN §6) that was *sent* at
 ``time.monotonic() = t`` lands in the WAL after every commit any upstream answer received
@@ -33,6 +35,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 log = logging.getLogger("weir.seen")
 
@@ -110,6 +113,11 @@ class Coverage:
         self.wait_seconds = 0.0  # how long they waited, summed
         self.waits_failed = 0  # waits that timed out or whose barrier failed
         self.by_markers = 0  # times a fill's marker moved ``covered`` (before any barrier)
+        #: positions read on a session's own connection after its miss, and those that covered
+        #: the session (``proxy.missfast_position``)
+        self.positions = 0
+        self.positions_passed = 0
+        self.positions_failed = 0  # reads of them that failed (then a probe, as without them)
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
     def passed(self, sent_at: float, marker: bool = False) -> None:
@@ -241,3 +249,26 @@ def covered(seen: Seen, coverage: Coverage, now: float) -> bool:
         return True
     coverage.request(seen.at)
     return False
+
+
+async def observers(pool: Any) -> str | None:
+    """What on the upstream would see the read (``--miss-position auto`` does not send it
+    then): ``pg_stat_statements`` loaded, every statement logged (for weir's role and
+    database, which the pool's connection has); None when nothing. ``pg_settings`` hides
+    ``shared_preload_libraries`` from a role that is not a superuser and not a member of
+    ``pg_read_all_settings``: then, and when the read fails, it cannot be known (not None)."""
+    try:
+        rows = await pool.fetch(
+            "SELECT name, setting FROM pg_catalog.pg_settings WHERE name IN "
+            "('shared_preload_libraries', 'log_statement', 'log_min_duration_statement')")
+    except Exception as exc:  # (any failure: caching must start all the same)
+        return f"the upstream's settings could not be read ({exc})"
+    found = {row[0]: row[1] for row in rows}
+    libraries = found.get("shared_preload_libraries")
+    if libraries is None:
+        return "shared_preload_libraries is hidden from weir's role (pg_read_all_settings)"
+    if "pg_stat_statements" in libraries:
+        return "pg_stat_statements is loaded"
+    if found.get("log_statement") == "all" or found.get("log_min_duration_statement") == "0":
+        return "every statement is logged"
+    return None

@@ -185,6 +185,15 @@ class Settings:
         metadata={"help": "on: a session is never answered from a cache state older than "
                           "what it saw upstream (its writes, forwarded reads, misses)"},
     )
+    miss_position: str = field(
+        default="auto",
+        metadata={"help": "session: a forwarded miss of a held statement reads the upstream's "
+                          "WAL position for seen(s) on the session's own connection, in the "
+                          "same round trip (an extra statement server-side observers see); "
+                          "probe: on weir's own connection once the answer came; auto: "
+                          "session unless the upstream loads pg_stat_statements or logs "
+                          "every statement"},
+    )
     hit_lanes: int | None = field(
         default=None,
         metadata={"help": "threads answering quiet sessions' memoized reads, and relaying "
@@ -239,6 +248,8 @@ class Settings:
             raise SettingsError("--lane-misses must be on or off")
         if self.read_your_writes not in ("on", "off"):
             raise SettingsError("--read-your-writes must be on or off")
+        if self.miss_position not in ("auto", "session", "probe"):
+            raise SettingsError("--miss-position must be auto, session or probe")
         if self.misses not in ("upstream", "wait"):
             raise SettingsError(f"--misses must be upstream or wait, not {self.misses!r}")
         if self.admission not in ADMISSIONS:
