@@ -27,8 +27,8 @@ def test_a_hit_after_the_miss_waits_until_the_stream_reaches_the_position(
     while the stream is behind the position (with no probe of its own; after the probes'
     patience a barrier is emitted, whose commit would flush the WAL), and then shows the
     update."""
-    with _lagging(pg, dbname, read_timeout=30.0) as (server, conn, _admin, direct, hold,
-                                                     release):
+    with _lagging(pg, dbname, read_timeout=30.0, miss_position="session") as (
+            server, conn, _admin, direct, hold, release):
         coverage = server.server.service.host.coverage
         barriers = server.server.service.host.stream.barriers
         hold()
@@ -79,8 +79,8 @@ def test_the_read_is_invisible_to_the_client(pg: Any, dbname: str) -> None:
     """No prepared statement is left in the session, it stays idle, and a statement the
     client prepared under the same name survives (the read fails, swallowed; coverage falls
     back to the probe)."""
-    with _lagging(pg, dbname, read_timeout=30.0) as (server, conn, _admin, _direct, _hold,
-                                                     _release):
+    with _lagging(pg, dbname, read_timeout=30.0, miss_position="session") as (
+            server, conn, _admin, _direct, _hold, _release):
         coverage = server.server.service.host.coverage
         positions = coverage.positions
         assert kv_read(conn, 6) == "v6"
@@ -99,11 +99,11 @@ def test_the_read_is_invisible_to_the_client(pg: Any, dbname: str) -> None:
 
 
 def test_auto_does_not_read_it_where_every_statement_is_logged(pg: Any, dbname: str) -> None:
-    """``--miss-position auto`` (the default): with ``log_statement = all`` for the database,
+    """``--miss-position auto``: with ``log_statement = all`` for the database,
     the read would be logged, so misses take the probe instead."""
     pg.psql(f'ALTER DATABASE "{dbname}" SET log_statement = \'all\'', dbname)
-    with _lagging(pg, dbname, read_timeout=30.0) as (server, conn, _admin, _direct, _hold,
-                                                     _release):
+    with _lagging(pg, dbname, read_timeout=30.0, miss_position="auto") as (
+            server, conn, _admin, _direct, _hold, _release):
         host = server.server.service.host
         assert host.observers == "every statement is logged"
         probes = host.stream.barriers.probes
