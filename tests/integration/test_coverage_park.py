@@ -51,6 +51,20 @@ def _lagging(pg: Any, dbname: str, **settings: Any) -> Iterator[tuple[Any, ...]]
         server.stop()
 
 
+def parked_read(server: Any, conn: Any, dbname: str, key: int) -> tuple[list[Any],
+                                                                     threading.Thread]:
+    """Read ``key`` in a thread through the session that has held statements, and return once
+    that read is parked waiting for seen(s) coverage: what it got (appended when it is
+    answered) and the thread."""
+    session = next(s for s in server.server.sessions if s.ctx is not None
+                   and s.ctx.database == dbname and s.state.held)
+    got: list[Any] = []
+    reader = threading.Thread(target=lambda: got.append(kv_read(conn, key)))
+    reader.start()
+    eventually(lambda: "seen(s) coverage" in session.state.paused, timeout=10)
+    return got, reader
+
+
 def test_a_hit_not_yet_covered_waits_and_the_memo_answers_it(pg: Any, dbname: str) -> None:
     """A (key 1) is updated; the session reads A (a miss, upstream: the update), then B (key
     2, unchanged, memoized): B waits for coverage, parked, and is then answered from the memo
@@ -62,12 +76,7 @@ def test_a_hit_not_yet_covered_waits_and_the_memo_answers_it(pg: Any, dbname: st
         assert kv_read(conn, 1) == "v1-new"
         assert last_statement(conn) == ("upstream", MISS)
         answers = sum(memo_answers(admin))
-        session = next(s for s in server.server.sessions if s.ctx is not None
-                       and s.ctx.database == dbname and s.state.held)
-        got: list[Any] = []
-        reader = threading.Thread(target=lambda: got.append(kv_read(conn, 2)))
-        reader.start()
-        eventually(lambda: "seen(s) coverage" in session.state.paused, timeout=10)
+        got, reader = parked_read(server, conn, dbname, 2)
         assert not got
         release()
         reader.join(30)

@@ -7,7 +7,6 @@ the client (no prepared statement left, idle, a client statement of the same nam
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
 import asyncpg
@@ -16,7 +15,7 @@ import pytest
 from proxy.misses import MISS
 from proxy.missfast_position import NAME
 from proxy.seen import observers
-from tests.integration.test_coverage_park import _lagging
+from tests.integration.test_coverage_park import _lagging, parked_read
 from tests.support import eventually, kv_read, last_statement
 
 
@@ -38,12 +37,7 @@ def test_a_hit_after_the_miss_waits_until_the_stream_reaches_the_position(
         assert kv_read(conn, 1) == "v1-new"
         assert last_statement(conn) == ("upstream", MISS)
         eventually(lambda: coverage.positions == positions + 1)
-        session = next(s for s in server.server.sessions if s.ctx is not None
-                       and s.ctx.database == dbname and s.state.held)
-        got: list[Any] = []
-        reader = threading.Thread(target=lambda: got.append(kv_read(conn, 2)))
-        reader.start()
-        eventually(lambda: "seen(s) coverage" in session.state.paused, timeout=10)
+        got, reader = parked_read(server, conn, dbname, 2)
         assert not got and coverage.positions_passed == passed
         # (not reached within the probes' patience: a barrier to flush the WAL, no probe)
         eventually(lambda: barriers.waits_fell_back > fell_back)
