@@ -482,14 +482,14 @@ class HitLanes:
                           tuple(w.encode() for w in WRITE_WORDS))
 
     # -- pass sessions ----------------------------------------------------------------------
-
     def offer_pass(self, session: Session) -> int:
         """``session`` relayed a quiet answer ending idle (the relay core calls this): to a
         lane if quiet; how many such answers to wait before offering again (after a miss: 0)."""
         if session.ctx is not None and session.ctx.seen.missed:
             aftermiss.answered(session)  # (unsettled, e.g. a write's in a block: a plain pass)
-            if not session.ctx.seen.missed and (self.after_miss(session) or session.lane):
-                return 0  # (a write marks it too, ``router.wrote``: else a plain pass)
+            if not session.ctx.seen.missed and (self.after_miss(session) or session.lane or
+                                                session.state.held):  # (aftermiss.back)
+                return 0  # (held statements: to their hit lane once covered; else a plain pass)
         return self._enter_pass(session, None)
 
     def after_miss(self, session: Session) -> int:
