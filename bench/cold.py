@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
                                                     "memory_bytes",
                                                     "loop_memo", "memo_from", "session_",
-                                                    "barrier_", "fill_ms"))),
+                                                    "barrier_", "fill_"))),
                   flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from cdc import LocalBases
+from cdc.barrier import PROBE_PATIENCE, UNFLUSHED_PATIENCE
 from engine import Engine, RunFill, Snapshot
 from proxy import localfills
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
@@ -74,9 +75,10 @@ class FillHost(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
-    def at_position(self, lsn: int, call: Callable[[], object]) -> None:
+    def at_position(self, lsn: int, call: Callable[[], object], patience: float) -> None:
         """Call ``call`` once the replication stream's position reaches ``lsn`` (at once if
-        it has; else from the stream, between two transactions: ``Barriers.at``)."""
+        it has; else from the stream, between two transactions: ``Barriers.at``, whose
+        fallback barrier comes after ``patience`` seconds)."""
 
 
 def parse_snapshot(text: str) -> Snapshot:
@@ -106,6 +108,9 @@ class FillRunner:
         self.latency = Buckets()  # each fill's time from request to rows (``/metrics``)
         self.failures = 0  # fill transactions that failed (their tables back off)
         self.rows = 0  # base rows fetched by completed fills (``SHOW WEIR STATUS`` fill_rows)
+        #: batches whose position lay past the WAL flushed when it was read (``SHOW WEIR
+        #: STATUS`` fill_positions_unflushed: their fallback barrier is not delayed)
+        self.unflushed = 0
         #: where fill time goes, summed over fills (seconds): waiting in the queue for a
         #: slot, the upstream read (snapshot, position, rows), and from the rows' arrival
         #: until the stream reached the batch's position (``SHOW WEIR STATUS``; the key
@@ -170,7 +175,7 @@ class FillRunner:
         (answered upstream) until a later read fills them again."""
         batch = [q.run for q in queued]
         engine = self.host.engine
-        fetched: tuple[Snapshot, int, list[list[list[Row]]]] | None = None
+        fetched: tuple[Snapshot, int, int, list[list[list[Row]]]] | None = None
         started = time.monotonic()  # (before the statement: coverage's send time)
         self.phases["queue"] += sum(started - q.at for q in queued)
         self.running += 1
@@ -192,7 +197,7 @@ class FillRunner:
             for run in batch:
                 self._abandon(run)
             return
-        snapshot, position, rows = fetched
+        snapshot, position, flushed, rows = fetched
         self.done += len(batch)
         self.transactions += 1
         self.rows += sum(len(r) for per_fill in rows for r in per_fill)
@@ -210,7 +215,14 @@ class FillRunner:
                 continue
             self.host.perform(effects)
         asked = [q.at for q in queued]
-        self.host.at_position(position, lambda: self._reached(engine, batch, started, now, asked))
+        # WAL not yet flushed below the position (a page prune written by a read, an
+        # asynchronous commit) is decoded only after the next flush, which nothing may bring
+        # for up to wal_writer_delay: the fallback barrier comes at once rather than after
+        # the usual patience (docs/architecture.md "Fills at a position")
+        unflushed = flushed < position
+        self.unflushed += unflushed
+        self.host.at_position(position, lambda: self._reached(engine, batch, started, now, asked),
+                              UNFLUSHED_PATIENCE if unflushed else PROBE_PATIENCE)
 
     def _reached(self, engine: Engine, batch: list[RunFill], started: float, rows_at: float,
                  asked: list[float]) -> None:
@@ -242,13 +254,14 @@ class FillRunner:
             log.exception("abandoning fill %d failed", run.fill_id)
 
     async def _fetch(self, batch: list[RunFill]
-                     ) -> tuple[Snapshot, int, list[list[list[Row]]]]:
+                     ) -> tuple[Snapshot, int, int, list[list[list[Row]]]]:
         """One upstream read for a batch of fills: one snapshot, the position read after it,
-        the base rows (``proxy.fillsql.fetch_all``: one statement for a batch of one
+        the WAL flush position read after that, the base rows (``proxy.fillsql.fetch_all``: one statement for a batch of one
         integer-keyed shape, else a REPEATABLE READ READ ONLY transaction)."""
         async with self._fills().acquire() as conn:
-            text, position, rows = await fetch_all(conn, [run.requests for run in batch])
-        return parse_snapshot(text), position, rows
+            text, position, flushed, rows = await fetch_all(
+                conn, [run.requests for run in batch])
+        return parse_snapshot(text), position, flushed, rows
 
     def _fills(self) -> asyncpg.Pool:
         assert self._fill_pool is not None, "EngineHost.start() first"
