@@ -256,8 +256,9 @@ class FillRunner:
     async def _fetch(self, batch: list[RunFill]
                      ) -> tuple[Snapshot, int, int, list[list[list[Row]]]]:
         """One upstream read for a batch of fills: one snapshot, the position read after it,
-        the WAL flush position read after that, the base rows (``proxy.fillsql.fetch_all``: one statement for a batch of one
-        integer-keyed shape, else a REPEATABLE READ READ ONLY transaction)."""
+        the WAL flush position read after that, the base rows (``proxy.fillsql.fetch_all``:
+        one statement for a batch of one integer-keyed shape, else a REPEATABLE READ READ
+        ONLY transaction)."""
         async with self._fills().acquire() as conn:
             text, position, flushed, rows = await fetch_all(
                 conn, [run.requests for run in batch])
