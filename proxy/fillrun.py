@@ -112,10 +112,12 @@ class FillRunner:
         #: STATUS`` fill_positions_unflushed: their fallback barrier is not delayed)
         self.unflushed = 0
         #: where fill time goes, summed over fills (seconds): waiting in the queue for a
-        #: slot, the upstream read (snapshot, position, rows), and from the rows' arrival
-        #: until the stream reached the batch's position (``SHOW WEIR STATUS``; the key
-        #: ``marker`` names the position the fill waits for: it was a marker message once)
-        self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
+        #: slot, the upstream read (snapshot, position, rows), from the rows handed to the
+        #: engine until the stream reached the batch's position (the key ``marker`` names
+        #: that position: it was a marker message once), and the engine's own work on the
+        #: batch (``Engine.fill_response`` and the install, ``Engine.marker``: event-loop
+        #: CPU, which every fill of the batch waits out) (``SHOW WEIR STATUS``)
+        self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0, "install": 0.0}
         #: the latest fills' times from their request until installed (rows in and position
         #: reached; seconds): ``SHOW WEIR STATUS`` fill_ms_p50
         self.installed: deque[float] = deque(maxlen=RECENT)
@@ -214,6 +216,8 @@ class FillRunner:
                 self._abandon(run)
                 continue
             self.host.perform(effects)
+        handed = time.monotonic()
+        self.phases["install"] += (handed - now) * len(batch)
         asked = [q.at for q in queued]
         # WAL not yet flushed below the position (a page prune written by a read, an
         # asynchronous commit) is decoded only after the next flush, which nothing may bring
@@ -221,10 +225,11 @@ class FillRunner:
         # the usual patience (docs/architecture.md "Fills at a position")
         unflushed = flushed < position
         self.unflushed += unflushed
-        self.host.at_position(position, lambda: self._reached(engine, batch, started, now, asked),
-                              UNFLUSHED_PATIENCE if unflushed else PROBE_PATIENCE)
+        self.host.at_position(
+            position, lambda: self._reached(engine, batch, started, handed, asked),
+            UNFLUSHED_PATIENCE if unflushed else PROBE_PATIENCE)
 
-    def _reached(self, engine: Engine, batch: list[RunFill], started: float, rows_at: float,
+    def _reached(self, engine: Engine, batch: list[RunFill], started: float, handed: float,
                  asked: list[float]) -> None:
         """The stream reached the batch's position: every transaction its snapshot sees has
         been applied (docs/architecture.md "Fills at a position"), so its fills install
@@ -232,6 +237,8 @@ class FillRunner:
         (``proxy.seen``)."""
         if self.host.engine is not engine:
             return
+        reached = time.monotonic()
+        self.phases["marker"] += (reached - handed) * len(batch)
         for run in batch:
             try:
                 effects = engine.marker(run.fill_id)
@@ -242,7 +249,7 @@ class FillRunner:
             self.host.perform(effects)
         self.host.coverage.passed(started, marker=True)
         now = time.monotonic()
-        self.phases["marker"] += (now - rows_at) * len(batch)
+        self.phases["install"] += (now - reached) * len(batch)
         self.installed.extend(now - at for at in asked)
 
     def _abandon(self, run: RunFill, reason: str = "the fill failed upstream") -> None:
