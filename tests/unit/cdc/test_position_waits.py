@@ -1,7 +1,7 @@
 """``Barriers.at``: a call made once the stream's position reaches an LSN (fills wait for
-their position this way, ``proxy.fillrun``), without I/O while it is reached in time (the
-fallback barrier, which needs the upstream, is covered by
-``tests/integration/test_fill_position.py``)."""
+their position this way, ``proxy.fillrun``), without I/O while it is reached in time, and
+when the fallback barrier is sent (a stand-in for it here; the barrier itself, which needs the
+upstream, is covered by ``tests/integration/test_fill_position.py``)."""
 
 from __future__ import annotations
 
