@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
                                                     "memory_bytes",
                                                     "loop_memo", "memo_from", "session_",
-                                                    "barrier_", "fill_ms"))),
+                                                    "barrier_", "fill_"))),
                   flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)
@@ -343,10 +343,11 @@ def cost_report(costs: list[tuple[str, int, int, float, dict[str, str]]],
               "every fill landed; transaction IDs and WAL include weir's heartbeat, 2 "
               "barriers/s):", "",
               "| misses | transaction IDs | WAL (kB) | seconds | fill transactions | "
-              "fill ms: queue / transaction / marker (mean per fill) |",
+              "fill ms: queue / transaction / position / install (mean per fill) |",
               "|---|---:|---:|---:|---:|---|"]
     for label, xids, wal, took, st in costs:
-        phases = " / ".join(st.get(f"fill_{p}_ms_avg", "?") for p in ("queue", "fetch", "marker"))
+        phases = " / ".join(st.get(f"fill_{p}_ms_avg", "?")
+                            for p in ("queue", "fetch", "marker", "install"))
         lines.append(f"| {label} | {xids} | {wal / 1024:.0f} | {took:.1f} | "
                      f"{st.get('fill_transactions')} | {phases} |")
     lines += ["", "Before this change (issue 18): 2,000 misses used 2,013 transaction IDs and "

@@ -53,6 +53,10 @@ log = logging.getLogger("weir.cdc.barrier")
 #: (PostgreSQL's walsender decodes only flushed WAL: a position past the last flush is reached
 #: at the next commit or WAL writer flush; a barrier's commit flushes it)
 PROBE_PATIENCE = 0.02
+#: the same for a fill whose position lay past the WAL flushed when it was read (WAL inserted
+#: but not flushed: a page prune written by a read, an asynchronous commit): only a flush
+#: lets the stream reach it, and the WAL writer may take wal_writer_delay (200 ms) to come
+UNFLUSHED_PATIENCE = 0.002
 _PROBE = "SELECT pg_current_wal_insert_lsn()"
 #: ``Barriers.probe_floor`` when no probe waits (no position reaches it)
 NO_PROBE = 1 << 64
@@ -315,8 +319,8 @@ class Barriers:
         no transaction open). When it has not within ``patience`` seconds (WAL past the last
         flush is decoded only after the next flush), one barrier is emitted, unless one was
         sent since this wait began (or one is still on its way: then it looks again after
-        :data:`PROBE_PATIENCE`): its commit, after ``lsn``, flushes the WAL up to it and
-        carries the stream past it. Never called once continuity is lost (:meth:`lose_all`)."""
+        ``patience`` again): its commit, after ``lsn``, flushes the WAL up to it and carries
+        the stream past it. Never called once continuity is lost (:meth:`lose_all`)."""
         if self._applied_lsn() >= lsn:
             call()
             return
@@ -326,18 +330,19 @@ class Barriers:
         heapq.heappush(self._probes, (lsn, wait_id))
         self.probe_floor = self._probes[0][0]
         asyncio.get_running_loop().call_later(patience, self._overdue, wait_id,
-                                              time.monotonic())
+                                              time.monotonic(), patience)
 
     def _waited(self, wait_id: str, call: Callable[[], object]) -> None:
         self._waits.discard(wait_id)
         call()
 
-    def _overdue(self, wait_id: str, began: float) -> None:
+    def _overdue(self, wait_id: str, began: float, patience: float) -> None:
         if wait_id not in self._waits or self._nudged >= began:
             return  # (passed, lost, or a barrier sent since it began will carry it)
         if self._nudges:  # one fallback barrier at a time (a stream that merely lags is not
             # hurried by more): look again once more patience has passed
-            asyncio.get_running_loop().call_later(PROBE_PATIENCE, self._overdue, wait_id, began)
+            asyncio.get_running_loop().call_later(patience, self._overdue, wait_id, began,
+                                                  patience)
             return
         self._nudged = time.monotonic()
         self.waits_fell_back += 1

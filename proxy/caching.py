@@ -432,9 +432,9 @@ class EngineHost:
     def apply(self, txn: Transaction) -> None:
         self.perform(self.engine.apply(txn))
 
-    def at_position(self, lsn: int, call: Callable[[], object]) -> None:
+    def at_position(self, lsn: int, call: Callable[[], object], patience: float) -> None:
         """(``proxy.fillrun.FillHost``) ``call`` once the stream's position reaches ``lsn``."""
-        self.stream.barriers.at(lsn, call)
+        self.stream.barriers.at(lsn, call, patience)
 
     # -- stats --------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from cdc import LocalBases
+from cdc.barrier import PROBE_PATIENCE, UNFLUSHED_PATIENCE
 from engine import Engine, RunFill, Snapshot
 from proxy import localfills
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
@@ -74,9 +75,10 @@ class FillHost(Protocol):
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
 
-    def at_position(self, lsn: int, call: Callable[[], object]) -> None:
+    def at_position(self, lsn: int, call: Callable[[], object], patience: float) -> None:
         """Call ``call`` once the replication stream's position reaches ``lsn`` (at once if
-        it has; else from the stream, between two transactions: ``Barriers.at``)."""
+        it has; else from the stream, between two transactions: ``Barriers.at``, whose
+        fallback barrier comes after ``patience`` seconds)."""
 
 
 def parse_snapshot(text: str) -> Snapshot:
@@ -106,11 +108,16 @@ class FillRunner:
         self.latency = Buckets()  # each fill's time from request to rows (``/metrics``)
         self.failures = 0  # fill transactions that failed (their tables back off)
         self.rows = 0  # base rows fetched by completed fills (``SHOW WEIR STATUS`` fill_rows)
+        #: batches whose position lay past the WAL flushed when it was read (``SHOW WEIR
+        #: STATUS`` fill_positions_unflushed: their fallback barrier is not delayed)
+        self.unflushed = 0
         #: where fill time goes, summed over fills (seconds): waiting in the queue for a
-        #: slot, the upstream read (snapshot, position, rows), and from the rows' arrival
-        #: until the stream reached the batch's position (``SHOW WEIR STATUS``; the key
-        #: ``marker`` names the position the fill waits for: it was a marker message once)
-        self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0}
+        #: slot, the upstream read (snapshot, position, rows), from the rows handed to the
+        #: engine until the stream reached the batch's position (the key ``marker`` names
+        #: that position: it was a marker message once), and the engine's own work on the
+        #: batch (``Engine.fill_response`` and the install, ``Engine.marker``: event-loop
+        #: CPU, which every fill of the batch waits out) (``SHOW WEIR STATUS``)
+        self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0, "install": 0.0}
         #: the latest fills' times from their request until installed (rows in and position
         #: reached; seconds): ``SHOW WEIR STATUS`` fill_ms_p50
         self.installed: deque[float] = deque(maxlen=RECENT)
@@ -170,7 +177,7 @@ class FillRunner:
         (answered upstream) until a later read fills them again."""
         batch = [q.run for q in queued]
         engine = self.host.engine
-        fetched: tuple[Snapshot, int, list[list[list[Row]]]] | None = None
+        fetched: tuple[Snapshot, int, int, list[list[list[Row]]]] | None = None
         started = time.monotonic()  # (before the statement: coverage's send time)
         self.phases["queue"] += sum(started - q.at for q in queued)
         self.running += 1
@@ -192,7 +199,7 @@ class FillRunner:
             for run in batch:
                 self._abandon(run)
             return
-        snapshot, position, rows = fetched
+        snapshot, position, flushed, rows = fetched
         self.done += len(batch)
         self.transactions += 1
         self.rows += sum(len(r) for per_fill in rows for r in per_fill)
@@ -209,10 +216,20 @@ class FillRunner:
                 self._abandon(run)
                 continue
             self.host.perform(effects)
+        handed = time.monotonic()
+        self.phases["install"] += (handed - now) * len(batch)
         asked = [q.at for q in queued]
-        self.host.at_position(position, lambda: self._reached(engine, batch, started, now, asked))
+        # WAL not yet flushed below the position (a page prune written by a read, an
+        # asynchronous commit) is decoded only after the next flush, which nothing may bring
+        # for up to wal_writer_delay: the fallback barrier comes at once rather than after
+        # the usual patience (docs/architecture.md "Fills at a position")
+        unflushed = flushed < position
+        self.unflushed += unflushed
+        self.host.at_position(
+            position, lambda: self._reached(engine, batch, started, handed, asked),
+            UNFLUSHED_PATIENCE if unflushed else PROBE_PATIENCE)
 
-    def _reached(self, engine: Engine, batch: list[RunFill], started: float, rows_at: float,
+    def _reached(self, engine: Engine, batch: list[RunFill], started: float, handed: float,
                  asked: list[float]) -> None:
         """The stream reached the batch's position: every transaction its snapshot sees has
         been applied (docs/architecture.md "Fills at a position"), so its fills install
@@ -220,6 +237,8 @@ class FillRunner:
         (``proxy.seen``)."""
         if self.host.engine is not engine:
             return
+        reached = time.monotonic()
+        self.phases["marker"] += (reached - handed) * len(batch)
         for run in batch:
             try:
                 effects = engine.marker(run.fill_id)
@@ -230,7 +249,7 @@ class FillRunner:
             self.host.perform(effects)
         self.host.coverage.passed(started, marker=True)
         now = time.monotonic()
-        self.phases["marker"] += (now - rows_at) * len(batch)
+        self.phases["install"] += (now - reached) * len(batch)
         self.installed.extend(now - at for at in asked)
 
     def _abandon(self, run: RunFill, reason: str = "the fill failed upstream") -> None:
@@ -242,13 +261,15 @@ class FillRunner:
             log.exception("abandoning fill %d failed", run.fill_id)
 
     async def _fetch(self, batch: list[RunFill]
-                     ) -> tuple[Snapshot, int, list[list[list[Row]]]]:
+                     ) -> tuple[Snapshot, int, int, list[list[list[Row]]]]:
         """One upstream read for a batch of fills: one snapshot, the position read after it,
-        the base rows (``proxy.fillsql.fetch_all``: one statement for a batch of one
-        integer-keyed shape, else a REPEATABLE READ READ ONLY transaction)."""
+        the WAL flush position read after that, the base rows (``proxy.fillsql.fetch_all``:
+        one statement for a batch of one integer-keyed shape, else a REPEATABLE READ READ
+        ONLY transaction)."""
         async with self._fills().acquire() as conn:
-            text, position, rows = await fetch_all(conn, [run.requests for run in batch])
-        return parse_snapshot(text), position, rows
+            text, position, flushed, rows = await fetch_all(
+                conn, [run.requests for run in batch])
+        return parse_snapshot(text), position, flushed, rows
 
     def _fills(self) -> asyncpg.Pool:
         assert self._fill_pool is not None, "EngineHost.start() first"

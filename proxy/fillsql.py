@@ -7,7 +7,9 @@ by one ``... WHERE "k" = ANY($1)`` statement whose rows are handed back per key,
 form of fetched columns (:func:`as_output_text`).
 
 Also :func:`fetch_all`, the whole upstream side of a batch: its snapshot, its *position* (the
-upstream's WAL insert position read after that snapshot was taken) and its rows. When every
+upstream's WAL insert position read after that snapshot was taken), the WAL flush position
+read right after the position (below it, the stream cannot reach the position before the
+next flush: ``proxy.fillrun`` then hurries its fallback) and its rows. When every
 request of the batch has one shape whose key is an integer (whose SQL equality is Python's),
 they come from ONE autocommit statement (one round trip); otherwise a REPEATABLE READ READ
 ONLY transaction runs those steps. Neither writes anything: no transaction ID, no WAL, no
@@ -117,7 +119,8 @@ async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
 EXACT_KEYS = frozenset({20, 21, 23})
 #: the snapshot, then the position: the insert position is read while the statement runs,
 #: after its snapshot was taken (the transaction's, in the REPEATABLE READ form)
-HEAD = "SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text"
+HEAD = ("SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text, "
+        "pg_current_wal_flush_lsn()::text")
 
 
 def one_shape(fills: Sequence[Sequence[FillRequest]]) -> FillRequest | None:
@@ -132,36 +135,38 @@ def one_shape(fills: Sequence[Sequence[FillRequest]]) -> FillRequest | None:
 
 
 def one_sql(req: FillRequest) -> str:
-    """Snapshot, position and the rows of ``req``'s shape for the keys $1 in one statement:
-    the first two columns are the snapshot and the position on the head row, NULL on the
-    rows (a CTE with a volatile function is evaluated once, while the statement runs: after
-    its snapshot was taken)."""
+    """Snapshot, position, flushed position and the rows of ``req``'s shape for the keys $1
+    in one statement: the first three columns are the snapshot, the position and the WAL
+    flush position on the head row, NULL on the rows (a CTE with a volatile function is
+    evaluated once, while the statement runs: after its snapshot was taken)."""
     nulls = ", ".join("NULL" for _ in req.table.columns)
     return ("WITH h AS (SELECT pg_current_snapshot()::text AS s, "
-            "pg_current_wal_insert_lsn()::text AS l) "
-            f"SELECT h.s, h.l, {nulls} FROM h UNION ALL "
-            f"SELECT NULL, NULL, {any_sql(req, 1)[len('SELECT '):]}")
+            "pg_current_wal_insert_lsn()::text AS l, pg_current_wal_flush_lsn()::text AS f) "
+            f"SELECT h.s, h.l, h.f, {nulls} FROM h UNION ALL "
+            f"SELECT NULL, NULL, NULL, {any_sql(req, 1)[len('SELECT '):]}")
 
 
 async def fetch_all(conn: Any, fills: Sequence[Sequence[FillRequest]]
-                    ) -> tuple[str, int, list[list[list[Row]]]]:
-    """(the snapshot's text, the position, rows per fill per request) of one batch (module
-    docstring); nothing is written upstream."""
+                    ) -> tuple[str, int, int, list[list[list[Row]]]]:
+    """(the snapshot's text, the position, the WAL flush position read just after it, rows
+    per fill per request) of one batch (module docstring); nothing is written upstream."""
     first = one_shape(fills)
     if first is None:
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             # the first statement takes the transaction's snapshot, then reads the position
             head = await conn.fetchrow(HEAD)
-            return head[0], parse_lsn(head[1]), await fetch_batch(conn, fills)
+            return (head[0], parse_lsn(head[1]), parse_lsn(head[2]),
+                    await fetch_batch(conn, fills))
     col = first.columns[0]
     keys = list(dict.fromkeys(r.key[0] for reqs in fills for r in reqs))
     records = await conn.fetch(one_sql(first), keys)
-    snapshot, position = next((rec[0], rec[1]) for rec in records if rec[0] is not None)
+    snapshot, position, flushed = next((rec[0], rec[1], rec[2]) for rec in records
+                                       if rec[0] is not None)
     by_key: dict[Any, list[Row]] = {k: [] for k in keys}
-    for row in _decode(first.table.columns, [rec[2:] for rec in records if rec[0] is None]):
+    for row in _decode(first.table.columns, [rec[3:] for rec in records if rec[0] is None]):
         bucket = by_key.get(row[col])
         if bucket is None:  # (cannot happen for integer keys: the batch fails, its keys miss)
             raise LookupError(f"fill row with a key not asked for: {row[col]!r}")
         bucket.append(row)
-    return snapshot, parse_lsn(position), [[list(by_key[r.key[0]]) for r in reqs]
-                                           for reqs in fills]
+    return snapshot, parse_lsn(position), parse_lsn(flushed), [
+        [list(by_key[r.key[0]]) for r in reqs] for reqs in fills]

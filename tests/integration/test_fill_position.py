@@ -285,3 +285,44 @@ def test_a_position_past_the_flushed_wal_is_reached_by_one_barrier(pg: Any, dbna
         pg.psql("ALTER SYSTEM RESET wal_writer_delay")
         pg.psql("SELECT pg_reload_conf()")
         server.stop()
+
+
+def test_a_fill_past_the_flushed_wal_does_not_wait_out_the_patience(
+        pg: Any, dbname: str, monkeypatch: Any) -> None:
+    """A fill whose position lies past the flushed WAL (a non-transactional message written
+    just before it, as a page prune by a read would be; the WAL writer told to wait 10 s)
+    cannot be reached before the next flush: its batch read the flush position beside its
+    position, so its fallback barrier is sent after ``UNFLUSHED_PATIENCE`` — not after the
+    usual patience, made 30 s here (and the heartbeat's barrier, which would flush it too,
+    slowed to one a minute): the fill installs within 5 s. (Before, such a fill waited the
+    whole patience: 20 ms a fill in a run of reads that prune, 17 ms a fill in the lead's
+    cost table.)"""
+    from cdc import barrier
+    from proxy import caching, fillrun
+
+    monkeypatch.setattr(barrier.Barriers.at, "__defaults__", (30.0,))
+    monkeypatch.setattr(fillrun, "PROBE_PATIENCE", 30.0, raising=False)
+    monkeypatch.setattr(caching.EngineHost._heartbeat, "__defaults__", (60.0,))
+    _kv(pg, dbname, 100)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), **SETTINGS)
+    try:
+        host = _cache(server, dbname, "kv1", "SELECT v FROM kv WHERE k = $1")
+        barriers = host.stream.barriers
+        server.call(host.barrier(10))  # (the stream is at the upstream's position)
+        pg.psql("ALTER SYSTEM SET wal_writer_delay = '10s'")
+        pg.psql("SELECT pg_reload_conf()")
+        with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            eventually(lambda: direct.execute("SHOW wal_writer_delay").fetchone() == ("10s",))
+            fell_back = barriers.waits_fell_back
+            direct.execute("SELECT pg_logical_emit_message(false, 'other', 'unflushed')")
+            assert direct.execute("SELECT pg_current_wal_flush_lsn() < "
+                                  "pg_current_wal_insert_lsn()").fetchone() == (True,)
+            server.call(_miss(host, "kv1", [7]))
+            assert eventually(lambda: server.call(_lookup(host, "kv1", [7]))[0],
+                              timeout=5.0) == (("v7",),)
+            assert barriers.waits_fell_back == fell_back + 1
+            assert getattr(host.fills, "unflushed", 1) == 1
+    finally:
+        pg.psql("ALTER SYSTEM RESET wal_writer_delay")
+        pg.psql("SELECT pg_reload_conf()")
+        server.stop()

@@ -30,8 +30,8 @@ def _batch(pg: Any, dbname: str, fills: list[list[FillRequest]]
     async def run() -> tuple[str, Any, Any]:
         conn = await asyncpg.connect(pg.dsn(dbname=dbname))
         try:
-            text, position, rows = await fetch_all(conn, fills)
-            assert position > 0
+            text, position, flushed, rows = await fetch_all(conn, fills)
+            assert position > 0 and flushed > 0
             own = [[await fetch_rows(conn, r) for r in reqs] for reqs in fills]
             return text, rows, own
         finally:
