@@ -347,7 +347,7 @@ def cost_report(costs: list[tuple[str, int, int, float, dict[str, str]]],
               "|---|---:|---:|---:|---:|---|"]
     for label, xids, wal, took, st in costs:
         phases = " / ".join(st.get(f"fill_{p}_ms_avg", "?")
-                            for p in ("queue", "fetch", "marker", "install"))
+                            for p in ("queue", "fetch", "position_wait", "install"))
         lines.append(f"| {label} | {xids} | {wal / 1024:.0f} | {took:.1f} | "
                      f"{st.get('fill_transactions')} | {phases} |")
     lines += ["", "Before this change (issue 18): 2,000 misses used 2,013 transaction IDs and "

@@ -128,7 +128,7 @@ def fill_all(engine: Engine, data: Data, caches: list[str], stories: int,
                 if isinstance(e, RunFill):
                     rows = [fetch(data, q, indexes) for q in e.requests]
                     effects.extend(engine.fill_response(e.fill_id, snap, rows))
-                    effects.extend(engine.marker(e.fill_id))
+                    effects.extend(engine.position_reached(e.fill_id))
                 else:
                     assert isinstance(e, ReadReady)
 
@@ -226,7 +226,7 @@ def _fill_timed(engine: Engine, data: Data, cache: str, key: tuple[object, ...],
             rows = [fetch(data, q, indexes) for q in e.requests]
             start = time.process_time()
             effects.extend(engine.fill_response(e.fill_id, snap, rows))
-            effects.extend(engine.marker(e.fill_id))
+            effects.extend(engine.position_reached(e.fill_id))
             spent += time.process_time() - start
     return spent
 

@@ -12,11 +12,12 @@ Protocol:
   fill and all get that effect). ``ReadFailed`` means the query raises for that key (e.g.
   division by zero): the host forwards the read upstream.
 - ``apply(txn)`` applies one upstream transaction atomically (in commit order).
-- ``fill_response(fill_id, snapshot, rows)`` and ``marker(fill_id)`` - in either order - install
-  a fill; installation may start dependent fills (a replay looked up a key that is missing)
-  and completes waiting reads. ``abandon_fill(fill_id)`` when the host gives up on one.
+- ``fill_response(fill_id, snapshot, rows)`` and ``position_reached(fill_id)`` - in either
+  order - install a fill; installation may start dependent fills (a replay looked up a key
+  that is missing) and completes waiting reads. ``abandon_fill(fill_id)`` when the host
+  gives up on one.
   ``fill_local(fill_id, rows)`` installs a fill at once from local bases that are exactly at
-  the applied position (no snapshot, marker or patch).
+  the applied position (no snapshot, position wait or patch).
 - ``lookup(cache, key)`` is the hit path (rows or None, no effects). ``snapshot_probe`` feeds
   the log's pruning; ``apply`` asks for one with a ``TakeSnapshot`` effect once the log holds
   ``probe_every`` transactions (the host may also probe on its own, e.g. with a heartbeat).
@@ -282,17 +283,17 @@ class Engine:
         ready = self.fills.response(fill_id, snapshot, tuple(tuple(r) for r in rows))
         return self._install(ready) if ready is not None else ()
 
-    def marker(self, fill_id: int) -> tuple[Effect, ...]:
+    def position_reached(self, fill_id: int) -> tuple[Effect, ...]:
         """Every transaction visible in fill ``fill_id``'s snapshot has been applied (the
         stream reached the fill's position: ``proxy.fillrun``); installs it once its rows
         are in too. The host calls it between two applied transactions."""
-        ready = self.fills.marker(fill_id)
+        ready = self.fills.reached(fill_id)
         return self._install(ready) if ready is not None else ()
 
     def fill_local(self, fill_id: int, rows: Sequence[Sequence[Row]]) -> tuple[Effect, ...]:
         """Install fill ``fill_id`` with ``rows`` (per request, as ``fill_response``) read from
         local bases that are exactly at the applied position now: at once, with no snapshot,
-        marker or patch. The host must call it before the next ``apply``."""
+        position wait or patch. The host must call it before the next ``apply``."""
         ready = self.fills.local(fill_id, tuple(tuple(r) for r in rows))
         return self._install(ready) if ready is not None else ()
 

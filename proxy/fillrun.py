@@ -27,8 +27,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from cdc import LocalBases
-from cdc.barrier import PROBE_PATIENCE, UNFLUSHED_PATIENCE
+from cdc import PROBE_PATIENCE, UNFLUSHED_PATIENCE, LocalBases
 from engine import Engine, RunFill, Snapshot
 from proxy import localfills
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued
@@ -113,11 +112,11 @@ class FillRunner:
         self.unflushed = 0
         #: where fill time goes, summed over fills (seconds): waiting in the queue for a
         #: slot, the upstream read (snapshot, position, rows), from the rows handed to the
-        #: engine until the stream reached the batch's position (the key ``marker`` names
-        #: that position: it was a marker message once), and the engine's own work on the
-        #: batch (``Engine.fill_response`` and the install, ``Engine.marker``: event-loop
+        #: engine until the stream reached the batch's position (``position_wait``), and the
+        #: engine's own work on the batch (``Engine.fill_response`` and the install,
+        #: ``Engine.position_reached``: event-loop
         #: CPU, which every fill of the batch waits out) (``SHOW WEIR STATUS``)
-        self.phases = {"queue": 0.0, "fetch": 0.0, "marker": 0.0, "install": 0.0}
+        self.phases = {"queue": 0.0, "fetch": 0.0, "position_wait": 0.0, "install": 0.0}
         #: the latest fills' times from their request until installed (rows in and position
         #: reached; seconds): ``SHOW WEIR STATUS`` fill_ms_p50
         self.installed: deque[float] = deque(maxlen=RECENT)
@@ -233,21 +232,21 @@ class FillRunner:
                  asked: list[float]) -> None:
         """The stream reached the batch's position: every transaction its snapshot sees has
         been applied (docs/architecture.md "Fills at a position"), so its fills install
-        (``Engine.marker``), and it covers the sessions as a probe sent at ``started`` would
-        (``proxy.seen``)."""
+        (``Engine.position_reached``), and it covers the sessions as a probe sent at
+        ``started`` would (``proxy.seen``)."""
         if self.host.engine is not engine:
             return
         reached = time.monotonic()
-        self.phases["marker"] += (reached - handed) * len(batch)
+        self.phases["position_wait"] += (reached - handed) * len(batch)
         for run in batch:
             try:
-                effects = engine.marker(run.fill_id)
+                effects = engine.position_reached(run.fill_id)
             except Exception:  # (as for ``fill_response``: its reads go upstream)
                 log.exception("installing fill %d failed", run.fill_id)
                 self._abandon(run)
                 continue
             self.host.perform(effects)
-        self.host.coverage.passed(started, marker=True)
+        self.host.coverage.passed(started, fill=True)
         now = time.monotonic()
         self.phases["install"] += (now - reached) * len(batch)
         self.installed.extend(now - at for at in asked)

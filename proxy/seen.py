@@ -3,7 +3,7 @@
 Owns: :class:`Seen`, the per-session record of when the session last got an answer from the
 upstream (a forwarded read, a write's commit, a miss answered upstream), :func:`may_serve`,
 the check a cached read must pass, and :class:`Coverage`, the host's record of how far the
-applier has provably caught up (the send time of the newest barrier, probe or fill marker
+applier has provably caught up (the send time of the newest barrier, probe or fill position
 it has passed) with the coalesced barrier requests of the sessions that are behind it (each a
 probe, then a barrier if the stream does not reach the probe soon: ``Barriers.covering``),
 and :func:`observers` (what on the upstream would see a miss's position read on the session's
@@ -94,7 +94,8 @@ MAX_IN_FLIGHT = 8
 
 
 class Coverage:
-    """``covered``: the largest send time of a barrier or marker the applier has passed.
+    """``covered``: the largest send time of a barrier, probe or fill position the applier
+    has passed.
     :meth:`wait` asks for a barrier sent after ``need`` (coalesced: one barrier answers every
     session whose ``seen`` it follows; a new one is sent only when none in flight was sent
     after ``need``, at most :data:`MAX_IN_FLIGHT` at once). ``emit(on_pass)`` emits one and
@@ -112,7 +113,7 @@ class Coverage:
         self.waits = 0  # reads that waited for coverage (:meth:`wait`, :meth:`when`)
         self.wait_seconds = 0.0  # how long they waited, summed
         self.waits_failed = 0  # waits that timed out or whose barrier failed
-        self.by_markers = 0  # times a fill's marker moved ``covered`` (before any barrier)
+        self.by_fills = 0  # times a fill's position moved ``covered`` (before any barrier)
         #: positions read on a session's own connection after its miss, and those that covered
         #: the session (``proxy.missfast_position``)
         self.positions = 0
@@ -120,12 +121,13 @@ class Coverage:
         self.positions_failed = 0  # reads of them that failed (then a probe, as without them)
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
-    def passed(self, sent_at: float, marker: bool = False) -> None:
-        """A barrier or (``marker``) a fill's marker sent at ``sent_at`` was applied."""
+    def passed(self, sent_at: float, fill: bool = False) -> None:
+        """A barrier or probe, or (``fill``) a fill's position, sent (read) at ``sent_at``
+        was reached by the applier."""
         if sent_at <= self.covered:
             return
         self.covered = sent_at
-        self.by_markers += marker
+        self.by_fills += fill
         self._last_sent = max(self._last_sent, sent_at)
         if self._wants:
             keep = []
@@ -144,9 +146,9 @@ class Coverage:
                     call()
 
     def when(self, need: float, call: Callable[[], object]) -> None:
-        """Call ``call`` once a barrier or marker sent at or after ``need`` was applied (at
-        once if one was), and make sure one is on its way; never called if barriers fail
-        meanwhile (the next :meth:`request` after a failure sends a new one)."""
+        """Call ``call`` once a barrier, probe or fill position sent at or after ``need`` was
+        reached (at once if one was), and make sure one is on its way; never called if
+        barriers fail meanwhile (the next :meth:`request` after a failure sends a new one)."""
         if need <= self.covered:
             call()
             return

@@ -68,7 +68,7 @@ def main() -> None:
     print(f"{args.fills} fills in {took:.2f} s: {after[0] - before[0]} transaction IDs, "
           f"{after[1] - before[1]} bytes of WAL; weir emitted {sent} barriers meanwhile")
     for name in ("fill_transactions", "fill_ms_p50", "fill_ms_avg", "fill_queue_ms_avg",
-                 "fill_fetch_ms_avg", "fill_marker_ms_avg", "fill_install_ms_avg",
+                 "fill_fetch_ms_avg", "fill_position_wait_ms_avg", "fill_install_ms_avg",
                  "fill_barriers", "fill_positions_unflushed"):
         print(f"  {name} = {status.get(name, '-')}")
 

@@ -1,8 +1,8 @@
 """Snapshot-consistent fills (DESIGN section 6): issue, park, patch, install; the recent log.
 
 Owns: ``FillRequest``/``RunFill`` (what the host must fetch), the in-flight table (one fill per
-missing base key, so concurrent reads share it), parking a response until its marker has been
-passed (the host's signal that the stream has applied every transaction the fill's snapshot
+missing base key, so concurrent reads share it), parking a response until its position has been
+reached (the host's signal that the stream has applied every transaction the fill's snapshot
 sees: today the stream reaching the fill's position, an LSN read after its snapshot; in
 either order with the response), patching the
 fetched rows with the applied transactions not visible in the fill's snapshot, and the
@@ -10,16 +10,17 @@ recent-transaction log with its pruning rule.
 
 Invariants:
 - F-patch: when a fill is installed, every transaction visible in its snapshot has been
-  applied (the marker's promise), every transaction in the log that is not visible in it has
-  been applied, and every applied transaction not in the log is visible in it; so fetched
-  rows + patch = the table restricted to the fill's predicate as of the applied position.
+  applied (the position reached promises it), every transaction in the log that is not
+  visible in it has been applied, and every applied transaction not in the log is visible
+  in it; so fetched rows + patch = the table restricted to the fill's predicate as of the
+  applied position.
 - Pruning: a log entry is dropped once it is visible in a snapshot whose response arrived
   before every still-pending fill was issued (such a snapshot predates every pending or future
   fill's snapshot, and a committed transaction once visible stays visible). When the log
   exceeds its cap, the oldest entries are dropped and remembered; a fill whose snapshot does
   not see one of them is re-issued instead of installed.
 - A local fill (``FillManager.local``: rows read from local bases, which are exactly at the
-  applied position when read) is installed as read: no snapshot, no marker, no patch.
+  applied position when read) is installed as read: no snapshot, no position wait, no patch.
 - A patch that cannot complete a row (an unchanged TOASTed value of a row the fetch did not
   return, where the row may match the predicate) makes the fill re-issue too.
 """
@@ -76,7 +77,7 @@ class RunFill:
     ``Engine.fill_response(fill_id, snapshot, rows)`` and, once every transaction visible in
     that snapshot has been applied (the host reads the upstream's WAL insert position after
     the snapshot and waits for the stream to reach it: ``proxy.fillrun``),
-    ``Engine.marker(fill_id)``."""
+    ``Engine.position_reached(fill_id)``."""
 
     fill_id: int
     requests: tuple[FillRequest, ...]
@@ -90,7 +91,7 @@ class Pending:
     issued: int
     snapshot: Snapshot | None = None
     rows: tuple[tuple[Row, ...], ...] | None = None
-    marker_passed: bool = False
+    at_position: bool = False
     nids: tuple[int, ...] = ()  # base node id per request
 
 
@@ -149,28 +150,28 @@ class FillManager:
 
     def response(self, fill_id: int, snapshot: Snapshot,
                  rows: tuple[tuple[Row, ...], ...]) -> Pending | None:
-        """Park a response; the fill if it is ready to install (its marker was passed)."""
+        """Park a response; the fill if it is ready to install (the stream reached its position)."""
         fill = self.pending.get(fill_id)
         if fill is None or fill.rows is not None:
             return None
         fill.snapshot, fill.rows = snapshot, rows
         self.arrivals.append((next(self._seq), snapshot))
-        return fill if fill.marker_passed else None
+        return fill if fill.at_position else None
 
-    def marker(self, fill_id: int) -> Pending | None:
+    def reached(self, fill_id: int) -> Pending | None:
         fill = self.pending.get(fill_id)
         if fill is None:
             return None
-        fill.marker_passed = True
+        fill.at_position = True
         return fill if fill.rows is not None else None
 
     def local(self, fill_id: int, rows: tuple[tuple[Row, ...], ...]) -> Pending | None:
         """A fill answered from local bases exactly as of the applied position: ready to
-        install now, with no snapshot, marker or patch (its ``snapshot`` stays None)."""
+        install now, with no snapshot, position wait or patch (its ``snapshot`` stays None)."""
         fill = self.pending.get(fill_id)
         if fill is None or fill.rows is not None:
             return None
-        fill.rows, fill.marker_passed = rows, True
+        fill.rows, fill.at_position = rows, True
         return fill
 
     def abandon(self, fill_id: int) -> tuple[BaseKey, ...]:

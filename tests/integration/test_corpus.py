@@ -571,7 +571,7 @@ def _dataflow_read(engine: Any, tables: dict[int, list[tuple[Any, ...]]], name: 
             if isinstance(eff, RunFill):
                 rows = tuple(answer(q) for q in eff.requests)
                 new += engine.fill_response(eff.fill_id, Snapshot(10, 10), rows)
-                new += engine.marker(eff.fill_id)
+                new += engine.position_reached(eff.fill_id)
             elif isinstance(eff, ReadReady) and eff.cache == name and tuple(eff.key) == key:
                 return list(eff.rows)
             elif isinstance(eff, ReadFailed):

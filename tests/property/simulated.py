@@ -188,7 +188,7 @@ class Host:
                 apply_to(self.applied, self.up.tables, item)
                 self.effects(self.engine.apply(item))
             else:
-                self.effects(self.engine.marker(item))
+                self.effects(self.engine.position_reached(item))
 
     def probe(self) -> None:
         snap, _ = self.up.snapshot(self.rng, self.lag)

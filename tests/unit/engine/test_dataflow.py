@@ -204,7 +204,7 @@ def test_concurrent_reads_share_one_fill_and_empty_results_are_present() -> None
     host.effects(first.effects)
     host.run_fill(0)
     host.respond(0)
-    effects = host.engine.marker(host.stream[-1][1])
+    effects = host.engine.position_reached(host.stream[-1][1])
     assert {e.cache for e in effects if isinstance(e, ReadReady)} == {"a", "b"}
     hit = host.engine.read("a", (3,))
     assert hit.rows == () and not hit.effects
@@ -235,7 +235,7 @@ def test_applied_transaction_invisible_to_snapshot_is_patched() -> None:
     data[VOTES.oid] = {(1,): (1, 5, 1, Decimal(1))}  # what that snapshot sees
     rows = tuple(tuple(r for r in data[req.table.oid].values() if r[1] == 5)
                  for req in run.requests)
-    assert host.engine.marker(run.fill_id) == ()  # marker first, response later
+    assert host.engine.position_reached(run.fill_id) == ()  # position first, response later
     effects = host.engine.fill_response(run.fill_id, snap, rows)
     host.effects(effects)
     assert peek(host, "votecount", (5,)) == answer(host, "votecount", (5,))
@@ -250,7 +250,7 @@ def test_read_of_an_erroring_row_fails_and_goes_upstream() -> None:
     host.respond(0)
     failures: list[ReadFailed] = []
     for _kind, item in list(host.stream):
-        failures.extend(e for e in host.engine.marker(item) if isinstance(e, ReadFailed))
+        failures.extend(e for e in host.engine.position_reached(item) if isinstance(e, ReadFailed))
     assert [(f.cache, f.sqlstate) for f in failures] == [("q", "22012")]
 
 

@@ -28,8 +28,8 @@ def test_entries_stay_until_a_snapshot_older_than_every_pending_fill_sees_them()
     fm.probe(Snapshot(7, 7))  # arrived after the fill was issued: not usable yet
     assert [t.xid for t in fm.log] == [5, 6]
     ready = fm.response(run.fill_id, Snapshot(6, 7, frozenset({6})), ((),))
-    assert ready is None  # marker not passed yet
-    fill = fm.marker(run.fill_id)
+    assert ready is None  # position not reached yet
+    fill = fm.reached(run.fill_id)
     assert fill is not None
     ((_, rows),) = fm.finish(fill)
     assert rows == [(6, 1, "t", 1)]  # patched with the applied, invisible transaction 6
@@ -43,7 +43,7 @@ def test_capped_log_makes_fills_that_needed_dropped_entries_retry() -> None:
     tables = {STORIES.oid}
     fm.record(txn(5), tables)
     fm.record(txn(6), tables)  # 5 is dropped by the cap
-    fm.marker(run.fill_id)
+    fm.reached(run.fill_id)
     fill = fm.response(run.fill_id, Snapshot(5, 7, frozenset({5, 6})), ((),))
     assert fill is not None
     ((_, rows),) = fm.finish(fill)
@@ -63,7 +63,7 @@ def test_engine_asks_for_a_snapshot_when_the_log_grows() -> None:
     assert [e for x in range(15, 18) for e in engine.apply(txn(x))] == [TakeSnapshot()]
 
 
-def test_a_local_fill_installs_at_once_without_patch_or_marker() -> None:
+def test_a_local_fill_installs_at_once_without_patch_or_position_wait() -> None:
     """Rows read from local bases are as of the applied position: they are installed as given,
     and the logged transactions are not applied to them (a patch would add transaction 5's
     row to the empty answer given here; an upstream fill's snapshot would need it)."""
