@@ -44,8 +44,9 @@ from proxy.seen import may_serve
 _PARKED = "seen(s) coverage"
 
 
-def answered(session: Any) -> None:
-    """The session's upstream answers all came, the last ending idle (module docstring)."""
+def answered(session: Any, cover: bool = True) -> None:
+    """The session's upstream answers all came, the last ending idle (module docstring);
+    ``cover`` False: seen(s) settles, and the caller decides whether to :func:`cover` it."""
     ctx = session.ctx
     if ctx is None or not ctx.seen.missed:
         return
@@ -58,10 +59,21 @@ def answered(session: Any) -> None:
     if not state.idle or state.swallowing or state.transaction_status != "I":
         return
     ctx.seen.settle(time.monotonic())
+    if cover:
+        cover_now(session)
+
+
+def cover_now(session: Any) -> None:
+    """Ask for coverage of the session's settled seen(s) now, and hand it back to its hit
+    lane once covered (at once without read-your-writes). Only latency depends on it: a
+    hit that finds the session not covered asks itself (:func:`park`)."""
+    service, ctx = session.server.service, session.ctx
+    if service.host is None or ctx is None:
+        return
     if service.settings.read_your_writes != "on":
         back(session)
         return
-    host.coverage.when(ctx.seen.at, lambda: back(session))
+    service.host.coverage.when(ctx.seen.at, lambda: back(session))
 
 
 def back(session: Any) -> None:

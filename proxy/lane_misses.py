@@ -32,11 +32,12 @@ wake-up, not a Bind read per miss.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import cython_ext
-from proxy import missfast
+from proxy import aftermiss, missfast
 
 #: seconds between two reads of the misses pass lanes forwarded (``missfast.count``)
 COUNT_EVERY = 0.005
@@ -51,6 +52,9 @@ KEEP_UP_QUEUE = 64
 #: average (:class:`Pace`: a hit after a miss waits for one), sampled every this many
 KEEP_UP_BARRIER = 0.010
 PACE_SAMPLE = 8
+#: cycles a lane relayed for a session forwarding its misses past which its reads count as
+#: mostly misses (:func:`missing`; the lanes' own run, ``MISS_RUN`` in ``cython_ext.lanes``)
+MISS_RUN = 6
 #: misses a session answers on the event loop after its lane forwarded one miss at most
 #: (its reads were mostly hits: a lane stint and the hand-back would cost more than they save)
 MISS_SKIP = 8
@@ -208,10 +212,38 @@ def _first_reads(session: Any, first: int) -> None:
     ctx.seen.missed = True
 
 
+def settled(session: Any, after_miss: Callable[[Any], None]) -> bool:
+    """``HitLanes.offer_pass`` of a session whose cached read went upstream as a miss: its
+    seen(s) settles (``aftermiss.answered``; not while a write's mark is unsettled, e.g. in a
+    block: then a plain pass), ``after_miss`` may give it a lane that forwards misses, and
+    coverage is asked for unless its reads are mostly misses lately (:func:`missing`).
+    True when it goes to no plain pass lane: in a lane now, or holding statements (to their
+    hit lane once covered, ``aftermiss.back``); offered again at its next idle answer."""
+    aftermiss.answered(session, cover=False)
+    if session.ctx.seen.missed:
+        return False
+    after_miss(session)
+    if not missing(session):
+        aftermiss.cover_now(session)
+    return bool(session.lane or session.state.held)
+
+
+def missing(session: Any) -> bool:
+    """Whether ``session``, just settled after a miss, is in a lane that forwards misses and
+    its last such lane relayed a run of :data:`MISS_RUN` cycles or more: its reads are
+    mostly misses lately, so its next one most likely needs no coverage, and a request for
+    it now (a probe, ``proxy.aftermiss.cover_now``) would be wasted. Only latency depends on
+    it: the lane hands a stamped read back unless amid such a run, and a hit the event loop
+    finds not covered asks for coverage itself (``aftermiss.park``); while it is in the
+    lane, coverage could not hand it back to its hit lane anyway (``aftermiss.back``)."""
+    return bool(session.lane) and session.lane_miss_run >= MISS_RUN
+
+
 def returned(session: Any, token: int, result: tuple[Any, ...], pace: Pace) -> None:
     """A session whose lane forwarded misses came back (``Lanes.leave``'s ``result``): what
     was not read yet is read, and a lane that forwarded one miss at most (its reads were
     hits) is not given again for the next :data:`MISS_SKIP` misses."""
+    session.lane_miss_run = result[0]
     if result[0] < 2:
         session.lane_miss_skip = MISS_SKIP
     if result[10] or result[11]:

@@ -82,7 +82,7 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import aftermiss, identity, lane_misses
+from proxy import identity, lane_misses
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
@@ -108,6 +108,7 @@ class Session(HitSession, Protocol):
     lane_fd: int | None
     upstream_lane_fd: int | None
     lane_miss_skip: int  # misses before it may go to a lane that forwards misses again
+    lane_miss_run: int  # cycles its last lane that forwarded misses relayed
     client_received: Callable[[bytes], None]
     upstream_received: Callable[[bytes], None]
 
@@ -485,23 +486,20 @@ class HitLanes:
     def offer_pass(self, session: Session) -> int:
         """``session`` relayed a quiet answer ending idle (the relay core calls this): to a
         lane if quiet; how many such answers to wait before offering again (after a miss: 0)."""
-        if session.ctx is not None and session.ctx.seen.missed:
-            aftermiss.answered(session)  # (unsettled, e.g. a write's in a block: a plain pass)
-            if not session.ctx.seen.missed and (self.after_miss(session) or session.lane or
-                                                session.state.held):  # (aftermiss.back)
-                return 0  # (held statements: to their hit lane once covered; else a plain pass)
+        if session.ctx is not None and session.ctx.seen.missed \
+                and lane_misses.settled(session, self.after_miss):
+            return 0  # (held statements: to their hit lane once covered; else a plain pass)
         return self._enter_pass(session, None)
 
-    def after_miss(self, session: Session) -> int:
+    def after_miss(self, session: Session) -> None:
         """A miss's answer came, seen(s) settled (also ``proxy.missfast_position``): to a lane
-        that also forwards the held statements' reads it has no stamped answer for; 0."""
+        that also forwards the held statements' reads it has no stamped answer for."""
         if not session.lane and session.lane_miss_skip:  # (its last such lane answered no
             session.lane_miss_skip -= 1  # miss but one)
         elif not session.lane:
             held = lane_misses.forwardable(session, self.service, self._statements(session))
             if held and self._pace.tell(self.service, self.core):  # (else the loop paces)
                 self._enter_pass(session, held)
-        return 0  # (the next answer ending idle is offered again: a miss's is settled)
 
     def _enter_pass(self, session: Session, held: list[tuple[bytes, int]] | None) -> int:
         """:meth:`offer_pass`: to a lane as a pass session if quiet (``held``: statements

@@ -115,6 +115,7 @@ class Session:
         self.lane_fd: int | None = None  # the client socket a lane may read (-1: none)
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
         self.lane_miss_skip = 0  # misses before a lane may forward its misses (proxy.lanes)
+        self.lane_miss_run = 0  # cycles its last lane forwarding misses relayed (lane_misses)
         #: upstream bytes held for one write while a chunk is answered (``Answering.now``)
         self.corked: list[bytes] | None = None
         #: a miss's position read outstanding on this connection (``proxy.missfast_position``)
