@@ -97,7 +97,7 @@ cdef class Lanes:
         self.c.misses = 0
         self.c.hits_forwarded = 0
         self.c.misses_open = True
-        self.c.door.capacity = 0
+        self.c.door.capacity, self.c.door.strict = 0, False
         self.c.leaves.assign(LEAVE_N, 0)
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
@@ -511,19 +511,26 @@ cdef class Lanes:
         read is taken; admission ``always``); the kept ones are forgotten."""
         pthread_mutex_lock(&self.c.mu)
         self.c.door.seen.clear()
+        self.c.door.twice.clear()
         self.c.door.capacity = capacity
+        pthread_mutex_unlock(&self.c.mu)
+
+    def screen_strict(self, bint strict):
+        """Keep second reads too (admission's ``strict``: a key is admitted on its third)."""
+        pthread_mutex_lock(&self.c.mu)
+        self.c.door.strict = strict
         pthread_mutex_unlock(&self.c.mu)
 
     def seen_read(self, int64_t table, bytes rest not None):
         """A miss of the Bind ``rest`` (after the names) in ``table`` read on the event loop
         goes by the doorkeeper too: whether it saw that read before (else it remembers it)."""
         cdef string key = _table_key(table)
-        cdef bint first
+        cdef bint before
         key.append(PyBytes_AS_STRING(rest), PyBytes_GET_SIZE(rest))
         pthread_mutex_lock(&self.c.mu)
-        first = _first_read(&self.c.door, weir_read_hash(key))
+        before = _seen_before(&self.c.door, weir_read_hash(key))
         pthread_mutex_unlock(&self.c.mu)
-        return not first and self.c.door.capacity > 0
+        return before
 
     def open_misses(self, bint open_):
         """Whether pass sessions may forward held statements' reads (``enter_pass``'s
@@ -577,19 +584,3 @@ cdef void _compact_touched(Core* c) noexcept nogil:
 cdef inline bytes _bytes(const string& data):
     return PyBytes_FromStringAndSize(data.data(), data.size())
 
-
-cdef tuple _pass_result(LSession* s):
-    """What ``leave`` returns for a pass session (see ``proxy.lanes``)."""
-    cdef pair[string, int] item
-    binds = []
-    parses = []
-    for item in s.binds:
-        if s.bind_runs[item.second]:
-            binds.append((s.bind_used[item.second], _bytes(item.first),
-                          s.bind_runs[item.second]))
-    for item in s.parses:
-        if s.parse_used[item.second]:
-            parses.append((s.parse_used[item.second], _bytes(item.first)))
-    return (s.served, binds, parses, s.queried, s.batch == 1, _bytes(s.pending_in),
-            _bytes(s.pending_out), _bytes(s.upstream_in), _bytes(s.upstream_out),
-            _bytes(s.inflight), _bytes(s.missed), s.screened)

@@ -16,19 +16,41 @@ cdef cppclass Door:
     """The hashes (lane table and Bind parameters, ``weir_read_hash``) of the held statements'
     reads with no stamped answer that pass lanes forwarded lately: a read not among them is
     a key's first, which admission refuses (``proxy.fillqueue.Admission``), so the lane
-    only counts it; the contract is ``proxy.lane_misses.Doorkeeper``'s (its pure twin)."""
+    only counts it; while ``strict`` (admission's, told by the proxy) a second read moves
+    to ``twice`` and is only counted too (admission refuses it then), and the third passes;
+    the contract is ``proxy.lane_misses.Doorkeeper``'s (its pure twin)."""
     unordered_set[uint64_t] seen
+    unordered_set[uint64_t] twice
     size_t capacity  # 0: off (every read goes to the proxy: ``--admission always``)
+    bint strict
 
 
-cdef inline bint _first_read(Door* d, uint64_t h) noexcept nogil:
-    """Whether ``h`` is new (then remembered; the set starts over when full)."""
-    if d.capacity == 0 or d.seen.count(h):
+cdef inline bint _kept(Door* d, uint64_t h) noexcept nogil:
+    """Whether the read ``h`` is only counted (a first read, or while strict a second: then
+    remembered; the sets start over when the first is full) rather than passed on."""
+    if d.capacity == 0:
         return False
+    if d.twice.count(h):
+        d.twice.erase(h)
+        return False
+    if d.seen.count(h):
+        if not d.strict:
+            return False
+        d.seen.erase(h)
+        d.twice.insert(h)
+        return True
     if d.seen.size() >= d.capacity:
         d.seen.clear()
+        d.twice.clear()
     d.seen.insert(h)
     return True
+
+
+cdef inline bint _seen_before(Door* d, uint64_t h) noexcept nogil:
+    """Whether the read ``h`` is among those seen lately (it goes by :func:`_kept` too)."""
+    cdef bint before = d.capacity > 0 and (d.seen.count(h) > 0 or d.twice.count(h) > 0)
+    _kept(d, h)
+    return before
 
 
 cdef class Doorkeeper:
@@ -37,7 +59,16 @@ cdef class Doorkeeper:
 
     def __cinit__(self, size_t capacity):
         self.door.capacity = capacity
+        self.door.strict = False
 
-    def first(self, uint64_t h):
-        """Whether ``h`` (never 0) is a first read (then remembered)."""
-        return _first_read(&self.door, h)
+    @property
+    def strict(self):
+        return self.door.strict
+
+    @strict.setter
+    def strict(self, bint value):
+        self.door.strict = value
+
+    def kept(self, uint64_t h):
+        """Whether the read ``h`` (never 0) is only counted (then remembered)."""
+        return _kept(&self.door, h)

@@ -188,7 +188,7 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
             h = hashes[i // 2]
             if h == 0:  # a stamped answer's read: a hit, nothing for the proxy to count
                 continue
-            if _first_read(&c.door, h):  # a key's first read: admission refuses it anyway
+            if _kept(&c.door, h):  # a key's first read (or second, strict): refused anyway
                 s.screened += 1
                 continue
             s.missed.append(<const char*>p + misses[i], misses[i + 1] - misses[i])
@@ -335,3 +335,20 @@ cdef void _relay(Core* c, uint64_t token, LSession* s) noexcept nogil:
         _hand_back(c, token, s)
         return
     _rewatch(c, token, s)
+
+
+cdef tuple _pass_result(LSession* s):
+    """What ``leave`` returns for a pass session (see ``proxy.lanes``)."""
+    cdef pair[string, int] item
+    binds = []
+    parses = []
+    for item in s.binds:
+        if s.bind_runs[item.second]:
+            binds.append((s.bind_used[item.second], _bytes(item.first),
+                          s.bind_runs[item.second]))
+    for item in s.parses:
+        if s.parse_used[item.second]:
+            parses.append((s.parse_used[item.second], _bytes(item.first)))
+    return (s.served, binds, parses, s.queried, s.batch == 1, _bytes(s.pending_in),
+            _bytes(s.pending_out), _bytes(s.upstream_in), _bytes(s.upstream_out),
+            _bytes(s.inflight), _bytes(s.missed), s.screened)

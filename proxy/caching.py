@@ -276,7 +276,7 @@ class EngineHost:
         return result.rows
 
     def read_or_fill(self, cache: str, key: Sequence[Any], count: bool = True,
-                     seen_before: bool = False) -> tuple[Row, ...] | None:
+                     seen_before: int = 0) -> tuple[Row, ...] | None:
         """The rows if present now; None on a miss, whose read the caller answers upstream
         at once (``--misses upstream``): the key's fill is queued in the background when the
         key is admitted (``proxy.fillqueue.Admission``), the queue has room and no table it
@@ -306,7 +306,7 @@ class EngineHost:
         self.engine.stats.misses += 1
         return None
 
-    def _admit(self, key: tuple[str, Row], seen_before: bool = False) -> bool:
+    def _admit(self, key: tuple[str, Row], seen_before: int = 0) -> bool:
         admission = self.fills.admission
         admission.observe(lambda: self.engine.stats.hits + self.lane_hits(),
                           self.engine.stats.fills)

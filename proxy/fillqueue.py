@@ -83,10 +83,11 @@ class Admission:
             self.strict = now - hits0 < MIN_YIELD * (fills - fills0)
             self._mark = (now, fills)
 
-    def admit(self, key: Hashable, seen_before: bool = False) -> bool:
-        """Whether ``key``'s fill starts now; ``seen_before``: another doorkeeper saw its
-        first read (the lanes', ``proxy.lane_misses.Doorkeeper``: it counted that read)."""
-        if self.always:
+    def admit(self, key: Hashable, seen_before: int = 0) -> bool:
+        """Whether ``key``'s fill starts now; ``seen_before``: how many earlier reads another
+        doorkeeper saw and counted (the lanes', ``proxy.lane_misses.Doorkeeper``): 1, its
+        first; 2, its first and second, kept while strict (this is its third: admitted)."""
+        if self.always or seen_before >= 2:
             return True
         if seen_before:
             self.vouch(key)

@@ -62,18 +62,33 @@ MISS_SKIP = 8
 
 class Doorkeeper:
     """The hashes of reads (never 0) pass lanes forwarded lately, ``capacity`` at most (then
-    it starts over; 0: off, every read is passed on: ``--admission always``)."""
+    it starts over; 0: off, every read is passed on: ``--admission always``). A read not
+    among them is a key's first: only counted (kept), not passed on. While ``strict``
+    (admission's: ``proxy.fillqueue.Admission``, which then admits a key on its third read)
+    a second read is kept too, moved to a second set, and the third is passed on."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
+        self.strict = False
         self._seen: set[int] = set()
+        self._twice: set[int] = set()
 
-    def first(self, h: int) -> bool:
-        """Whether ``h`` is a first read (then remembered)."""
-        if not self.capacity or h in self._seen:
+    def kept(self, h: int) -> bool:
+        """Whether the read ``h`` is only counted (then remembered), not passed on."""
+        if not self.capacity:
             return False
+        if h in self._twice:
+            self._twice.discard(h)
+            return False
+        if h in self._seen:
+            if not self.strict:
+                return False
+            self._seen.discard(h)
+            self._twice.add(h)
+            return True
         if len(self._seen) >= self.capacity:
             self._seen.clear()
+            self._twice.clear()
         self._seen.add(h)
         return True
 
@@ -101,11 +116,20 @@ class Pace:
     #: and the first reads it kept (only counted: ``lane_miss_firsts`` in SHOW WEIR STATUS)
     screen: int | None = field(default=None)
     firsts: int = 0
+    #: whether the lanes' doorkeeper keeps second reads too (admission's ``strict``, told
+    #: at every :meth:`tell`)
+    strict: bool = False
 
     @property
     def screening(self) -> bool:
         """Whether the lanes count first reads themselves (their Binds not passed on)."""
         return bool(self.screen)
+
+    @property
+    def kept(self) -> int:
+        """How many reads of a key the lanes' doorkeeper counts and keeps before it passes
+        one on (``missfast.count``'s ``seen_before``): 0 when not screening, 2 when strict."""
+        return 0 if not self.screen else 2 if self.strict else 1
 
     def screens(self, service: Any, core: Any) -> bool:
         """:attr:`screening`, the lanes' ``core`` told its doorkeeper's capacity (admission's)
@@ -119,7 +143,10 @@ class Pace:
     def tell(self, service: Any, core: Any) -> bool:
         """Whether lanes may forward misses now (:func:`keeping_up`); a change is told to
         the lanes' ``core`` (and, first, their doorkeeper's capacity: :meth:`screens`)."""
-        self.screens(service, core)
+        if self.screens(service, core) and service.host is not None \
+                and service.host.fills.admission.strict != self.strict:
+            self.strict = not self.strict
+            core.screen_strict(self.strict)
         up = keeping_up(service, self)
         if up != self.open:
             self.open = up
@@ -198,7 +225,7 @@ def count(taken: list[tuple[int, bytes, int]], sessions: dict[int, Any], pace: P
         if first:
             _first_reads(session, first)
         if raw:
-            missfast.count(session, raw, pace.screening)
+            missfast.count(session, raw, pace.kept)
 
 
 def _first_reads(session: Any, first: int) -> None:

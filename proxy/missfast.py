@@ -107,7 +107,7 @@ def _read(session: Any, held: Any, bind: fe.Bind, rest: bytes) -> str | None:
     return why
 
 
-def count(session: Any, raw: bytes, seen_before: bool = False) -> int:
+def count(session: Any, raw: bytes, seen_before: int = 0) -> int:
     """The Bind messages ``raw`` of held statements a pass lane forwarded for ``session``
     (``proxy.lanes``: reads it had no stamped answer for) read as :func:`try_forward`
     reads its misses, behind the same gates (``ReadPath.read_rows_now``'s, in its order):
@@ -115,8 +115,9 @@ def count(session: Any, raw: bytes, seen_before: bool = False) -> int:
     what the fill's install needs left behind when a fill of the key is pending. A read
     that is not a miss (its key present, a gate that answers upstream or needs a wait, a
     parameter that is not a key) is not counted; PostgreSQL answered it either way.
-    ``seen_before``: the lanes' doorkeeper counted each key's first read (``proxy.lane_misses``)
-    and passes only later ones. Returns how many were read as misses."""
+    ``seen_before``: the reads of each key the lanes' doorkeeper counted and kept before
+    passing this one (``proxy.lane_misses``: 1, the first; 2, while admission is strict, the
+    first and second). Returns how many were read as misses."""
     ctx, held_all = session.ctx, session.state.held
     service = session.server.service
     host = service.host

@@ -18,7 +18,8 @@ import psycopg
 import pytest
 
 import cython_ext
-from proxy import lane_misses
+from pgwire.framing import scan_messages
+from proxy import fillqueue, lane_misses, missfast
 from tests.support import InProcessWeir, eventually, kv_read, kv_table, last_statement, weir_status
 
 LANES = cython_ext.load("lanes") is not None
@@ -101,5 +102,51 @@ def test_a_session_whose_lane_forwarded_a_run_of_misses_asks_no_coverage_at_its_
                 assert coverage.barriers - asked <= 1
             else:
                 assert coverage.barriers - asked >= 100
+    finally:
+        server.stop()
+
+
+def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third_ones(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While fills do not pay, admission takes a key on its third read (``Admission.strict``):
+    the lanes' doorkeeper then keeps second reads too (only counted), so the event loop reads
+    the Binds of third reads only, not of every second read (a uniform key space larger than
+    what is read: most forwarded reads are a key's first or second). Keys read twice are not
+    filled, keys read three times are, on either impl (without lanes the loop reads all)."""
+    monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
+    monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
+    monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 1 << 30)  # (strict stays as set below)
+    binds: list[int] = []
+    count = missfast.count
+
+    def counted(session: Any, raw: bytes, seen_before: int = 0) -> int:
+        binds.append(len(scan_messages(raw, 0, len(raw))[0]))
+        return count(session, raw, seen_before)
+
+    monkeypatch.setattr(missfast, "count", counted)
+    pg.psql(kv_table(1000), dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
+                                 hit_lanes=1 if LANES else 0, lane_misses="on")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
+            conn.prepare_threshold = 0
+            admin.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            host.fills.admission.strict = True
+            for _ in range(2):  # first and second reads: none admitted
+                for k in range(1, KEYS + 1):
+                    assert kv_read(conn, k) == f"v{k}"
+            eventually(lambda: int(weir_status(admin)["misses"]) >= 2 * KEYS)
+            assert host.fills.done == 0
+            passed = sum(binds)
+            for k in range(1, KEYS + 1):  # third reads: admitted, filled
+                assert kv_read(conn, k) == f"v{k}"
+            eventually(lambda: host.fills.done >= KEYS - 10)
+            print(f"Binds the loop read: {passed} for first and second reads, "
+                  f"{sum(binds) - passed} for third ones")
+            if LANES:
+                assert passed <= 10  # (before: every second read's, about KEYS)
+                assert sum(binds) - passed >= KEYS - 20
     finally:
         server.stop()
