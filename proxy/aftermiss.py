@@ -42,6 +42,19 @@ from proxy.seen import may_serve
 
 #: why a parked session's client is not read (``Session.pause_client``)
 _PARKED = "seen(s) coverage"
+#: cycles the last pass lane that forwarded a session's misses relayed, from which its reads
+#: count as mostly misses lately (:func:`mostly_misses`; the lanes' own run of misses
+#: amid which they forward a stamped read too is as long, ``MISS_RUN`` in ``cython_ext.lanes``)
+MISS_RUN = 6
+
+
+def mostly_misses(session: Any) -> bool:
+    """Whether the session's reads are mostly misses lately: its last pass lane that forwarded
+    misses relayed :data:`MISS_RUN` cycles or more (``Session.lane_miss_run``, set when such a
+    lane hands it back: ``proxy.lane_misses.returned``). Then its next read is likely a miss,
+    which needs no coverage: none is asked for after its miss (``proxy.lane_misses.settled``,
+    ``proxy.missfast_position.append``); a hit that finds it not covered asks (:func:`park`)."""
+    return bool(session.lane_miss_run >= MISS_RUN)
 
 
 def answered(session: Any, cover: bool = True) -> None:

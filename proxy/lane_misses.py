@@ -52,9 +52,6 @@ KEEP_UP_QUEUE = 64
 #: average (:class:`Pace`: a hit after a miss waits for one), sampled every this many
 KEEP_UP_BARRIER = 0.010
 PACE_SAMPLE = 8
-#: cycles a lane relayed for a session forwarding its misses past which its reads count as
-#: mostly misses (:func:`missing`; the lanes' own run, ``MISS_RUN`` in ``cython_ext.lanes``)
-MISS_RUN = 6
 #: misses a session answers on the event loop after its lane forwarded one miss at most
 #: (its reads were mostly hits: a lane stint and the hand-back would cost more than they save)
 MISS_SKIP = 8
@@ -257,13 +254,13 @@ def settled(session: Any, after_miss: Callable[[Any], None]) -> bool:
 
 def missing(session: Any) -> bool:
     """Whether ``session``, just settled after a miss, is in a lane that forwards misses and
-    its last such lane relayed a run of :data:`MISS_RUN` cycles or more: its reads are
+    its last such lane relayed a run of cycles (``aftermiss.mostly_misses``): its reads are
     mostly misses lately, so its next one most likely needs no coverage, and a request for
     it now (a probe, ``proxy.aftermiss.cover_now``) would be wasted. Only latency depends on
     it: the lane hands a stamped read back unless amid such a run, and a hit the event loop
     finds not covered asks for coverage itself (``aftermiss.park``); while it is in the
     lane, coverage could not hand it back to its hit lane anyway (``aftermiss.back``)."""
-    return bool(session.lane) and session.lane_miss_run >= MISS_RUN
+    return bool(session.lane) and aftermiss.mostly_misses(session)
 
 
 def returned(session: Any, token: int, result: tuple[Any, ...], pace: Pace) -> None:

@@ -48,7 +48,9 @@ server-side observers: ``pg_stat_activity.query`` of the backend shows the batch
 while idle, ``pg_stat_statements`` (when loaded) counts it, ``log_statement = all`` logs it.
 Hence ``--miss-position auto`` (the default) does not send it where the upstream loads
 ``pg_stat_statements`` or logs every statement (``proxy.seen.observers``), and
-``probe`` never.
+``probe`` never. Nor is it sent for a session whose reads are mostly misses lately (its last
+pass lane that forwarded misses relayed a run of them, ``proxy.aftermiss.mostly_misses``): its
+next read is likely a miss too, which needs no coverage.
 """
 
 from __future__ import annotations
@@ -151,8 +153,9 @@ def append(session: Any, raw: bytes) -> bytes:
     if session.miss_tail is not None or mode == "probe" \
             or (mode == "auto" and service.host.observers is not None) \
             or service.settings.read_your_writes != "on" or NAME in state.statements \
-            or state.transaction_status != "I" or state.skipping:
-        return raw
+            or state.transaction_status != "I" or state.skipping \
+            or aftermiss.mostly_misses(session):  # (mostly misses lately: its
+        return raw  # next read likely one too, which needs no coverage; a hit asks at its park)
     before = sum(1 for item in state.pending if item.kind in ("sync", "query"))
     session.miss_tail = Tail(before, time.monotonic())
     state.swallowing += 1

@@ -186,13 +186,14 @@ class Settings:
                           "what it saw upstream (its writes, forwarded reads, misses)"},
     )
     miss_position: str = field(
-        default="probe",
+        default="auto",
         metadata={"help": "session: a forwarded miss of a held statement reads the upstream's "
                           "WAL position for seen(s) on the session's own connection, in the "
-                          "same round trip (an extra statement server-side observers see); "
-                          "probe (the default): on weir's own connection once the answer came; "
-                          "auto: session unless the upstream loads pg_stat_statements or "
-                          "logs every statement"},
+                          "same round trip (an extra statement server-side observers see), "
+                          "unless the session's reads are mostly misses lately; probe: on "
+                          "weir's own connection once the answer came; auto (the default): "
+                          "session unless the upstream loads pg_stat_statements or logs every "
+                          "statement"},
     )
     hit_lanes: int | None = field(
         default=None,
