@@ -448,6 +448,7 @@ class HitLanes:
             return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
+            session.lane_miss_run = 0  # (hits lately: not mostly misses, aftermiss)
             session.state.held_portals.pop("", None)
             last = self._lasts.get(table)
             if last is not None and session.ctx is not None:

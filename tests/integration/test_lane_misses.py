@@ -157,3 +157,39 @@ def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third
                 assert sum(binds) - passed >= KEYS - 20
     finally:
         server.stop()
+
+
+def test_a_session_back_to_hits_reads_the_position_after_its_next_miss_again(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a run of one-off misses (no position read after a miss then), a session whose
+    hit lane answered its reads is not taken for one whose reads are mostly misses
+    (``HitLanes.reclaim`` of a hit lane that answered: ``lane_miss_run`` is 0): its next
+    miss reads the position again (``--miss-position session``), so the hit after it finds
+    it covered at once."""
+    monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
+    monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
+    pg.psql(kv_table(1000), dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="always",
+                                 hit_lanes=1 if LANES else 0, lane_misses="on",
+                                 miss_position="session")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.prepare_threshold = 0
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            coverage = server.server.service.host.coverage
+            for k in range(1, 201):  # a run of misses (each key read once)
+                assert kv_read(conn, k) == f"v{k}"
+            eventually(lambda: kv_read(conn, 1) == "v1" and last_statement(conn)[0] == "cache")
+            for _ in range(20):  # hits: answered in its hit lane (or on the loop)
+                assert kv_read(conn, 1) == "v1"
+            positions = coverage.positions
+            for k in range(300, 305):  # misses among hits
+                assert kv_read(conn, k) == f"v{k}"
+                for _ in range(5):
+                    assert kv_read(conn, 1) == "v1"
+            print(f"positions read after the misses among hits: {coverage.positions - positions}")
+            # (every one: the first too, whose miss the hit lane handed back after answering
+            # hits; before, that one still counted the run of misses and read none)
+            assert coverage.positions - positions >= 5
+    finally:
+        server.stop()
