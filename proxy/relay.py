@@ -40,7 +40,7 @@ from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import aftermiss, identity, limits, missfast_position
 from proxy.answering import Answering
-from proxy.endpoints import UpstreamEndpoint, bound_client
+from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import (
     TO_PUMP,
@@ -123,7 +123,6 @@ class Session:
         #: reads it releases then (``proxy.missfast_position``, ``proxy.aftermiss.park``)
         self.miss_waiting: tuple[float, list[Callable[[], object]]] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
-        bound_client(transport)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
         self.client_received, self.upstream_received = relay_entries(self, _core)
