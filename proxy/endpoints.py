@@ -135,14 +135,19 @@ class UpstreamEndpoint(asyncio.Protocol):
         self.session.resume_client("upstream send buffer full")
 
 
+#: the largest TCP_MAXSEG Linux takes (a larger one fails the listening socket)
+LARGEST_MAXSEG = 32767
+
+
 def bound_listener(sock: socket.socket, receive_bytes: int) -> None:
     """Fix the receive buffer of the client sockets ``sock`` accepts at ``receive_bytes``
     (``SO_RCVBUF``; 0: left to the kernel's autotuning) and their segments at a quarter of it
-    (``TCP_MAXSEG``: the MSS weir announces). Set on the listening socket, so that each
-    connection's window scale is chosen for it. TCP only."""
+    (``TCP_MAXSEG``: the MSS weir announces; at most :data:`LARGEST_MAXSEG`). Set on the
+    listening socket, so that each connection's window scale is chosen for it. TCP only."""
     if receive_bytes and sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_bytes)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, receive_bytes // 4)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG,
+                        min(receive_bytes // 4, LARGEST_MAXSEG))
 
 
 def bound_upstream(transport: asyncio.Transport, write_buffer_bytes: int) -> None:
