@@ -344,8 +344,9 @@ cdef class Relay:
                         return False
                 elif kind == REQUEST_OTHER:  # (the others are content-free, or CopyData)
                     return False
-                elif held and p[pos] == 68:  # a Describe may name a held statement
-                    return False
+                elif held and p[pos] == 68 and (end - pos < 6 or p[pos + 5] != 80):
+                    return False  # a Describe of a statement may name a held one (of a
+                    # portal: local portals are none while passing)
                 pos = end
             self._observe(p, n, found, local, ctx, last)
         finally:

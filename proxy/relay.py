@@ -71,6 +71,7 @@ _T_TERMINATE = ord("X")
 _T_QUERY = ord("Q")
 _T_SYNC = ord("S")
 _T_DESCRIBE = ord("D")
+_PORTAL = ord("P")  # a Describe's kind: a portal's (held ones are local portals)
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
 _T_COMMAND_COMPLETE = ord("C")
@@ -204,7 +205,8 @@ class Session:
         # stays so in this loop: only a local answer (it ends it) holds
         quiet = ext.quiet and not identity.unsettled(self.ctx)
         # with statements held, a run of one prepared upstream needs no look either
-        # (``Extended.passing``): its Bind seen before, Execute, Sync, Flush
+        # (``Extended.passing``): its Bind seen before, Describe of a portal (libpq sends
+        # one with every prepared run), Execute, Sync, Flush
         passing = quiet or (ext.passing and not identity.unsettled(self.ctx))
         held = state.held
         written = 0  # bytes of ``raw`` already sent upstream
@@ -213,7 +215,8 @@ class Session:
                 continue
             if passing:
                 kind = CONTENT_FREE.get(mtype)
-                if kind is not None and (quiet or mtype != _T_DESCRIBE):
+                if kind is not None and (quiet or mtype != _T_DESCRIBE
+                                         or (end > start and raw[start] == _PORTAL)):
                     # Execute/Sync/Flush/Describe with nothing held locally: no decoding on
                     # the hot path (PostgreSQL validates their content itself)
                     state.expect(kind)
