@@ -187,9 +187,13 @@ cdef class Relay:
       ``Session._process_client`` does), a chunk whose every message the quiet loop of
       ``Session.forward_client`` would observe without decoding (content-free messages,
       Binds and Parses seen before, plain simple Queries, CopyData), with nothing held
-      locally and the routing state unchanged: the same observations, then one write;
+      locally (or, with statements held, a run of a statement prepared upstream:
+      ``Extended.passing``) and the routing state unchanged: the same observations, then
+      one write;
     - from the upstream: a run of messages ending with ReadyForQuery with no special message
-      (``scan_backend``) and nothing swallowed: ``SessionState.ready`` in C, then one write.
+      (``scan_backend``; a write's INSERT, UPDATE, DELETE or MERGE tag is not one once
+      ``configure_writes`` was called) and nothing swallowed: ``SessionState.ready`` in C
+      (and ``router.wrote`` per write), then one write.
     """
 
     cdef object session
