@@ -182,7 +182,9 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
             + ("count(*" if w.func == "count_star" else f"{w.func}(")
             + ("" if w.arg is None else _colname(cols, w.arg)
                + ("" if w.offset == 1 else f", {w.offset}"))
-            + (f") ORDER BY {_sort(w.order, cols)}" if w.order else ")")
+            + (") PARTITION BY " + ", ".join(_colname(cols, p) for p in w.partition)
+               if w.partition else ")")
+            + (f" ORDER BY {_sort(w.order, cols)}" if w.order else "")
             + (" ROWS" if w.rows else "")
             + ("" if w.frame is None else f" {w.frame[0]:+d}..{w.frame[1]:+d}")
             for w in reader.windows) + ")"

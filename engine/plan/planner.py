@@ -134,7 +134,7 @@ class _Planner:
                 raise PlanError("window function with a range parameter")
             if stmt.get("distinctClause") is not None:
                 raise PlanError("window function under DISTINCT")
-            check_partitions(windows, bound.scope, {k.position for k in keys},
+            windows = check_partitions(windows, bound.scope, {k.position for k in keys},
                              {k.position for k in keys if k.source.multi},
                              [plain_order_positions(w, bound.scope) for w in windows])
         builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")

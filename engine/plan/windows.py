@@ -5,10 +5,11 @@ lag(x [, n]) / lead(x [, n]) / count(*) / count(x) / sum(x) / avg(x) / min(x) / 
 OVER (PARTITION BY ... ORDER BY ... [frame])`` -> placeholders plus ``WindowSpec``),
 ``check_partitions`` and ``window_calls`` (the specs -> ``ir.Window``).
 
-A window's value is computed by the reader per lookup (``engine.dataflow.windows``), so the
-planner only accepts a window whose partition is one lookup: every PARTITION BY column is a
-lookup key column, and every IN-list / ``= ANY`` key column is partitioned on (one lookup
-per value). The select list keeps a NULL placeholder column where the window's value goes;
+A window's value is computed by the reader per lookup (``engine.dataflow.windows``): every
+IN-list / ``= ANY`` key column must be partitioned on (one lookup per value); PARTITION BY
+lookup key columns are constant over a lookup, and the other PARTITION BY columns (plain
+columns whose type's equality is the values', under a deterministic collation) split the
+lookup's rows into partitions (``ir.Window.partition``). The select list keeps a NULL placeholder column where the window's value goes;
 its ORDER BY and lag/lead argument become hidden columns. row_number, lag and lead number
 tied rows arbitrarily in PostgreSQL: they are only planned over one table with an ORDER BY
 containing its whole primary key (less the PARTITION BY and lookup key columns, constant over
@@ -27,11 +28,12 @@ partition (PostgreSQL adds those rows in its input order).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.plan import ir, pgtypes
-from engine.plan.exprs import ExprBuilder
+from engine.plan.exprs import ExprBuilder, deterministic
 from engine.plan.names import figure_colname
 from engine.plan.scope import PlanError, Scope
 from engine.values import oids as T
@@ -72,6 +74,7 @@ class WindowSpec:
     arg_oid: int | None = None
     rows: bool = False  # ROWS UNBOUNDED PRECEDING .. CURRENT ROW (running aggregates)
     frame: tuple[int, int] | None = None  # a sliding ROWS frame (ir.Window.frame)
+    extra: tuple[int, ...] = ()  # PARTITION BY scope positions that are not lookup keys
 
 
 def extract_windows(stmt: Node, scope: Scope, builder: ExprBuilder) -> tuple[
@@ -206,12 +209,21 @@ def _sliding(name: str, over: Node) -> tuple[int, int]:
 
 
 def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[int],
-                     multi_positions: set[int], order_positions: list[set[int]]) -> None:
-    """Each window's partition must be exactly one lookup (see the module docstring);
-    ``order_positions[i]``: the scope columns window i's ORDER BY names plainly."""
+                     multi_positions: set[int], order_positions: list[set[int]]
+                     ) -> list[WindowSpec]:
+    """Each window's partition must be one lookup or split one (see the module docstring);
+    ``order_positions[i]``: the scope columns window i's ORDER BY names plainly. Returns the
+    specs with their non-key PARTITION BY columns (``extra``)."""
+    out = []
     for spec, ordered in zip(specs, order_positions, strict=True):
-        if not set(spec.partition) <= key_positions:
-            raise PlanError(f"{spec.func}() partitioned on a column that is not a lookup key")
+        extra = tuple(dict.fromkeys(p for p in spec.partition if p not in key_positions))
+        for pos in extra:
+            col = scope.cols[pos]
+            why = pgtypes.NOT_EQUAL_BY_VALUE.get(col.type_oid)
+            if why is not None:
+                raise PlanError(f"{spec.func}() partitioned on a "
+                                f"{pgtypes.type_name(col.type_oid)} value ({why})")
+        out.append(dataclasses.replace(spec, extra=extra))
         if not multi_positions <= set(spec.partition):
             raise PlanError(f"{spec.func}() over several IN-list lookups (partition by the "
                             "IN-list column)")
@@ -224,6 +236,7 @@ def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[i
         if len(rtes) != 1 or not pk or not pk <= ordered | set(spec.partition) | key_positions:
             raise PlanError(f"{spec.func}() whose ORDER BY may tie (PostgreSQL orders tied "
                             "rows arbitrarily): order by the table's primary key")
+    return out
 
 
 def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.Expr],
@@ -260,8 +273,16 @@ def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.E
                                     None if nulls == "SORTBY_NULLS_DEFAULT"
                                     else nulls == "SORTBY_NULLS_FIRST", locale))
         arg = None if spec.arg is None else position(builder.build(spec.arg))
+        parts = []
+        for pos in spec.extra:
+            col = builder.scope.cols[pos]
+            if not deterministic(col.collation, builder.catalog):
+                raise PlanError(f"{spec.func}() partitioned on text under nondeterministic "
+                                f"collation {col.collation}")
+            parts.append(position(ir.ColumnRef(pos, col.type_oid)))
         out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]
-                             spec.offset, spec.type_oid, spec.arg_oid, spec.rows, spec.frame))
+                             spec.offset, spec.type_oid, spec.arg_oid, spec.rows, spec.frame,
+                             tuple(parts)))
     return tuple(out)
 
 

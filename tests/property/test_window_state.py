@@ -10,7 +10,8 @@ copies of equal rows (bag multiplicities) under rank/dense_rank. A third runs th
 aggregates (count(*), count, sum, avg, min, max of integers, numerics of several scales and
 texts; float sum/avg over an order that cannot tie) over RANGE (peers share a value), ROWS,
 sliding ROWS frames (offsets PRECEDING and FOLLOWING on either side, empty frames too) and no
-ORDER BY (the whole partition).
+ORDER BY (the whole partition). Each window may be partitioned on columns of the row (not
+lookup keys: ``ir.Window.partition``), so that one key's rows are several partitions.
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ def _windows(r: random.Random, funcs: tuple[str, ...]) -> tuple[ir.Window, ...]:
         func = r.choice(funcs)
         arg = r.choice((0, 1, 3)) if func in ("lag", "lead") else None
         out.append(ir.Window(func, column, _sort_keys(r, (0, 1, 2, 3)), arg,  # type: ignore[arg-type]
-                             r.randint(1, 3)))
+                             r.randint(1, 3), partition=_partition(r)))
     return tuple(out)
+
+
+def _partition(r: random.Random) -> tuple[int, ...]:
+    """PARTITION BY columns that are not lookup keys, now and then (NULLs, ties, texts)."""
+    return r.choice(((), (), (1,), (3,), (2, 3)))
 
 
 def _model(rows: list[Row], windows: tuple[ir.Window, ...], order_by: tuple[ir.SortKey, ...],
@@ -178,7 +184,7 @@ def _agg_windows(r: random.Random) -> tuple[ir.Window, ...]:
             start = r.randint(-3, 2)
             frame = (start, start + r.randint(-1 if r.random() < 0.1 else 0, 4))
         out.append(ir.Window(func, column, order, arg, 1, oid, arg_oid,  # type: ignore[arg-type]
-                             rows, frame))
+                             rows, frame, r.choice(((), (), (2,), (4,), (1, 3)))))
     return tuple(out)
 
 
