@@ -221,7 +221,7 @@ def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[i
             col = scope.cols[pos]
             why = pgtypes.NOT_EQUAL_BY_VALUE.get(col.type_oid)
             if why is not None:
-                raise PlanError(f"{spec.func}() partitioned on a "
+                raise PlanError(f"{_label(spec)}() partitioned on a "
                                 f"{pgtypes.type_name(col.type_oid)} value ({why})")
         out.append(dataclasses.replace(spec, extra=extra))
         if not multi_positions <= set(spec.partition):
@@ -237,6 +237,10 @@ def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[i
             raise PlanError(f"{spec.func}() whose ORDER BY may tie (PostgreSQL orders tied "
                             "rows arbitrarily): order by the table's primary key")
     return out
+
+
+def _label(spec: WindowSpec) -> str:
+    return "count" if spec.func == "count_star" else spec.func
 
 
 def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.Expr],
@@ -277,7 +281,7 @@ def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.E
         for pos in spec.extra:
             col = builder.scope.cols[pos]
             if not deterministic(col.collation, builder.catalog):
-                raise PlanError(f"{spec.func}() partitioned on text under nondeterministic "
+                raise PlanError(f"{_label(spec)}() partitioned on text under nondeterministic "
                                 f"collation {col.collation}")
             parts.append(position(ir.ColumnRef(pos, col.type_oid)))
         out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]

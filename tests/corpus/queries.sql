@@ -685,3 +685,14 @@ SELECT string_agg(c.name, ', ' ORDER BY c.name) FROM contacts c;
 -- upstream: an ICU collation (weir cannot prove its ICU equals the server's)
 SELECT c.id, c.nick FROM contacts c ORDER BY c.nick, c.id;
 SELECT c.id FROM contacts c WHERE c.nick < 'm';
+-- ===================== windows partitioned within the key (top-N per group, per-group running totals) =====================
+SELECT id, author_id, title, row_number() OVER (PARTITION BY author_id ORDER BY score DESC, id) AS rn FROM stories ORDER BY author_id, rn;
+-- params: [3]
+SELECT id, story_id, rank() OVER (PARTITION BY story_id ORDER BY score DESC NULLS LAST) AS r, count(*) OVER (PARTITION BY story_id, author_id) AS by_author FROM comments WHERE author_id = $1;
+SELECT id, customer_id, status, sum(total) OVER (PARTITION BY customer_id ORDER BY placed_on, id) AS running, lag(total) OVER (PARTITION BY status ORDER BY id) AS prev_same_status FROM orders ORDER BY id;
+SELECT id, category_id, price, max(price) OVER (PARTITION BY category_id) AS top, dense_rank() OVER (PARTITION BY category_id ORDER BY price DESC) AS price_rank FROM products WHERE NOT discontinued;
+-- params: [2]
+SELECT id, thread_id, row_number() OVER (PARTITION BY thread_id ORDER BY created_at, id) AS n FROM posts WHERE author_id = $1 ORDER BY thread_id, n;
+SELECT c.id, c.city, row_number() OVER (PARTITION BY c.city ORDER BY c.id) AS n, count(*) OVER (PARTITION BY c.customer_id) AS per_customer FROM contacts c;
+-- upstream: PARTITION BY a jsonb document (jsonb = compares numbers by value, 1.0 = 1)
+SELECT id, count(*) OVER (PARTITION BY data) FROM activities;
