@@ -1,11 +1,11 @@
 """Window functions maintained incrementally over one reader key's rows.
 
-Owns: ``Partition`` - a key's rows with each window's value, kept per window and per
-partition of the key's rows (``ir.Window.partition``; one when the window is partitioned on
-lookup keys only) as a list sorted in that window's order (window ORDER BY, then the whole row, then an id telling copies of a
-row apart), and the key's answer (output columns in the reader's ORDER BY, OFFSET/LIMIT cut)
-built from projected rows kept per row id. ``change`` applies one delta row; ``answer``
-brings the stale values up to date and returns the answer rows.
+Owns: ``Partition`` - a key's rows with each window's value, kept per window and per partition
+of the key's rows (``ir.Window.partition``; one when the window is partitioned on lookup keys
+only) as a list sorted in that window's order (window ORDER BY, then the whole row, then an id
+telling copies of a row apart), and the key's answer (output columns in the reader's ORDER BY,
+OFFSET/LIMIT cut) built from projected rows kept per row id. ``change`` applies one delta row;
+``answer`` brings the stale values up to date and returns the answer rows.
 
 Cost of one change in a partition of N rows: a binary search and a list insert/delete per
 window (and per reader order); lag/lead values are recomputed at once for the ``offset``
@@ -161,7 +161,8 @@ class Partition:
         self.redo.discard(rid)
 
     def _touched(self, i: int, pk: Row, lst: list[Entry], p: int, inserted: bool) -> None:
-        """Window ``i``'s list ``lst`` (partition ``pk``) gained (``inserted``) or lost the entry at position ``p``.
+        """Window ``i``'s list ``lst`` (partition ``pk``) gained (``inserted``) or lost the
+        entry at position ``p``.
         A ranking window's stale mark (lo, hi, net): positions before lo hold their values,
         positions after hi hold them plus ``net`` (the inserts less the deletes: every
         change was at or before hi), so row_number is final after hi when net is 0."""
@@ -231,9 +232,9 @@ class Partition:
                     redo.add(entry[2])
 
     def _running(self, i: int, lst: list[Entry], s: int) -> None:
-        """Aggregate window ``i``'s values (over partition list ``lst``) from the peer group before position ``s`` (a row
-        joining or leaving a peer group changes its earlier peers) onward, seeded with the
-        arguments of the rows before it."""
+        """Aggregate window ``i``'s values (over partition list ``lst``) from the peer group
+        before position ``s`` (a row joining or leaving a peer group changes its earlier peers)
+        onward, seeded with the arguments of the rows before it."""
         w, rows = self.windows[i], self.rows
         n = len(lst)
         if not n:
@@ -245,8 +246,8 @@ class Partition:
         self._store(i, lst, g, running_values(w, [e[0] for e in lst[g:]], args[g:], args[:g]))
 
     def _sliding(self, i: int, lst: list[Entry], lo: int, hi: int) -> None:
-        """Sliding-frame window ``i``'s values (partition list ``lst``) at the positions whose frame can meet the
-        changed positions ``lo .. hi`` (see the module docstring)."""
+        """Sliding-frame window ``i``'s values (partition list ``lst``) at the positions whose
+        frame can meet the changed positions ``lo .. hi`` (see the module docstring)."""
         w, rows = self.windows[i], self.rows
         assert w.frame is not None
         a, b = w.frame

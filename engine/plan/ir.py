@@ -415,16 +415,17 @@ class WindowSlot:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """A window function over one lookup's rows (or each ``partition`` of them): its value is written into input column ``column`` (a NULL
-    placeholder the plan selects), computed in ``order`` (input positions); lag/lead read
-    input column ``arg`` ``offset`` rows back/ahead (NULL past the ends). A running aggregate
-    (count_star, count, sum, avg, min, max of ``arg``, typed ``arg_oid``, result ``type_oid``)
-    covers the rows from the partition's start to the current row's last peer on ``order``
-    (``rows``: to the current row itself); without ``order``, the whole partition. ``frame``
-    (start, end): a sliding ROWS frame, the rows at positions current+start .. current+end
-    (negative: PRECEDING; ``order`` cannot tie). ``partition``: input positions of PARTITION
-    BY columns that are not lookup keys: the lookup's rows split into one partition per value
-    of those columns (equal as ``=`` says: 1.0 = 1.00, NaN = NaN)."""
+    """A window function over one lookup's rows (or each ``partition`` of them): its value is
+    written into input column ``column`` (a NULL placeholder the plan selects), computed in
+    ``order`` (input positions); lag/lead read input column ``arg`` ``offset`` rows back/ahead
+    (NULL past the ends). A running aggregate (count_star, count, sum, avg, min, max of ``arg``,
+    typed ``arg_oid``, result ``type_oid``) covers the rows from the partition's start to the
+    current row's last peer on ``order`` (``rows``: to the current row itself); without
+    ``order``, the whole partition. ``frame`` (start, end): a sliding ROWS frame, the rows at
+    positions current+start .. current+end (negative: PRECEDING; ``order`` cannot tie).
+    ``partition``: input positions of PARTITION BY columns that are not lookup keys: the
+    lookup's rows split into one partition per value of those columns (equal as ``=`` says:
+    1.0 = 1.00, NaN = NaN)."""
 
     func: WindowFunc
     column: int

@@ -7,23 +7,23 @@ OVER (PARTITION BY ... ORDER BY ... [frame])`` -> placeholders plus ``WindowSpec
 
 A window's value is computed by the reader per lookup (``engine.dataflow.windows``): every
 IN-list / ``= ANY`` key column must be partitioned on (one lookup per value); PARTITION BY
-lookup key columns are constant over a lookup, and the other PARTITION BY columns (plain
-columns whose type's equality is the values', under a deterministic collation) split the
-lookup's rows into partitions (``ir.Window.partition``). The select list keeps a NULL placeholder column where the window's value goes;
-its ORDER BY and lag/lead argument become hidden columns. row_number, lag and lead number
-tied rows arbitrarily in PostgreSQL: they are only planned over one table with an ORDER BY
-containing its whole primary key (less the PARTITION BY and lookup key columns, constant over
-the partition). The running aggregates take PostgreSQL's aggregate result
-types (``pgtypes.sum_type``...), and one of the frames the reader maintains: the default
-(RANGE/GROUPS UNBOUNDED PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING ..
-UNBOUNDED FOLLOWING (the whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING
-.. CURRENT ROW (only with an ORDER BY that cannot tie, like row_number). Sliding ROWS frames
-(``ROWS BETWEEN n PRECEDING | CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n
-FOLLOWING``, literal offsets up to ``MAX_OFFSET``) are planned the same way (an ORDER BY that
-cannot tie); an offset on one side with UNBOUNDED on the other, an offset that is not a literal
-integer, and EXCLUDE go upstream. Float sum/avg (``dataflow.window_floats``: PostgreSQL's
-additions, in window order) are planned over an ORDER BY that cannot tie, never over the whole
-partition (PostgreSQL adds those rows in its input order).
+lookup key columns are constant over a lookup, and the other PARTITION BY columns (plain columns
+whose type's equality is the values', under a deterministic collation) split the lookup's rows
+into partitions (``ir.Window.partition``). The select list keeps a NULL placeholder column where
+the window's value goes; its ORDER BY and lag/lead argument become hidden columns. row_number,
+lag and lead number tied rows arbitrarily in PostgreSQL: they are only planned over one table
+with an ORDER BY containing its whole primary key (less the PARTITION BY and lookup key columns,
+constant over the partition). The running aggregates take PostgreSQL's aggregate result types
+(``pgtypes.sum_type``...), and one of the frames the reader maintains: the default (RANGE/GROUPS
+UNBOUNDED PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING .. UNBOUNDED
+FOLLOWING (the whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING .. CURRENT
+ROW (only with an ORDER BY that cannot tie, like row_number). Sliding ROWS frames (``ROWS
+BETWEEN n PRECEDING | CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n FOLLOWING``,
+literal offsets up to ``MAX_OFFSET``) are planned the same way (an ORDER BY that cannot tie); an
+offset on one side with UNBOUNDED on the other, an offset that is not a literal integer, and
+EXCLUDE go upstream. Float sum/avg (``dataflow.window_floats``: PostgreSQL's additions, in
+window order) are planned over an ORDER BY that cannot tie, never over the whole partition
+(PostgreSQL adds those rows in its input order).
 """
 
 from __future__ import annotations

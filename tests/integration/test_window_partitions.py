@@ -23,8 +23,8 @@ from tests.integration.test_cache_shapes_differential import (
     _random_write,
     a_grp,
     no_params,
-    some_grps,
     run_differential,
+    some_grps,
 )
 
 SPLIT_SHAPES = [
