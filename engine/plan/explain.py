@@ -66,6 +66,8 @@ _EXPR: dict[type, Callable[[Any, R, Sequence[ir.Column]], str]] = {
     ir.NullIf: lambda e, r, c: f"nullif({r(e.left)}, {r(e.right)})",
     ir.Like: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}"
     f"{'ILIKE' if e.case_insensitive else 'LIKE'} {r(e.pattern)}",
+    ir.Regex: lambda e, r, c: f"{r(e.arg)} {'!' if e.negated else ''}~"
+    f"{'*' if e.case_insensitive else ''} {r(ir.Const(e.pattern, e.arg.type_oid))}",
     ir.InList: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}IN ("
     + ", ".join(r(i) for i in e.items) + ")",
     ir.Between: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}BETWEEN "

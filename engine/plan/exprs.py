@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.dataflow import pgtime
-from engine.plan import arrayops, collations, datetimes, ir, jsonops, pgtypes
+from engine.plan import arrayops, collations, datetimes, ir, jsonops, pgtypes, regex
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
@@ -222,6 +222,8 @@ class ExprBuilder:
             return arrayops.array_operator(self, name, left, right)
         if name in jsonops.JSON_OPERATORS:
             return jsonops.json_operator(self, name, left, right)
+        if name in regex.REGEX_OPERATORS:
+            return regex.regex_match(self, name, left, right)
         raise PlanError(f"operator {name}")
 
     def pair(self, left: ir.Expr, right: ir.Expr) -> tuple[ir.Expr, ir.Expr]:

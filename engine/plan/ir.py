@@ -159,6 +159,23 @@ class NullIf:
 
 
 @dataclass(frozen=True, slots=True)
+class Regex:
+    """``arg [!]~[*] 'pattern'``: a POSIX regular expression match whose constant ``pattern``
+    ``engine.plan.regex`` translated to ``python`` (for ``re.search`` with ``DOTALL``, plus
+    ``IGNORECASE | ASCII`` when ``case_insensitive``)."""
+
+    arg: Expr
+    pattern: str
+    python: str
+    case_insensitive: bool = False
+    negated: bool = False
+
+    @property
+    def type_oid(self) -> int:
+        return T.BOOL
+
+
+@dataclass(frozen=True, slots=True)
 class Like:
     """``arg [NOT] LIKE|ILIKE pattern`` with backslash as the default escape."""
 
@@ -213,7 +230,7 @@ class Func:
 
 Expr = (
     ColumnRef | Const | Param | BoolOp | Not | Compare | IsNull | Arith | Negate | Cast | Case
-    | Coalesce | NullIf | Like | InList | Between | Func
+    | Coalesce | NullIf | Like | Regex | InList | Between | Func
 )
 
 # ----------------------------------------------------------------------------- relations

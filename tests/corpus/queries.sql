@@ -696,3 +696,13 @@ SELECT id, thread_id, row_number() OVER (PARTITION BY thread_id ORDER BY created
 SELECT c.id, c.city, row_number() OVER (PARTITION BY c.city ORDER BY c.id) AS n, count(*) OVER (PARTITION BY c.customer_id) AS per_customer FROM contacts c;
 -- upstream: PARTITION BY a jsonb document (jsonb = compares numbers by value, 1.0 = 1)
 SELECT id, count(*) OVER (PARTITION BY data) FROM activities;
+-- ===================== POSIX regular expressions (the subset PostgreSQL and Python read alike) =====================
+SELECT id, title FROM stories WHERE title ~ '^(How|Why) ' ORDER BY id;
+SELECT id, username FROM users WHERE email !~ '@example\.com$';
+SELECT id, name FROM products WHERE name ~ '[0-9]{2}$' AND category_id = 3;
+-- params: [4]
+SELECT id, body FROM posts WHERE thread_id = $1 AND body ~ '(rust|python|cache) (fast|help)?';
+SELECT c.id FROM contacts c WHERE c.city ~ '^[A-Z]' AND c.name !~ 'o.?e';
+-- upstream: locale-dependent classes, case folding under a libc collation
+SELECT id FROM stories WHERE title ~ '[[:upper:]]\w+';
+SELECT c.id FROM contacts c WHERE c.name ~* 'zoe';
