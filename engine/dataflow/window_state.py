@@ -7,23 +7,23 @@ telling copies of a row apart), and the key's answer (output columns in the read
 OFFSET/LIMIT cut) built from projected rows kept per row id. ``change`` applies one delta row;
 ``answer`` brings the stale values up to date and returns the answer rows.
 
-Cost of one change in a partition of N rows: a binary search and a list insert/delete per
-window (and per reader order); lag/lead values are recomputed at once for the ``offset``
-neighbours on either side of the change; row_number/rank/dense_rank are marked stale from
-the changed position onward (the lowest such position per window) and recomputed from there
-at the next read (from the start of that position's peer group, seeded by the clean value
-before it); row_number stops after the last changed position when as many rows were
-inserted as deleted (an update that keeps or moves a row: only the rows between its old and
-new positions are renumbered). A running aggregate (count, sum, avg, min, max) is marked
-stale like rank and recomputed at the read from the peer group before its mark, its
-accumulator seeded with the arguments before that group (one add per earlier row, no
-projection). A sliding frame (``Window.frame`` = (a, b)) recomputes only the rows whose frame
-can meet the changed positions lo .. hi: positions lo - max(b, 0) .. hi - min(a, 0), each
-aggregated afresh over its at most ``b - a + 1`` rows. Only rows whose value changed are
-projected again. The answer is one pass over the ids in order. When the reader's ORDER BY
-starts with a row_number column the answer is that window's list (reversed for DESC); when it reads
-another window column the answer's order depends on the values, and it is sorted at the
-read (as the recompute did).
+Cost of one change in a partition of N rows: a binary search and a list insert/delete per window
+(and per reader order); lag/lead values are recomputed at once for the ``offset`` neighbours on
+either side of the change; row_number/rank/dense_rank are marked stale from the changed position
+onward (the lowest such position per window) and recomputed from there at the next read (from
+the start of that position's peer group, seeded by the clean value before it); row_number stops
+after the last changed position when as many rows were inserted as deleted (an update that keeps
+or moves a row: only the rows between its old and new positions are renumbered). A running
+aggregate (count, sum, avg, min, max) is marked stale like rank and recomputed at the read from
+the peer group before its mark, its accumulator seeded with the arguments before that group (one
+add per earlier row, no projection). A sliding frame (``Window.frame`` = (a, b)) recomputes only
+the rows whose frame can meet the changed positions lo .. hi: positions lo - max(b, 0) .. hi -
+min(a, 0), each aggregated afresh over its at most ``b - a + 1`` rows. A RANGE/GROUPS/EXCLUDE
+frame (``Window.ranged``) is recomputed over the whole partition (``windows.range_values``).
+Only rows whose value changed are projected again. The answer is one pass over the ids in order.
+When the reader's ORDER BY starts with a row_number column the answer is that window's list
+(reversed for DESC); when it reads another window column the answer's order depends on the
+values, and it is sorted at the read (as the recompute did).
 
 Invariants: the values agree with ``windows.apply_windows`` on the same rows (the property
 test ``tests/property/test_window_state.py`` checks it): rank/dense_rank peers are rows equal
@@ -45,7 +45,13 @@ from engine.dataflow.ordering import order_key, row_key
 from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import row_key as bag_key
 from engine.dataflow.records import same_print
-from engine.dataflow.windows import AGGREGATES, frame_values, partition_key, running_values
+from engine.dataflow.windows import (
+    AGGREGATES,
+    frame_values,
+    partition_key,
+    range_values,
+    running_values,
+)
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -201,7 +207,9 @@ class Partition:
             func = self.windows[i].func
             if func in AGGREGATES:
                 try:
-                    if self.windows[i].frame is None:
+                    if self.windows[i].ranged is not None:
+                        self._ranged(i, lst)
+                    elif self.windows[i].frame is None:
                         self._running(i, lst, s)
                     else:
                         self._sliding(i, lst, s, hi)
@@ -262,6 +270,17 @@ class Partition:
         args = [None if arg is None else rows[e[2]][arg] for e in lst[base:stop]]
         # positions relative to ``base`` (frames clamp at the slice's ends as at the list's)
         self._store(i, lst, first, frame_values(w, args, first - base, last - base))
+
+    def _ranged(self, i: int, lst: list[Entry]) -> None:
+        """RANGE/GROUPS-frame window ``i``'s values over partition list ``lst``, all afresh
+        (a change moves the frame ends of rows anywhere in the partition)."""
+        w, rows = self.windows[i], self.rows
+        key = w.order[0].column if w.order else None
+        arg = w.arg
+        self._store(i, lst, 0, range_values(
+            w, [e[0] for e in lst],
+            [None if key is None else rows[e[2]][key] for e in lst],
+            [None if arg is None else rows[e[2]][arg] for e in lst]))
 
     def _store(self, i: int, lst: list[Entry], first: int, values: list[Any]) -> None:
         """Write window ``i``'s ``values`` at positions ``first ..`` of ``lst``, marking

@@ -16,11 +16,14 @@ row itself, planned only with an ORDER BY that cannot tie); without ORDER BY eve
 A sliding frame's (``Window.frame``) value is the aggregate of its rows, added in window order
 from the frame's first row (as PostgreSQL does when it restarts an aggregate: integer and
 numeric results do not depend on that order, float sum/avg (``window_floats``) do and are
-only planned over an ORDER BY that cannot tie).
+only planned over an ORDER BY that cannot tie). A RANGE/GROUPS frame, or one with EXCLUDE
+(``Window.ranged``: ``range_values``), is aggregated afresh per row over the rows its measure
+(the integer key, the peer group number, the position) puts in the frame, less the excluded.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
@@ -65,6 +68,49 @@ def frame_values(w: ir.Window, args: Sequence[Any], lo: int, hi: int) -> list[An
     for p in range(lo, hi + 1):
         acc = window_accumulator(w)
         for q in range(max(p + start, 0), min(p + end, n - 1) + 1):
+            acc.add(args[q], 1)
+        out.append(acc.value())
+    return out
+
+
+def range_values(w: ir.Window, peers: Sequence[Any], keys: Sequence[Any],
+                 args: Sequence[Any]) -> list[Any]:
+    """RANGE/GROUPS-frame window ``w``'s values (``ir.RangeFrame``) over one partition in
+    window order: ``peers`` the rows' peer keys, ``keys`` their RANGE key values (the one
+    ORDER BY column; unused under GROUPS), ``args`` their arguments. Each frame is aggregated
+    afresh in window order."""
+    r = w.ranged
+    assert r is not None
+    n = len(args)
+    group, starts = [], []  # each row's peer group number; each group's first position
+    for p in range(n):
+        if p == 0 or peers[p] != peers[p - 1]:
+            starts.append(p)
+        group.append(len(starts) - 1)
+    ends = [*starts[1:], n]
+    if r.mode != "range":
+        measure: list[Any] = group if r.mode == "groups" else list(range(n))
+    else:
+        sign = -1 if w.order[0].descending else 1
+        measure = [None if k is None else sign * k for k in keys]
+    lo = next((p for p in range(n) if measure[p] is not None), n)
+    hi = next((p + 1 for p in range(n - 1, -1, -1) if measure[p] is not None), lo)
+    known = measure[lo:hi]  # non-decreasing
+    out = []
+    for p in range(n):
+        m = measure[p]
+        if m is None:  # a NULL key: its frame's offset ends are its peers (the NULL rows)
+            a = 0 if r.start is None else starts[group[p]]
+            b = n if r.end is None else ends[group[p]]
+        else:
+            a = 0 if r.start is None else lo + bisect_left(known, m + r.start)
+            b = n if r.end is None else lo + bisect_right(known, m + r.end)
+        acc = window_accumulator(w)
+        g0, g1 = starts[group[p]], ends[group[p]]
+        for q in range(a, b):
+            if r.exclude is not None and (q == p if r.exclude == "current" else (
+                    g0 <= q < g1 and (r.exclude == "group" or q != p))):
+                continue
             acc.add(args[q], 1)
         out.append(acc.value())
     return out
@@ -126,8 +172,13 @@ def _apply_window(w: ir.Window, rows: Sequence[Row], members: list[int],
     if w.func in AGGREGATES:
         arg = w.arg
         args = [None if arg is None else rows[i][arg] for i in order]
-        values = (running_values(w, [sort_key(rows[i]) for i in order], args)
-                  if w.frame is None else frame_values(w, args, 0, len(args) - 1))
+        if w.ranged is not None:
+            values = range_values(w, [sort_key(rows[i]) for i in order],
+                                  [rows[i][w.order[0].column] if w.order else None
+                                   for i in order], args)
+        else:
+            values = (running_values(w, [sort_key(rows[i]) for i in order], args)
+                      if w.frame is None else frame_values(w, args, 0, len(args) - 1))
         for i, v in zip(order, values, strict=True):
             out[i][w.column] = v
         return

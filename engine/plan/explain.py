@@ -19,6 +19,13 @@ from engine.plan.rules.materialize import place
 from engine.values import Interval, encode_text
 
 
+def _ranged(r: ir.RangeFrame) -> str:
+    def bound(n: int | None) -> str:
+        return "UNBOUNDED" if n is None else f"{n:+d}"
+    return (f" {r.mode.upper()} {bound(r.start)}..{bound(r.end)}"
+            + ("" if r.exclude is None else f" EXCLUDE {r.exclude.upper()}"))
+
+
 def _colname(cols: Sequence[ir.Column], index: int) -> str:
     if index >= len(cols):
         return f"#{index}"
@@ -187,8 +194,9 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
             + (") PARTITION BY " + ", ".join(_colname(cols, p) for p in w.partition)
                if w.partition else ")")
             + (f" ORDER BY {_sort(w.order, cols)}" if w.order else "")
-            + (" ROWS" if w.rows else "")
+            + (" ROWS" if w.rows and w.ranged is None else "")
             + ("" if w.frame is None else f" {w.frame[0]:+d}..{w.frame[1]:+d}")
+            + ("" if w.ranged is None else _ranged(w.ranged))
             for w in reader.windows) + ")"
     if reader.order_by:
         head += f" ORDER BY {_sort(reader.order_by, cols)}"

@@ -419,6 +419,24 @@ class TopK:
 Rel = Scan | Filter | Project | Join | UnionAll | Aggregate | Distinct | TopK
 
 
+@dataclass(frozen=True, slots=True)
+class RangeFrame:
+    """A RANGE or GROUPS frame with an offset or an EXCLUDE, or a ROWS frame with an EXCLUDE
+    (``Window.ranged``). Positions are measured along the window's ORDER BY (``mode``): for
+    "range" its one integer key (negated under DESC), for "groups" the number of the row's
+    peer group, for "rows" the row's position. A row's frame holds the rows whose
+    measure is within [its own + ``start``, its own + ``end``] (None: unbounded; CURRENT ROW
+    is 0, ``n PRECEDING`` -n, ``n FOLLOWING`` n); under RANGE, rows whose key is NULL are only
+    in the frames of NULL rows (all of them) and in unbounded ends. ``exclude``: "current"
+    (the row itself), "group" (its peers and itself), "ties" (its peers, not itself) or
+    None."""
+
+    mode: Literal["rows", "range", "groups"]
+    start: int | None
+    end: int | None
+    exclude: str | None = None
+
+
 WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead", "count_star", "count",
                      "sum", "avg", "min", "max"]
 
@@ -442,7 +460,7 @@ class Window:
     positions current+start .. current+end (negative: PRECEDING; ``order`` cannot tie).
     ``partition``: input positions of PARTITION BY columns that are not lookup keys: the
     lookup's rows split into one partition per value of those columns (equal as ``=`` says:
-    1.0 = 1.00, NaN = NaN)."""
+    1.0 = 1.00, NaN = NaN). ``ranged``: a RANGE/GROUPS frame with offsets or EXCLUDE."""
 
     func: WindowFunc
     column: int
@@ -454,6 +472,7 @@ class Window:
     rows: bool = False
     frame: tuple[int, int] | None = None
     partition: tuple[int, ...] = ()
+    ranged: RangeFrame | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -706,3 +706,13 @@ SELECT c.id FROM contacts c WHERE c.city ~ '^[A-Z]' AND c.name !~ 'o.?e';
 -- upstream: locale-dependent classes, case folding under a libc collation
 SELECT id FROM stories WHERE title ~ '[[:upper:]]\w+';
 SELECT c.id FROM contacts c WHERE c.name ~* 'zoe';
+-- ===================== RANGE / GROUPS offset frames and EXCLUDE (frames recomputed at the read) =====================
+-- params: [2]
+SELECT id, total, sum(total) OVER (ORDER BY id RANGE BETWEEN 5 PRECEDING AND 5 FOLLOWING) AS nearby FROM orders WHERE customer_id = $1 ORDER BY id;
+SELECT id, score, count(*) OVER (ORDER BY score DESC RANGE BETWEEN CURRENT ROW AND 10 FOLLOWING) AS within10 FROM stories WHERE published;
+-- params: [3]
+SELECT id, avg(rating) OVER (ORDER BY rating GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE GROUP) AS others FROM reviews WHERE product_id = $1;
+SELECT id, forum_id, max(reply_count) OVER (PARTITION BY forum_id ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) AS best_other FROM threads;
+SELECT product_id, quantity, min(quantity) OVER (ORDER BY quantity RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES) FROM order_items WHERE order_id = 7;
+-- upstream: a RANGE offset on a date (an interval distance)
+SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '7 days' PRECEDING AND CURRENT ROW) FROM orders;

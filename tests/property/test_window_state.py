@@ -183,9 +183,30 @@ def _agg_windows(r: random.Random) -> tuple[ir.Window, ...]:
         if rows and r.random() < 0.6:  # a sliding frame, now and then an empty one
             start = r.randint(-3, 2)
             frame = (start, start + r.randint(-1 if r.random() < 0.1 else 0, 4))
+        ranged = None
+        if arg_oid != T.FLOAT8:
+            ranged = _ranged(r)
+            if ranged is not None:
+                rows, frame = False, None
+                if ranged.mode == "range":  # RANGE offsets measure one integer key
+                    order = (ir.SortKey(r.choice((1, 2)), r.random() < 0.5,
+                                        r.choice((None, True, False))),)
+                elif not order:
+                    order = _sort_keys(r, (1, 2, 3))
         out.append(ir.Window(func, column, order, arg, 1, oid, arg_oid,  # type: ignore[arg-type]
-                             rows, frame, r.choice(((), (), (2,), (4,), (1, 3)))))
+                             rows, frame, r.choice(((), (), (2,), (4,), (1, 3))), ranged))
     return tuple(out)
+
+
+def _ranged(r: random.Random) -> ir.RangeFrame | None:
+    """Now and then a RANGE/GROUPS frame: offsets on either side (or CURRENT ROW, or
+    unbounded), empty frames too, and an EXCLUDE."""
+    if r.random() < 0.6:
+        return None
+    def bound() -> int | None:
+        return r.choice((None, 0, r.randint(-3, 3)))
+    return ir.RangeFrame(r.choice(("range", "range", "groups", "rows")), bound(), bound(),
+                         r.choice((None, None, "current", "group", "ties")))
 
 
 @settings(max_examples=150, deadline=None)
