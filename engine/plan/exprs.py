@@ -557,8 +557,7 @@ def _describe(kind: str, body: Node) -> str:
 
 _AEXPR_NAMES = {"AEXPR_OP_ANY": ("op ANY (array) other than a lookup key column = ANY($n) of "
                                  "the column's type (grouped on, if aggregated)"),
-                "AEXPR_OP_ALL": "op ALL (array)",
-                "AEXPR_SIMILAR": "SIMILAR TO"}
+                "AEXPR_OP_ALL": "op ALL (array)"}
 
 _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "AEXPR_OP": ExprBuilder.op,
@@ -566,6 +565,7 @@ _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "AEXPR_IN": ExprBuilder.in_list,
     "AEXPR_LIKE": lambda b, n: b.like(n, False),
     "AEXPR_ILIKE": lambda b, n: b.like(n, True),
+    "AEXPR_SIMILAR": regex.similar_to,
     "AEXPR_BETWEEN": ExprBuilder.between,
     "AEXPR_NOT_BETWEEN": ExprBuilder.between,
     "AEXPR_BETWEEN_SYM": ExprBuilder.between,

@@ -2,8 +2,9 @@
 patterns weir evaluates exactly as PostgreSQL, and their translation to Python's ``re``.
 
 Owns: ``regex_match`` (the operator and its operands -> ``ir.Regex``, or PlanError with the
-reason) and ``translate`` (a PostgreSQL advanced regular expression (ARE) -> the Python
-pattern matching the same strings).
+reason), ``similar_to`` (``SIMILAR TO`` as the anchored regular expression PostgreSQL makes of
+it, ``similar_regex``) and ``translate`` (a PostgreSQL advanced regular expression (ARE) -> the
+Python pattern matching the same strings).
 
 Why a subset is exact: ``~`` only asks whether some substring matches, so the answer depends on
 the set of strings the expression describes, not on how an engine prefers among matches (POSIX
@@ -32,7 +33,7 @@ collation (PostgreSQL refuses it).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.plan import ir
 from engine.plan.scope import PlanError
@@ -40,6 +41,8 @@ from engine.values import oids as T
 
 if TYPE_CHECKING:
     from engine.plan.exprs import ExprBuilder
+
+Node = dict[str, Any]
 
 #: operator name -> (case-insensitive, negated)
 REGEX_OPERATORS = {"~": (False, False), "~*": (True, False), "!~": (False, True),
@@ -233,3 +236,51 @@ class _Translator:
     def _no_quantifier(self, where: str) -> None:
         if self.i < len(self.s) and self.s[self.i] in "*+?{":
             raise self._fail(f"quantifier {where}")
+
+
+def similar_to(b: ExprBuilder, body: Node) -> ir.Expr:
+    """``arg [NOT] SIMILAR TO pattern [ESCAPE e]``: PostgreSQL matches it as the regular
+    expression ``similar_escape`` makes of the pattern, anchored at both ends; that regular
+    expression must be in the subset above."""
+    call = body["rexpr"].get("FuncCall", {})
+    args = call.get("args", [])
+    pattern = b.build(args[0]) if args else None
+    escape = b.build(args[1]) if len(args) > 1 else ir.Const("\\", T.TEXT)
+    if not isinstance(pattern, ir.Const) or not isinstance(pattern.value, str):
+        raise PlanError("SIMILAR TO a pattern that is not a text constant")
+    if not isinstance(escape, ir.Const) or not isinstance(escape.value, str) \
+            or len(escape.value) > 1:
+        raise PlanError("SIMILAR TO with an ESCAPE that is not one character")
+    name = "!~" if _node_name(body) == "!~" else "~"
+    return regex_match(b, name, b.build(body["lexpr"]),
+                       ir.Const(similar_regex(pattern.value, escape.value), T.TEXT))
+
+
+def _node_name(body: Node) -> str:
+    return "".join(p["String"]["sval"] for p in body.get("name", []) if "String" in p)
+
+
+def similar_regex(pattern: str, escape: str) -> str:
+    """The regular expression PostgreSQL matches for SIMILAR TO ``pattern`` (``escape``: the
+    escape character, or '' for none): ``%`` any string, ``_`` any character, ``|`` ``*``
+    ``+`` ``?`` ``{m,n}`` ``( )`` as in regular expressions, an escaped character and every
+    other character literal; bracket expressions go upstream."""
+    out = ["^(?:"]
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if escape and ch == escape:
+            if i + 1 >= len(pattern):
+                raise PlanError("SIMILAR TO pattern ending in its escape character (an error)")
+            nxt = pattern[i + 1]
+            if nxt == '"':
+                raise PlanError('SIMILAR TO with an escaped " (substring markers)')
+            out.append("\\" + nxt)  # (a letter or digit: a class escape, refused later)
+            i += 2
+            continue
+        if ch == "[":
+            raise PlanError("SIMILAR TO with a bracket expression")
+        out.append({"%": ".*", "_": "."}.get(ch, "\\" + ch if ch in ".^$\\" else ch))
+        i += 1
+    out.append(")$")
+    return "".join(out)

@@ -716,3 +716,6 @@ SELECT id, forum_id, max(reply_count) OVER (PARTITION BY forum_id ORDER BY id RO
 SELECT product_id, quantity, min(quantity) OVER (ORDER BY quantity RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES) FROM order_items WHERE order_id = 7;
 -- upstream: a RANGE offset on a date (an interval distance)
 SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '7 days' PRECEDING AND CURRENT ROW) FROM orders;
+-- ===================== SIMILAR TO (as the anchored regular expression PostgreSQL makes of it) =====================
+SELECT id, title FROM stories WHERE title SIMILAR TO '%(rust|python)%';
+SELECT id FROM users WHERE email NOT SIMILAR TO '_%@example.com';

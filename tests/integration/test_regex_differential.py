@@ -1,4 +1,4 @@
-"""Regular expression matches (``engine.plan.regex``) against PostgreSQL.
+"""Regular expression matches and SIMILAR TO (``engine.plan.regex``) against PostgreSQL.
 
 Two parts: random patterns from the cached subset's grammar (anchors, ``.``, brackets with
 ranges and negation, escaped punctuation, groups with alternatives, greedy and non-greedy
@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from engine.plan.regex import translate
+from engine.plan.regex import similar_regex, translate
 from engine.plan.scope import PlanError
 from tests.integration.test_cache_shapes_differential import (
     SCHEMA,
@@ -80,6 +80,34 @@ def test_translated_patterns_match_as_postgres(pg: Any, dbname: str) -> None:
     assert checked > 200  # most random patterns are inside the subset
 
 
+SIMILAR_TOKENS = ["a", "b", "A", "%", "_", ".", "(a|b)", "c*", "n+", "\\%", "\\_", "(ab)?",
+                  "$", "^", "é", "\n", "a{2}", "(%|.)", "-"]
+
+
+def test_similar_to_matches_as_postgres(pg: Any, dbname: str) -> None:
+    """SIMILAR TO patterns (``regex.similar_regex``, then ``translate``) on random strings."""
+    rng = random.Random(20261129)
+    strings = ["".join(rng.choice([*CHARS, "%", "_", "$"]) for _ in range(rng.randint(0, 7)))
+               for _ in range(60)] + ["", "a", "ab", "a.b"]
+    checked = 0
+    with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as conn:
+        for _ in range(200):
+            pattern = "".join(rng.choice(SIMILAR_TOKENS) for _ in range(rng.randint(1, 5)))
+            try:
+                python = translate(similar_regex(pattern, "\\"))
+            except PlanError:
+                continue
+            rows = conn.execute(
+                "SELECT s SIMILAR TO %(p)s, s NOT SIMILAR TO %(p)s FROM unnest(%(s)s::text[]) "
+                "WITH ORDINALITY AS t(s, n) ORDER BY n", {"p": pattern, "s": strings}).fetchall()
+            search = re.compile(python, re.DOTALL).search
+            for s, (match, nomatch) in zip(strings, rows, strict=True):
+                ours = search(s) is not None
+                assert (ours, not ours) == (match, nomatch), (pattern, python, s)
+            checked += 1
+    assert checked > 120
+
+
 def test_refused_patterns_say_why() -> None:
     for pattern, why in [("\\d+", "escape \\d"), ("[[:alpha:]]", "'['"), ("(a+)+", "group"),
                          ("a**", "quantifier on a quantifier"), ("(?i)a", "embedded"),
@@ -105,6 +133,8 @@ REGEX_SHAPES = [
     Shape("SELECT id, name, score FROM things WHERE grp = $1 AND name !~* 'N1.' ORDER BY id",
           a_grp, ordered=True),
     Shape("SELECT id, note FROM notes WHERE ref = $1 AND note ~ ' [1-3]+[0-9]?$|9$'",
+          lambda r: (r.randint(0, 45),)),
+    Shape("SELECT id, note FROM notes WHERE ref = $1 AND note NOT SIMILAR TO '%(1|2)_'",
           lambda r: (r.randint(0, 45),)),
 ]
 
