@@ -719,3 +719,10 @@ SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '7 days' PRE
 -- ===================== SIMILAR TO (as the anchored regular expression PostgreSQL makes of it) =====================
 SELECT id, title FROM stories WHERE title SIMILAR TO '%(rust|python)%';
 SELECT id FROM users WHERE email NOT SIMILAR TO '_%@example.com';
+-- ===================== $n NOT IN a subquery correlated by equalities (arrays per correlation value) =====================
+-- params: [3]
+SELECT s.id, s.title FROM stories s WHERE $1 NOT IN (SELECT v.user_id FROM votes v WHERE v.story_id = s.id AND v.value = 1) ORDER BY s.id;
+-- params: [null]
+SELECT t.id FROM threads t WHERE $1 NOT IN (SELECT p.author_id FROM posts p WHERE p.thread_id = t.id);
+-- params: [5]
+SELECT p.id FROM products p WHERE $1 NOT IN (SELECT r.rating FROM reviews r WHERE r.product_id = p.id) AND p.category_id = 2;
