@@ -190,6 +190,7 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
             f"{_colname(cols, w.column)} = "
             + ("count(*" if w.func == "count_star" else f"{w.func}(")
             + ("" if w.arg is None else _colname(cols, w.arg)
+               + ("" if w.collation is None else f" COLLATE {w.collation}")
                + ("" if w.offset == 1 else f", {w.offset}"))
             + (") PARTITION BY " + ", ".join(_colname(cols, p) for p in w.partition)
                if w.partition else ")")

@@ -460,7 +460,8 @@ class Window:
     positions current+start .. current+end (negative: PRECEDING; ``order`` cannot tie).
     ``partition``: input positions of PARTITION BY columns that are not lookup keys: the
     lookup's rows split into one partition per value of those columns (equal as ``=`` says:
-    1.0 = 1.00, NaN = NaN). ``ranged``: a RANGE/GROUPS frame with offsets or EXCLUDE."""
+    1.0 = 1.00, NaN = NaN). ``ranged``: a RANGE/GROUPS frame with offsets or EXCLUDE.
+    ``collation``: min/max of text pick in that libc locale's order (None: byte order)."""
 
     func: WindowFunc
     column: int
@@ -473,6 +474,7 @@ class Window:
     frame: tuple[int, int] | None = None
     partition: tuple[int, ...] = ()
     ranged: RangeFrame | None = None
+    collation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

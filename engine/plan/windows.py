@@ -14,20 +14,21 @@ the window's value goes; its ORDER BY and lag/lead argument become hidden column
 lag and lead number tied rows arbitrarily in PostgreSQL: they are only planned over one table
 with an ORDER BY containing its whole primary key (less the PARTITION BY and lookup key columns,
 constant over the partition). The running aggregates take PostgreSQL's aggregate result types
-(``pgtypes.sum_type``...), and one of the frames the reader maintains: the default (RANGE/GROUPS
-UNBOUNDED PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING .. UNBOUNDED
-FOLLOWING (the whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING .. CURRENT
-ROW (only with an ORDER BY that cannot tie, like row_number). Sliding ROWS frames (``ROWS
-BETWEEN n PRECEDING | CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n FOLLOWING``,
-literal offsets up to ``MAX_OFFSET``) are planned the same way (an ORDER BY that cannot tie).
-Other frames are ``ir.RangeFrame``s, recomputed whole at the read after a change: RANGE offsets
-over one integer ORDER BY key (PostgreSQL's in_range answers as unbounded integers do), GROUPS
-offsets, EXCLUDE CURRENT ROW / GROUP / TIES in any mode, and ROWS frames with a larger offset or
-an offset paired with UNBOUNDED (ROWS still over an ORDER BY that cannot tie). A RANGE offset
-over another type (an interval distance) and an offset that is not a non-negative integer
-literal go upstream. Float sum/avg (``dataflow.window_floats``: PostgreSQL's additions, in
-window order) are planned over an ORDER BY that cannot tie, never over the whole partition nor a
-RANGE/GROUPS frame (PostgreSQL adds those rows, or peers, in its input order).
+(``pgtypes.sum_type``...; min/max of text under a libc collation pick in its order, as GROUP
+BY's do), and one of the frames the reader maintains: the default (RANGE/GROUPS UNBOUNDED
+PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING .. UNBOUNDED FOLLOWING (the
+whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING .. CURRENT ROW (only with an
+ORDER BY that cannot tie, like row_number). Sliding ROWS frames (``ROWS BETWEEN n PRECEDING |
+CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n FOLLOWING``, literal offsets up to
+``MAX_OFFSET``) are planned the same way (an ORDER BY that cannot tie). Other frames are
+``ir.RangeFrame``s, recomputed whole at the read after a change: RANGE offsets over one integer
+ORDER BY key (PostgreSQL's in_range answers as unbounded integers do), GROUPS offsets, EXCLUDE
+CURRENT ROW / GROUP / TIES in any mode, and ROWS frames with a larger offset or an offset paired
+with UNBOUNDED (ROWS still over an ORDER BY that cannot tie). A RANGE offset over another type
+(an interval distance) and an offset that is not a non-negative integer literal go upstream.
+Float sum/avg (``dataflow.window_floats``: PostgreSQL's additions, in window order) are planned
+over an ORDER BY that cannot tie, never over the whole partition nor a RANGE/GROUPS frame
+(PostgreSQL adds those rows, or peers, in its input order).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class WindowSpec:
     rows: bool = False  # ROWS UNBOUNDED PRECEDING .. CURRENT ROW (running aggregates)
     frame: tuple[int, int] | None = None  # a sliding ROWS frame (ir.Window.frame)
     ranged: ir.RangeFrame | None = None  # a RANGE/GROUPS offset or EXCLUDE frame
+    collation: str | None = None  # min/max: the libc locale of a text argument
     extra: tuple[int, ...] = ()  # PARTITION BY scope positions that are not lookup keys
 
 
@@ -191,10 +193,10 @@ def _aggregate(name: str, call: Node, partition: tuple[int, ...], order: list[No
             raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} over a RANGE or "
                             "GROUPS frame (PostgreSQL adds peers in its input order)")
         rows = True  # with no ties the default frame's peers are single rows, as in ROWS
-    if name in ("min", "max"):
-        builder.check_ordering((arg,), f"{name}()")
+    # min/max of text under a libc collation pick in its order (None: byte order)
+    locale = builder.order_locale((arg,), f"{name}()") if name in ("min", "max") else None
     return WindowSpec(name, partition, order, args[0], type_oid=result, arg_oid=arg.type_oid,
-                      rows=rows, frame=sliding, ranged=ranged), result
+                      rows=rows, frame=sliding, ranged=ranged, collation=locale), result
 
 
 _RANGE_STARTS = {_FROM_START: None, _START_CURRENT: 0, _START_PRECEDING: -1,
@@ -353,7 +355,7 @@ def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.E
             parts.append(position(ir.ColumnRef(pos, col.type_oid)))
         out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]
                              spec.offset, spec.type_oid, spec.arg_oid, spec.rows, spec.frame,
-                             tuple(parts), spec.ranged))
+                             tuple(parts), spec.ranged, spec.collation))
     return tuple(out)
 
 

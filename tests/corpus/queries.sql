@@ -726,3 +726,5 @@ SELECT s.id, s.title FROM stories s WHERE $1 NOT IN (SELECT v.user_id FROM votes
 SELECT t.id FROM threads t WHERE $1 NOT IN (SELECT p.author_id FROM posts p WHERE p.thread_id = t.id);
 -- params: [5]
 SELECT p.id FROM products p WHERE $1 NOT IN (SELECT r.rating FROM reviews r WHERE r.product_id = p.id) AND p.category_id = 2;
+-- ===================== window min/max of text under a libc collation (en_US.utf8) =====================
+SELECT c.id, c.name, min(c.name) OVER (PARTITION BY c.customer_id) AS first_name, max(c.city) OVER (ORDER BY c.id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near_city FROM contacts c;
