@@ -278,5 +278,6 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
                             block.empty_row, block.page, cuts, hidden,
                             timezone if zone.used else None, block.aggregates,
                             block.grouped, block.agg_having, block.agg_hidden,
-                            block.agg_order, block.agg_limit, block.agg_offset)
+                            block.agg_order, block.agg_limit, block.agg_offset,
+                            block.agg_exprs)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

@@ -728,3 +728,10 @@ SELECT t.id FROM threads t WHERE $1 NOT IN (SELECT p.author_id FROM posts p WHER
 SELECT p.id FROM products p WHERE $1 NOT IN (SELECT r.rating FROM reviews r WHERE r.product_id = p.id) AND p.category_id = 2;
 -- ===================== window min/max of text under a libc collation (en_US.utf8) =====================
 SELECT c.id, c.name, min(c.name) OVER (PARTITION BY c.customer_id) AS first_name, max(c.city) OVER (ORDER BY c.id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near_city FROM contacts c;
+-- ===================== expressions over aggregates of a range (computed at the host) =====================
+-- params: [2, 8]
+SELECT coalesce(sum(score), 0) AS total, count(*) AS n, round(avg(score), 1) AS mean FROM stories WHERE author_id = $1 AND id >= $2;
+-- params: [20]
+SELECT count(*) > 0 AS any_recent, coalesce(max(total), 0) - coalesce(min(total), 0) AS spread FROM orders WHERE id < $1;
+-- params: [[1, 2, 3], 10]
+SELECT author_id, count(*) * 100 / nullif(count(url), 0) AS pct FROM stories WHERE author_id = ANY($1) AND score > $2 GROUP BY author_id;
