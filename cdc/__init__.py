@@ -25,7 +25,7 @@ face and the protocol library ``pgwire`` only.
 from __future__ import annotations
 
 from cdc import admin
-from cdc.barrier import BarrierResult
+from cdc.barrier import PROBE_PATIENCE, UNFLUSHED_PATIENCE, BarrierResult
 from cdc.bases import cli as bases_cli
 from cdc.bases.local import COLUMNS_QUERY as BASES_COLUMNS_QUERY
 from cdc.bases.local import BasesLost, LocalBases
@@ -38,8 +38,10 @@ from cdc.stream import ReplicationStream, StreamConfig
 
 __all__ = [
     "BASES_COLUMNS_QUERY",
+    "PROBE_PATIENCE",
     "PUBLICATION_PREFIX",
     "SLOT_PREFIX",
+    "UNFLUSHED_PATIENCE",
     "BarrierResult",
     "BasesLost",
     "ColumnSchema",

@@ -27,8 +27,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from cdc import LocalBases
-from cdc.barrier import PROBE_PATIENCE, UNFLUSHED_PATIENCE
+from cdc import PROBE_PATIENCE, UNFLUSHED_PATIENCE, LocalBases
 from engine import Engine, RunFill, Snapshot
 from proxy import localfills
 from proxy.fillqueue import Admission, FillPolicy, FillQueue, Queued

@@ -586,7 +586,9 @@ def test_the_lanes_doorkeeper_counts_first_reads_and_passes_later_ones(
     assert lanes.take_missed() == [(34, again + again, 3)]
     assert lanes.take_missed() == []
     assert lanes.misses() == (5, 0)
-    client.sendall(unit(b"h2", REST.replace(b"3", b"5")))  # a first read: counted at leave
+    first = unit(b"h2", REST.replace(b"3", b"5"))  # a first read: counted at leave
+    client.sendall(first)
+    assert recv_exactly(server, len(first)) == first  # (forwarded before it is answered)
     server.sendall(ROW + IDLE)
     assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
     result = lanes.leave(34)
