@@ -147,7 +147,8 @@ class Extended:
     def passing(self) -> bool:
         """Held statements apart, nothing is answered locally and no outcome is awaited: a
         run of a statement prepared upstream (a Bind seen before naming no held statement,
-        Describe of a portal, Execute, Sync, Flush) needs no look (``Session.forward_client``, the relay core)."""
+        Describe of a portal, Execute, Sync, Flush) needs no look (``Session.forward_client``,
+        the relay core)."""
         c = self.core
         return not (c.held_portals or c.batch_local or c.uncertain or self.wait_settle)
 
