@@ -15,6 +15,7 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 from cython_ext.rules_kernel cimport (
     ANSWER_BLOCK,
     ANSWER_IDLE,
+    ANSWER_WRITE,
     MAX_WORDS,
     REQUEST_FREE,
     REQUEST_OTHER,
@@ -93,9 +94,35 @@ def configure(try_answer, ready_phase, violation, dict plain, tuple read_only_ta
     _configured = True
 
 
+#: a write's answer observed in C (``configure_writes``): ``proxy.router.wrote`` and
+#: ``proxy.aftermiss.answered``; None: writes' answers take the Python path
+cdef object _wrote = None, _answered = None
+
+
+def configure_writes(wrote, answered):
+    """Hand the core what a writing CommandComplete of INSERT, UPDATE, DELETE or MERGE calls
+    (``Session._observe_upstream`` and ``relay_from_upstream`` call the same)."""
+    global _wrote, _answered
+    _wrote, _answered = wrote, answered
+
+
+cdef inline bint _dml_tag(const unsigned char* payload, Py_ssize_t size) noexcept nogil:
+    """A CommandComplete tag of INSERT, UPDATE, DELETE or MERGE (none a privilege change:
+    ``proxy.gates.PRIVILEGE_TAGS``, whose tags take the Python path)."""
+    if size >= 6 and (memcmp(payload, b"INSERT", 6) == 0 or memcmp(payload, b"UPDATE", 6) == 0
+                      or memcmp(payload, b"DELETE", 6) == 0):
+        return True
+    return size >= 5 and memcmp(payload, b"MERGE", 5) == 0
+
+
 def configured():
     """Whether :func:`configure` was called."""
     return _configured
+
+
+cdef inline str _status(unsigned char status):
+    """A ReadyForQuery's transaction status as the session core keeps it."""
+    return "I" if status == 73 else "T" if status == 84 else "E"
 
 
 cdef inline Py_ssize_t _length(const unsigned char* p, Py_ssize_t pos):
@@ -160,9 +187,13 @@ cdef class Relay:
       ``Session._process_client`` does), a chunk whose every message the quiet loop of
       ``Session.forward_client`` would observe without decoding (content-free messages,
       Binds and Parses seen before, plain simple Queries, CopyData), with nothing held
-      locally and the routing state unchanged: the same observations, then one write;
+      locally (or, with statements held, a run of a statement prepared upstream:
+      ``Extended.passing``) and the routing state unchanged: the same observations, then
+      one write;
     - from the upstream: a run of messages ending with ReadyForQuery with no special message
-      (``scan_backend``) and nothing swallowed: ``SessionState.ready`` in C, then one write.
+      (``scan_backend``; a write's INSERT, UPDATE, DELETE or MERGE tag is not one once
+      ``configure_writes`` was called) and nothing swallowed: ``SessionState.ready`` in C
+      (and ``router.wrote`` per write), then one write.
     """
 
     cdef object session
@@ -276,8 +307,12 @@ cdef class Relay:
                 if registry is not memos.registry_seen or names is not memos.names_seen:
                     return False  # the routing state changed (ForwardMemos.current, Extended.adopt)
                 self.seen_registry, self.seen_names = memos.registry_seen, memos.names_seen
-        if self.held or self.portals or self.core.batch_local or self.core.swallowing:
+        if self.portals or self.core.batch_local or self.core.swallowing:
             return False  # not quiet (or an outcome awaited: SessionState.uncertain)
+        # with statements held, only a run of a statement prepared upstream (Extended.passing)
+        held = len(self.held) != 0
+        if held and (self.core.uncertain or self.ext.wait_settle):
+            return False
         last = None
         try:
             while pos < n:  # look: all or nothing
@@ -286,6 +321,8 @@ cdef class Relay:
                 if kind == REQUEST_SEEN:  # B, P: seen before (the memo's decoded message)
                     msg = None
                     if p[pos] == 80:
+                        if held:
+                            return False
                         self.parse_key = _same_or_new(self.parse_key, p, pos + 5, end)
                         msg = self.parses.get(self.parse_key)
                     else:
@@ -293,12 +330,16 @@ cdef class Relay:
                         if names_end >= 0:
                             self.bind_key = _same_or_new(self.bind_key, p, pos + 5, names_end)
                             msg = self.binds.get(self.bind_key)
+                            if held and msg is not None and msg.statement in self.held:
+                                return False
                     if msg is None or nfound == MAX_FOUND:
                         return False
                     Py_INCREF(msg)
                     found[nfound] = <PyObject*>msg
                     nfound += 1
                 elif kind == REQUEST_QUERY:
+                    if held:
+                        return False
                     if local:
                         last = memos.plain_last
                         if last is None:
@@ -307,6 +348,9 @@ cdef class Relay:
                         return False
                 elif kind == REQUEST_OTHER:  # (the others are content-free, or CopyData)
                     return False
+                elif held and p[pos] == 68 and (end - pos < 6 or p[pos + 5] != 80):
+                    return False  # a Describe of a statement may name a held one (of a
+                    # portal: local portals are none while passing)
                 pos = end
             self._observe(p, n, found, local, ctx, last)
         finally:
@@ -404,48 +448,69 @@ cdef class Relay:
             s.server.service.lanes.reclaim(s)
         if type(data) is not bytes or not self._ready_now(False):
             return s.upstream_data(data)
-        if len(self.ubuf) or self.core.swallowing or not self._ready_run(data):
+        cdef int ran = 0 if len(self.ubuf) or self.core.swallowing else self._ready_run(data)
+        if not ran:
             return s.upstream_data(data)
         self.client_write(data)
+        if ran == 2:  # a write's answer: seen(s) settles now, and no pass offer, as on the
+            if self.ctx.seen.missed:  # Python path (Session.relay_from_upstream)
+                _answered(s)
+            return
         if self.offer_pass is not None and not len(self.pending):
             if self.offer_wait:
                 self.offer_wait -= 1
             else:  # the lanes may relay this session from here on (proxy.lanes)
                 self.offer_wait = self.offer_pass(s)
 
-    cdef bint _ready_run(self, bytes raw) except -1:
+    cdef int _ready_run(self, bytes raw) except -1:
         """If ``raw`` is whole messages ending with ReadyForQuery, none special (see
-        ``scan_backend``): observe them (``SessionState.ready``) and return True; False
-        (nothing done) otherwise. (A pass session's lane relays a subset of these,
-        ``cython_ext.lanes._quiet_upstream``.)"""
+        ``scan_backend``) but a write's CommandComplete of INSERT, UPDATE, DELETE or MERGE
+        (``_dml_tag``; with ``configure_writes`` and a session context): observe them
+        (``SessionState.ready``; each write's ``proxy.router.wrote`` with the transaction
+        status before the ReadyForQuery after it, as ``Session._observe_upstream`` does) and
+        return 1, or 2 when a write was among them; 0 (nothing done) otherwise. (A pass
+        session's lane relays a subset of these, ``cython_ext.lanes._quiet_upstream``.)"""
         cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
         cdef Py_ssize_t n = PyBytes_GET_SIZE(raw), pos = 0, length, end
         cdef unsigned char status = 0
         cdef int answer
+        cdef bint writes = False
+        cdef bint may_write = _wrote is not None and self.ctx is not None
         while n - pos >= 5:
             length = _length(p, pos)
             if length < 4 or length > self.umax:
-                return False
+                return 0
             end = pos + 1 + length
             if end > n:
-                return False
+                return 0
             answer = answer_class(p[pos], p + pos + 5, length - 4, _rwords, _rlens,
                                   _nread_only)
             if not relay_quiet(answer):
-                return False
+                if answer != ANSWER_WRITE or not may_write \
+                        or not _dml_tag(p + pos + 5, length - 4):
+                    return 0
+                writes = True
             status = p[pos + 5] if answer == ANSWER_IDLE or answer == ANSWER_BLOCK else 0
             pos = end
         if pos != n or status == 0:
-            return False
+            return 0
         pos = 0
         while pos < n:
             if p[pos] == 90:
                 self._ready(p[pos + 5])
+                if writes:  # (the status a later write's wrote() reads)
+                    self.core.transaction_status = _status(p[pos + 5])
+            elif writes and p[pos] == 67 and answer_class(
+                    67, p + pos + 5, _length(p, pos) - 4, _rwords, _rlens,
+                    _nread_only) == ANSWER_WRITE:
+                _wrote(self.ctx, self.core.transaction_status,
+                       PyBytes_FromStringAndSize(<const char*>p + pos + 5,
+                                                 min(8, _length(p, pos) - 4)))
             pos += 1 + _length(p, pos)
-        self.core.transaction_status = "I" if status == 73 else "T" if status == 84 else "E"
+        self.core.transaction_status = _status(status)
         if self.core.upstream_since != 0.0:
             self.state.answered()
-        return True
+        return 2 if writes else 1
 
     cdef int _ready(self, unsigned char status) except -1:
         """SessionState.ready for one ReadyForQuery."""

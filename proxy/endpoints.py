@@ -7,18 +7,21 @@ relay's ``Session`` is both). Both set ``data_received`` to the session's own en
 less per read; see ``proxy.relay.relay_entries``). Backpressure: a full send buffer on one
 side pauses reading on the other.
 
-Read-ahead (``bound_upstream``, ``bound_client``): a direct client writing faster than
+Read-ahead (``bound_upstream``, ``bound_listener``): a direct client writing faster than
 PostgreSQL reads is held back once its own send buffer and the server's receive buffer are
-full. Through weir its bytes would also fill weir's user-space queue towards the upstream
-and the upstream socket's autotuned send buffer (up to ``tcp_wmem``'s maximum): megabytes
-more, so that a pipelining client (asyncpg's ``executemany``) writes all its rows before a
-server error early in the stream reaches it. So the upstream socket takes only a few unsent
-bytes (``TCP_NOTSENT_LOWAT``) and the upstream transport's high-water mark, past which
-reading the client pauses, is at most ``UPSTREAM_QUEUE_BYTES``, and the client socket's
-receive buffer is fixed (``CLIENT_RECEIVE_BYTES``, not autotuned): weir then holds about one
-receive window and one segment more than a direct connection (not less: a client socket's
-receive buffer fixed below loopback's 64 KiB segment would hold it back as closely as a
-direct connection does, but it stalls bulk writes, down to 76 rows of 2 KB a second).
+full. Through weir its bytes would also fill weir's receive buffer on the client's socket
+(autotuned by the kernel up to ``tcp_rmem``'s maximum, megabytes, while weir reads fast),
+weir's user-space queue towards the upstream and the upstream socket's autotuned send buffer
+(up to ``tcp_wmem``'s maximum): megabytes more, so that a pipelining client (asyncpg's
+``executemany``) writes all its rows before a server error early in the stream reaches it.
+So the upstream socket takes only a few unsent bytes (``TCP_NOTSENT_LOWAT``), the upstream
+transport's high-water mark, past which reading the client pauses, is at most
+``UPSTREAM_QUEUE_BYTES``, and the client sockets' receive buffer is fixed
+(``--client-receive-bytes``, 32 KiB by default) with segments of at most a quarter of it:
+a receive window smaller than a segment (loopback's are 64 KiB) stalls the sender — the
+receiver's silly-window avoidance advertises a zero window until a whole segment is free,
+and the sender waits for its persist timer (bulk writes fell to 54 rows of 2 KB a second) —
+so the MSS weir announces is cut to fit four in the window.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Protocol, cast
 #: unsent bytes the upstream socket holds before a write stops being taken (TCP_NOTSENT_LOWAT)
 UPSTREAM_UNSENT_BYTES = 4 * 1024
 #: the upstream transport's high-water mark at most: past it, reading the client pauses
-UPSTREAM_QUEUE_BYTES = 64 * 1024
+UPSTREAM_QUEUE_BYTES = 16 * 1024
 
 
 class ClientSide(Protocol):
@@ -132,18 +135,19 @@ class UpstreamEndpoint(asyncio.Protocol):
         self.session.resume_client("upstream send buffer full")
 
 
-#: the client socket's receive buffer (SO_RCVBUF; the kernel doubles it): fixed, so that
-#: the kernel's autotuning does not grow it to megabytes while the session reads fast,
-#: which a pipelining client would fill after the upstream stopped taking (a 64 KiB segment
-#: and more fit: a smaller one stalls bulk writes)
-CLIENT_RECEIVE_BYTES = 128 * 1024
+#: the largest TCP_MAXSEG Linux takes (a larger one fails the listening socket)
+LARGEST_MAXSEG = 32767
 
 
-def bound_client(transport: asyncio.BaseTransport) -> None:
-    """Fix the client socket's receive buffer at :data:`CLIENT_RECEIVE_BYTES` (TCP only)."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RECEIVE_BYTES)
+def bound_listener(sock: socket.socket, receive_bytes: int) -> None:
+    """Fix the receive buffer of the client sockets ``sock`` accepts at ``receive_bytes``
+    (``SO_RCVBUF``; 0: left to the kernel's autotuning) and their segments at a quarter of it
+    (``TCP_MAXSEG``: the MSS weir announces; at most :data:`LARGEST_MAXSEG`). Set on the
+    listening socket, so that each connection's window scale is chosen for it. TCP only."""
+    if receive_bytes and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_bytes)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG,
+                        min(receive_bytes // 4, LARGEST_MAXSEG))
 
 
 def bound_upstream(transport: asyncio.Transport, write_buffer_bytes: int) -> None:

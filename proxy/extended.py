@@ -143,6 +143,15 @@ class Extended:
         return not (self.core.held or self.core.held_portals or self.core.batch_local
                     or self.core.uncertain)
 
+    @property
+    def passing(self) -> bool:
+        """Held statements apart, nothing is answered locally and no outcome is awaited: a
+        run of a statement prepared upstream (a Bind seen before naming no held statement,
+        Describe of a portal, Execute, Sync, Flush) needs no look (``Session.forward_client``,
+        the relay core)."""
+        c = self.core
+        return not (c.held_portals or c.batch_local or c.uncertain or self.wait_settle)
+
     def observe_forwarded(self, msg: object) -> None:
         """A message went upstream on the synchronous path: keep the bookkeeping right."""
         if isinstance(msg, fe.Sync):

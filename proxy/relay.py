@@ -18,7 +18,9 @@ Invariants:
 The hot path: the transports deliver data to ``relay_entries``' callables. With the compiled
 relay core (``Relay`` in ``cython_ext/relay_scan.pyx``) a READY session's quiet chunks — the
 hit path declined, every message one ``forward_client`` observes without decoding, or an
-upstream run ending with ReadyForQuery — are observed and forwarded without a Python frame;
+upstream run ending with ReadyForQuery (a write's INSERT, UPDATE, DELETE or MERGE tag
+included: ``router.wrote`` and ``aftermiss.answered`` are called from there) — are
+observed and forwarded without a Python frame;
 any other chunk goes, whole and untouched, to :meth:`Session.client_data` /
 :meth:`Session.upstream_data`, which are also the core's pure-Python twin (same contract).
 """
@@ -40,7 +42,7 @@ from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
 from proxy import aftermiss, identity, limits, missfast_position
 from proxy.answering import Answering
-from proxy.endpoints import UpstreamEndpoint, bound_client
+from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
 from proxy.forwarding import (
     TO_PUMP,
@@ -56,7 +58,7 @@ from proxy.metrics import own_error, own_violation
 from proxy.missfast import try_forward
 from proxy.roles import HandshakeServer
 from proxy.router import Route, SessionContext, observe_set, wrote
-from proxy.rules import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class
+from proxy.rules import CONTENT_FREE, READ_ONLY_TAGS, WATCHED_WORDS, answer_class, with_writes
 from proxy.service import CacheService
 from proxy.session import PLAIN_REQUESTS, SessionState
 
@@ -68,6 +70,8 @@ _T_COPY_DATA = ord("d")
 _T_TERMINATE = ord("X")
 _T_QUERY = ord("Q")
 _T_SYNC = ord("S")
+_T_DESCRIBE = ord("D")
+_PORTAL = ord("P")  # a Describe's kind: a portal's (held ones are local portals)
 _T_BIND = ord("B")
 _T_PARSE = ord("P")
 _T_COMMAND_COMPLETE = ord("C")
@@ -124,7 +128,6 @@ class Session:
         #: reads it releases then (``proxy.missfast_position``, ``proxy.aftermiss.park``)
         self.miss_waiting: tuple[float, list[Callable[[], object]]] | None = None
         transport.set_write_buffer_limits(high=server.settings.write_buffer_bytes)
-        bound_client(transport)
         server.sessions.add(self)
         #: what the transports deliver data to (see ``relay_entries``)
         self.client_received, self.upstream_received = relay_entries(self, _core)
@@ -201,13 +204,19 @@ class Session:
             return  # a miss of a held statement, forwarded as it is (proxy.missfast)
         # stays so in this loop: only a local answer (it ends it) holds
         quiet = ext.quiet and not identity.unsettled(self.ctx)
+        # with statements held, a run of one prepared upstream needs no look either
+        # (``Extended.passing``): its Bind seen before, Describe of a portal (libpq sends
+        # one with every prepared run), Execute, Sync, Flush
+        passing = quiet or (ext.passing and not identity.unsettled(self.ctx))
+        held = state.held
         written = 0  # bytes of ``raw`` already sent upstream
         for i, (mtype, start, end) in enumerate(index):
             if mtype == _T_COPY_DATA:
                 continue
-            if quiet:
+            if passing:
                 kind = CONTENT_FREE.get(mtype)
-                if kind is not None:
+                if kind is not None and (quiet or mtype != _T_DESCRIBE
+                                         or (end > start and raw[start] == _PORTAL)):
                     # Execute/Sync/Flush/Describe with nothing held locally: no decoding on
                     # the hot path (PostgreSQL validates their content itself)
                     state.expect(kind)
@@ -219,11 +228,11 @@ class Session:
                     continue
                 if mtype == _T_BIND:  # seen before: only its names matter
                     bind = self.memos.binds.get(bind_names(raw, start, end))
-                    if bind is not None:
+                    if bind is not None and (quiet or bind.statement not in held):
                         state.frontend(bind)
                         ext.observe_forwarded(bind)
                         continue
-                elif self._forward_seen(mtype, raw, start, end, local):
+                elif quiet and self._forward_seen(mtype, raw, start, end, local):
                     continue
             msg = decode_client(mtype, raw[start:end], quiet, state, self.ctx, self.routing)
             if msg is None:  # malformed: upstream as it is, for PostgreSQL's own ERROR
@@ -310,7 +319,8 @@ class Session:
             self.upstream.write(data)
 
     def _note_hidden(self, msg: object) -> bool:
-        """Read-your-writes for writes behind read-only tags (``Routing.hides_write``):
+        """Read-your-writes for writes behind read-only tags (``Routing.hides_write``; a
+        data-modifying WITH whose own statement writes is not one, ``rules.with_writes``):
         a Parse of such a statement is remembered (and the Bind memos, which skip this, are
         forgotten), a Bind of one counts as a write; True for such a Bind (not memoized)."""
         ctx = self.ctx
@@ -321,7 +331,8 @@ class Session:
                 wrote(ctx, self.state.transaction_status)
                 return True
         elif isinstance(msg, fe.Parse):
-            if self.routing.hides_write(msg.query):
+            # (a WITH whose statement writes hides nothing: its tag tells, ``with_writes``)
+            if self.routing.hides_write(msg.query) and not with_writes(msg.query.lower()):
                 ctx.hiding.add(msg.name)
                 self.memos.binds.clear()
             else:
@@ -518,6 +529,7 @@ def relay_entries(session: Session, core: ModuleType | None
     if not core.configured():
         core.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
                        READ_ONLY_TAGS, WATCHED_WORDS, plain_query, CONTENT_FREE)
+        core.configure_writes(wrote, aftermiss.answered)
     relay = core.Relay(session)
     return relay.client_data, relay.upstream_data
 

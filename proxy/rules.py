@@ -10,7 +10,9 @@ and the inline C of ``cython_ext/rules_kernel.pxd``, which the relay core and th
 - :data:`READ_ONLY_TAGS` and :func:`read_only_tag`: CommandComplete tags that cannot have
   written anything (read-your-writes ignores them; the lanes relay them);
 - :data:`WRITE_WORDS`, :func:`hiding_words` and :func:`hides_write`: a statement that may
-  write while its tag says it cannot (read-your-writes must count it as a write);
+  write while its tag says it cannot (read-your-writes must count it as a write), and
+  :func:`with_writes`: a data-modifying WITH whose tag tells (no compiled twin: read once
+  per Parse);
 - :func:`plain_text`: a Query text that needs no look while caching runs (it names no cached
   relation and hides no write);
 - on the message classes of ``pgwire.classes`` (:func:`request_class`, :func:`answer_class`:
@@ -115,6 +117,94 @@ def hides_write(lowered: str, hiding: tuple[str, ...]) -> bool:
     if first is not None and first.group(1) in WRITE_WORDS:
         return False
     return _pattern(hiding).search(lowered) is not None
+
+
+#: a token of a WITH clause at its top level (:func:`with_writes`): a word, a quoted name,
+#: an opening parenthesis, a comma; anything else ends the scan (group ``other``)
+_WITH_TOKEN = re.compile(r'\s*(?:(?P<word>[a-z_][a-z0-9_]*)|(?P<quoted>"(?:[^"]|"")*")'
+                         r"|(?P<open>\()|(?P<comma>,)|(?P<other>\S))")
+#: what may stand in a parenthesized group of a WITH clause without a closer look: no
+#: comment, dollar quote, backslash (escape strings) or semicolon, parameters ``$n`` apart
+_WITH_UNSURE = re.compile(r"--|/\*|\$(?!\d)|\\|;")
+#: a string literal or quoted name inside a group (skipped when counting parentheses)
+_WITH_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+
+
+def with_writes(lowered: str) -> bool:
+    """Whether a statement (its text in lower case) is ``WITH [RECURSIVE] name [(columns)] AS
+    [[NOT] MATERIALIZED] (...) [, ...]`` followed by INSERT, UPDATE, DELETE or MERGE: its
+    CommandComplete tag is then that statement's, a write's tag, whatever the WITH's own
+    statements did (PostgreSQL tags a statement by its top-level command), so read-your-writes
+    learns of its writes from the tag as for a plain INSERT and it hides none. False when
+    the text is anything else or not simple enough to be sure (comments, dollar quotes,
+    escape strings, SEARCH/CYCLE clauses, several statements): then :func:`hides_write`
+    decides, as before. Read once per Parse (no compiled twin)."""
+    if _WITH_UNSURE.search(lowered) is not None:
+        return False
+    pos, end = 0, len(lowered)
+    expect = "with"  # what the grammar takes next
+    while pos < end:
+        token = _WITH_TOKEN.match(lowered, pos)
+        if token is None:
+            return False
+        pos = token.end()
+        word = token.group("word")
+        if expect == "with":
+            if word != "with":
+                return False
+            expect = "recursive"
+        elif expect in ("recursive", "name"):
+            if word == "recursive" and expect == "recursive":
+                expect = "name"
+            elif word is not None or token.group("quoted") is not None:
+                expect = "columns"
+            else:
+                return False
+        elif expect == "columns" and token.group("open") is not None:
+            pos = _group_end(lowered, pos)
+            expect = "as"
+        elif expect in ("columns", "as"):
+            if word != "as":
+                return False
+            expect = "body"
+        elif expect == "body":
+            if word in ("not", "materialized"):
+                continue
+            if token.group("open") is None:
+                return False
+            pos = _group_end(lowered, pos)
+            expect = "next"
+        elif expect == "next":
+            if token.group("comma") is not None:
+                expect = "name"
+            else:
+                return word in WRITE_WORDS
+        if pos < 0:
+            return False
+    return False
+
+
+def _group_end(lowered: str, pos: int) -> int:
+    """The position after the parenthesis closing the group opened just before ``pos``
+    (string literals and quoted names skipped); -1 when it is not closed."""
+    depth = 1
+    end = len(lowered)
+    while pos < end:
+        c = lowered[pos]
+        if c in "'\"":
+            quoted = _WITH_QUOTED.match(lowered, pos)
+            if quoted is None:
+                return -1
+            pos = quoted.end()
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return pos + 1
+        pos += 1
+    return -1
 
 
 def plain_text(lowered: str, names: tuple[str, ...], hiding: tuple[str, ...]) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pgwire.events import Phase
 from proxy import limits
-from proxy.endpoints import ClientEndpoint
+from proxy.endpoints import ClientEndpoint, bound_listener
 from proxy.metrics import own_error
 from proxy.relay import Session
 from proxy.service import CacheService
@@ -74,8 +74,11 @@ class Server:
         await self.service.start_if_restoring()
         self._server = await loop.create_server(
             lambda: ClientEndpoint(partial(Session, self)), host, port, reuse_address=True,
-            backlog=1024,
+            backlog=1024, start_serving=False,
         )
+        for sock in self._server.sockets:  # before any client connects (its window scale)
+            bound_listener(sock, self.settings.client_receive_bytes)
+        await self._server.start_serving()
         log.info(
             "listening on %s:%d, upstream %s:%d",
             host,

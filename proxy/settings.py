@@ -19,6 +19,10 @@ from proxy.fillqueue import ADMISSIONS
 SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 
 
+#: the smallest fixed client receive buffer (its quarter, the segment size, stays sane)
+MIN_RECEIVE_BYTES = 4096
+
+
 class SettingsError(ValueError):
     """A setting is missing or malformed."""
 
@@ -83,6 +87,13 @@ class Settings:
     write_buffer_bytes: int = field(
         default=256 * 1024,
         metadata={"help": "per-connection output buffered before reading from the peer pauses"},
+    )
+    client_receive_bytes: int = field(
+        default=32 * 1024,
+        metadata={"help": "the client sockets' receive buffer (SO_RCVBUF), which bounds how "
+                          "far a client writes ahead of a server that is not reading; their "
+                          "segments are at most a quarter of it; 0: the kernel's autotuning "
+                          "(megabytes of read-ahead; faster bulk writes over long round trips)"},
     )
     connect_timeout: float = field(
         default=10.0, metadata={"help": "seconds to wait for the upstream to accept a connection"}
@@ -243,6 +254,9 @@ class Settings:
             raise SettingsError("--tls-cert and --tls-key go together")
         if self.max_message_bytes < 1024:
             raise SettingsError("--max-message-bytes must be at least 1024")
+        if self.client_receive_bytes and self.client_receive_bytes < MIN_RECEIVE_BYTES:
+            raise SettingsError(f"--client-receive-bytes must be 0 or at least "
+                                f"{MIN_RECEIVE_BYTES}")
         if self.caching not in ("off", "explicit", "auto"):
             raise SettingsError(f"--caching must be off, explicit or auto, not {self.caching!r}")
         if self.lane_misses not in ("on", "off"):

@@ -13,8 +13,9 @@ drivers (asyncpg's and psycopg2's tests are copied out of their source trees so 
 uncompiled sources there do not shadow them); SQLAlchemy runs from its source tree with
 ``--dburi`` on psycopg 3, over the whole of ``test/dialect/postgresql`` and the
 statement-running modules of ``test/sql`` (``SQLALCHEMY_TESTS``; ``--sqlalchemy-tests``
-changes it). One mode at a time can run (``--modes``), and ``--report`` prints the table of
-the runs kept under ``--cache``.
+changes it). One mode at a time can run (``--modes``), some tests only (``--select``, a
+pytest ``-k`` expression), each suite several times per mode (``--repeat``: each test's pass
+count is printed), and ``--report`` prints the table of the runs kept under ``--cache``.
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ class Scope:
 
     sqlalchemy_tests: tuple[str, ...] = SQLALCHEMY_TESTS
     limit: int | None = None  # seconds per (suite, mode); None: the suite's own
+    select: str | None = None  # a pytest -k expression choosing the tests that run
+    repeat: int = 1  # runs of the suite per mode, on the same cluster and weir
 
 
 def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> dict[str, str]:
@@ -200,25 +203,17 @@ def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> di
         if suite.copy_tests:  # with an empty pytest configuration (not weir's)
             shutil.copytree(src / "tests", workdir / "tests")
             (workdir / "pytest.ini").write_text("[pytest]\n")
-        xml = workdir / "junit.xml"
-        argv = [sys.executable, "-m", "pytest", *suite.argv(src, run),
-                f"--junitxml={xml}", "-p", "no:cacheprovider", "--timeout", str(TEST_TIMEOUT)]
-        env = {**os.environ, **suite.env(run)}
         started = time.monotonic()
-        limit = scope.limit or suite.limit
-        with (workdir / "pytest.log").open("wb") as log:
-            try:
-                subprocess.run(argv, cwd=workdir if suite.copy_tests else src, env=env,
-                               stdout=log, stderr=subprocess.STDOUT, timeout=limit,
-                               check=False)
-            except subprocess.TimeoutExpired:
-                log.write(f"\n[compat] run stopped after {limit} s\n".encode())
+        runs = [_pytest(suite, src, run, scope, i) for i in range(scope.repeat)]
         # (--caching off relays weir's own commands upstream)
         figures = weir_figures(run) if mode == "auto" else ""
         (workdir / "weir-figures.txt").write_text(figures + "\n")
         print(f"  {suite.name:<11} {mode:<6} {time.monotonic() - started:6.0f} s  {figures}",
               flush=True)
-        return outcomes(xml)
+        if scope.repeat > 1:
+            for test, passed in sorted(pass_counts(runs).items()):
+                print(f"    {test}: passed {passed} of {scope.repeat}", flush=True)
+        return merged(runs)
     finally:
         if weir is not None:
             weir.terminate()
@@ -227,6 +222,41 @@ def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> di
             except subprocess.TimeoutExpired:
                 weir.kill()
         cluster.stop()
+
+
+def _pytest(suite: Suite, src: Path, run: Run, scope: Scope, index: int) -> dict[str, str]:
+    """One run of ``suite``'s pytest (the ``index``-th of ``scope.repeat``); its outcomes."""
+    name = "junit.xml" if index == 0 else f"junit-{index}.xml"
+    xml = run.workdir / name
+    argv = [sys.executable, "-m", "pytest", *suite.argv(src, run),
+            f"--junitxml={xml}", "-p", "no:cacheprovider", "--timeout", str(TEST_TIMEOUT)]
+    if scope.select:
+        argv += ["-k", scope.select]
+    env = {**os.environ, **suite.env(run)}
+    limit = scope.limit or suite.limit
+    with (run.workdir / name.replace("junit", "pytest").replace(".xml", ".log")).open("wb") as log:
+        try:
+            subprocess.run(argv, cwd=run.workdir if suite.copy_tests else src, env=env,
+                           stdout=log, stderr=subprocess.STDOUT, timeout=limit, check=False)
+        except subprocess.TimeoutExpired:
+            log.write(f"\n[compat] run stopped after {limit} s\n".encode())
+    return outcomes(xml)
+
+
+def pass_counts(runs: list[dict[str, str]]) -> dict[str, int]:
+    """For each test that ran: in how many of ``runs`` it passed."""
+    return {test: sum(r.get(test) == "passed" for r in runs)
+            for test in {t for r in runs for t, o in r.items() if o != "skipped"}}
+
+
+def merged(runs: list[dict[str, str]]) -> dict[str, str]:
+    """One outcome per test over repeated runs: failed if it failed in any."""
+    result: dict[str, str] = {}
+    for run in runs:
+        for test, outcome in run.items():
+            if outcome == "failed" or test not in result:
+                result[test] = outcome
+    return result
 
 
 #: the figures of ``SHOW WEIR STATUS`` a run reports (how much the caches answered)
@@ -300,13 +330,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated test paths of SQLAlchemy's source tree")
     parser.add_argument("--limit", type=int, default=None,
                         help="seconds per (suite, mode) run (default: the suite's own)")
+    parser.add_argument("--select", default=None,
+                        help="a pytest -k expression: only the tests it matches run")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs of each suite per mode on the same cluster and weir; "
+                             "prints each test's pass count (with --select, say)")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: the table of the runs kept under --cache/runs "
                              "(one mode at a time runs, then one table)")
     args = parser.parse_args(argv)
     suites = [SUITES[s] for s in args.suites.split(",") if s]
     modes = [m for m in MODES if m in args.modes.split(",")]
-    scope = Scope(tuple(t for t in args.sqlalchemy_tests.split(",") if t), args.limit)
+    scope = Scope(tuple(t for t in args.sqlalchemy_tests.split(",") if t), args.limit,
+                  args.select, max(1, args.repeat))
     runs = args.cache / "runs"
     results: dict[str, dict[str, dict[str, str]]] = {}
     started = time.monotonic()

@@ -81,6 +81,8 @@ def _children(expr: ir.Expr) -> tuple[ir.Expr, ...]:
         return flat + ((expr.default,) if expr.default is not None else ())
     if isinstance(expr, ir.Like):
         return (expr.arg, expr.pattern)
+    if isinstance(expr, ir.Regex):
+        return (expr.arg,)
     if isinstance(expr, ir.InList):
         return (expr.arg, *expr.items)
     if isinstance(expr, ir.Between):
@@ -340,6 +342,20 @@ def _like(e: ir.Like, p: Sequence[Any]) -> Fn:
     return run
 
 
+def _regex(e: ir.Regex, p: Sequence[Any]) -> Fn:
+    af, neg = compile_expr(e.arg, p), e.negated
+    search = re.compile(e.python, re.DOTALL | (re.IGNORECASE | re.ASCII
+                                               if e.case_insensitive else 0)).search
+
+    def run(row: Row) -> bool | None:
+        a = af(row)
+        if a is None:
+            return None
+        return (search(a) is not None) != neg
+
+    return run
+
+
 def _inlist(e: ir.InList, p: Sequence[Any]) -> Fn:
     af, items, neg = compile_expr(e.arg, p), [compile_expr(i, p) for i in e.items], e.negated
 
@@ -387,6 +403,7 @@ _BUILDERS: dict[type, Callable[[Any, Sequence[Any]], Fn]] = {
     ir.ColumnRef: _column, ir.Const: _const, ir.Param: _param, ir.BoolOp: _boolop,
     ir.Not: _not, ir.Compare: _compare, ir.IsNull: _isnull, ir.Arith: _arith,
     ir.Negate: _negate, ir.Cast: _cast, ir.Case: _case, ir.Coalesce: _coalesce,
-    ir.NullIf: _nullif, ir.Like: _like, ir.InList: _inlist, ir.Between: _between,
+    ir.NullIf: _nullif, ir.Like: _like, ir.Regex: _regex, ir.InList: _inlist,
+    ir.Between: _between,
     ir.Func: _func,
 }

@@ -99,4 +99,4 @@ def window_accumulator(w: ir.Window) -> Acc:
     """A fresh accumulator for window ``w``'s aggregate."""
     if w.func in ("sum", "avg") and w.arg_oid in FLOATS:
         return FloatSum(w.type_oid) if w.func == "sum" else FloatAvg(w.type_oid)
-    return accumulator(w.func, w.type_oid, w.arg_oid)
+    return accumulator(w.func, w.type_oid, w.arg_oid, collation=w.collation)

@@ -1,28 +1,29 @@
-"""Window functions maintained incrementally over one partition (one reader key's rows).
+"""Window functions maintained incrementally over one reader key's rows.
 
-Owns: ``Partition`` - a key's rows with each window's value, kept per window as a list sorted
-in that window's order (window ORDER BY, then the whole row, then an id telling copies of a
-row apart), and the key's answer (output columns in the reader's ORDER BY, OFFSET/LIMIT cut)
-built from projected rows kept per row id. ``change`` applies one delta row; ``answer``
-brings the stale values up to date and returns the answer rows.
+Owns: ``Partition`` - a key's rows with each window's value, kept per window and per partition
+of the key's rows (``ir.Window.partition``; one when the window is partitioned on lookup keys
+only) as a list sorted in that window's order (window ORDER BY, then the whole row, then an id
+telling copies of a row apart), and the key's answer (output columns in the reader's ORDER BY,
+OFFSET/LIMIT cut) built from projected rows kept per row id. ``change`` applies one delta row;
+``answer`` brings the stale values up to date and returns the answer rows.
 
-Cost of one change in a partition of N rows: a binary search and a list insert/delete per
-window (and per reader order); lag/lead values are recomputed at once for the ``offset``
-neighbours on either side of the change; row_number/rank/dense_rank are marked stale from
-the changed position onward (the lowest such position per window) and recomputed from there
-at the next read (from the start of that position's peer group, seeded by the clean value
-before it); row_number stops after the last changed position when as many rows were
-inserted as deleted (an update that keeps or moves a row: only the rows between its old and
-new positions are renumbered). A running aggregate (count, sum, avg, min, max) is marked
-stale like rank and recomputed at the read from the peer group before its mark, its
-accumulator seeded with the arguments before that group (one add per earlier row, no
-projection). A sliding frame (``Window.frame`` = (a, b)) recomputes only the rows whose frame
-can meet the changed positions lo .. hi: positions lo - max(b, 0) .. hi - min(a, 0), each
-aggregated afresh over its at most ``b - a + 1`` rows. Only rows whose value changed are
-projected again. The answer is one pass over the ids in order. When the reader's ORDER BY
-starts with a row_number column the answer is that window's list (reversed for DESC); when it reads
-another window column the answer's order depends on the values, and it is sorted at the
-read (as the recompute did).
+Cost of one change in a partition of N rows: a binary search and a list insert/delete per window
+(and per reader order); lag/lead values are recomputed at once for the ``offset`` neighbours on
+either side of the change; row_number/rank/dense_rank are marked stale from the changed position
+onward (the lowest such position per window) and recomputed from there at the next read (from
+the start of that position's peer group, seeded by the clean value before it); row_number stops
+after the last changed position when as many rows were inserted as deleted (an update that keeps
+or moves a row: only the rows between its old and new positions are renumbered). A running
+aggregate (count, sum, avg, min, max) is marked stale like rank and recomputed at the read from
+the peer group before its mark, its accumulator seeded with the arguments before that group (one
+add per earlier row, no projection). A sliding frame (``Window.frame`` = (a, b)) recomputes only
+the rows whose frame can meet the changed positions lo .. hi: positions lo - max(b, 0) .. hi -
+min(a, 0), each aggregated afresh over its at most ``b - a + 1`` rows. A RANGE/GROUPS/EXCLUDE
+frame (``Window.ranged``) is recomputed over the whole partition (``windows.range_values``).
+Only rows whose value changed are projected again. The answer is one pass over the ids in order.
+When the reader's ORDER BY starts with a row_number column the answer is that window's list
+(reversed for DESC); when it reads another window column the answer's order depends on the
+values, and it is sorted at the read (as the recompute did).
 
 Invariants: the values agree with ``windows.apply_windows`` on the same rows (the property
 test ``tests/property/test_window_state.py`` checks it): rank/dense_rank peers are rows equal
@@ -44,7 +45,13 @@ from engine.dataflow.ordering import order_key, row_key
 from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import row_key as bag_key
 from engine.dataflow.records import same_print
-from engine.dataflow.windows import AGGREGATES, frame_values, running_values
+from engine.dataflow.windows import (
+    AGGREGATES,
+    frame_values,
+    partition_key,
+    range_values,
+    running_values,
+)
 from engine.plan import ir
 
 Row = tuple[Any, ...]
@@ -64,14 +71,17 @@ class Partition:
     """One key's rows and window values (see the module docstring)."""
 
     __slots__ = ("final", "fkey", "follow", "hi", "ids", "lists", "lo", "next_id", "out", "output",
-                 "per_row", "redo", "rows", "sort", "stale", "vals", "windows", "wkeys")
+                 "per_row", "pkeys", "redo", "rows", "sort", "stale", "vals", "windows", "wkeys")
 
     def __init__(self, windows: Sequence[ir.Window], order_by: Sequence[ir.SortKey],
                  output: Sequence[int], lo: int, hi: int | None) -> None:
         self.windows = tuple(windows)
         self.wkeys = [order_key(w.order, tie_break=False) for w in windows]
-        self.lists: list[list[Entry]] = [[] for _ in windows]
-        self.stale: list[tuple[int, int, int] | None] = [None] * len(windows)
+        self.pkeys = [partition_key(w) for w in windows]
+        # per window: partition key -> its entries in window order
+        self.lists: list[dict[Row, list[Entry]]] = [{} for _ in windows]
+        # (window, partition key) -> stale mark
+        self.stale: dict[tuple[int, Row], tuple[int, int, int]] = {}
         self.rows: dict[int, Row] = {}
         self.vals: dict[int, list[Any]] = {}
         self.out: dict[int, Row] = {}  # projected answer rows, except the ids in ``redo``
@@ -92,7 +102,7 @@ class Partition:
         if by_value:
             i = next(i for i, w in enumerate(windows) if w.column == order_by[0].column) \
                 if order_by[0].column in columns else -1
-            if i >= 0 and windows[i].func == "row_number":
+            if i >= 0 and windows[i].func == "row_number" and not windows[i].partition:
                 self.follow, self.sort = (i, order_by[0].descending), None
         self.per_row = ROW_BYTES + ENTRY_BYTES * (len(windows) + (self.final is not None))
 
@@ -115,11 +125,15 @@ class Partition:
         self.vals[rid] = [None] * len(self.windows)
         self.redo.add(rid)
         rk = row_key(row)
-        for i, lst in enumerate(self.lists):
+        for i, parts in enumerate(self.lists):
+            pk = self.pkeys[i](row)
+            lst = parts.get(pk)
+            if lst is None:
+                lst = parts[pk] = []
             entry = (self.wkeys[i](row), rk, rid)
             p = bisect_left(lst, entry)
             lst.insert(p, entry)
-            self._touched(i, p, True)
+            self._touched(i, pk, lst, p, True)
         if self.final is not None:
             assert self.fkey is not None
             entry = (self.fkey(row), rk, rid)
@@ -135,10 +149,16 @@ class Partition:
             del self.ids[k]
         row = self.rows.pop(rid)
         rk = row_key(row)
-        for i, lst in enumerate(self.lists):
+        for i, parts in enumerate(self.lists):
+            pk = self.pkeys[i](row)
+            lst = parts[pk]
             p = bisect_left(lst, (self.wkeys[i](row), rk, rid))
             del lst[p]
-            self._touched(i, p, False)
+            if lst:
+                self._touched(i, pk, lst, p, False)
+            else:  # the partition's last row
+                del parts[pk]
+                self.stale.pop((i, pk), None)
         if self.final is not None:
             assert self.fkey is not None
             del self.final[bisect_left(self.final, (self.fkey(row), rk, rid))]
@@ -146,23 +166,24 @@ class Partition:
         self.out.pop(rid, None)
         self.redo.discard(rid)
 
-    def _touched(self, i: int, p: int, inserted: bool) -> None:
-        """Window ``i``'s list gained (``inserted``) or lost the entry at position ``p``.
+    def _touched(self, i: int, pk: Row, lst: list[Entry], p: int, inserted: bool) -> None:
+        """Window ``i``'s list ``lst`` (partition ``pk``) gained (``inserted``) or lost the
+        entry at position ``p``.
         A ranking window's stale mark (lo, hi, net): positions before lo hold their values,
         positions after hi hold them plus ``net`` (the inserts less the deletes: every
         change was at or before hi), so row_number is final after hi when net is 0."""
         w = self.windows[i]
         if w.func in _STALE:
-            lo, hi, net = self.stale[i] or (p, p - 1, 0)
+            lo, hi, net = self.stale.get((i, pk)) or (p, p - 1, 0)
             if inserted:
                 hi, net = (hi + 1 if p <= hi else p), net + 1
             else:
                 hi, net = (hi - 1 if p <= hi else p - 1), net - 1
-            self.stale[i] = (min(lo, p), hi, net)
+            self.stale[i, pk] = (min(lo, p), hi, net)
             return
         # lag reads ``offset`` back: positions p .. p+offset read something else now;
         # lead reads ahead: positions p-offset .. p
-        lst, vals, arg, col = self.lists[i], self.vals, w.arg, i
+        vals, arg, col = self.vals, w.arg, i
         assert arg is not None
         step = -w.offset if w.func == "lag" else w.offset
         start, stop = (p, p + w.offset) if w.func == "lag" else (p - w.offset, p)
@@ -178,22 +199,22 @@ class Partition:
 
     def _refresh(self) -> None:
         """Recompute the ranking values from each window's stale mark onward."""
-        for i, mark in enumerate(self.stale):
-            if mark is None:
-                continue
-            self.stale[i] = None
+        for (i, pk), mark in list(self.stale.items()):
+            del self.stale[i, pk]
             s, hi, net = mark
-            lst, vals, redo = self.lists[i], self.vals, self.redo
+            lst, vals, redo = self.lists[i][pk], self.vals, self.redo
             n = len(lst)
             func = self.windows[i].func
             if func in AGGREGATES:
                 try:
-                    if self.windows[i].frame is None:
-                        self._running(i, s)
+                    if self.windows[i].ranged is not None:
+                        self._ranged(i, lst)
+                    elif self.windows[i].frame is None:
+                        self._running(i, lst, s)
                     else:
-                        self._sliding(i, s, hi)
+                        self._sliding(i, lst, s, hi)
                 except EvalError:  # (a float sum's overflow) the mark stays: it raises again
-                    self.stale[i] = mark
+                    self.stale[i, pk] = mark
                     raise
                 continue
             if s >= n:
@@ -218,11 +239,11 @@ class Partition:
                     v[i] = value
                     redo.add(entry[2])
 
-    def _running(self, i: int, s: int) -> None:
-        """Aggregate window ``i``'s values from the peer group before position ``s`` (a row
-        joining or leaving a peer group changes its earlier peers) onward, seeded with the
-        arguments of the rows before it."""
-        lst, w, rows = self.lists[i], self.windows[i], self.rows
+    def _running(self, i: int, lst: list[Entry], s: int) -> None:
+        """Aggregate window ``i``'s values (over partition list ``lst``) from the peer group
+        before position ``s`` (a row joining or leaving a peer group changes its earlier peers)
+        onward, seeded with the arguments of the rows before it."""
+        w, rows = self.windows[i], self.rows
         n = len(lst)
         if not n:
             return
@@ -230,12 +251,12 @@ class Partition:
         g = s if w.rows else bisect_left(lst, (lst[max(s - 1, 0)][0],))
         arg = w.arg
         args = [None if arg is None else rows[e[2]][arg] for e in lst]
-        self._store(i, g, running_values(w, [e[0] for e in lst[g:]], args[g:], args[:g]))
+        self._store(i, lst, g, running_values(w, [e[0] for e in lst[g:]], args[g:], args[:g]))
 
-    def _sliding(self, i: int, lo: int, hi: int) -> None:
-        """Sliding-frame window ``i``'s values at the positions whose frame can meet the
-        changed positions ``lo .. hi`` (see the module docstring)."""
-        lst, w, rows = self.lists[i], self.windows[i], self.rows
+    def _sliding(self, i: int, lst: list[Entry], lo: int, hi: int) -> None:
+        """Sliding-frame window ``i``'s values (partition list ``lst``) at the positions whose
+        frame can meet the changed positions ``lo .. hi`` (see the module docstring)."""
+        w, rows = self.windows[i], self.rows
         assert w.frame is not None
         a, b = w.frame
         n = len(lst)
@@ -248,11 +269,23 @@ class Partition:
         arg = w.arg
         args = [None if arg is None else rows[e[2]][arg] for e in lst[base:stop]]
         # positions relative to ``base`` (frames clamp at the slice's ends as at the list's)
-        self._store(i, first, frame_values(w, args, first - base, last - base))
+        self._store(i, lst, first, frame_values(w, args, first - base, last - base))
 
-    def _store(self, i: int, first: int, values: list[Any]) -> None:
-        """Write window ``i``'s ``values`` at positions ``first ..``, marking changed rows."""
-        lst, vals, redo = self.lists[i], self.vals, self.redo
+    def _ranged(self, i: int, lst: list[Entry]) -> None:
+        """RANGE/GROUPS-frame window ``i``'s values over partition list ``lst``, all afresh
+        (a change moves the frame ends of rows anywhere in the partition)."""
+        w, rows = self.windows[i], self.rows
+        key = w.order[0].column if w.order else None
+        arg = w.arg
+        self._store(i, lst, 0, range_values(
+            w, [e[0] for e in lst],
+            [None if key is None else rows[e[2]][key] for e in lst],
+            [None if arg is None else rows[e[2]][arg] for e in lst]))
+
+    def _store(self, i: int, lst: list[Entry], first: int, values: list[Any]) -> None:
+        """Write window ``i``'s ``values`` at positions ``first ..`` of ``lst``, marking
+        changed rows."""
+        vals, redo = self.vals, self.redo
         for q, value in enumerate(values, first):
             rid = lst[q][2]
             v = vals[rid]
@@ -281,7 +314,7 @@ class Partition:
             out[rid] = tuple([r[i] for i in output])
         self.redo.clear()
         if self.follow is not None:
-            lst = self.lists[self.follow[0]]
+            lst = self.lists[self.follow[0]].get((), [])
             ids = list(map(_third, (lst[::-1] if self.follow[1] else lst)[self.lo:self.hi]))
         elif self.final is not None:
             ids = list(map(_third, self.final[self.lo:self.hi]))

@@ -19,6 +19,13 @@ from engine.plan.rules.materialize import place
 from engine.values import Interval, encode_text
 
 
+def _ranged(r: ir.RangeFrame) -> str:
+    def bound(n: int | None) -> str:
+        return "UNBOUNDED" if n is None else f"{n:+d}"
+    return (f" {r.mode.upper()} {bound(r.start)}..{bound(r.end)}"
+            + ("" if r.exclude is None else f" EXCLUDE {r.exclude.upper()}"))
+
+
 def _colname(cols: Sequence[ir.Column], index: int) -> str:
     if index >= len(cols):
         return f"#{index}"
@@ -66,6 +73,8 @@ _EXPR: dict[type, Callable[[Any, R, Sequence[ir.Column]], str]] = {
     ir.NullIf: lambda e, r, c: f"nullif({r(e.left)}, {r(e.right)})",
     ir.Like: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}"
     f"{'ILIKE' if e.case_insensitive else 'LIKE'} {r(e.pattern)}",
+    ir.Regex: lambda e, r, c: f"{r(e.arg)} {'!' if e.negated else ''}~"
+    f"{'*' if e.case_insensitive else ''} {r(ir.Const(e.pattern, e.arg.type_oid))}",
     ir.InList: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}IN ("
     + ", ".join(r(i) for i in e.items) + ")",
     ir.Between: lambda e, r, c: f"{r(e.arg)} {'NOT ' if e.negated else ''}BETWEEN "
@@ -181,10 +190,14 @@ def explain_reader(reader: ir.Reader, key_labels: Sequence[str] = (),
             f"{_colname(cols, w.column)} = "
             + ("count(*" if w.func == "count_star" else f"{w.func}(")
             + ("" if w.arg is None else _colname(cols, w.arg)
+               + ("" if w.collation is None else f" COLLATE {w.collation}")
                + ("" if w.offset == 1 else f", {w.offset}"))
-            + (f") ORDER BY {_sort(w.order, cols)}" if w.order else ")")
-            + (" ROWS" if w.rows else "")
+            + (") PARTITION BY " + ", ".join(_colname(cols, p) for p in w.partition)
+               if w.partition else ")")
+            + (f" ORDER BY {_sort(w.order, cols)}" if w.order else "")
+            + (" ROWS" if w.rows and w.ranged is None else "")
             + ("" if w.frame is None else f" {w.frame[0]:+d}..{w.frame[1]:+d}")
+            + ("" if w.ranged is None else _ranged(w.ranged))
             for w in reader.windows) + ")"
     if reader.order_by:
         head += f" ORDER BY {_sort(reader.order_by, cols)}"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.dataflow import pgtime
-from engine.plan import arrayops, collations, datetimes, ir, jsonops, pgtypes
+from engine.plan import arrayops, collations, datetimes, ir, jsonops, pgtypes, regex
 from engine.plan.literals import LiteralError, literal_value
 from engine.plan.scope import PlanError, Scope, column_refs
 from engine.sql.catalog import BYTE_ORDER_COLLATIONS, Catalog
@@ -222,6 +222,8 @@ class ExprBuilder:
             return arrayops.array_operator(self, name, left, right)
         if name in jsonops.JSON_OPERATORS:
             return jsonops.json_operator(self, name, left, right)
+        if name in regex.REGEX_OPERATORS:
+            return regex.regex_match(self, name, left, right)
         raise PlanError(f"operator {name}")
 
     def pair(self, left: ir.Expr, right: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
@@ -555,8 +557,7 @@ def _describe(kind: str, body: Node) -> str:
 
 _AEXPR_NAMES = {"AEXPR_OP_ANY": ("op ANY (array) other than a lookup key column = ANY($n) of "
                                  "the column's type (grouped on, if aggregated)"),
-                "AEXPR_OP_ALL": "op ALL (array)",
-                "AEXPR_SIMILAR": "SIMILAR TO"}
+                "AEXPR_OP_ALL": "op ALL (array)"}
 
 _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "AEXPR_OP": ExprBuilder.op,
@@ -564,6 +565,7 @@ _AEXPR: dict[str, Callable[[ExprBuilder, Node], ir.Expr]] = {
     "AEXPR_IN": ExprBuilder.in_list,
     "AEXPR_LIKE": lambda b, n: b.like(n, False),
     "AEXPR_ILIKE": lambda b, n: b.like(n, True),
+    "AEXPR_SIMILAR": regex.similar_to,
     "AEXPR_BETWEEN": ExprBuilder.between,
     "AEXPR_NOT_BETWEEN": ExprBuilder.between,
     "AEXPR_BETWEEN_SYM": ExprBuilder.between,

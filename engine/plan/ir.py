@@ -159,6 +159,23 @@ class NullIf:
 
 
 @dataclass(frozen=True, slots=True)
+class Regex:
+    """``arg [!]~[*] 'pattern'``: a POSIX regular expression match whose constant ``pattern``
+    ``engine.plan.regex`` translated to ``python`` (for ``re.search`` with ``DOTALL``, plus
+    ``IGNORECASE | ASCII`` when ``case_insensitive``)."""
+
+    arg: Expr
+    pattern: str
+    python: str
+    case_insensitive: bool = False
+    negated: bool = False
+
+    @property
+    def type_oid(self) -> int:
+        return T.BOOL
+
+
+@dataclass(frozen=True, slots=True)
 class Like:
     """``arg [NOT] LIKE|ILIKE pattern`` with backslash as the default escape."""
 
@@ -213,7 +230,7 @@ class Func:
 
 Expr = (
     ColumnRef | Const | Param | BoolOp | Not | Compare | IsNull | Arith | Negate | Cast | Case
-    | Coalesce | NullIf | Like | InList | Between | Func
+    | Coalesce | NullIf | Like | Regex | InList | Between | Func
 )
 
 # ----------------------------------------------------------------------------- relations
@@ -402,6 +419,24 @@ class TopK:
 Rel = Scan | Filter | Project | Join | UnionAll | Aggregate | Distinct | TopK
 
 
+@dataclass(frozen=True, slots=True)
+class RangeFrame:
+    """A RANGE or GROUPS frame with an offset or an EXCLUDE, or a ROWS frame with an EXCLUDE
+    (``Window.ranged``). Positions are measured along the window's ORDER BY (``mode``): for
+    "range" its one integer key (negated under DESC), for "groups" the number of the row's
+    peer group, for "rows" the row's position. A row's frame holds the rows whose
+    measure is within [its own + ``start``, its own + ``end``] (None: unbounded; CURRENT ROW
+    is 0, ``n PRECEDING`` -n, ``n FOLLOWING`` n); under RANGE, rows whose key is NULL are only
+    in the frames of NULL rows (all of them) and in unbounded ends. ``exclude``: "current"
+    (the row itself), "group" (its peers and itself), "ties" (its peers, not itself) or
+    None."""
+
+    mode: Literal["rows", "range", "groups"]
+    start: int | None
+    end: int | None
+    exclude: str | None = None
+
+
 WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead", "count_star", "count",
                      "sum", "avg", "min", "max"]
 
@@ -415,15 +450,18 @@ class WindowSlot:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """A window function over one lookup's rows (the planner only makes them when a lookup
-    is exactly one partition): its value is written into input column ``column`` (a NULL
-    placeholder the plan selects), computed in ``order`` (input positions); lag/lead read
-    input column ``arg`` ``offset`` rows back/ahead (NULL past the ends). A running aggregate
-    (count_star, count, sum, avg, min, max of ``arg``, typed ``arg_oid``, result ``type_oid``)
-    covers the rows from the partition's start to the current row's last peer on ``order``
-    (``rows``: to the current row itself); without ``order``, the whole partition. ``frame``
-    (start, end): a sliding ROWS frame, the rows at positions current+start .. current+end
-    (negative: PRECEDING; ``order`` cannot tie)."""
+    """A window function over one lookup's rows (or each ``partition`` of them): its value is
+    written into input column ``column`` (a NULL placeholder the plan selects), computed in
+    ``order`` (input positions); lag/lead read input column ``arg`` ``offset`` rows back/ahead
+    (NULL past the ends). A running aggregate (count_star, count, sum, avg, min, max of ``arg``,
+    typed ``arg_oid``, result ``type_oid``) covers the rows from the partition's start to the
+    current row's last peer on ``order`` (``rows``: to the current row itself); without
+    ``order``, the whole partition. ``frame`` (start, end): a sliding ROWS frame, the rows at
+    positions current+start .. current+end (negative: PRECEDING; ``order`` cannot tie).
+    ``partition``: input positions of PARTITION BY columns that are not lookup keys: the
+    lookup's rows split into one partition per value of those columns (equal as ``=`` says:
+    1.0 = 1.00, NaN = NaN). ``ranged``: a RANGE/GROUPS frame with offsets or EXCLUDE.
+    ``collation``: min/max of text pick in that libc locale's order (None: byte order)."""
 
     func: WindowFunc
     column: int
@@ -434,6 +472,9 @@ class Window:
     arg_oid: int | None = None
     rows: bool = False
     frame: tuple[int, int] | None = None
+    partition: tuple[int, ...] = ()
+    ranged: RangeFrame | None = None
+    collation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

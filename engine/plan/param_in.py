@@ -1,10 +1,13 @@
 """A ``$n`` parameter as the tested value of ``NOT IN``, cut by the host.
 
 Owns: ``param_tested_not_in`` - the top-level conjuncts ``$n NOT IN (SELECT y FROM ...
-[WHERE ...])`` (uncorrelated) and ``$n NOT IN (c1, c2, ...)`` (constants). Either way the
-set S does not depend on the outer row: the subquery's ``y`` values become one array
-(``array_agg(y ORDER BY y)``, a global aggregate: one row, NULL when S is empty) LEFT JOINed
-on a constant as a hidden column; the constants become one constant array column. The host
+[WHERE ...])`` and ``$n NOT IN (c1, c2, ...)`` (constants). Uncorrelated, the set S does not
+depend on the outer row: the subquery's ``y`` values become one array (``array_agg(y ORDER BY
+y)``, a global aggregate: one row, NULL when S is empty) LEFT JOINed on a constant as a hidden
+column; the constants become one constant array column. Correlated by equalities (``WHERE
+inner = outer AND rest``), the arrays are grouped by the inner correlation columns and LEFT
+JOINed on the outer ones: an outer row without partners gets a NULL array (S empty, the row
+kept, as PostgreSQL's NOT IN of an empty set is true). The host
 cut (``RangeCut`` op ``not_in``, ``engine.plan.ranges.iter_cut``) keeps the row when the
 array is NULL or empty, or when ``$n`` is not NULL, equals no element and no element is
 NULL - PostgreSQL's NOT IN (false or NULL otherwise, and WHERE keeps only true). One cache
@@ -33,7 +36,7 @@ from engine.plan.param_antijoins import (
 from engine.plan.pgtypes import CAST_TYPES
 from engine.plan.ranges import NOT_ANY_NODE
 from engine.plan.scope import Bound, PlanError
-from engine.plan.subqueries import Subquery, _plain_select
+from engine.plan.subqueries import Subquery, _check_pairs, _correlation, _plain_select
 from engine.values import oids as T
 
 Node = dict[str, Any]
@@ -71,18 +74,25 @@ def _subquery(ctx: PlanContext, subquery: Subquery, bound: Bound,
               link: Node) -> tuple[Bound, Node]:
     number = tested_param(link["testexpr"])
     assert number is not None
-    if correlated(bound.scope, link):
-        raise PlanError("$n NOT IN a correlated subquery")
     select = _plain_select(link, "NOT IN subquery")
     if len(select.get("targetList", [])) != 1:
         raise PlanError("subquery has too many columns")
     y = select["targetList"][0]["ResTarget"]["val"]
-    arrays = _grouped(select, [], y)  # SELECT array_agg(y ORDER BY y) FROM ...
+    outer, inner = _correlation(bound.scope, select, "$n NOT IN subquery") if correlated(
+        bound.scope, link) else ([], [])
+    # SELECT inner..., array_agg(y ORDER BY y) FROM ... [GROUP BY inner...]
+    arrays = _grouped(select, inner, y)
+    if correlated(bound.scope, {"subselect": {"SelectStmt": arrays}}):
+        raise PlanError("$n NOT IN a subquery correlated beyond equalities")
+    positions = [bound.scope.lookup(f) for f in outer]
     sub = subquery(ctx, {"SelectStmt": arrays})
+    if positions:
+        _check_pairs(ctx, bound, positions, sub)
     element = _element(ctx, y, link["testexpr"], sub, "$n NOT IN")
-    joined = _left_join(bound, sub, [], [])
-    # left, its constant join column, then the subquery's array and its constant column
-    position = len(joined.scope.cols) - 2
+    joined = _left_join(bound, sub, positions, list(range(len(positions))))
+    # uncorrelated: left, its constant join column, the array and its constant column;
+    # correlated: left, the inner correlation columns, the array
+    position = len(joined.scope.cols) - (1 if positions else 2)
     return joined, _cut(position, number, element)
 
 

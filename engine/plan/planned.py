@@ -68,10 +68,15 @@ class PlannedQuery:
     agg_order: tuple[ir.SortKey, ...] = ()
     agg_limit: int | None = None
     agg_offset: int = 0
+    #: The result columns when the select list computes over the aggregates (name and an
+    #: expression over each result row of ``aggregates``, all of which are then hidden).
+    agg_exprs: tuple[tuple[str, ir.Expr], ...] = ()
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
         """The statement's result columns (the reader's, without the hidden ones)."""
+        if self.agg_exprs:
+            return tuple(ir.Column(name, e.type_oid) for name, e in self.agg_exprs)
         if self.aggregates:
             return tuple(ir.Column(a.name, a.type_oid)
                          for a in self.aggregates[: len(self.aggregates) - self.agg_hidden])
@@ -123,3 +128,4 @@ class Block:
     agg_order: tuple[ir.SortKey, ...] = ()  # ORDER BY over them, then LIMIT / OFFSET
     agg_limit: int | None = None
     agg_offset: int = 0
+    agg_exprs: tuple[tuple[str, ir.Expr], ...] = ()  # computed result columns over them

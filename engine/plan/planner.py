@@ -134,7 +134,7 @@ class _Planner:
                 raise PlanError("window function with a range parameter")
             if stmt.get("distinctClause") is not None:
                 raise PlanError("window function under DISTINCT")
-            check_partitions(windows, bound.scope, {k.position for k in keys},
+            windows = check_partitions(windows, bound.scope, {k.position for k in keys},
                              {k.position for k in keys if k.source.multi},
                              [plain_order_positions(w, bound.scope) for w in windows])
         builder = ExprBuilder(bound.scope, ctx.catalog, clause="SELECT")
@@ -278,5 +278,6 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
                             block.empty_row, block.page, cuts, hidden,
                             timezone if zone.used else None, block.aggregates,
                             block.grouped, block.agg_having, block.agg_hidden,
-                            block.agg_order, block.agg_limit, block.agg_offset)
+                            block.agg_order, block.agg_limit, block.agg_offset,
+                            block.agg_exprs)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

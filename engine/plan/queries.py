@@ -30,7 +30,7 @@ from engine.plan import ir
 from engine.plan.explain import explain_reader
 from engine.plan.literals import LiteralError, literal_value_in_zone
 from engine.plan.planner import PlannedQuery, plan_select
-from engine.plan.range_aggs import aggregate_groups, aggregates_text
+from engine.plan.range_aggs import aggregate_groups, aggregates_text, computed_columns
 from engine.plan.range_state import lookup_span, state_line, with_span
 from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
@@ -270,9 +270,10 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
             rows = rows[: reader.limit]
         rows = rows[offset:] if limit is None else rows[offset: offset + limit]
     if plan.aggregates:  # aggregates over the cut rows (without GROUP BY: even of none)
-        return aggregate_groups(rows, plan.aggregates, plan.grouped, plan.agg_having,
-                                plan.agg_hidden, plan.agg_order, plan.agg_limit,
-                                plan.agg_offset)
+        results = aggregate_groups(rows, plan.aggregates, plan.grouped, plan.agg_having,
+                                   plan.agg_hidden, plan.agg_order, plan.agg_limit,
+                                   plan.agg_offset)
+        return computed_columns(results, plan.agg_exprs) if plan.agg_exprs else results
     if plan.hidden:
         rows = [row[: -plan.hidden] for row in rows]
     return rows

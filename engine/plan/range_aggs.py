@@ -14,11 +14,12 @@ int8, avg(int) -> numeric ...; ``engine.dataflow.ops.accumulators``), so values 
 float sum/avg stay refused there (row order). Without GROUP BY, over no rows: count 0, the
 others NULL; grouped on the keys: one row per key value that has rows in the range.
 
-Supported: a select list of plain aggregate calls (count(*), count(x), count(DISTINCT x),
-sum, avg, min, max, FILTER allowed) and grouped key columns; HAVING over them (aggregates
-HAVING alone reads are hidden result values, dropped after the filter), ORDER BY over
-the result columns or aggregates (hidden likewise) with constant LIMIT/OFFSET; no DISTINCT,
-no LIMIT/OFFSET parameter. Everything else keeps its precise reason.
+Supported: a select list of aggregate calls (count(*), count(x), count(DISTINCT x), sum, avg,
+min, max, FILTER allowed) and grouped key columns, or expressions over them (every call is then
+a hidden value and ``computed_columns`` makes the result columns, without ORDER BY); HAVING over
+them (aggregates HAVING alone reads are hidden result values, dropped after the filter), ORDER
+BY over the result columns or aggregates (hidden likewise) with constant LIMIT/OFFSET; no
+DISTINCT, no LIMIT/OFFSET parameter. Everything else keeps its precise reason.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from engine.dataflow.expr import compile_predicate, walk
+from engine.dataflow.expr import compile_expr, compile_predicate, walk
 from engine.dataflow.ops.accumulators import accumulator
 from engine.dataflow.ordering import order_key
 from engine.plan import ir, pgtypes
@@ -65,10 +66,17 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
         grouping.add_group(pos)
     exprs, names = select_list(stmt, grouping.builder("SELECT"), bound.scope, True)
     _check_groups(grouping, keys)
-    for expr in exprs:
-        if not isinstance(expr, ir.ColumnRef):
-            raise PlanError("range parameter under an aggregate: the select list may hold "
-                            "only aggregate calls and grouped columns")
+    computed: list[tuple[str, ir.Expr]] = []
+    if any(not isinstance(e, ir.ColumnRef) for e in exprs):
+        # expressions over the aggregates: every call is a hidden value, the result columns
+        # are computed from them at the host
+        if stmt.get("sortClause"):
+            raise PlanError("range parameter under an aggregate: ORDER BY with expressions "
+                            "over the aggregates in the select list")
+        computed = list(zip(names, exprs, strict=True))
+        exprs = [ir.ColumnRef(r, 0) for r in dict.fromkeys(
+            r for e in exprs for r in sorted(column_refs(e)))]
+        names = [f"?value{i}?" for i in range(len(exprs))]
     having = None if stmt.get("havingClause") is None else \
         grouping.builder("HAVING").boolean(stmt["havingClause"])
     if having is not None and any(isinstance(e, ir.Param) for e in walk(having)):
@@ -89,6 +97,7 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
     calls = [_call(grouping, ref) for ref in refs]
     if having is not None:
         having = remap(having, refs.index)
+    results = tuple((name, remap(e, refs.index)) for name, e in computed)
     args: list[ir.Expr] = [ir.ColumnRef(pos, bound.scope.cols[pos].type_oid)
                            for pos in grouping.groups]
     out: list[ir.AggCall] = []
@@ -122,8 +131,8 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
     return Block(project, list(out_names), [None] * len(args), len(args), block_keys, (),
                  None, cuts=block_cuts, aggregates=tuple(out),
                  grouped=tuple(range(len(grouping.groups))), agg_having=having,
-                 agg_hidden=len(refs) - len(exprs), agg_order=order, agg_limit=limit,
-                 agg_offset=offset)
+                 agg_hidden=0 if computed else len(refs) - len(exprs), agg_order=order,
+                 agg_limit=limit, agg_offset=offset, agg_exprs=results)
 
 
 def _call(grouping: Grouping, ref: int) -> ir.AggCall:
@@ -178,6 +187,9 @@ def aggregates_text(plan: PlannedQuery, cols: tuple[ir.Column, ...]) -> str:
         having += f" LIMIT {plan.agg_limit}"
     if plan.agg_offset:
         having += f" OFFSET {plan.agg_offset}"
+    if plan.agg_exprs:
+        having += " RESULT " + ", ".join(f"{render_expr(e, out)} AS {name}"
+                                          for name, e in plan.agg_exprs)
     return (f"GROUP BY {by} " if by else "") + "AGGREGATE " + ", ".join(parts) + having
 
 
@@ -204,6 +216,13 @@ def aggregate_groups(rows: Iterable[tuple[Any, ...]], calls: tuple[ir.AggCall, .
     if limit is not None or offset:
         out = out[offset:] if limit is None else out[offset: offset + limit]
     return [r[: len(r) - hidden] for r in out] if hidden else out
+
+
+def computed_columns(rows: Iterable[tuple[Any, ...]],
+                     exprs: tuple[tuple[str, ir.Expr], ...]) -> list[tuple[Any, ...]]:
+    """The result columns ``exprs`` computes over each aggregate result row."""
+    fns = [compile_expr(e) for _, e in exprs]
+    return [tuple(f(row) for f in fns) for row in rows]
 
 
 def aggregate_rows(rows: Iterable[tuple[Any, ...]],

@@ -5,33 +5,40 @@ lag(x [, n]) / lead(x [, n]) / count(*) / count(x) / sum(x) / avg(x) / min(x) / 
 OVER (PARTITION BY ... ORDER BY ... [frame])`` -> placeholders plus ``WindowSpec``),
 ``check_partitions`` and ``window_calls`` (the specs -> ``ir.Window``).
 
-A window's value is computed by the reader per lookup (``engine.dataflow.windows``), so the
-planner only accepts a window whose partition is one lookup: every PARTITION BY column is a
-lookup key column, and every IN-list / ``= ANY`` key column is partitioned on (one lookup
-per value). The select list keeps a NULL placeholder column where the window's value goes;
-its ORDER BY and lag/lead argument become hidden columns. row_number, lag and lead number
-tied rows arbitrarily in PostgreSQL: they are only planned over one table with an ORDER BY
-containing its whole primary key (less the PARTITION BY and lookup key columns, constant over
-the partition). The running aggregates take PostgreSQL's aggregate result
-types (``pgtypes.sum_type``...), and one of the frames the reader maintains: the default
-(RANGE/GROUPS UNBOUNDED PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING ..
-UNBOUNDED FOLLOWING (the whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING
-.. CURRENT ROW (only with an ORDER BY that cannot tie, like row_number). Sliding ROWS frames
-(``ROWS BETWEEN n PRECEDING | CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n
-FOLLOWING``, literal offsets up to ``MAX_OFFSET``) are planned the same way (an ORDER BY that
-cannot tie); an offset on one side with UNBOUNDED on the other, an offset that is not a literal
-integer, and EXCLUDE go upstream. Float sum/avg (``dataflow.window_floats``: PostgreSQL's
-additions, in window order) are planned over an ORDER BY that cannot tie, never over the whole
-partition (PostgreSQL adds those rows in its input order).
+A window's value is computed by the reader per lookup (``engine.dataflow.windows``): every
+IN-list / ``= ANY`` key column must be partitioned on (one lookup per value); PARTITION BY
+lookup key columns are constant over a lookup, and the other PARTITION BY columns (plain columns
+whose type's equality is the values', under a deterministic collation) split the lookup's rows
+into partitions (``ir.Window.partition``). The select list keeps a NULL placeholder column where
+the window's value goes; its ORDER BY and lag/lead argument become hidden columns. row_number,
+lag and lead number tied rows arbitrarily in PostgreSQL: they are only planned over one table
+with an ORDER BY containing its whole primary key (less the PARTITION BY and lookup key columns,
+constant over the partition). The running aggregates take PostgreSQL's aggregate result types
+(``pgtypes.sum_type``...; min/max of text under a libc collation pick in its order, as GROUP
+BY's do), and one of the frames the reader maintains: the default (RANGE/GROUPS UNBOUNDED
+PRECEDING .. CURRENT ROW: peers share a value), UNBOUNDED PRECEDING .. UNBOUNDED FOLLOWING (the
+whole partition, as without ORDER BY), and ROWS UNBOUNDED PRECEDING .. CURRENT ROW (only with an
+ORDER BY that cannot tie, like row_number). Sliding ROWS frames (``ROWS BETWEEN n PRECEDING |
+CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n FOLLOWING``, literal offsets up to
+``MAX_OFFSET``) are planned the same way (an ORDER BY that cannot tie). Other frames are
+``ir.RangeFrame``s, recomputed whole at the read after a change: RANGE offsets over one integer
+ORDER BY key (PostgreSQL's in_range answers as unbounded integers do), GROUPS offsets, EXCLUDE
+CURRENT ROW / GROUP / TIES in any mode, and ROWS frames with a larger offset or an offset paired
+with UNBOUNDED (ROWS still over an ORDER BY that cannot tie). A RANGE offset over another type
+(an interval distance) and an offset that is not a non-negative integer literal go upstream.
+Float sum/avg (``dataflow.window_floats``: PostgreSQL's additions, in window order) are planned
+over an ORDER BY that cannot tie, never over the whole partition nor a RANGE/GROUPS frame
+(PostgreSQL adds those rows, or peers, in its input order).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from engine.plan import ir, pgtypes
-from engine.plan.exprs import ExprBuilder
+from engine.plan.exprs import ExprBuilder, deterministic
 from engine.plan.names import figure_colname
 from engine.plan.scope import PlanError, Scope
 from engine.values import oids as T
@@ -72,6 +79,9 @@ class WindowSpec:
     arg_oid: int | None = None
     rows: bool = False  # ROWS UNBOUNDED PRECEDING .. CURRENT ROW (running aggregates)
     frame: tuple[int, int] | None = None  # a sliding ROWS frame (ir.Window.frame)
+    ranged: ir.RangeFrame | None = None  # a RANGE/GROUPS offset or EXCLUDE frame
+    collation: str | None = None  # min/max: the libc locale of a text argument
+    extra: tuple[int, ...] = ()  # PARTITION BY scope positions that are not lookup keys
 
 
 def extract_windows(stmt: Node, scope: Scope, builder: ExprBuilder) -> tuple[
@@ -145,19 +155,30 @@ def _aggregate(name: str, call: Node, partition: tuple[int, ...], order: list[No
     """A running aggregate's spec and result type (as ``grouping`` types GROUP BY's)."""
     options = call["over"].get("frameOptions", 0)
     shape = _FRAMES.get(options & ~_FRAME_IGNORED)
-    sliding = _sliding(name, call["over"]) if shape is None else None
-    rows, whole = shape or (True, False)
+    ranged, sliding = None, None
+    if shape is not None:
+        pass
+    elif options & _ROWS and not options & _EXCLUDE:
+        try:  # maintained frame by frame when both ends are small offsets or CURRENT ROW
+            sliding = _sliding(name, call["over"])
+        except PlanError:  # UNBOUNDED on one side, or a larger offset: recomputed
+            ranged = _ranged(name, call["over"], order, builder)
+    else:
+        ranged = _ranged(name, call["over"], order, builder)
+    # (ROWS frames, EXCLUDE or not, need an ORDER BY that cannot tie: ``check_partitions``)
+    rows, whole = shape or (ranged is None or ranged.mode == "rows", False)
     if whole:
         order = []  # every row is a peer: the same value as without ORDER BY
     if call.get("agg_star"):
-        return WindowSpec("count_star", partition, order, rows=rows, frame=sliding), T.INT8
+        return WindowSpec("count_star", partition, order, rows=rows, frame=sliding,
+                          ranged=ranged), T.INT8
     args = call.get("args", [])
     if len(args) != 1:
         raise PlanError(f"{name}() with {len(args)} arguments")
     arg = builder.build(args[0])
     if name == "count":
         return WindowSpec(name, partition, order, args[0], arg_oid=arg.type_oid,
-                          rows=rows, frame=sliding), T.INT8
+                          rows=rows, frame=sliding, ranged=ranged), T.INT8
     result = {"sum": pgtypes.sum_type, "avg": pgtypes.avg_type, "min": pgtypes.minmax_type,
               "max": pgtypes.minmax_type}[name](arg.type_oid)
     if result is None or arg.type_oid == T.INTERVAL:
@@ -168,11 +189,65 @@ def _aggregate(name: str, call: Node, partition: tuple[int, ...], order: list[No
         if whole or not order:
             raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} over the whole "
                             "partition (PostgreSQL adds the rows in its input order)")
+        if ranged is not None and ranged.mode != "rows":
+            raise PlanError(f"{name}() of {pgtypes.type_name(arg.type_oid)} over a RANGE or "
+                            "GROUPS frame (PostgreSQL adds peers in its input order)")
         rows = True  # with no ties the default frame's peers are single rows, as in ROWS
-    if name in ("min", "max"):
-        builder.check_ordering((arg,), f"{name}()")
+    # min/max of text under a libc collation pick in its order (None: byte order)
+    locale = builder.order_locale((arg,), f"{name}()") if name in ("min", "max") else None
     return WindowSpec(name, partition, order, args[0], type_oid=result, arg_oid=arg.type_oid,
-                      rows=rows, frame=sliding), result
+                      rows=rows, frame=sliding, ranged=ranged, collation=locale), result
+
+
+_RANGE_STARTS = {_FROM_START: None, _START_CURRENT: 0, _START_PRECEDING: -1,
+                 _START_FOLLOWING: 1}
+_RANGE_ENDS = {_TO_END: None, _TO_CURRENT: 0, _END_PRECEDING: -1, _END_FOLLOWING: 1}
+_EXCLUDES = {0x8000: "current", 0x10000: "group", 0x20000: "ties"}
+#: integer ORDER BY types a RANGE offset measures exactly (PostgreSQL's in_range answers as
+#: with unbounded integers, as Python's do)
+_RANGE_KEY_TYPES = (T.INT2, T.INT4, T.INT8)
+
+
+def _ranged(name: str, over: Node, order: list[Node], builder: ExprBuilder) -> ir.RangeFrame:
+    """A RANGE or GROUPS frame with an offset or EXCLUDE, or a ROWS frame with EXCLUDE
+    (``ir.RangeFrame``), or PlanError."""
+    options = over.get("frameOptions", 0) & ~_FRAME_IGNORED
+    mode: Literal["rows", "range", "groups"] = (
+        "rows" if options & _ROWS else "groups" if options & _GROUPS else "range")
+    excludes = [v for bit, v in _EXCLUDES.items() if options & bit]
+    starts = [bit for bit in _RANGE_STARTS if options & bit]
+    ends = [bit for bit in _RANGE_ENDS if options & bit]
+    if len(starts) != 1 or len(ends) != 1 or len(excludes) > 1:
+        raise PlanError(f"{name}() OVER a frame of options {options:#x}")
+    offsets = bool(options & (_START_PRECEDING | _START_FOLLOWING | _END_PRECEDING
+                              | _END_FOLLOWING))
+    if mode == "groups" and not order:
+        raise PlanError(f"{name}() OVER a GROUPS frame without ORDER BY (an error)")
+    if mode == "range" and not offsets:  # CURRENT ROW is the row's peers, as in GROUPS
+        mode = "groups"
+    elif mode == "range":
+        if len(order) != 1:
+            raise PlanError(f"{name}() OVER a RANGE offset frame without exactly one ORDER BY "
+                            "column")
+        key = builder.build(order[0]["SortBy"]["node"])
+        if key.type_oid not in _RANGE_KEY_TYPES:
+            raise PlanError(f"{name}() OVER a RANGE offset frame ordered by "
+                            f"{pgtypes.type_name(key.type_oid)} (only integer keys are cached)")
+    bounds: list[int | None] = []
+    for table, bit, node in ((_RANGE_STARTS, starts[0], over.get("startOffset")),
+                             (_RANGE_ENDS, ends[0], over.get("endOffset"))):
+        sign = table[bit]
+        if not sign:
+            bounds.append(sign)
+            continue
+        const = (node or {}).get("A_Const", {})
+        if "ival" not in const:
+            raise PlanError(f"{name}() OVER a frame whose offset is not an integer literal")
+        n = int(const["ival"].get("ival", 0))
+        if n < 0:
+            raise PlanError(f"{name}() OVER a frame with a negative offset (an error)")
+        bounds.append(sign * n)
+    return ir.RangeFrame(mode, bounds[0], bounds[1], excludes[0] if excludes else None)
 
 
 def _sliding(name: str, over: Node) -> tuple[int, int]:
@@ -182,10 +257,7 @@ def _sliding(name: str, over: Node) -> tuple[int, int]:
     ends = [bit for bit in _ENDS if options & bit]
     rest = options & ~(_ROWS | sum(_STARTS) | sum(_ENDS))
     if options & _EXCLUDE:
-        raise PlanError(f"{name}() OVER a frame with EXCLUDE")
-    if not options & _ROWS:
-        raise PlanError(f"{name}() OVER a RANGE or GROUPS frame with an offset (only ROWS "
-                        "offsets are cached)")
+        raise PlanError(f"{name}() OVER a ROWS frame with EXCLUDE")
     if rest or len(starts) != 1 or len(ends) != 1:
         raise PlanError(f"{name}() OVER a frame with an offset on one side and UNBOUNDED on "
                         "the other")
@@ -206,12 +278,21 @@ def _sliding(name: str, over: Node) -> tuple[int, int]:
 
 
 def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[int],
-                     multi_positions: set[int], order_positions: list[set[int]]) -> None:
-    """Each window's partition must be exactly one lookup (see the module docstring);
-    ``order_positions[i]``: the scope columns window i's ORDER BY names plainly."""
+                     multi_positions: set[int], order_positions: list[set[int]]
+                     ) -> list[WindowSpec]:
+    """Each window's partition must be one lookup or split one (see the module docstring);
+    ``order_positions[i]``: the scope columns window i's ORDER BY names plainly. Returns the
+    specs with their non-key PARTITION BY columns (``extra``)."""
+    out = []
     for spec, ordered in zip(specs, order_positions, strict=True):
-        if not set(spec.partition) <= key_positions:
-            raise PlanError(f"{spec.func}() partitioned on a column that is not a lookup key")
+        extra = tuple(dict.fromkeys(p for p in spec.partition if p not in key_positions))
+        for pos in extra:
+            col = scope.cols[pos]
+            why = pgtypes.NOT_EQUAL_BY_VALUE.get(col.type_oid)
+            if why is not None:
+                raise PlanError(f"{_label(spec)}() partitioned on a "
+                                f"{pgtypes.type_name(col.type_oid)} value ({why})")
+        out.append(dataclasses.replace(spec, extra=extra))
         if not multi_positions <= set(spec.partition):
             raise PlanError(f"{spec.func}() over several IN-list lookups (partition by the "
                             "IN-list column)")
@@ -224,6 +305,11 @@ def check_partitions(specs: list[WindowSpec], scope: Scope, key_positions: set[i
         if len(rtes) != 1 or not pk or not pk <= ordered | set(spec.partition) | key_positions:
             raise PlanError(f"{spec.func}() whose ORDER BY may tie (PostgreSQL orders tied "
                             "rows arbitrarily): order by the table's primary key")
+    return out
+
+
+def _label(spec: WindowSpec) -> str:
+    return "count" if spec.func == "count_star" else spec.func
 
 
 def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.Expr],
@@ -260,8 +346,16 @@ def window_calls(specs: list[WindowSpec], builder: ExprBuilder, exprs: list[ir.E
                                     None if nulls == "SORTBY_NULLS_DEFAULT"
                                     else nulls == "SORTBY_NULLS_FIRST", locale))
         arg = None if spec.arg is None else position(builder.build(spec.arg))
+        parts = []
+        for pos in spec.extra:
+            col = builder.scope.cols[pos]
+            if not deterministic(col.collation, builder.catalog):
+                raise PlanError(f"{_label(spec)}() partitioned on text under nondeterministic "
+                                f"collation {col.collation}")
+            parts.append(position(ir.ColumnRef(pos, col.type_oid)))
         out.append(ir.Window(spec.func, slots[i], tuple(order), arg,  # type: ignore[arg-type]
-                             spec.offset, spec.type_oid, spec.arg_oid, spec.rows, spec.frame))
+                             spec.offset, spec.type_oid, spec.arg_oid, spec.rows, spec.frame,
+                             tuple(parts), spec.ranged, spec.collation))
     return tuple(out)
 
 

@@ -685,3 +685,53 @@ SELECT string_agg(c.name, ', ' ORDER BY c.name) FROM contacts c;
 -- upstream: an ICU collation (weir cannot prove its ICU equals the server's)
 SELECT c.id, c.nick FROM contacts c ORDER BY c.nick, c.id;
 SELECT c.id FROM contacts c WHERE c.nick < 'm';
+-- ===================== windows partitioned within the key (top-N per group, per-group running totals) =====================
+SELECT id, author_id, title, row_number() OVER (PARTITION BY author_id ORDER BY score DESC, id) AS rn FROM stories ORDER BY author_id, rn;
+-- params: [3]
+SELECT id, story_id, rank() OVER (PARTITION BY story_id ORDER BY score DESC NULLS LAST) AS r, count(*) OVER (PARTITION BY story_id, author_id) AS by_author FROM comments WHERE author_id = $1;
+SELECT id, customer_id, status, sum(total) OVER (PARTITION BY customer_id ORDER BY placed_on, id) AS running, lag(total) OVER (PARTITION BY status ORDER BY id) AS prev_same_status FROM orders ORDER BY id;
+SELECT id, category_id, price, max(price) OVER (PARTITION BY category_id) AS top, dense_rank() OVER (PARTITION BY category_id ORDER BY price DESC) AS price_rank FROM products WHERE NOT discontinued;
+-- params: [2]
+SELECT id, thread_id, row_number() OVER (PARTITION BY thread_id ORDER BY created_at, id) AS n FROM posts WHERE author_id = $1 ORDER BY thread_id, n;
+SELECT c.id, c.city, row_number() OVER (PARTITION BY c.city ORDER BY c.id) AS n, count(*) OVER (PARTITION BY c.customer_id) AS per_customer FROM contacts c;
+-- upstream: PARTITION BY a jsonb document (jsonb = compares numbers by value, 1.0 = 1)
+SELECT id, count(*) OVER (PARTITION BY data) FROM activities;
+-- ===================== POSIX regular expressions (the subset PostgreSQL and Python read alike) =====================
+SELECT id, title FROM stories WHERE title ~ '^(How|Why) ' ORDER BY id;
+SELECT id, username FROM users WHERE email !~ '@example\.com$';
+SELECT id, name FROM products WHERE name ~ '[0-9]{2}$' AND category_id = 3;
+-- params: [4]
+SELECT id, body FROM posts WHERE thread_id = $1 AND body ~ '(rust|python|cache) (fast|help)?';
+SELECT c.id FROM contacts c WHERE c.city ~ '^[A-Z]' AND c.name !~ 'o.?e';
+-- upstream: locale-dependent classes, case folding under a libc collation
+SELECT id FROM stories WHERE title ~ '[[:upper:]]\w+';
+SELECT c.id FROM contacts c WHERE c.name ~* 'zoe';
+-- ===================== RANGE / GROUPS offset frames and EXCLUDE (frames recomputed at the read) =====================
+-- params: [2]
+SELECT id, total, sum(total) OVER (ORDER BY id RANGE BETWEEN 5 PRECEDING AND 5 FOLLOWING) AS nearby FROM orders WHERE customer_id = $1 ORDER BY id;
+SELECT id, score, count(*) OVER (ORDER BY score DESC RANGE BETWEEN CURRENT ROW AND 10 FOLLOWING) AS within10 FROM stories WHERE published;
+-- params: [3]
+SELECT id, avg(rating) OVER (ORDER BY rating GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE GROUP) AS others FROM reviews WHERE product_id = $1;
+SELECT id, forum_id, max(reply_count) OVER (PARTITION BY forum_id ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) AS best_other FROM threads;
+SELECT product_id, quantity, min(quantity) OVER (ORDER BY quantity RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES) FROM order_items WHERE order_id = 7;
+-- upstream: a RANGE offset on a date (an interval distance)
+SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '7 days' PRECEDING AND CURRENT ROW) FROM orders;
+-- ===================== SIMILAR TO (as the anchored regular expression PostgreSQL makes of it) =====================
+SELECT id, title FROM stories WHERE title SIMILAR TO '%(rust|python)%';
+SELECT id FROM users WHERE email NOT SIMILAR TO '_%@example.com';
+-- ===================== $n NOT IN a subquery correlated by equalities (arrays per correlation value) =====================
+-- params: [3]
+SELECT s.id, s.title FROM stories s WHERE $1 NOT IN (SELECT v.user_id FROM votes v WHERE v.story_id = s.id AND v.value = 1) ORDER BY s.id;
+-- params: [null]
+SELECT t.id FROM threads t WHERE $1 NOT IN (SELECT p.author_id FROM posts p WHERE p.thread_id = t.id);
+-- params: [5]
+SELECT p.id FROM products p WHERE $1 NOT IN (SELECT r.rating FROM reviews r WHERE r.product_id = p.id) AND p.category_id = 2;
+-- ===================== window min/max of text under a libc collation (en_US.utf8) =====================
+SELECT c.id, c.name, min(c.name) OVER (PARTITION BY c.customer_id) AS first_name, max(c.city) OVER (ORDER BY c.id ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near_city FROM contacts c;
+-- ===================== expressions over aggregates of a range (computed at the host) =====================
+-- params: [2, 8]
+SELECT coalesce(sum(score), 0) AS total, count(*) AS n, round(avg(score), 1) AS mean FROM stories WHERE author_id = $1 AND id >= $2;
+-- params: [20]
+SELECT count(*) > 0 AS any_recent, coalesce(max(total), 0) - coalesce(min(total), 0) AS spread FROM orders WHERE id < $1;
+-- params: [[1, 2, 3], 10]
+SELECT author_id, count(*) * 100 / nullif(count(url), 0) AS pct FROM stories WHERE author_id = ANY($1) AND score > $2 GROUP BY author_id;

@@ -549,8 +549,14 @@ def test_writes_behind_read_only_tags_count_for_read_your_writes(pg: Any, dbname
                 (conn, "/* hi */ WITH u AS (UPDATE kv SET v = %s WHERE k = 1 RETURNING 1) "
                        "SELECT count(*) FROM u"),
                 (simple, "EXPLAIN (ANALYZE, COSTS OFF) UPDATE kv SET v = '{v}' WHERE k = 1"),
+                # a WITH whose own statement writes: its tag (UPDATE 0 here) tells, as a
+                # plain UPDATE's does (rules.with_writes: its Bind hides nothing)
+                (conn, "WITH u AS (UPDATE kv SET v = %s WHERE k = 1 RETURNING 1) "
+                       "UPDATE kv SET v = v WHERE false"),
+                (conn, "WITH u AS (SELECT %s::text AS t) UPDATE kv SET v = u.t FROM u "
+                       "WHERE k = 1"),
             ]
-            for i in range(40):
+            for i in range(56):
                 cursor, sql = writes[i % len(writes)]
                 value = f"w{i}"
                 before = time.monotonic()

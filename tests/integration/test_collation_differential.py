@@ -95,6 +95,10 @@ SHAPES = [
           lambda r: (r.randint(0, 7), _text(r))),
     Shape("SELECT id, row_number() OVER (ORDER BY name NULLS FIRST, id), "
           "lag(name) OVER (ORDER BY label, id) FROM words WHERE grp = $1", _grp),
+    # window min/max pick in the collation's order (running, sliding, whole partition)
+    Shape("SELECT id, min(name) OVER (ORDER BY id) AS lo, max(label) OVER (PARTITION BY grp) "
+          "AS hi, max(name) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) AS near "
+          "FROM words WHERE grp = $1", _grp),
 ]
 
 

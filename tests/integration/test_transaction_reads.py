@@ -108,6 +108,26 @@ def test_block_after_its_first_write_is_not_served(dbname: str,
         conn.rollback()
 
 
+@pytest.mark.parametrize("write", [
+    # the WITH's own statement says UPDATE 0 while its WITH wrote; prepared, so its later
+    # Binds are forwarded without a look (rules.with_writes: its tag tells)
+    "WITH u AS (UPDATE tx_t SET n = %s WHERE id = 8 RETURNING 1) "
+    "UPDATE tx_t SET n = n WHERE false",
+    # the WITH's own statement says SELECT: the Parse marks it as hiding a write
+    "WITH u AS (UPDATE tx_t SET n = %s WHERE id = 8 RETURNING 1) SELECT count(*) FROM u",
+])
+def test_block_after_a_write_in_a_with_is_not_served(dbname: str, server: InProcessWeir,
+                                                     write: str) -> None:
+    with psycopg.connect(server.dsn(dbname=dbname), prepare_threshold=0) as conn:
+        for value in (81, 82, 83):  # prepared on its first run, then Bind-only
+            _served_in_block(conn, 8, 80)
+            conn.execute(write, (value,))
+            assert conn.execute(READ, (8,)).fetchall() == [(value,)]  # its own write
+            assert last_statement(conn) == (
+                "upstream", "the transaction wrote (its reads go upstream until it ends)")
+            conn.rollback()
+
+
 def test_locking_read_is_not_served(dbname: str, server: InProcessWeir) -> None:
     with psycopg.connect(server.dsn(dbname=dbname)) as conn:
         _served_in_block(conn, 8, 80)

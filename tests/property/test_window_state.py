@@ -10,7 +10,8 @@ copies of equal rows (bag multiplicities) under rank/dense_rank. A third runs th
 aggregates (count(*), count, sum, avg, min, max of integers, numerics of several scales and
 texts; float sum/avg over an order that cannot tie) over RANGE (peers share a value), ROWS,
 sliding ROWS frames (offsets PRECEDING and FOLLOWING on either side, empty frames too) and no
-ORDER BY (the whole partition).
+ORDER BY (the whole partition). Each window may be partitioned on columns of the row (not
+lookup keys: ``ir.Window.partition``), so that one key's rows are several partitions.
 """
 
 from __future__ import annotations
@@ -55,8 +56,13 @@ def _windows(r: random.Random, funcs: tuple[str, ...]) -> tuple[ir.Window, ...]:
         func = r.choice(funcs)
         arg = r.choice((0, 1, 3)) if func in ("lag", "lead") else None
         out.append(ir.Window(func, column, _sort_keys(r, (0, 1, 2, 3)), arg,  # type: ignore[arg-type]
-                             r.randint(1, 3)))
+                             r.randint(1, 3), partition=_partition(r)))
     return tuple(out)
+
+
+def _partition(r: random.Random) -> tuple[int, ...]:
+    """PARTITION BY columns that are not lookup keys, now and then (NULLs, ties, texts)."""
+    return r.choice(((), (), (1,), (3,), (2, 3)))
 
 
 def _model(rows: list[Row], windows: tuple[ir.Window, ...], order_by: tuple[ir.SortKey, ...],
@@ -177,9 +183,30 @@ def _agg_windows(r: random.Random) -> tuple[ir.Window, ...]:
         if rows and r.random() < 0.6:  # a sliding frame, now and then an empty one
             start = r.randint(-3, 2)
             frame = (start, start + r.randint(-1 if r.random() < 0.1 else 0, 4))
+        ranged = None
+        if arg_oid != T.FLOAT8:
+            ranged = _ranged(r)
+            if ranged is not None:
+                rows, frame = False, None
+                if ranged.mode == "range":  # RANGE offsets measure one integer key
+                    order = (ir.SortKey(r.choice((1, 2)), r.random() < 0.5,
+                                        r.choice((None, True, False))),)
+                elif not order:
+                    order = _sort_keys(r, (1, 2, 3))
         out.append(ir.Window(func, column, order, arg, 1, oid, arg_oid,  # type: ignore[arg-type]
-                             rows, frame))
+                             rows, frame, r.choice(((), (), (2,), (4,), (1, 3))), ranged))
     return tuple(out)
+
+
+def _ranged(r: random.Random) -> ir.RangeFrame | None:
+    """Now and then a RANGE/GROUPS frame: offsets on either side (or CURRENT ROW, or
+    unbounded), empty frames too, and an EXCLUDE."""
+    if r.random() < 0.6:
+        return None
+    def bound() -> int | None:
+        return r.choice((None, 0, r.randint(-3, 3)))
+    return ir.RangeFrame(r.choice(("range", "range", "groups", "rows")), bound(), bound(),
+                         r.choice((None, None, "current", "group", "ties")))
 
 
 @settings(max_examples=150, deadline=None)

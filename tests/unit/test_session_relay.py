@@ -25,6 +25,7 @@ from pgwire import framing
 from pgwire import frontend as fe
 from pgwire.errors import error_response
 from pgwire.framing import Framer, ProtocolViolation
+from proxy import transactions
 from proxy.forwarding import plain_query
 from proxy.relay import Phase, Session, context, relay_entries
 from proxy.rules import READ_ONLY_TAGS
@@ -246,7 +247,8 @@ def batch(draw: st.DrawFn) -> tuple[bytes, bytes]:
         elif kind == "E":
             client.append(fe.Execute(name, 0).encode())
             reply = be.encode_data_row([b"1"]) + be.encode_command_complete(
-                draw(st.sampled_from(["SELECT 1", "UPDATE 2"]))) + extra
+                draw(st.sampled_from(["SELECT 1", "UPDATE 2", "DELETE 0", "MERGE 1",
+                                      "INSERT 0 3", "CREATE TABLE"]))) + extra
         elif kind in "Cc":
             client.append(fe.Close("S" if kind == "C" else "P", name).encode())
             reply = be.CloseComplete().encode()
@@ -268,7 +270,9 @@ def _snapshot(session: Session) -> tuple[Any, ...]:
             dict(state.portals), [p.kind for p in state.pending], ctx.last,
             dict(ctx.settings), ctx.tainted, state.batch_upstream, state.batch_local,
             sorted(state.held), sorted(state.held_portals), dict(state.reasons), dict(state.routes),
-            dict(state.portal_statements), state.phase)
+            dict(state.portal_statements), state.phase,
+            # read-your-writes: a write's tag (router.wrote) marks seen(s)
+            ctx.seen.pending, ctx.seen.missed)
 
 
 def _pieces(data: st.DataObject, whole: bytes) -> list[bytes]:
@@ -352,3 +356,32 @@ def _payload(message: bytes) -> tuple[bytes, int, int]:
     return message, 5, len(message)
 
 
+
+
+def test_a_write_in_a_block_marks_it_on_every_path() -> None:
+    """A prepared UPDATE run in a transaction block (its answer a quiet run but for its
+    writing tag, which the relay core observes itself: ``router.wrote``) marks the block as
+    having written, on the Python path and through the relay core alike; outside a block
+    it does not (an autocommit write)."""
+    assert SCAN is not None
+    server = Server(Settings(upstream="postgresql://u@127.0.0.1:1/d", caching="explicit"))
+    run = fe.Bind("", "w", (0,), (b"7",), ()).encode() + fe.Execute("", 0).encode() \
+        + fe.Sync().encode()
+    answer = be.BindComplete().encode() + be.encode_command_complete("UPDATE 1")
+    for core in (False, True):
+        session = _session(server, False, core=core)
+        ctx = session.ctx
+        assert ctx is not None
+        session.client_received(fe.Parse("w", "UPDATE t SET x = $1", ()).encode()
+                                + fe.Sync().encode())
+        session.upstream_received(be.ParseComplete().encode() + _READY["I"])
+        session.client_received(run)
+        session.upstream_received(answer + _READY["I"])
+        assert ctx.seen.pending and ctx.block.upstream is None, core  # autocommit
+        assert session.memos.binds, core  # the next run's Bind is seen before
+        session.client_received(fe.Query("BEGIN").encode())
+        session.upstream_received(be.encode_command_complete("BEGIN") + _READY["T"])
+        session.client_received(run)
+        session.upstream_received(answer + _READY["T"])
+        assert ctx.block.upstream == transactions.WROTE, core
+        assert session.state.transaction_status == "T"

@@ -18,7 +18,8 @@ from typing import Any
 
 from engine.plan import ir
 
-_STRICT = (ir.Compare, ir.Arith, ir.Negate, ir.Cast, ir.Like, ir.Between, ir.InList)
+_STRICT = (ir.Compare, ir.Arith, ir.Negate, ir.Cast, ir.Like, ir.Regex, ir.Between,
+           ir.InList)
 
 
 def _value_strict(expr: Any) -> set[int]:

@@ -127,7 +127,7 @@ _HANDLERS = {ir.Scan: _scan, ir.Filter: _filter, ir.Project: _project, ir.Join: 
 def prune_columns(reader: ir.Reader) -> ir.Reader:
     needed = set(reader.key) | set(reader.output) | {k.column for k in reader.order_by}
     for w in reader.windows:
-        needed |= {w.column, *(k.column for k in w.order)} | (
+        needed |= {w.column, *(k.column for k in w.order), *w.partition} | (
             set() if w.arg is None else {w.arg})
     child, m = prune(reader.input, needed)
 
@@ -136,7 +136,8 @@ def prune_columns(reader: ir.Reader) -> ir.Reader:
                      for k in keys)
 
     windows = tuple(replace(w, column=m[w.column], order=sort(w.order),
-                            arg=None if w.arg is None else m[w.arg])
+                            arg=None if w.arg is None else m[w.arg],
+                            partition=tuple(m[p] for p in w.partition))
                     for w in reader.windows)
     return ir.Reader(child, tuple(m[k] for k in reader.key), tuple(m[o] for o in reader.output),
                      sort(reader.order_by), reader.limit, reader.offset, windows)
