@@ -12,6 +12,8 @@ from the cache. ``SHOW WEIR STATUS`` counts what the lanes forwarded (``lane_mis
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -26,48 +28,58 @@ LANES = cython_ext.load("lanes") is not None
 KEYS = 120
 
 
-def test_one_off_misses_go_through_a_lane_and_keys_read_twice_are_filled(
-        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    # (the pacing, ``lane_misses.keeping_up``, is unit-tested: on a loaded CI machine its
-    # barrier latency bound could close the lanes to misses midway, which is not this test's)
+@contextmanager
+def _lanes_weir(pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch,
+                **settings: Any) -> Iterator[tuple[Any, Any, Any]]:
+    """weir over a fresh ``kv`` with the lanes forwarding misses, unpaced (the pacing,
+    ``lane_misses.keeping_up``, is unit-tested: on a loaded CI machine its barrier latency
+    bound could close the lanes to misses midway, which is none of these tests'), the cache
+    ``kv1`` created: (server, a session preparing named statements, an admin session)."""
     monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
     monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
     pg.psql(kv_table(1000), dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
-                                 hit_lanes=1 if LANES else 0, lane_misses="on")
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream",
+                                 hit_lanes=1 if LANES else 0, lane_misses="on",
+                                 **{"admission": "second", **settings})
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
                 psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
             conn.prepare_threshold = 0  # named prepared statements: what the lanes forward
             admin.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
-            assert kv_read(conn, 1000) == "v1000"  # the statement prepared upstream first
-            misses0 = int(weir_status(admin)["misses"])
-            for k in range(1, KEYS + 1):  # first reads: misses, none admitted
-                assert kv_read(conn, k) == f"v{k}"
-            eventually(lambda: int(weir_status(admin)["misses"]) - misses0 >= KEYS)
-            assert host.fills.done == 0
-            status = weir_status(admin)
-            if LANES:  # all but the first few went through a lane, at pass-through cost
-                assert int(status["lane_miss_entered"]) >= 1
-                assert int(status["lane_misses"]) >= KEYS - 10, status
-                # (first reads: counted by the lanes' doorkeeper, never read on the loop)
-                assert int(status["lane_miss_firsts"]) >= KEYS - 10, status
-            else:
-                assert "lane_misses" not in status
-            for k in range(1, KEYS + 1):  # second reads: admitted, their fills queued
-                assert kv_read(conn, k) == f"v{k}"
-            eventually(lambda: host.fills.done >= KEYS)
-
-            def cached(k: int) -> bool:
-                return bool(kv_read(conn, k) == f"v{k}" and last_statement(conn)[0] == "cache")
-
-            for k in (1, KEYS // 2, KEYS):  # now in the cache: answered from it
-                eventually(lambda k=k: cached(k))  # type: ignore[misc]
-            pg.psql(f"UPDATE kv SET v = 'new' WHERE k = {KEYS + 1}", dbname)
-            eventually(lambda: kv_read(conn, KEYS + 1) == "new")  # (a miss: upstream's)
+            yield server, conn, admin
     finally:
         server.stop()
+
+
+def test_one_off_misses_go_through_a_lane_and_keys_read_twice_are_filled(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with _lanes_weir(pg, dbname, monkeypatch) as (server, conn, admin):
+        host = server.server.service.host
+        assert kv_read(conn, 1000) == "v1000"  # the statement prepared upstream first
+        misses0 = int(weir_status(admin)["misses"])
+        for k in range(1, KEYS + 1):  # first reads: misses, none admitted
+            assert kv_read(conn, k) == f"v{k}"
+        eventually(lambda: int(weir_status(admin)["misses"]) - misses0 >= KEYS)
+        assert host.fills.done == 0
+        status = weir_status(admin)
+        if LANES:  # all but the first few went through a lane, at pass-through cost
+            assert int(status["lane_miss_entered"]) >= 1
+            assert int(status["lane_misses"]) >= KEYS - 10, status
+            # (first reads: counted by the lanes' doorkeeper, never read on the loop)
+            assert int(status["lane_miss_firsts"]) >= KEYS - 10, status
+        else:
+            assert "lane_misses" not in status
+        for k in range(1, KEYS + 1):  # second reads: admitted, their fills queued
+            assert kv_read(conn, k) == f"v{k}"
+        eventually(lambda: host.fills.done >= KEYS)
+
+        def cached(k: int) -> bool:
+            return bool(kv_read(conn, k) == f"v{k}" and last_statement(conn)[0] == "cache")
+
+        for k in (1, KEYS // 2, KEYS):  # now in the cache: answered from it
+            eventually(lambda k=k: cached(k))  # type: ignore[misc]
+        pg.psql(f"UPDATE kv SET v = 'new' WHERE k = {KEYS + 1}", dbname)
+        eventually(lambda: kv_read(conn, KEYS + 1) == "new")  # (a miss: upstream's)
 
 
 @pytest.mark.parametrize("where", ["probe", "session"])
@@ -80,37 +92,25 @@ def test_a_session_whose_lane_forwarded_a_run_of_misses_asks_no_coverage_at_its_
     read after it on its own connection), since its next read is most likely a miss too,
     which needs none (a hit would ask at its park, ``proxy.aftermiss``). Without lanes every
     miss asks, as before (the session's next read takes the event loop either way)."""
-    monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
-    monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
-    pg.psql(kv_table(1000), dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
-                                 hit_lanes=1 if LANES else 0, lane_misses="on",
-                                 miss_position=where)
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
-                psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
-            conn.prepare_threshold = 0
-            admin.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            coverage = server.server.service.host.coverage
+    with _lanes_weir(pg, dbname, monkeypatch, miss_position=where) as (server, conn, admin):
+        coverage = server.server.service.host.coverage
 
-            def asked() -> int:
-                return int(coverage.barriers + coverage.positions)
+        def asked() -> int:
+            return int(coverage.barriers + coverage.positions)
 
-            for k in range(1, 201):  # two stays in a lane at least
-                assert kv_read(conn, k) == f"v{k}"
-            asked0 = asked()
-            for k in range(201, 601):  # six more stays, each ended by a miss on the loop
-                assert kv_read(conn, k) == f"v{k}"
-            status = weir_status(admin)
-            print(f"coverage requests {asked() - asked0} (positions read "
-                  f"{coverage.positions}), lane stays {status.get('lane_miss_entered')}")
-            if LANES:
-                assert int(status["lane_misses"]) >= 500, status
-                assert asked() - asked0 <= 1
-            else:
-                assert asked() - asked0 >= 100
-    finally:
-        server.stop()
+        for k in range(1, 201):  # two stays in a lane at least
+            assert kv_read(conn, k) == f"v{k}"
+        asked0 = asked()
+        for k in range(201, 601):  # six more stays, each ended by a miss on the loop
+            assert kv_read(conn, k) == f"v{k}"
+        status = weir_status(admin)
+        print(f"coverage requests {asked() - asked0} (positions read "
+              f"{coverage.positions}), lane stays {status.get('lane_miss_entered')}")
+        if LANES:
+            assert int(status["lane_misses"]) >= 500, status
+            assert asked() - asked0 <= 1
+        else:
+            assert asked() - asked0 >= 100
 
 
 def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third_ones(
@@ -120,8 +120,6 @@ def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third
     the Binds of third reads only, not of every second read (a uniform key space larger than
     what is read: most forwarded reads are a key's first or second). Keys read twice are not
     filled, keys read three times are, on either impl (without lanes the loop reads all)."""
-    monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
-    monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
     monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 1 << 30)  # (strict stays as set below)
     binds: list[int] = []
     count = missfast.count
@@ -131,32 +129,23 @@ def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third
         return count(session, raw, seen_before)
 
     monkeypatch.setattr(missfast, "count", counted)
-    pg.psql(kv_table(1000), dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="second",
-                                 hit_lanes=1 if LANES else 0, lane_misses="on")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
-                psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin:
-            conn.prepare_threshold = 0
-            admin.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
-            host.fills.admission.strict = True
-            for _ in range(2):  # first and second reads: none admitted
-                for k in range(1, KEYS + 1):
-                    assert kv_read(conn, k) == f"v{k}"
-            eventually(lambda: int(weir_status(admin)["misses"]) >= 2 * KEYS)
-            assert host.fills.done == 0
-            passed = sum(binds)
-            for k in range(1, KEYS + 1):  # third reads: admitted, filled
+    with _lanes_weir(pg, dbname, monkeypatch) as (server, conn, admin):
+        host = server.server.service.host
+        host.fills.admission.strict = True
+        for _ in range(2):  # first and second reads: none admitted
+            for k in range(1, KEYS + 1):
                 assert kv_read(conn, k) == f"v{k}"
-            eventually(lambda: host.fills.done >= KEYS - 10)
-            print(f"Binds the loop read: {passed} for first and second reads, "
-                  f"{sum(binds) - passed} for third ones")
-            if LANES:
-                assert passed <= 10  # (before: every second read's, about KEYS)
-                assert sum(binds) - passed >= KEYS - 20
-    finally:
-        server.stop()
+        eventually(lambda: int(weir_status(admin)["misses"]) >= 2 * KEYS)
+        assert host.fills.done == 0
+        passed = sum(binds)
+        for k in range(1, KEYS + 1):  # third reads: admitted, filled
+            assert kv_read(conn, k) == f"v{k}"
+        eventually(lambda: host.fills.done >= KEYS - 10)
+        print(f"Binds the loop read: {passed} for first and second reads, "
+              f"{sum(binds) - passed} for third ones")
+        if LANES:
+            assert passed <= 10  # (before: every second read's, about KEYS)
+            assert sum(binds) - passed >= KEYS - 20
 
 
 def test_a_session_back_to_hits_reads_the_position_after_its_next_miss_again(
@@ -166,30 +155,20 @@ def test_a_session_back_to_hits_reads_the_position_after_its_next_miss_again(
     (``HitLanes.reclaim`` of a hit lane that answered: ``lane_miss_run`` is 0): its next
     miss reads the position again (``--miss-position session``), so the hit after it finds
     it covered at once."""
-    monkeypatch.setattr(lane_misses, "KEEP_UP_BARRIER", float("inf"))
-    monkeypatch.setattr(lane_misses, "KEEP_UP_LAG", float("inf"))
-    pg.psql(kv_table(1000), dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="always",
-                                 hit_lanes=1 if LANES else 0, lane_misses="on",
-                                 miss_position="session")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
-            conn.prepare_threshold = 0
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            coverage = server.server.service.host.coverage
-            for k in range(1, 201):  # a run of misses (each key read once)
-                assert kv_read(conn, k) == f"v{k}"
-            eventually(lambda: kv_read(conn, 1) == "v1" and last_statement(conn)[0] == "cache")
-            for _ in range(20):  # hits: answered in its hit lane (or on the loop)
+    with _lanes_weir(pg, dbname, monkeypatch, admission="always",
+                     miss_position="session") as (server, conn, _):
+        coverage = server.server.service.host.coverage
+        for k in range(1, 201):  # a run of misses (each key read once)
+            assert kv_read(conn, k) == f"v{k}"
+        eventually(lambda: kv_read(conn, 1) == "v1" and last_statement(conn)[0] == "cache")
+        for _ in range(20):  # hits: answered in its hit lane (or on the loop)
+            assert kv_read(conn, 1) == "v1"
+        positions = coverage.positions
+        for k in range(300, 305):  # misses among hits
+            assert kv_read(conn, k) == f"v{k}"
+            for _ in range(5):
                 assert kv_read(conn, 1) == "v1"
-            positions = coverage.positions
-            for k in range(300, 305):  # misses among hits
-                assert kv_read(conn, k) == f"v{k}"
-                for _ in range(5):
-                    assert kv_read(conn, 1) == "v1"
-            print(f"positions read after the misses among hits: {coverage.positions - positions}")
-            # (every one: the first too, whose miss the hit lane handed back after answering
-            # hits; before, that one still counted the run of misses and read none)
-            assert coverage.positions - positions >= 5
-    finally:
-        server.stop()
+        print(f"positions read after the misses among hits: {coverage.positions - positions}")
+        # (every one: the first too, whose miss the hit lane handed back after answering
+        # hits; before, that one still counted the run of misses and read none)
+        assert coverage.positions - positions >= 5
