@@ -18,7 +18,9 @@ import asyncio
 import json
 import logging
 import os
+import select
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ import psycopg
 from engine import CATALOG_QUERY, CachedQuery, Catalog, Classified, QueryPlanner, Unsupported
 from pgwire.backend import FieldDescription
 from proxy.caching import EngineHost
-from proxy.publication import NotPublishable
+from proxy.publication import LOCK_TIMEOUT, NotPublishable
 from proxy.router import query_zone
 
 log = logging.getLogger("weir.registry")
@@ -317,22 +319,52 @@ class Registry:
         os.replace(tmp, self.state_file)
 
 
-def _describe(url: str, text: str, search_path: tuple[str, ...]) -> tuple[FieldDescription, ...]:
-    """The RowDescription PostgreSQL gives for ``text`` (run on weir's own connection)."""
+def _describe(url: str, text: str, search_path: tuple[str, ...],
+              parsed: Callable[[], None] | None = None) -> tuple[FieldDescription, ...]:
+    """The RowDescription PostgreSQL gives for ``text`` (run on weir's own connection, in a
+    worker thread). Its parse waits for the locks of the relations ``text`` reads at most
+    ``LOCK_TIMEOUT`` (then fails): a client's open transaction holding one (DDL, LOCK TABLE)
+    may be waiting on weir. And the waits go through :func:`_answer`, never libpq's blocking
+    calls, which keep the GIL: one of them waiting for such a lock froze all of weir, the
+    client's session with it (a deadlock; docs/benchmarks/compat.md). ``parsed`` is called
+    between the parse and the describe (a test takes a lock there)."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SELECT set_config('search_path', %s, false)",
-                     (", ".join(_quote(s) for s in search_path),))
+        conn.execute("SELECT set_config('search_path', %s, false), "
+                     "set_config('lock_timeout', %s, false)",
+                     (", ".join(_quote(s) for s in search_path), LOCK_TIMEOUT))
         pgconn = conn.pgconn
-        res = pgconn.prepare(b"", text.encode())
+        pgconn.send_prepare(b"", text.encode())
+        res = _answer(pgconn)
         if res.status != psycopg.pq.ExecStatus.COMMAND_OK:
             raise AdminError((res.error_message or b"describe failed").decode().strip())
-        res = pgconn.describe_prepared(b"")
+        if parsed is not None:
+            parsed()
+        pgconn.send_describe_prepared(b"")
+        res = _answer(pgconn)
+        if res.status != psycopg.pq.ExecStatus.COMMAND_OK:
+            raise AdminError((res.error_message or b"describe failed").decode().strip())
         return tuple(
             FieldDescription(
                 name=(res.fname(i) or b"").decode(), table_oid=res.ftable(i),
                 column_attr=res.ftablecol(i), type_oid=res.ftype(i), type_size=res.fsize(i),
                 type_modifier=res.fmod(i), format=0)
             for i in range(res.nfields))
+
+
+def _answer(pgconn: Any) -> Any:
+    """The result of the request just sent on ``pgconn`` (the first, when it returns more),
+    waiting in ``select`` (which lets the GIL go) rather than in libpq."""
+    while True:
+        pgconn.consume_input()
+        if not pgconn.is_busy():
+            break
+        select.select([pgconn.socket], [], [])
+    results = []
+    while (res := pgconn.get_result()) is not None:
+        results.append(res)
+    if not results:
+        raise AdminError("describe failed: no result")
+    return results[0]
 
 
 def _trim(text: str) -> str:

@@ -11,6 +11,7 @@ left by a weir that was killed.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from typing import Any
 
 import psycopg
@@ -18,6 +19,7 @@ import pytest
 
 from cdc import slots
 from cdc.connection import ConnectParams, PgConnection
+from proxy import registry
 from tests.support import InProcessWeir, eventually
 
 SCHEMA = """
@@ -174,3 +176,81 @@ def test_concurrent_creations_of_one_query_make_one_cache(pg: Any, dbname: str) 
             assert len(registry.caches) == 2
     finally:
         server.stop()
+
+
+
+def _lock_waiters(pg: Any, dbname: str, holder_pid: int) -> str:
+    """The backends waiting for a lock ``holder_pid`` holds."""
+    return str(pg.psql("SELECT pid FROM pg_stat_activity "
+                       f"WHERE {holder_pid} = ANY(pg_blocking_pids(pid))", dbname)).strip()
+
+
+def test_a_cache_over_a_table_a_client_holds_locked_never_waits_for_the_client(
+        pg: Any, dbname: str) -> None:
+    """A client's open transaction holds a lock on a table (DDL: SQLAlchemy's teardown drops
+    its tables in one) while weir creates a cache over it (auto mode; here its other
+    connection's CREATE CACHE). weir describing the query waits for the lock; that wait must
+    neither freeze weir (it once waited inside libpq holding the GIL: the client's own session
+    got no answer, so it never ended the transaction) nor last longer than weir's lock
+    timeout (the client may be waiting for the creation's answer)."""
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with (
+            psycopg.connect(server.dsn(dbname=dbname)) as holder,
+            psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn,
+            concurrent.futures.ThreadPoolExecutor(1) as pool,
+        ):
+            conn.execute("CREATE CACHE other_v FROM SELECT v FROM other WHERE k = $1")
+            pid = holder.info.backend_pid  # (weir gives clients the upstream's pid)
+            holder.execute("ALTER TABLE kv ADD COLUMN w int")  # open: holds ACCESS EXCLUSIVE
+
+            def create() -> str:
+                try:
+                    conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+                except psycopg.Error as exc:
+                    return str(exc)
+                return "created"
+
+            answer = pool.submit(create)
+            try:
+                eventually(lambda: _lock_waiters(pg, dbname, pid) != "", timeout=10)
+                # weir answers the lock holder while its own describe still waits
+                assert holder.execute("SELECT v FROM kv WHERE k = 1").fetchone() == ("a",)
+                assert _lock_waiters(pg, dbname, pid) != ""
+                # and the creation gives up while the holder waits for its answer
+                outcome = answer.result(timeout=20)
+            finally:
+                holder.rollback()  # (lets a waiting weir go on, so the test ends either way)
+            assert "lock timeout" in outcome
+            assert "kv_v" not in server.server.service.registry.caches
+            # the lock gone, the same cache is created and serves reads
+            conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (1,)).fetchone() == ("a",)
+    finally:
+        server.stop()
+
+
+def test_describing_a_query_waits_for_a_lock_without_freezing_weir(pg: Any, dbname: str) -> None:
+    """The lock of the SQLAlchemy hang: taken between the describe's parse and its describe
+    (a client's DROP TABLE in an open transaction), libpq's blocking describe waited for it
+    holding the GIL, so no other thread of weir — the event loop serving the lock holder's
+    session — ran until the wait ended. Here the main thread must see the wait while it
+    lasts."""
+    pg.psql(SCHEMA, dbname)
+    with (
+        psycopg.connect(pg.dsn(dbname=dbname)) as holder,
+        concurrent.futures.ThreadPoolExecutor(1) as pool,
+    ):
+        pid = holder.info.backend_pid
+
+        def lock() -> None:
+            holder.execute("ALTER TABLE kv ADD COLUMN w int")
+
+        described = pool.submit(registry._describe, pg.dsn(dbname=dbname),
+                                "SELECT v FROM kv WHERE k = $1", ("public",), lock)
+        try:
+            eventually(lambda: _lock_waiters(pg, dbname, pid) != "", timeout=10)
+        finally:
+            holder.rollback()
+        assert [f.name for f in described.result(timeout=20)] == ["v"]
