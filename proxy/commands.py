@@ -32,6 +32,13 @@ TEXT_OID = 25
 #: the SHOW commands a non-admin may run: they list only the statements it sent itself
 #: (the caches: those over a statement it sent)
 OWN_STATEMENTS = ("proxied", "supported", "caches")
+#: how long an admin command waits for caching to start: creating the replication slot waits
+#: for every open transaction that has written (PostgreSQL's rule), the sender's own other
+#: connections' too, which may be waiting for this answer; then the command fails with
+#: :data:`STARTING` while the start goes on
+STARTING_WAIT = 10.0
+STARTING = ("caching is starting: its replication slot waits for the open transactions that "
+            "have written to end (see pg_stat_activity); try again")
 
 
 def result_set(columns: Sequence[str], rows: Sequence[Sequence[str | None]], tag: str) -> bytes:
@@ -197,7 +204,12 @@ async def run(service: AdminHost, route: Route, ctx: SessionContext) -> bytes:
             if not (isinstance(cmd, Show) and cmd.what in OWN_STATEMENTS):
                 return own_error("42501", identity.ADMIN_DENIED)
             sender = ctx.user  # a non-admin sees the statements its login role sent
-        registry = await service.ensure()
+        starting = asyncio.ensure_future(service.ensure())
+        done, _ = await asyncio.wait({starting}, timeout=STARTING_WAIT)
+        if not done:
+            starting.add_done_callback(lambda t: t.cancelled() or t.exception())
+            return own_error("55000", STARTING)
+        registry = starting.result()
         async with service.mutating:
             if isinstance(cmd, CreateCache):
                 answer = await create(registry, cmd, ctx)

@@ -254,3 +254,38 @@ def test_describing_a_query_waits_for_a_lock_without_freezing_weir(pg: Any, dbna
         finally:
             holder.rollback()
         assert [f.name for f in described.result(timeout=20)] == ["v"]
+
+
+def test_a_first_cache_while_a_client_holds_a_written_transaction_open_answers(
+        pg: Any, dbname: str) -> None:
+    """Starting caching creates the replication slot, which PostgreSQL makes wait for every
+    open transaction that has written: a client's CREATE CACHE (the first one) while its
+    other connection holds such a transaction gets an answer, not a wait for itself."""
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with (
+            psycopg.connect(server.dsn(dbname=dbname)) as holder,
+            psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn,
+            concurrent.futures.ThreadPoolExecutor(1) as pool,
+        ):
+            holder.execute("UPDATE other SET v = 'z' WHERE k = 1")  # open, with an xid
+
+            def create() -> str:
+                try:
+                    conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+                except psycopg.Error as exc:
+                    return str(exc)
+                return "created"
+
+            answer = pool.submit(create)
+            try:
+                outcome = answer.result(timeout=30)
+            finally:
+                holder.rollback()
+            assert "caching is starting" in outcome
+            # the transaction over, the start completes and the command succeeds
+            eventually(lambda: create() == "created", timeout=30)
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (1,)).fetchone() == ("a",)
+    finally:
+        server.stop()
