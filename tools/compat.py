@@ -15,7 +15,9 @@ uncompiled sources there do not shadow them); SQLAlchemy runs from its source tr
 statement-running modules of ``test/sql`` (``SQLALCHEMY_TESTS``; ``--sqlalchemy-tests``
 changes it). One mode at a time can run (``--modes``), some tests only (``--select``, a
 pytest ``-k`` expression), each suite several times per mode (``--repeat``: each test's pass
-count is printed), and ``--report`` prints the table of the runs kept under ``--cache``.
+count is printed), and ``--report`` prints the table of the runs kept under ``--cache``. A
+run whose output stops for a minute leaves ``stall-<n>.txt`` beside its log: the cluster's
+sessions, locks and who blocks whom, and weir's threads (py-spy, when installed).
 """
 
 from __future__ import annotations
@@ -52,6 +54,18 @@ SQLALCHEMY_TESTS = ("test/dialect/postgresql",
 MODES = ("direct", "off", "auto")
 #: per-test time limit (pytest-timeout): a hang counts as one failure, not a stuck run
 TEST_TIMEOUT = 120
+#: seconds without output after which a run's state is dumped (``stall-<n>.txt``)
+STALL = 60
+STALL_QUERIES = (
+    "SELECT pid, application_name, state, wait_event_type, wait_event, backend_xid,"
+    " now() - query_start, left(query, 200) FROM pg_stat_activity"
+    " WHERE backend_type = 'client backend' ORDER BY pid",
+    "SELECT pid, pg_blocking_pids(pid) FROM pg_stat_activity"
+    " WHERE cardinality(pg_blocking_pids(pid)) > 0",
+    "SELECT pid, locktype, relation::regclass, mode, granted FROM pg_locks"
+    " WHERE locktype IN ('relation', 'transactionid') AND relation IS DISTINCT FROM"
+    " 'pg_locks'::regclass ORDER BY granted, pid",
+)
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,8 @@ class Run:
     dbname: str
     workdir: Path
     tests: tuple[str, ...]  # the test paths to run (only SQLAlchemy's are chosen)
+    cluster_dsn: str = ""  # the cluster itself (the stall dumps read it)
+    weir_pid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +215,8 @@ def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> di
         if mode != "direct":
             weir, port = start_weir(cluster.dsn(dbname=suite.dbname), mode,
                                     workdir / "weir.log")
-        run = Run("127.0.0.1", port, suite.dbname, workdir, scope.sqlalchemy_tests)
+        run = Run("127.0.0.1", port, suite.dbname, workdir, scope.sqlalchemy_tests,
+                  cluster.dsn(dbname=suite.dbname), None if weir is None else weir.pid)
         if suite.copy_tests:  # with an empty pytest configuration (not weir's)
             shutil.copytree(src / "tests", workdir / "tests")
             (workdir / "pytest.ini").write_text("[pytest]\n")
@@ -235,12 +252,52 @@ def _pytest(suite: Suite, src: Path, run: Run, scope: Scope, index: int) -> dict
     env = {**os.environ, **suite.env(run)}
     limit = scope.limit or suite.limit
     with (run.workdir / name.replace("junit", "pytest").replace(".xml", ".log")).open("wb") as log:
-        try:
-            subprocess.run(argv, cwd=run.workdir if suite.copy_tests else src, env=env,
-                           stdout=log, stderr=subprocess.STDOUT, timeout=limit, check=False)
-        except subprocess.TimeoutExpired:
+        proc = subprocess.Popen(argv, cwd=run.workdir if suite.copy_tests else src, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        if not _watch(proc, Path(log.name), run, time.monotonic() + limit):
+            proc.kill()
+            proc.wait()
             log.write(f"\n[compat] run stopped after {limit} s\n".encode())
     return outcomes(xml)
+
+
+def _watch(proc: subprocess.Popen[bytes], log: Path, run: Run, deadline: float) -> bool:
+    """Wait for ``proc`` until ``deadline`` (False if it is still running then). Whenever
+    its log has not grown for :data:`STALL` seconds, the cluster's sessions and locks (and
+    weir's threads, with py-spy when installed) go to ``stall-<n>.txt`` beside it."""
+    size, since, stalls = -1, time.monotonic(), 0
+    while time.monotonic() < deadline:
+        try:
+            proc.wait(5)
+            return True
+        except subprocess.TimeoutExpired:
+            pass
+        now, grown = time.monotonic(), log.stat().st_size
+        if grown != size:
+            size, since = grown, now
+        elif now - since >= STALL:
+            stalls, since = stalls + 1, now
+            (log.parent / f"stall-{stalls}.txt").write_text(_stall_dump(run))
+            print(f"  no progress for {STALL} s: {log.parent}/stall-{stalls}.txt", flush=True)
+    return False
+
+
+def _stall_dump(run: Run) -> str:
+    """pg_stat_activity, pg_locks and who blocks whom on the cluster; weir's threads."""
+    out = [time.strftime("%H:%M:%S")]
+    try:
+        with psycopg.connect(run.cluster_dsn, autocommit=True, connect_timeout=10) as conn:
+            for query in STALL_QUERIES:
+                out.append(f"\n== {query}")
+                out += [repr(row) for row in conn.execute(query).fetchall()]
+    except psycopg.Error as exc:
+        out.append(f"the cluster did not answer: {exc}")
+    spy = shutil.which("py-spy")
+    if run.weir_pid is not None and spy is not None:
+        done = subprocess.run([spy, "dump", "--pid", str(run.weir_pid)], capture_output=True,
+                              text=True, timeout=60, check=False)
+        out += ["\n== py-spy dump of weir", done.stdout, done.stderr]
+    return "\n".join(out) + "\n"
 
 
 def pass_counts(runs: list[dict[str, str]]) -> dict[str, int]:
