@@ -31,8 +31,15 @@ import psycopg
 from engine import CATALOG_QUERY, CachedQuery, Catalog, Classified, QueryPlanner, Unsupported
 from pgwire.backend import FieldDescription
 from proxy.caching import EngineHost
-from proxy.publication import LOCK_TIMEOUT, NotPublishable
+from proxy.publication import NotPublishable
 from proxy.router import query_zone
+
+#: how long describing a query waits for a lock of a relation it reads: less than
+#: PostgreSQL's default deadlock_timeout (1s), so in a lock cycle with a client (its
+#: transaction dropping two tables, this parse holding one of them and waiting for the
+#: other) weir gives up before the client's deadlock check runs, and the client never
+#: gets "deadlock detected" (a compat run did once)
+DESCRIBE_LOCK_TIMEOUT = "200ms"
 
 log = logging.getLogger("weir.registry")
 
@@ -323,15 +330,15 @@ def _describe(url: str, text: str, search_path: tuple[str, ...],
               parsed: Callable[[], None] | None = None) -> tuple[FieldDescription, ...]:
     """The RowDescription PostgreSQL gives for ``text`` (run on weir's own connection, in a
     worker thread). Its parse waits for the locks of the relations ``text`` reads at most
-    ``LOCK_TIMEOUT`` (then fails): a client's open transaction holding one (DDL, LOCK TABLE)
-    may be waiting on weir. And the waits go through :func:`_answer`, never libpq's blocking
-    calls, which keep the GIL: one of them waiting for such a lock froze all of weir, the
-    client's session with it (a deadlock; docs/benchmarks/compat.md). ``parsed`` is called
+    :data:`DESCRIBE_LOCK_TIMEOUT` (then fails): a client's open transaction holding one
+    (DDL, LOCK TABLE) may be waiting on weir. And the waits go through :func:`_answer`, never
+    libpq's blocking calls (``describe_prepared`` keeps the GIL: waiting for such a lock it
+    froze all of weir, the client's session with it; compat.md). ``parsed`` is called
     between the parse and the describe (a test takes a lock there)."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT set_config('search_path', %s, false), "
                      "set_config('lock_timeout', %s, false)",
-                     (", ".join(_quote(s) for s in search_path), LOCK_TIMEOUT))
+                     (", ".join(_quote(s) for s in search_path), DESCRIBE_LOCK_TIMEOUT))
         pgconn = conn.pgconn
         pgconn.send_prepare(b"", text.encode())
         res = _answer(pgconn)

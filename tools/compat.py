@@ -238,6 +238,8 @@ def run_suite(suite: Suite, mode: str, src: Path, out: Path, scope: Scope) -> di
                 weir.wait(15)
             except subprocess.TimeoutExpired:
                 weir.kill()
+        if cluster.logfile.exists():  # (a deadlock's queries are only there)
+            shutil.copy(cluster.logfile, workdir / "postgres.log")
         cluster.stop()
 
 

@@ -186,13 +186,14 @@ def _lock_waiters(pg: Any, dbname: str, holder_pid: int) -> str:
 
 
 def test_a_cache_over_a_table_a_client_holds_locked_never_waits_for_the_client(
-        pg: Any, dbname: str) -> None:
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client's open transaction holds a lock on a table (DDL: SQLAlchemy's teardown drops
     its tables in one) while weir creates a cache over it (auto mode; here its other
     connection's CREATE CACHE). weir describing the query waits for the lock; that wait must
     neither freeze weir (it once waited inside libpq holding the GIL: the client's own session
     got no answer, so it never ended the transaction) nor last longer than weir's lock
     timeout (the client may be waiting for the creation's answer)."""
+    monkeypatch.setattr(registry, "DESCRIBE_LOCK_TIMEOUT", "5s")  # (time to look at the wait)
     pg.psql(SCHEMA, dbname)
     server = InProcessWeir.start(pg.dsn(dbname=dbname))
     try:
@@ -231,12 +232,14 @@ def test_a_cache_over_a_table_a_client_holds_locked_never_waits_for_the_client(
         server.stop()
 
 
-def test_describing_a_query_waits_for_a_lock_without_freezing_weir(pg: Any, dbname: str) -> None:
+def test_describing_a_query_waits_for_a_lock_without_freezing_weir(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The lock of the SQLAlchemy hang: taken between the describe's parse and its describe
     (a client's DROP TABLE in an open transaction), libpq's blocking describe waited for it
     holding the GIL, so no other thread of weir — the event loop serving the lock holder's
     session — ran until the wait ended. Here the main thread must see the wait while it
     lasts."""
+    monkeypatch.setattr(registry, "DESCRIBE_LOCK_TIMEOUT", "30s")  # (time to look at the wait)
     pg.psql(SCHEMA, dbname)
     with (
         psycopg.connect(pg.dsn(dbname=dbname)) as holder,
