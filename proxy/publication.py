@@ -41,16 +41,21 @@ log = logging.getLogger("weir.cache")
 #: how long a publication change may wait for its table lock
 LOCK_TIMEOUT = "2s"
 
-#: each table (and, for a partitioned table, each leaf partition) with what decides whether
-#: weir can follow it: kind, replica identity and whether it has a primary key
+#: each table (and, for a partitioned table, each of its partitions) with what decides whether
+#: weir can follow it: kind, replica identity and whether it has a primary key. Catalog rows
+#: only (pg_inherits, not pg_partition_tree, which locks each table: behind a client's open
+#: DROP TABLE that could wait, and in a lock cycle with it make the client's transaction
+#: the deadlock victim)
 _TABLES_QUERY = """\
+WITH RECURSIVE tree(oid) AS (
+    SELECT unnest($1::oid[])
+    UNION SELECT i.inhrelid FROM pg_catalog.pg_inherits i JOIN tree t ON i.inhparent = t.oid
+        JOIN pg_catalog.pg_class p ON p.oid = i.inhparent AND p.relkind = 'p')
 SELECT c.oid::int8, format('%I.%I', n.nspname, c.relname), c.relkind::text,
        c.relreplident::text,
        EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE c.oid = ANY($1::oid[])
-   OR c.oid IN (SELECT t.relid FROM unnest($1::oid[]) r(oid),
-                LATERAL pg_catalog.pg_partition_tree(r.oid::regclass) t WHERE t.isleaf)"""
+WHERE c.oid IN (SELECT oid FROM tree)"""
 
 _NAMES_QUERY = """\
 SELECT c.oid::int8, format('%I.%I', n.nspname, c.relname), c.relkind::text
