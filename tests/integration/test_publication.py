@@ -14,12 +14,13 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
+import asyncpg
 import psycopg
 import pytest
 
 from cdc import slots
 from cdc.connection import ConnectParams, PgConnection
-from proxy import registry
+from proxy import publication, registry
 from tests.support import InProcessWeir, eventually
 
 SCHEMA = """
@@ -292,3 +293,29 @@ def test_a_first_cache_while_a_client_holds_a_written_transaction_open_answers(
             assert conn.execute("SELECT v FROM kv WHERE k = %s", (1,)).fetchone() == ("a",)
     finally:
         server.stop()
+
+
+def test_the_tables_check_takes_no_table_lock(pg: Any, dbname: str) -> None:
+    """The check before a table is published reads the catalog only: it once locked each
+    table (pg_partition_tree), so it waited behind a client's open DROP TABLE and, holding
+    one table while waiting for another, could make the client a deadlock victim."""
+    pg.psql(SCHEMA + "CREATE TABLE parted (k int PRIMARY KEY) PARTITION BY RANGE (k);"
+            "CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (10);", dbname)
+
+    async def check(oids: list[int]) -> list[str]:
+        conn = await asyncpg.connect(pg.dsn(dbname=dbname),
+                                     server_settings={"lock_timeout": "100ms"})
+        try:
+            return sorted(r[1] for r in await conn.fetch(publication._TABLES_QUERY, oids))
+        finally:
+            await conn.close()
+
+    with psycopg.connect(pg.dsn(dbname=dbname)) as holder:
+        oids = [r[0] for r in holder.execute(
+            "SELECT oid::int8 FROM pg_class WHERE relname IN ('kv', 'parted')")]
+        holder.execute("LOCK TABLE kv, parted IN ACCESS EXCLUSIVE MODE")
+        try:
+            assert asyncio.run(check(oids)) == ["public.kv", "public.parted",
+                                                "public.parted_1"]
+        finally:
+            holder.rollback()
