@@ -49,12 +49,13 @@ def test_targets_trace_the_key_through_the_join_to_each_base() -> None:
     assert traced == (1,)  # the story page's key is the vote's story_id
     assert targets(graph.bases[STORIES.oid]) == ((agg, (0,)),)
     padded = make({}, {"padded": PADDED}).engine.graph
-    assert targets(padded.bases[STORIES.oid]) is None
-    assert targets(padded.bases[VOTES.oid]) is None
+    reader = padded.caches["padded"][0]
+    assert targets(padded.bases[STORIES.oid]) == ((reader, None),)
+    assert targets(padded.bases[VOTES.oid]) == ((reader, None),)
 
 
 def test_a_write_to_a_hole_does_no_eviction_work_and_a_held_key_still_evicts() -> None:
-    stories = [(i, 1, "t", 0) for i in range(1, 6)]
+    stories: list[tuple[object, ...]] = [(i, 1, "t", 0) for i in range(1, 6)]
     host = make({STORIES.oid: stories, VOTES.oid: [(1, 2, 7, Decimal(1))]}, {"page": PAGE})
     assert answer(host, "page", (2,)) == ((2, 1),)
     calls: list[int] = []
@@ -77,9 +78,18 @@ def test_prune_keeps_present_and_unknown_keys_only() -> None:
     assert prune(None, rows) == rows
 
 
+def test_an_untraced_target_passes_every_row_once_it_holds_a_key() -> None:
+    host = make({STORIES.oid: [(2, 1, "t", 0)]}, {"padded": PADDED})
+    found = targets(host.engine.graph.bases[VOTES.oid])
+    rows = [(9, 2, 1, Decimal(1)), (9, 3, 1, Decimal(1))]
+    assert prune(found, rows) == []
+    answer(host, "padded", (5,))
+    assert prune(found, rows) == rows
+
+
 @pytest.mark.parametrize("plan", [PAGE, PADDED])
 def test_writes_to_unread_keys_leave_answers_exact(plan: ir.Reader) -> None:
-    stories = [(i, i % 2, "t", 0) for i in range(1, 8)]
+    stories: list[tuple[object, ...]] = [(i, i % 2, "t", 0) for i in range(1, 8)]
     host = make({STORIES.oid: stories}, {"c": plan})
     for k in (1, 2):
         answer(host, "c", (k,))
