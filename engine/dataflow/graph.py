@@ -35,6 +35,7 @@ from engine.dataflow.ops.reader import ReaderNode
 from engine.dataflow.ops.span_reader import SpanReaderNode
 from engine.dataflow.ops.topk import TopKNode
 from engine.dataflow.ops.union import UnionNode
+from engine.dataflow.reach import Targets, prune, targets
 from engine.dataflow.records import Delta, Row, consolidate, dedupe
 from engine.plan import ir
 
@@ -67,6 +68,9 @@ class Graph:
         self.sig_of: dict[int, Hashable] = {}
         self.bases: dict[int, BaseNode] = {}
         self.caches: dict[str, tuple[ReaderNode, frozenset[int]]] = {}
+        #: per base table oid: its first stateful nodes below (``reach.targets``), computed on
+        #: first use and forgotten whenever a node is added or removed
+        self.reach: dict[int, Targets] = {}
         self._next = 1
 
     # ------------------------------------------------------------------ migrations
@@ -99,6 +103,7 @@ class Graph:
         for source in node.inputs:
             source.children = [(c, i) for c, i in source.children if c is not node]
         node.clear()
+        self.reach.clear()
         del self.nodes[node.nid]
         del self.by_sig[self.sig_of.pop(node.nid)]
         if isinstance(node, BaseNode):
@@ -109,6 +114,7 @@ class Graph:
         if node is None:
             nid, self._next = self._next, self._next + 1
             node = make(nid)
+            self.reach.clear()
             self.nodes[nid] = self.by_sig[sig] = node
             self.sig_of[nid] = sig
             for i, source in enumerate(node.inputs):
@@ -193,6 +199,10 @@ class Graph:
         for oid, changes in per_base.items():
             base = self.bases[oid]
             delta, evictions = base.apply(changes)
+            if evictions:  # (rows for keys no state below holds stop here: ``reach``)
+                if oid not in self.reach:
+                    self.reach[oid] = targets(base)
+                evictions = prune(self.reach[oid], evictions)
             emit(base, delta, evictions, pending, pending_ev)
         run(self.nodes, pending, pending_ev)
         return oids
