@@ -48,8 +48,10 @@ FILL_SETTINGS = {
     # (fills write nothing; the host's second pool shares these settings, and what it runs
     # must never wait for a synchronous standby)
     "synchronous_commit": "local",
-    # a fill never queues behind someone's lock for long: it fails, and its tables back off
-    "lock_timeout": "1s",
+    # a fill never queues behind someone's lock for long: it fails, and its tables back off;
+    # below PostgreSQL's default deadlock_timeout (1s), so in a lock cycle with a client weir
+    # gives up first and the client never gets "deadlock detected" (as registry's describe)
+    "lock_timeout": "200ms",
 }
 
 #: fills whose request-to-install times the median is taken over
