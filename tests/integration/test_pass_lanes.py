@@ -188,7 +188,10 @@ def test_a_session_in_a_lane_learns_its_upstream_went_away(pg: Any, dbname: str)
             conn.execute("SELECT 1")
             raise AssertionError("the session outlived its upstream")
         except psycopg.OperationalError as exc:
-            assert "terminat" in str(exc)
+            # (PostgreSQL's FATAL, relayed; once in CI, at c02b226 under python, psycopg
+            # reported the socket closed instead, not reproduced in 15 runs: the session
+            # is gone either way, which is what this test is about)
+            assert "terminat" in str(exc) or "socket closed" in str(exc), exc
         conn.close()
         eventually(lambda: not server.server.sessions, 10)
         if LANES:
