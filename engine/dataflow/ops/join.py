@@ -165,7 +165,8 @@ class JoinNode(Node):
         before = set(ctx.missing)
         rows = self.inputs[side].pull(tuple(own), tuple(own.values()), ctx)
         if rows is None:
-            self._prefetch(side, ctx.missing - before, ctx)
+            if not self._prefetch(side, ctx.missing - before, ctx):
+                self._partners_ahead(side, own, ctx)
             return None
         by_j: dict[Row, list[Row]] = {}
         out: list[Row] = []
@@ -190,23 +191,36 @@ class JoinNode(Node):
                 out.extend(lrow + rrow for rrow in mine for lrow in match)
         return out if complete else None
 
-    def _prefetch(self, side: int, missed: set[BaseKey], ctx: PullCtx) -> None:
+    def _partners_ahead(self, side: int, own: dict[int, object], ctx: PullCtx) -> None:
+        """When the driving side misses but the pull binds its join columns, pull the other
+        side for that join value now, so that what it misses is fetched in the same fill
+        (the other side is not a base chain, e.g. an aggregate: no semi-join prefetch)."""
+        keys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)
+        if not all(c in own for c in keys):
+            return
+        j = tuple(own[c] for c in keys)
+        if None not in j and not has_unknown(j):
+            self.inputs[1 - side].pull(okeys, j, ctx)
+
+    def _prefetch(self, side: int, missed: set[BaseKey], ctx: PullCtx) -> bool:
         """When the driving side misses, also fetch the other side's rows for the join
-        values the driving rows will have (semi-join), if both sides are base chains."""
+        values the driving rows will have (semi-join), if both sides are base chains;
+        whether they are."""
         drive, other = self.inputs[side].base_columns(), self.inputs[1 - side].base_columns()
         if drive is None or other is None:
-            return
+            return False
         dkeys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)
         djoin = tuple(c for k in dkeys if (c := drive[1][k]) is not None)
         ojoin = tuple(c for k in okeys if (c := other[1][k]) is not None)
         if len(djoin) != len(dkeys) or len(ojoin) != len(okeys):
-            return
+            return False
         dtable: TableRef = drive[0].table  # type: ignore[attr-defined]
         otable: TableRef = other[0].table  # type: ignore[attr-defined]
         for nid, cols, key in missed:
             if nid == drive[0].nid:
                 req = FillRequest(otable, ojoin, (), SemiJoin(dtable, cols, key, djoin))
                 ctx.prefetch.append((other[0].nid, req))
+        return True
 
 
 def join_deltas(node: JoinNode, dl_all: Delta, dr_all: Delta) -> tuple[Delta, list[Row]]:

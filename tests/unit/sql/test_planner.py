@@ -20,6 +20,7 @@ from engine.plan.pgtypes import arithmetic_type, common_type
 from engine.plan.planner import PlannedQuery, plan_select
 from engine.plan.queries import CachedQuery, QueryPlanner, merge_lookups
 from engine.sql.cacheable import Unsupported
+from engine.sql.catalog import Relation
 from engine.sql.text import parse_query
 from engine.values import oids as T
 from tests.unit.sql.test_golden_plan import CATALOG, GOLDEN
@@ -178,8 +179,20 @@ def _random_tables(rng: random.Random) -> dict[int, list[tuple[Any, ...]]]:
                 T.FLOAT8: lambda: float(rng.randint(0, 9)),
                 T.TIMESTAMP: lambda: datetime(2024, 1, rng.randint(1, 31)),
                 T.DATE: lambda: date(2024, 1, rng.randint(1, 31))}.get(oid, lambda: None)()
-    return {rel.oid: [tuple(val(c.type_oid) for c in rel.columns) for _ in range(25)]
-            for rel in CATALOG.relations}
+    def rows(rel: Relation) -> list[tuple[Any, ...]]:
+        # a primary key holds (the rules may rely on it: eager aggregation): unique, not NULL
+        pk = [i for i, c in enumerate(rel.columns) if c.name in rel.primary_key]
+        out: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for n in range(25):
+            row = [val(c.type_oid) for c in rel.columns]
+            if len(pk) == 1:
+                row[pk[0]] = n
+            key = tuple(row[i] for i in pk) if pk else (n,)
+            if None not in key:
+                out.setdefault(key, tuple(row))
+        return list(out.values())
+
+    return {rel.oid: rows(rel) for rel in CATALOG.relations}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
