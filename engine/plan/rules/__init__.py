@@ -4,7 +4,8 @@
 aggregation (an aggregate over a join whose groups are left rows folds the right input
 first), then column pruning. Key choice (``keys``) runs inside the planner (it decides
 what the reader is keyed on) and materialization placement (``materialize``) annotates a
-finished plan for the dataflow and for EXPLAIN. Every rule returns a plan with the same result for every key.
+finished plan for the dataflow and for EXPLAIN. Every rule returns a plan with the same
+result for every key.
 """
 
 from __future__ import annotations
