@@ -102,7 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--old", default="",
                    help="another source tree (built in place): its weir runs in turn with "
                         "this one's, each cold (new, old, new, old, ...; --runs pairs)")
+    p.add_argument("--old-first", action="store_true",
+                   help="with --old: old, new, old, new, ... (each run warms the cluster "
+                        "for the next: swap the order to see that bias)")
     p.add_argument("--no-direct", action="store_true", help="skip the direct run")
+    p.add_argument("--gc-log", default="",
+                   help="time weir's garbage collections (gc.callbacks), summary written here")
     args = p.parse_args(argv)
     size = dataset.SMALL if args.small else dataset.Size()
     stop = threading.Event()
@@ -118,12 +123,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_line("direct", len(out.samples), out.elapsed, postgres_cpu(cluster) - pg0,
                         0.0), flush=True)
         builds = [("new", str(ROOT)), ("old", args.old)] if args.old else [("", str(ROOT))]
+        if args.old_first:
+            builds.reverse()
         for run in range(args.runs * len(builds)):
             label, tree = builds[run % len(builds)]
-            profile = ""
+            profile = gclog = ""
             if args.profile:
                 profile = f"{args.profile}.{run}" if args.runs * len(builds) > 1 else args.profile
-            weir = _started(cluster.dsn(), tree, profile)
+            if args.gc_log:
+                gclog = f"{args.gc_log}.{run}" if args.runs * len(builds) > 1 else args.gc_log
+            weir = _started(cluster.dsn(), tree, profile, gclog)
             try:
                 with psycopg.connect(weir.dsn(), autocommit=True) as conn:
                     dataset.create_caches(conn)
@@ -146,6 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print("   errors:", out.errors[:3])
             finally:
                 weir.stop()
+            if gclog and os.path.exists(gclog):
+                print("   garbage collections: " + "; ".join(
+                    Path(gclog).read_text().splitlines()), flush=True)
             if weir.proc.returncode not in (0, None):
                 print(f"   weir exited {weir.proc.returncode}: {''.join(weir.log)[-500:]}")
     return 0
@@ -168,14 +180,44 @@ finally:
 """
 
 
-def _started(upstream: str, tree: str, profile: str) -> Weir:
+#: weir with its garbage collections timed: per generation, how many and how long (CPU of
+#: the collecting thread), written as one line per generation when it exits
+_GC_TIMED = """
+import atexit, gc, runpy, sys, time
+sys.path.insert(0, ".")
+path = sys.argv[1]
+sys.argv = ["proxy.cli", *sys.argv[2:]]
+spent = [[0, 0.0], [0, 0.0], [0, 0.0]]
+began = [0.0]
+def timed(phase, info):
+    if phase == "start":
+        began[0] = time.thread_time()
+    else:
+        spent[info["generation"]][0] += 1
+        spent[info["generation"]][1] += time.thread_time() - began[0]
+gc.callbacks.append(timed)
+def dump():
+    with open(path, "w") as f:
+        for gen, (n, s) in enumerate(spent):
+            f.write(f"gen{gen} {n} collections {s:.3f} s\\n")
+atexit.register(dump)
+try:
+    runpy.run_module("proxy.cli", run_name="__main__")
+finally:
+    dump()
+"""
+
+
+def _started(upstream: str, tree: str, profile: str, gclog: str = "") -> Weir:
     """A weir of the source tree ``tree`` (this interpreter, the tree's own modules and
     builds first on the path), under cProfile (``_PROFILED``) writing ``profile`` when it
-    exits if one is named."""
+    exits if one is named, or with its garbage collections timed (``_GC_TIMED``) into
+    ``gclog``."""
     weir = Weir.__new__(Weir)
     weir.port = localpg.free_port()
     weir.log = deque(maxlen=200)
-    start = ["-c", _PROFILED, profile] if profile else ["-m", "proxy.cli"]
+    start = (["-c", _PROFILED, profile] if profile else ["-c", _GC_TIMED, gclog] if gclog
+             else ["-m", "proxy.cli"])
     weir.proc = subprocess.Popen(
         [sys.executable, *start, "serve", "--upstream", upstream,
          "--listen", f"127.0.0.1:{weir.port}", "--log-level", "warning"],
