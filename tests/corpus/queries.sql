@@ -735,3 +735,20 @@ SELECT coalesce(sum(score), 0) AS total, count(*) AS n, round(avg(score), 1) AS 
 SELECT count(*) > 0 AS any_recent, coalesce(max(total), 0) - coalesce(min(total), 0) AS spread FROM orders WHERE id < $1;
 -- params: [[1, 2, 3], 10]
 SELECT author_id, count(*) * 100 / nullif(count(url), 0) AS pct FROM stories WHERE author_id = ANY($1) AND score > $2 GROUP BY author_id;
+-- ===================== INTERSECT / EXCEPT [ALL] (NULLs equal, multiset counts for ALL) =====================
+SELECT author_id FROM stories INTERSECT SELECT user_id FROM votes;
+SELECT author_id FROM stories INTERSECT ALL SELECT author_id FROM comments ORDER BY 1;
+SELECT id FROM users EXCEPT SELECT author_id FROM stories ORDER BY 1;
+SELECT story_id FROM votes EXCEPT ALL SELECT story_id FROM comments;
+SELECT email FROM users INTERSECT SELECT email FROM users WHERE karma > 10;
+SELECT country FROM customers EXCEPT ALL SELECT country FROM customers WHERE vip;
+-- params: [3]
+SELECT story_id FROM comments WHERE author_id = $1 INTERSECT SELECT story_id FROM votes WHERE user_id = $1 ORDER BY 1 LIMIT 5;
+-- upstream: a range parameter inside an operand (the host cuts ranges at the top only)
+-- params: [2]
+SELECT product_id FROM order_items WHERE quantity > $1 EXCEPT SELECT product_id FROM reviews WHERE rating < $1;
+SELECT customer_id FROM orders UNION SELECT customer_id FROM reviews INTERSECT SELECT id FROM customers WHERE vip EXCEPT SELECT customer_id FROM orders WHERE status = 'cancelled';
+(SELECT author_id, score FROM stories ORDER BY score DESC, id LIMIT 10) EXCEPT ALL (SELECT author_id, score FROM comments ORDER BY id LIMIT 20);
+-- upstream: operands keyed on different parameters
+-- params: [1, 2]
+SELECT story_id FROM comments WHERE author_id = $1 EXCEPT SELECT story_id FROM votes WHERE user_id = $2;
