@@ -1,11 +1,11 @@
-"""UNION / INTERSECT / EXCEPT [ALL] and blocks used as relations (set-operation branches,
-subqueries in FROM).
+"""UNION / INTERSECT / EXCEPT [ALL] and blocks used as relations (set-operation
+branches, subqueries in FROM).
 
 Owns: ``plan_union`` (branches keyed on the same parameters when at the top, unified to
 PostgreSQL's common column types; UNION as DISTINCT over UNION ALL; INTERSECT / EXCEPT as a
 set-operation state over the UNION ALL of the two operands marked with their side; ORDER BY
-/ LIMIT over the output columns) and ``branch`` (a planned block as a relation of its visible columns
-then its key columns, hidden).
+/ LIMIT over the output columns) and ``branch`` (a planned block as a relation of its
+visible columns then its key columns, hidden).
 
 Invariants: a branch carries no host step (range cut, window, parameter page, empty-row
 aggregate): those exist only at the top of a statement; literal keys that differ between
@@ -42,10 +42,10 @@ def plan_union(plan_block: PlanBlock, ctx: PlanContext, stmt: Node, top: bool) -
     common column types; ORDER BY / LIMIT over the union's output columns. INTERSECT /
     EXCEPT [ALL]: the two operands so unified, each marked with its side, under one
     set-operation state (``ir.Distinct.setop``)."""
-    op = stmt.get("op")
+    op = str(stmt.get("op"))
     kind = _SETOPS.get((op, bool(stmt.get("all"))))
     if op != "SETOP_UNION" and kind is None:
-        raise PlanError(f"{str(op).removeprefix('SETOP_')} (only UNION, INTERSECT, EXCEPT)")
+        raise PlanError(f"{op.removeprefix('SETOP_')} (only UNION, INTERSECT, EXCEPT)")
     children = [stmt["larg"], stmt["rarg"]]
     if op == "SETOP_UNION" and stmt.get("all"):
         children = [b for child in children for b in union_operands(child)]
@@ -56,7 +56,7 @@ def plan_union(plan_block: PlanBlock, ctx: PlanContext, stmt: Node, top: bool) -
             if any(src.param is None for src, _ in keys + other):
                 raise RetryPinned  # literal keys differ per branch: pin them
             what = "UNION ALL branches" if kind is None else (
-                f"{str(op).removeprefix('SETOP_')} operands")
+                f"{op.removeprefix('SETOP_')} operands")
             raise PlanError(f"{what} keyed on different parameters")
     branches = unify_branches(ctx, [b for b, _ in planned])
     first = branches[0]
@@ -64,7 +64,7 @@ def plan_union(plan_block: PlanBlock, ctx: PlanContext, stmt: Node, top: bool) -
     if kind is not None:
         cols = first.rel.columns
         check_equality_types([c.type_oid for c in cols], range(len(cols)),
-                             str(op).removeprefix("SETOP_"))
+                             op.removeprefix("SETOP_"))
         rel = ir.Distinct(ir.UnionAll(tuple(_marked(b.rel, side)
                                             for side, b in enumerate(branches))), kind)
     elif not stmt.get("all"):
