@@ -21,7 +21,7 @@ from engine.values import Interval, encode_text
 
 def _ranged(r: ir.RangeFrame) -> str:
     def bound(n: int | None) -> str:
-        return "UNBOUNDED" if n is None else f"{n:+d}"
+        return "UNBOUNDED" if n is None else f"{n:+d}" + ("us" if r.micros else "")
     return (f" {r.mode.upper()} {bound(r.start)}..{bound(r.end)}"
             + ("" if r.exclude is None else f" EXCLUDE {r.exclude.upper()}"))
 

@@ -454,12 +454,16 @@ class RangeFrame:
     is 0, ``n PRECEDING`` -n, ``n FOLLOWING`` n); under RANGE, rows whose key is NULL are only
     in the frames of NULL rows (all of them) and in unbounded ends. ``exclude``: "current"
     (the row itself), "group" (its peers and itself), "ties" (its peers, not itself) or
-    None."""
+    None. ``micros``: a RANGE key of type date, timestamp or timestamptz, measured in
+    microseconds (a date at its midnight; a timestamp since 2000-01-01, a timestamptz's
+    instant; ``infinity`` stays infinite), and ``start``/``end`` are interval offsets in
+    microseconds (intervals without months: their days are 24 hours there)."""
 
     mode: Literal["rows", "range", "groups"]
     start: int | None
     end: int | None
     exclude: str | None = None
+    micros: bool = False
 
 
 WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead", "count_star", "count",

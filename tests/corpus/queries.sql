@@ -714,8 +714,15 @@ SELECT id, score, count(*) OVER (ORDER BY score DESC RANGE BETWEEN CURRENT ROW A
 SELECT id, avg(rating) OVER (ORDER BY rating GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE GROUP) AS others FROM reviews WHERE product_id = $1;
 SELECT id, forum_id, max(reply_count) OVER (PARTITION BY forum_id ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) AS best_other FROM threads;
 SELECT product_id, quantity, min(quantity) OVER (ORDER BY quantity RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES) FROM order_items WHERE order_id = 7;
--- upstream: a RANGE offset on a date (an interval distance)
+-- ===================== RANGE offsets over dates and timestamps (interval distances in microseconds) =====================
 SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '7 days' PRECEDING AND CURRENT ROW) FROM orders;
+-- params: [3]
+SELECT id, created_at, count(*) OVER (ORDER BY created_at RANGE BETWEEN interval '3 days' PRECEDING AND interval '1 day' FOLLOWING) AS nearby FROM stories WHERE author_id = $1;
+SELECT id, placed_on, sum(total) OVER (PARTITION BY customer_id ORDER BY placed_on DESC RANGE BETWEEN '14 days' PRECEDING AND CURRENT ROW EXCLUDE CURRENT ROW) AS fortnight FROM orders;
+-- params: [2]
+SELECT id, max(reply_count) OVER (ORDER BY created_at RANGE BETWEEN interval '36 hours' PRECEDING AND interval '90 minutes' FOLLOWING) FROM threads WHERE forum_id = $1 ORDER BY id;
+-- upstream: a month is calendar arithmetic
+SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '1 month' PRECEDING AND CURRENT ROW) FROM orders;
 -- ===================== SIMILAR TO (as the anchored regular expression PostgreSQL makes of it) =====================
 SELECT id, title FROM stories WHERE title SIMILAR TO '%(rust|python)%';
 SELECT id FROM users WHERE email NOT SIMILAR TO '_%@example.com';
