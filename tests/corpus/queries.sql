@@ -759,3 +759,19 @@ SELECT customer_id FROM orders UNION SELECT customer_id FROM reviews INTERSECT S
 -- upstream: operands keyed on different parameters
 -- params: [1, 2]
 SELECT story_id FROM comments WHERE author_id = $1 EXCEPT SELECT story_id FROM votes WHERE user_id = $2;
+-- ===================== DISTINCT and other groups over a range (the host groups the cut rows) =====================
+-- params: [20]
+SELECT DISTINCT author_id FROM stories WHERE score > $1;
+-- params: [3, 12]
+SELECT DISTINCT published FROM stories WHERE author_id = $1 AND id >= $2;
+-- params: [5]
+SELECT DISTINCT status FROM orders WHERE id < $1 ORDER BY status;
+-- params: [15]
+SELECT status, count(*), sum(total) FROM orders WHERE id > $1 GROUP BY status;
+-- params: [[1, 2, 3], 10]
+SELECT count(*), max(score) FROM stories WHERE author_id = ANY($1) AND score > $2;
+-- params: [2, 3]
+SELECT rating, count(*) AS n FROM reviews WHERE product_id > $1 AND rating >= $2 GROUP BY rating HAVING count(*) > 1 ORDER BY n DESC, rating LIMIT 3;
+-- upstream: numeric groups print as any of their equal values
+-- params: [2]
+SELECT DISTINCT unit_price FROM order_items WHERE quantity > $1;
