@@ -302,5 +302,5 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
                             timezone if zone.used else None, block.aggregates,
                             block.grouped, block.agg_having, block.agg_hidden,
                             block.agg_order, block.agg_limit, block.agg_offset,
-                            block.agg_exprs)
+                            block.agg_exprs, block.agg_page)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

@@ -20,9 +20,9 @@ Supported: a select list of aggregate calls (count(*), count(x), count(DISTINCT 
 min, max, FILTER allowed) and grouped key columns, or expressions over them (every call is then
 a hidden value and ``computed_columns`` makes the result columns, without ORDER BY); HAVING over
 them (aggregates HAVING alone reads are hidden result values, dropped after the filter), ORDER
-BY over the result columns or aggregates (hidden likewise) with constant LIMIT/OFFSET; no
-DISTINCT (the planner's GROUP BY form only), no LIMIT/OFFSET parameter. Everything else
-keeps its precise reason.
+BY over the result columns or aggregates (hidden likewise) with LIMIT/OFFSET, constants or
+parameters (``PlannedQuery.agg_page``, cut after the aggregation); no DISTINCT (the
+planner's GROUP BY form only). Everything else keeps its precise reason.
 """
 
 from __future__ import annotations
@@ -86,9 +86,7 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
     if having is not None and any(isinstance(e, ir.Param) for e in walk(having)):
         raise PlanError("range parameter under an aggregate with a $n in HAVING")
     order, sorted_on = order_by(stmt, grouping.builder("ORDER BY"), list(exprs), names)
-    limit, offset, page = page_bounds(stmt, order)
-    if page is not None:
-        raise PlanError("range parameter under an aggregate with a LIMIT/OFFSET parameter")
+    limit, offset, page = page_bounds(stmt, order)  # a parameter page cuts the result rows
     if any(not isinstance(e, ir.ColumnRef) for e in sorted_on):
         raise PlanError("range parameter under an aggregate ordered by an expression")
     # each result column's grouping reference, then those only ORDER BY or HAVING read
@@ -136,7 +134,7 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
                  None, cuts=block_cuts, aggregates=tuple(out),
                  grouped=tuple(range(len(grouping.groups))), agg_having=having,
                  agg_hidden=0 if computed else len(refs) - len(exprs), agg_order=order,
-                 agg_limit=limit, agg_offset=offset, agg_exprs=results)
+                 agg_limit=limit, agg_offset=offset, agg_exprs=results, agg_page=page)
 
 
 def _call(grouping: Grouping, ref: int) -> ir.AggCall:
@@ -186,6 +184,11 @@ def aggregates_text(plan: PlannedQuery, cols: tuple[ir.Column, ...]) -> str:
         having += f" LIMIT {plan.agg_limit}"
     if plan.agg_offset:
         having += f" OFFSET {plan.agg_offset}"
+    if plan.agg_page is not None:
+        page = plan.agg_page
+        limit = f"${page.limit_param}" if page.limit_param else page.limit
+        offset = f"${page.offset_param}" if page.offset_param else page.offset
+        having += f" LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
     if plan.agg_exprs:
         having += " RESULT " + ", ".join(f"{render_expr(e, out)} AS {name}"
                                           for name, e in plan.agg_exprs)

@@ -772,6 +772,8 @@ SELECT status, count(*), sum(total) FROM orders WHERE id > $1 GROUP BY status;
 SELECT count(*), max(score) FROM stories WHERE author_id = ANY($1) AND score > $2;
 -- params: [2, 3]
 SELECT rating, count(*) AS n FROM reviews WHERE product_id > $1 AND rating >= $2 GROUP BY rating HAVING count(*) > 1 ORDER BY n DESC, rating LIMIT 3;
+-- params: [10, 3, 1]
+SELECT author_id, count(*) AS n FROM stories WHERE score > $1 GROUP BY author_id ORDER BY n DESC, author_id LIMIT $2 OFFSET $3;
 -- upstream: numeric groups print as any of their equal values
 -- params: [2]
 SELECT DISTINCT unit_price FROM order_items WHERE quantity > $1;

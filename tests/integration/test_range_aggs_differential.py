@@ -91,11 +91,16 @@ HOST_GROUP_SHAPES = [
     Shape("SELECT DISTINCT lower(name), score IS NULL FROM things WHERE grp = ANY($1) "
           "AND id < $2", lambda r: (_ids(r, 45, 9), _bound(r, lambda q: q.randint(-5, 1100),
                                                              _INT4))),
+    Shape("SELECT grp, count(*) AS n FROM things WHERE id < $1 GROUP BY grp "
+          "ORDER BY n DESC, grp LIMIT $2 OFFSET $3",
+          lambda r: (_bound(r, lambda q: q.randint(-5, 1100), _INT4),
+                     r.choice([None, 0, 1, 3, 50]), r.choice([None, 0, 2, 40])), ordered=True),
 ]
 
 
 def test_distinct_and_other_groups_over_a_range(pg: Any, dbname: str) -> None:
     """SELECT DISTINCT with a range on a column it does not output, and GROUP BY columns
-    other than the equality keys under a range: the host groups the rows the cut selects."""
+    other than the equality keys under a range: the host groups the rows the cut selects
+    (and cuts a LIMIT / OFFSET parameter page of the sorted groups)."""
     run_differential(pg, dbname, HOST_GROUP_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000}, explain="state: range-partial on")
