@@ -96,6 +96,7 @@ cdef class Lanes:
         self.c.dropped = 0
         self.c.misses = 0
         self.c.hits_forwarded = 0
+        self.c.switched = 0
         self.c.misses_open = True
         self.c.door.capacity, self.c.door.strict = 0, False
         self.c.leaves.assign(LEAVE_N, 0)
@@ -123,6 +124,8 @@ cdef class Lanes:
             close(item.second.fd)
             if item.second.ufd >= 0:
                 close(item.second.ufd)
+            if item.second.spare >= 0:
+                close(item.second.spare)
             del item.second
         cdef int fd
         for fd in self.c.epfds:
@@ -237,27 +240,46 @@ cdef class Lanes:
         pthread_mutex_unlock(&self.c.mu)
         return dict(zip(LEAVE_NAMES, counts)), dropped
 
-    def enter(self, uint64_t token, int fd, list stmts not None):
+    def enter(self, uint64_t token, int fd, list stmts not None, tuple switch=None):
         """Hand a session to a lane (see the class): ``fd`` is its client socket (duplicated
         here; the caller keeps its own), ``stmts`` its (name bytes, table, gate) triples.
-        ``token`` is unique for the life of this object and never 0."""
+        ``token`` is unique for the life of this object and never 0. ``switch``: ``(ufd,
+        binds, parses, queries, held, recent)``, the session may switch to a pass session
+        at a miss (``_switch``): ``ufd`` is its upstream socket (duplicated here; the caller
+        stops reading it: anything arriving there hands the session back), the next four as
+        ``enter_pass``'s, ``recent`` its last 8 held statements' runs (a bit each, 1: no
+        stamped answer); ``leave`` then returns a pass session's result if it switched."""
         cdef LSession* s
         cdef Stmt st
         cdef epoll_event ev
         cdef bytes name
+        cdef int spare = -1, err = 0
         if token == 0:
             raise ValueError("token 0 is reserved")
         newfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         if newfd < 0:
             raise OSError(errno, "dup")
+        if switch is not None:
+            spare = fcntl(switch[0], F_DUPFD_CLOEXEC, 0)
+            if spare < 0:
+                err = errno
+                close(newfd)
+                raise OSError(err, "dup")
         s = new LSession()
         s.fd = newfd
         s.ufd = -1
+        s.spare = spare
+        s.hits = 0
+        s.recent = 0
         s.lane = _lane_of(self.c, newfd, token % self.lanes)
         s.move = -1
-        s.state = WATCHED
+        # BUSY (this thread's) until its sockets are watched (as ``enter_pass``)
+        s.state = WATCHED if spare < 0 else BUSY
         s.served = 0
         s.last_table = -1
+        if switch is not None:
+            _pass_fields(s, switch[1], switch[2], switch[3], switch[4])
+            s.recent = <uint32_t>switch[5]
         for name, table, gate in stmts:
             st.table = table
             st.gate = gate
@@ -266,24 +288,38 @@ cdef class Lanes:
         if self.c.sessions.count(token):
             pthread_mutex_unlock(&self.c.mu)
             close(newfd)
+            if spare >= 0:
+                close(spare)
             del s
             raise ValueError("token in use")
+        s.gen = self.c.gen
         self.c.sessions[token] = s
         pthread_mutex_unlock(&self.c.mu)
         ev.events = EPOLLIN
         ev.data.u64 = token << 1
         if epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_ADD, newfd, &ev) < 0:
             err = errno
+        elif spare >= 0:
+            ev.data.u64 = (token << 1) | 1
+            if epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_ADD, spare, &ev) < 0:
+                err = errno
+                epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, newfd, NULL)
+        if err:
             pthread_mutex_lock(&self.c.mu)
             self.c.sessions.erase(token)
             pthread_mutex_unlock(&self.c.mu)
             close(newfd)
+            if spare >= 0:
+                close(spare)
             del s
             raise OSError(err, "epoll_ctl")
+        if spare >= 0:
+            _watch(self.c, s)
 
     def leave(self, uint64_t token):
         """Take a session back (waiting while its lane works on it): ``(served, last_table,
-        unanswered bytes, unsent reply bytes)``, or None for an unknown token."""
+        unanswered bytes, unsent reply bytes)``, a pass session's result (``_pass_result``:
+        also a hit session that switched), or None for an unknown token."""
         cdef LSession* s
         cdef unordered_map[uint64_t, LSession*].iterator it
         with nogil:
@@ -298,12 +334,14 @@ cdef class Lanes:
                 self.c.sessions.erase(token)
                 if s.state == WATCHED:
                     epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
-                    if s.ufd >= 0:
-                        epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
+                    if _upstream_fd(s) >= 0:
+                        epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, _upstream_fd(s), NULL)
             pthread_mutex_unlock(&self.c.mu)
         if s == NULL:
             return None
         close(s.fd)
+        if s.spare >= 0:
+            close(s.spare)
         try:
             if s.ufd >= 0:
                 close(s.ufd)
@@ -413,9 +451,7 @@ cdef class Lanes:
         must be idle: nothing outstanding upstream."""
         cdef LSession* s
         cdef epoll_event ev
-        cdef bytes key
-        cdef int i, err
-        cdef int64_t table
+        cdef int err
         if token == 0:
             raise ValueError("token 0 is reserved")
         cfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)
@@ -433,26 +469,12 @@ cdef class Lanes:
         # BUSY (this thread's) until both sockets are watched: a lane that sees the first
         # one ready may not hand the session back before the second is in its epoll set
         s.state = BUSY
-        s.served = s.seq = 0
+        s.served = 0
         s.last_table = -1
-        s.queries = queries
-        s.queried = 0
-        s.batch = s.sent_batch = 0
+        s.spare = -1
+        s.hits = 0
         s.recent = 0
-        s.stint = 0
-        s.screened = 0
-        for i, key in enumerate(binds):
-            s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-        i = len(binds)
-        for key, table in held or ():
-            s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-            s.held[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = table
-            i += 1
-        s.bind_runs.resize(i, 0)
-        s.bind_used.resize(i, 0)
-        for i, key in enumerate(parses):
-            s.parses[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-        s.parse_used.resize(len(parses), 0)
+        _pass_fields(s, binds, parses, queries, held)
         pthread_mutex_lock(&self.c.mu)
         if self.c.sessions.count(token):
             pthread_mutex_unlock(&self.c.mu)
@@ -543,12 +565,42 @@ cdef class Lanes:
         stamped answer, those with one forwarded amid misses)."""
         return self.c.misses, self.c.hits_forwarded
 
+    def switched(self):
+        """Hit sessions that switched to pass sessions at a miss since the start."""
+        return self.c.switched
+
 
 QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}
 #: the names of the LEAVE_* reasons, in order (``Lanes.leaves``)
 LEAVE_NAMES = ("closed", "fresh", "message", "statement", "gate", "unstamped", "epoch",
-               "short_write", "move")
+               "short_write", "move", "upstream")
 _ORDER = sys.byteorder  # (``_table_key`` copies an int64_t's bytes as they are)
+
+
+cdef void _pass_fields(LSession* s, list binds, list parses, int queries, held):
+    """A pass session's fields (``enter_pass``'s arguments; also a hit session that may
+    switch, ``enter``'s ``switch``)."""
+    cdef bytes key
+    cdef int i
+    cdef int64_t table
+    s.seq = 0
+    s.queries = queries
+    s.queried = 0
+    s.batch = s.sent_batch = 0
+    s.stint = 0
+    s.screened = 0
+    for i, key in enumerate(binds):
+        s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+    i = len(binds)
+    for key, table in held or ():
+        s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+        s.held[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = table
+        i += 1
+    s.bind_runs.resize(i, 0)
+    s.bind_used.resize(i, 0)
+    for i, key in enumerate(parses):
+        s.parses[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+    s.parse_used.resize(len(parses), 0)
 
 
 cdef void _set_words(Words* w, tuple words):

@@ -72,7 +72,21 @@ cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
 
 cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
     """The client of a pass session is readable: forward whole quiet cycles upstream."""
-    cdef ssize_t n
+    cdef ssize_t n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
+    if n < 0 and _again():
+        _watch(c, s)
+        return
+    if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
+        _hand_back(c, token, s)
+        return
+    _arrived(c, s)
+    _pass_bytes(c, token, s, buf, n)
+
+
+cdef void _pass_bytes(Core* c, uint64_t token, LSession* s, const char* buf, ssize_t n
+                      ) noexcept nogil:
+    """:func:`_pass_client` with the ``n`` bytes just read from the client in ``buf`` (also
+    a hit session that switched at a miss, :func:`_switch`)."""
     cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base, i
     cdef double now
     cdef const unsigned char* p
@@ -91,14 +105,6 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     cdef uint64_t gen
     cdef uint32_t recent = s.recent
     cdef Py_ssize_t hits = 0
-    n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
-    if n < 0 and _again():
-        _watch(c, s)
-        return
-    if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
-        _hand_back(c, token, s)
-        return
-    _arrived(c, s)
     s.pending_in.append(buf, n)
     p = <const unsigned char*>s.pending_in.data()
     size = s.pending_in.size()
@@ -338,7 +344,9 @@ cdef void _relay(Core* c, uint64_t token, LSession* s) noexcept nogil:
 
 
 cdef tuple _pass_result(LSession* s):
-    """What ``leave`` returns for a pass session (see ``proxy.lanes``)."""
+    """What ``leave`` returns for a pass session (see ``proxy.lanes``); its last three: the
+    answers it gave as a hit session before it switched (:func:`_switch`; else 0), the lane
+    table of the last of them, and its last 8 held statements' runs (``recent``)."""
     cdef pair[string, int] item
     binds = []
     parses = []
@@ -351,4 +359,4 @@ cdef tuple _pass_result(LSession* s):
             parses.append((s.parse_used[item.second], _bytes(item.first)))
     return (s.served, binds, parses, s.queried, s.batch == 1, _bytes(s.pending_in),
             _bytes(s.pending_out), _bytes(s.upstream_in), _bytes(s.upstream_out),
-            _bytes(s.inflight), _bytes(s.missed), s.screened)
+            _bytes(s.inflight), _bytes(s.missed), s.screened, s.hits, s.last_table, s.recent)

@@ -82,7 +82,7 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import identity, lane_misses
+from proxy import aftermiss, identity, lane_misses
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
@@ -109,6 +109,7 @@ class Session(HitSession, Protocol):
     upstream_lane_fd: int | None
     lane_miss_skip: int  # misses before it may go to a lane that forwards misses again
     lane_miss_run: int  # cycles its last lane that forwarded misses relayed
+    lane_recent: int  # its last 8 held statements' runs, a bit each (1: a miss; _switch)
     client_received: Callable[[bytes], None]
     upstream_received: Callable[[bytes], None]
 
@@ -199,6 +200,7 @@ class HitLanes:
         self.refused = 0  # hand-overs refused within QUIET_EPOCH of a bump (the same)
         self.missing = 0  # pass sessions entered that forward misses (SHOW WEIR STATUS)
         self._forwarding: set[int] = set()  # tokens of those in lanes
+        self._switching: set[int] = set()  # tokens of hit sessions that may switch (_switch)
         self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
         self._pace = lane_misses.Pace()  # whether lanes forward misses now (its ``tell``)
 
@@ -385,18 +387,54 @@ class HitLanes:
         stmts = self._statements(session)
         if not stmts:
             return
+        switch = self._switch(session, stmts)
         self._next += 1
         token = self._next
         session.pause_client(_PAUSE)
+        upstream = session.upstream if switch is not None else None
+        if upstream is not None:
+            upstream.pause_reading()
         try:
-            self.core.enter(token, fd, stmts)
+            self.core.enter(token, fd, stmts, switch)
         except OSError as exc:
             log.warning("could not hand a session to a lane: %s", exc)
+            if upstream is not None:
+                upstream.resume_reading()
             session.resume_client(_PAUSE)
             return
         session.state.lane = token
         self._sessions[token] = session
         self.entered += 1
+        if switch is not None:
+            self._switching.add(token)
+            self._forwarding.add(token)
+            self._count_soon()
+
+    def _switch(self, session: Session, stmts: list[tuple[bytes, int, float]]
+                ) -> tuple[Any, ...] | None:
+        """``Lanes.enter``'s ``switch`` for ``session``, or None: a hit session whose reads
+        are mostly misses lately (``MISS_RUN`` of its last 8 held statements' runs, as the
+        pass lanes count them) may switch to a pass session that forwards misses at its next
+        miss, in the lane, when it could be handed to such a lane now (``after_miss``'s
+        conditions: the held statements ``missfast`` forwards, the lanes forwarding misses,
+        and every condition of a pass session but a quiet Extended: it may hold statements).
+        The miss then costs what a pass-through read costs, with no hand-back to the event
+        loop and no position read; a hit after it is handed back by the pass lane and asks
+        for coverage itself (``aftermiss.park``). Why it keeps every guarantee: what the lane
+        relays marks seen(s) pending when the session comes back, as for any pass session,
+        and the lane answers nothing from stamps once it switched."""
+        if bin(session.lane_recent & 0xFF).count("1") < aftermiss.MISS_RUN \
+                or session.upstream is None:
+            return None
+        held = lane_misses.forwardable(session, self.service, stmts)
+        if not held or not self._pace.tell(self.service, self.core):
+            return None
+        ready = self._pass_ready(session, held)
+        if isinstance(ready, int):
+            return None
+        memos = session.memos
+        return (ready[1], list(memos.binds), list(memos.parses), self._queries[ready[2]], held,
+                session.lane_recent & 0xFF)
 
     def _quiet(self, session: Session) -> bool:
         core = session.state
@@ -434,6 +472,16 @@ class HitLanes:
         session.state.lane = 0
         del self._sessions[token]
         result = self.core.leave(token)
+        if token in self._switching:
+            self._switching.discard(token)
+            self._forwarding.discard(token)
+            if result is not None and len(result) > 4:  # (it switched: a pass session)
+                self._switched(session, token, result, replay)
+                return
+            upstream = session.upstream
+            if upstream is not None and result is not None and replay \
+                    and session.phase is not Phase.CLOSED:
+                upstream.resume_reading()  # (before what the lane did not answer is handled)
         if result is None:
             return
         if token in self._passing:
@@ -441,6 +489,7 @@ class HitLanes:
             if token in self._forwarding:  # (before the ledger: as they were forwarded)
                 self._forwarding.discard(token)
                 lane_misses.returned(session, token, result, self._pace)
+                session.lane_recent = result[14] & 0xFF
             if session.ctx is not None and (result[0] or result[8] or result[9]):
                 # what the lane relayed or sent moves seen(s) (proxy.seen); nothing: kept
                 session.ctx.seen.pending = True
@@ -448,11 +497,7 @@ class HitLanes:
             return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
-            session.lane_miss_run = 0  # (hits lately: not mostly misses, aftermiss)
-            session.state.held_portals.pop("", None)
-            last = self._lasts.get(table)
-            if last is not None and session.ctx is not None:
-                session.ctx.last = last
+            self._served_hits(session, served, table)
         if unsent:
             session.client.write(unsent)
         if not replay or session.phase is Phase.CLOSED:
@@ -460,6 +505,29 @@ class HitLanes:
         session.resume_client(_PAUSE)
         if unanswered:
             session.client_received(unanswered)
+
+    def _served_hits(self, session: Session, served: int, table: int) -> None:
+        """What a hit session's lane answering ``served`` runs (the last one's lane table
+        ``table``) leaves in the session."""
+        session.lane_miss_run = 0  # (hits lately: not mostly misses, aftermiss)
+        session.lane_recent = (session.lane_recent << min(served, 8)) & 0xFF
+        session.state.held_portals.pop("", None)
+        last = self._lasts.get(table)
+        if last is not None and session.ctx is not None:
+            session.ctx.last = last
+
+    def _switched(self, session: Session, token: int, result: tuple[Any, ...],
+                  replay: bool) -> None:
+        """A hit session that switched to a pass session at a miss came back (:meth:`_switch`):
+        its answers before the switch, then what it relayed (as a pass session that forwarded
+        misses: :meth:`reclaim`)."""
+        if result[12]:
+            self._served_hits(session, result[12], result[13])
+        lane_misses.returned(session, token, result, self._pace)
+        session.lane_recent = result[14] & 0xFF
+        if session.ctx is not None and (result[0] or result[8] or result[9]):
+            session.ctx.seen.pending = True  # (as any pass session: proxy.seen)
+        resume(session, result, replay, _PAUSE)
 
     def _handed(self) -> None:
         for token in self.core.handed():
@@ -470,7 +538,7 @@ class HitLanes:
     def settle(self) -> None:
         """Take every pass session back, so that what their lanes relayed is counted (SHOW
         PROXIED QUERIES); they go back to a lane at their next quiet answer."""
-        for token in list(self._passing):
+        for token in [*self._passing, *self._switching]:
             session = self._sessions.get(token)
             if session is not None:
                 self.reclaim(session)
@@ -505,8 +573,44 @@ class HitLanes:
     def _enter_pass(self, session: Session, held: list[tuple[bytes, int]] | None) -> int:
         """:meth:`offer_pass`: to a lane as a pass session if quiet (``held``: statements
         whose misses it forwards too, which it may hold); how many answers to wait."""
+        if session.lane:
+            return NEVER
+        ready = self._pass_ready(session, held)
+        if isinstance(ready, int):
+            return ready
+        fd, ufd, queries = ready
+        upstream, memos = session.upstream, session.memos
+        assert upstream is not None
+        self._next += 1
+        token = self._next
+        session.pause_client(_PAUSE_PASS)
+        upstream.pause_reading()
+        try:
+            self.core.enter_pass(token, fd, ufd, list(memos.binds), list(memos.parses),
+                                 self._queries[queries], held)
+        except OSError as exc:
+            log.warning("could not hand a session to a lane: %s", exc)
+            upstream.resume_reading()
+            session.resume_client(_PAUSE_PASS)
+            return NEVER
+        session.state.lane = token
+        self._sessions[token] = session
+        self._passing.add(token)
+        self.passed += 1
+        if held:
+            self.missing += 1
+            self._forwarding.add(token)
+            self._count_soon()
+        return 0
+
+    def _pass_ready(self, session: Session, held: list[tuple[bytes, int]] | None
+                    ) -> tuple[int, int, str] | int:
+        """Whether ``session`` is quiet enough to be a pass session (``held``: one that
+        forwards those statements' misses, which may hold statements): its client and
+        upstream descriptors and which simple Queries it forwards, or how many answers to
+        wait before it is offered again (:meth:`_enter_pass`, :meth:`_switch`)."""
         service = self.service
-        if self._stopped or session.lane or service.settings.caching == "auto":
+        if self._stopped or service.settings.caching == "auto":
             return NEVER  # auto mode counts every run as it comes (it creates caches)
         upstream = session.upstream
         if upstream is None:
@@ -538,33 +642,15 @@ class HitLanes:
                       or memos.names_seen is not routing.cached_names):
             return RETRY  # the next client message brings the memos up to date first
         if routing.registry is None:
-            queries = "ascii"
-        elif local and memos.plain_last is None:
-            queries = "none"
-        else:
-            queries = "unnamed"
-        self._next += 1
-        token = self._next
-        session.pause_client(_PAUSE_PASS)
-        upstream.pause_reading()
-        try:
-            self.core.enter_pass(token, fd, ufd, list(memos.binds), list(memos.parses),
-                                 self._queries[queries], held)
-        except OSError as exc:
-            log.warning("could not hand a session to a lane: %s", exc)
-            upstream.resume_reading()
-            session.resume_client(_PAUSE_PASS)
-            return NEVER
-        session.state.lane = token
-        self._sessions[token] = session
-        self._passing.add(token)
-        self.passed += 1
-        if held:
-            self.missing += 1
-            self._forwarding.add(token)
-            if self._count_at is None and self._loop is not None:
-                self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
-        return 0
+            return fd, ufd, "ascii"
+        if local and memos.plain_last is None:
+            return fd, ufd, "none"
+        return fd, ufd, "unnamed"
+
+    def _count_soon(self) -> None:
+        """Read what lanes forwarded in :data:`lane_misses.COUNT_EVERY` (unless due)."""
+        if self._count_at is None and self._loop is not None:
+            self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
 
     def _count(self) -> None:
         """Read the misses lanes forwarded (admission, fills), now and then (lane_misses)."""
@@ -584,6 +670,7 @@ class HitLanes:
                 "lane_miss_entered": self.missing, "lane_miss_closed": self._pace.closed,
                 "lane_miss_firsts": self._pace.firsts,  # (see docs/admin-commands.md)
                 "lane_misses": misses, "lane_hits_forwarded": hits_forwarded, "lane_moves": moved,
+                "lane_switched": self.core.switched(),  # (hit sessions that switched at a miss)
                 # why hit sessions left their lane: the first request it could not answer
                 **{f"lane_left_{why}": n for why, n in leaves.items()},
                 "lane_left_taken": self.taken,  # (taken back by the event loop)
