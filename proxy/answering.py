@@ -71,6 +71,7 @@ class AnsweringSession(Protocol):
     def upstream_write(self, data: bytes) -> None: ...
 
     corked: list[bytes] | None
+    lane_miss_run: int  # (reset by a hit: ``proxy.aftermiss.mostly_misses``)
 
     def upstream_flush(self, data: bytes) -> None: ...
 

@@ -245,6 +245,8 @@ class Session(Protocol):
     @property
     def client(self) -> Any: ...
 
+    lane_miss_run: int  # (reset by a hit: ``proxy.aftermiss.mostly_misses``)
+
 
 def _drop(memo: dict[bytes, Hit]) -> None:
     memo.clear()
@@ -394,6 +396,7 @@ def remember_query(session: Session, raw: bytes, reads: list[Any], answer: bytes
 def _serve(session: Session, hit: Hit, reply: bytes) -> None:
     session.server.service.hits.served += 1
     session.ctx.last = hit.last  # type: ignore[union-attr]
+    session.lane_miss_run = 0  # (a hit lately: not mostly misses, proxy.aftermiss)
     session.client.write(reply)
 
 

