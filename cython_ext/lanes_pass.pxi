@@ -148,22 +148,25 @@ cdef void _pass_bytes(Core* c, uint64_t token, LSession* s, const char* buf, ssi
                 break
             hk = s.held.find(key)
             if hk != s.held.end():  # a held statement's read: forwarded when not stamped
-                if not c.misses_open or s.stint + <Py_ssize_t>misses.size() // 2 >= MISS_STINT:
-                    break  # (the event loop is behind, or this stay forwarded enough)
+                if s.stint + <Py_ssize_t>misses.size() // 2 >= MISS_STINT:
+                    break  # (this stay forwarded enough)
                 if _unit(p + pos, cut - pos, &name_at, &name_end, &rest_end, &described) < 0:
                     break  # (not the drivers' Bind [Describe] Execute Sync run: the loop's)
                 stamp = _table_key(table_of(hk))
                 stamp.append(<const char*>p + names_end, end - names_end)
                 en = c.entries.find(stamp)
                 if en != c.entries.end() and entry_of(en).epoch == c.epoch:
-                    if _popcount8(recent) < MISS_RUN:
+                    if not c.misses_open or _popcount8(recent) < MISS_RUN:
                         break  # answered from its stamp (the loop checks the session first)
                     recent = recent << 1  # amid misses: forwarded too (module docstring)
                     hits += 1
                     hashes.push_back(0)
                 else:
+                    h = weir_read_hash(stamp)
+                    if not c.misses_open and not _would_keep(&c.door, h):
+                        break  # (the event loop is behind: only reads that cost it nothing)
                     recent = (recent << 1) | 1
-                    hashes.push_back(weir_read_hash(stamp))
+                    hashes.push_back(h)
                 misses.push_back(pos)
                 misses.push_back(end)
             found.push_back((<int64_t>EV_BIND << 32) | index_of(it))

@@ -89,6 +89,14 @@ class Doorkeeper:
         self._seen.add(h)
         return True
 
+    def would_keep(self, h: int) -> bool:
+        """Whether :meth:`kept` would say so now (nothing remembered): a key's first read
+        (while strict, its second too), which costs the event loop only a count; while it is
+        behind (:class:`Pace`) the lanes still forward those."""
+        if not self.capacity or h in self._twice:
+            return False
+        return h not in self._seen or self.strict
+
 
 Doorkeeper_python = Doorkeeper
 _fast = cython_ext.load("lanes")

@@ -109,7 +109,6 @@ class Session(HitSession, Protocol):
     upstream_lane_fd: int | None
     lane_miss_skip: int  # misses before it may go to a lane that forwards misses again
     lane_miss_run: int  # cycles its last lane that forwarded misses relayed
-    lane_recent: int  # its last 8 held statements' runs, a bit each (1: a miss; _switch)
     client_received: Callable[[bytes], None]
     upstream_received: Callable[[bytes], None]
 
@@ -416,8 +415,9 @@ class HitLanes:
         are mostly misses lately (``MISS_RUN`` of its last 8 held statements' runs, as the
         pass lanes count them) may switch to a pass session that forwards misses at its next
         miss, in the lane, when it could be handed to such a lane now (``after_miss``'s
-        conditions: the held statements ``missfast`` forwards, the lanes forwarding misses,
-        and every condition of a pass session but a quiet Extended: it may hold statements).
+        conditions: the held statements ``missfast`` forwards, and every condition of a
+        pass session but a quiet Extended: it may hold statements; the lane switches only
+        for a miss it would forward then, ``Lanes.open_misses``).
         The miss then costs what a pass-through read costs, with no hand-back to the event
         loop and no position read; a hit after it is handed back by the pass lane and asks
         for coverage itself (``aftermiss.park``). Why it keeps every guarantee: what the lane
@@ -427,8 +427,9 @@ class HitLanes:
                 or session.upstream is None:
             return None
         held = lane_misses.forwardable(session, self.service, stmts)
-        if not held or not self._pace.tell(self.service, self.core):
+        if not held:
             return None
+        self._pace.tell(self.service, self.core)  # (behind: the lanes forward first reads only)
         ready = self._pass_ready(session, held)
         if isinstance(ready, int):
             return None
@@ -567,7 +568,8 @@ class HitLanes:
             session.lane_miss_skip -= 1  # miss but one)
         elif not session.lane:
             held = lane_misses.forwardable(session, self.service, self._statements(session))
-            if held and self._pace.tell(self.service, self.core):  # (else the loop paces)
+            if held:  # (the lanes forward only first reads while the event loop is behind)
+                self._pace.tell(self.service, self.core)
                 self._enter_pass(session, held)
 
     def _enter_pass(self, session: Session, held: list[tuple[bytes, int]] | None) -> int:

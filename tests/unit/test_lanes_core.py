@@ -617,6 +617,27 @@ def test_a_pass_session_forwards_no_misses_while_the_event_loop_is_behind(
     assert lanes.misses() == (1, 0)
 
 
+def test_while_the_event_loop_is_behind_a_pass_session_forwards_first_reads_only(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """With the lanes' doorkeeper on, a read it would keep (a key's first: only counted, no
+    work for the event loop) is still forwarded while misses are closed; a key's next read
+    (its Bind the event loop would read: admission, a fill) hands the session back."""
+    client, server = pair[0], upstream_pair[0]
+    lanes.screen_misses(16)
+    lanes.open_misses(False)
+    enter_pass(lanes, 37, pair, upstream_pair, held=HELD)
+    client.sendall(unit(b"h1"))
+    assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")  # a first read
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    client.sendall(unit(b"h1"))  # its second: the loop's
+    assert handed(lanes) == [37]
+    result = lanes.leave(37)
+    assert result[0] == 1 and result[5] == unit(b"h1") and result[10] == b"" \
+        and result[11] == 1
+    assert lanes.misses() == (1, 0)
+
+
 def rest(value: bytes) -> bytes:
     """A Bind's tail after the names (as ``REST``) with the one parameter ``value``."""
     return b"\x00\x00\x00\x01" + struct.pack("!I", len(value)) + value + b"\x00\x00"
@@ -688,6 +709,27 @@ def test_a_hit_session_amid_misses_forwards_a_miss_itself(
     assert lanes.take_missed() == [] and result[10] == msg(b"B", b"\x00h1\x00" + rest(b"4"))
 
 
+def test_while_the_event_loop_is_behind_a_hit_session_switches_for_a_first_read_only(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """Misses closed (``open_misses(False)``): a hit session switches at a read the lanes'
+    doorkeeper would keep (a key's first), not at one it would pass on."""
+    client, server = pair[0], upstream_pair[0]
+    lanes.screen_misses(16)
+    lanes.open_misses(False)
+    enter_switching(lanes, 44, pair, upstream_pair, recent=0xFF)
+    first = unit(b"h1", rest(b"4"))
+    client.sendall(first)
+    assert recv_exactly(server, len(first)) == first
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    result = lanes.leave(44)
+    assert lanes.switched() == 1 and result[0] == 1 and result[11] == 1
+    enter_switching(lanes, 45, pair, upstream_pair, recent=0xFF)
+    client.sendall(first)  # its second read: handed back, as from any hit session
+    assert handed(lanes) == [45]
+    assert lanes.leave(45) == (0, -1, first, b"") and lanes.switched() == 1
+
+
 @pytest.mark.parametrize("case", ["hits lately", "misses closed", "not forwarded", "no switch"])
 def test_a_hit_session_hands_back_a_miss_it_may_not_forward(
         lanes: Any, pair: Any, upstream_pair: Any, case: str) -> None:
@@ -702,7 +744,7 @@ def test_a_hit_session_hands_back_a_miss_it_may_not_forward(
         enter_switching(lanes, 42, pair, upstream_pair,
                         recent=0b00011111 if case == "hits lately" else 0xFF,
                         held=[] if case == "not forwarded" else HELD)
-    if case == "misses closed":
+    if case == "misses closed":  # (no doorkeeper: every read would cost the event loop)
         lanes.open_misses(False)
     miss = unit(b"h1", rest(b"4"))
     client.sendall(miss)
