@@ -441,13 +441,14 @@ cdef class Lanes:
         pthread_mutex_unlock(&self.c.mu)
 
     def enter_pass(self, uint64_t token, int fd, int ufd, list binds not None,
-                   list parses not None, int queries, list held=None):
+                   list parses not None, int queries, list held=None, uint32_t recent=0):
         """Hand a pass session to a lane (see the class): ``fd`` and ``ufd`` are its client
         and upstream sockets (duplicated here), ``binds`` the Bind names and ``parses`` the
         Parse payloads it may send again, ``queries`` which simple Queries it forwards
         (QUERIES_*); ``held``: (Bind names, lane table) of held statements whose reads with
         no stamped answer it forwards too, each a whole Bind [Describe] Execute Sync run
-        (their Bind messages: :meth:`take_missed`; a Parse then hands back). The session
+        (their Bind messages: :meth:`take_missed`; a Parse then hands back); ``recent``: its
+        last 8 held statements' runs before (a bit each, 1: no stamped answer). The session
         must be idle: nothing outstanding upstream."""
         cdef LSession* s
         cdef epoll_event ev
@@ -473,7 +474,7 @@ cdef class Lanes:
         s.last_table = -1
         s.spare = -1
         s.hits = 0
-        s.recent = 0
+        s.recent = recent
         _pass_fields(s, binds, parses, queries, held)
         pthread_mutex_lock(&self.c.mu)
         if self.c.sessions.count(token):
@@ -557,7 +558,8 @@ cdef class Lanes:
     def open_misses(self, bint open_):
         """Whether pass sessions may forward held statements' reads (``enter_pass``'s
         ``held``) from now on; closed, each hands back at its next such read (the event
-        loop, which counts them and runs the fills, is falling behind)."""
+        loop, which counts them and runs the fills, is falling behind), except a read the
+        doorkeeper keeps (``_would_keep``: only counted, no work for the event loop)."""
         self.c.misses_open = open_
 
     def misses(self):

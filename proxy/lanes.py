@@ -589,7 +589,7 @@ class HitLanes:
         upstream.pause_reading()
         try:
             self.core.enter_pass(token, fd, ufd, list(memos.binds), list(memos.parses),
-                                 self._queries[queries], held)
+                                 self._queries[queries], held, session.lane_recent & 0xFF)
         except OSError as exc:
             log.warning("could not hand a session to a lane: %s", exc)
             upstream.resume_reading()
