@@ -579,62 +579,6 @@ LEAVE_NAMES = ("closed", "fresh", "message", "statement", "gate", "unstamped", "
 _ORDER = sys.byteorder  # (``_table_key`` copies an int64_t's bytes as they are)
 
 
-cdef void _pass_fields(LSession* s, list binds, list parses, int queries, held):
-    """A pass session's fields (``enter_pass``'s arguments; also a hit session that may
-    switch, ``enter``'s ``switch``)."""
-    cdef bytes key
-    cdef int i
-    cdef int64_t table
-    s.seq = 0
-    s.queries = queries
-    s.queried = 0
-    s.batch = s.sent_batch = 0
-    s.stint = 0
-    s.screened = 0
-    for i, key in enumerate(binds):
-        s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-    i = len(binds)
-    for key, table in held or ():
-        s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-        s.held[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = table
-        i += 1
-    s.bind_runs.resize(i, 0)
-    s.bind_used.resize(i, 0)
-    for i, key in enumerate(parses):
-        s.parses[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-    s.parse_used.resize(len(parses), 0)
-
-
-cdef void _set_words(Words* w, tuple words):
-    """Replace the words of ``w`` (bytes each); its pointers follow the strings' new place."""
-    cdef bytes word
-    cdef size_t i
-    w.held.clear()
-    w.at.clear()
-    w.lens.clear()
-    for word in words:
-        w.held.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
-    for i in range(w.held.size()):  # (the strings stay where they are now)
-        w.at.push_back(<const unsigned char*>w.held[i].data())
-        w.lens.push_back(w.held[i].size())
-
-
-cdef void _compact_touched(Core* c) noexcept nogil:
-    """Keep in ``c.touched`` only the keys of entries still there and marked, once each
-    (dropped entries leave their keys behind; the proxy may not ask for a long time)."""
-    cdef vector[string] kept
-    cdef string key
-    cdef unordered_map[string, Entry].iterator en
-    for key in c.touched:
-        en = c.entries.find(key)
-        if en != c.entries.end() and entry_of(en).touched:
-            entry_of(en).touched = False  # (kept once)
-            kept.push_back(key)
-    for key in kept:
-        entry_of(c.entries.find(key)).touched = True
-    c.touched.swap(kept)
-
-
 cdef inline bytes _bytes(const string& data):
     return PyBytes_FromStringAndSize(data.data(), data.size())
 

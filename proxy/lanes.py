@@ -82,12 +82,13 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import aftermiss, identity, lane_misses
+from proxy import lane_misses, lane_switch
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
 from proxy.hitpath import Session as HitSession
 from proxy.lane_replay import resume
+from proxy.lane_switch import NEVER, socket_fd
 from proxy.metrics import LATENCY_BOUNDS
 from proxy.routing import Routing
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
@@ -141,12 +142,8 @@ class Session(HitSession, Protocol):
     def resume_client(self, why: str) -> None: ...
 
 _T_BIND = ord("B")
-_PAUSE = "hit lane"
+_PAUSE = lane_switch.PAUSE
 _PAUSE_PASS = "pass lane"
-#: quiet upstream runs a pass session waits before it is offered again after a refusal that
-#: may not last (and after one that will: effectively never)
-RETRY = 16
-NEVER = 1 << 30
 #: bytes of stamped replies past which the lanes forget them all
 MAX_BYTES = 64 << 20
 #: sessions go to a lane only once this many seconds passed since the last bump (bumps are
@@ -199,7 +196,7 @@ class HitLanes:
         self.refused = 0  # hand-overs refused within QUIET_EPOCH of a bump (the same)
         self.missing = 0  # pass sessions entered that forward misses (SHOW WEIR STATUS)
         self._forwarding: set[int] = set()  # tokens of those in lanes
-        self._switching: set[int] = set()  # tokens of hit sessions that may switch (_switch)
+        self._switching: set[int] = set()  # tokens of hit sessions that may switch (lane_switch)
         self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
         self._pace = lane_misses.Pace()  # whether lanes forward misses now (its ``tell``)
 
@@ -332,7 +329,7 @@ class HitLanes:
             return
         fd = session.lane_fd
         if fd is None:
-            fd = session.lane_fd = _socket_fd(session.client)
+            fd = session.lane_fd = socket_fd(session.client)
         if fd < 0:
             return
         end = raw.find(b"\x00", 6)
@@ -386,7 +383,7 @@ class HitLanes:
         stmts = self._statements(session)
         if not stmts:
             return
-        switch = self._switch(session, stmts)
+        switch = lane_switch.switch_args(self, session, stmts)
         self._next += 1
         token = self._next
         session.pause_client(_PAUSE)
@@ -408,34 +405,6 @@ class HitLanes:
             self._switching.add(token)
             self._forwarding.add(token)
             self._count_soon()
-
-    def _switch(self, session: Session, stmts: list[tuple[bytes, int, float]]
-                ) -> tuple[Any, ...] | None:
-        """``Lanes.enter``'s ``switch`` for ``session``, or None: a hit session whose reads
-        are mostly misses lately (``MISS_RUN`` of its last 8 held statements' runs, as the
-        pass lanes count them) may switch to a pass session that forwards misses at its next
-        miss, in the lane, when it could be handed to such a lane now (``after_miss``'s
-        conditions: the held statements ``missfast`` forwards, and every condition of a
-        pass session but a quiet Extended: it may hold statements; the lane switches only
-        for a miss it would forward then, ``Lanes.open_misses``).
-        The miss then costs what a pass-through read costs, with no hand-back to the event
-        loop and no position read; a hit after it is handed back by the pass lane and asks
-        for coverage itself (``aftermiss.park``). Why it keeps every guarantee: what the lane
-        relays marks seen(s) pending when the session comes back, as for any pass session,
-        and the lane answers nothing from stamps once it switched."""
-        if bin(session.lane_recent & 0xFF).count("1") < aftermiss.MISS_RUN \
-                or session.upstream is None:
-            return None
-        held = lane_misses.forwardable(session, self.service, stmts)
-        if not held:
-            return None
-        self._pace.tell(self.service, self.core)  # (behind: the lanes forward first reads only)
-        ready = self._pass_ready(session, held)
-        if isinstance(ready, int):
-            return None
-        memos = session.memos
-        return (ready[1], list(memos.binds), list(memos.parses), self._queries[ready[2]], held,
-                session.lane_recent & 0xFF)
 
     def _quiet(self, session: Session) -> bool:
         core = session.state
@@ -477,7 +446,7 @@ class HitLanes:
             self._switching.discard(token)
             self._forwarding.discard(token)
             if result is not None and len(result) > 4:  # (it switched: a pass session)
-                self._switched(session, token, result, replay)
+                lane_switch.switched(self, session, token, result, replay)
                 return
             upstream = session.upstream
             if upstream is not None and result is not None and replay \
@@ -498,7 +467,7 @@ class HitLanes:
             return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
-            self._served_hits(session, served, table)
+            self.served_hits(session, served, table)
         if unsent:
             session.client.write(unsent)
         if not replay or session.phase is Phase.CLOSED:
@@ -507,7 +476,7 @@ class HitLanes:
         if unanswered:
             session.client_received(unanswered)
 
-    def _served_hits(self, session: Session, served: int, table: int) -> None:
+    def served_hits(self, session: Session, served: int, table: int) -> None:
         """What a hit session's lane answering ``served`` runs (the last one's lane table
         ``table``) leaves in the session."""
         session.lane_miss_run = 0  # (hits lately: not mostly misses, aftermiss)
@@ -516,19 +485,6 @@ class HitLanes:
         last = self._lasts.get(table)
         if last is not None and session.ctx is not None:
             session.ctx.last = last
-
-    def _switched(self, session: Session, token: int, result: tuple[Any, ...],
-                  replay: bool) -> None:
-        """A hit session that switched to a pass session at a miss came back (:meth:`_switch`):
-        its answers before the switch, then what it relayed (as a pass session that forwarded
-        misses: :meth:`reclaim`)."""
-        if result[12]:
-            self._served_hits(session, result[12], result[13])
-        lane_misses.returned(session, token, result, self._pace)
-        session.lane_recent = result[14] & 0xFF
-        if session.ctx is not None and (result[0] or result[8] or result[9]):
-            session.ctx.seen.pending = True  # (as any pass session: proxy.seen)
-        resume(session, result, replay, _PAUSE)
 
     def _handed(self) -> None:
         for token in self.core.handed():
@@ -577,7 +533,7 @@ class HitLanes:
         whose misses it forwards too, which it may hold); how many answers to wait."""
         if session.lane:
             return NEVER
-        ready = self._pass_ready(session, held)
+        ready = lane_switch.pass_ready(self, session, held)
         if isinstance(ready, int):
             return ready
         fd, ufd, queries = ready
@@ -604,50 +560,6 @@ class HitLanes:
             self._forwarding.add(token)
             self._count_soon()
         return 0
-
-    def _pass_ready(self, session: Session, held: list[tuple[bytes, int]] | None
-                    ) -> tuple[int, int, str] | int:
-        """Whether ``session`` is quiet enough to be a pass session (``held``: one that
-        forwards those statements' misses, which may hold statements): its client and
-        upstream descriptors and which simple Queries it forwards, or how many answers to
-        wait before it is offered again (:meth:`_enter_pass`, :meth:`_switch`)."""
-        service = self.service
-        if self._stopped or service.settings.caching == "auto":
-            return NEVER  # auto mode counts every run as it comes (it creates caches)
-        upstream = session.upstream
-        if upstream is None:
-            return NEVER
-        fd = session.lane_fd
-        if fd is None:
-            fd = session.lane_fd = _socket_fd(session.client)
-        ufd = session.upstream_lane_fd
-        if ufd is None:
-            ufd = session.upstream_lane_fd = _socket_fd(upstream)
-        if fd < 0 or ufd < 0:
-            return NEVER
-        state, ext, memos = session.state, session.extended, session.memos
-        if identity.unsettled(session.ctx):
-            return RETRY  # the next client message is looked at and settles it first
-        if not (state.phase is Phase.READY and not state.paused and not state.waiting
-                and not state.local_busy and state.transaction_status == "I"
-                and state.idle and not state.swallowing
-                and (ext.quiet if held is None else not (
-                    state.held_portals or state.batch_local or state.uncertain))
-                and not state.batch_upstream and not session.cframer.buffered
-                and not session.uframer.buffered
-                and session.client.get_write_buffer_size() == 0
-                and upstream.get_write_buffer_size() == 0):
-            return RETRY
-        local = session.state.caching and session.ctx is not None
-        routing = service.routing
-        if local and (memos.registry_seen is not routing.registry
-                      or memos.names_seen is not routing.cached_names):
-            return RETRY  # the next client message brings the memos up to date first
-        if routing.registry is None:
-            return fd, ufd, "ascii"
-        if local and memos.plain_last is None:
-            return fd, ufd, "none"
-        return fd, ufd, "unnamed"
 
     def _count_soon(self) -> None:
         """Read what lanes forwarded in :data:`lane_misses.COUNT_EVERY` (unless due)."""
@@ -678,11 +590,3 @@ class HitLanes:
                 "lane_left_taken": self.taken,  # (taken back by the event loop)
                 "lane_stamps_dropped": dropped, "lane_bumps": self.bumps,
                 "lane_refused_epoch": self.refused}
-
-
-def _socket_fd(transport: asyncio.BaseTransport) -> int:
-    """The descriptor of a plain TCP or Unix socket, or -1 (TLS, or none)."""
-    if transport.get_extra_info("ssl_object") is not None:
-        return -1
-    sock = transport.get_extra_info("socket")
-    return -1 if sock is None else int(sock.fileno())
