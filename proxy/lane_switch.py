@@ -111,10 +111,19 @@ def switched(lanes: Any, session: Any, token: int, result: tuple[Any, ...], repl
     if result[12]:
         lanes.served_hits(session, result[12], result[13])
     lane_misses.returned(session, token, result, lanes._pace)
-    session.lane_recent = result[14] & 0xFF
+    session.lane_recent = result[14] & 0xFF  # (it started from the session's)
     if session.ctx is not None and (result[0] or result[8] or result[9]):
         session.ctx.seen.pending = True  # (as any pass session: proxy.seen)
     resume(session, result, replay, PAUSE)
+
+
+def ran(session: Any, result: tuple[Any, ...]) -> None:
+    """A pass stay that forwarded misses came back (``Lanes.leave``'s ``result``): its held
+    runs (``recent``, counted from 0 in the stay, a cycle each) follow the session's."""
+    cycles = result[0]
+    if cycles:
+        kept = session.lane_recent << cycles if cycles < 8 else 0
+        session.lane_recent = (kept | result[14]) & 0xFF
 
 
 def socket_fd(transport: asyncio.BaseTransport) -> int:

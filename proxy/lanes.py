@@ -459,7 +459,7 @@ class HitLanes:
             if token in self._forwarding:  # (before the ledger: as they were forwarded)
                 self._forwarding.discard(token)
                 lane_misses.returned(session, token, result, self._pace)
-                session.lane_recent = result[14] & 0xFF
+                lane_switch.ran(session, result)
             if session.ctx is not None and (result[0] or result[8] or result[9]):
                 # what the lane relayed or sent moves seen(s) (proxy.seen); nothing: kept
                 session.ctx.seen.pending = True
@@ -545,7 +545,7 @@ class HitLanes:
         upstream.pause_reading()
         try:
             self.core.enter_pass(token, fd, ufd, list(memos.binds), list(memos.parses),
-                                 self._queries[queries], held, session.lane_recent & 0xFF)
+                                 self._queries[queries], held)
         except OSError as exc:
             log.warning("could not hand a session to a lane: %s", exc)
             upstream.resume_reading()
