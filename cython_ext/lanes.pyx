@@ -96,6 +96,7 @@ cdef class Lanes:
         self.c.dropped = 0
         self.c.misses = 0
         self.c.hits_forwarded = 0
+        self.c.switched = 0
         self.c.misses_open = True
         self.c.door.capacity, self.c.door.strict = 0, False
         self.c.leaves.assign(LEAVE_N, 0)
@@ -123,6 +124,8 @@ cdef class Lanes:
             close(item.second.fd)
             if item.second.ufd >= 0:
                 close(item.second.ufd)
+            if item.second.spare >= 0:
+                close(item.second.spare)
             del item.second
         cdef int fd
         for fd in self.c.epfds:
@@ -237,27 +240,46 @@ cdef class Lanes:
         pthread_mutex_unlock(&self.c.mu)
         return dict(zip(LEAVE_NAMES, counts)), dropped
 
-    def enter(self, uint64_t token, int fd, list stmts not None):
+    def enter(self, uint64_t token, int fd, list stmts not None, tuple switch=None):
         """Hand a session to a lane (see the class): ``fd`` is its client socket (duplicated
         here; the caller keeps its own), ``stmts`` its (name bytes, table, gate) triples.
-        ``token`` is unique for the life of this object and never 0."""
+        ``token`` is unique for the life of this object and never 0. ``switch``: ``(ufd,
+        binds, parses, queries, held, recent)``, the session may switch to a pass session
+        at a miss (``_switch``): ``ufd`` is its upstream socket (duplicated here; the caller
+        stops reading it: anything arriving there hands the session back), the next four as
+        ``enter_pass``'s, ``recent`` its last 8 held statements' runs (a bit each, 1: no
+        stamped answer); ``leave`` then returns a pass session's result if it switched."""
         cdef LSession* s
         cdef Stmt st
         cdef epoll_event ev
         cdef bytes name
+        cdef int spare = -1, err = 0
         if token == 0:
             raise ValueError("token 0 is reserved")
         newfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         if newfd < 0:
             raise OSError(errno, "dup")
+        if switch is not None:
+            spare = fcntl(switch[0], F_DUPFD_CLOEXEC, 0)
+            if spare < 0:
+                err = errno
+                close(newfd)
+                raise OSError(err, "dup")
         s = new LSession()
         s.fd = newfd
         s.ufd = -1
+        s.spare = spare
+        s.hits = 0
+        s.recent = 0
         s.lane = _lane_of(self.c, newfd, token % self.lanes)
         s.move = -1
-        s.state = WATCHED
+        # BUSY (this thread's) until its sockets are watched (as ``enter_pass``)
+        s.state = WATCHED if spare < 0 else BUSY
         s.served = 0
         s.last_table = -1
+        if switch is not None:
+            _pass_fields(s, switch[1], switch[2], switch[3], switch[4])
+            s.recent = <uint32_t>switch[5]
         for name, table, gate in stmts:
             st.table = table
             st.gate = gate
@@ -266,24 +288,38 @@ cdef class Lanes:
         if self.c.sessions.count(token):
             pthread_mutex_unlock(&self.c.mu)
             close(newfd)
+            if spare >= 0:
+                close(spare)
             del s
             raise ValueError("token in use")
+        s.gen = self.c.gen
         self.c.sessions[token] = s
         pthread_mutex_unlock(&self.c.mu)
         ev.events = EPOLLIN
         ev.data.u64 = token << 1
         if epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_ADD, newfd, &ev) < 0:
             err = errno
+        elif spare >= 0:
+            ev.data.u64 = (token << 1) | 1
+            if epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_ADD, spare, &ev) < 0:
+                err = errno
+                epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, newfd, NULL)
+        if err:
             pthread_mutex_lock(&self.c.mu)
             self.c.sessions.erase(token)
             pthread_mutex_unlock(&self.c.mu)
             close(newfd)
+            if spare >= 0:
+                close(spare)
             del s
             raise OSError(err, "epoll_ctl")
+        if spare >= 0:
+            _watch(self.c, s)
 
     def leave(self, uint64_t token):
         """Take a session back (waiting while its lane works on it): ``(served, last_table,
-        unanswered bytes, unsent reply bytes)``, or None for an unknown token."""
+        unanswered bytes, unsent reply bytes)``, a pass session's result (``_pass_result``:
+        also a hit session that switched), or None for an unknown token."""
         cdef LSession* s
         cdef unordered_map[uint64_t, LSession*].iterator it
         with nogil:
@@ -298,12 +334,14 @@ cdef class Lanes:
                 self.c.sessions.erase(token)
                 if s.state == WATCHED:
                     epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
-                    if s.ufd >= 0:
-                        epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
+                    if _upstream_fd(s) >= 0:
+                        epoll_ctl(self.c.epfds[s.lane], EPOLL_CTL_DEL, _upstream_fd(s), NULL)
             pthread_mutex_unlock(&self.c.mu)
         if s == NULL:
             return None
         close(s.fd)
+        if s.spare >= 0:
+            close(s.spare)
         try:
             if s.ufd >= 0:
                 close(s.ufd)
@@ -403,19 +441,18 @@ cdef class Lanes:
         pthread_mutex_unlock(&self.c.mu)
 
     def enter_pass(self, uint64_t token, int fd, int ufd, list binds not None,
-                   list parses not None, int queries, list held=None):
+                   list parses not None, int queries, list held=None, uint32_t recent=0):
         """Hand a pass session to a lane (see the class): ``fd`` and ``ufd`` are its client
         and upstream sockets (duplicated here), ``binds`` the Bind names and ``parses`` the
         Parse payloads it may send again, ``queries`` which simple Queries it forwards
         (QUERIES_*); ``held``: (Bind names, lane table) of held statements whose reads with
         no stamped answer it forwards too, each a whole Bind [Describe] Execute Sync run
-        (their Bind messages: :meth:`take_missed`; a Parse then hands back). The session
+        (their Bind messages: :meth:`take_missed`; a Parse then hands back); ``recent``: its
+        last 8 held statements' runs before (a bit each, 1: no stamped answer). The session
         must be idle: nothing outstanding upstream."""
         cdef LSession* s
         cdef epoll_event ev
-        cdef bytes key
-        cdef int i, err
-        cdef int64_t table
+        cdef int err
         if token == 0:
             raise ValueError("token 0 is reserved")
         cfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)
@@ -433,26 +470,12 @@ cdef class Lanes:
         # BUSY (this thread's) until both sockets are watched: a lane that sees the first
         # one ready may not hand the session back before the second is in its epoll set
         s.state = BUSY
-        s.served = s.seq = 0
+        s.served = 0
         s.last_table = -1
-        s.queries = queries
-        s.queried = 0
-        s.batch = s.sent_batch = 0
-        s.recent = 0
-        s.stint = 0
-        s.screened = 0
-        for i, key in enumerate(binds):
-            s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-        i = len(binds)
-        for key, table in held or ():
-            s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-            s.held[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = table
-            i += 1
-        s.bind_runs.resize(i, 0)
-        s.bind_used.resize(i, 0)
-        for i, key in enumerate(parses):
-            s.parses[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
-        s.parse_used.resize(len(parses), 0)
+        s.spare = -1
+        s.hits = 0
+        s.recent = recent
+        _pass_fields(s, binds, parses, queries, held)
         pthread_mutex_lock(&self.c.mu)
         if self.c.sessions.count(token):
             pthread_mutex_unlock(&self.c.mu)
@@ -535,7 +558,8 @@ cdef class Lanes:
     def open_misses(self, bint open_):
         """Whether pass sessions may forward held statements' reads (``enter_pass``'s
         ``held``) from now on; closed, each hands back at its next such read (the event
-        loop, which counts them and runs the fills, is falling behind)."""
+        loop, which counts them and runs the fills, is falling behind), except a read the
+        doorkeeper keeps (``_would_keep``: only counted, no work for the event loop)."""
         self.c.misses_open = open_
 
     def misses(self):
@@ -543,42 +567,16 @@ cdef class Lanes:
         stamped answer, those with one forwarded amid misses)."""
         return self.c.misses, self.c.hits_forwarded
 
+    def switched(self):
+        """Hit sessions that switched to pass sessions at a miss since the start."""
+        return self.c.switched
+
 
 QUERIES = {"none": QUERIES_NONE, "ascii": QUERIES_ASCII, "unnamed": QUERIES_UNNAMED}
 #: the names of the LEAVE_* reasons, in order (``Lanes.leaves``)
 LEAVE_NAMES = ("closed", "fresh", "message", "statement", "gate", "unstamped", "epoch",
-               "short_write", "move")
+               "short_write", "move", "upstream")
 _ORDER = sys.byteorder  # (``_table_key`` copies an int64_t's bytes as they are)
-
-
-cdef void _set_words(Words* w, tuple words):
-    """Replace the words of ``w`` (bytes each); its pointers follow the strings' new place."""
-    cdef bytes word
-    cdef size_t i
-    w.held.clear()
-    w.at.clear()
-    w.lens.clear()
-    for word in words:
-        w.held.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
-    for i in range(w.held.size()):  # (the strings stay where they are now)
-        w.at.push_back(<const unsigned char*>w.held[i].data())
-        w.lens.push_back(w.held[i].size())
-
-
-cdef void _compact_touched(Core* c) noexcept nogil:
-    """Keep in ``c.touched`` only the keys of entries still there and marked, once each
-    (dropped entries leave their keys behind; the proxy may not ask for a long time)."""
-    cdef vector[string] kept
-    cdef string key
-    cdef unordered_map[string, Entry].iterator en
-    for key in c.touched:
-        en = c.entries.find(key)
-        if en != c.entries.end() and entry_of(en).touched:
-            entry_of(en).touched = False  # (kept once)
-            kept.push_back(key)
-    for key in kept:
-        entry_of(c.entries.find(key)).touched = True
-    c.touched.swap(kept)
 
 
 cdef inline bytes _bytes(const string& data):

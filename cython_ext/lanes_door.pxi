@@ -46,6 +46,16 @@ cdef inline bint _kept(Door* d, uint64_t h) noexcept nogil:
     return True
 
 
+cdef inline bint _would_keep(Door* d, uint64_t h) noexcept nogil:
+    """Whether :func:`_kept` would keep the read ``h`` now (changes nothing): a key's first
+    read (while strict, its second too), which costs the proxy only a count. While the event
+    loop falls behind (``Lanes.open_misses(False)``) lanes still forward those: closing the
+    lanes to them sends each through the event loop, which costs it more."""
+    if d.capacity == 0 or d.twice.count(h):
+        return False
+    return not d.seen.count(h) or d.strict
+
+
 cdef inline bint _seen_before(Door* d, uint64_t h) noexcept nogil:
     """Whether the read ``h`` is among those seen lately (it goes by :func:`_kept` too)."""
     cdef bint before = d.capacity > 0 and (d.seen.count(h) > 0 or d.twice.count(h) > 0)
@@ -72,3 +82,7 @@ cdef class Doorkeeper:
     def kept(self, uint64_t h):
         """Whether the read ``h`` (never 0) is only counted (then remembered)."""
         return _kept(&self.door, h)
+
+    def would_keep(self, uint64_t h):
+        """Whether :meth:`kept` would say so now (nothing remembered)."""
+        return _would_keep(&self.door, h)

@@ -60,11 +60,15 @@ cdef bint _serve(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil
             else:
                 out.append(entry_of(en).plain)
             s.served += 1
+            s.recent = s.recent << 1  # (a held run with a stamped answer: ``_switch``)
             s.last_table = stmt_of(st).table
             c.served += 1
             c.table_served[s.last_table] += 1
             pos += size
     pthread_mutex_unlock(&c.mu)
+    if pos == 0 and (s.why == LEAVE_UNSTAMPED or s.why == LEAVE_EPOCH) \
+            and _switch(c, token, s, buf, n, name_end, key):
+        return False
     s.pending_in.assign(buf + pos, n - pos)
     if out.size():
         return True
@@ -83,3 +87,39 @@ cdef void _reply(Core* c, uint64_t token, LSession* s) noexcept nogil:
         _hand_back(c, token, s)
     else:
         _rewatch(c, token, s)
+
+
+cdef bint _switch(Core* c, uint64_t token, LSession* s, const char* buf, ssize_t n,
+                  Py_ssize_t name_end, const string& stamp) noexcept nogil:
+    """A hit session that may switch (``spare``: ``Lanes.enter``'s ``switch``) has no stamped
+    answer for the first run it read (``buf``, ``n`` bytes; its statement name ends at
+    ``name_end``): while its reads are mostly misses lately (``MISS_RUN`` of its last 8 held
+    statements' runs had no stamped answer) and lanes forward this miss (``stamp``: its lane
+    table and Bind bytes; while the event loop is behind, only a read the doorkeeper keeps,
+    ``_would_keep``), it becomes a pass
+    session that forwards misses (as ``Lanes.enter_pass`` with ``held``) and forwards the run
+    upstream itself, instead of handing the session back for the event loop to forward it;
+    whether it did. It answers nothing from stamps from then on (what it relays moves seen(s)
+    when it comes back, ``proxy.lanes``); ``hits`` keeps the answers it gave before."""
+    cdef string key
+    cdef bint forwarded
+    if s.spare < 0 or _popcount8(s.recent) < MISS_RUN:
+        return False
+    pthread_mutex_lock(&c.mu)
+    forwarded = c.misses_open or _would_keep(&c.door, weir_read_hash(stamp))
+    pthread_mutex_unlock(&c.mu)
+    if not forwarded:
+        return False
+    key.assign(buf + 5, name_end + 1 - 5)  # (portal "", the statement's name, NULs)
+    if s.held.find(key) == s.held.end():
+        return False  # (a statement whose misses the event loop reads itself)
+    s.ufd = s.spare
+    s.spare = -1
+    s.hits = s.served
+    s.served = 0
+    s.pending_in.clear()
+    pthread_mutex_lock(&c.mu)
+    c.switched += 1
+    pthread_mutex_unlock(&c.mu)
+    _pass_bytes(c, token, s, buf, n)
+    return True

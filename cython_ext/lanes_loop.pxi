@@ -2,13 +2,19 @@
 # watching sockets, and the epoll loop each lane thread runs (``_run``).
 # Included by cython_ext/lanes.pyx (one extension module; see its docstring).
 
+cdef inline int _upstream_fd(LSession* s) noexcept nogil:
+    """The upstream socket a lane watches for ``s``: a pass session's, or the spare one of a
+    hit session that may switch (-1: none)."""
+    return s.ufd if s.ufd >= 0 else s.spare
+
+
 cdef void _hand_back(Core* c, uint64_t token, LSession* s) noexcept nogil:
     """Stop watching ``s`` and queue it for the proxy (its pending bytes are set)."""
     cdef uint64_t one = 1
     cdef bint first
     epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
-    if s.ufd >= 0:
-        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
+    if _upstream_fd(s) >= 0:
+        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, _upstream_fd(s), NULL)
     pthread_mutex_lock(&c.mu)
     s.state = HANDED
     if s.ufd < 0:
@@ -70,8 +76,8 @@ cdef bint _move(Core* c, uint64_t token, LSession* s) noexcept nogil:
     cdef epoll_event ev
     cdef bint ok
     epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.fd, NULL)
-    if s.ufd >= 0:
-        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, s.ufd, NULL)
+    if _upstream_fd(s) >= 0:
+        epoll_ctl(c.epfds[s.lane], EPOLL_CTL_DEL, _upstream_fd(s), NULL)
     pthread_mutex_lock(&c.mu)
     s.lane = s.move
     c.moved += 1
@@ -80,9 +86,9 @@ cdef bint _move(Core* c, uint64_t token, LSession* s) noexcept nogil:
     ev.events = EPOLLIN
     ev.data.u64 = token << 1
     ok = epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.fd, &ev) == 0
-    if ok and s.ufd >= 0:
+    if ok and _upstream_fd(s) >= 0:
         ev.data.u64 = (token << 1) | 1
-        ok = epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, s.ufd, &ev) == 0
+        ok = epoll_ctl(c.epfds[s.lane], EPOLL_CTL_ADD, _upstream_fd(s), &ev) == 0
     return ok
 
 
@@ -118,6 +124,10 @@ cdef bint _dispatch(Core* c, uint64_t data, char* buf,
     if s == NULL:
         return False
     if s.ufd < 0:
+        if data & 1:  # (a hit session that may switch: its upstream has something to say,
+            s.why = LEAVE_UPSTREAM  # which is the event loop's)
+            _hand_back(c, token, s)
+            return False
         if _serve(c, token, s, buf):
             replies.push_back(Reply(token, s))
             return True

@@ -72,7 +72,21 @@ cdef bint _plain(Core* c, LSession* s, const unsigned char* p, Py_ssize_t start,
 
 cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept nogil:
     """The client of a pass session is readable: forward whole quiet cycles upstream."""
-    cdef ssize_t n
+    cdef ssize_t n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
+    if n < 0 and _again():
+        _watch(c, s)
+        return
+    if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
+        _hand_back(c, token, s)
+        return
+    _arrived(c, s)
+    _pass_bytes(c, token, s, buf, n)
+
+
+cdef void _pass_bytes(Core* c, uint64_t token, LSession* s, const char* buf, ssize_t n
+                      ) noexcept nogil:
+    """:func:`_pass_client` with the ``n`` bytes just read from the client in ``buf`` (also
+    a hit session that switched at a miss, :func:`_switch`)."""
     cdef Py_ssize_t size, pos = 0, cut = 0, flushed = 0, end, length, names_end, sent, base, i
     cdef double now
     cdef const unsigned char* p
@@ -91,14 +105,6 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
     cdef uint64_t gen
     cdef uint32_t recent = s.recent
     cdef Py_ssize_t hits = 0
-    n = recv(s.fd, buf, READ_BUF, MSG_DONTWAIT)
-    if n < 0 and _again():
-        _watch(c, s)
-        return
-    if n <= 0:  # end of stream or an error: the proxy's transport will see it itself
-        _hand_back(c, token, s)
-        return
-    _arrived(c, s)
     s.pending_in.append(buf, n)
     p = <const unsigned char*>s.pending_in.data()
     size = s.pending_in.size()
@@ -142,22 +148,25 @@ cdef void _pass_client(Core* c, uint64_t token, LSession* s, char* buf) noexcept
                 break
             hk = s.held.find(key)
             if hk != s.held.end():  # a held statement's read: forwarded when not stamped
-                if not c.misses_open or s.stint + <Py_ssize_t>misses.size() // 2 >= MISS_STINT:
-                    break  # (the event loop is behind, or this stay forwarded enough)
+                if s.stint + <Py_ssize_t>misses.size() // 2 >= MISS_STINT:
+                    break  # (this stay forwarded enough)
                 if _unit(p + pos, cut - pos, &name_at, &name_end, &rest_end, &described) < 0:
                     break  # (not the drivers' Bind [Describe] Execute Sync run: the loop's)
                 stamp = _table_key(table_of(hk))
                 stamp.append(<const char*>p + names_end, end - names_end)
                 en = c.entries.find(stamp)
                 if en != c.entries.end() and entry_of(en).epoch == c.epoch:
-                    if _popcount8(recent) < MISS_RUN:
+                    if not c.misses_open or _popcount8(recent) < MISS_RUN:
                         break  # answered from its stamp (the loop checks the session first)
                     recent = recent << 1  # amid misses: forwarded too (module docstring)
                     hits += 1
                     hashes.push_back(0)
                 else:
+                    h = weir_read_hash(stamp)
+                    if not c.misses_open and not _would_keep(&c.door, h):
+                        break  # (the event loop is behind: only reads that cost it nothing)
                     recent = (recent << 1) | 1
-                    hashes.push_back(weir_read_hash(stamp))
+                    hashes.push_back(h)
                 misses.push_back(pos)
                 misses.push_back(end)
             found.push_back((<int64_t>EV_BIND << 32) | index_of(it))
@@ -338,7 +347,9 @@ cdef void _relay(Core* c, uint64_t token, LSession* s) noexcept nogil:
 
 
 cdef tuple _pass_result(LSession* s):
-    """What ``leave`` returns for a pass session (see ``proxy.lanes``)."""
+    """What ``leave`` returns for a pass session (see ``proxy.lanes``); its last three: the
+    answers it gave as a hit session before it switched (:func:`_switch`; else 0), the lane
+    table of the last of them, and its last 8 held statements' runs (``recent``)."""
     cdef pair[string, int] item
     binds = []
     parses = []
@@ -351,4 +362,62 @@ cdef tuple _pass_result(LSession* s):
             parses.append((s.parse_used[item.second], _bytes(item.first)))
     return (s.served, binds, parses, s.queried, s.batch == 1, _bytes(s.pending_in),
             _bytes(s.pending_out), _bytes(s.upstream_in), _bytes(s.upstream_out),
-            _bytes(s.inflight), _bytes(s.missed), s.screened)
+            _bytes(s.inflight), _bytes(s.missed), s.screened, s.hits, s.last_table, s.recent)
+
+
+# -- helpers of the Lanes wrapper (lanes.pyx) -------------------------------------------------
+
+cdef void _pass_fields(LSession* s, list binds, list parses, int queries, held):
+    """A pass session's fields (``enter_pass``'s arguments; also a hit session that may
+    switch, ``enter``'s ``switch``)."""
+    cdef bytes key
+    cdef int i
+    cdef int64_t table
+    s.seq = 0
+    s.queries = queries
+    s.queried = 0
+    s.batch = s.sent_batch = 0
+    s.stint = 0
+    s.screened = 0
+    for i, key in enumerate(binds):
+        s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+    i = len(binds)
+    for key, table in held or ():
+        s.binds[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+        s.held[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = table
+        i += 1
+    s.bind_runs.resize(i, 0)
+    s.bind_used.resize(i, 0)
+    for i, key in enumerate(parses):
+        s.parses[string(PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))] = i
+    s.parse_used.resize(len(parses), 0)
+
+
+cdef void _set_words(Words* w, tuple words):
+    """Replace the words of ``w`` (bytes each); its pointers follow the strings' new place."""
+    cdef bytes word
+    cdef size_t i
+    w.held.clear()
+    w.at.clear()
+    w.lens.clear()
+    for word in words:
+        w.held.push_back(string(PyBytes_AS_STRING(word), PyBytes_GET_SIZE(word)))
+    for i in range(w.held.size()):  # (the strings stay where they are now)
+        w.at.push_back(<const unsigned char*>w.held[i].data())
+        w.lens.push_back(w.held[i].size())
+
+
+cdef void _compact_touched(Core* c) noexcept nogil:
+    """Keep in ``c.touched`` only the keys of entries still there and marked, once each
+    (dropped entries leave their keys behind; the proxy may not ask for a long time)."""
+    cdef vector[string] kept
+    cdef string key
+    cdef unordered_map[string, Entry].iterator en
+    for key in c.touched:
+        en = c.entries.find(key)
+        if en != c.entries.end() and entry_of(en).touched:
+            entry_of(en).touched = False  # (kept once)
+            kept.push_back(key)
+    for key in kept:
+        entry_of(c.entries.find(key)).touched = True
+    c.touched.swap(kept)

@@ -98,7 +98,7 @@ cdef enum:
     #: misses a pass session forwards in one stay in a lane before it hands back: the
     #: event loop then answers what it has cached meanwhile (a key filled but not stamped
     #: yet: its hit stamps it), so a session does not forward a filled key's reads forever
-    MISS_STINT = 64
+    MISS_STINT = 1024
     #: what :func:`_read_ready` found
     READ_ANSWERED = 1
     READ_STOP = 2
@@ -112,7 +112,8 @@ cdef enum:
     LEAVE_EPOCH = 6  # a reply stamped before the last epoch bump
     LEAVE_SHORT_WRITE = 7  # the client socket took only part of the replies
     LEAVE_MOVE = 8  # could not be watched by another CPU's lane
-    LEAVE_N = 9
+    LEAVE_UPSTREAM = 9  # its upstream socket became readable (a session that may switch)
+    LEAVE_N = 10
 
 
 cdef cppclass Entry:
@@ -130,6 +131,11 @@ cdef cppclass Stmt:
 cdef cppclass LSession:
     int fd  # the client socket (a duplicate)
     int ufd  # pass sessions: the upstream socket (a duplicate); hit sessions: -1
+    # hit sessions that may switch to a pass session at a miss (``Lanes.enter``'s ``switch``;
+    # see :func:`_switch`): the upstream socket (a duplicate), watched only to hand the
+    # session back when anything arrives; -1: none (or switched: then it is ``ufd``)
+    int spare
+    uint64_t hits  # a switched session: the answers it gave before it switched
     int lane
     int move  # the lane the session moves to when it is watched again (-1: none)
     int state
@@ -229,6 +235,7 @@ cdef cppclass Core:
     uint64_t hits_forwarded  # ... and those with one, forwarded amid misses (``recent``)
     bint misses_open  # lanes may forward misses (``Lanes.open_misses``: the event loop keeps up)
     Door door  # first reads of misses, counted by the lanes alone (``Lanes.screen_misses``)
+    uint64_t switched  # hit sessions that switched to pass sessions at a miss (``_switch``)
 
 
 # small accessors (Cython cannot always spell ``it->second.field`` on C++ iterators)

@@ -51,8 +51,9 @@ MISS_RUN = 6
 def mostly_misses(session: Any) -> bool:
     """Whether the session's reads are mostly misses lately: its last pass lane that forwarded
     misses relayed :data:`MISS_RUN` cycles or more (``Session.lane_miss_run``, set when such a
-    lane hands it back: ``proxy.lane_misses.returned``; 0 again once a hit lane answered it:
-    ``HitLanes.reclaim``). Then its next read is likely a miss,
+    lane hands it back: ``proxy.lane_misses.returned``; 0 again once a hit answered it: in a
+    hit lane, ``HitLanes.reclaim``, or on the event loop, ``proxy.hitpath`` and
+    ``proxy.extended``). Then its next read is likely a miss,
     which needs no coverage: none is asked for after its miss (``proxy.lane_misses.settled``,
     ``proxy.missfast_position.append``); a hit that finds it not covered asks (:func:`park`)."""
     return bool(session.lane_miss_run >= MISS_RUN)

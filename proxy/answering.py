@@ -71,6 +71,8 @@ class AnsweringSession(Protocol):
     def upstream_write(self, data: bytes) -> None: ...
 
     corked: list[bytes] | None
+    lane_miss_run: int  # (reset by a hit: ``proxy.aftermiss.mostly_misses``)
+    lane_recent: int  # (a 0 shifted in by a hit: ``proxy.lane_switch.switch_args``)
 
     def upstream_flush(self, data: bytes) -> None: ...
 

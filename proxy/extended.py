@@ -463,6 +463,8 @@ class Extended:
                 self.forward(msg, raw)
                 return True
             local.rows = rows
+            self.session.lane_miss_run = 0  # (a hit lately: not mostly misses, aftermiss)
+            self.session.lane_recent = self.session.lane_recent << 1 & 0xFF  # (lane_switch)
         whole = local.sent == 0 and (msg.max_rows <= 0 or msg.max_rows > len(local.rows))
         body = next_rows(local, msg)
         if whole:

@@ -245,6 +245,9 @@ class Session(Protocol):
     @property
     def client(self) -> Any: ...
 
+    lane_miss_run: int  # (reset by a hit: ``proxy.aftermiss.mostly_misses``)
+    lane_recent: int  # (a 0 shifted in by a hit: ``proxy.lane_switch.switch_args``)
+
 
 def _drop(memo: dict[bytes, Hit]) -> None:
     memo.clear()
@@ -394,6 +397,8 @@ def remember_query(session: Session, raw: bytes, reads: list[Any], answer: bytes
 def _serve(session: Session, hit: Hit, reply: bytes) -> None:
     session.server.service.hits.served += 1
     session.ctx.last = hit.last  # type: ignore[union-attr]
+    session.lane_miss_run = 0  # (a hit lately: not mostly misses, proxy.aftermiss)
+    session.lane_recent = session.lane_recent << 1 & 0xFF  # (proxy.lane_switch)
     session.client.write(reply)
 
 

@@ -3,7 +3,8 @@ for a session, and the reading of what the lanes so forwarded.
 
 Owns: :func:`forwardable` (which held statements, when: only with ``--lane-misses on``,
 the default), :func:`keeping_up`, :func:`lag` and :class:`Pace` (lanes forward misses only
-while the event loop keeps up with them), :class:`Doorkeeper` (the first read of a key,
+while the event loop keeps up with them, but for first reads the doorkeeper keeps, which
+cost it a count), :class:`Doorkeeper` (the first read of a key,
 only counted: its twin in ``cython_ext.lanes`` runs in the lanes), :func:`count` (the
 forwarded Binds read as misses: ``proxy.missfast.count``) and :func:`returned` (a session
 back), with how often ``proxy.lanes`` reads them (:data:`COUNT_EVERY`) and how long a
@@ -88,6 +89,14 @@ class Doorkeeper:
             self._twice.clear()
         self._seen.add(h)
         return True
+
+    def would_keep(self, h: int) -> bool:
+        """Whether :meth:`kept` would say so now (nothing remembered): a key's first read
+        (while strict, its second too), which costs the event loop only a count; while it is
+        behind (:class:`Pace`) the lanes still forward those."""
+        if not self.capacity or h in self._twice:
+            return False
+        return h not in self._seen or self.strict
 
 
 Doorkeeper_python = Doorkeeper

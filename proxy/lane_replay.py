@@ -118,7 +118,7 @@ def resume(session: Any, result: tuple[Any, ...], replay: bool, pause: str) -> N
     ``result``), then go on with what it did not handle (``replay``: the session goes on;
     ``pause``: why its client was paused)."""
     (cycles, binds, parses, queried, batch, unread, unsent, upstream_unread,
-     upstream_unsent, inflight, _, _) = result
+     upstream_unsent, inflight) = result[:10]
     if unsent:
         session.client.write(unsent)
     if cycles:

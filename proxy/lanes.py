@@ -82,12 +82,13 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import identity, lane_misses
+from proxy import lane_misses, lane_switch
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
 from proxy.hitpath import Session as HitSession
 from proxy.lane_replay import resume
+from proxy.lane_switch import NEVER, socket_fd
 from proxy.metrics import LATENCY_BOUNDS
 from proxy.routing import Routing
 from proxy.rules import READ_ONLY_TAGS, WATCHED_WORDS, WRITE_WORDS
@@ -141,12 +142,8 @@ class Session(HitSession, Protocol):
     def resume_client(self, why: str) -> None: ...
 
 _T_BIND = ord("B")
-_PAUSE = "hit lane"
+_PAUSE = lane_switch.PAUSE
 _PAUSE_PASS = "pass lane"
-#: quiet upstream runs a pass session waits before it is offered again after a refusal that
-#: may not last (and after one that will: effectively never)
-RETRY = 16
-NEVER = 1 << 30
 #: bytes of stamped replies past which the lanes forget them all
 MAX_BYTES = 64 << 20
 #: sessions go to a lane only once this many seconds passed since the last bump (bumps are
@@ -199,6 +196,7 @@ class HitLanes:
         self.refused = 0  # hand-overs refused within QUIET_EPOCH of a bump (the same)
         self.missing = 0  # pass sessions entered that forward misses (SHOW WEIR STATUS)
         self._forwarding: set[int] = set()  # tokens of those in lanes
+        self._switching: set[int] = set()  # tokens of hit sessions that may switch (lane_switch)
         self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
         self._pace = lane_misses.Pace()  # whether lanes forward misses now (its ``tell``)
 
@@ -331,7 +329,7 @@ class HitLanes:
             return
         fd = session.lane_fd
         if fd is None:
-            fd = session.lane_fd = _socket_fd(session.client)
+            fd = session.lane_fd = socket_fd(session.client)
         if fd < 0:
             return
         end = raw.find(b"\x00", 6)
@@ -385,18 +383,28 @@ class HitLanes:
         stmts = self._statements(session)
         if not stmts:
             return
+        switch = lane_switch.switch_args(self, session, stmts)
         self._next += 1
         token = self._next
         session.pause_client(_PAUSE)
+        upstream = session.upstream if switch is not None else None
+        if upstream is not None:
+            upstream.pause_reading()
         try:
-            self.core.enter(token, fd, stmts)
+            self.core.enter(token, fd, stmts, switch)
         except OSError as exc:
             log.warning("could not hand a session to a lane: %s", exc)
+            if upstream is not None:
+                upstream.resume_reading()
             session.resume_client(_PAUSE)
             return
         session.state.lane = token
         self._sessions[token] = session
         self.entered += 1
+        if switch is not None:
+            self._switching.add(token)
+            self._forwarding.add(token)
+            self._count_soon()
 
     def _quiet(self, session: Session) -> bool:
         core = session.state
@@ -434,6 +442,16 @@ class HitLanes:
         session.state.lane = 0
         del self._sessions[token]
         result = self.core.leave(token)
+        if token in self._switching:
+            self._switching.discard(token)
+            self._forwarding.discard(token)
+            if result is not None and len(result) > 4:  # (it switched: a pass session)
+                lane_switch.switched(self, session, token, result, replay)
+                return
+            upstream = session.upstream
+            if upstream is not None and result is not None and replay \
+                    and session.phase is not Phase.CLOSED:
+                upstream.resume_reading()  # (before what the lane did not answer is handled)
         if result is None:
             return
         if token in self._passing:
@@ -441,6 +459,7 @@ class HitLanes:
             if token in self._forwarding:  # (before the ledger: as they were forwarded)
                 self._forwarding.discard(token)
                 lane_misses.returned(session, token, result, self._pace)
+                lane_switch.ran(session, result)
             if session.ctx is not None and (result[0] or result[8] or result[9]):
                 # what the lane relayed or sent moves seen(s) (proxy.seen); nothing: kept
                 session.ctx.seen.pending = True
@@ -448,11 +467,7 @@ class HitLanes:
             return
         served, table, unanswered, unsent = result
         if served:  # (counted by the lanes themselves: SHOW WEIR STATUS adds them up)
-            session.lane_miss_run = 0  # (hits lately: not mostly misses, aftermiss)
-            session.state.held_portals.pop("", None)
-            last = self._lasts.get(table)
-            if last is not None and session.ctx is not None:
-                session.ctx.last = last
+            self.served_hits(session, served, table)
         if unsent:
             session.client.write(unsent)
         if not replay or session.phase is Phase.CLOSED:
@@ -460,6 +475,16 @@ class HitLanes:
         session.resume_client(_PAUSE)
         if unanswered:
             session.client_received(unanswered)
+
+    def served_hits(self, session: Session, served: int, table: int) -> None:
+        """What a hit session's lane answering ``served`` runs (the last one's lane table
+        ``table``) leaves in the session."""
+        session.lane_miss_run = 0  # (hits lately: not mostly misses, aftermiss)
+        session.lane_recent = (session.lane_recent << min(served, 8)) & 0xFF
+        session.state.held_portals.pop("", None)
+        last = self._lasts.get(table)
+        if last is not None and session.ctx is not None:
+            session.ctx.last = last
 
     def _handed(self) -> None:
         for token in self.core.handed():
@@ -470,7 +495,7 @@ class HitLanes:
     def settle(self) -> None:
         """Take every pass session back, so that what their lanes relayed is counted (SHOW
         PROXIED QUERIES); they go back to a lane at their next quiet answer."""
-        for token in list(self._passing):
+        for token in [*self._passing, *self._switching]:
             session = self._sessions.get(token)
             if session is not None:
                 self.reclaim(session)
@@ -499,50 +524,21 @@ class HitLanes:
             session.lane_miss_skip -= 1  # miss but one)
         elif not session.lane:
             held = lane_misses.forwardable(session, self.service, self._statements(session))
-            if held and self._pace.tell(self.service, self.core):  # (else the loop paces)
+            if held:  # (the lanes forward only first reads while the event loop is behind)
+                self._pace.tell(self.service, self.core)
                 self._enter_pass(session, held)
 
     def _enter_pass(self, session: Session, held: list[tuple[bytes, int]] | None) -> int:
         """:meth:`offer_pass`: to a lane as a pass session if quiet (``held``: statements
         whose misses it forwards too, which it may hold); how many answers to wait."""
-        service = self.service
-        if self._stopped or session.lane or service.settings.caching == "auto":
-            return NEVER  # auto mode counts every run as it comes (it creates caches)
-        upstream = session.upstream
-        if upstream is None:
+        if session.lane:
             return NEVER
-        fd = session.lane_fd
-        if fd is None:
-            fd = session.lane_fd = _socket_fd(session.client)
-        ufd = session.upstream_lane_fd
-        if ufd is None:
-            ufd = session.upstream_lane_fd = _socket_fd(upstream)
-        if fd < 0 or ufd < 0:
-            return NEVER
-        state, ext, memos = session.state, session.extended, session.memos
-        if identity.unsettled(session.ctx):
-            return RETRY  # the next client message is looked at and settles it first
-        if not (state.phase is Phase.READY and not state.paused and not state.waiting
-                and not state.local_busy and state.transaction_status == "I"
-                and state.idle and not state.swallowing
-                and (ext.quiet if held is None else not (
-                    state.held_portals or state.batch_local or state.uncertain))
-                and not state.batch_upstream and not session.cframer.buffered
-                and not session.uframer.buffered
-                and session.client.get_write_buffer_size() == 0
-                and upstream.get_write_buffer_size() == 0):
-            return RETRY
-        local = session.state.caching and session.ctx is not None
-        routing = service.routing
-        if local and (memos.registry_seen is not routing.registry
-                      or memos.names_seen is not routing.cached_names):
-            return RETRY  # the next client message brings the memos up to date first
-        if routing.registry is None:
-            queries = "ascii"
-        elif local and memos.plain_last is None:
-            queries = "none"
-        else:
-            queries = "unnamed"
+        ready = lane_switch.pass_ready(self, session, held)
+        if isinstance(ready, int):
+            return ready
+        fd, ufd, queries = ready
+        upstream, memos = session.upstream, session.memos
+        assert upstream is not None
         self._next += 1
         token = self._next
         session.pause_client(_PAUSE_PASS)
@@ -562,9 +558,13 @@ class HitLanes:
         if held:
             self.missing += 1
             self._forwarding.add(token)
-            if self._count_at is None and self._loop is not None:
-                self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
+            self._count_soon()
         return 0
+
+    def _count_soon(self) -> None:
+        """Read what lanes forwarded in :data:`lane_misses.COUNT_EVERY` (unless due)."""
+        if self._count_at is None and self._loop is not None:
+            self._count_at = self._loop.call_later(lane_misses.COUNT_EVERY, self._count)
 
     def _count(self) -> None:
         """Read the misses lanes forwarded (admission, fills), now and then (lane_misses)."""
@@ -584,16 +584,9 @@ class HitLanes:
                 "lane_miss_entered": self.missing, "lane_miss_closed": self._pace.closed,
                 "lane_miss_firsts": self._pace.firsts,  # (see docs/admin-commands.md)
                 "lane_misses": misses, "lane_hits_forwarded": hits_forwarded, "lane_moves": moved,
+                "lane_switched": self.core.switched(),  # (hit sessions that switched at a miss)
                 # why hit sessions left their lane: the first request it could not answer
                 **{f"lane_left_{why}": n for why, n in leaves.items()},
                 "lane_left_taken": self.taken,  # (taken back by the event loop)
                 "lane_stamps_dropped": dropped, "lane_bumps": self.bumps,
                 "lane_refused_epoch": self.refused}
-
-
-def _socket_fd(transport: asyncio.BaseTransport) -> int:
-    """The descriptor of a plain TCP or Unix socket, or -1 (TLS, or none)."""
-    if transport.get_extra_info("ssl_object") is not None:
-        return -1
-    sock = transport.get_extra_info("socket")
-    return -1 if sock is None else int(sock.fileno())

@@ -77,6 +77,7 @@ def try_forward(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> 
     _observe(session, bind, raw, index)
     session.upstream_write(missfast_position.append(session, raw))
     ctx.last = ("upstream", why)
+    session.lane_recent = (session.lane_recent << 1 | 1) & 0xFF  # (a miss: proxy.lanes)
     return True
 
 

@@ -38,8 +38,15 @@ from cdc import PUBLICATION_PREFIX, SLOT_PREFIX, quote_ident
 
 log = logging.getLogger("weir.cache")
 
-#: how long a publication change may wait for its table lock
-LOCK_TIMEOUT = "2s"
+#: how long a publication change waits for its table lock in one attempt: below
+#: PostgreSQL's default deadlock_timeout (1 s), so in a lock cycle with a client's
+#: transaction weir gives up first and the client's transaction goes on (as fills and
+#: describes do, ``proxy.fillrun``, ``proxy.registry``)
+LOCK_TIMEOUT = "200ms"
+#: attempts of a publication change whose lock was not available, :data:`RETRY_PAUSE` apart
+#: (about 3 s in all before the change fails with PostgreSQL's lock timeout)
+LOCK_ATTEMPTS = 10
+RETRY_PAUSE = 0.1
 
 #: each table (and, for a partitioned table, each of its partitions) with what decides whether
 #: weir can follow it: kind, replica identity and whether it has a primary key. Catalog rows
@@ -177,14 +184,14 @@ class Publication:
             drop = [names[o][0] for o in sorted(members - wanted) if o in names]
             if not add and not drop:
                 return False
-            async with conn.transaction():
-                await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                pub = quote_ident(self.name)
-                if add:
-                    targets = ", ".join(f"ONLY {n}" if kind == "r" else n for n, kind in add)
-                    await conn.execute(f"ALTER PUBLICATION {pub} ADD TABLE {targets}")
-                if drop:
-                    await conn.execute(f"ALTER PUBLICATION {pub} DROP TABLE {', '.join(drop)}")
+            pub = quote_ident(self.name)
+            changes = []
+            if add:
+                targets = ", ".join(f"ONLY {n}" if kind == "r" else n for n, kind in add)
+                changes.append(f"ALTER PUBLICATION {pub} ADD TABLE {targets}")
+            if drop:
+                changes.append(f"ALTER PUBLICATION {pub} DROP TABLE {', '.join(drop)}")
+            await _locked(conn, changes)
             log.info("publication %s: added %s, dropped %s", self.name,
                      [n for n, _ in add], drop)
             return bool(add)
@@ -194,9 +201,25 @@ class Publication:
         if self.keep:
             return
         try:
-            async with self._pool().acquire() as conn, conn.transaction():
-                await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
-                await conn.execute(f"DROP PUBLICATION IF EXISTS {quote_ident(self.name)}")
+            async with self._pool().acquire() as conn:
+                await _locked(conn, [f"DROP PUBLICATION IF EXISTS {quote_ident(self.name)}"])
         except Exception as exc:
             log.warning("publication %s could not be dropped: %s (weir slots drop removes it)",
                         self.name, exc)
+
+
+async def _locked(conn: Any, statements: list[str]) -> None:
+    """Run ``statements`` in one transaction whose lock waits end after :data:`LOCK_TIMEOUT`,
+    again up to :data:`LOCK_ATTEMPTS` times while a lock is not available (the last
+    attempt's lock timeout is raised)."""
+    for attempt in range(LOCK_ATTEMPTS):
+        try:
+            async with conn.transaction():
+                await conn.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                for statement in statements:
+                    await conn.execute(statement)
+            return
+        except asyncpg.LockNotAvailableError:
+            if attempt == LOCK_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(RETRY_PAUSE)

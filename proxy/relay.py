@@ -120,6 +120,7 @@ class Session:
         self.upstream_lane_fd: int | None = None  # the upstream socket a lane may read
         self.lane_miss_skip = 0  # misses before a lane may forward its misses (proxy.lanes)
         self.lane_miss_run = 0  # cycles its last lane forwarding misses relayed (lane_misses)
+        self.lane_recent = 0  # its last 8 held runs, 1 a miss (proxy.lane_switch)
         #: upstream bytes held for one write while a chunk is answered (``Answering.now``)
         self.corked: list[bytes] | None = None
         #: a miss's position read outstanding on this connection (``proxy.missfast_position``)

@@ -88,6 +88,9 @@ class ExtendedSession(Protocol):
 
     def inject_flush(self) -> None: ...
 
+    lane_miss_run: int  # (reset by a hit: ``proxy.aftermiss.mostly_misses``)
+    lane_recent: int  # (a 0 shifted in by a hit: ``proxy.lane_switch.switch_args``)
+
 
 class Stamper(Protocol):
     """What the general path uses of the hit lanes (``proxy.lanes.HitLanes``)."""

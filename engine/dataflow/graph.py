@@ -27,7 +27,7 @@ from engine.dataflow.expr import walk
 from engine.dataflow.node import Cols, Node, Runtime
 from engine.dataflow.ops.aggregate import AggregateNode
 from engine.dataflow.ops.base import BaseNode
-from engine.dataflow.ops.distinct import DistinctNode
+from engine.dataflow.ops.distinct import DistinctNode, SetOpNode
 from engine.dataflow.ops.filter import FilterNode
 from engine.dataflow.ops.join import JoinNode
 from engine.dataflow.ops.project import ProjectNode
@@ -156,6 +156,10 @@ class Graph:
                 nid, src, rel.group_by, rel.aggs, kp, self.rt))
         if isinstance(rel, ir.Distinct):
             src = self._build(rel.input, demand, closure)
+            kind = rel.setop
+            if kind is not None:
+                return self._node(("setop", kind, demand, src.nid), closure,
+                                  lambda nid: SetOpNode(nid, src, demand, kind, self.rt))
             return self._node(("distinct", demand, src.nid), closure,
                               lambda nid: DistinctNode(nid, src, demand, self.rt))
         if isinstance(rel, ir.TopK):

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 from engine.dataflow.ordering import order_key, row_key
+from engine.dataflow.pgmath import EvalError
 from engine.dataflow.window_floats import window_accumulator
 from engine.plan import ir
+from engine.values.types import TextValue
 
 Row = tuple[Any, ...]
 
@@ -92,7 +95,8 @@ def range_values(w: ir.Window, peers: Sequence[Any], keys: Sequence[Any],
         measure: list[Any] = group if r.mode == "groups" else list(range(n))
     else:
         sign = -1 if w.order[0].descending else 1
-        measure = [None if k is None else sign * k for k in keys]
+        size = micros if r.micros else _same
+        measure = [None if k is None else sign * size(k) for k in keys]
     lo = next((p for p in range(n) if measure[p] is not None), n)
     hi = next((p + 1 for p in range(n - 1, -1, -1) if measure[p] is not None), lo)
     known = measure[lo:hi]  # non-decreasing
@@ -114,6 +118,30 @@ def range_values(w: ir.Window, peers: Sequence[Any], keys: Sequence[Any],
             acc.add(args[q], 1)
         out.append(acc.value())
     return out
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_EPOCH = datetime(2000, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=UTC)
+
+
+def micros(value: Any) -> int | float:
+    """A date / timestamp / timestamptz RANGE key in microseconds (``ir.RangeFrame.micros``):
+    a date at its midnight, ``infinity`` as an infinite float (infinity plus an interval is
+    infinity in PostgreSQL too). Other values Python cannot hold (BC, after 9999) raise
+    ``EvalError``: the read goes upstream."""
+    if isinstance(value, datetime):
+        delta = value - (_EPOCH if value.tzinfo is None else _EPOCH_UTC)
+    elif isinstance(value, date):
+        delta = datetime(value.year, value.month, value.day) - _EPOCH
+    elif isinstance(value, TextValue) and value.text in ("infinity", "-infinity"):
+        return float(value.text.replace("infinity", "inf"))
+    else:
+        raise EvalError("0A000", f"a RANGE key weir cannot measure: {value!r}")
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 class _Nan:

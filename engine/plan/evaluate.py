@@ -144,7 +144,14 @@ def _aggregate(rel: ir.Aggregate, tables: Tables, params: Sequence[Any]) -> list
 
 
 def _distinct(rel: ir.Distinct, tables: Tables, params: Sequence[Any]) -> list[Row]:
-    return list(dict.fromkeys(evaluate(rel.input, tables, params)))
+    rows = evaluate(rel.input, tables, params)
+    if rel.setop is None:
+        return list(dict.fromkeys(rows))
+    counts: dict[Row, list[int]] = {}
+    for row in rows:
+        counts.setdefault(row[:-1], [0, 0])[row[-1]] += 1
+    return [g for g, (left, right) in counts.items()
+            for _ in range(ir.setop_copies(rel.setop, left, right))]
 
 
 def _topk(rel: ir.TopK, tables: Tables, params: Sequence[Any]) -> list[Row]:

@@ -21,7 +21,7 @@ from engine.values import Interval, encode_text
 
 def _ranged(r: ir.RangeFrame) -> str:
     def bound(n: int | None) -> str:
-        return "UNBOUNDED" if n is None else f"{n:+d}"
+        return "UNBOUNDED" if n is None else f"{n:+d}" + ("us" if r.micros else "")
     return (f" {r.mode.upper()} {bound(r.start)}..{bound(r.end)}"
             + ("" if r.exclude is None else f" EXCLUDE {r.exclude.upper()}"))
 
@@ -153,6 +153,9 @@ def _line(rel: ir.Rel) -> str:
         group = _cols(rel.group_by, cols)
         return (f"Aggregate GROUP BY ({group}) " + ", ".join(_agg(a, cols) for a in rel.aggs))
     if isinstance(rel, ir.Distinct):
+        if rel.setop is not None:  # over the union of its sides, marked by ?side?
+            return {"intersect": "Intersect", "intersect_all": "IntersectAll",
+                    "except": "Except", "except_all": "ExceptAll"}[rel.setop]
         return "Distinct"
     cols = rel.input.columns
     return (f"TopK GROUP BY ({_cols(rel.group_by, cols)}) ORDER BY {_sort(rel.order_by, cols)}"

@@ -372,15 +372,40 @@ class Aggregate:
         )
 
 
+SetOpKind = Literal["intersect", "intersect_all", "except", "except_all"]
+
+
 @dataclass(frozen=True, slots=True)
 class Distinct:
-    """SELECT DISTINCT: each distinct row once."""
+    """SELECT DISTINCT: each distinct row once (rows equal column by column, NULLs equal).
+
+    ``setop`` set: INTERSECT / EXCEPT [ALL]. The input's last column is then a side marker
+    (0: the left operand's rows, 1: the right's; not an output column), and a row that the
+    left side has ``l`` times and the right side ``r`` times is output ``min(l, r)`` times
+    (intersect_all), ``max(l - r, 0)`` times (except_all), or once if ``l > 0 and r > 0``
+    (intersect) / ``l > 0 and r == 0`` (except), as PostgreSQL's set operations."""
 
     input: Rel
+    setop: SetOpKind | None = None
 
     @property
     def columns(self) -> tuple[Column, ...]:
-        return self.input.columns
+        cols = self.input.columns
+        return cols if self.setop is None else cols[:-1]
+
+
+def setop_copies(kind: SetOpKind, left: int, right: int) -> int:
+    """How many times INTERSECT / EXCEPT [ALL] outputs a row that its left operand has
+    ``left`` times and its right operand ``right`` times (PostgreSQL's semantics); a count
+    below zero (a batch revoking a row before adding it) counts as zero."""
+    left, right = max(left, 0), max(right, 0)
+    if kind == "intersect_all":
+        return min(left, right)
+    if kind == "except_all":
+        return max(left - right, 0)
+    if kind == "intersect":
+        return 1 if left > 0 and right > 0 else 0
+    return 1 if left > 0 and right == 0 else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,12 +454,16 @@ class RangeFrame:
     is 0, ``n PRECEDING`` -n, ``n FOLLOWING`` n); under RANGE, rows whose key is NULL are only
     in the frames of NULL rows (all of them) and in unbounded ends. ``exclude``: "current"
     (the row itself), "group" (its peers and itself), "ties" (its peers, not itself) or
-    None."""
+    None. ``micros``: a RANGE key of type date, timestamp or timestamptz, measured in
+    microseconds (a date at its midnight; a timestamp since 2000-01-01, a timestamptz's
+    instant; ``infinity`` stays infinite), and ``start``/``end`` are interval offsets in
+    microseconds (intervals without months: their days are 24 hours there)."""
 
     mode: Literal["rows", "range", "groups"]
     start: int | None
     end: int | None
     exclude: str | None = None
+    micros: bool = False
 
 
 WindowFunc = Literal["row_number", "rank", "dense_rank", "lag", "lead", "count_star", "count",

@@ -139,6 +139,10 @@ _INTERVAL_UNITS = {
     "minutes": (0, 0, 60_000_000), "min": (0, 0, 60_000_000), "mins": (0, 0, 60_000_000),
     "second": (0, 0, 1_000_000), "seconds": (0, 0, 1_000_000), "sec": (0, 0, 1_000_000),
     "secs": (0, 0, 1_000_000),
+    **{u: (0, 0, 1000) for u in ("millisecond", "milliseconds", "ms", "msec", "msecs",
+                                 "msecond", "mseconds")},
+    **{u: (0, 0, 1) for u in ("microsecond", "microseconds", "us", "usec", "usecs", "usecond",
+                              "useconds")},
 }
 _INTERVAL_PART = re.compile(r"\s*([+-]?\d{1,9})\s+([a-z]+)", re.ASCII)
 

@@ -71,6 +71,8 @@ class PlannedQuery:
     #: The result columns when the select list computes over the aggregates (name and an
     #: expression over each result row of ``aggregates``, all of which are then hidden).
     agg_exprs: tuple[tuple[str, ir.Expr], ...] = ()
+    #: LIMIT / OFFSET parameters over the aggregates' result rows (after ORDER BY).
+    agg_page: Page | None = None
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
@@ -94,10 +96,10 @@ class PlannedQuery:
                     out.setdefault(alt.param, T.ARRAY_OF[type_oid] if alt.array else type_oid)
         for cut in self.cuts:
             out.setdefault(cut.param, cut.type_oid)
-        page = self.page
-        for number in (page.limit_param, page.offset_param) if page is not None else ():
-            if number is not None:
-                out.setdefault(number, T.INT8)
+        for page in (self.page, self.agg_page):
+            for number in (page.limit_param, page.offset_param) if page is not None else ():
+                if number is not None:
+                    out.setdefault(number, T.INT8)
         return out
 
 
@@ -129,3 +131,4 @@ class Block:
     agg_limit: int | None = None
     agg_offset: int = 0
     agg_exprs: tuple[tuple[str, ir.Expr], ...] = ()  # computed result columns over them
+    agg_page: Page | None = None  # LIMIT / OFFSET parameters over them

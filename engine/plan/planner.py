@@ -143,8 +143,15 @@ class _Planner:
             return refs + [ir.ColumnRef(c.column, bound.scope.cols[c.column].type_oid)
                            for c in cuts]
 
-        return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
-                             lambda e: e, cuts=cuts, windows=windows)
+        try:
+            return self._project(ctx, stmt, rel, builder, bound.scope, keys, key_exprs,
+                                 lambda e: e, cuts=cuts, windows=windows)
+        except _DistinctOverCut as exc:
+            # DISTINCT is GROUP BY every output column: the host groups the cut rows
+            grouped_stmt = distinct_as_grouping(stmt)
+            if grouped_stmt is None:
+                raise PlanError(exc.reason) from None
+            return self._grouped(ctx, grouped_stmt, Bound(rel, bound.scope), keys, cuts)
 
     def _grouped(self, ctx: PlanContext, stmt: Node, bound: Bound, keys: list[Key],
                  cuts: list[RangeCut]) -> Block:
@@ -155,11 +162,11 @@ class _Planner:
                 raise PlanError("parameter in an aggregate query with HAVING but no GROUP BY")
             raise RetryPinned
         bound, positions, canon = group_items(ctx, stmt, bound)
+        if any(c.column not in positions for c in cuts):
+            # the host aggregates the rows the cut selects (of every lookup, merged)
+            return range_aggregates(ctx, stmt, bound, keys, cuts, positions, canon)
         if any(k.source.multi and k.position not in positions for k in keys):
             raise RetryPinned  # an IN-list key must be grouped on, or lookups split groups
-        if any(c.column not in positions for c in cuts):
-            # the host aggregates the rows the cut selects
-            return range_aggregates(ctx, stmt, bound, keys, cuts, positions)
         grouping = Grouping(bound.scope, ctx.catalog, canon)
         for pos in positions:
             grouping.add_group(pos)
@@ -224,7 +231,8 @@ class _Planner:
                 raise PlanError("for SELECT DISTINCT, ORDER BY expressions must appear in "
                                 "select list")
             if cut_extra:
-                raise PlanError("range parameter on a column SELECT DISTINCT does not output")
+                raise _DistinctOverCut("range parameter on a column SELECT DISTINCT does not "
+                                       "output")
             check_equality_types([e.type_oid for e in exprs], range(len(exprs)), "DISTINCT")
             project = ir.Distinct(project)
         return Block(project, list(out_names), colls, len(exprs), block_keys, order, limit,
@@ -237,6 +245,21 @@ class _Planner:
         if LATERAL in node:
             return per_correlation(ctx, self.block(ctx, node["SelectStmt"], False), node[LATERAL])
         return branch(self.block, ctx, node, top=False)[0]
+
+
+class _DistinctOverCut(PlanError):
+    """SELECT DISTINCT whose range parameter is on a column it does not output."""
+
+
+def distinct_as_grouping(stmt: Node) -> Node | None:
+    """``SELECT DISTINCT items ...`` as ``SELECT items ... GROUP BY items`` (the same rows:
+    one per distinct value of the items, NULLs together); None for ``*`` items."""
+    items = [t["ResTarget"]["val"] for t in stmt.get("targetList", [])]
+    if any("A_Star" in f for v in items for f in v.get("ColumnRef", {}).get("fields", [])):
+        return None
+    out = {k: v for k, v in stmt.items() if k != "distinctClause"}
+    out["groupClause"] = items
+    return out
 
 
 def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
@@ -279,5 +302,5 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
                             timezone if zone.used else None, block.aggregates,
                             block.grouped, block.agg_having, block.agg_hidden,
                             block.agg_order, block.agg_limit, block.agg_offset,
-                            block.agg_exprs)
+                            block.agg_exprs, block.agg_page)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

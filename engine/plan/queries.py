@@ -154,7 +154,8 @@ class Classified:
         for options in choices:
             combos *= len(options)
         bounds = page_bounds(plan, params)
-        if combos > MAX_LOOKUPS or bounds is None:
+        if combos > MAX_LOOKUPS or bounds is None \
+                or page_bounds(plan, params, agg=True) is None:
             return None
         if plan.reader.span is not None:  # range-partial state: the key ends with the span
             limit, offset = bounds
@@ -209,10 +210,12 @@ MAX_LOOKUPS = 1000
 _INVALID = object()
 
 
-def page_bounds(plan: PlannedQuery, params: Sequence[Any]) -> tuple[int | None, int] | None:
-    """(limit, offset) of a parameter Page for these parameter values; None when a value is
-    missing, not an integer or negative (PostgreSQL raises: forward upstream)."""
-    page = plan.page
+def page_bounds(plan: PlannedQuery, params: Sequence[Any],
+                agg: bool = False) -> tuple[int | None, int] | None:
+    """(limit, offset) of a parameter Page (``plan.page``, or with ``agg`` the one over the
+    host aggregates' result rows, ``plan.agg_page``) for these parameter values; None when a
+    value is missing, not an integer or negative (PostgreSQL raises: forward upstream)."""
+    page = plan.agg_page if agg else plan.page
     if page is None:
         return None, 0
     bounds: list[int | None] = [page.limit, page.offset]
@@ -273,6 +276,12 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
         results = aggregate_groups(rows, plan.aggregates, plan.grouped, plan.agg_having,
                                    plan.agg_hidden, plan.agg_order, plan.agg_limit,
                                    plan.agg_offset)
+        if plan.agg_page is not None:
+            agg_bounds = page_bounds(plan, params, agg=True)
+            if agg_bounds is None:
+                raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
+            end = None if agg_bounds[0] is None else agg_bounds[1] + agg_bounds[0]
+            results = results[agg_bounds[1]:end]
         return computed_columns(results, plan.agg_exprs) if plan.agg_exprs else results
     if plan.hidden:
         rows = [row[: -plan.hidden] for row in rows]

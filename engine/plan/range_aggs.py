@@ -1,6 +1,7 @@
-"""Aggregates over a range cut: an aggregate without GROUP BY, or grouped on its equality
-keys only, whose WHERE has range parameters (``SELECT count(*) FROM stories WHERE
-author_id = $1 AND created_at > $2``).
+"""Aggregates over a range cut: an aggregate without GROUP BY, or grouped on columns whose
+equal values print the same (equality keys or others; a SELECT DISTINCT the planner turned
+into GROUP BY of its items), whose WHERE has range parameters (``SELECT count(*) FROM
+stories WHERE author_id = $1 AND created_at > $2``).
 
 Owns: ``range_aggregates`` (such a SELECT -> a block that reads, per equality key, the
 aggregates' arguments and the cut column: the reader keeps rows, range-partial when
@@ -12,14 +13,16 @@ answer every range; the cut rows are exactly the rows PostgreSQL aggregates. The
 types and accumulators are the GROUP BY path's (``Grouping``: count -> int8, sum(int4) ->
 int8, avg(int) -> numeric ...; ``engine.dataflow.ops.accumulators``), so values are equal;
 float sum/avg stay refused there (row order). Without GROUP BY, over no rows: count 0, the
-others NULL; grouped on the keys: one row per key value that has rows in the range.
+others NULL; grouped: one row per group value that has rows in the range (across the
+merged lookups).
 
 Supported: a select list of aggregate calls (count(*), count(x), count(DISTINCT x), sum, avg,
 min, max, FILTER allowed) and grouped key columns, or expressions over them (every call is then
 a hidden value and ``computed_columns`` makes the result columns, without ORDER BY); HAVING over
 them (aggregates HAVING alone reads are hidden result values, dropped after the filter), ORDER
-BY over the result columns or aggregates (hidden likewise) with constant LIMIT/OFFSET; no
-DISTINCT, no LIMIT/OFFSET parameter. Everything else keeps its precise reason.
+BY over the result columns or aggregates (hidden likewise) with LIMIT/OFFSET, constants or
+parameters (``PlannedQuery.agg_page``, cut after the aggregation); no DISTINCT (the
+planner's GROUP BY form only). Everything else keeps its precise reason.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ _REFUSED = (("distinctClause", "DISTINCT"),)
 
 
 def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys: list[Key],
-                     cuts: list[RangeCut], positions: list[int]) -> Block:
+                     cuts: list[RangeCut], positions: list[int],
+                     canon: dict[str, int] | None = None) -> Block:
     """The block of an aggregate over range cuts, without GROUP BY or grouped on equality
     keys only (``positions``): its visible columns are the aggregates' arguments (reader
     output 0..n-1), then hidden key and cut columns; ``Block.aggregates`` are the select
@@ -61,11 +65,11 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
     for clause, label in _REFUSED:
         if stmt.get(clause) is not None:
             raise PlanError(f"range parameter under an aggregate with {label}")
-    grouping = Grouping(bound.scope, ctx.catalog)
+    grouping = Grouping(bound.scope, ctx.catalog, canon)
     for pos in positions:
         grouping.add_group(pos)
     exprs, names = select_list(stmt, grouping.builder("SELECT"), bound.scope, True)
-    _check_groups(grouping, keys)
+    _check_groups(grouping)
     computed: list[tuple[str, ir.Expr]] = []
     if any(not isinstance(e, ir.ColumnRef) for e in exprs):
         # expressions over the aggregates: every call is a hidden value, the result columns
@@ -82,9 +86,7 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
     if having is not None and any(isinstance(e, ir.Param) for e in walk(having)):
         raise PlanError("range parameter under an aggregate with a $n in HAVING")
     order, sorted_on = order_by(stmt, grouping.builder("ORDER BY"), list(exprs), names)
-    limit, offset, page = page_bounds(stmt, order)
-    if page is not None:
-        raise PlanError("range parameter under an aggregate with a LIMIT/OFFSET parameter")
+    limit, offset, page = page_bounds(stmt, order)  # a parameter page cuts the result rows
     if any(not isinstance(e, ir.ColumnRef) for e in sorted_on):
         raise PlanError("range parameter under an aggregate ordered by an expression")
     # each result column's grouping reference, then those only ORDER BY or HAVING read
@@ -132,7 +134,7 @@ def range_aggregates(ctx: PlanContext, stmt: dict[str, Any], bound: Bound, keys:
                  None, cuts=block_cuts, aggregates=tuple(out),
                  grouped=tuple(range(len(grouping.groups))), agg_having=having,
                  agg_hidden=0 if computed else len(refs) - len(exprs), agg_order=order,
-                 agg_limit=limit, agg_offset=offset, agg_exprs=results)
+                 agg_limit=limit, agg_offset=offset, agg_exprs=results, agg_page=page)
 
 
 def _call(grouping: Grouping, ref: int) -> ir.AggCall:
@@ -150,16 +152,11 @@ _GROUP_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR, T.DATE, T.T
                           T.TIMESTAMPTZ, T.BOOL})
 
 
-def _check_groups(grouping: Grouping, keys: list[Key]) -> None:
-    """GROUP BY under a range only on equality key columns of exact-printing types (each
-    lookup is then one group; the groups need no state of their own)."""
-    keyed = {k.position for k in keys}
+def _check_groups(grouping: Grouping) -> None:
+    """GROUP BY under a range only on columns of exact-printing types (the host groups the
+    rows the cut selects, by value: a group's value is any of its rows')."""
     for pos in grouping.groups:
         col = grouping.scope.cols[pos]
-        if pos not in keyed:
-            raise PlanError("range parameter on a column the query does not group by (an "
-                            "aggregate over a range is cached without GROUP BY or grouped "
-                            "on its equality keys only)")
         if col.type_oid not in _GROUP_TYPES:
             raise PlanError(f"range parameter under GROUP BY {col.name} of type "
                             f"{pgtypes.type_name(col.type_oid)}")
@@ -187,6 +184,11 @@ def aggregates_text(plan: PlannedQuery, cols: tuple[ir.Column, ...]) -> str:
         having += f" LIMIT {plan.agg_limit}"
     if plan.agg_offset:
         having += f" OFFSET {plan.agg_offset}"
+    if plan.agg_page is not None:
+        page = plan.agg_page
+        limit = f"${page.limit_param}" if page.limit_param else page.limit
+        offset = f"${page.offset_param}" if page.offset_param else page.offset
+        having += f" LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
     if plan.agg_exprs:
         having += " RESULT " + ", ".join(f"{render_expr(e, out)} AS {name}"
                                           for name, e in plan.agg_exprs)

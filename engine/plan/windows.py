@@ -24,8 +24,10 @@ CURRENT ROW | n FOLLOWING AND n PRECEDING | CURRENT ROW | n FOLLOWING``, literal
 ``ir.RangeFrame``s, recomputed whole at the read after a change: RANGE offsets over one integer
 ORDER BY key (PostgreSQL's in_range answers as unbounded integers do), GROUPS offsets, EXCLUDE
 CURRENT ROW / GROUP / TIES in any mode, and ROWS frames with a larger offset or an offset paired
-with UNBOUNDED (ROWS still over an ORDER BY that cannot tie). A RANGE offset over another type
-(an interval distance) and an offset that is not a non-negative integer literal go upstream.
+with UNBOUNDED (ROWS still over an ORDER BY that cannot tie), and RANGE offsets over one date /
+timestamp / timestamptz key by a constant interval without months (days: not over
+timestamptz), measured in microseconds. A RANGE offset over another type and other offsets
+(negative, not constant, an integer over a date) go upstream.
 Float sum/avg (``dataflow.window_floats``: PostgreSQL's additions, in window order) are planned
 over an ORDER BY that cannot tie, never over the whole partition nor a RANGE/GROUPS frame
 (PostgreSQL adds those rows, or peers, in its input order).
@@ -42,6 +44,7 @@ from engine.plan.exprs import ExprBuilder, deterministic
 from engine.plan.names import figure_colname
 from engine.plan.scope import PlanError, Scope
 from engine.values import oids as T
+from engine.values.types import Interval
 
 Node = dict[str, Any]
 
@@ -206,6 +209,8 @@ _EXCLUDES = {0x8000: "current", 0x10000: "group", 0x20000: "ties"}
 #: integer ORDER BY types a RANGE offset measures exactly (PostgreSQL's in_range answers as
 #: with unbounded integers, as Python's do)
 _RANGE_KEY_TYPES = (T.INT2, T.INT4, T.INT8)
+#: date and time ORDER BY types a RANGE offset (an interval) measures exactly in microseconds
+_RANGE_TIME_TYPES = (T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ)
 
 
 def _ranged(name: str, over: Node, order: list[Node], builder: ExprBuilder) -> ir.RangeFrame:
@@ -223,6 +228,7 @@ def _ranged(name: str, over: Node, order: list[Node], builder: ExprBuilder) -> i
                               | _END_FOLLOWING))
     if mode == "groups" and not order:
         raise PlanError(f"{name}() OVER a GROUPS frame without ORDER BY (an error)")
+    timed = False  # a RANGE offset over a date / timestamp key: interval offsets
     if mode == "range" and not offsets:  # CURRENT ROW is the row's peers, as in GROUPS
         mode = "groups"
     elif mode == "range":
@@ -230,15 +236,20 @@ def _ranged(name: str, over: Node, order: list[Node], builder: ExprBuilder) -> i
             raise PlanError(f"{name}() OVER a RANGE offset frame without exactly one ORDER BY "
                             "column")
         key = builder.build(order[0]["SortBy"]["node"])
-        if key.type_oid not in _RANGE_KEY_TYPES:
+        if key.type_oid not in _RANGE_KEY_TYPES + _RANGE_TIME_TYPES:
             raise PlanError(f"{name}() OVER a RANGE offset frame ordered by "
-                            f"{pgtypes.type_name(key.type_oid)} (only integer keys are cached)")
+                            f"{pgtypes.type_name(key.type_oid)} (only integer, date and "
+                            "timestamp keys are cached)")
+        timed = key.type_oid in _RANGE_TIME_TYPES
     bounds: list[int | None] = []
     for table, bit, node in ((_RANGE_STARTS, starts[0], over.get("startOffset")),
                              (_RANGE_ENDS, ends[0], over.get("endOffset"))):
         sign = table[bit]
         if not sign:
             bounds.append(sign)
+            continue
+        if mode == "range" and timed:
+            bounds.append(sign * _interval_offset(name, node or {}, key.type_oid, builder))
             continue
         const = (node or {}).get("A_Const", {})
         if "ival" not in const:
@@ -247,7 +258,31 @@ def _ranged(name: str, over: Node, order: list[Node], builder: ExprBuilder) -> i
         if n < 0:
             raise PlanError(f"{name}() OVER a frame with a negative offset (an error)")
         bounds.append(sign * n)
-    return ir.RangeFrame(mode, bounds[0], bounds[1], excludes[0] if excludes else None)
+    return ir.RangeFrame(mode, bounds[0], bounds[1], excludes[0] if excludes else None,
+                         micros=mode == "range" and timed)
+
+
+def _interval_offset(name: str, node: Node, key_oid: int, builder: ExprBuilder) -> int:
+    """A RANGE offset over a date / timestamp / timestamptz key: a constant interval without
+    months (calendar arithmetic), without days over timestamptz (a day there depends on the
+    session TimeZone), not negative; in microseconds (``ir.RangeFrame.micros``)."""
+    offset = builder.build(node)
+    if offset.type_oid == T.UNKNOWN:
+        offset = builder.coerce(offset, T.INTERVAL)
+    if not isinstance(offset, ir.Const) or not isinstance(offset.value, Interval):
+        raise PlanError(f"{name}() OVER a RANGE frame over {pgtypes.type_name(key_oid)} whose "
+                        "offset is not an interval constant")
+    value = offset.value
+    if value.months:
+        raise PlanError(f"{name}() OVER a RANGE frame offset with months or years (calendar "
+                        "arithmetic)")
+    if value.days and key_oid == T.TIMESTAMPTZ:
+        raise PlanError(f"{name}() OVER a RANGE frame offset in days over timestamptz (a day "
+                        "depends on the session TimeZone)")
+    total = value.days * 86_400_000_000 + value.microseconds
+    if total < 0:
+        raise PlanError(f"{name}() OVER a frame with a negative offset (an error)")
+    return total
 
 
 def _sliding(name: str, over: Node) -> tuple[int, int]:

@@ -98,10 +98,6 @@ def _check_select(node: Node) -> str | None:
     with_clause = node.get("withClause")
     if with_clause is not None and with_clause.get("recursive"):
         return "recursive CTE (WITH RECURSIVE)"
-    op = node.get("op", "SETOP_NONE")
-    if op not in ("SETOP_NONE", "SETOP_UNION"):
-        names = {"SETOP_INTERSECT": "INTERSECT", "SETOP_EXCEPT": "EXCEPT"}
-        return f"{names.get(op, op)}{' ALL' if node.get('all') else ''} (only UNION [ALL])"
     if node.get("valuesLists"):
         return "VALUES list"
     distinct = node.get("distinctClause")

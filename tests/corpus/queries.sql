@@ -714,8 +714,15 @@ SELECT id, score, count(*) OVER (ORDER BY score DESC RANGE BETWEEN CURRENT ROW A
 SELECT id, avg(rating) OVER (ORDER BY rating GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE GROUP) AS others FROM reviews WHERE product_id = $1;
 SELECT id, forum_id, max(reply_count) OVER (PARTITION BY forum_id ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 FOLLOWING EXCLUDE CURRENT ROW) AS best_other FROM threads;
 SELECT product_id, quantity, min(quantity) OVER (ORDER BY quantity RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING EXCLUDE TIES) FROM order_items WHERE order_id = 7;
--- upstream: a RANGE offset on a date (an interval distance)
+-- ===================== RANGE offsets over dates and timestamps (interval distances in microseconds) =====================
 SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '7 days' PRECEDING AND CURRENT ROW) FROM orders;
+-- params: [3]
+SELECT id, created_at, count(*) OVER (ORDER BY created_at RANGE BETWEEN interval '3 days' PRECEDING AND interval '1 day' FOLLOWING) AS nearby FROM stories WHERE author_id = $1;
+SELECT id, placed_on, sum(total) OVER (PARTITION BY customer_id ORDER BY placed_on DESC RANGE BETWEEN '14 days' PRECEDING AND CURRENT ROW EXCLUDE CURRENT ROW) AS fortnight FROM orders;
+-- params: [2]
+SELECT id, max(reply_count) OVER (ORDER BY created_at RANGE BETWEEN interval '36 hours' PRECEDING AND interval '90 minutes' FOLLOWING) FROM threads WHERE forum_id = $1 ORDER BY id;
+-- upstream: a month is calendar arithmetic
+SELECT id, count(*) OVER (ORDER BY placed_on RANGE BETWEEN interval '1 month' PRECEDING AND CURRENT ROW) FROM orders;
 -- ===================== SIMILAR TO (as the anchored regular expression PostgreSQL makes of it) =====================
 SELECT id, title FROM stories WHERE title SIMILAR TO '%(rust|python)%';
 SELECT id FROM users WHERE email NOT SIMILAR TO '_%@example.com';
@@ -735,3 +742,38 @@ SELECT coalesce(sum(score), 0) AS total, count(*) AS n, round(avg(score), 1) AS 
 SELECT count(*) > 0 AS any_recent, coalesce(max(total), 0) - coalesce(min(total), 0) AS spread FROM orders WHERE id < $1;
 -- params: [[1, 2, 3], 10]
 SELECT author_id, count(*) * 100 / nullif(count(url), 0) AS pct FROM stories WHERE author_id = ANY($1) AND score > $2 GROUP BY author_id;
+-- ===================== INTERSECT / EXCEPT [ALL] (NULLs equal, multiset counts for ALL) =====================
+SELECT author_id FROM stories INTERSECT SELECT user_id FROM votes;
+SELECT author_id FROM stories INTERSECT ALL SELECT author_id FROM comments ORDER BY 1;
+SELECT id FROM users EXCEPT SELECT author_id FROM stories ORDER BY 1;
+SELECT story_id FROM votes EXCEPT ALL SELECT story_id FROM comments;
+SELECT email FROM users INTERSECT SELECT email FROM users WHERE karma > 10;
+SELECT country FROM customers EXCEPT ALL SELECT country FROM customers WHERE vip;
+-- params: [3]
+SELECT story_id FROM comments WHERE author_id = $1 INTERSECT SELECT story_id FROM votes WHERE user_id = $1 ORDER BY 1 LIMIT 5;
+-- upstream: a range parameter inside an operand (the host cuts ranges at the top only)
+-- params: [2]
+SELECT product_id FROM order_items WHERE quantity > $1 EXCEPT SELECT product_id FROM reviews WHERE rating < $1;
+SELECT customer_id FROM orders UNION SELECT customer_id FROM reviews INTERSECT SELECT id FROM customers WHERE vip EXCEPT SELECT customer_id FROM orders WHERE status = 'cancelled';
+(SELECT author_id, score FROM stories ORDER BY score DESC, id LIMIT 10) EXCEPT ALL (SELECT author_id, score FROM comments ORDER BY id LIMIT 20);
+-- upstream: operands keyed on different parameters
+-- params: [1, 2]
+SELECT story_id FROM comments WHERE author_id = $1 EXCEPT SELECT story_id FROM votes WHERE user_id = $2;
+-- ===================== DISTINCT and other groups over a range (the host groups the cut rows) =====================
+-- params: [20]
+SELECT DISTINCT author_id FROM stories WHERE score > $1;
+-- params: [3, 12]
+SELECT DISTINCT published FROM stories WHERE author_id = $1 AND id >= $2;
+-- params: [5]
+SELECT DISTINCT status FROM orders WHERE id < $1 ORDER BY status;
+-- params: [15]
+SELECT status, count(*), sum(total) FROM orders WHERE id > $1 GROUP BY status;
+-- params: [[1, 2, 3], 10]
+SELECT count(*), max(score) FROM stories WHERE author_id = ANY($1) AND score > $2;
+-- params: [2, 3]
+SELECT rating, count(*) AS n FROM reviews WHERE product_id > $1 AND rating >= $2 GROUP BY rating HAVING count(*) > 1 ORDER BY n DESC, rating LIMIT 3;
+-- params: [10, 3, 1]
+SELECT author_id, count(*) AS n FROM stories WHERE score > $1 GROUP BY author_id ORDER BY n DESC, author_id LIMIT $2 OFFSET $3;
+-- upstream: numeric groups print as any of their equal values
+-- params: [2]
+SELECT DISTINCT unit_price FROM order_items WHERE quantity > $1;

@@ -36,6 +36,15 @@ INSERT INTO noident VALUES (1, 'i');
 """
 
 
+def _create_kv_v(conn: psycopg.Connection[Any]) -> str:
+    """Run ``CREATE CACHE kv_v`` on ``conn``: "created", or the error's text."""
+    try:
+        conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
+    except psycopg.Error as exc:
+        return str(exc)
+    return "created"
+
+
 def _publications(pg: Any, dbname: str) -> dict[str, set[str]]:
     out = pg.psql("SELECT p.pubname, coalesce(string_agg(t.tablename, ',' ORDER BY t.tablename),"
                   " '') FROM pg_publication p LEFT JOIN pg_publication_tables t"
@@ -207,14 +216,7 @@ def test_a_cache_over_a_table_a_client_holds_locked_never_waits_for_the_client(
             pid = holder.info.backend_pid  # (weir gives clients the upstream's pid)
             holder.execute("ALTER TABLE kv ADD COLUMN w int")  # open: holds ACCESS EXCLUSIVE
 
-            def create() -> str:
-                try:
-                    conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
-                except psycopg.Error as exc:
-                    return str(exc)
-                return "created"
-
-            answer = pool.submit(create)
+            answer = pool.submit(_create_kv_v, conn)
             try:
                 eventually(lambda: _lock_waiters(pg, dbname, pid) != "", timeout=10)
                 # weir answers the lock holder while its own describe still waits
@@ -275,21 +277,14 @@ def test_a_first_cache_while_a_client_holds_a_written_transaction_open_answers(
         ):
             holder.execute("UPDATE other SET v = 'z' WHERE k = 1")  # open, with an xid
 
-            def create() -> str:
-                try:
-                    conn.execute("CREATE CACHE kv_v FROM SELECT v FROM kv WHERE k = $1")
-                except psycopg.Error as exc:
-                    return str(exc)
-                return "created"
-
-            answer = pool.submit(create)
+            answer = pool.submit(_create_kv_v, conn)
             try:
                 outcome = answer.result(timeout=30)
             finally:
                 holder.rollback()
             assert "caching is starting" in outcome
             # the transaction over, the start completes and the command succeeds
-            eventually(lambda: create() == "created", timeout=30)
+            eventually(lambda: _create_kv_v(conn) == "created", timeout=30)
             assert conn.execute("SELECT v FROM kv WHERE k = %s", (1,)).fetchone() == ("a",)
     finally:
         server.stop()
@@ -319,3 +314,42 @@ def test_the_tables_check_takes_no_table_lock(pg: Any, dbname: str) -> None:
                                                 "public.parted_1"]
         finally:
             holder.rollback()
+
+
+def test_publishing_a_table_a_client_holds_locked_retries_in_short_waits(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a table to the publication waits for its lock in short attempts (each below
+    PostgreSQL's 1 s deadlock check, so in a lock cycle with a client weir gives up first):
+    while a client's open transaction holds the table in SHARE mode (the describe's reads
+    pass, ALTER PUBLICATION waits), weir's wait ends and starts again, and the cache is
+    created once the client's transaction ends."""
+    monkeypatch.setattr(publication, "LOCK_ATTEMPTS", 100)  # (time to see two on a busy machine)
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    try:
+        with (
+            psycopg.connect(pg.dsn(dbname=dbname)) as holder,
+            psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn,
+            concurrent.futures.ThreadPoolExecutor(1) as pool,
+        ):
+            conn.execute("CREATE CACHE other_v FROM SELECT v FROM other WHERE k = $1")
+            pid = holder.info.backend_pid
+            holder.execute("LOCK TABLE kv IN SHARE MODE")
+            answer = pool.submit(_create_kv_v, conn)
+            waits: set[str] = set()
+
+            def waited_again() -> bool:  # (a waiting attempt's backend and start time)
+                waits.update(str(pg.psql(
+                    "SELECT pid || '@' || extract(epoch FROM query_start) FROM pg_stat_activity "
+                    f"WHERE query LIKE 'ALTER PUBLICATION%' AND {pid} = ANY(pg_blocking_pids(pid))",
+                    dbname)).split())
+                return len(waits) >= 2
+
+            try:
+                eventually(waited_again, timeout=20)
+            finally:
+                holder.rollback()
+            assert answer.result(timeout=20) == "created"
+            assert conn.execute("SELECT v FROM kv WHERE k = %s", (1,)).fetchone() == ("a",)
+    finally:
+        server.stop()

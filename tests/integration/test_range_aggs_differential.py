@@ -76,3 +76,31 @@ def test_aggregates_over_a_range(pg: Any, dbname: str) -> None:
     the equality key: a row per key value with rows in the range."""
     run_differential(pg, dbname, RANGE_AGG_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000}, explain="state: range-partial on")
+
+
+HOST_GROUP_SHAPES = [
+    Shape("SELECT DISTINCT name FROM things WHERE score < $1",
+          lambda r: (_bound(r, lambda q: q.randint(-5, 65), _INT4),)),
+    Shape("SELECT DISTINCT grp, day FROM things WHERE grp = $1 AND at > $2 ORDER BY day DESC, 1 "
+          "LIMIT 4", lambda r: (r.randint(0, 45), _bound(r, _at, _TIMES)), ordered=True),
+    Shape("SELECT name, count(*), sum(score) FROM things WHERE grp = $1 AND day >= $2 "
+          "GROUP BY name", lambda r: (r.randint(0, 45), _bound(r, _day, _DAYS))),
+    Shape("SELECT score % 3 AS m, count(*) AS n, max(day) FROM things WHERE id > $1 "
+          "GROUP BY 1 HAVING count(*) > 2",
+          lambda r: (_bound(r, lambda q: q.randint(-5, 1100), _INT4),)),
+    Shape("SELECT DISTINCT lower(name), score IS NULL FROM things WHERE grp = ANY($1) "
+          "AND id < $2", lambda r: (_ids(r, 45, 9), _bound(r, lambda q: q.randint(-5, 1100),
+                                                             _INT4))),
+    Shape("SELECT grp, count(*) AS n FROM things WHERE id < $1 GROUP BY grp "
+          "ORDER BY n DESC, grp LIMIT $2 OFFSET $3",
+          lambda r: (_bound(r, lambda q: q.randint(-5, 1100), _INT4),
+                     r.choice([None, 0, 1, 3, 50]), r.choice([None, 0, 2, 40])), ordered=True),
+]
+
+
+def test_distinct_and_other_groups_over_a_range(pg: Any, dbname: str) -> None:
+    """SELECT DISTINCT with a range on a column it does not output, and GROUP BY columns
+    other than the equality keys under a range: the host groups the rows the cut selects
+    (and cuts a LIMIT / OFFSET parameter page of the sorted groups)."""
+    run_differential(pg, dbname, HOST_GROUP_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000}, explain="state: range-partial on")

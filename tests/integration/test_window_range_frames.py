@@ -109,3 +109,89 @@ FRAME_SHAPES = [
 def test_range_frames_through_weir(pg: Any, dbname: str) -> None:
     run_differential(pg, dbname, FRAME_SHAPES, SCHEMA, _random_write,
                      {"things": 1000, "notes": 1000})
+
+
+_TIMED = """
+CREATE TABLE rt (id int PRIMARY KEY, g int, d date, t timestamp, tz timestamptz, w int);
+"""
+#: (the keys' steps exactly, and just under: a day, 7h30m0.25s for t, 50 minutes for tz)
+_INTERVALS = ["0 seconds", "1 day", "23 hours 59 minutes", "2 days 12 hours", "90 minutes",
+              "50 minutes", "49 minutes 59 seconds", "1 microsecond", "3 days",
+              "7 hours 30 minutes 250 milliseconds", "7 hours 30 minutes 249 milliseconds",
+              "15 hours 500 ms", "15 hours 499999 us"]
+
+
+def _timed_bound(rng: random.Random, start: bool, key: str) -> str:
+    kind = rng.choice(["unbounded", "current", "preceding", "following", "following"])
+    if kind == "unbounded":
+        return "UNBOUNDED PRECEDING" if start else "UNBOUNDED FOLLOWING"
+    if kind == "current":
+        return "CURRENT ROW"
+    spans = [s for s in _INTERVALS if key != "tz" or "day" not in s]
+    return f"interval '{rng.choice(spans)}' {kind.upper()}"
+
+
+def _timed_frame_sql(rng: random.Random) -> str:
+    key = rng.choice(["d", "t", "tz"])
+    direction = rng.choice(["", " DESC"]) + rng.choice(["", " NULLS FIRST", " NULLS LAST"])
+    exclude = rng.choice(["", "", " EXCLUDE CURRENT ROW", " EXCLUDE GROUP", " EXCLUDE TIES"])
+    func = rng.choice(["count(*)", "count(w)", "sum(w)", "min(w)", "max(id)"])
+    part = rng.choice(["", "PARTITION BY g "])
+    return (f"{func} OVER ({part}ORDER BY {key}{direction} RANGE BETWEEN "
+            f"{_timed_bound(rng, True, key)} AND {_timed_bound(rng, False, key)}{exclude})")
+
+
+def test_random_date_and_timestamp_frames_match_postgres(pg: Any, dbname: str) -> None:
+    """RANGE offsets by intervals over date, timestamp and timestamptz keys (ties, NULLs,
+    fractional seconds, a DST change in the session TimeZone; psycopg cannot load infinity,
+    ``tests/unit/engine`` measures it)."""
+    rng = random.Random(20261129)
+    with psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as conn:
+        conn.execute(_TIMED)
+        conn.execute("SET TimeZone = 'Europe/Paris'")
+        conn.execute(
+            "INSERT INTO rt SELECT g, g % 3, CASE WHEN g % 11 = 0 THEN NULL "
+            "ELSE date '2024-03-28' + (g * 7 % 9) END, "
+            "CASE WHEN g % 13 = 0 THEN NULL ELSE timestamp '2024-03-29 23:00' + "
+            "(g * 5 % 17) * interval '7 hours 30 minutes 0.25 seconds' END, "
+            "CASE WHEN g % 9 = 0 THEN NULL ELSE timestamptz "
+            "'2024-03-30 20:00+01' + (g * 3 % 11) * interval '50 minutes' END, "
+            "CASE WHEN g % 5 = 0 THEN NULL ELSE g % 7 - 2 END FROM generate_series(1, 40) g")
+        catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
+        table = {catalog.relations[0].oid: [tuple(r) for r in conn.execute(
+            "SELECT * FROM rt").fetchall()]}
+        planner = QueryPlanner(catalog)
+        checked = 0
+        for _ in range(200):
+            sql = f"SELECT id, {_timed_frame_sql(rng)} AS x, {_timed_frame_sql(rng)} AS y FROM rt"
+            answer = planner.classify(sql, ("public",), "Europe/Paris")
+            if isinstance(answer.query, Unsupported):
+                assert answer.query.reason.startswith("syntax error: frame "), (
+                    sql, answer.query.reason)
+                continue
+            want = conn.execute(sql).fetchall()
+            keys = answer.keys([])
+            assert keys is not None
+            got = merge_lookups(answer.query.plan, [evaluate_reader(
+                answer.query.plan.reader, table, k) for k in keys], [])
+            assert Counter(map(repr, got)) == Counter(map(repr, want)), sql
+            checked += 1
+        print(f"\ndate/timestamp range frames checked: {checked}")
+        assert checked > 120
+
+
+TIMED_FRAME_SHAPES = [
+    Shape("SELECT id, count(*) OVER (ORDER BY day RANGE BETWEEN interval '3 days' PRECEDING "
+          "AND CURRENT ROW) AS recent FROM things WHERE grp = $1", a_grp),
+    Shape("SELECT id, sum(score) OVER (ORDER BY made DESC RANGE BETWEEN '1 day 2 hours' "
+          "PRECEDING AND '12 hours' FOLLOWING EXCLUDE TIES) AS near FROM things "
+          "WHERE grp = $1", a_grp),
+    Shape("SELECT id, max(score) OVER (ORDER BY at NULLS FIRST RANGE BETWEEN interval "
+          "'20 hours' PRECEDING AND interval '90 minutes' FOLLOWING) AS around FROM things "
+          "WHERE grp = $1 ORDER BY id", a_grp, ordered=True),
+]
+
+
+def test_date_and_timestamp_range_frames_through_weir(pg: Any, dbname: str) -> None:
+    run_differential(pg, dbname, TIMED_FRAME_SHAPES, SCHEMA, _random_write,
+                     {"things": 1000, "notes": 1000})

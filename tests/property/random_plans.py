@@ -160,7 +160,15 @@ class PlanGen:
         return ir.Aggregate(inner, group, tuple(aggs))
 
     def distinct(self, depth: int) -> ir.Rel:
-        return ir.Distinct(self.rel(depth))
+        if self.rng.random() < 0.5:
+            return ir.Distinct(self.rel(depth))
+        union = self.union(depth)  # INTERSECT / EXCEPT [ALL] of two int8 columns
+        if not isinstance(union, ir.UnionAll):
+            return ir.Distinct(union)
+        marked = tuple(ir.Project(b, (ir.ColumnRef(0, T.INT8), ir.Const(side, T.INT4)),
+                                  ("u", "?side?")) for side, b in enumerate(union.inputs))
+        kind = self.rng.choice(("intersect", "intersect_all", "except", "except_all"))
+        return ir.Distinct(ir.UnionAll(marked), kind)  # type: ignore[arg-type]
 
     def topk(self, depth: int) -> ir.Rel:
         inner = self.rel(depth)

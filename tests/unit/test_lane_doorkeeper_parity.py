@@ -26,6 +26,16 @@ def test_a_first_read_is_remembered_until_the_set_starts_over() -> None:
     assert not off.kept(3) and not off.kept(3)
 
 
+def test_would_keep_says_what_kept_will_and_remembers_nothing() -> None:
+    door = Pure(4)
+    assert door.would_keep(3) and door.would_keep(3)  # (nothing remembered)
+    assert door.kept(3) and not door.would_keep(3) and not door.kept(3)
+    door.strict = True
+    assert door.kept(5) and door.would_keep(5) and door.kept(5)  # (the second read: kept)
+    assert not door.would_keep(5) and not door.kept(5)
+    assert not Pure(0).would_keep(3)
+
+
 def test_while_strict_a_second_read_is_kept_too_and_the_third_passed_on() -> None:
     """Admission's strict rule (a key admitted on its third read) in the lanes: the proxy
     then takes only third reads' Binds, not every second read's."""
@@ -46,6 +56,7 @@ def test_the_lanes_doorkeeper_answers_as_the_pure_one(
     out_pure, out_twin = [], []
     for h, strict in reads:
         pure.strict = twin.strict = strict
-        out_pure.append(pure.kept(h))
-        out_twin.append(twin.kept(h))
+        out_pure.append((pure.would_keep(h), pure.kept(h)))
+        out_twin.append((twin.would_keep(h), twin.kept(h)))
     assert out_twin == out_pure
+    assert all(would == kept for would, kept in out_pure)  # (what it says of the next read)

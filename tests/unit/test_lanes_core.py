@@ -389,7 +389,7 @@ def test_a_pass_session_relays_quiet_cycles_and_sums_them_up(lanes: Any, pair: A
     assert recv_exactly(server, len(cycle())) == cycle()
     result = lanes.leave(11)
     (cycles, binds, parses, queried, batch, unread, unsent, up_unread, up_unsent, inflight,
-     missed, first) = result
+     missed, first, *_) = result
     assert cycles == 3 and queried and not batch
     assert [(key, runs) for _, key, runs in binds] == [(BIND_NAMES, 2)]
     assert [key for _, key in parses] == [PARSE_PAYLOAD]
@@ -617,21 +617,154 @@ def test_a_pass_session_forwards_no_misses_while_the_event_loop_is_behind(
     assert lanes.misses() == (1, 0)
 
 
+def test_while_the_event_loop_is_behind_a_pass_session_forwards_first_reads_only(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """With the lanes' doorkeeper on, a read it would keep (a key's first: only counted, no
+    work for the event loop) is still forwarded while misses are closed; a key's next read
+    (its Bind the event loop would read: admission, a fill) hands the session back."""
+    client, server = pair[0], upstream_pair[0]
+    lanes.screen_misses(16)
+    lanes.open_misses(False)
+    enter_pass(lanes, 37, pair, upstream_pair, held=HELD)
+    client.sendall(unit(b"h1"))
+    assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")  # a first read
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    client.sendall(unit(b"h1"))  # its second: the loop's
+    assert handed(lanes) == [37]
+    result = lanes.leave(37)
+    assert result[0] == 1 and result[5] == unit(b"h1") and result[10] == b"" \
+        and result[11] == 1
+    assert lanes.misses() == (1, 0)
+
+
+def rest(value: bytes) -> bytes:
+    """A Bind's tail after the names (as ``REST``) with the one parameter ``value``."""
+    return b"\x00\x00\x00\x01" + struct.pack("!I", len(value)) + value + b"\x00\x00"
+
+
+#: misses a pass session forwards in one stay (``MISS_STINT`` in ``cython_ext.lanes``)
+STINT = 1024
+
+
 def test_a_pass_session_hands_back_after_forwarding_a_stint_of_misses(
         lanes: Any, pair: Any, upstream_pair: Any) -> None:
-    """A stay in a lane forwards at most MISS_STINT (64) misses: the next one hands the
-    session back, so the event loop answers the keys filled but not stamped meanwhile."""
+    """A stay in a lane forwards at most MISS_STINT misses: the next one hands the session
+    back, so the event loop answers the keys filled but not stamped meanwhile."""
     client, server = pair[0], upstream_pair[0]
     enter_pass(lanes, 36, pair, upstream_pair, held=HELD)
-    for i in range(64):
-        miss = unit(b"h1", REST.replace(b"3", bytes([100 + i])))  # (64 other keys)
+    for i in range(STINT):
+        miss = unit(b"h1", rest(b"k%d" % i))  # (other keys)
         client.sendall(miss)
         assert recv_exactly(server, len(miss)) == miss
         server.sendall(ROW + IDLE)
         assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
-    assert lanes.misses() == (64, 0)
-    last = unit(b"h1", REST.replace(b"3", b"9"))
+    assert lanes.misses() == (STINT, 0)
+    last = unit(b"h1", rest(b"last"))
     client.sendall(last)
     assert handed(lanes) == [36]
     result = lanes.leave(36)
-    assert result[0] == 64 and result[5] == last
+    assert result[0] == STINT and result[5] == last
+
+
+# -- hit sessions that may switch to a pass session at a miss ----------------------------------
+
+def enter_switching(lanes: Any, token: int, pair: Any, upstream_pair: Any, recent: int,
+                    held: list[tuple[bytes, int]] = HELD) -> None:
+    """A hit session holding ``h1`` (lane table 7) that may switch (``Lanes.enter``'s
+    ``switch``), its last 8 held runs ``recent``."""
+    lanes.set_words(WATCHED, READ_ONLY)
+    lanes.routing((), (), tuple(w.encode() for w in WRITE_WORDS))
+    lanes.enter(token, pair[1].fileno(), [(b"h1", 7, LATER)],
+                (upstream_pair[1].fileno(), [BIND_NAMES], [], core.QUERIES["ascii"], held,
+                 recent))
+
+
+def test_a_hit_session_amid_misses_forwards_a_miss_itself(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """A hit session that may switch answers stamped runs as any hit session; at a run with
+    no stamped answer, its reads being mostly misses lately, it becomes a pass session that
+    forwards misses and sends the run upstream itself (no hand-back to the event loop): the
+    client gets PostgreSQL's answer; ``leave`` returns a pass session's result with the
+    answers given before the switch."""
+    client, server = pair[0], upstream_pair[0]
+    lanes.put(7, REST, b"<plain>", b"<described>")
+    enter_switching(lanes, 41, pair, upstream_pair, recent=0xFF)
+    client.sendall(unit(b"h1"))
+    assert recv_exactly(client, 7) == b"<plain>"  # (a hit: 7 of the last 8 were misses)
+    miss = unit(b"h1", rest(b"4"))
+    client.sendall(miss)
+    assert recv_exactly(server, len(miss)) == miss  # forwarded byte for byte
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    assert lanes.switched() == 1 and lanes.misses() == (1, 0)
+    client.sendall(unit(b"h1"))  # stamped, amid misses: forwarded too (no stamp answers now)
+    assert recv_exactly(server, len(unit(b"h1"))) == unit(b"h1")
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    result = lanes.leave(41)
+    assert result[0] == 2 and result[12] == 1 and result[13] == 7  # 2 relayed, 1 answered
+    assert result[14] & 0xFF == 0b11111010  # (hit, miss, forwarded hit)
+    assert sum(leaves for leaves in lanes.leaves()[0].values()) == 0
+    assert lanes.take_missed() == [] and result[10] == msg(b"B", b"\x00h1\x00" + rest(b"4"))
+
+
+def test_while_the_event_loop_is_behind_a_hit_session_switches_for_a_first_read_only(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """Misses closed (``open_misses(False)``): a hit session switches at a read the lanes'
+    doorkeeper would keep (a key's first), not at one it would pass on."""
+    client, server = pair[0], upstream_pair[0]
+    lanes.screen_misses(16)
+    lanes.open_misses(False)
+    enter_switching(lanes, 44, pair, upstream_pair, recent=0xFF)
+    first = unit(b"h1", rest(b"4"))
+    client.sendall(first)
+    assert recv_exactly(server, len(first)) == first
+    server.sendall(ROW + IDLE)
+    assert recv_exactly(client, len(ROW + IDLE)) == ROW + IDLE
+    result = lanes.leave(44)
+    assert lanes.switched() == 1 and result[0] == 1 and result[11] == 1
+    enter_switching(lanes, 45, pair, upstream_pair, recent=0xFF)
+    client.sendall(first)  # its second read: handed back, as from any hit session
+    assert handed(lanes) == [45]
+    assert lanes.leave(45) == (0, -1, first, b"") and lanes.switched() == 1
+
+
+@pytest.mark.parametrize("case", ["hits lately", "misses closed", "not forwarded", "no switch"])
+def test_a_hit_session_hands_back_a_miss_it_may_not_forward(
+        lanes: Any, pair: Any, upstream_pair: Any, case: str) -> None:
+    """The miss is handed back as from any hit session (the event loop forwards it, with the
+    position read) when the session's reads were mostly hits lately (fewer than 6 of its
+    last 8 runs missed), while lanes forward no misses, for a statement whose misses the
+    lane may not forward, or without ``switch``; nothing goes upstream."""
+    client = pair[0]
+    if case == "no switch":
+        lanes.enter(42, pair[1].fileno(), [(b"h1", 7, LATER)])
+    else:
+        enter_switching(lanes, 42, pair, upstream_pair,
+                        recent=0b00011111 if case == "hits lately" else 0xFF,
+                        held=[] if case == "not forwarded" else HELD)
+    if case == "misses closed":  # (no doorkeeper: every read would cost the event loop)
+        lanes.open_misses(False)
+    miss = unit(b"h1", rest(b"4"))
+    client.sendall(miss)
+    assert handed(lanes) == [42]
+    assert lanes.leave(42) == (0, -1, miss, b"")
+    assert lanes.switched() == 0 and lanes.leaves()[0]["unstamped"] == 1
+    upstream_pair[0].setblocking(False)
+    with pytest.raises(BlockingIOError):
+        upstream_pair[0].recv(100)  # nothing was forwarded
+
+
+def test_a_hit_session_that_may_switch_hands_back_when_its_upstream_speaks(
+        lanes: Any, pair: Any, upstream_pair: Any) -> None:
+    """Its upstream socket is watched only to hand the session back when anything arrives
+    there (a notification, the server going away): those bytes are the event loop's, left
+    unread in the socket."""
+    enter_switching(lanes, 43, pair, upstream_pair, recent=0xFF)
+    notice = msg(b"A", b"\x00\x00\x00\x01chan\x00\x00")
+    upstream_pair[0].sendall(notice)
+    assert handed(lanes) == [43]
+    assert lanes.leave(43) == (0, -1, b"", b"")
+    assert lanes.leaves()[0]["upstream"] == 1
+    assert recv_exactly(upstream_pair[1], len(notice)) == notice

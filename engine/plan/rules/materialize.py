@@ -3,8 +3,8 @@ whether that state can be partial.
 
 Owns: ``Placement`` and ``place`` (a Reader plan -> the stateful operators in plan order).
 Stateful: the reader (on its key), both inputs of every join (on the join columns), every
-aggregate (on its group columns), every top-k (on its group columns) and every DISTINCT (on
-the whole row). Filters, projections and unions are stateless.
+aggregate (on its group columns), every top-k (on its group columns) and every DISTINCT,
+INTERSECT and EXCEPT (on the whole row). Filters, projections and unions are stateless.
 
 Invariant (DESIGN section 6): a state may be partial only if each of its key columns traces
 back to a column of one base table through column references alone - not through a computed
@@ -68,7 +68,8 @@ def _visit(rel: ir.Rel, out: list[Placement]) -> None:
         out.append(Placement(rel, "top-k", rel.group_by, _partial(rel.input, rel.group_by)))
     elif isinstance(rel, ir.Distinct):
         key = tuple(range(len(rel.columns)))
-        out.append(Placement(rel, "distinct", key, _partial(rel, key)))
+        role = "distinct" if rel.setop is None else rel.setop.replace("_", " ")
+        out.append(Placement(rel, role, key, _partial(rel, key)))
     for child in ir.children(rel):
         _visit(child, out)
 

@@ -176,6 +176,32 @@ def test_distinct_counts_rows() -> None:
     assert peek(host, "voters", (3,)) == ((2,),)
 
 
+def _setop(kind: ir.SetOpKind) -> ir.Reader:
+    """Per story, the voters (with repeats) ``kind`` the story's author."""
+    votes = ir.Project(ir.Scan(VOTES), (col(1), col(2), const(0)), ("s", "u", "?side?"))
+    authors = ir.Project(ir.Scan(STORIES), (col(0), col(1), const(1)), ("s", "u", "?side?"))
+    return ir.Reader(ir.Distinct(ir.UnionAll((votes, authors)), kind), (0,), (1,))
+
+
+def test_intersect_and_except_count_copies_on_each_side() -> None:
+    plans = {k: _setop(k) for k in ("intersect", "intersect_all", "except", "except_all")}
+    host = make({VOTES.oid: [(1, 3, 7, None), (2, 3, 7, None), (3, 3, 8, None)],
+                 STORIES.oid: [(3, 7, "t", 1)]}, plans)
+    got = {k: sorted(answer(host, k, (3,))) for k in plans}
+    assert got == {"intersect": [(7,)], "intersect_all": [(7,)], "except": [(8,)],
+                   "except_all": [(7,), (8,)]}
+    write(host, dele(VOTES, 1), ins(VOTES, (4, 3, 8, None)))  # 7 once, 8 twice
+    got = {k: sorted(peek(host, k, (3,)) or ()) for k in plans}
+    assert got == {"intersect": [(7,)], "intersect_all": [(7,)], "except": [(8,)],
+                   "except_all": [(8,), (8,)]}
+    write(host, upd(STORIES, (3, 8, "t", 1)))  # the author is now 8
+    got = {k: sorted(peek(host, k, (3,)) or ()) for k in plans}
+    assert got == {"intersect": [(8,)], "intersect_all": [(8,)], "except": [(7,)],
+                   "except_all": [(7,), (8,)]}
+    write(host, dele(VOTES, 2))  # no more 7: a row of the right side alone is no output
+    assert {k: sorted(peek(host, k, (3,)) or ()) for k in plans}["except"] == []
+
+
 def test_union_diamond_update_across_both_branches() -> None:
     host = make({STORIES.oid: [(1, 1, "a", 9)]})
     assert answer(host, "union", (1,)) == ((1,), (1,))  # in both branches

@@ -52,3 +52,21 @@ def test_interval_arithmetic() -> None:
         pgtime.add_days(date(9999, 12, 31), 1)
     with pytest.raises(EvalError):
         pgtime.add_interval(TextValue(T.TIMESTAMP, "infinity"), Interval(0, 1, 0))
+
+
+def test_range_frame_keys_measure_in_microseconds() -> None:
+    from datetime import UTC, date, datetime
+
+    import pytest
+
+    from engine.dataflow.pgmath import EvalError
+    from engine.dataflow.windows import micros
+    from engine.values import oids as T
+    from engine.values.types import TextValue
+    assert micros(date(2000, 1, 2)) == 86_400_000_000
+    assert micros(datetime(1999, 12, 31, 23, 59, 59, 999_999)) == -1
+    assert micros(datetime(2000, 1, 1, 1, tzinfo=UTC)) == 3_600_000_000
+    assert micros(TextValue(T.DATE, "infinity")) == float("inf")
+    assert micros(TextValue(T.TIMESTAMP, "-infinity")) + 10**12 == float("-inf")
+    with pytest.raises(EvalError):
+        micros(TextValue(T.DATE, "0044-03-15 BC"))

@@ -117,7 +117,8 @@ def _world(c: dict[str, Any], core: type = SessionCore_python
                             search_path=("public",), settings_version=1,
                             # the session's memo of its output settings id: current or not
                             output=(3 if c["output_memo"] else 2, 1, (None, 0))),
-        server=SimpleNamespace(service=service), client=SimpleNamespace(write=writes.append))
+        server=SimpleNamespace(service=service), client=SimpleNamespace(write=writes.append),
+        lane_recent=0)
     return session, raw, index
 
 

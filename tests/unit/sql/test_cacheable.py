@@ -21,8 +21,6 @@ def screen(sql: str) -> object:
     ("SELECT a FROM t FOR UPDATE", "FOR UPDATE"),
     ("SELECT a FROM t FOR SHARE", "FOR SHARE"),
     ("INSERT INTO t VALUES (1)", "not a SELECT (INSERT)"),
-    ("SELECT a FROM t INTERSECT ALL SELECT a FROM u", "INTERSECT ALL (only UNION [ALL])"),
-    ("SELECT a FROM t EXCEPT SELECT a FROM u", "EXCEPT (only UNION [ALL])"),
     ("SELECT DISTINCT ON (a) a, b FROM t", "DISTINCT ON"),
     ("SELECT ntile(2) OVER () FROM t", "window function ntile() OVER (...)"),
     ("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r", "recursive CTE (WITH RECURSIVE)"),
