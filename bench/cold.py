@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
                                                     "memory_bytes",
                                                     "loop_memo", "memo_from", "session_",
-                                                    "barrier_", "fill_"))),
+                                                    "barrier_", "fill_", "fills_"))),
                   flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)
