@@ -162,6 +162,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("memoized_answers", str(hits.served + lane_answers)),
         ("loop_memo_answers", str(hits.served)),  # (the event loop's share of them)
         ("memo_bytes", str(hits.bytes)),
+        ("memo_forgotten", str(hits.forgotten)),  # (oldest answers, past the memos' bound)
         ("memo_from_fills", str(hits.from_fills)),  # (remembered as a fill installed them)
         ("fd_limit", str(fd_limit())),
     ]
