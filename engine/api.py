@@ -181,6 +181,8 @@ class Engine:
         freq = self.rt.freq
         if freq is None or self.budget is None or self.memory_total() < FULL * self.budget:
             return True
+        if self.before_evict is not None:  # (the lanes' reads since: recency and counts)
+            self.before_evict()
         victim = self._victim()
         if victim is None:
             return True
