@@ -136,8 +136,10 @@ def writer(dsn: str, rate: int, stories: int, stop: threading.Event, sql: str) -
 
 def weir_run(cluster: Any, bindir: Path, sc: Scenario, args: argparse.Namespace,
              extra: list[str]) -> tuple[Timeline, dict[str, str]]:
-    """A fresh weir, the scenario's cache created, pgbench at once."""
-    proc, through = hit._start_weir(cluster, extra)
+    """A fresh weir, the scenario's cache created, pgbench at once (under cProfile of the
+    event loop's thread CPU time when ``--profile DIR`` is given)."""
+    proc, through = (_profiled_weir(cluster, extra, Path(args.profile), sc) if args.profile
+                     else hit._start_weir(cluster, extra))
     try:
         if sc.cached:
             with psycopg.connect(through, autocommit=True) as conn:
@@ -147,6 +149,37 @@ def weir_run(cluster: Any, bindir: Path, sc: Scenario, args: argparse.Namespace,
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+#: weir under cProfile with the event-loop thread's CPU time as the clock (wall time would
+#: count the waits for a CPU on a busy machine); the stats are written when weir exits
+_PROFILED = """
+import cProfile, runpy, sys, time
+path = sys.argv[1]
+sys.argv = ["proxy.cli", *sys.argv[2:]]
+prof = cProfile.Profile(time.thread_time)
+prof.enable()
+try:
+    runpy.run_module("proxy.cli", run_name="__main__")
+finally:
+    prof.disable()
+    prof.dump_stats(path)
+"""
+
+
+def _profiled_weir(cluster: Any, extra: list[str], out: Path, sc: Scenario
+                   ) -> tuple[subprocess.Popen[bytes], str]:
+    """``hit._start_weir`` under cProfile, writing ``out``/<scenario>.prof when it exits."""
+    out.mkdir(parents=True, exist_ok=True)
+    name = "".join(c if c.isalnum() else "_" for c in sc.name)[:60] + ".prof"
+    port = localpg.free_port()
+    weir = subprocess.Popen(
+        [sys.executable, "-c", _PROFILED, str(out / name), "serve", "--upstream",
+         cluster.dsn(), "--listen", f"127.0.0.1:{port}", "--log-level", "warning", *extra],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    through = f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable"
+    hit._wait(through)
+    return weir, through
 
 
 def _xmax_and_lsn(dsn: str) -> tuple[int, int]:
@@ -257,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
                                                     "memory_bytes",
                                                     "loop_memo", "memo_from", "session_",
-                                                    "barrier_", "fill_"))),
+                                                    "barrier_", "fill_", "fills_"))),
                   flush=True)
         if args.only is None:
             costs = measure_costs(cluster, args.misses)
@@ -396,6 +429,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--weir", action="append", default=[], metavar="'FLAG VALUE'",
                         help="more weir flags for every weir run (repeatable; split at "
                         "spaces), for example --weir='--lane-misses on'")
+    parser.add_argument("--profile", default="", metavar="DIR",
+                        help="run each weir under cProfile (the event loop thread's CPU "
+                        "time) and write DIR/<scenario>.prof")
     return run(parser.parse_args(argv))
 
 

@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from engine.changes import Snapshot, Transaction
 from engine.dataflow.fills import FillManager, Pending, RunFill
+from engine.dataflow.frequency import Frequency
 from engine.dataflow.graph import Graph
 from engine.dataflow.node import BaseKey, PullCtx, Runtime
 from engine.dataflow.ops.base import BaseNode
@@ -43,6 +45,12 @@ from engine.dataflow.pgmath import EvalError
 from engine.plan import ir
 
 Row = tuple[Any, ...]
+
+#: share of the budget above which a fill must be worth the eviction it causes
+#: (``Engine.worth_filling``)
+FULL = 0.95
+#: least recently used keys looked at for the next eviction's victim
+VICTIM_SCAN = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +99,9 @@ class Stats:
     fills: int = 0
     evictions: int = 0
     retries: int = 0
+    #: fills refused at the budget: the key was read less often than the next eviction's
+    #: victim (``Engine.worth_filling``)
+    not_worth: int = 0
 
 
 class Engine:
@@ -100,6 +111,8 @@ class Engine:
         self.graph = Graph(self.rt)
         self.fills = FillManager(log_cap=log_cap)
         self.budget = memory_budget
+        if memory_budget is not None:  # (admission at the budget: ``worth_filling``)
+            self.rt.freq = Frequency()
         self.stats = Stats()
         #: hits by cache (as ``stats.hits`` counts them), for /metrics
         self.hits_by_cache: dict[str, int] = {}
@@ -148,11 +161,47 @@ class Engine:
     def lookup(self, cache: str, key: Row) -> tuple[Row, ...] | None:
         """The hit path: the answer when ``key`` (a tuple) is present, else None (then call
         ``read`` to start or join a fill). Counts a hit, never has effects."""
-        rows = self._readers[cache].lookup(key)
+        reader = self._readers[cache]
+        rows = reader.lookup(key)
         if rows is not None:
             self.stats.hits += 1
             self.hits_by_cache[cache] += 1
+        elif reader.rt.freq is not None:  # (a hit counts in ``Runtime.touch_answer``)
+            reader.rt.freq.add(hash((reader.nid, key)))
         return rows
+
+    def worth_filling(self, cache: str, key: Row, also: int = 0) -> bool:
+        """Whether filling the missing ``key`` (a tuple) pays under the memory budget
+        (TinyLFU's admission): always while the state is below :data:`FULL` of the budget;
+        at the budget, only when the key was read more often lately (``Runtime.freq``,
+        plus ``also`` reads counted elsewhere: the lanes' doorkeeper) than the answer the next
+        eviction would take. Otherwise its fill would evict a key read more often, which
+        is then missed and filled again: churn that costs fills and evictions and buys no
+        hits. Counts the refusals (``stats.not_worth``); never has effects."""
+        freq = self.rt.freq
+        if freq is None or self.budget is None or self.memory_total() < FULL * self.budget:
+            return True
+        if self.before_evict is not None:  # (the lanes' reads since: recency and counts)
+            self.before_evict()
+        victim = self._victim()
+        if victim is None:
+            return True
+        reader = self._readers[cache]
+        if freq.estimate(hash((reader.nid, key))) + also > freq.estimate(hash(victim)):
+            return True
+        self.stats.not_worth += 1
+        return False
+
+    def _victim(self) -> tuple[int, Hashable] | None:
+        """The answer (reader nid, key) the next eviction takes first or soon: the first
+        unpinned reader key among the least recently used :data:`VICTIM_SCAN` keys (the
+        keys of states below readers carry their readers' recency, ``Runtime.deps``)."""
+        readers = {r.nid for r in self._readers.values()}
+        pinned = self.rt.pinned
+        for item in islice(self.rt.lru, VICTIM_SCAN):
+            if item[0] in readers and item not in pinned:
+                return item
+        return None
 
     def filling(self, cache: str, key: Row) -> bool:
         """Whether a fill of ``key`` (a tuple) is pending for ``cache``'s reader: only then
@@ -169,8 +218,16 @@ class Engine:
         reader = self._readers[cache]
         if reader.answers.get(key) is not answer:
             return False
-        item = (reader.nid, key)  # Runtime.touch, inlined: this runs for every cached answer
-        lru = reader.rt.lru
+        item = (reader.nid, key)  # Runtime.touch_answer, inlined: runs for every cached answer
+        rt = reader.rt
+        lru = rt.lru
+        if rt.freq is not None:
+            rt.freq.add(hash(item))
+        deps = rt.deps.get(item)
+        if deps is not None:
+            for dep in deps:
+                if dep in lru:
+                    lru.move_to_end(dep)
         try:
             lru.move_to_end(item)
         except KeyError:

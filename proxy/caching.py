@@ -301,7 +301,8 @@ class EngineHost:
             queue.dropped += 1
         elif queue.backing_off(self._relations.get(cache, ()), time.monotonic()):
             queue.held_back += 1
-        elif self._admit((cache, k), seen_before):
+        elif self._admit((cache, k), seen_before) and self.engine.worth_filling(
+                cache, k, seen_before):  # (at the budget: read more than the victim)
             return self.try_read(cache, k, count)  # starts (or joins) the key's fill
         self.engine.stats.misses += 1
         return None

@@ -129,6 +129,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("fill_rows", str(host.fills.rows)),
         ("fills_queued", str(len(host.fills.queue.waiting))),
         ("fills_not_admitted", str(host.fills.admission.refused)),
+        ("fills_not_worth", str(engine.stats.not_worth)),
         ("fills_dropped_queue_full", str(host.fills.queue.dropped)),
         ("fills_held_back", str(host.fills.queue.held_back)),
         ("session_barriers", str(host.coverage.barriers)),
@@ -161,6 +162,7 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("memoized_answers", str(hits.served + lane_answers)),
         ("loop_memo_answers", str(hits.served)),  # (the event loop's share of them)
         ("memo_bytes", str(hits.bytes)),
+        ("memo_forgotten", str(hits.forgotten)),  # (oldest answers, past the memos' bound)
         ("memo_from_fills", str(hits.from_fills)),  # (remembered as a fill installed them)
         ("fd_limit", str(fd_limit())),
     ]

@@ -37,6 +37,7 @@ settings id — instead of calling the methods that own them (``host.connected``
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,7 +64,7 @@ _BIND_COMPLETE = be.BIND_COMPLETE.encode()
 
 #: bounds: answers remembered per memo, memos remembered, size of one remembered answer,
 #: answers and bytes (keys and encoded replies; the engine's answers, which entries share, are
-#: the engine's) remembered in all — past either total every memo starts over
+#: the engine's) remembered in all — past either total the oldest answers are forgotten
 MEMO_ENTRIES = 16384
 MEMOS = 1024
 MAX_ANSWER_BYTES = 16384
@@ -73,6 +74,8 @@ TOTAL_BYTES = 64 << 20
 #: memo's slot), counted in ``HitMemos.bytes`` so that the memos' share of the memory
 #: budget holds for the process (``proxy.misses.budgets``)
 ENTRY_OVERHEAD = 256
+#: what an answer's place in the order of remembering costs (``HitMemos._order``)
+ORDER_BYTES = 72
 #: the key of the entry that marks a memo dropped from :class:`HitMemos` (real keys are whole
 #: messages or a Bind's tail: never empty); a statement holding such a memo fetches its
 #: memo again before remembering (``Extended``), so no answer goes where no bound counts it
@@ -120,9 +123,14 @@ class HitMemos:
         self.served = 0  # answers given from a memo (SHOW WEIR STATUS)
         #: answers remembered when a fill installed their key (``proxy.fillstamps``; the same)
         self.from_fills = 0
-        self._remembered = 0  # answers remembered since the last clear (a bound, not a count)
-        self.bytes = 0  # bytes remembered since the last clear (SHOW WEIR STATUS)
-        self.limit = TOTAL_BYTES  # past it every memo starts over (``proxy.misses.budgets``)
+        #: (memo, key, bytes counted) of every answer remembered, oldest first: past a bound
+        #: the oldest are forgotten one by one (before, every memo started over: under a
+        #: memory budget, every second or so in eviction churn, and each answer then had to
+        #: be encoded and remembered again)
+        self._order: deque[tuple[dict[bytes, Hit], bytes, int]] = deque()
+        self.bytes = 0  # bytes counted for the answers remembered (SHOW WEIR STATUS)
+        self.limit = TOTAL_BYTES  # past it the oldest are forgotten (``proxy.misses.budgets``)
+        self.forgotten = 0  # answers forgotten to stay within the bounds (SHOW WEIR STATUS)
 
     def settings_id(self, settings: Any) -> int:
         """A small number standing for an output-settings value (interned)."""
@@ -165,22 +173,30 @@ class HitMemos:
             return
         if len(memo) >= MEMO_ENTRIES:
             del memo[next(iter(memo))]
-        self._remembered += 1
         plain, described = hit.replies
-        self.bytes += len(key) + len(plain) + ENTRY_OVERHEAD + (
+        size = len(key) + len(plain) + ENTRY_OVERHEAD + ORDER_BYTES + (
             len(described) if described is not plain else 0)
-        if self._remembered > TOTAL_ENTRIES or self.bytes > self.limit:
-            self.clear()
-            if DEAD in memo:  # it was one of them: this answer is not remembered either
-                return
+        order = self._order
+        order.append((memo, key, size))
+        self.bytes += size
         memo[key] = hit
+        while self.bytes > self.limit or len(order) > TOTAL_ENTRIES:
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        """Forget the oldest answer remembered (its bytes stay counted until then even when
+        its memo dropped it earlier, or it was remembered again: a bound, never less)."""
+        old_memo, old_key, size = self._order.popleft()
+        self.bytes -= size
+        if old_memo.pop(old_key, None) is not None:
+            self.forgotten += 1
 
     def clear(self) -> None:
         """Forget every answer: every memo is emptied and dropped (marked :data:`DEAD`)."""
         for memo in self._memos.values():
             _drop(memo)
         self._memos.clear()
-        self._remembered = 0
+        self._order.clear()
         self.bytes = 0
 
 

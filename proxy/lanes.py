@@ -269,11 +269,12 @@ class HitLanes:
         host = self.service.host
         if host is None:
             return
-        lru, items = host.engine.rt.lru, self._items
+        rt, items = host.engine.rt, self._items
+        lru = rt.lru
         for stamp in self.core.touched():
             item = items.get(stamp)
             if item is not None and item in lru:
-                lru.move_to_end(item)
+                rt.touch_answer(item)  # (and what the answer was replayed from)
 
     def fresh(self) -> None:
         """The freshness deadline from the cache host's state."""

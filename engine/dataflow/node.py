@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from engine.dataflow.frequency import Frequency
 from engine.dataflow.records import Delta, Row
 
 Cols = tuple[int, ...]
@@ -48,10 +49,23 @@ class PullCtx:
 
 
 class Runtime:
-    """Recency of present keys across all stateful nodes (front = least recently used)."""
+    """Recency of present keys across all stateful nodes (front = least recently used).
+
+    A reader's present key records the keys of the states below it that its answer was
+    replayed from (``deps``, set by ``ReaderNode.fill``); a read of the answer
+    (:meth:`touch_answer`) makes them recent too. Without that, a hit would refresh only the
+    reader's key, and the base key it was built from would age from its install and be
+    evicted first, taking the hot answer with it (eviction in install order, not LRU)."""
 
     def __init__(self) -> None:
         self.lru: OrderedDict[tuple[int, Hashable], None] = OrderedDict()
+        #: (reader nid, key) -> the (nid, key) items of the states its answer was replayed
+        #: from (``ReaderNode.fill``; dropped with the reader's key, counted in its bytes)
+        self.deps: dict[tuple[int, Hashable], tuple[tuple[int, Hashable], ...]] = {}
+        #: recent reads of answers, (reader nid, key) hashed: hits (:meth:`touch_answer`,
+        #: ``Engine.current``) and misses (``Engine.lookup``); only under a memory budget,
+        #: for ``Engine.worth_filling``
+        self.freq: Frequency | None = None
         self.pinned: dict[tuple[int, Hashable], int] = {}
         #: (reader nid, key) of the answers someone outside keeps a copy of (the proxy's hit
         #: lanes), and who is told, before such an answer is replaced or dropped
@@ -71,6 +85,18 @@ class Runtime:
         item = (nid, key)
         self.lru[item] = None
         self.lru.move_to_end(item)
+
+    def touch_answer(self, item: tuple[int, Hashable]) -> None:
+        """A read of the answer ``item`` (reader nid, key): it and the keys it was replayed
+        from become the most recently used (those already evicted are skipped)."""
+        lru = self.lru
+        if self.freq is not None:
+            self.freq.add(hash(item))
+        for dep in self.deps.get(item, ()):
+            if dep in lru:
+                lru.move_to_end(dep)
+        lru[item] = None
+        lru.move_to_end(item)
 
     def forget(self, nid: int, key: Hashable) -> None:
         self.lru.pop((nid, key), None)

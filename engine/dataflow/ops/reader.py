@@ -42,6 +42,12 @@ Answer = tuple[Row, ...]
 KEY_BYTES = 64
 
 
+def deps_bytes(deps: tuple[object, ...]) -> int:
+    """Bytes a key's ``Runtime.deps`` entry costs (its dictionary slot and tuple; the items
+    are the states' own keys, shared)."""
+    return 64 + 8 * len(deps)
+
+
 class ReaderNode(Node):
     stateful = True
 
@@ -99,6 +105,9 @@ class ReaderNode(Node):
             part = self.parts.pop(k, None)
             if part is not None:
                 self.bytes -= part.per_row * len(part)
+            deps = self.rt.deps.pop((self.nid, k), None)
+            if deps is not None:
+                self.bytes -= deps_bytes(deps)
             self.rt.forget(self.nid, k)
         return []
 
@@ -117,7 +126,7 @@ class ReaderNode(Node):
                 answer = self.answers[key] = self._key_answer(key, bag)
             except EvalError:  # a window value PostgreSQL errors on: a miss, whose fill fails
                 return None
-        self.rt.touch(self.nid, key)
+        self.rt.touch_answer((self.nid, key))
         return answer
 
     def _key_answer(self, key: Row, bag: Bag) -> Answer:
@@ -152,6 +161,14 @@ class ReaderNode(Node):
             bag = bag_add(bag, row, 1)
         self.state[key] = bag
         self.bytes += sum(row_size(r) for r in rows) + KEY_BYTES
+        item = (self.nid, key)
+        deps = self.rt.deps
+        old = deps.pop(item, None)
+        if old is not None:
+            self.bytes -= deps_bytes(old)
+        if ctx.used:  # (what the answer was replayed from: recent whenever it is read)
+            new = deps[item] = tuple(ctx.used)
+            self.bytes += deps_bytes(new)
         self.rt.touch(self.nid, key)
         if key in self.answers and self.rt.watched:
             self.rt.dropping(self.nid, key)

@@ -26,6 +26,7 @@ def _held(name: str = "c") -> SimpleNamespace:
 
 def test_memo_bounds() -> None:
     memos = HitMemos()
+    memos.limit = 1 << 40  # (the bound on answers is tested here; bytes: below)
     sid = memos.settings_id(("some", "settings"))
     assert memos.settings_id(("some", "settings")) == sid
     assert memos.settings_id(("other",)) != sid
@@ -39,17 +40,13 @@ def test_memo_bounds() -> None:
     other = memos.batches("db", ("public",), sid)
     for i in range(hitpath.TOTAL_ENTRIES - hitpath.MEMO_ENTRIES - 10):
         memos.remember(other, str(i % 1000).encode(), Hit((), b"", b"C", ("cache", "x")))
-    assert memo and other
-    memos.remember(other, b"last", Hit((), b"", b"C", ("cache", "x")))
-    # all memos start over: each is emptied and marked dropped, so a statement holding one
-    # fetches a live memo before remembering again, and nothing is remembered out of count
-    assert list(memo) == list(other) == [hitpath.DEAD]
-    memos.remember(memo, b"late", Hit((), b"", b"C", ("cache", "x")))
-    assert b"late" not in memo
-    fresh = memos.batches("db", ("public",), sid)
-    assert fresh is not other and not fresh
-    memos.remember(fresh, b"again", Hit((), b"", b"C", ("cache", "x")))
-    assert list(fresh) == [b"again"]
+    assert len(memo) == hitpath.MEMO_ENTRIES and other
+    for i in range(20):  # past TOTAL_ENTRIES: the oldest answers are forgotten, one by one
+        memos.remember(other, f"last{i}".encode(), Hit((), b"", b"C", ("cache", "x")))
+    assert len(memos._order) == hitpath.TOTAL_ENTRIES
+    assert 0 < hitpath.MEMO_ENTRIES - len(memo) <= 20 and b"10" not in memo
+    assert b"last19" in other and hitpath.DEAD not in memo
+    assert memos.forgotten == hitpath.MEMO_ENTRIES - len(memo)
 
 
 def test_memo_byte_bound() -> None:
@@ -57,28 +54,34 @@ def test_memo_byte_bound() -> None:
     memo = memos.batches("db", ("public",), 0)
     body = b"x" * (hitpath.MAX_ANSWER_BYTES - 100)
     count = 0
-    while hitpath.DEAD not in memo:
+    while not memos.forgotten:
         memos.remember(memo, str(count).encode(), Hit((), b"", body, ("cache", "x")))
         count += 1
     # keys and whole replies are counted (a batch's one reply once): past TOTAL_BYTES, the
-    # memos start over
+    # oldest answer is forgotten
     # (each entry: its key, its body, ReadyForQuery and the entry's own overhead)
-    per_entry = len(body) + hitpath.ENTRY_OVERHEAD
+    per_entry = len(body) + hitpath.ENTRY_OVERHEAD + hitpath.ORDER_BYTES
     assert (count - 1) * per_entry < hitpath.TOTAL_BYTES <= count * (per_entry + 16)
-    assert memos.bytes == 0 and count < hitpath.TOTAL_ENTRIES
+    assert b"0" not in memo and b"1" in memo and len(memo) == count - 1
+    assert memos.bytes <= hitpath.TOTAL_BYTES and count < hitpath.TOTAL_ENTRIES
 
 
 def test_memo_bound_follows_the_budget_share() -> None:
     """``limit`` (set from the memory budget by ``proxy.misses.budgets``) replaces the
-    fixed bound: the memos start over once their entries pass it."""
+    fixed bound: past it the oldest answers are forgotten, the newest stay (before, every
+    memo started over, and each answer had to be encoded and remembered again)."""
     memos = HitMemos()
     memos.limit = 10_000
     memo = memos.batches("db", ("public",), 0)
-    count = 0
-    while hitpath.DEAD not in memo:
+    for count in range(100):
         memos.remember(memo, str(count).encode(), Hit((), b"", b"x" * 1000, ("cache", "x")))
-        count += 1
-    assert 8 <= count <= 10
+        assert memos.bytes <= memos.limit
+    assert 7 <= len(memo) <= 10 and b"99" in memo and b"0" not in memo
+    assert memos.forgotten == 100 - len(memo)
+    memos.remember(memo, b"99", Hit((), b"", b"y" * 1000, ("cache", "x")))  # again: still
+    assert memos.bytes <= memos.limit and memo[b"99"].body.startswith(b"y")  # bounded
+    memos.clear()  # (every memo dropped: a statement holding one fetches a live one)
+    assert list(memo) == [hitpath.DEAD] and memos.bytes == 0
 
 
 def test_other_batches_are_left_to_the_general_path() -> None:
