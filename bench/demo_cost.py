@@ -151,6 +151,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 keys = ("hits", "misses", "lane_answers", "lane_left_statement",
                         "lane_left_unstamped", "fills", "fill_ms_avg")
                 print("   " + "  ".join(f"{k} {status.get(k, '-')}" for k in keys), flush=True)
+                keys = ("session_waits", "session_wait_ms_avg", "session_parks",
+                        "session_parks_after_write", "session_park_ms_avg",
+                        "session_waits_failed", "session_barriers", "session_probes",
+                        "session_miss_positions", "session_miss_positions_passed",
+                        "session_miss_positions_unflushed",
+                        "session_covered_by_fills", "fills_not_admitted")
+                print("   " + "  ".join(f"{k} {status.get(k, '-')}" for k in keys), flush=True)
                 if out.errors:
                     print("   errors:", out.errors[:3])
             finally:

@@ -126,6 +126,9 @@ def park(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
         done = True
         timer.cancel()
         session.resume_client(_PARKED)
+        coverage.parks += 1
+        coverage.parks_after_write += seen.by_write
+        coverage.park_seconds += time.monotonic() - parked
         if expired:  # (a covered one is counted by ``Coverage.when``)
             coverage.waits += 1
             coverage.wait_seconds += time.monotonic() - parked

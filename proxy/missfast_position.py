@@ -16,7 +16,11 @@ other 15% 1.2 ms. Here the position comes with the miss's answer: the session's 
 still running, reads it right after the miss, with no second backend and no second socket.
 
 The batch: ``Parse`` of a statement named :data:`NAME` (``SELECT
-pg_catalog.pg_current_wal_insert_lsn()``), ``Bind`` of it to the unnamed portal, ``Execute``,
+pg_catalog.pg_current_wal_insert_lsn(), pg_catalog.pg_current_wal_flush_lsn()``: the flush
+position, read after the insert position, below it means WAL before the position is not yet
+flushed, so only a flush lets the stream reach it; then the fallback barrier comes after
+``UNFLUSHED_PATIENCE``, 2 ms, rather than ``PROBE_PATIENCE``, as for fills; issue 24),
+``Bind`` of it to the unnamed portal, ``Execute``,
 ``Close`` of the statement, ``Sync``. Its answers (ParseComplete, BindComplete, the DataRow,
 CommandComplete, CloseComplete, or an ErrorResponse, then ReadyForQuery) never reach the
 client; asynchronous messages in between (NotificationResponse, ParameterStatus) do. While
@@ -59,7 +63,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cdc import parse_lsn
+from cdc import PROBE_PATIENCE, UNFLUSHED_PATIENCE, parse_lsn
 from pgwire import frontend as fe
 from pgwire.events import Phase
 from proxy import aftermiss
@@ -67,7 +71,8 @@ from proxy import aftermiss
 #: the statement the batch prepares and closes (never sent when the client holds one so named)
 NAME = "weir_miss_position"
 BATCH = b"".join(m.encode() for m in (
-    fe.Parse(NAME, "SELECT pg_catalog.pg_current_wal_insert_lsn()"), fe.Bind("", NAME),
+    fe.Parse(NAME, "SELECT pg_catalog.pg_current_wal_insert_lsn(), "
+             "pg_catalog.pg_current_wal_flush_lsn()"), fe.Bind("", NAME),
     fe.Execute("", 0), fe.Close("S", NAME), fe.Sync()))
 
 _Z, _D, _E = ord("Z"), ord("D"), ord("E")
@@ -78,19 +83,21 @@ _ASYNC = frozenset(b"ANS")  # NotificationResponse, NoticeResponse, ParameterSta
 class Tail:
     """The upstream byte stream of a session with the batch outstanding: :meth:`feed` returns
     what the client gets (everything but the batch's answers, in order), :attr:`done` once the
-    batch's ReadyForQuery came, :attr:`lsn` its position (None when it failed).
+    batch's ReadyForQuery came, :attr:`lsn` its position (None when it failed), :attr:`flushed`
+    the WAL flush position read right after it (None when not read).
 
     ``before``: the ReadyForQuery messages that come first (the client's batch and whatever
     was outstanding before it); ``sent``: ``time.monotonic()`` before the batch was written.
     A NoticeResponse in the batch's answer is relayed (a notice is never a state change)."""
 
-    __slots__ = ("_buf", "_failed", "_left", "before", "done", "lsn", "sent")
+    __slots__ = ("_buf", "_failed", "_left", "before", "done", "flushed", "lsn", "sent")
 
     def __init__(self, before: int, sent: float) -> None:
         self.before = before
         self.sent = sent
         self.done = False
         self.lsn: int | None = None
+        self.flushed: int | None = None
         self._buf = b""  # an incomplete message (the batch's) or header (any)
         self._left = 0  # bytes of the message being relayed that have not come yet
         self._failed = False
@@ -137,6 +144,11 @@ class Tail:
             size = int.from_bytes(body[2:6], "big", signed=True)
             if size > 0:
                 self.lsn = parse_lsn(body[6 : 6 + size].decode("ascii"))
+                at = 6 + size  # (the flush position, when the row has it)
+                if len(body) >= at + 4:
+                    size = int.from_bytes(body[at : at + 4], "big", signed=True)
+                    if size > 0:
+                        self.flushed = parse_lsn(body[at + 4 : at + 4 + size].decode("ascii"))
         elif mtype == _E:
             self._failed = True
             self.lsn = None
@@ -178,10 +190,12 @@ def arrived(session: Any, tail: Tail) -> None:
     if service.lanes is not None:  # (the relay core would have offered it: Python relayed it;
         service.lanes.after_miss(session)  # first, as there: a pass lane that forwards misses)
     if lsn is not None:
-        _cover(session, ctx.seen, host, tail.sent, lsn)
+        _cover(session, ctx.seen, host, tail.sent, lsn,
+               tail.flushed is not None and tail.flushed < lsn)
 
 
-def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
+def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int,
+           unflushed: bool = False) -> None:
     """Settle ``seen`` and cover it once the stream reaches ``lsn`` (module docstring)."""
     seen.settle(time.monotonic())
     at = seen.at
@@ -213,5 +227,7 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int) -> None:
                 coverage.when(at, call)
 
     # (``at`` emits a barrier when the stream has not reached ``lsn`` within the probes'
-    # patience: WAL past the last flush is decoded after the next flush, which its commit makes)
-    host.stream.barriers.at(lsn, reached)
+    # patience: WAL past the last flush is decoded after the next flush, which its commit makes;
+    # when the flush position read with it lay below it, within the fills' shorter one)
+    coverage.positions_unflushed += unflushed
+    host.stream.barriers.at(lsn, reached, UNFLUSHED_PATIENCE if unflushed else PROBE_PATIENCE)

@@ -248,4 +248,5 @@ def wrote(ctx: SessionContext, status: str, tag: bytes = b"") -> None:
     was followed by a read that parked on the event loop for that coverage."""
     ctx.seen.pending = True
     ctx.seen.missed = True
+    ctx.seen.wrote = True
     note_write(ctx.block, status, tag)

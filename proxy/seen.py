@@ -56,6 +56,10 @@ class Seen:
     #: a read waited for coverage up to ``--read-timeout`` in vain (``proxy.aftermiss.park``):
     #: the general path sends it upstream without waiting again (``ReadPath._wait``)
     expired: bool = False
+    #: a statement wrote since ``at`` was last fixed (``proxy.router.wrote``), and whether one
+    #: had when it was last fixed: only counts why hits park (``session_parks_after_write``)
+    wrote: bool = False
+    by_write: bool = False
 
     def upstream(self) -> None:
         """The session sent something upstream: its answer will be newer than ``at``."""
@@ -67,6 +71,7 @@ class Seen:
         if self.pending:
             self.at = now
             self.pending = False
+            self.by_write, self.wrote = self.wrote, False
         self.missed = False
         return self.at
 
@@ -119,6 +124,13 @@ class Coverage:
         self.positions = 0
         self.positions_passed = 0
         self.positions_failed = 0  # reads of them that failed (then a probe, as without them)
+        self.positions_unflushed = 0  # those past the WAL flushed when read (2 ms patience)
+        #: hits parked until covered (``proxy.aftermiss.park``), those whose seen(s) a write
+        #: moved last, and how long they were parked, summed (``session_waits`` also counts
+        #: hand-backs to a lane, which no read waits for)
+        self.parks = 0
+        self.parks_after_write = 0
+        self.park_seconds = 0.0
         self._then: list[tuple[float, Callable[[], object]]] = []  # (need, call): ``when``
 
     def passed(self, sent_at: float, fill: bool = False) -> None:

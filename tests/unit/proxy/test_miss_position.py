@@ -14,7 +14,7 @@ _CLIENT = (be.BindComplete().encode() + be.DataRow((b"v1",)).encode()
            + be.CommandComplete("SELECT 1").encode() + be.ReadyForQuery("I").encode())
 _NOTIFY = be.NotificationResponse(7, "chan", "x").encode()
 _POSITION = (be.ParseComplete().encode() + be.BindComplete().encode()
-             + be.DataRow((b"1/2A0",)).encode() + be.CommandComplete("SELECT 1").encode()
+             + be.DataRow((b"1/2A0", b"1/200")).encode() + be.CommandComplete("SELECT 1").encode()
              + be.CloseComplete().encode())
 _READY = be.ReadyForQuery("I").encode()
 _AFTER = be.DataRow((b"later",)).encode() + be.ReadyForQuery("I").encode()
@@ -35,6 +35,15 @@ def test_the_position_is_read_and_cut_out_at_every_split() -> None:
         tail = Tail(1, 0.0)
         assert _feed(tail, stream, cuts) == _CLIENT + _NOTIFY + _AFTER, cuts
         assert tail.done and tail.lsn == (1 << 32) | 0x2A0
+        assert tail.flushed == (1 << 32) | 0x200
+
+
+def test_a_row_without_the_flush_position_has_the_position_alone() -> None:
+    one = _POSITION.replace(be.DataRow((b"1/2A0", b"1/200")).encode(),
+                            be.DataRow((b"1/2A0",)).encode())
+    tail = Tail(1, 0.0)
+    assert tail.feed(_CLIENT + one + _READY) == _CLIENT
+    assert tail.done and tail.lsn == (1 << 32) | 0x2A0 and tail.flushed is None
 
 
 def test_every_ready_for_query_before_it_is_the_clients() -> None:
@@ -61,6 +70,7 @@ def test_nothing_is_done_before_its_ready_for_query() -> None:
 def test_the_batch_is_parse_bind_execute_close_sync_of_the_named_statement() -> None:
     assert [BATCH[i:i + 1] for i in _starts(BATCH)] == [b"P", b"B", b"E", b"C", b"S"]
     assert NAME.encode() in BATCH and b"pg_catalog.pg_current_wal_insert_lsn()" in BATCH
+    assert b"pg_catalog.pg_current_wal_flush_lsn()" in BATCH
 
 
 def _starts(raw: bytes) -> list[int]:
