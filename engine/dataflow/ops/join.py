@@ -204,9 +204,11 @@ class JoinNode(Node):
 
     def _prefetch(self, side: int, missed: set[BaseKey], ctx: PullCtx) -> bool:
         """When the driving side misses, also fetch the other side's rows for the join
-        values the driving rows will have (semi-join), if both sides are base chains;
-        whether they are."""
-        drive, other = self.inputs[side].base_columns(), self.inputs[1 - side].base_columns()
+        values the driving rows will have (semi-join), if the driving side is a base chain
+        and the other side's join columns trace to base columns its pull reads by
+        (``Node.prefetch_columns``: a base chain, or a keyed node over one such as an
+        aggregate grouped on them); whether they are."""
+        drive, other = self.inputs[side].base_columns(), self.inputs[1 - side].prefetch_columns()
         if drive is None or other is None:
             return False
         dkeys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)
