@@ -32,6 +32,8 @@ from cdc import parse_lsn
 from engine import Column, FillRequest, decode_text, fill_query, span_of
 
 Row = tuple[Any, ...]
+#: key types whose SQL equality is Python's equality of the decoded values (int2, int4, int8)
+EXACT_KEYS = frozenset({20, 21, 23})
 
 
 def as_output_text(column: Column) -> str:
@@ -62,6 +64,40 @@ def any_sql(req: FillRequest, param: int = 1) -> str:
              f"{_quote(table.schema)}.{_quote(table.name)} "
              f"WHERE {_quote(table.columns[req.columns[0]].name)} = ANY(${param})")
     return f"SELECT {columns} FROM ({inner}) AS q"
+
+
+#: the alias of a merged prefetch's keys (a batch whose tables bear that name is not merged)
+_KEYS = "weir_k"
+
+
+def _via_shape(req: FillRequest) -> tuple[Any, ...] | None:
+    """What prefetches (``req.via``) must share to be fetched together: the same tables and
+    columns, one via key column of an exact type (None: fetched alone)."""
+    via = req.via
+    if via is None or len(via.columns) != 1 or not req.columns \
+            or via.table.columns[via.columns[0]].type_oid not in EXACT_KEYS \
+            or _KEYS in (req.table.name, via.table.name):
+        return None
+    return (req.table, req.columns, via.table, via.columns, via.join_columns)
+
+
+def via_any_sql(req: FillRequest) -> str:
+    """The merged statement of a prefetch shape: per distinct via key of ``$1`` present in
+    the via table, that key and the rows of the request's own semi-join for it (``LATERAL``:
+    the statement of ``fill_query`` with the key bound, evaluated once per key)."""
+    via = req.via
+    assert via is not None
+    src, table = via.table, req.table
+    key = _quote(src.columns[via.columns[0]].name)
+    source = f"{_quote(src.schema)}.{_quote(src.name)}"
+    on = ", ".join(_quote(table.columns[c].name) for c in req.columns)
+    join = ", ".join(_quote(src.columns[c].name) for c in via.join_columns)
+    inner = (f"SELECT {', '.join(_quote(c.name) for c in table.columns)} FROM "
+             f"{_quote(table.schema)}.{_quote(table.name)} WHERE ({on}) IN "
+             f"(SELECT {join} FROM {source} WHERE {key} = {_KEYS}.v)")
+    return (f"SELECT {_KEYS}.v, {', '.join(as_output_text(c) for c in table.columns)} FROM "
+            f"(SELECT DISTINCT {key} AS v FROM {source} WHERE {key} = ANY($1)) AS {_KEYS}, "
+            f"LATERAL ({inner}) AS q")
 
 
 def _decode(columns: Sequence[Column], records: Sequence[Any]) -> list[Row]:
@@ -108,6 +144,15 @@ async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
             continue  # each request of the shape runs its own statement below
         for i, j in places:
             out[i][j] = list(by_key[fills[i][j].key[0]])
+    vias: dict[tuple[Any, ...], list[tuple[int, int]]] = {}
+    for i, reqs in enumerate(fills):
+        for j, req in enumerate(reqs):
+            shape = _via_shape(req)
+            if shape is not None:
+                vias.setdefault(shape, []).append((i, j))
+    for places in vias.values():
+        if len(places) >= 2:
+            await _fetch_vias(conn, fills, places, out)
     for i, reqs in enumerate(fills):
         for j, req in enumerate(reqs):
             if out[i][j] is None:
@@ -115,8 +160,31 @@ async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
     return [[rows or [] for rows in per_fill] for per_fill in out]
 
 
-#: key types whose SQL equality is Python's equality of the decoded values (int2, int4, int8)
-EXACT_KEYS = frozenset({20, 21, 23})
+async def _fetch_vias(conn: Any, fills: Sequence[Sequence[FillRequest]],
+                      places: list[tuple[int, int]], out: list[list[list[Row] | None]]
+                      ) -> None:
+    """The prefetches of one shape at ``places`` by one statement (``via_any_sql``)."""
+    first = fills[places[0][0]][places[0][1]]
+    asked = [_via_key(fills[i][j]) for i, j in places]
+    keys = list(dict.fromkeys(asked))
+    records = await conn.fetch(via_any_sql(first), keys)
+    by_key: dict[Any, list[Row]] = {k: [] for k in keys}
+    for key, row in zip((rec[0] for rec in records),
+                        _decode(first.table.columns, [rec[1:] for rec in records]),
+                        strict=True):
+        bucket = by_key.get(key)
+        if bucket is None:  # (an exact key type: cannot happen) each runs its own statement
+            return
+        bucket.append(row)
+    for (i, j), key in zip(places, asked, strict=True):
+        out[i][j] = list(by_key[key])
+
+
+def _via_key(req: FillRequest) -> Any:
+    assert req.via is not None
+    return req.via.key[0]
+
+
 #: the snapshot, then the position: the insert position is read while the statement runs,
 #: after its snapshot was taken (the transaction's, in the REPEATABLE READ form)
 HEAD = ("SELECT pg_current_snapshot()::text, pg_current_wal_insert_lsn()::text, "
