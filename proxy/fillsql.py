@@ -3,8 +3,10 @@
 Owns: :func:`fetch_batch` (inside the batch's REPEATABLE READ transaction, the base rows of
 every request of every fill, decoded exactly as the CDC applier decodes pgoutput text), with
 requests of one shape — same table, one key column, no semi-join — across the batch fetched
-by one ``... WHERE "k" = ANY($1)`` statement whose rows are handed back per key, and the text
-form of fetched columns (:func:`as_output_text`).
+by one ``... WHERE "k" = ANY($1)`` statement whose rows are handed back per key, semi-join
+prefetches of one shape (one via key column of an integer type) by one ``LATERAL`` statement
+over the distinct via keys (:func:`via_any_sql`), and the text form of fetched columns
+(:func:`as_output_text`).
 
 Also :func:`fetch_all`, the whole upstream side of a batch: its snapshot, its *position* (the
 upstream's WAL insert position read after that snapshot was taken), the WAL flush position

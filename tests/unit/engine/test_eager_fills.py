@@ -2,8 +2,9 @@
 
 Its plan joins the stories by id with an aggregate of the votes by story: the aggregate is
 not a chain of filters and projections over a base table; when the read binds the join value,
-does not apply; ``JoinNode._partners_ahead`` pulls the votes of the story the read binds as
-soon as the story itself misses, so both are fetched in the same fill.
+``JoinNode._partners_ahead`` pulls the votes of the story the read binds as soon as the story
+itself misses, so both are fetched in the same fill. When it does not (an author's top stories),
+the semi-join prefetch reaches through the aggregate (``Node.prefetch_columns``).
 """
 
 from __future__ import annotations
