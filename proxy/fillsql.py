@@ -60,12 +60,17 @@ def _shape(req: FillRequest) -> tuple[Any, int] | None:
 def any_sql(req: FillRequest, param: int = 1) -> str:
     """The merged statement of ``req``'s shape: every column, the key column
     ``= ANY($param)``."""
+    columns = ", ".join(as_output_text(c) for c in req.table.columns)
+    return f"SELECT {columns} FROM {_any_from(req, param)}"
+
+
+def _any_from(req: FillRequest, param: int) -> str:
+    """:func:`any_sql`'s FROM clause: its rows as ``q``."""
     table = req.table
-    columns = ", ".join(as_output_text(c) for c in table.columns)
     inner = (f"SELECT {', '.join(_quote(c.name) for c in table.columns)} FROM "
              f"{_quote(table.schema)}.{_quote(table.name)} "
              f"WHERE {_quote(table.columns[req.columns[0]].name)} = ANY(${param})")
-    return f"SELECT {columns} FROM ({inner}) AS q"
+    return f"({inner}) AS q"
 
 
 #: the alias of a merged prefetch's keys (a batch whose tables bear that name is not merged)
@@ -83,10 +88,16 @@ def _via_shape(req: FillRequest) -> tuple[Any, ...] | None:
     return (req.table, req.columns, via.table, via.columns, via.join_columns)
 
 
-def via_any_sql(req: FillRequest) -> str:
+def via_any_sql(req: FillRequest, param: int = 1) -> str:
     """The merged statement of a prefetch shape: per distinct via key of ``$1`` present in
     the via table, that key and the rows of the request's own semi-join for it (``LATERAL``:
     the statement of ``fill_query`` with the key bound, evaluated once per key)."""
+    columns = ", ".join(as_output_text(c) for c in req.table.columns)
+    return f"SELECT {_KEYS}.v, {columns} FROM {_via_from(req, param)}"
+
+
+def _via_from(req: FillRequest, param: int) -> str:
+    """:func:`via_any_sql`'s FROM clause: the keys as ``weir_k(v)``, the rows as ``q``."""
     via = req.via
     assert via is not None
     src, table = via.table, req.table
@@ -97,9 +108,8 @@ def via_any_sql(req: FillRequest) -> str:
     inner = (f"SELECT {', '.join(_quote(c.name) for c in table.columns)} FROM "
              f"{_quote(table.schema)}.{_quote(table.name)} WHERE ({on}) IN "
              f"(SELECT {join} FROM {source} WHERE {key} = {_KEYS}.v)")
-    return (f"SELECT {_KEYS}.v, {', '.join(as_output_text(c) for c in table.columns)} FROM "
-            f"(SELECT DISTINCT {key} AS v FROM {source} WHERE {key} = ANY($1)) AS {_KEYS}, "
-            f"LATERAL ({inner}) AS q")
+    return (f"(SELECT DISTINCT {key} AS v FROM {source} WHERE {key} = ANY(${param})) "
+            f"AS {_KEYS}, LATERAL ({inner}) AS q")
 
 
 def _decode(columns: Sequence[Column], records: Sequence[Any]) -> list[Row]:
@@ -216,11 +226,90 @@ def one_sql(req: FillRequest) -> str:
             f"SELECT NULL, NULL, NULL, {any_sql(req, 1)[len('SELECT '):]}")
 
 
+Part = tuple[FillRequest, list[tuple[int, int]]]
+
+
+def _exact(req: FillRequest) -> tuple[Any, ...] | None:
+    """The shape of a request the one-statement forms merge (an exact key), else None."""
+    if req.via is not None:
+        return _via_shape(req)
+    shape = _shape(req)
+    if shape is None or req.table.columns[req.columns[0]].type_oid not in EXACT_KEYS:
+        return None
+    return shape
+
+
+def mixed_parts(fills: Sequence[Sequence[FillRequest]]) -> list[Part] | None:
+    """Per shape, its first request and the places of its requests, when every request of
+    ``fills`` has an exact shape (:func:`_exact`); None otherwise."""
+    parts: dict[tuple[Any, ...], Part] = {}
+    for i, reqs in enumerate(fills):
+        for j, req in enumerate(reqs):
+            shape = _exact(req)
+            if shape is None:
+                return None
+            parts.setdefault(shape, (req, []))[1].append((i, j))
+    return list(parts.values()) or None
+
+
+def mixed_sql(parts: Sequence[Part]) -> str:
+    """:func:`one_sql` for several shapes: after the head row, per part ``n`` (parameter
+    ``$n+1``, its keys) its rows tagged ``n`` with their key (``::int8``) and its columns'
+    text, padded with NULLs to the widest part."""
+    width = max(len(req.table.columns) for req, _ in parts)
+    head = ", ".join("NULL::text" for _ in range(width))
+    out = ["WITH h AS (SELECT pg_current_snapshot()::text AS s, "
+           "pg_current_wal_insert_lsn()::text AS l, pg_current_wal_flush_lsn()::text AS f) "
+           f"SELECT -1 AS p, h.s, h.l, h.f, NULL::int8, {head} FROM h"]
+    for n, (req, _) in enumerate(parts):
+        columns = req.table.columns
+        texts = ", ".join([as_output_text(c) for c in columns]
+                          + ["NULL"] * (width - len(columns)))
+        if req.via is None:
+            key = 'q."' + columns[req.columns[0]].name.replace('"', '""') + '"'
+            source = _any_from(req, n + 1)
+        else:
+            key, source = f"{_KEYS}.v", _via_from(req, n + 1)
+        out.append(f"SELECT {n}, NULL, NULL, NULL, {key}::int8, {texts} FROM {source}")
+    return " UNION ALL ".join(out)
+
+
+def _key_of(req: FillRequest) -> Any:
+    return _via_key(req) if req.via is not None else req.key[0]
+
+
+async def fetch_mixed(conn: Any, fills: Sequence[Sequence[FillRequest]],
+                      parts: Sequence[Part]) -> tuple[str, int, int, list[list[list[Row]]]]:
+    """The one-statement form of a batch of several exact shapes (:func:`mixed_sql`)."""
+    keys = [list(dict.fromkeys(_key_of(fills[i][j]) for i, j in places))
+            for _, places in parts]
+    records = await conn.fetch(mixed_sql(parts), *keys)
+    head = next(rec for rec in records if rec[0] == -1)
+    by_key: list[dict[Any, list[Row]]] = [{k: [] for k in ks} for ks in keys]
+    for n, (req, _) in enumerate(parts):
+        columns = req.table.columns
+        mine = [rec for rec in records if rec[0] == n]
+        for rec, row in zip(mine, _decode(columns, [rec[5:5 + len(columns)] for rec in mine]),
+                            strict=True):
+            bucket = by_key[n].get(rec[4])
+            if bucket is None:  # (cannot happen for integer keys: the batch fails)
+                raise LookupError(f"fill row with a key not asked for: {rec[4]!r}")
+            bucket.append(row)
+    out: list[list[list[Row]]] = [[[] for _ in reqs] for reqs in fills]
+    for n, (_, places) in enumerate(parts):
+        for i, j in places:
+            out[i][j] = list(by_key[n][_key_of(fills[i][j])])
+    return head[1], parse_lsn(head[2]), parse_lsn(head[3]), out
+
+
 async def fetch_all(conn: Any, fills: Sequence[Sequence[FillRequest]]
                     ) -> tuple[str, int, int, list[list[list[Row]]]]:
     """(the snapshot's text, the position, the WAL flush position read just after it, rows
     per fill per request) of one batch (module docstring); nothing is written upstream."""
     first = one_shape(fills)
+    parts = mixed_parts(fills) if first is None else None
+    if parts is not None:
+        return await fetch_mixed(conn, fills, parts)
     if first is None:
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             # the first statement takes the transaction's snapshot, then reads the position

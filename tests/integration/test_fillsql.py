@@ -152,6 +152,9 @@ def test_prefetches_of_one_shape_share_one_statement(pg: Any, dbname: str) -> No
     fills = [[FillRequest(src, (1,), (a,)),
               FillRequest(t, (1,), (), SemiJoin(src, (1,), (a,), (2,)))] for a in (0, 3, 3, 77)]
     fills.append([FillRequest(t, (0,), (), SemiJoin(src, (1,), (4,), (0,)))])
+    exact = [list(reqs) for reqs in fills]
+    fills.append([FillRequest(t, (2,), ("v5",))])  # a text key: the transaction form
+    assert fillsql.mixed_parts(fills) is None
     statements: list[str] = []
     real = fillsql.via_any_sql
 
@@ -166,4 +169,10 @@ def test_prefetches_of_one_shape_share_one_statement(pg: Any, dbname: str) -> No
         fillsql.via_any_sql = real  # type: ignore[assignment]
     assert len(statements) == 1 and "LATERAL" in statements[0]  # (the last fill: alone)
     assert _sorted(rows) == _sorted(own)
-    assert [len(per_fill[-1]) for per_fill in rows] == [143, 143, 143, 0, 6]
+    assert [len(per_fill[-1]) for per_fill in rows] == [143, 143, 143, 0, 6, 1]
+    # every request exact (integer keys): snapshot, position and both shapes' rows in one
+    # statement (fillsql.mixed_sql), the same rows
+    parts = fillsql.mixed_parts(exact)
+    assert parts is not None and len(parts) == 3 and fillsql.one_shape(exact) is None
+    text, mixed, own = _batch(pg, dbname, exact)
+    assert ":" in text and _sorted(mixed) == _sorted(own) == _sorted(rows[:-1])
