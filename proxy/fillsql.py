@@ -8,16 +8,18 @@ prefetches of one shape (one via key column of an integer type) by one ``LATERAL
 over the distinct via keys (:func:`via_any_sql`), and the text form of fetched columns
 (:func:`as_output_text`).
 
-Also :func:`fetch_all`, the whole upstream side of a batch: its snapshot, its *position* (the
-upstream's WAL insert position read after that snapshot was taken), the WAL flush position
-read right after the position (below it, the stream cannot reach the position before the
-next flush: ``proxy.fillrun`` then hurries its fallback) and its rows. When every
+Also :func:`fetch_all`, the whole upstream side of a batch: its snapshot, its *position*
+(the upstream's WAL insert position read after that snapshot was taken), the WAL flush
+position read right after the position (below it, the stream cannot reach the position
+before the next flush: ``proxy.fillrun`` then hurries its fallback) and its rows. When every
 request of the batch has one shape whose key is an integer (whose SQL equality is Python's),
-they come from ONE autocommit statement (one round trip); otherwise a REPEATABLE READ READ
-ONLY transaction runs those steps. Neither writes anything: no transaction ID, no WAL, no
-commit record. Both give the same guarantee (DESIGN §6, docs/architecture.md "Fills at a
-position"): one snapshot for every table, the one ``pg_current_snapshot()`` returns, and a
-position at or after the end of the commit record of every transaction visible in it.
+they come from ONE autocommit statement (one round trip; :func:`one_sql`), and so do they
+when every request has such a shape, plain or semi-join (:func:`mixed_sql`); otherwise a
+REPEATABLE READ READ ONLY transaction runs those steps. Neither writes anything: no
+transaction ID, no WAL, no commit record. Both give the same guarantee (DESIGN §6,
+docs/architecture.md "Fills at a position"): one snapshot for every table, the one
+``pg_current_snapshot()`` returns, and a position at or after the end of the commit record
+of every transaction visible in it.
 
 Invariant: each request gets exactly the rows its own statement (``engine.fill_query``) would
 have returned under the same snapshot. A merged statement's row whose key value equals none
