@@ -141,5 +141,12 @@ class Node:
         output column, the base column it is (None if computed); else None."""
         return None
 
+    def prefetch_columns(self) -> tuple[Node, list[int | None]] | None:
+        """Like ``base_columns``, for a join's semi-join prefetch into this side: the base
+        node and, per output column c, the base column b such that a pull binding c to v
+        reads exactly the base rows with b = v (so fetching those rows ahead lets the
+        replay's pull succeed); None per column where no such b exists."""
+        return self.base_columns()
+
     def clear(self) -> None:
         """Drop all state (used when the node is removed)."""

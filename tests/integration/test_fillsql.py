@@ -133,3 +133,46 @@ def test_interval_fills_per_equality_key(pg: Any, dbname: str) -> None:
     got = [sorted(r[0] for r in per_fill[0]) for per_fill in rows]
     assert got == [[17, 24, 31, 38, 45, 52, 59], [17, 24, 31, 38], [82, 89, 96],
                    list(range(6, 201, 7)), []]
+
+
+def test_prefetches_of_one_shape_share_one_statement(pg: Any, dbname: str) -> None:
+    """Semi-join prefetches (``via``) of one shape across a batch are fetched by one
+    ``LATERAL`` statement per shape; each gets exactly the rows of its own statement: a key
+    with no via rows, a join value matching no row (author 3's j = 8), a repeated key; a
+    prefetch alone in its shape keeps its own statement."""
+    from engine.dataflow.fills import SemiJoin
+    from proxy import fillsql
+
+    t = _table(pg, dbname)  # t.g = k % 7
+    pg.psql("CREATE TABLE src (id int PRIMARY KEY, author int, j int);"
+            "INSERT INTO src SELECT i, i % 5, i % 9 FROM generate_series(1, 30) i", dbname)
+    oid = int(pg.psql("SELECT 'src'::regclass::oid", dbname).strip())
+    src = TableRef(oid, "public", "src", (Column("id", 23), Column("author", 23),
+                                          Column("j", 23)), (0,))
+    fills = [[FillRequest(src, (1,), (a,)),
+              FillRequest(t, (1,), (), SemiJoin(src, (1,), (a,), (2,)))] for a in (0, 3, 3, 77)]
+    fills.append([FillRequest(t, (0,), (), SemiJoin(src, (1,), (4,), (0,)))])
+    exact = [list(reqs) for reqs in fills]
+    fills.append([FillRequest(t, (2,), ("v5",))])  # a text key: the transaction form
+    assert fillsql.mixed_parts(fills) is None
+    statements: list[str] = []
+    real = fillsql.via_any_sql
+
+    def counted(req: FillRequest) -> str:
+        statements.append(real(req))
+        return real(req)
+
+    fillsql.via_any_sql = counted  # type: ignore[assignment]
+    try:
+        _, rows, own = _batch(pg, dbname, fills)
+    finally:
+        fillsql.via_any_sql = real  # type: ignore[assignment]
+    assert len(statements) == 1 and "LATERAL" in statements[0]  # (the last fill: alone)
+    assert _sorted(rows) == _sorted(own)
+    assert [len(per_fill[-1]) for per_fill in rows] == [143, 143, 143, 0, 6, 1]
+    # every request exact (integer keys): snapshot, position and both shapes' rows in one
+    # statement (fillsql.mixed_sql), the same rows
+    parts = fillsql.mixed_parts(exact)
+    assert parts is not None and len(parts) == 3 and fillsql.one_shape(exact) is None
+    text, mixed, own = _batch(pg, dbname, exact)
+    assert ":" in text and _sorted(mixed) == _sorted(own) == _sorted(rows[:-1])

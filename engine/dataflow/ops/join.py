@@ -165,8 +165,11 @@ class JoinNode(Node):
         before = set(ctx.missing)
         rows = self.inputs[side].pull(tuple(own), tuple(own.values()), ctx)
         if rows is None:
-            if not self._prefetch(side, ctx.missing - before, ctx):
-                self._partners_ahead(side, own, ctx)
+            # the other side's own key when the pull binds it (a point fill, merged across
+            # a batch), else a semi-join through the driving rows (one statement)
+            if self.inputs[1 - side].base_columns() is not None \
+                    or not self._partners_ahead(side, own, ctx):
+                self._prefetch(side, ctx.missing - before, ctx)
             return None
         by_j: dict[Row, list[Row]] = {}
         out: list[Row] = []
@@ -191,22 +194,26 @@ class JoinNode(Node):
                 out.extend(lrow + rrow for rrow in mine for lrow in match)
         return out if complete else None
 
-    def _partners_ahead(self, side: int, own: dict[int, object], ctx: PullCtx) -> None:
+    def _partners_ahead(self, side: int, own: dict[int, object], ctx: PullCtx) -> bool:
         """When the driving side misses but the pull binds its join columns, pull the other
         side for that join value now, so that what it misses is fetched in the same fill
-        (the other side is not a base chain, e.g. an aggregate: no semi-join prefetch)."""
+        (the other side is not a base chain, e.g. an aggregate); whether the pull binds
+        them."""
         keys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)
         if not all(c in own for c in keys):
-            return
+            return False
         j = tuple(own[c] for c in keys)
         if None not in j and not has_unknown(j):
             self.inputs[1 - side].pull(okeys, j, ctx)
+        return True
 
     def _prefetch(self, side: int, missed: set[BaseKey], ctx: PullCtx) -> bool:
         """When the driving side misses, also fetch the other side's rows for the join
-        values the driving rows will have (semi-join), if both sides are base chains;
-        whether they are."""
-        drive, other = self.inputs[side].base_columns(), self.inputs[1 - side].base_columns()
+        values the driving rows will have (semi-join), if the driving side is a base chain
+        and the other side's join columns trace to base columns its pull reads by
+        (``Node.prefetch_columns``: a base chain, or a keyed node over one such as an
+        aggregate grouped on them); whether they are."""
+        drive, other = self.inputs[side].base_columns(), self.inputs[1 - side].prefetch_columns()
         if drive is None or other is None:
             return False
         dkeys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)

@@ -49,6 +49,20 @@ class KeyedNode(Node):
     def has(self, d: Row) -> bool:
         return self.full or d in self.present
 
+    def prefetch_columns(self) -> tuple[Node, list[int | None]] | None:
+        """A missing key ``d`` is filled by pulling the input on ``key_in = d`` (``pull``):
+        over a chain of filters and projections of a base node, the key's output columns
+        trace to the base columns of ``key_in`` (the eager aggregate of a join's right side,
+        ``engine.plan.rules.eager_aggs``, gets its votes prefetched with the stories)."""
+        below = self.inputs[0].base_columns()
+        if below is None:
+            return None
+        base, cols = below
+        out: list[int | None] = [None] * self.width
+        for o, i in zip(self.key_out, self.key_in, strict=True):
+            out[o] = cols[i]
+        return base, out
+
     # -- subclass hooks ----------------------------------------------------------------
     def output_rows(self, g: Row) -> list[Row]:
         raise NotImplementedError
