@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -32,6 +33,34 @@ from tests.integration.test_cache_shapes_differential import (
 _TABLE = """
 CREATE TABLE r (id int PRIMARY KEY, g int, k int, j int, v numeric, w int);
 """
+
+
+def _check_frames(conn: psycopg.Connection[Any], table_name: str, rng: random.Random,
+                  frame_sql: Callable[[random.Random], str], tries: int, zone: str) -> int:
+    """Plan ``tries`` queries of two random frames (``frame_sql``) over the one table
+    ``table_name``, evaluate each by the reference evaluator over its rows and compare with
+    PostgreSQL's answer; the number compared (frames the grammar rejects are skipped)."""
+    catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
+    table = {catalog.relations[0].oid: [tuple(r) for r in conn.execute(
+        f"SELECT * FROM {table_name}").fetchall()]}
+    planner = QueryPlanner(catalog)
+    checked = 0
+    for _ in range(tries):
+        sql = f"SELECT id, {frame_sql(rng)} AS x, {frame_sql(rng)} AS y FROM {table_name}"
+        answer = planner.classify(sql, ("public",), zone)
+        if isinstance(answer.query, Unsupported):
+            # (a frame PostgreSQL's grammar rejects, as "CURRENT ROW AND 1 PRECEDING")
+            assert answer.query.reason.startswith("syntax error: frame "), (
+                sql, answer.query.reason)
+            continue
+        want = conn.execute(sql).fetchall()
+        keys = answer.keys([])
+        assert keys is not None
+        got = merge_lookups(answer.query.plan, [evaluate_reader(
+            answer.query.plan.reader, table, k) for k in keys], [])
+        assert Counter(map(repr, got)) == Counter(map(repr, want)), sql
+        checked += 1
+    return checked
 
 
 def _bound(rng: random.Random, start: bool) -> str:
@@ -67,26 +96,7 @@ def test_random_frames_match_postgres(pg: Any, dbname: str) -> None:
                  rng.choice([None, *range(-5, 6)])) for i in range(1, 41)]
         with conn.cursor() as cur:
             cur.executemany("INSERT INTO r VALUES (%s, %s, %s, %s, %s, %s)", rows)
-        catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
-        table = {catalog.relations[0].oid: [tuple(r) for r in conn.execute(
-            "SELECT * FROM r").fetchall()]}
-        planner = QueryPlanner(catalog)
-        checked = 0
-        for _ in range(150):
-            sql = f"SELECT id, {_frame_sql(rng)} AS x, {_frame_sql(rng)} AS y FROM r"
-            answer = planner.classify(sql, ("public",), "UTC")
-            if isinstance(answer.query, Unsupported):
-                # (a frame PostgreSQL's grammar rejects, as "CURRENT ROW AND 1 PRECEDING")
-                assert answer.query.reason.startswith("syntax error: frame "), (
-                    sql, answer.query.reason)
-                continue
-            want = conn.execute(sql).fetchall()
-            keys = answer.keys([])
-            assert keys is not None
-            got = merge_lookups(answer.query.plan, [evaluate_reader(
-                answer.query.plan.reader, table, k) for k in keys], [])
-            assert Counter(map(repr, got)) == Counter(map(repr, want)), sql
-            checked += 1
+        checked = _check_frames(conn, "r", rng, _frame_sql, 150, "UTC")
         print(f"\nrange frames checked: {checked}")
         assert checked > 80
 
@@ -157,25 +167,7 @@ def test_random_date_and_timestamp_frames_match_postgres(pg: Any, dbname: str) -
             "CASE WHEN g % 9 = 0 THEN NULL ELSE timestamptz "
             "'2024-03-30 20:00+01' + (g * 3 % 11) * interval '50 minutes' END, "
             "CASE WHEN g % 5 = 0 THEN NULL ELSE g % 7 - 2 END FROM generate_series(1, 40) g")
-        catalog = Catalog.from_rows(conn.execute(CATALOG_QUERY).fetchall())
-        table = {catalog.relations[0].oid: [tuple(r) for r in conn.execute(
-            "SELECT * FROM rt").fetchall()]}
-        planner = QueryPlanner(catalog)
-        checked = 0
-        for _ in range(200):
-            sql = f"SELECT id, {_timed_frame_sql(rng)} AS x, {_timed_frame_sql(rng)} AS y FROM rt"
-            answer = planner.classify(sql, ("public",), "Europe/Paris")
-            if isinstance(answer.query, Unsupported):
-                assert answer.query.reason.startswith("syntax error: frame "), (
-                    sql, answer.query.reason)
-                continue
-            want = conn.execute(sql).fetchall()
-            keys = answer.keys([])
-            assert keys is not None
-            got = merge_lookups(answer.query.plan, [evaluate_reader(
-                answer.query.plan.reader, table, k) for k in keys], [])
-            assert Counter(map(repr, got)) == Counter(map(repr, want)), sql
-            checked += 1
+        checked = _check_frames(conn, "rt", rng, _timed_frame_sql, 200, "Europe/Paris")
         print(f"\ndate/timestamp range frames checked: {checked}")
         assert checked > 120
 
