@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import hit  # noqa: E402
+from bench.demo_cost import PROFILED  # noqa: E402
 from proxy import localpg  # noqa: E402
 from tools.splice import splice  # noqa: E402
 
@@ -151,22 +152,6 @@ def weir_run(cluster: Any, bindir: Path, sc: Scenario, args: argparse.Namespace,
         proc.wait(10)
 
 
-#: weir under cProfile with the event-loop thread's CPU time as the clock (wall time would
-#: count the waits for a CPU on a busy machine); the stats are written when weir exits
-_PROFILED = """
-import cProfile, runpy, sys, time
-path = sys.argv[1]
-sys.argv = ["proxy.cli", *sys.argv[2:]]
-prof = cProfile.Profile(time.thread_time)
-prof.enable()
-try:
-    runpy.run_module("proxy.cli", run_name="__main__")
-finally:
-    prof.disable()
-    prof.dump_stats(path)
-"""
-
-
 def _profiled_weir(cluster: Any, extra: list[str], out: Path, sc: Scenario
                    ) -> tuple[subprocess.Popen[bytes], str]:
     """``hit._start_weir`` under cProfile, writing ``out``/<scenario>.prof when it exits."""
@@ -174,7 +159,7 @@ def _profiled_weir(cluster: Any, extra: list[str], out: Path, sc: Scenario
     name = "".join(c if c.isalnum() else "_" for c in sc.name)[:60] + ".prof"
     port = localpg.free_port()
     weir = subprocess.Popen(
-        [sys.executable, "-c", _PROFILED, str(out / name), "serve", "--upstream",
+        [sys.executable, "-c", PROFILED, str(out / name), "serve", "--upstream",
          cluster.dsn(), "--listen", f"127.0.0.1:{port}", "--log-level", "warning", *extra],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     through = f"postgresql://postgres@127.0.0.1:{port}/postgres?sslmode=disable"

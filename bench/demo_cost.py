@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 #: weir under cProfile with the event-loop thread's CPU time as the clock (wall time would
 #: count the time the process waits for a CPU on a busy machine, inside its send calls)
-_PROFILED = """
+PROFILED = """
 import cProfile, runpy, sys, time
 sys.path.insert(0, ".")
 path = sys.argv[1]
@@ -217,13 +217,13 @@ finally:
 
 def _started(upstream: str, tree: str, profile: str, gclog: str = "") -> Weir:
     """A weir of the source tree ``tree`` (this interpreter, the tree's own modules and
-    builds first on the path), under cProfile (``_PROFILED``) writing ``profile`` when it
+    builds first on the path), under cProfile (``PROFILED``) writing ``profile`` when it
     exits if one is named, or with its garbage collections timed (``_GC_TIMED``) into
     ``gclog``."""
     weir = Weir.__new__(Weir)
     weir.port = localpg.free_port()
     weir.log = deque(maxlen=200)
-    start = (["-c", _PROFILED, profile] if profile else ["-c", _GC_TIMED, gclog] if gclog
+    start = (["-c", PROFILED, profile] if profile else ["-c", _GC_TIMED, gclog] if gclog
              else ["-m", "proxy.cli"])
     weir.proc = subprocess.Popen(
         [sys.executable, *start, "serve", "--upstream", upstream,
