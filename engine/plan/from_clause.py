@@ -75,7 +75,8 @@ def table_ref(rel: Relation) -> ir.TableRef:
     names = [c.name for c in rel.columns]
     return ir.TableRef(rel.oid, rel.schema, rel.name,
                        tuple(ir.Column(c.name, c.type_oid) for c in rel.columns),
-                       tuple(names.index(k) for k in rel.primary_key))
+                       tuple(names.index(k) for k in rel.primary_key),
+                       frozenset(i for i, c in enumerate(rel.columns) if c.not_null))
 
 
 def _range_var(ctx: PlanContext, node: Node) -> Bound:

@@ -244,14 +244,16 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class TableRef:
-    """An upstream table: its relation oid, qualified name, columns in table order and the
-    positions of its primary-key columns (the replica identity; may be empty)."""
+    """An upstream table: its relation oid, qualified name, columns in table order, the
+    positions of its primary-key columns (the replica identity; may be empty) and of its
+    NOT NULL columns (the catalog's ``attnotnull``; the planner's top-k state reads it)."""
 
     oid: int
     schema: str
     name: str
     columns: tuple[Column, ...]
     primary_key: tuple[int, ...]
+    not_null: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

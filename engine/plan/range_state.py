@@ -12,6 +12,11 @@ parameters unchanged; that column and every equality key column (if any: the fil
 intervals are then kept per value of the equality key) plain columns of one table with a
 primary key under filters and projections only; no window, no reader LIMIT. Everything
 else keeps the full-state path, with the reason.
+
+Top-k state for a LIMIT parameter (``_top_choice``): a statement without range cuts whose
+page is set by a parameter and whose ORDER BY starts with a NOT NULL plain column of such a
+type gets the same state on that column, unbounded: its lookups ask for the first OFFSET +
+LIMIT rows, so the reader keeps the top of the largest page asked (per equality key).
 """
 
 from __future__ import annotations
@@ -34,8 +39,8 @@ SPAN_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR, T.DATE, T.TIM
 _COMPARE = frozenset({"<", "<=", ">", ">="})
 
 
-def _trace(rel: ir.Rel, col: int) -> str:
-    """``table.column`` when ``col`` of ``rel`` is a plain column of one table with a
+def _base(rel: ir.Rel, col: int) -> tuple[ir.TableRef, int] | str:
+    """(table, column) when ``col`` of ``rel`` is a plain column of one table with a
     primary key under filters and projections; else why not (starting with a space)."""
     while True:
         if isinstance(rel, ir.Filter):
@@ -48,17 +53,68 @@ def _trace(rel: ir.Rel, col: int) -> str:
         elif isinstance(rel, ir.Scan):
             if not rel.table.primary_key:
                 return " the table has no primary key"
-            return f"{rel.table.name}.{rel.table.columns[col].name}"
+            return rel.table, col
         else:
             return f" the plan has an operator other than filters and projections of one " \
                    f"table ({type(rel).__name__})"
+
+
+def _trace(rel: ir.Rel, col: int) -> str:
+    """``table.column`` when ``col`` of ``rel`` is a plain column of one table with a
+    primary key under filters and projections; else why not (starting with a space)."""
+    found = _base(rel, col)
+    if isinstance(found, str):
+        return found
+    return f"{found[0].name}.{found[0].columns[found[1]].name}"
+
+
+def _keys_traced(reader: ir.Reader, col: int, found: str) -> tuple[int | None, str]:
+    """(col, its description with the equality key's columns), or why the equality key
+    keeps the full state."""
+    for key in reader.key:  # (each equality key a plain column of the same table)
+        traced = _trace(reader.input, key)
+        if traced.startswith(" "):
+            return None, "the equality key:" + traced
+    if reader.key:
+        names = ", ".join(_trace(reader.input, k).partition(".")[2] for k in reader.key)
+        return col, f"{found} per value of {names}"
+    return col, found
+
+
+def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
+    """Top-k state for a LIMIT parameter without range cuts (``WHERE author_id = $1 ORDER
+    BY score DESC LIMIT $2``): the leading ORDER BY column as an unbounded span whose
+    lookups ask for their first OFFSET + LIMIT rows, so the reader keeps (per equality key)
+    the top rows of the largest page asked, with the ties of the last, and a larger page
+    fills on from where they end. The column must be NOT NULL: NULLs lie in no interval."""
+    page, reader = plan.page, plan.reader
+    if page is None or plan.aggregates:
+        return None, ""
+    if page.limit is None and page.limit_param is None:
+        return None, "OFFSET without LIMIT reads every row"
+    if reader.windows or reader.limit is not None or reader.offset:
+        return None, "window functions or a LIMIT inside the reader"
+    lead = reader.order_by[0]
+    if reader.input.columns[lead.column].type_oid not in SPAN_TYPES:
+        return None, "the ORDER BY column's type (integers, text, dates and timestamps only)"
+    if lead.collation is not None:
+        return None, f"ORDER BY text under collation {lead.collation} (filled intervals are " \
+            "in byte order)"
+    found = _base(reader.input, lead.column)
+    if isinstance(found, str):
+        return None, "the ORDER BY column:" + found.replace(" range column", "")
+    table, col = found
+    if col not in table.not_null:
+        return None, f"{table.name}.{table.columns[col].name} may be NULL (NULLs lie in " \
+            "no filled interval)"
+    return _keys_traced(reader, lead.column, f"{table.name}.{table.columns[col].name}")
 
 
 def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     """(the reader input column of range-partial state or None, the reason)."""
     cuts = plan.cuts
     if not cuts:
-        return None, ""
+        return _top_choice(plan)
     reader = plan.reader
     if any(c.op not in _COMPARE for c in cuts):
         return None, "a parameter in EXISTS, NOT EXISTS or NOT IN"
@@ -78,14 +134,7 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     lead = reader.order_by[0].column if reader.order_by else None
     if lead is not None and lead != col and _trace(reader.input, lead) == found:
         col = lead  # (a hidden ORDER BY copy of the column: the span's, so pages use it)
-    for key in reader.key:  # (each equality key a plain column of the same table)
-        traced = _trace(reader.input, key)
-        if traced.startswith(" "):
-            return None, "the equality key:" + traced
-    if reader.key:
-        names = ", ".join(_trace(reader.input, k).partition(".")[2] for k in reader.key)
-        return col, f"{found} per value of {names}"
-    return col, found
+    return _keys_traced(reader, col, found)
 
 
 def with_span(plan: PlannedQuery) -> PlannedQuery:
@@ -97,10 +146,17 @@ def with_span(plan: PlannedQuery) -> PlannedQuery:
 
 
 def state_line(plan: PlannedQuery) -> str | None:
-    """EXPLAIN's ``state:`` line of a range query (None for other queries)."""
-    if not plan.cuts:
-        return None
+    """EXPLAIN's ``state:`` line of a range query or a LIMIT parameter page (None for other
+    queries)."""
     reader = plan.reader
+    if not plan.cuts:
+        if plan.page is None or plan.aggregates:
+            return None
+        _, why = span_choice(plan)
+        if reader.span is not None:
+            return f"state: top rows on {why}: the first OFFSET + LIMIT rows of the largest " \
+                "page asked (with the ties of the last), a larger page fills on"
+        return f"state: every row of the key, the host cuts the page: {why}"
     _, why = span_choice(plan)
     if reader.span is not None:
         lead = reader.order_by[0] if reader.order_by else None
@@ -119,7 +175,8 @@ def lookup_span(plan: PlannedQuery, params: Sequence[Any],
     reader = plan.reader
     col = reader.span
     assert col is not None
-    span = Span(col, plan.cuts[0].type_oid)
+    span = Span(col, plan.cuts[0].type_oid if plan.cuts
+                else reader.input.columns[col].type_oid)
     start, lo, lo_incl = LOW, None, False
     end, hi, hi_incl = HIGH, None, False
     for cut in plan.cuts:

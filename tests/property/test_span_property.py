@@ -30,7 +30,7 @@ from tests.property.simulated import Host, Upstream
 Row = tuple[Any, ...]
 CATALOG = Catalog((Relation(17001, "public", "t", (
     Column("id", T.INT4, not_null=True), Column("v", T.INT4), Column("grp", T.INT4),
-    Column("name", T.TEXT, collation="C")), ("id",)),))
+    Column("name", T.TEXT, collation="C"), Column("w", T.INT4, not_null=True)), ("id",)),))
 
 
 @dataclass(frozen=True)
@@ -98,11 +98,23 @@ CASES = [
              [x for x in rows if p[1] is not None and x[2] == p[0] and x[1] is not None
               and x[1] < p[1] and x[3] is not None and x[3] != "n3"],
              lambda x: (-x[1], x[0]))][:p[2]]),
+    # top-k state for a LIMIT parameter (no range cut: an unbounded span on the leading
+    # NOT NULL ORDER BY column, the first OFFSET + LIMIT rows; ties on w)
+    Case("SELECT id, w FROM t WHERE grp = $1 ORDER BY w DESC, id LIMIT $2 OFFSET $3",
+         lambda r: (r.randint(0, 5), r.choice([None, 0, 1, 2, 4, 9]), r.choice([None, 0, 1, 3])),
+         lambda rows, p: [(x[0], x[4]) for x in _sorted(
+             [x for x in rows if x[2] == p[0]], lambda x: (-x[4], x[0]))][
+             p[2] or 0:None if p[1] is None else (p[2] or 0) + p[1]]),
+    Case("SELECT id, name FROM t WHERE grp <> 2 ORDER BY w, id LIMIT $1",
+         lambda r: (r.randint(0, 7),),
+         lambda rows, p: [(x[0], x[3]) for x in _sorted(
+             [x for x in rows if x[2] != 2], lambda x: (x[4], x[0]))][:p[0]]),
 ]
 
 
 def _row(i: int, r: random.Random) -> Row:
-    return (i, _v(r), r.randint(0, 5), None if r.random() < 0.1 else f"n{r.randint(0, 15)}")
+    return (i, _v(r), r.randint(0, 5), None if r.random() < 0.1 else f"n{r.randint(0, 15)}",
+            r.randint(0, 6))
 
 
 class SpanHost(Host):
@@ -167,9 +179,10 @@ def drive(seed: int, ops: list[tuple[int, int]], budget: int | None) -> SpanHost
             old = rows.pop(pk)
             if op < 0.6:
                 out.append(RowChange(table.oid, ChangeKind.DELETE,
-                                     (old[0],) + (UNCHANGED_TOAST,) * 3, None))
+                                     (old[0],) + (UNCHANGED_TOAST,) * 4, None))
                 continue
-            new = (old[0], _v(r) if r.random() < 0.7 else old[1], r.randint(0, 5), old[3])
+            new = (old[0], _v(r) if r.random() < 0.7 else old[1], r.randint(0, 5), old[3],
+                   r.randint(0, 6) if r.random() < 0.5 else old[4])
             rows[pk] = new
             out.append(RowChange(table.oid, ChangeKind.UPDATE, None, new))
         return out
@@ -201,7 +214,7 @@ def test_keyset_pages_fill_only_their_stretch() -> None:
     assert isinstance(c.query, CachedQuery)
     plan = c.query.plan.reader
     table = ir.tables(plan)[0]
-    rows = {(i,): (i, i, 0, "x") for i in range(1000)}
+    rows = {(i,): (i, i, 0, "x", 0) for i in range(1000)}
     up = Upstream({table.oid: table}, {table.oid: rows})
     engine = Engine()
     engine.add_cache("page", plan)
@@ -238,7 +251,7 @@ def test_keyset_pages_per_key_fill_only_their_key_and_stretch() -> None:
     assert isinstance(c.query, CachedQuery)
     plan = c.query.plan.reader
     table = ir.tables(plan)[0]
-    rows = {(i,): (i, i, i % 10, "x") for i in range(1000)}
+    rows = {(i,): (i, i, i % 10, "x", 0) for i in range(1000)}
     up = Upstream({table.oid: table}, {table.oid: rows})
     engine = Engine()
     engine.add_cache("page", plan)
@@ -256,7 +269,7 @@ def test_keyset_pages_per_key_fill_only_their_key_and_stretch() -> None:
         read(params)
     base = engine.graph.bases[table.oid]
     assert sorted(r[0] for r in base.store.rows) == [7, 17, 103, 113, 503, 513]
-    host.write([RowChange(table.oid, ChangeKind.UPDATE, None, (11, 104, 3, "x"))])
+    host.write([RowChange(table.oid, ChangeKind.UPDATE, None, (11, 104, 3, "x", 0))])
     host.settle()
     read((3, 100))
     answer = engine.lookup("page", c.keys((3, 100))[0])  # type: ignore[index]
@@ -270,3 +283,46 @@ def test_many_seeds_long_runs() -> None:
     for seed in range(40):
         ops = [(rng.randint(0, 9), rng.randint(0, 2**16)) for _ in range(150)]
         drive(seed, ops, budget=None if seed % 2 else 600)
+
+
+def test_limit_param_top_rows_fill_only_the_largest_page() -> None:
+    """A LIMIT parameter page without a range (top-k state) fills the key's top rows for
+    the largest page asked only: a smaller page is a hit, a larger one fills on from where
+    they end; a write above them is in the next answer, and one below them is not stored."""
+    planner = QueryPlanner(CATALOG)
+    case = CASES[-2]
+    c = planner.classify(case.sql)
+    assert isinstance(c.query, CachedQuery) and c.query.plan.reader.span is not None
+    plan = c.query.plan.reader
+    table = ir.tables(plan)[0]
+    rows = {(i,): (i, i, i % 10, "x", i) for i in range(1000)}
+    up = Upstream({table.oid: table}, {table.oid: rows})
+    engine = Engine()
+    engine.add_cache("top", plan)
+    host = SpanHost(engine, up, {"top": plan}, random.Random(1))
+    host.classified = {"top": (c, case)}
+    host.params = {}
+
+    def read(params: tuple[Any, ...]) -> list[int]:
+        k = c.keys(params)
+        assert k is not None
+        host.params.setdefault(("top", k[0]), []).append(params)
+        host.read_settled("top", k[0])
+        answer = engine.lookup("top", k[0])
+        assert answer is not None
+        return [r[0] for r in merge_lookups(c.query.plan, [answer], params)]  # type: ignore
+
+    base = engine.graph.bases[table.oid]
+    assert read((3, 2, 0)) == [993, 983]
+    assert sorted(r[0] for r in base.store.rows) == [983, 993]
+    assert read((3, 2, 1)) == [983, 973]
+    assert sorted(r[0] for r in base.store.rows) == [973, 983, 993]
+    assert read((3, 1, 0)) == [993]  # a smaller page: a hit, nothing fetched
+    assert len(base.store.rows) == 3
+    assert read((4, 1, 0)) == [994]  # another key: its own top row only
+    assert len(base.store.rows) == 4
+    host.write([RowChange(table.oid, ChangeKind.INSERT, None, (2000, 0, 3, "x", 2000)),
+                RowChange(table.oid, ChangeKind.INSERT, None, (2001, 0, 3, "x", -1))])
+    host.settle()
+    assert read((3, 3, 0)) == [2000, 993, 983]
+    assert 2001 not in {r[0] for r in base.store.rows}

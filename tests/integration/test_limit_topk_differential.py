@@ -1,0 +1,79 @@
+"""Differential test of top-k state for LIMIT parameters (issue 23,
+``engine.plan.range_state._top_choice``) against the real upstream: the shared loop of
+``test_cache_shapes_differential`` (random writes that move rows into and out of a key's
+top rows and between keys, deletes, evictions; three clients) over statements whose page is
+set by a parameter and whose ORDER BY starts with a NOT NULL column: the reader keeps the
+first OFFSET + LIMIT rows of the largest page asked per key, and a larger page fills on.
+EXPLAIN must say so.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import psycopg
+
+from tests.integration.test_cache_shapes_differential import Shape, _ids, run_differential
+
+SCHEMA = """
+CREATE TABLE posts (id int PRIMARY KEY, author int NOT NULL, votes int NOT NULL,
+                    title text COLLATE "C" NOT NULL, day date NOT NULL,
+                    made timestamptz NOT NULL, note text);
+INSERT INTO posts SELECT g, g % 25, (g * 37) % 60, 't' || (g * 7 % 50),
+       date '2024-01-01' + g % 40, timestamptz '2024-03-10 00:00+00' + g * interval '5 hours',
+       CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || g END
+FROM generate_series(1, 400) g;
+"""
+
+
+def _limit(rng: random.Random) -> int | None:
+    return rng.choice([None, 0, 1, 2, 3, 5, 10, 10, 10, 40])
+
+
+TOPK_SHAPES = [
+    # the per-author top (ties on votes broken by id), pages of several sizes
+    Shape("SELECT id, title, votes FROM posts WHERE author = $1 ORDER BY votes DESC, id "
+          "LIMIT $2", lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
+    # an = ANY list: one top per element, merged, sorted and paged by the host
+    Shape("SELECT id, day FROM posts WHERE author = ANY($1) ORDER BY day, id "
+          "LIMIT $2 OFFSET $3",
+          lambda r: (_ids(r, 30, 4), _limit(r), r.choice([None, 0, 1, 4])), ordered=True),
+    # no key: the table's newest rows under a filter the writes flip
+    Shape("SELECT id, made FROM posts WHERE note IS NOT NULL ORDER BY made DESC, id LIMIT $1",
+          lambda r: (_limit(r),), ordered=True),
+    # byte-order text, ascending
+    Shape("SELECT title, id FROM posts WHERE author = $1 ORDER BY title, id LIMIT $2 "
+          "OFFSET $3", lambda r: (r.randint(0, 30), _limit(r), r.choice([0, 2])),
+          ordered=True),
+]
+
+
+def _write(conn: psycopg.Connection[Any], rng: random.Random, next_id: dict[str, int]) -> None:
+    op = rng.random()
+    if op < 0.35:
+        next_id["posts"] += 1
+        conn.execute("INSERT INTO posts VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                     (next_id["posts"], rng.randint(0, 30), rng.randint(0, 70),
+                      f"t{rng.randint(0, 60)}", date(2024, 1, 1) + timedelta(rng.randint(0, 45)),
+                      datetime(2024, 3, 10, tzinfo=UTC) + timedelta(hours=rng.randint(0, 2500)),
+                      rng.choice([None, "new"])))
+    elif op < 0.75:
+        conn.execute("UPDATE posts SET votes = votes + %s, author = CASE WHEN %s THEN %s "
+                     "ELSE author END, made = made + %s * interval '1 hour', "
+                     "note = CASE WHEN %s THEN NULL ELSE coalesce(note, 'back') END "
+                     "WHERE id = %s",
+                     (rng.randint(-8, 8), rng.random() < 0.3, rng.randint(0, 30),
+                      rng.randint(-300, 300), rng.random() < 0.3,
+                      rng.randint(1, next_id["posts"])))
+    else:
+        conn.execute("DELETE FROM posts WHERE id = %s", (rng.randint(1, next_id["posts"]),))
+
+
+def test_limit_parameter_top_rows(pg: Any, dbname: str) -> None:
+    """LIMIT / OFFSET parameters (NULL: no limit, 0, small and large pages) over a NOT NULL
+    leading ORDER BY column, per key, per = ANY element and without a key: exact under
+    writes, with top-k state (EXPLAIN's ``state: top rows on``)."""
+    run_differential(pg, dbname, TOPK_SHAPES, SCHEMA, _write, {"posts": 1000},
+                     explain="state: top rows on")
