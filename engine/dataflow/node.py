@@ -141,6 +141,15 @@ class Node:
         output column, the base column it is (None if computed); else None."""
         return None
 
+    def span_columns(self, cols: tuple[int, ...]) -> tuple[Node, list[int | None]] | None:
+        """For a range-partial reader over this node: like ``base_columns``, also through
+        joins (the side that holds ``cols``; the other side's columns None), when every
+        column of ``cols`` is a column of one base node; else None."""
+        traced = self.base_columns()
+        if traced is None or any(traced[1][c] is None for c in cols):
+            return None
+        return traced
+
     def prefetch_columns(self) -> tuple[Node, list[int | None]] | None:
         """Like ``base_columns``, for a join's semi-join prefetch into this side: the base
         node and, per output column c, the base column b such that a pull binding c to v

@@ -39,9 +39,12 @@ SPAN_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR, T.DATE, T.TIM
 _COMPARE = frozenset({"<", "<=", ">", ">="})
 
 
-def _base(rel: ir.Rel, col: int) -> tuple[ir.TableRef, int] | str:
-    """(table, column) when ``col`` of ``rel`` is a plain column of one table with a
-    primary key under filters and projections; else why not (starting with a space)."""
+def _base(rel: ir.Rel, col: int) -> tuple[ir.TableRef, int, tuple[int, ...]] | str:
+    """(table, column, the join sides taken to reach it) when ``col`` of ``rel`` is a plain
+    column of one table with a primary key under filters, projections and joins (the right
+    side of an inner join only: a LEFT JOIN's right columns may be padding); else why not
+    (starting with a space)."""
+    path: list[int] = []
     while True:
         if isinstance(rel, ir.Filter):
             rel = rel.input
@@ -50,31 +53,52 @@ def _base(rel: ir.Rel, col: int) -> tuple[ir.TableRef, int] | str:
             if not isinstance(expr, ir.ColumnRef):
                 return " the range column is computed"
             col, rel = expr.index, rel.input
+        elif isinstance(rel, ir.Join):
+            nl = len(rel.left.columns)
+            if col < nl:
+                rel = rel.left
+                path.append(0)
+            elif rel.kind == "inner":
+                col, rel = col - nl, rel.right
+                path.append(1)
+            else:
+                return " the range column is on the right side of a LEFT JOIN"
         elif isinstance(rel, ir.Scan):
             if not rel.table.primary_key:
                 return " the table has no primary key"
-            return rel.table, col
+            return rel.table, col, tuple(path)
         else:
-            return f" the plan has an operator other than filters and projections of one " \
-                   f"table ({type(rel).__name__})"
+            return f" the plan has an operator other than filters, projections and joins " \
+                   f"of tables ({type(rel).__name__})"
 
 
 def _trace(rel: ir.Rel, col: int) -> str:
     """``table.column`` when ``col`` of ``rel`` is a plain column of one table with a
-    primary key under filters and projections; else why not (starting with a space)."""
+    primary key under filters, projections and joins; else why not (starting with a
+    space)."""
     found = _base(rel, col)
     if isinstance(found, str):
         return found
     return f"{found[0].name}.{found[0].columns[found[1]].name}"
 
 
+def _same_base(rel: ir.Rel, a: int, b: int) -> bool:
+    """Whether columns ``a`` and ``b`` of ``rel`` trace to the same scan (not just the same
+    table: a self-join scans it twice)."""
+    fa, fb = _base(rel, a), _base(rel, b)
+    return not isinstance(fa, str) and not isinstance(fb, str) and fa[0] == fb[0] \
+        and fa[2] == fb[2]
+
+
 def _keys_traced(reader: ir.Reader, col: int, found: str) -> tuple[int | None, str]:
     """(col, its description with the equality key's columns), or why the equality key
     keeps the full state."""
-    for key in reader.key:  # (each equality key a plain column of the same table)
+    for key in reader.key:  # (each equality key a plain column of the same scan)
         traced = _trace(reader.input, key)
         if traced.startswith(" "):
             return None, "the equality key:" + traced
+        if not _same_base(reader.input, key, col):
+            return None, "the equality key is on another table of the join than the range"
     if reader.key:
         names = ", ".join(_trace(reader.input, k).partition(".")[2] for k in reader.key)
         return col, f"{found} per value of {names}"
@@ -103,7 +127,7 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     found = _base(reader.input, lead.column)
     if isinstance(found, str):
         return None, "the ORDER BY column:" + found.replace(" range column", "")
-    table, col = found
+    table, col, _ = found
     if col not in table.not_null:
         return None, f"{table.name}.{table.columns[col].name} may be NULL (NULLs lie in " \
             "no filled interval)"
@@ -132,7 +156,8 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     if found.startswith(" "):
         return None, found[1:]
     lead = reader.order_by[0].column if reader.order_by else None
-    if lead is not None and lead != col and _trace(reader.input, lead) == found:
+    if lead is not None and lead != col and _same_base(reader.input, lead, col) \
+            and _trace(reader.input, lead) == found:
         col = lead  # (a hidden ORDER BY copy of the column: the span's, so pages use it)
     return _keys_traced(reader, col, found)
 

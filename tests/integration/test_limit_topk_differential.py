@@ -1,10 +1,11 @@
-"""Differential test of top-k state for LIMIT parameters (issue 23,
-``engine.plan.range_state._top_choice``) against the real upstream: the shared loop of
-``test_cache_shapes_differential`` (random writes that move rows into and out of a key's
-top rows and between keys, deletes, evictions; three clients) over statements whose page is
-set by a parameter and whose ORDER BY starts with a NOT NULL column: the reader keeps the
-first OFFSET + LIMIT rows of the largest page asked per key, and a larger page fills on.
-EXPLAIN must say so.
+"""Differential tests of top-k state for LIMIT parameters and of range-partial state
+under joins (issue 23, ``engine.plan.range_state``) against the real upstream: the shared
+loop of ``test_cache_shapes_differential`` (random writes that move rows into and out of a
+key's top rows, across intervals and between keys, rename and delete the joined rows,
+evictions; three clients). Top-k: statements whose page is set by a parameter and whose
+ORDER BY starts with a NOT NULL column keep the first OFFSET + LIMIT rows of the largest
+page asked per key, and a larger page fills on. Joins: a range (and a top-k) on a column of
+one joined table keeps filled intervals of that table's column. EXPLAIN must say so.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ INSERT INTO posts SELECT g, g % 25, (g * 37) % 60, 't' || (g * 7 % 50),
        date '2024-01-01' + g % 40, timestamptz '2024-03-10 00:00+00' + g * interval '5 hours',
        CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || g END
 FROM generate_series(1, 400) g;
+CREATE TABLE people (id int PRIMARY KEY, name text);
+INSERT INTO people SELECT g, 'p' || g FROM generate_series(0, 27) g;
 """
 
 
@@ -47,6 +50,34 @@ TOPK_SHAPES = [
     Shape("SELECT title, id FROM posts WHERE author = $1 ORDER BY title, id LIMIT $2 "
           "OFFSET $3", lambda r: (r.randint(0, 30), _limit(r), r.choice([0, 2])),
           ordered=True),
+    # over an inner join: the top of one side's column, the other side looked up
+    Shape("SELECT p.id, a.name FROM posts p JOIN people a ON a.id = p.author "
+          "WHERE p.author = ANY($1) ORDER BY p.votes DESC, p.id LIMIT $2",
+          lambda r: (_ids(r, 30, 3), _limit(r)), ordered=True),
+]
+
+
+def _bound(rng: random.Random, top: int) -> int | None:
+    return None if rng.random() < 0.05 else rng.randint(-5, top)
+
+
+JOIN_SHAPES = [
+    # keyset pagination over a join
+    Shape("SELECT p.id, a.name FROM posts p JOIN people a ON a.id = p.author WHERE p.id > $1 "
+          "ORDER BY p.id LIMIT 20", lambda r: (_bound(r, 1100),), ordered=True),
+    # per key, with a LIMIT parameter
+    Shape("SELECT p.id, p.votes, a.name FROM posts p JOIN people a ON a.id = p.author "
+          "WHERE p.author = $1 AND p.made >= $2 ORDER BY p.made, p.id LIMIT $3",
+          lambda r: (r.randint(0, 30), None if r.random() < 0.05 else datetime(
+              2024, 3, 10, tzinfo=UTC) + timedelta(hours=r.randint(-10, 2600)), _limit(r)),
+          ordered=True),
+    # a LEFT JOIN (unmatched posts padded), BETWEEN
+    Shape("SELECT p.id, a.name FROM posts p LEFT JOIN people a ON a.id = p.author "
+          "WHERE p.id BETWEEN $1 AND $2", lambda r: (_bound(r, 1100), _bound(r, 1100))),
+    # the range on the right side of an inner join, descending page
+    Shape("SELECT a.name, p.title FROM people a JOIN posts p ON p.author = a.id "
+          "WHERE p.id < $1 ORDER BY p.id DESC LIMIT $2",
+          lambda r: (_bound(r, 1100), _limit(r)), ordered=True),
 ]
 
 
@@ -67,8 +98,16 @@ def _write(conn: psycopg.Connection[Any], rng: random.Random, next_id: dict[str,
                      (rng.randint(-8, 8), rng.random() < 0.3, rng.randint(0, 30),
                       rng.randint(-300, 300), rng.random() < 0.3,
                       rng.randint(1, next_id["posts"])))
-    else:
+    elif op < 0.85:
         conn.execute("DELETE FROM posts WHERE id = %s", (rng.randint(1, next_id["posts"]),))
+    elif op < 0.95:
+        conn.execute("UPDATE people SET name = %s WHERE id = %s",
+                     (f"q{rng.randint(0, 99)}", rng.randint(0, 30)))
+    else:  # people come and go (posts of a missing author join nothing)
+        person = rng.randint(0, 30)
+        conn.execute("DELETE FROM people WHERE id = %s", (person,))
+        if rng.random() < 0.7:
+            conn.execute("INSERT INTO people VALUES (%s, %s)", (person, f"r{person}"))
 
 
 def test_limit_parameter_top_rows(pg: Any, dbname: str) -> None:
@@ -77,3 +116,11 @@ def test_limit_parameter_top_rows(pg: Any, dbname: str) -> None:
     writes, with top-k state (EXPLAIN's ``state: top rows on``)."""
     run_differential(pg, dbname, TOPK_SHAPES, SCHEMA, _write, {"posts": 1000},
                      explain="state: top rows on")
+
+
+def test_ranges_under_joins(pg: Any, dbname: str) -> None:
+    """Range parameters on a column of one joined table (either side of an inner join, the
+    left of a LEFT JOIN; keyset pages, per key, BETWEEN, descending): exact under writes to
+    both tables, with range-partial state on that column (EXPLAIN's ``state:``)."""
+    run_differential(pg, dbname, JOIN_SHAPES, SCHEMA, _write, {"posts": 1000},
+                     explain="state: range-partial on")

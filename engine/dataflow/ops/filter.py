@@ -46,6 +46,9 @@ class FilterNode(Node):
     def base_columns(self) -> tuple[Node, list[int | None]] | None:
         return self.inputs[0].base_columns()
 
+    def span_columns(self, cols: tuple[int, ...]) -> tuple[Node, list[int | None]] | None:
+        return self.inputs[0].span_columns(cols)
+
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         rows = self.inputs[0].pull(cols, key, ctx)
         if rows is None:

@@ -44,6 +44,7 @@ from engine.dataflow.records import (
     has_unknown,
     key_of,
 )
+from engine.dataflow.state.intervals import span_of
 from engine.plan.ir import TableRef
 
 
@@ -144,6 +145,19 @@ class JoinNode(Node):
                     out.append(tag(self._unknown(0, j) + self.pad))
         return out
 
+    def span_columns(self, cols: tuple[int, ...]) -> tuple[Node, list[int | None]] | None:
+        """The side holding every column of ``cols`` (the right one of an inner join only:
+        a LEFT JOIN's right columns may be padding), traced to its base."""
+        nl, nr = self.nl, self.width - self.nl
+        if all(c < nl for c in cols):
+            below = self.inputs[0].span_columns(cols)
+            return None if below is None else (below[0], below[1] + [None] * nr)
+        if self.kind == "inner" and all(c >= nl for c in cols):
+            below = self.inputs[1].span_columns(tuple(c - nl for c in cols))
+            pad: list[int | None] = [None] * nl
+            return None if below is None else (below[0], pad + below[1])
+        return None
+
     # ------------------------------------------------------------------ pulls
     def pull(self, cols: Cols, key: Row, ctx: PullCtx) -> list[Row] | None:
         """Drive from the side the bound columns select (the full side of a LEFT JOIN when
@@ -224,7 +238,7 @@ class JoinNode(Node):
         dtable: TableRef = drive[0].table  # type: ignore[attr-defined]
         otable: TableRef = other[0].table  # type: ignore[attr-defined]
         for nid, cols, key in missed:
-            if nid == drive[0].nid:
+            if nid == drive[0].nid and span_of(key) is None:  # (an interval: no semi-join)
                 req = FillRequest(otable, ojoin, (), SemiJoin(dtable, cols, key, djoin))
                 ctx.prefetch.append((other[0].nid, req))
         return True

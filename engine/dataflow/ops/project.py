@@ -64,6 +64,16 @@ class ProjectNode(Node):
         base, cols = below
         return base, [cols[s] if s is not None else None for s in self.src]
 
+    def span_columns(self, cols: tuple[int, ...]) -> tuple[Node, list[int | None]] | None:
+        src = [self.src[c] for c in cols]
+        if None in src:
+            return None
+        below = self.inputs[0].span_columns(tuple(src))  # type: ignore[arg-type]
+        if below is None:
+            return None
+        base, traced = below
+        return base, [traced[s] if s is not None else None for s in self.src]
+
     def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
         src = self.src
         if None in key or any(src[c] is None for c in cols):

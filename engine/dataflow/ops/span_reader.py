@@ -67,10 +67,10 @@ class SpanReaderNode(ReaderNode):
         assert plan.span is not None
         self.col = plan.span
         self.template = Span(self.col, plan.input.columns[self.col].type_oid)
-        traced = source.base_columns()
-        if traced is None or any(traced[1][c] is None for c in (*self.key, self.col)):
+        traced = source.span_columns((*self.key, self.col))  # (through joins too)
+        if traced is None:
             raise ValueError("a range-partial reader needs its key and range columns traced "
-                             "to base columns")
+                             "to the columns of one base")
         self.base: Any = traced[0]
         self.base_col: int = traced[1][self.col]  # type: ignore[assignment]
         #: the base columns of a fill: the equality key's, then the span column's
