@@ -126,7 +126,7 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
             "in byte order)"
     found = _base(reader.input, lead.column)
     if isinstance(found, str):
-        return None, "the ORDER BY column:" + found.replace(" range column", "")
+        return None, "the ORDER BY column:" + found.replace(" range column", " column")
     table, col, _ = found
     if col not in table.not_null:
         return None, f"{table.name}.{table.columns[col].name} may be NULL (NULLs lie in " \

@@ -78,6 +78,10 @@ JOIN_SHAPES = [
     Shape("SELECT a.name, p.title FROM people a JOIN posts p ON p.author = a.id "
           "WHERE p.id < $1 ORDER BY p.id DESC LIMIT $2",
           lambda r: (_bound(r, 1100), _limit(r)), ordered=True),
+    # a self-join: the range on one scan of the table, the other scan looked up
+    Shape("SELECT a.id, b.id FROM posts a JOIN posts b ON b.author = a.author "
+          "WHERE a.id > $1 AND b.note IS NULL ORDER BY a.id, b.id LIMIT $2",
+          lambda r: (_bound(r, 1100), _limit(r)), ordered=True),
 ]
 
 
