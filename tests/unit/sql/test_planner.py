@@ -325,7 +325,15 @@ def test_limit_and_offset_parameters_are_cut_by_the_host() -> None:
     plan = answer.query.plan
     assert plan.page is not None and plan.reader.limit is None
     assert answer.key([1, 2, 1]) is None  # the router must use keys + merge_lookups
-    assert answer.keys([1, 2, 1]) == [(1,)]
+    # top-k state (id is NOT NULL): the key ends with an unbounded span of OFFSET + LIMIT
+    # first rows; LIMIT NULL asks for them all
+    from engine.dataflow.state.intervals import span_of
+    keys = answer.keys([1, 2, 1])
+    assert keys is not None and len(keys) == 1 and keys[0][0] == 1
+    span = span_of(keys[0])
+    assert span is not None and span.first == 3 and span.lo is None and span.hi is None
+    keys = answer.keys([1, None, 1])
+    assert keys is not None and span_of(keys[0]).first is None  # type: ignore[union-attr]
     rows = [(1,), (2,), (3,), (4,)]
     assert merge_lookups(plan, [rows], [1, 2, 1]) == [(2,), (3,)]
     assert merge_lookups(plan, [rows], [1, None, 3]) == [(4,)]
