@@ -777,3 +777,28 @@ SELECT author_id, count(*) AS n FROM stories WHERE score > $1 GROUP BY author_id
 -- upstream: numeric groups print as any of their equal values
 -- params: [2]
 SELECT DISTINCT unit_price FROM order_items WHERE quantity > $1;
+-- ===================== LIMIT parameters: top-k state per key (the top rows of the largest page asked) =====================
+-- params: [3, 5]
+SELECT id, title, score FROM stories WHERE author_id = $1 ORDER BY score DESC, id LIMIT $2;
+-- params: [2, 10, 5]
+SELECT id, body FROM posts WHERE thread_id = $1 ORDER BY created_at, id LIMIT $2 OFFSET $3;
+-- params: [[1, 2, 3], 4]
+SELECT id, name, price FROM products WHERE category_id = ANY($1) ORDER BY stock DESC, id LIMIT $2;
+-- params: [20]
+SELECT id, title FROM threads ORDER BY created_at DESC, id LIMIT $1;
+-- params: [4, 3]
+SELECT s.id, s.title, u.username FROM stories s JOIN users u ON u.id = s.author_id WHERE s.author_id = $1 ORDER BY s.created_at DESC, s.id LIMIT $2;
+-- every row of the key (a nullable leading ORDER BY column), the host cuts the page
+-- params: [3, 5]
+SELECT id, body FROM comments WHERE story_id = $1 ORDER BY score DESC NULLS LAST, id LIMIT $2;
+-- ===================== range keys under joins (filled intervals of one joined table's column) =====================
+-- params: [10]
+SELECT s.id, u.username FROM stories s JOIN users u ON u.id = s.author_id WHERE s.id > $1 ORDER BY s.id LIMIT 20;
+-- params: [3, 5, 10]
+SELECT p.id, u.username, p.body FROM posts p JOIN users u ON u.id = p.author_id WHERE p.thread_id = $1 AND p.id > $2 ORDER BY p.id LIMIT $3;
+-- params: [5, 30]
+SELECT o.id, c.name, o.total FROM orders o LEFT JOIN customers c ON c.id = o.customer_id WHERE o.id BETWEEN $1 AND $2 ORDER BY o.id;
+-- params: [40]
+SELECT t.title, f.name FROM forums f JOIN threads t ON t.forum_id = f.id WHERE t.id < $1 ORDER BY t.id DESC LIMIT 10;
+-- params: [2, 8]
+SELECT v.id, s.title FROM votes v JOIN stories s ON s.id = v.story_id WHERE v.user_id = $1 AND v.id >= $2 ORDER BY v.id LIMIT 5;
