@@ -128,6 +128,8 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     if isinstance(found, str):
         return None, "the ORDER BY column:" + found.replace(" range column", " column")
     table, col, _ = found
+    if any(_base(reader.input, k) == found for k in reader.key):
+        return None, "the ORDER BY starts with the equality key (one value per lookup)"
     if col not in table.not_null:
         return None, f"{table.name}.{table.columns[col].name} may be NULL (NULLs lie in " \
             "no filled interval)"
