@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 SPAN_TYPES = frozenset({T.INT2, T.INT4, T.INT8, T.TEXT, T.VARCHAR, T.DATE, T.TIMESTAMP,
                         T.TIMESTAMPTZ})
 _COMPARE = frozenset({"<", "<=", ">", ">="})
+#: A ``first`` above this asks for every row of the interval (the fill's OFFSET is an int8).
+_ALL_ROWS = 2**62
 
 
 def _base(rel: ir.Rel, col: int) -> tuple[ir.TableRef, int, tuple[int, ...]] | str:
@@ -219,7 +221,7 @@ def lookup_span(plan: PlannedQuery, params: Sequence[Any],
         elif cut.op[0] == "<" and one.end < end:
             end, hi, hi_incl = one.end, value, one.hi_incl
     lead = reader.order_by[0] if reader.order_by else None
-    if lead is None or lead.column != col:
-        first = None
+    if lead is None or lead.column != col or (first is not None and first > _ALL_ROWS):
+        first = None  # (a page past any table's rows: all of them; OFFSET stays in int8)
     top = first is not None and lead is not None and lead.descending
     return Span(col, span.type_oid, lo, lo_incl, hi, hi_incl, first, from_top=top)

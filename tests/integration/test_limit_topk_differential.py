@@ -32,7 +32,7 @@ INSERT INTO people SELECT g, 'p' || g FROM generate_series(0, 27) g;
 
 
 def _limit(rng: random.Random) -> int | None:
-    return rng.choice([None, 0, 1, 2, 3, 5, 10, 10, 10, 40])
+    return rng.choice([None, 0, 1, 2, 3, 5, 10, 10, 10, 40, 2**63 - 1])
 
 
 TOPK_SHAPES = [

@@ -334,6 +334,8 @@ def test_limit_and_offset_parameters_are_cut_by_the_host() -> None:
     assert span is not None and span.first == 3 and span.lo is None and span.hi is None
     keys = answer.keys([1, None, 1])
     assert keys is not None and span_of(keys[0]).first is None  # type: ignore[union-attr]
+    keys = answer.keys([1, 2**63 - 1, 5])  # (OFFSET + LIMIT past int8: every row)
+    assert keys is not None and span_of(keys[0]).first is None  # type: ignore[union-attr]
     rows = [(1,), (2,), (3,), (4,)]
     assert merge_lookups(plan, [rows], [1, 2, 1]) == [(2,), (3,)]
     assert merge_lookups(plan, [rows], [1, None, 3]) == [(4,)]
