@@ -9,9 +9,10 @@ lookup key ends with) and ``state_line`` (EXPLAIN's ``state:`` line). The design
 Which queries: every cut a comparison (``<``, ``<=``, ``>``, ``>=``; BETWEEN is two) on
 the same column, of a type whose order the engine reproduces and whose values bind as fill
 parameters unchanged; that column and every equality key column (if any: the filled
-intervals are then kept per value of the equality key) plain columns of one table with a
-primary key under filters and projections only; no window, no reader LIMIT. Everything
-else keeps the full-state path, with the reason.
+intervals are then kept per value of the equality key) plain columns of one scan of a
+table with a primary key under filters, projections and equi-joins (either side of an
+inner join, the left of a LEFT JOIN); no window, no reader LIMIT. Everything else keeps
+the full-state path, with the reason.
 
 Top-k state for a LIMIT parameter (``_top_choice``): a statement without range cuts whose
 page is set by a parameter and whose ORDER BY starts with a NOT NULL plain column of such a
