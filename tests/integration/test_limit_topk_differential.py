@@ -46,6 +46,10 @@ TOPK_SHAPES = [
     # no key: the table's newest rows under a filter the writes flip
     Shape("SELECT id, made FROM posts WHERE note IS NOT NULL ORDER BY made DESC, id LIMIT $1",
           lambda r: (_limit(r),), ordered=True),
+    # page numbers: a constant LIMIT, the OFFSET a parameter
+    Shape("SELECT id, votes FROM posts WHERE author = $1 ORDER BY made DESC, id LIMIT 5 "
+          "OFFSET $2", lambda r: (r.randint(0, 30), r.choice([None, 0, 5, 10, 40])),
+          ordered=True),
     # byte-order text, ascending
     Shape("SELECT title, id FROM posts WHERE author = $1 ORDER BY title, id LIMIT $2 "
           "OFFSET $3", lambda r: (r.randint(0, 30), _limit(r), r.choice([0, 2])),
