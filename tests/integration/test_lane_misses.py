@@ -118,12 +118,13 @@ def test_a_session_whose_lane_forwarded_a_run_of_misses_asks_no_coverage_at_its_
 
 def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third_ones(
         pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While fills do not pay, admission takes a key on its third read (``Admission.strict``):
-    the lanes' doorkeeper then keeps second reads too (only counted), so the event loop reads
-    the Binds of third reads only, not of every second read (a uniform key space larger than
-    what is read: most forwarded reads are a key's first or second). Keys read twice are not
-    filled, keys read three times are, on either impl (without lanes the loop reads all)."""
-    monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 1 << 30)  # (strict stays as set below)
+    """While fills do not pay, admission takes a key on a later read (``Admission.keep``, 2
+    here: the third): the lanes' doorkeeper then keeps second reads too (only counted), so
+    the event loop reads the Binds of third reads only, not of every second read (a uniform
+    key space larger than what is read: most forwarded reads are a key's first or second).
+    Keys read twice are not filled, keys read three times are, on either impl (without
+    lanes the loop reads all)."""
+    monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 1 << 30)  # (keep stays as set below)
     binds: list[int] = []
     count = missfast.count
 
@@ -134,7 +135,7 @@ def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third
     monkeypatch.setattr(missfast, "count", counted)
     with _lanes_weir(pg, dbname, monkeypatch) as (server, conn, admin):
         host = server.server.service.host
-        host.fills.admission.strict = True
+        host.fills.admission.keep = 2
         for _ in range(2):  # first and second reads: none admitted
             for k in range(1, KEYS + 1):
                 assert kv_read(conn, k) == f"v{k}"
