@@ -3,7 +3,8 @@
 Owns: :class:`Admission` (a key is admitted to the cache on its second read within a window,
 a later one while fills do not pay, or on every read), :class:`FillQueue` (fills waiting
 for an upstream transaction: bounded, taken in batches of fills whose tables are under the
-per-table bound, tables whose fills failed held back with an exponential back-off) and :class:`FillPolicy`, their settings.
+per-table bound, tables whose fills failed held back with an exponential back-off) and
+:class:`FillPolicy`, their settings.
 ``proxy.caching.EngineHost`` performs what these decide; nothing here does I/O or reads a
 clock (times are passed in).
 
@@ -157,6 +158,9 @@ class FillQueue:
     waiting: deque[Queued] = field(default_factory=deque)
     busy: Counter[int] = field(default_factory=Counter)  # fill transactions per table
     backoff: dict[int, _Backoff] = field(default_factory=dict)
+    #: the table sets of the fills waiting, how many each (:meth:`take` looks at these
+    #: before it scans the queue)
+    sets: Counter[frozenset[int]] = field(default_factory=Counter)
     dropped: int = 0  # misses not filled: the queue was full
     held_back: int = 0  # misses not filled: a table was backing off
 
@@ -175,18 +179,29 @@ class FillQueue:
 
     def push(self, run: Any, tables: frozenset[int], now: float) -> None:
         self.waiting.append(Queued(run, tables, now))
+        self.sets[tables] += 1
 
     def take(self, now: float) -> tuple[list[Queued], list[Queued]]:
         """The next batch (the oldest fill whose tables are all under the per-table bound,
         and up to ``batch`` fills in all that read no other table; its tables count as busy
         from here until :meth:`finished`) and the fills given up
-        because a table they read is backing off (the host abandons them)."""
+        because a table they read is backing off (the host abandons them). Scans the queue
+        only when a fill can start or be given up (known from the waiting table sets), and
+        no further than a full batch when none is backing off: a queue of thousands of fills
+        on tables whose fills are all running is not walked at every free slot."""
         batch: list[Queued] = []
         gone: list[Queued] = []
         rest: deque[Queued] = deque()
         tables: set[int] = set()
         limit = self.policy.per_table
+        backing = any(self.backing_off(t, now) for t in self.sets)
+        if not backing and not any(all(self.busy[o] < limit for o in t) for t in self.sets):
+            return batch, gone  # (every waiting fill reads a table at its bound)
         while self.waiting:
+            if not backing and len(batch) >= self.policy.batch:
+                rest.extend(self.waiting)  # (the rest can neither join nor be given up)
+                self.waiting.clear()
+                break
             q = self.waiting.popleft()
             if self.backing_off(q.tables, now):
                 gone.append(q)
@@ -201,6 +216,10 @@ class FillQueue:
         self.waiting = rest
         for oid in tables:
             self.busy[oid] += 1
+        for q in (*batch, *gone):
+            self.sets[q.tables] -= 1
+            if self.sets[q.tables] <= 0:
+                del self.sets[q.tables]
         return batch, gone
 
     def finished(self, batch: list[Queued], ok: bool, now: float) -> None:

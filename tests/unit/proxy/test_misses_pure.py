@@ -298,3 +298,38 @@ def test_memory_budget_none_from_a_flag() -> None:
     settings, _ = resolve({"upstream": UP, "memory_budget": "none"}, {}, {})
     assert settings.memory_budget == 0
     assert resolve({"upstream": UP}, {}, {})[0].memory_budget is None
+
+
+def test_take_answers_as_a_whole_scan_would() -> None:
+    """``FillQueue.take``'s shortcuts (no scan when every waiting fill's tables are at their
+    bound; none past a full batch when nothing backs off) change nothing it returns."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(200):
+        q = _queue(batch=rng.randint(1, 4), per_table=rng.randint(1, 2))
+        now, taken = 0.0, []
+        for step in range(40):
+            now += rng.random()
+            action = rng.random()
+            if action < 0.5:
+                q.push(step, frozenset(rng.sample([1, 2, 3], rng.randint(1, 2))), now)
+            elif action < 0.8:
+                waiting = list(q.waiting)
+                batch, gone = q.take(now)
+                limit = q.policy.per_table
+                want_gone = [x for x in waiting if q.backing_off(x.tables, now)]
+                rest = [x for x in waiting if x not in want_gone]
+                first = next((x for x in rest if all(
+                    q.busy[t] - (t in (batch[0].tables if batch else ())) < limit
+                    for t in x.tables)), None)
+                want = [] if first is None else [first, *[
+                    x for x in rest if x is not first and x.tables <= first.tables
+                    and rest.index(x) > rest.index(first)][:q.policy.batch - 1]]
+                assert gone == want_gone and batch == want
+                assert list(q.waiting) == [x for x in rest if x not in want]
+                assert sum(q.sets.values()) == len(q.waiting)
+                if batch:
+                    taken.append(batch)
+            elif taken:
+                q.finished(taken.pop(rng.randrange(len(taken))), rng.random() < 0.8, now)
