@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-
 import pytest
 
 import cython_ext
