@@ -47,7 +47,8 @@ class FillPolicy:
 
 #: fills between two looks at what fills yield (:meth:`Admission.observe`)
 YIELD_WINDOW = 256
-#: hits per fill below which fills do not pay: keys must then be read once more (each look)
+#: hits per fill below which fills do not pay: keys must then be read twice as often as
+#: before (each look)
 MIN_YIELD = 1.0
 #: hits per fill from which fills pay well: keys are admitted one read sooner (each look,
 #: down to the second read; between the two the rule stays as it is)
@@ -64,7 +65,7 @@ class Admission:
 
     ``keep`` (reads refused before a key is admitted) follows what fills yield (fed back
     by :meth:`observe`, every :data:`YIELD_WINDOW` fills): 1 (the second read is admitted)
-    while they pay; one more each time the last window's fills were followed by fewer than
+    while they pay; doubled each time the last window's fills were followed by fewer than
     :data:`MIN_YIELD` hits each (a uniform key space larger than what is read, a crawler:
     each fill costs the event loop and the upstream a transaction, and a key read twice at
     random is rarely read again), up to :data:`MAX_KEEP`; one fewer each time they were
@@ -102,8 +103,8 @@ class Admission:
             now = hits()
             paid = now - hits0
             if paid < MIN_YIELD * (fills - fills0):
-                if self.keep < MAX_KEEP:
-                    self.keep += 1
+                if self.keep < MAX_KEEP:  # (doubled: one-off traffic is told in a few
+                    self.keep = min(MAX_KEEP, 2 * self.keep)  # windows, its fills cost most)
                     self.raised += 1
             elif paid >= PAYS * (fills - fills0) and self.keep > 1:
                 self.keep -= 1

@@ -31,8 +31,8 @@ def test_admission_on_the_second_read() -> None:
 
 
 def test_admission_wants_more_reads_while_fills_do_not_pay() -> None:
-    """Fewer hits than fills over a window: a key needs one read more (up to the
-    admission's bound); many hits per fill: one read fewer, down to the second read; in
+    """Fewer hits than fills over a window: a key needs twice as many refused reads (up to
+    the admission's bound); many hits per fill: one fewer, down to the second read; in
     between the rule stays as it is."""
     doorkeeper = Admission("second")
     assert doorkeeper.reads == 2 and not doorkeeper.strict
@@ -42,9 +42,9 @@ def test_admission_wants_more_reads_while_fills_do_not_pay() -> None:
     assert doorkeeper.strict and doorkeeper.reads == 3
     assert [doorkeeper.admit(("c", (1,))) for _ in range(4)] == [False, False, True, False]
     hits = 10
-    for window in range(2, 20):  # no hits: one read more each window, up to the bound
+    for window in range(2, 20):  # no hits: twice as many each window, up to the bound
         doorkeeper.observe(lambda now=hits: now, fills=window * YIELD_WINDOW)
-    assert doorkeeper.keep == MAX_KEEP and doorkeeper.raised == MAX_KEEP - 1
+    assert doorkeeper.keep == MAX_KEEP and doorkeeper.raised == 3  # (1, 2, 4, 7)
     assert [doorkeeper.admit(("c", (2,))) for _ in range(MAX_KEEP + 1)] == \
         [False] * MAX_KEEP + [True]
     hits += 2 * YIELD_WINDOW  # two hits per fill: paid, not well: the rule stays
