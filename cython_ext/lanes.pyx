@@ -27,13 +27,13 @@ the thread that marked the session BUSY touches. Imports nothing from the projec
 
 import sys
 
+from cython.operator cimport dereference as deref
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memcmp
 from libcpp.string cimport npos, string
 from libcpp.unordered_map cimport unordered_map
-from libcpp.unordered_set cimport unordered_set
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -98,7 +98,7 @@ cdef class Lanes:
         self.c.hits_forwarded = 0
         self.c.switched = 0
         self.c.misses_open = True
-        self.c.door.capacity, self.c.door.strict = 0, False
+        self.c.door.capacity, self.c.door.keep = 0, 1
         self.c.leaves.assign(LEAVE_N, 0)
         self.c.notify_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)
         for i, cpu in enumerate(cpus):
@@ -533,15 +533,15 @@ cdef class Lanes:
         ``capacity`` distinct ones) from :meth:`take_missed`'s Binds, only counted (0: every
         read is taken; admission ``always``); the kept ones are forgotten."""
         pthread_mutex_lock(&self.c.mu)
-        self.c.door.seen.clear()
-        self.c.door.twice.clear()
+        self.c.door.reads.clear()
         self.c.door.capacity = capacity
         pthread_mutex_unlock(&self.c.mu)
 
-    def screen_strict(self, bint strict):
-        """Keep second reads too (admission's ``strict``: a key is admitted on its third)."""
+    def screen_keep(self, int keep):
+        """Keep the first ``keep`` reads of a key (admission's ``keep``: a key is admitted on
+        the read after those; 1 while fills pay)."""
         pthread_mutex_lock(&self.c.mu)
-        self.c.door.strict = strict
+        self.c.door.keep = <uint8_t>min(max(keep, 0), 255)
         pthread_mutex_unlock(&self.c.mu)
 
     def seen_read(self, int64_t table, bytes rest not None):

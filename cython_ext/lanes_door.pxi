@@ -14,51 +14,52 @@ cdef extern from *:
 
 cdef cppclass Door:
     """The hashes (lane table and Bind parameters, ``weir_read_hash``) of the held statements'
-    reads with no stamped answer that pass lanes forwarded lately: a read not among them is
-    a key's first, which admission refuses (``proxy.fillqueue.Admission``), so the lane
-    only counts it; while ``strict`` (admission's, told by the proxy) a second read moves
-    to ``twice`` and is only counted too (admission refuses it then), and the third passes;
-    the contract is ``proxy.lane_misses.Doorkeeper``'s (its pure twin)."""
-    unordered_set[uint64_t] seen
-    unordered_set[uint64_t] twice
+    reads with no stamped answer that pass lanes forwarded lately, with how many times each
+    was kept: the first ``keep`` reads of one (admission's ``keep``, told by the proxy: it
+    refuses those, ``proxy.fillqueue.Admission``) are only counted, later ones passed on;
+    the map starts over when it holds ``capacity``; the contract is
+    ``proxy.lane_misses.Doorkeeper``'s (its pure twin)."""
+    unordered_map[uint64_t, uint8_t] reads
     size_t capacity  # 0: off (every read goes to the proxy: ``--admission always``)
-    bint strict
+    uint8_t keep
 
 
 cdef inline bint _kept(Door* d, uint64_t h) noexcept nogil:
-    """Whether the read ``h`` is only counted (a first read, or while strict a second: then
-    remembered; the sets start over when the first is full) rather than passed on."""
+    """Whether the read ``h`` is only counted (one of its first ``keep``: then remembered;
+    the map starts over when full) rather than passed on."""
     if d.capacity == 0:
         return False
-    if d.twice.count(h):
-        d.twice.erase(h)
-        return False
-    if d.seen.count(h):
-        if not d.strict:
+    cdef unordered_map[uint64_t, uint8_t].iterator it = d.reads.find(h)
+    if it == d.reads.end():
+        if d.keep == 0:
             return False
-        d.seen.erase(h)
-        d.twice.insert(h)
+        if d.reads.size() >= d.capacity:
+            d.reads.clear()
+        d.reads[h] = 1
         return True
-    if d.seen.size() >= d.capacity:
-        d.seen.clear()
-        d.twice.clear()
-    d.seen.insert(h)
+    cdef uint8_t n = deref(it).second
+    if n >= d.keep:
+        return False
+    d.reads[h] = n + 1
     return True
 
 
 cdef inline bint _would_keep(Door* d, uint64_t h) noexcept nogil:
-    """Whether :func:`_kept` would keep the read ``h`` now (changes nothing): a key's first
-    read (while strict, its second too), which costs the proxy only a count. While the event
-    loop falls behind (``Lanes.open_misses(False)``) lanes still forward those: closing the
-    lanes to them sends each through the event loop, which costs it more."""
-    if d.capacity == 0 or d.twice.count(h):
+    """Whether :func:`_kept` would keep the read ``h`` now (changes nothing): one of a key's
+    first ``keep`` reads, which costs the proxy only a count. While the event loop falls
+    behind (``Lanes.open_misses(False)``) lanes still forward those: closing the lanes to
+    them sends each through the event loop, which costs it more."""
+    if d.capacity == 0:
         return False
-    return not d.seen.count(h) or d.strict
+    cdef unordered_map[uint64_t, uint8_t].iterator it = d.reads.find(h)
+    if it == d.reads.end():
+        return d.keep > 0
+    return deref(it).second < d.keep
 
 
 cdef inline bint _seen_before(Door* d, uint64_t h) noexcept nogil:
-    """Whether the read ``h`` is among those seen lately (it goes by :func:`_kept` too)."""
-    cdef bint before = d.capacity > 0 and (d.seen.count(h) > 0 or d.twice.count(h) > 0)
+    """Whether the read ``h`` was kept before (it goes by :func:`_kept` too)."""
+    cdef bint before = d.capacity > 0 and d.reads.count(h) > 0
     _kept(d, h)
     return before
 
@@ -69,15 +70,15 @@ cdef class Doorkeeper:
 
     def __cinit__(self, size_t capacity):
         self.door.capacity = capacity
-        self.door.strict = False
+        self.door.keep = 1
 
     @property
-    def strict(self):
-        return self.door.strict
+    def keep(self):
+        return self.door.keep
 
-    @strict.setter
-    def strict(self, bint value):
-        self.door.strict = value
+    @keep.setter
+    def keep(self, int value):
+        self.door.keep = <uint8_t>min(max(value, 0), 255)
 
     def kept(self, uint64_t h):
         """Whether the read ``h`` (never 0) is only counted (then remembered)."""
@@ -86,3 +87,7 @@ cdef class Doorkeeper:
     def would_keep(self, uint64_t h):
         """Whether :meth:`kept` would say so now (nothing remembered)."""
         return _would_keep(&self.door, h)
+
+    def seen_before(self, uint64_t h):
+        """Whether the read ``h`` was kept before (it goes by :meth:`kept` too)."""
+        return _seen_before(&self.door, h)

@@ -48,6 +48,24 @@ _PARKED = "seen(s) coverage"
 MISS_RUN = 6
 
 
+#: why a cached read not covered yet went upstream at once (:func:`worth_waiting`)
+NOT_WORTH_WAITING = ("not covered yet since the session's last upstream answer, and fills "
+                     "do not pay lately (mostly one-off reads): upstream rather than wait "
+                     "(monotonic reads)")
+
+
+def worth_waiting(host: Any) -> bool:
+    """Whether a cached read that is not covered yet (after the session's last upstream
+    answer: monotonic reads, read-your-writes) waits for coverage, or goes upstream at once:
+    not while admission is strict (``Admission.strict``: fills were followed by fewer hits
+    than fills, mostly one-off reads), where such a read is a rare hit amid misses and a
+    coverage wait (a barrier through the replication stream, tens of ms under load) costs
+    the client far more than PostgreSQL's answer, which is never older than what the
+    session saw. A skewed workload keeps fills paying, and its hits wait as before (going
+    upstream moves seen(s) on, so the next hit would not be covered either)."""
+    return not host.fills.admission.strict
+
+
 def mostly_misses(session: Any) -> bool:
     """Whether the session's reads are mostly misses lately: its last pass lane that forwarded
     misses relayed :data:`MISS_RUN` cycles or more (``Session.lane_miss_run``, set when such a
@@ -108,8 +126,8 @@ def park(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
     service = session.server.service
     host = service.host
     if ctx is None or host is None or service.settings.read_your_writes != "on" \
-            or ctx.seen.expired or session.lane:
-        return False
+            or ctx.seen.expired or session.lane or not worth_waiting(host):
+        return False  # (not worth waiting: the general path sends it upstream at once)
     seen = ctx.seen
     coverage = host.coverage
     if may_serve(seen, coverage.covered) or not hit_once_covered(session, raw, index):

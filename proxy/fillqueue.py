@@ -1,9 +1,10 @@
 """Background fills: which missed keys are filled, when, and together with which (sans-I/O).
 
 Owns: :class:`Admission` (a key is admitted to the cache on its second read within a window,
-or on every read), :class:`FillQueue` (fills waiting for an upstream transaction: bounded,
-taken in batches of fills whose tables are under the per-table bound, tables whose fills
-failed held back with an exponential back-off) and :class:`FillPolicy`, their settings.
+a later one while fills do not pay, or on every read), :class:`FillQueue` (fills waiting
+for an upstream transaction: bounded, taken in batches of fills whose tables are under the
+per-table bound, tables whose fills failed held back with an exponential back-off) and
+:class:`FillPolicy`, their settings.
 ``proxy.caching.EngineHost`` performs what these decide; nothing here does I/O or reads a
 clock (times are passed in).
 
@@ -46,74 +47,94 @@ class FillPolicy:
 
 #: fills between two looks at what fills yield (:meth:`Admission.observe`)
 YIELD_WINDOW = 256
-#: hits per fill below which fills do not pay: keys must then be read a third time
+#: hits per fill below which fills do not pay: keys must then be read twice as often as
+#: before (each look)
 MIN_YIELD = 1.0
+#: hits per fill from which fills pay well: keys are admitted one read sooner (each look,
+#: down to the second read; between the two the rule stays as it is)
+PAYS = 4.0
+#: the most reads of a key admission refuses (the key is admitted on the next one)
+MAX_KEEP = 7
 
 
 class Admission:
-    """A doorkeeper (TinyLFU's first stage): the hashes of keys read once recently. A key
-    found in it is admitted (and forgotten: its fill is under way); the set starts over when
-    it holds ``capacity`` keys, so "recently" is the last ``capacity`` distinct one-off keys.
+    """A doorkeeper (TinyLFU's first stage): the hashes of keys read lately, with how many
+    times (up to :attr:`keep`). A key read more than ``keep`` times is admitted (and
+    forgotten: its fill is under way); the counts start over when they hold ``capacity``
+    keys, so "lately" is the last ``capacity`` distinct keys that were refused.
 
-    Stricter while fills do not pay (``strict``, from :meth:`observe`): when the last
-    :data:`YIELD_WINDOW` fills were followed by fewer than :data:`MIN_YIELD` hits each (a
-    uniform key space larger than what is read, a crawler), a key is admitted on its third
-    read (the second moves it to a second set): each fill costs the event loop and the
-    upstream a transaction, and a key read twice at random is rarely read again. A skewed
-    workload (hot keys read many times) yields many hits per fill and keeps the second read."""
+    ``keep`` (reads refused before a key is admitted) follows what fills yield (fed back
+    by :meth:`observe`, every :data:`YIELD_WINDOW` fills): 1 (the second read is admitted)
+    while they pay; doubled each time the last window's fills were followed by fewer than
+    :data:`MIN_YIELD` hits each (a uniform key space larger than what is read, a crawler:
+    each fill costs the event loop and the upstream a transaction, and a key read twice at
+    random is rarely read again), up to :data:`MAX_KEEP`; one fewer each time they were
+    followed by :data:`PAYS` or more. A skewed workload (hot keys read many times) yields
+    many hits per fill and keeps the second read. ``strict``: ``keep`` above 1."""
 
     def __init__(self, policy: str = "second", capacity: int = 1 << 16) -> None:
         if policy not in ADMISSIONS:
             raise ValueError(f"admission must be one of {ADMISSIONS}, not {policy!r}")
         self.always = policy == "always"
         self.capacity = capacity
-        self._once: set[int] = set()
-        self._twice: set[int] = set()
-        self.refused = 0  # misses not filled because the key was new
-        self.strict = False
+        self._reads: dict[int, int] = {}
+        self.refused = 0  # misses not filled because the key was not read often enough
+        self.keep = 1
+        self.raised = 0  # times ``keep`` went up (``SHOW WEIR STATUS`` fills_admission_raised)
         self._mark = (0, 0)  # (hits, fills) at the last look
+
+    @property
+    def strict(self) -> bool:
+        """Whether a key needs more than two reads now (fills do not pay)."""
+        return self.keep > 1
+
+    @property
+    def reads(self) -> int:
+        """The read of a key that is admitted now (``SHOW WEIR STATUS``
+        fills_admitted_on_read): 2, the second, while fills pay; 0 with ``always``."""
+        return 0 if self.always else self.keep + 1
 
     def observe(self, hits: Callable[[], int], fills: int) -> None:
         """The host's running count of fills started, and of cache hits (asked for only
-        when due: the lanes' count is a call): every :data:`YIELD_WINDOW` fills, whether
-        they paid decides ``strict``."""
+        when due: the lanes' count is a call): every :data:`YIELD_WINDOW` fills, what they
+        yielded moves ``keep`` (class docstring)."""
         hits0, fills0 = self._mark
-        if fills - fills0 >= YIELD_WINDOW:
+        if fills - fills0 >= YIELD_WINDOW and not self.always:
             now = hits()
-            self.strict = now - hits0 < MIN_YIELD * (fills - fills0)
+            paid = now - hits0
+            if paid < MIN_YIELD * (fills - fills0):
+                if self.keep < MAX_KEEP:  # (doubled: one-off traffic is told in a few
+                    self.keep = min(MAX_KEEP, 2 * self.keep)  # windows, its fills cost most)
+                    self.raised += 1
+            elif paid >= PAYS * (fills - fills0) and self.keep > 1:
+                self.keep -= 1
             self._mark = (now, fills)
 
     def admit(self, key: Hashable, seen_before: int = 0) -> bool:
         """Whether ``key``'s fill starts now; ``seen_before``: how many earlier reads another
-        doorkeeper saw and counted (the lanes', ``proxy.lane_misses.Doorkeeper``): 1, its
-        first; 2, its first and second, kept while strict (this is its third: admitted)."""
-        if self.always or seen_before >= 2:
+        doorkeeper saw and counted (the lanes', ``proxy.lane_misses.Doorkeeper``, which keeps
+        the first ``keep`` reads of a key it was told and passes on the later ones)."""
+        if self.always:
             return True
-        if seen_before:
-            self.vouch(key)
         h = hash(key)
-        if h in self._twice:
-            self._twice.discard(h)
+        reads = max(self._reads.get(h, 0), seen_before) + 1  # (this one included)
+        if reads > self.keep:
+            self._reads.pop(h, None)
             return True
-        if h in self._once:
-            self._once.discard(h)
-            if not self.strict:
-                return True
-            self._twice.add(h)
-        else:
-            if len(self._once) >= self.capacity:
-                self._once.clear()
-                self._twice.clear()
-            self._once.add(h)
+        if h not in self._reads and len(self._reads) >= self.capacity:
+            self._reads.clear()
+        self._reads[h] = reads
         self.refused += 1
         return False
 
     def vouch(self, key: Hashable) -> None:
         """``key`` was read once (another doorkeeper saw it: the lanes',
-        ``proxy.lane_misses``): its next :meth:`admit` takes it as a second read."""
+        ``proxy.lane_misses``): its next :meth:`admit` takes it as read once at least."""
         h = hash(key)
-        if not self.always and h not in self._twice:
-            self._once.add(h)
+        if not self.always and h not in self._reads:
+            if len(self._reads) >= self.capacity:
+                self._reads.clear()
+            self._reads[h] = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +159,9 @@ class FillQueue:
     waiting: deque[Queued] = field(default_factory=deque)
     busy: Counter[int] = field(default_factory=Counter)  # fill transactions per table
     backoff: dict[int, _Backoff] = field(default_factory=dict)
+    #: the table sets of the fills waiting, how many each (:meth:`take` looks at these
+    #: before it scans the queue)
+    sets: Counter[frozenset[int]] = field(default_factory=Counter)
     dropped: int = 0  # misses not filled: the queue was full
     held_back: int = 0  # misses not filled: a table was backing off
 
@@ -156,18 +180,29 @@ class FillQueue:
 
     def push(self, run: Any, tables: frozenset[int], now: float) -> None:
         self.waiting.append(Queued(run, tables, now))
+        self.sets[tables] += 1
 
     def take(self, now: float) -> tuple[list[Queued], list[Queued]]:
         """The next batch (the oldest fill whose tables are all under the per-table bound,
         and up to ``batch`` fills in all that read no other table; its tables count as busy
         from here until :meth:`finished`) and the fills given up
-        because a table they read is backing off (the host abandons them)."""
+        because a table they read is backing off (the host abandons them). Scans the queue
+        only when a fill can start or be given up (known from the waiting table sets), and
+        no further than a full batch when none is backing off: a queue of thousands of fills
+        on tables whose fills are all running is not walked at every free slot."""
         batch: list[Queued] = []
         gone: list[Queued] = []
         rest: deque[Queued] = deque()
         tables: set[int] = set()
         limit = self.policy.per_table
+        backing = any(self.backing_off(t, now) for t in self.sets)
+        if not backing and not any(all(self.busy[o] < limit for o in t) for t in self.sets):
+            return batch, gone  # (every waiting fill reads a table at its bound)
         while self.waiting:
+            if not backing and len(batch) >= self.policy.batch:
+                rest.extend(self.waiting)  # (the rest can neither join nor be given up)
+                self.waiting.clear()
+                break
             q = self.waiting.popleft()
             if self.backing_off(q.tables, now):
                 gone.append(q)
@@ -182,6 +217,10 @@ class FillQueue:
         self.waiting = rest
         for oid in tables:
             self.busy[oid] += 1
+        for q in (*batch, *gone):
+            self.sets[q.tables] -= 1
+            if self.sets[q.tables] <= 0:
+                del self.sets[q.tables]
         return batch, gone
 
     def finished(self, batch: list[Queued], ok: bool, now: float) -> None:

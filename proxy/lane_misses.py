@@ -59,44 +59,41 @@ MISS_SKIP = 8
 
 
 class Doorkeeper:
-    """The hashes of reads (never 0) pass lanes forwarded lately, ``capacity`` at most (then
-    it starts over; 0: off, every read is passed on: ``--admission always``). A read not
-    among them is a key's first: only counted (kept), not passed on. While ``strict``
-    (admission's: ``proxy.fillqueue.Admission``, which then admits a key on its third read)
-    a second read is kept too, moved to a second set, and the third is passed on."""
+    """The hashes of reads (never 0) pass lanes forwarded lately, with how many times each
+    was kept, ``capacity`` at most (then it starts over; 0: off, every read is passed on:
+    ``--admission always``). The first ``keep`` reads of one are only counted (kept), not
+    passed on; later ones are (admission's ``keep``, ``proxy.fillqueue.Admission``, told by
+    the proxy: it admits a key on the read after those; 1 while fills pay, so a key's first
+    read is kept and its second passed on)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.strict = False
-        self._seen: set[int] = set()
-        self._twice: set[int] = set()
+        self.keep = 1
+        self._kept: dict[int, int] = {}
 
     def kept(self, h: int) -> bool:
         """Whether the read ``h`` is only counted (then remembered), not passed on."""
         if not self.capacity:
             return False
-        if h in self._twice:
-            self._twice.discard(h)
+        n = self._kept.get(h, 0)
+        if n >= self.keep:
             return False
-        if h in self._seen:
-            if not self.strict:
-                return False
-            self._seen.discard(h)
-            self._twice.add(h)
-            return True
-        if len(self._seen) >= self.capacity:
-            self._seen.clear()
-            self._twice.clear()
-        self._seen.add(h)
+        if not n and len(self._kept) >= self.capacity:
+            self._kept.clear()
+        self._kept[h] = n + 1
         return True
 
     def would_keep(self, h: int) -> bool:
-        """Whether :meth:`kept` would say so now (nothing remembered): a key's first read
-        (while strict, its second too), which costs the event loop only a count; while it is
-        behind (:class:`Pace`) the lanes still forward those."""
-        if not self.capacity or h in self._twice:
-            return False
-        return h not in self._seen or self.strict
+        """Whether :meth:`kept` would say so now (nothing remembered): one of a key's first
+        ``keep`` reads, which costs the event loop only a count; while it is behind
+        (:class:`Pace`) the lanes still forward those."""
+        return bool(self.capacity) and self._kept.get(h, 0) < self.keep
+
+    def seen_before(self, h: int) -> bool:
+        """Whether the read ``h`` was kept before (it goes by :meth:`kept` too)."""
+        before = bool(self.capacity) and h in self._kept
+        self.kept(h)
+        return before
 
 
 Doorkeeper_python = Doorkeeper
@@ -122,9 +119,9 @@ class Pace:
     #: and the first reads it kept (only counted: ``lane_miss_firsts`` in SHOW WEIR STATUS)
     screen: int | None = field(default=None)
     firsts: int = 0
-    #: whether the lanes' doorkeeper keeps second reads too (admission's ``strict``, told
-    #: at every :meth:`tell`)
-    strict: bool = False
+    #: the reads of a key the lanes' doorkeeper keeps before it passes one on (admission's
+    #: ``keep``, told at every :meth:`tell`)
+    keep: int = 1
 
     @property
     def screening(self) -> bool:
@@ -134,8 +131,9 @@ class Pace:
     @property
     def kept(self) -> int:
         """How many reads of a key the lanes' doorkeeper counts and keeps before it passes
-        one on (``missfast.count``'s ``seen_before``): 0 when not screening, 2 when strict."""
-        return 0 if not self.screen else 2 if self.strict else 1
+        one on (``missfast.count``'s ``seen_before``): 0 when not screening, else
+        :attr:`keep`."""
+        return 0 if not self.screen else self.keep
 
     def screens(self, service: Any, core: Any) -> bool:
         """:attr:`screening`, the lanes' ``core`` told its doorkeeper's capacity (admission's)
@@ -150,9 +148,9 @@ class Pace:
         """Whether lanes may forward misses now (:func:`keeping_up`); a change is told to
         the lanes' ``core`` (and, first, their doorkeeper's capacity: :meth:`screens`)."""
         if self.screens(service, core) and service.host is not None \
-                and service.host.fills.admission.strict != self.strict:
-            self.strict = not self.strict
-            core.screen_strict(self.strict)
+                and service.host.fills.admission.keep != self.keep:
+            self.keep = service.host.fills.admission.keep
+            core.screen_keep(self.keep)
         up = keeping_up(service, self)
         if up != self.open:
             self.open = up

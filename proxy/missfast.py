@@ -117,8 +117,8 @@ def count(session: Any, raw: bytes, seen_before: int = 0) -> int:
     that is not a miss (its key present, a gate that answers upstream or needs a wait, a
     parameter that is not a key) is not counted; PostgreSQL answered it either way.
     ``seen_before``: the reads of each key the lanes' doorkeeper counted and kept before
-    passing this one (``proxy.lane_misses``: 1, the first; 2, while admission is strict, the
-    first and second). Returns how many were read as misses."""
+    passing this one (``proxy.lane_misses``: admission's ``keep`` as last told to the lanes,
+    1 while fills pay: the first). Returns how many were read as misses."""
     ctx, held_all = session.ctx, session.state.held
     service = session.server.service
     host = service.host

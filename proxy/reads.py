@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from engine import merge_lookups
 from pgwire import backend as be
-from proxy import transactions
+from proxy import aftermiss, transactions
 from proxy.caching import DROPPED, FAILED, EngineHost, ReadOutcome
 from proxy.gates import Gates, stale
 from proxy.hitpath import HitMemos
@@ -187,6 +187,8 @@ class ReadPath:
         if ctx.seen.expired:  # it waited its bound already (proxy.aftermiss.park)
             ctx.seen.expired = False
             return BEHIND
+        if not aftermiss.worth_waiting(host):  # (mostly one-off reads: a rare hit)
+            return aftermiss.NOT_WORTH_WAITING
         ok = await host.coverage.wait(ctx.seen.at, self.settings.read_timeout)
         return None if ok else BEHIND
 

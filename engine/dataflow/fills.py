@@ -236,7 +236,9 @@ class FillManager:
         return out
 
     def _prune(self) -> None:
-        floor = min((f.issued for f in self.pending.values()), default=None)
+        # (the oldest pending fill is the first: ``issue`` inserts in ``issued`` order and
+        # nothing reorders ``pending``; a min over all of them cost O(pending) per prune)
+        floor = next(iter(self.pending.values())).issued if self.pending else None
         usable = [a for a in self.arrivals if floor is None or a[0] < floor]
         if not usable:
             return

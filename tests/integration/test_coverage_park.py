@@ -12,8 +12,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+import pytest
 
 import cython_ext
+from proxy import fillqueue
+from proxy.aftermiss import NOT_WORTH_WAITING
 from proxy.misses import BEHIND, MISS
 from tests.support import (
     HeldApplier,
@@ -34,8 +37,9 @@ def _lagging(pg: Any, dbname: str, **settings: Any) -> Iterator[tuple[Any, ...]]
     admin, direct, hold, release): ``hold`` stops the applier, ``release`` feeds it what it
     kept."""
     pg.psql(kv_table(10), dbname)
-    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream", admission="always",
-                                 hit_lanes=1 if LANES else 0, **settings)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname), misses="upstream",
+                                 hit_lanes=1 if LANES else 0,
+                                 **{"admission": "always", **settings})
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
                 psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as admin, \
@@ -121,3 +125,36 @@ def test_a_parked_hit_goes_upstream_after_its_bound_once(pg: Any, dbname: str) -
         assert last_statement(conn) == ("upstream", BEHIND)
         assert host.coverage.waits_failed == failed + 1
         release()
+
+
+def test_while_fills_do_not_pay_a_hit_not_yet_covered_goes_upstream_at_once(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While admission is strict (fills were followed by fewer hits than fills: mostly
+    one-off reads), a hit that is not covered yet neither parks nor waits: it goes upstream
+    at once, and PostgreSQL's answer shows the update the miss before it saw (monotonic
+    reads). With a 30 s bound and the applier held, a wait would fail the ``eventually``."""
+    monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 1 << 30)  # (keep stays as set below)
+    with _lagging(pg, dbname, read_timeout=30.0, admission="second") as (
+            server, conn, _admin, direct, hold, release):
+        host = server.server.service.host
+        host.fills.admission.keep = 2
+        hold()
+        direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
+        assert kv_read(conn, 1) == "v1-new"  # a miss: upstream, the update
+        waits, parks = host.coverage.waits, host.coverage.parks
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.append(kv_read(conn, 2)))
+        reader.start()
+        eventually(lambda: bool(got), timeout=10)
+        reader.join()
+        assert got == ["v2-new"]  # (the cache still holds v2: the applier is held)
+        assert last_statement(conn) == ("upstream", NOT_WORTH_WAITING)
+        assert (host.coverage.waits, host.coverage.parks) == (waits, parks)
+        host.fills.admission.keep = 1  # fills pay again: a hit not covered waits (parked)
+        direct.execute("UPDATE kv SET v = v || '-newer' WHERE k = 1")
+        assert kv_read(conn, 1) == "v1-new-newer"
+        got2, reader2 = parked_read(server, conn, dbname, 2)
+        assert not got2
+        release()
+        reader2.join(30)
+        assert got2 == ["v2-new"]

@@ -118,12 +118,13 @@ def test_a_session_whose_lane_forwarded_a_run_of_misses_asks_no_coverage_at_its_
 
 def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third_ones(
         pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While fills do not pay, admission takes a key on its third read (``Admission.strict``):
-    the lanes' doorkeeper then keeps second reads too (only counted), so the event loop reads
-    the Binds of third reads only, not of every second read (a uniform key space larger than
-    what is read: most forwarded reads are a key's first or second). Keys read twice are not
-    filled, keys read three times are, on either impl (without lanes the loop reads all)."""
-    monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 1 << 30)  # (strict stays as set below)
+    """While fills do not pay, admission takes a key on a later read (``Admission.keep``, 2
+    here: the third): the lanes' doorkeeper then keeps second reads too (only counted), so
+    the event loop reads the Binds of third reads only, not of every second read (a uniform
+    key space larger than what is read: most forwarded reads are a key's first or second).
+    Keys read twice are not filled, keys read three times are, on either impl (without
+    lanes the loop reads all)."""
+    monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 1 << 30)  # (keep stays as set below)
     binds: list[int] = []
     count = missfast.count
 
@@ -134,7 +135,7 @@ def test_while_admission_is_strict_the_lanes_keep_second_reads_and_pass_on_third
     monkeypatch.setattr(missfast, "count", counted)
     with _lanes_weir(pg, dbname, monkeypatch) as (server, conn, admin):
         host = server.server.service.host
-        host.fills.admission.strict = True
+        host.fills.admission.keep = 2
         for _ in range(2):  # first and second reads: none admitted
             for k in range(1, KEYS + 1):
                 assert kv_read(conn, k) == f"v{k}"
@@ -208,3 +209,30 @@ def test_a_hit_session_whose_reads_are_mostly_misses_forwards_its_next_miss_in_i
         if LANES:
             assert int(after["lane_switched"]) == int(before["lane_switched"]) + 1
             assert after["lane_left_unstamped"] == before["lane_left_unstamped"]
+
+
+def test_fills_that_yield_no_hits_make_admission_want_later_reads_and_the_lanes_follow(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys read twice at random and never again (one-off traffic): the fills of second
+    reads yield no hits, so admission raises the read it admits a key on
+    (``Admission.observe``, every ``YIELD_WINDOW`` fills: a small window here) and the
+    lanes' doorkeeper is told to keep that many reads (``Pace.tell``): later keys read
+    only twice are not filled. Counted, not timed: the window is counted in fills."""
+    monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 8)
+    with _lanes_weir(pg, dbname, monkeypatch) as (server, conn, admin):
+        host = server.server.service.host
+        admission = host.fills.admission
+        for k in range(1, KEYS + 1):
+            for _ in range(2):  # each key read twice in a row, then never again
+                assert kv_read(conn, k) == f"v{k}"
+        eventually(lambda: int(weir_status(admin)["misses"]) >= 2 * KEYS)
+        status = weir_status(admin)
+        print(f"fills {host.fills.done}, keep {admission.keep}, status "
+              f"{status['fills_admitted_on_read']} / {status['fills_admission_raised']}")
+        assert admission.keep > 1 and int(status["fills_admitted_on_read"]) > 2
+        assert int(status["fills_admission_raised"]) >= 1
+        assert host.fills.done + host.fills.failures < KEYS // 2  # (before: every key)
+        if LANES:  # the lanes keep as many reads as admission refuses (told at each count)
+            lanes = server.server.service.lanes
+            eventually(lambda: kv_read(conn, 999) == "v999"
+                       and lanes._pace.keep == admission.keep)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from proxy.config import resolve
-from proxy.fillqueue import YIELD_WINDOW, Admission, FillPolicy, FillQueue
+from proxy.fillqueue import MAX_KEEP, PAYS, YIELD_WINDOW, Admission, FillPolicy, FillQueue
 from proxy.hitpath import TOTAL_BYTES, HitMemos
 from proxy.misses import budgets, default_budget
 from proxy.seen import MAX_IN_FLIGHT, NEVER, Coverage, Seen, covered, may_serve
@@ -30,36 +30,55 @@ def test_admission_on_the_second_read() -> None:
     assert all(Admission("always").admit(("c", (k,))) for k in range(5))
 
 
-def test_admission_wants_a_third_read_while_fills_do_not_pay() -> None:
-    """Fewer hits than fills over the last window: a key is admitted on its third read;
-    once fills pay again, on its second."""
+def test_admission_wants_more_reads_while_fills_do_not_pay() -> None:
+    """Fewer hits than fills over a window: a key needs twice as many refused reads (up to
+    the admission's bound); many hits per fill: one fewer, down to the second read; in
+    between the rule stays as it is."""
     doorkeeper = Admission("second")
+    assert doorkeeper.reads == 2 and not doorkeeper.strict
     doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW - 1)
     assert not doorkeeper.strict  # (not a whole window yet)
     doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW)
-    assert doorkeeper.strict
+    assert doorkeeper.strict and doorkeeper.reads == 3
     assert [doorkeeper.admit(("c", (1,))) for _ in range(4)] == [False, False, True, False]
-    doorkeeper.observe(lambda: 10 + 5 * YIELD_WINDOW, fills=2 * YIELD_WINDOW)
-    assert not doorkeeper.strict
-    assert [doorkeeper.admit(("c", (2,))) for _ in range(2)] == [False, True]
-    doorkeeper.observe(lambda: 10 + 5 * YIELD_WINDOW, fills=3 * YIELD_WINDOW)  # no hits since
-    assert doorkeeper.strict and not doorkeeper.admit(("c", (3,)))
-    doorkeeper.strict = False  # a key on its way to a third read is admitted on its next
-    assert doorkeeper.admit(("c", (3,)))
+    hits = 10
+    for window in range(2, 20):  # no hits: twice as many each window, up to the bound
+        doorkeeper.observe(lambda now=hits: now, fills=window * YIELD_WINDOW)
+    assert doorkeeper.keep == MAX_KEEP and doorkeeper.raised == 3  # (1, 2, 4, 7)
+    assert [doorkeeper.admit(("c", (2,))) for _ in range(MAX_KEEP + 1)] == \
+        [False] * MAX_KEEP + [True]
+    hits += 2 * YIELD_WINDOW  # two hits per fill: paid, not well: the rule stays
+    doorkeeper.observe(lambda: hits, fills=20 * YIELD_WINDOW)
+    assert doorkeeper.keep == MAX_KEEP
+    hits += int(PAYS * YIELD_WINDOW)  # paid well: one read fewer
+    doorkeeper.observe(lambda: hits, fills=21 * YIELD_WINDOW)
+    assert doorkeeper.keep == MAX_KEEP - 1
+    for window in range(22, 40):
+        hits += int(PAYS * YIELD_WINDOW)
+        doorkeeper.observe(lambda now=hits: now, fills=window * YIELD_WINDOW)
+    assert doorkeeper.keep == 1 and not doorkeeper.strict  # (never below the second read)
+    assert [doorkeeper.admit(("c", (3,))) for _ in range(2)] == [False, True]
+    doorkeeper.keep = 3  # a key on its way keeps its reads: admitted after three in all
+    assert [doorkeeper.admit(("c", (4,))) for _ in range(4)] == [False, False, False, True]
+    assert Admission("always").reads == 0
 
 
 def test_admission_of_keys_another_doorkeeper_saw_read_once() -> None:
-    """The lanes' doorkeeper (``proxy.lane_misses``) counted a key's first read: its next
-    read is a second (``seen_before``, or ``vouch`` before a read on the event loop); a key
-    on its way to a third read (strict) stays there."""
+    """The lanes' doorkeeper (``proxy.lane_misses``) counted a key's first reads: its next
+    read comes after those (``seen_before``, or ``vouch`` before a read on the event loop);
+    a key on its way to a later read stays there."""
     doorkeeper = Admission("second")
-    assert doorkeeper.admit(("c", (1,)), seen_before=True)
+    assert doorkeeper.admit(("c", (1,)), seen_before=1)
     doorkeeper.vouch(("c", (2,)))
     assert doorkeeper.admit(("c", (2,)))
     assert not doorkeeper.admit(("c", (3,)))
-    doorkeeper.strict = True
-    assert [doorkeeper.admit(("c", (4,)), seen_before=True) for _ in range(2)] == [False, True]
-    assert doorkeeper.refused == 2
+    doorkeeper.keep = 2
+    assert [doorkeeper.admit(("c", (4,)), seen_before=1) for _ in range(2)] == [False, True]
+    assert doorkeeper.admit(("c", (5,)), seen_before=2)  # (the lanes kept two: the third)
+    doorkeeper.keep = 3
+    assert not doorkeeper.admit(("c", (6,)), seen_before=2)  # (told 2, needs 3 kept now)
+    assert doorkeeper.admit(("c", (6,)), seen_before=2)
+    assert doorkeeper.refused == 3
 
 
 def test_admission_forgets_one_off_keys_past_its_capacity() -> None:
@@ -279,3 +298,38 @@ def test_memory_budget_none_from_a_flag() -> None:
     settings, _ = resolve({"upstream": UP, "memory_budget": "none"}, {}, {})
     assert settings.memory_budget == 0
     assert resolve({"upstream": UP}, {}, {})[0].memory_budget is None
+
+
+def test_take_answers_as_a_whole_scan_would() -> None:
+    """``FillQueue.take``'s shortcuts (no scan when every waiting fill's tables are at their
+    bound; none past a full batch when nothing backs off) change nothing it returns."""
+    import random
+
+    rng = random.Random(5)
+    for _ in range(200):
+        q = _queue(batch=rng.randint(1, 4), per_table=rng.randint(1, 2))
+        now, taken = 0.0, []
+        for step in range(40):
+            now += rng.random()
+            action = rng.random()
+            if action < 0.5:
+                q.push(step, frozenset(rng.sample([1, 2, 3], rng.randint(1, 2))), now)
+            elif action < 0.8:
+                waiting = list(q.waiting)
+                batch, gone = q.take(now)
+                limit = q.policy.per_table
+                want_gone = [x for x in waiting if q.backing_off(x.tables, now)]
+                rest = [x for x in waiting if x not in want_gone]
+                first = next((x for x in rest if all(
+                    q.busy[t] - (t in (batch[0].tables if batch else ())) < limit
+                    for t in x.tables)), None)
+                want = [] if first is None else [first, *[
+                    x for x in rest if x is not first and x.tables <= first.tables
+                    and rest.index(x) > rest.index(first)][:q.policy.batch - 1]]
+                assert gone == want_gone and batch == want
+                assert list(q.waiting) == [x for x in rest if x not in want]
+                assert sum(q.sets.values()) == len(q.waiting)
+                if batch:
+                    taken.append(batch)
+            elif taken:
+                q.finished(taken.pop(rng.randrange(len(taken))), rng.random() < 0.8, now)
