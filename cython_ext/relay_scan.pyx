@@ -221,6 +221,9 @@ cdef class Relay:
     #: calling it again
     cdef object offer_pass
     cdef long offer_wait
+    #: the session's statements whose runs wrote (``proxy.write_position``: a run of one
+    #: takes the Python path, which reads the write's position after it)
+    cdef dict writers
 
     def __init__(self, session):
         self.session = session
@@ -251,6 +254,7 @@ cdef class Relay:
         self.routing = s.routing  # (proxy.routing.Routing: the routing state)
         lanes = self.service.lanes
         self.offer_pass = lanes.offer_pass if lanes is not None else None
+        self.writers = s.writers
         cframer, uframer = s.cframer, s.uframer
         self.cmax, self.umax = cframer.max_length, uframer.max_length
         self.cbuf, self.ubuf = cframer.buf, uframer.buf
@@ -332,6 +336,9 @@ cdef class Relay:
                             msg = self.binds.get(self.bind_key)
                             if held and msg is not None and msg.statement in self.held:
                                 return False
+                            if self.writers and msg is not None \
+                                    and msg.statement in self.writers:
+                                return False  # (proxy.write_position: Session.forward_client)
                     if msg is None or nfound == MAX_FOUND:
                         return False
                     Py_INCREF(msg)

@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from pgwire.events import Phase
+from proxy import write_position
 from proxy.hitpath import hit_once_covered
 from proxy.seen import may_serve
 
@@ -73,6 +74,8 @@ def answered(session: Any, cover: bool = True) -> None:
         return
     if not state.idle or state.swallowing or state.transaction_status != "I":
         return
+    if ctx.seen.wrote:  # (its statement: its next run reads its position, write_position)
+        write_position.learn(session)
     ctx.seen.settle(time.monotonic())
     if cover:
         cover_now(session)

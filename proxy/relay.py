@@ -23,6 +23,9 @@ included: ``router.wrote`` and ``aftermiss.answered`` are called from there) —
 observed and forwarded without a Python frame;
 any other chunk goes, whole and untouched, to :meth:`Session.client_data` /
 :meth:`Session.upstream_data`, which are also the core's pure-Python twin (same contract).
+A run of a prepared statement the session learnt writes (``proxy.write_position``) is not
+quiet: :meth:`Session.forward_client` sends it with the read of the write's WAL position
+after it, and its answer, with that read's cut out, takes the Python path.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
@@ -40,7 +43,7 @@ from pgwire import frontend as fe
 from pgwire.classes import ANSWER_WRITE
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
-from proxy import aftermiss, identity, limits, missfast_position
+from proxy import aftermiss, identity, limits, missfast_position, write_position
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
@@ -125,6 +128,9 @@ class Session:
         self.corked: list[bytes] | None = None
         #: a miss's position read outstanding on this connection (``proxy.missfast_position``)
         self.miss_tail: missfast_position.Tail | None = None
+        #: its prepared statements whose runs wrote (``proxy.write_position``; never replaced:
+        #: the relay core holds it)
+        self.writers: dict[str, Any] = {}
         #: its seen(s) when the stream has not reached that position yet, and the parked
         #: reads it releases then (``proxy.missfast_position``, ``proxy.aftermiss.park``)
         self.miss_waiting: tuple[float, list[Callable[[], object]]] | None = None
@@ -258,7 +264,10 @@ class Session:
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self.terminated = True
-        self.upstream_write(raw[written:] if written else raw)
+        if written:
+            self.upstream_write(raw[written:])
+        else:  # (a write's run: its position read after it, proxy.write_position)
+            self.upstream_write(write_position.append(self, raw, index) if self.writers else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
