@@ -1,13 +1,14 @@
 """A write's commit position read on the session's own upstream connection, in the same round
 trip as the write (issue 24, session 19).
 
-Owns: :func:`learn` (which of a session's prepared statements write: ``aftermiss.answered``
-calls it when a write's answer came; each remembered with the upstream's record of it,
-``SessionState.statements``, so one prepared again under its name is not one),
-:func:`writes` (whether a client chunk is one run of such a statement, ending with its
+Owns: :func:`writes` (whether a client chunk is one run of such a statement, ending with its
 Sync) and :func:`append` (that chunk, going upstream, with the batch of
 ``proxy.missfast_position`` after it: the upstream's WAL insert and flush positions read
 right after the write's commit, on the same backend).
+
+Which statements write is learnt by ``aftermiss.learn`` when a write's answer came (each
+remembered, in ``Session.writers``, with the upstream's record of it,
+``SessionState.statements``, so one prepared again under its name is not one).
 
 Why: after a write, the session's next cached read must wait until the applier has applied
 the write's commit (read-your-writes, ``proxy.seen``). That was a probe sent on weir's own
@@ -38,26 +39,7 @@ from typing import Any
 
 from proxy import missfast_position
 
-#: statements a session remembers as writing (a bound: a client that prepares many writes
-#: gets the read for the first ones; the others take the probe)
-MAX_WRITERS = 16
-
 _T_BIND, _T_DESCRIBE, _T_EXECUTE, _T_SYNC = ord("B"), ord("D"), ord("E"), ord("S")
-
-
-def learn(session: Any) -> None:
-    """A write's answer came, ending idle (``aftermiss.answered``, with ``Seen.wrote``): the
-    statement last bound to the unnamed portal is one that writes (unless weir holds it: a
-    cached read, bound after the write in the same batch; nor one whose write hides behind a
-    read-only tag, ``Session._note_hidden``: a ``SELECT ... FOR UPDATE`` marks the session
-    at each Bind, and pass lanes relay its runs)."""
-    writers, state = session.writers, session.state
-    name = state.portal_statements.get("")
-    if not name or name in state.held or name in session.ctx.hiding:
-        return
-    prepared = state.statements.get(name)
-    if prepared is not None and (name in writers or len(writers) < MAX_WRITERS):
-        writers[name] = prepared
 
 
 def writes(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from pgwire import frontend as fe
 from pgwire.framing import scan_messages
-from proxy import write_position
+from proxy import aftermiss, write_position
 
 
 def _chunk(*msgs: Any) -> tuple[bytes, list[tuple[int, int, int]]]:
@@ -56,27 +56,27 @@ def test_anything_else_is_not() -> None:
 
 def test_the_statement_last_bound_to_the_unnamed_portal_is_learnt_up_to_a_bound() -> None:
     s = _session()
-    write_position.learn(s)  # (nothing bound: nothing learnt)
+    aftermiss.learn(s)  # (nothing bound: nothing learnt)
     assert s.writers == {}
-    for i in range(write_position.MAX_WRITERS + 5):
+    for i in range(aftermiss.MAX_WRITERS + 5):
         s.state.statements[f"w{i}"] = object()
         s.state.portal_statements[""] = f"w{i}"
-        write_position.learn(s)
-    assert len(s.writers) == write_position.MAX_WRITERS
+        aftermiss.learn(s)
+    assert len(s.writers) == aftermiss.MAX_WRITERS
     assert s.writers["w0"] is s.state.statements["w0"]
     s.state.statements["w0"] = again = object()  # prepared again, wrote again: relearnt
     s.state.portal_statements[""] = "w0"
-    write_position.learn(s)
+    aftermiss.learn(s)
     assert s.writers["w0"] is again
     s.state.portal_statements[""] = ""
-    write_position.learn(s)
+    aftermiss.learn(s)
     assert "" not in s.writers
     s.writers.clear()
     s.state.held["w1"] = object()  # (a cached read bound after the write: not learnt)
     s.state.portal_statements[""] = "w1"
-    write_position.learn(s)
+    aftermiss.learn(s)
     assert s.writers == {}
     s.ctx.hiding.add("w2")  # (a write behind a read-only tag: not learnt)
     s.state.portal_statements[""] = "w2"
-    write_position.learn(s)
+    aftermiss.learn(s)
     assert s.writers == {}
