@@ -23,9 +23,11 @@ included: ``router.wrote`` and ``aftermiss.answered`` are called from there) —
 observed and forwarded without a Python frame;
 any other chunk goes, whole and untouched, to :meth:`Session.client_data` /
 :meth:`Session.upstream_data`, which are also the core's pure-Python twin (same contract).
-A run of a prepared statement the session learnt writes (``proxy.write_position``) is not
-quiet: :meth:`Session.forward_client` sends it with the read of the write's WAL position
-after it, and its answer, with that read's cut out, takes the Python path.
+A run of a prepared statement the session learnt writes, after a cached read
+(``proxy.write_position``), goes upstream with the read of the write's WAL position after it
+(the core calls ``write_position.append`` as :meth:`Session.forward_client` does), and while
+that read is outstanding with nothing else swallowed the core cuts its answer out
+(``Tail.feed``) and relays the rest as above, or hands it to :meth:`Session.relay_fed`.
 """
 
 from __future__ import annotations
@@ -202,6 +204,8 @@ class Session:
         """:meth:`_process_client` after the hit path declined."""
         if self.ctx is not None and aftermiss.park(self, raw, index):
             return  # a hit that waits for seen(s) coverage (proxy.aftermiss)
+        # (the statement before this chunk, for a write's position read: write_position)
+        before = self.ctx.last if self.writers and self.ctx is not None else None
         ext = self.extended
         state = self.state
         local = self.state.caching and self.ctx is not None
@@ -267,7 +271,8 @@ class Session:
         if written:
             self.upstream_write(raw[written:])
         else:  # (a write's run: its position read after it, proxy.write_position)
-            self.upstream_write(write_position.append(self, raw, index) if self.writers else raw)
+            self.upstream_write(write_position.append(self, raw, index, before)
+                                if self.writers else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -431,10 +436,15 @@ class Session:
     def relay_from_upstream(self, data: bytes) -> None:
         """Relay whole messages; the session state observes runs that end with
         ReadyForQuery in one step (``scan_backend``), the rest message by message."""
-        state = self.state
         tail = self.miss_tail
         if tail is not None:  # its answer is cut out (proxy.missfast_position)
             data = tail.feed(data)
+        self.relay_fed(data, tail)
+
+    def relay_fed(self, data: bytes, tail: missfast_position.Tail | None) -> None:
+        """:meth:`relay_from_upstream` once ``tail`` (the session's position read
+        outstanding, if any) cut its answer out of ``data`` (the relay core calls it too)."""
+        state = self.state
         raw, statuses, marks = self.uframer.take_backend(
             data, READ_ONLY_TAGS, not state.swallowing)
         if statuses:
@@ -540,6 +550,7 @@ def relay_entries(session: Session, core: ModuleType | None
         core.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
                        READ_ONLY_TAGS, WATCHED_WORDS, plain_query, CONTENT_FREE)
         core.configure_writes(wrote, aftermiss.answered)
+        core.configure_write_position(write_position.append, missfast_position.arrived)
     relay = core.Relay(session)
     return relay.client_data, relay.upstream_data
 

@@ -60,11 +60,24 @@ def writes(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bool:
     return learnt is not None and session.state.statements.get(name) is learnt
 
 
-def append(session: Any, raw: bytes, index: list[tuple[int, int, int]]) -> bytes:
+def after_cached_read(last: tuple[str, str] | None) -> bool:
+    """Whether the session's statement before the write (``SessionContext.last``, as it was
+    before the write's run was observed) was answered from a cache: only then is the read
+    worth a statement on its backend. A session that writes after a write (or after reads
+    upstream) likely does not read from a cache next, and the probe it takes instead is
+    coalesced with other sessions' (``Coverage.request``); a write-heavy mix (``python -m
+    bench.demo_cost --mix writes``) spent about a third more of weir's CPU per operation
+    reading every write's position."""
+    return last is not None and last[0] == "cache"
+
+
+def append(session: Any, raw: bytes, index: list[tuple[int, int, int]],
+           last: tuple[str, str] | None) -> bytes:
     """``raw`` (already observed, going upstream) with the position read after it when it is
-    one run of a statement that writes and the session may have the read; ``raw`` as it is
-    otherwise."""
-    if not session.writers or session.server.service.host is None \
-            or not writes(session, raw, index):
+    one run of a statement that writes, after a cached read (``last``: the session's previous
+    statement, :func:`after_cached_read`), and the session may have the read; ``raw`` as it
+    is otherwise."""
+    if not session.writers or session.server.service.host is None or session.state.swallowing \
+            or not after_cached_read(last) or not writes(session, raw, index):
         return raw
     return missfast_position.append(session, raw, write=True)

@@ -3,7 +3,8 @@
 runs cover the session when the stream reaches the position read after them, with no probe on
 weir's own connection, and never before (the applier held, the read after the write waits and
 then shows it: read-your-writes); the read is invisible to the client (the write's own answer,
-no prepared statement left, idle), and none is sent for a write inside a transaction block."""
+no prepared statement left, idle), and none is sent for a write inside a transaction block
+nor for a write after a write (the probe covers those, as before)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,21 @@ from tests.support import eventually, kv_read, last_statement
 UPDATE = "UPDATE kv SET v = %s WHERE k = 2"
 
 
+def _cached(conn: Any, expect: str) -> None:
+    """Read key 2 until the cache answers it, showing ``expect``."""
+    eventually(lambda: kv_read(conn, 2) == expect and last_statement(conn)[0] == "cache")
+
+
 def _learnt(server: Any, conn: Any) -> None:
-    """Run the prepared write until the session knows it writes."""
+    """Run the prepared write until the session knows it writes, each run after a cached read
+    (``write_position.after_cached_read``); the last statement is a cached read."""
     coverage = server.server.service.host.coverage
     positions = coverage.write_positions
-    for i in range(3):
-        conn.execute(UPDATE, (f"learn{i}",))
-    eventually(lambda: coverage.write_positions > positions)
-    eventually(lambda: kv_read(conn, 2) == "learn2" and last_statement(conn)[0] == "cache")
+    conn.execute(UPDATE, ("learn0",))  # (learnt at its answer)
+    _cached(conn, "learn0")
+    conn.execute(UPDATE, ("learn1",))
+    eventually(lambda: coverage.write_positions == positions + 1)
+    _cached(conn, "learn1")
 
 
 def test_the_read_after_a_write_waits_until_the_stream_reaches_its_position(
@@ -73,6 +81,23 @@ def test_the_read_is_invisible_to_the_client(pg: Any, dbname: str) -> None:
         assert coverage.write_positions == positions
         assert direct.execute("SELECT v FROM kv WHERE k = 2").fetchone() == ("in block",)
         assert kv_read(conn, 2) == "in block"  # read-your-writes after the block
+
+
+def test_a_write_after_a_write_takes_the_probe(pg: Any, dbname: str) -> None:
+    """Only a write after a cached read reads its position: a session that writes twice in a
+    row takes the probe for the second (it likely writes on), and still reads its writes."""
+    with _lagging(pg, dbname, read_timeout=30.0, miss_position="session") as (
+            server, conn, _admin, _direct, _hold, _release):
+        host = server.server.service.host
+        _learnt(server, conn)
+        positions = host.coverage.write_positions
+        conn.execute(UPDATE, ("first",))
+        eventually(lambda: host.coverage.write_positions == positions + 1)
+        probes = host.stream.barriers.probes
+        conn.execute(UPDATE, ("second",))
+        assert kv_read(conn, 2) == "second"  # read-your-writes
+        assert host.coverage.write_positions == positions + 1
+        assert host.stream.barriers.probes > probes
 
 
 def test_with_probe_a_write_takes_the_probe(pg: Any, dbname: str) -> None:

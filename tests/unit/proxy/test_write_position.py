@@ -1,5 +1,6 @@
 """Which client chunks get the write's position read after them (``proxy.write_position``):
-one run of a statement learnt as writing, ending with its Sync; and how it is learnt."""
+one run of a statement learnt as writing, ending with its Sync, after a cached read; and how
+a statement is learnt (``proxy.aftermiss.learn``)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,9 @@ def test_the_statement_last_bound_to_the_unnamed_portal_is_learnt_up_to_a_bound(
     s.state.portal_statements[""] = "w2"
     aftermiss.learn(s)
     assert s.writers == {}
+
+
+def test_only_a_write_after_a_cached_read_reads_its_position() -> None:
+    assert write_position.after_cached_read(("cache", "served by cache kv1"))
+    for last in (None, ("upstream", "not a cached query"), ("admin", "weir command")):
+        assert not write_position.after_cached_read(last)
