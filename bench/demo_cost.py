@@ -5,7 +5,9 @@ PostgreSQL, loads the demo's news site (``demo.dataset``), runs the demo's mix
 (``demo.workload``) directly, then through a fresh weir started cold (``demo.procs``), and
 prints for each run the operations per second and the CPU time PostgreSQL and weir spent per
 operation (from ``/proc``: weir's process with all its threads; PostgreSQL's postmaster, its
-live children and the children it reaped). With ``--profile FILE`` weir runs under
+live children and the children it reaped), and the mean latency of each operation (and of the
+operation that follows a client's write: ``after write``, which read-your-writes may park).
+With ``--profile FILE`` weir runs under
 ``cProfile`` (event-loop thread only; the lanes are C threads) and the profile is written to
 FILE when weir stops; ``--runs N`` runs weir N times in turn on the same cluster (a new weir
 each time, caches created again, so each starts cold).
