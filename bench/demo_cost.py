@@ -5,7 +5,9 @@ PostgreSQL, loads the demo's news site (``demo.dataset``), runs the demo's mix
 (``demo.workload``) directly, then through a fresh weir started cold (``demo.procs``), and
 prints for each run the operations per second and the CPU time PostgreSQL and weir spent per
 operation (from ``/proc``: weir's process with all its threads; PostgreSQL's postmaster, its
-live children and the children it reaped). With ``--profile FILE`` weir runs under
+live children and the children it reaped), and the mean latency of each operation (and of the
+operation that follows a client's write: ``after write``, which read-your-writes may park).
+With ``--profile FILE`` weir runs under
 ``cProfile`` (event-loop thread only; the lanes are C threads) and the profile is written to
 FILE when weir stops; ``--runs N`` runs weir N times in turn on the same cluster (a new weir
 each time, caches created again, so each starts cold).
@@ -90,6 +92,21 @@ def _line(label: str, ops: int, seconds: float, pg: float, weir: float) -> str:
             f"weir {weir * per:.3f} ms/op  (load {os.getloadavg()[0]:.1f})")
 
 
+def latencies(samples: Sequence[workload.Sample]) -> str:
+    """Mean latency of each operation (ms), and of the reads right after a session's write
+    (``after write``: the operation that follows a vote or comment on the same client, which
+    read-your-writes may park), in one line."""
+    by: dict[str, list[float]] = {}
+    last: dict[int, str] = {}
+    for s in samples:  # (in start order)
+        by.setdefault(s.op, []).append(s.latency)
+        if last.get(s.client) in ("vote", "comment") and s.op not in ("vote", "comment"):
+            by.setdefault("after write", []).append(s.latency)
+        last[s.client] = s.op
+    parts = [f"{op} {1000 * sum(v) / len(v):.2f}" for op, v in sorted(by.items())]
+    return "   mean ms: " + "  ".join(parts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.demo_cost", description=__doc__)
     p.add_argument("--seconds", type=float, default=20.0)
@@ -122,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = workload.run(cluster.dsn(), size, args.seconds, args.clients, mix, stop)
             print(_line("direct", len(out.samples), out.elapsed, postgres_cpu(cluster) - pg0,
                         0.0), flush=True)
+            print(latencies(out.samples), flush=True)
         builds = [("new", str(ROOT)), ("old", args.old)] if args.old else [("", str(ROOT))]
         if args.old_first:
             builds.reverse()
@@ -148,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 status = weir.status()
                 name = f"weir {label} {run + 1}".replace("  ", " ")
                 print(_line(name, len(out.samples), out.elapsed, pg, w), flush=True)
+                print(latencies(out.samples), flush=True)
                 keys = ("hits", "misses", "lane_answers", "lane_left_statement",
                         "lane_left_unstamped", "fills", "fill_ms_avg")
                 print("   " + "  ".join(f"{k} {status.get(k, '-')}" for k in keys), flush=True)
@@ -156,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "session_waits_failed", "session_barriers", "session_probes",
                         "session_miss_positions", "session_miss_positions_passed",
                         "session_miss_positions_unflushed",
+                        "session_write_positions", "session_write_positions_passed",
                         "session_covered_by_fills", "fills_not_admitted")
                 print("   " + "  ".join(f"{k} {status.get(k, '-')}" for k in keys), flush=True)
                 if out.errors:

@@ -106,6 +106,18 @@ def configure_writes(wrote, answered):
     _wrote, _answered = wrote, answered
 
 
+#: a learnt write's run with its position read (``proxy.write_position.append``) and that
+#: read's answer (``proxy.missfast_position.arrived``), in C; None: both take the Python path
+cdef object _write_append = None, _position_arrived = None
+
+
+def configure_write_position(append, arrived):
+    """Hand the core ``proxy.write_position.append`` and ``proxy.missfast_position.arrived``
+    (``Session.forward_client`` and ``Session.relay_from_upstream`` call the same)."""
+    global _write_append, _position_arrived
+    _write_append, _position_arrived = append, arrived
+
+
 cdef inline bint _dml_tag(const unsigned char* payload, Py_ssize_t size) noexcept nogil:
     """A CommandComplete tag of INSERT, UPDATE, DELETE or MERGE (none a privilege change:
     ``proxy.gates.PRIVILEGE_TAGS``, whose tags take the Python path)."""
@@ -178,6 +190,14 @@ cdef inline bytes _same_or_new(bytes last, const unsigned char* p, Py_ssize_t st
     return PyBytes_FromStringAndSize(<const char*>p + start, size)
 
 
+cdef inline bint _after_cached_read(object ctx) except -1:
+    """``proxy.write_position.after_cached_read`` of the session's previous statement."""
+    if ctx is None:
+        return False
+    last = ctx.last
+    return last is not None and last[0] == "cache"
+
+
 cdef class Relay:
     """One session's relay core: ``client_data`` and ``upstream_data`` do what the session's
     methods of those names do (same contract), handling here the quiet cases of a READY
@@ -221,6 +241,9 @@ cdef class Relay:
     #: calling it again
     cdef object offer_pass
     cdef long offer_wait
+    #: the session's statements whose runs wrote (``proxy.write_position``: a run of one
+    #: takes the Python path, which reads the write's position after it)
+    cdef dict writers
 
     def __init__(self, session):
         self.session = session
@@ -251,6 +274,7 @@ cdef class Relay:
         self.routing = s.routing  # (proxy.routing.Routing: the routing state)
         lanes = self.service.lanes
         self.offer_pass = lanes.offer_pass if lanes is not None else None
+        self.writers = s.writers
         cframer, uframer = s.cframer, s.uframer
         self.cmax, self.umax = cframer.max_length, uframer.max_length
         self.cbuf, self.ubuf = cframer.buf, uframer.buf
@@ -279,12 +303,12 @@ cdef class Relay:
                 if lanes is not None:
                     lanes.offer(s, data)
                 return
-            if not self._forward_quiet(data, ctx):
+            if not self._forward_quiet(data, ctx, index):
                 s.forward_client(data, index)
         except _violation as exc:
             s.client_violation(exc)
 
-    cdef bint _forward_quiet(self, bytes raw, object ctx) except -1:
+    cdef bint _forward_quiet(self, bytes raw, object ctx, object index) except -1:
         """Observe and forward ``raw`` if every message in it is quiet; False (nothing
         done) otherwise. (A pass session's lane forwards a subset of what is quiet here,
         ``cython_ext.lanes._pass_client``: a new quiet case here is not one there until
@@ -295,6 +319,7 @@ cdef class Relay:
         cdef bint local = self.core.caching and ctx is not None
         cdef PyObject* found[MAX_FOUND]  # the chunk's Binds and Parses seen before (owned)
         cdef Py_ssize_t nfound = 0, i, names_end
+        cdef bint write_run = False  # a learnt write's run after a cached read
         memos = self.memos
         if ctx is not None and ctx.who is not None and ctx.who.block is not None:
             return False  # a block's identity record to settle first (identity.unsettled)
@@ -332,6 +357,12 @@ cdef class Relay:
                             msg = self.binds.get(self.bind_key)
                             if held and msg is not None and msg.statement in self.held:
                                 return False
+                            if self.writers and msg is not None \
+                                    and msg.statement in self.writers \
+                                    and _after_cached_read(ctx):
+                                if _write_append is None:
+                                    return False  # (Session.forward_client reads it)
+                                write_run = True  # (its position read after it, below)
                     if msg is None or nfound == MAX_FOUND:
                         return False
                     Py_INCREF(msg)
@@ -352,10 +383,13 @@ cdef class Relay:
                     return False  # a Describe of a statement may name a held one (of a
                     # portal: local portals are none while passing)
                 pos = end
+            prior = ctx.last if write_run else None  # (before the run's Bind sets it)
             self._observe(p, n, found, local, ctx, last)
         finally:
             for i in range(nfound):
                 Py_XDECREF(found[i])
+        if write_run:  # (proxy.write_position: as Session.forward_client sends it)
+            raw = _write_append(self.session, raw, index, prior)
         self.upstream_write(raw)
         if self.core.upstream_since == 0.0:
             self.core.upstream_since = _monotonic()
@@ -448,7 +482,9 @@ cdef class Relay:
             s.server.service.lanes.reclaim(s)
         if type(data) is not bytes or not self._ready_now(False):
             return s.upstream_data(data)
-        cdef int ran = 0 if len(self.ubuf) or self.core.swallowing else self._ready_run(data)
+        if self.core.swallowing:
+            return self._after_position(data)
+        cdef int ran = 0 if len(self.ubuf) else self._ready_run(data)
         if not ran:
             return s.upstream_data(data)
         self.client_write(data)
@@ -461,6 +497,26 @@ cdef class Relay:
                 self.offer_wait -= 1
             else:  # the lanes may relay this session from here on (proxy.lanes)
                 self.offer_wait = self.offer_pass(s)
+
+    cdef object _after_position(self, bytes data):
+        """``upstream_data`` while a write's position read is outstanding and nothing else is
+        swallowed (``proxy.write_position``): the read's answer cut out (``Tail.feed``), the
+        rest relayed as ``_ready_run`` does when it can, else by the Python path (which does
+        not cut it again, ``Session.relay_fed``); then as ``Session.relay_from_upstream``."""
+        s = self.session
+        tail = s.miss_tail
+        if _position_arrived is None or tail is None or not tail.write \
+                or self.core.swallowing != 1 or len(self.ubuf):
+            return s.upstream_data(data)  # (anything else swallowed: message by message)
+        out = tail.feed(data)
+        if out:
+            if not self._ready_run(out):
+                return s.relay_fed(out, tail)
+            self.client_write(out)
+        if tail.done:
+            _position_arrived(s, tail)
+        if self.ctx is not None and self.ctx.seen.missed:
+            _answered(s)
 
     cdef int _ready_run(self, bytes raw) except -1:
         """If ``raw`` is whole messages ending with ReadyForQuery, none special (see

@@ -52,6 +52,7 @@ class Sample:
     op: str
     latency: float
     key: int = 0  # the key the operation read or wrote (its first parameter)
+    client: int = 0  # the client (thread) that ran it
 
 
 @dataclass(slots=True)
@@ -127,7 +128,7 @@ def run(dsn: str, size: Size, duration: float, clients: int, mix: Mix, stop: thr
                     cur = conn.execute(sql, params)
                     if cur.description is not None:
                         cur.fetchall()
-                    local.append(Sample(t0 - began, op, time.perf_counter() - t0, params[0]))
+                    local.append(Sample(t0 - began, op, time.perf_counter() - t0, params[0], i))
                     counts[i] += 1
         except Exception as exc:  # a broken client ends its part of the run, reported
             if not stop.is_set():

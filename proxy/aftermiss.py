@@ -4,7 +4,9 @@ Owns: :func:`answered`, which the relay calls when an upstream answer ending idl
 to a session whose cached read went upstream as a miss (``Seen.missed``; the Python relay
 path, ``Session.relay_from_upstream``, and the relay core's quiet path, through
 ``HitLanes.offer_pass``), and :func:`park`, which holds a hit that is not covered yet at the
-door (``Session.forward_client``, both relay paths) until it is.
+door (``Session.forward_client``, both relay paths) until it is; and :func:`learn`, which of
+the session's prepared statements write (``answered`` after a write's answer: their runs read
+the write's position, ``proxy.write_position``).
 
 What it does: nothing is outstanding upstream then, so every answer the session got has
 arrived and ``seen(s)`` may be fixed to *now* (``Seen.settle``: the rule of ``proxy.seen``,
@@ -46,6 +48,10 @@ _PARKED = "seen(s) coverage"
 #: count as mostly misses lately (:func:`mostly_misses`; the lanes' own run of misses
 #: amid which they forward a stamped read too is as long, ``MISS_RUN`` in ``cython_ext.lanes``)
 MISS_RUN = 6
+
+#: statements a session remembers as writing (a bound: a client that prepares many writes
+#: gets the read for the first ones; the others take the probe)
+MAX_WRITERS = 16
 
 
 #: why a cached read not covered yet went upstream at once (:func:`worth_waiting`)
@@ -91,9 +97,26 @@ def answered(session: Any, cover: bool = True) -> None:
         return
     if not state.idle or state.swallowing or state.transaction_status != "I":
         return
+    if ctx.seen.wrote:  # (its statement: its next run reads its position, write_position)
+        learn(session)
     ctx.seen.settle(time.monotonic())
     if cover:
         cover_now(session)
+
+
+def learn(session: Any) -> None:
+    """A write's answer came, ending idle (``aftermiss.answered``, with ``Seen.wrote``): the
+    statement last bound to the unnamed portal is one that writes (unless weir holds it: a
+    cached read, bound after the write in the same batch; nor one whose write hides behind a
+    read-only tag, ``Session._note_hidden``: a ``SELECT ... FOR UPDATE`` marks the session
+    at each Bind, and pass lanes relay its runs)."""
+    writers, state = session.writers, session.state
+    name = state.portal_statements.get("")
+    if not name or name in state.held or name in session.ctx.hiding:
+        return
+    prepared = state.statements.get(name)
+    if prepared is not None and (name in writers or len(writers) < MAX_WRITERS):
+        writers[name] = prepared
 
 
 def cover_now(session: Any) -> None:

@@ -158,6 +158,8 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("session_miss_positions_passed", str(host.coverage.positions_passed)),
         ("session_miss_positions_failed", str(host.coverage.positions_failed)),
         ("session_miss_positions_unflushed", str(host.coverage.positions_unflushed)),
+        ("session_write_positions", str(host.coverage.write_positions)),
+        ("session_write_positions_passed", str(host.coverage.write_positions_passed)),
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),

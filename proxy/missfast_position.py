@@ -90,11 +90,12 @@ class Tail:
     was outstanding before it); ``sent``: ``time.monotonic()`` before the batch was written.
     A NoticeResponse in the batch's answer is relayed (a notice is never a state change)."""
 
-    __slots__ = ("_buf", "_failed", "_left", "before", "done", "flushed", "lsn", "sent")
+    __slots__ = ("_buf", "_failed", "_left", "before", "done", "flushed", "lsn", "sent", "write")
 
-    def __init__(self, before: int, sent: float) -> None:
+    def __init__(self, before: int, sent: float, write: bool = False) -> None:
         self.before = before
         self.sent = sent
+        self.write = write  # (after a write, ``proxy.write_position``: not a miss)
         self.done = False
         self.lsn: int | None = None
         self.flushed: int | None = None
@@ -156,20 +157,21 @@ class Tail:
             self.done = True
 
 
-def append(session: Any, raw: bytes) -> bytes:
-    """``raw`` (a miss's batch going upstream, already observed) with the batch that reads
-    the position after it, when the session may have it (module docstring); ``raw`` as it is
-    otherwise."""
+def append(session: Any, raw: bytes, write: bool = False) -> bytes:
+    """``raw`` (a miss's batch going upstream, already observed; ``write``: a write's run,
+    ``proxy.write_position``) with the batch that reads the position after it, when the
+    session may have it (module docstring); ``raw`` as it is otherwise."""
     state, service = session.state, session.server.service
     mode = service.settings.miss_position
     if session.miss_tail is not None or mode == "probe" \
             or (mode == "auto" and service.host.observers is not None) \
             or service.settings.read_your_writes != "on" or NAME in state.statements \
             or state.transaction_status != "I" or state.skipping \
-            or aftermiss.mostly_misses(session):  # (mostly misses lately: its
-        return raw  # next read likely one too, which needs no coverage; a hit asks at its park)
-    before = sum(1 for item in state.pending if item.kind in ("sync", "query"))
-    session.miss_tail = Tail(before, time.monotonic())
+            or (not write and aftermiss.mostly_misses(session)):  # (mostly misses lately:
+        return raw  # its next read likely one too, which needs no coverage; a hit asks at its
+    before = sum(1 for item in state.pending if item.kind in ("sync", "query"))  # park)
+    session.miss_tail = Tail(before, time.monotonic(), write)
+    service.host.coverage.write_positions += write
     state.swallowing += 1
     return raw + BATCH
 
@@ -187,15 +189,16 @@ def arrived(session: Any, tail: Tail) -> None:
     if lsn is None:  # (the read failed: the pipe probe, as without it)
         host.coverage.positions_failed += 1
         aftermiss.answered(session)
-    if service.lanes is not None:  # (the relay core would have offered it: Python relayed it;
-        service.lanes.after_miss(session)  # first, as there: a pass lane that forwards misses)
+    if service.lanes is not None and not tail.write:  # (the relay core would have offered
+        service.lanes.after_miss(session)  # it: Python relayed it; first, as there: a pass
+        # lane that forwards misses; after a write, its hit lane once covered, as there)
     if lsn is not None:
         _cover(session, ctx.seen, host, tail.sent, lsn,
-               tail.flushed is not None and tail.flushed < lsn)
+               tail.flushed is not None and tail.flushed < lsn, tail.write)
 
 
 def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int,
-           unflushed: bool = False) -> None:
+           unflushed: bool = False, write: bool = False) -> None:
     """Settle ``seen`` and cover it once the stream reaches ``lsn`` (module docstring)."""
     seen.settle(time.monotonic())
     at = seen.at
@@ -215,6 +218,7 @@ def _cover(session: Any, seen: Any, host: Any, sent: float, lsn: int,
             # upstream since, and no pass lane relays it meanwhile)
             seen.at = min(at, sent)
             coverage.positions_passed += 1
+            coverage.write_positions_passed += write
             calls = list(parked) if mine else []
             parked.clear()
             for call in calls:

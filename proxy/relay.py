@@ -23,6 +23,11 @@ included: ``router.wrote`` and ``aftermiss.answered`` are called from there) —
 observed and forwarded without a Python frame;
 any other chunk goes, whole and untouched, to :meth:`Session.client_data` /
 :meth:`Session.upstream_data`, which are also the core's pure-Python twin (same contract).
+A run of a prepared statement the session learnt writes, after a cached read
+(``proxy.write_position``), goes upstream with the read of the write's WAL position after it
+(the core calls ``write_position.append`` as :meth:`Session.forward_client` does), and while
+that read is outstanding with nothing else swallowed the core cuts its answer out
+(``Tail.feed``) and relays the rest as above, or hands it to :meth:`Session.relay_fed`.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import logging
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Protocol
+from typing import Any, Protocol
 
 import cython_ext
 from pgwire import backend as be
@@ -40,7 +45,7 @@ from pgwire import frontend as fe
 from pgwire.classes import ANSWER_WRITE
 from pgwire.events import Phase
 from pgwire.framing import UPSTREAM_MAX_MESSAGE_LENGTH, Framer, ProtocolViolation
-from proxy import aftermiss, identity, limits, missfast_position
+from proxy import aftermiss, identity, limits, missfast_position, write_position
 from proxy.answering import Answering
 from proxy.endpoints import UpstreamEndpoint
 from proxy.extended import Extended
@@ -125,6 +130,9 @@ class Session:
         self.corked: list[bytes] | None = None
         #: a miss's position read outstanding on this connection (``proxy.missfast_position``)
         self.miss_tail: missfast_position.Tail | None = None
+        #: its prepared statements whose runs wrote (``proxy.write_position``; never replaced:
+        #: the relay core holds it)
+        self.writers: dict[str, Any] = {}
         #: its seen(s) when the stream has not reached that position yet, and the parked
         #: reads it releases then (``proxy.missfast_position``, ``proxy.aftermiss.park``)
         self.miss_waiting: tuple[float, list[Callable[[], object]]] | None = None
@@ -196,6 +204,8 @@ class Session:
         """:meth:`_process_client` after the hit path declined."""
         if self.ctx is not None and aftermiss.park(self, raw, index):
             return  # a hit that waits for seen(s) coverage (proxy.aftermiss)
+        # (the statement before this chunk, for a write's position read: write_position)
+        before = self.ctx.last if self.writers and self.ctx is not None else None
         ext = self.extended
         state = self.state
         local = self.state.caching and self.ctx is not None
@@ -258,7 +268,11 @@ class Session:
             self.extended.observe_forwarded(msg)
             if mtype == _T_TERMINATE:
                 self.terminated = True
-        self.upstream_write(raw[written:] if written else raw)
+        if written:
+            self.upstream_write(raw[written:])
+        else:  # (a write's run: its position read after it, proxy.write_position)
+            self.upstream_write(write_position.append(self, raw, index, before)
+                                if self.writers else raw)
 
     # -- forwarding what was seen before ----------------------------------------------------
 
@@ -422,10 +436,15 @@ class Session:
     def relay_from_upstream(self, data: bytes) -> None:
         """Relay whole messages; the session state observes runs that end with
         ReadyForQuery in one step (``scan_backend``), the rest message by message."""
-        state = self.state
         tail = self.miss_tail
         if tail is not None:  # its answer is cut out (proxy.missfast_position)
             data = tail.feed(data)
+        self.relay_fed(data, tail)
+
+    def relay_fed(self, data: bytes, tail: missfast_position.Tail | None) -> None:
+        """:meth:`relay_from_upstream` once ``tail`` (the session's position read
+        outstanding, if any) cut its answer out of ``data`` (the relay core calls it too)."""
+        state = self.state
         raw, statuses, marks = self.uframer.take_backend(
             data, READ_ONLY_TAGS, not state.swallowing)
         if statuses:
@@ -531,6 +550,7 @@ def relay_entries(session: Session, core: ModuleType | None
         core.configure(try_answer, Phase.READY, ProtocolViolation, PLAIN_REQUESTS,
                        READ_ONLY_TAGS, WATCHED_WORDS, plain_query, CONTENT_FREE)
         core.configure_writes(wrote, aftermiss.answered)
+        core.configure_write_position(write_position.append, missfast_position.arrived)
     relay = core.Relay(session)
     return relay.client_data, relay.upstream_data
 

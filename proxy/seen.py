@@ -125,6 +125,10 @@ class Coverage:
         self.positions_passed = 0
         self.positions_failed = 0  # reads of them that failed (then a probe, as without them)
         self.positions_unflushed = 0  # those past the WAL flushed when read (2 ms patience)
+        #: of ``positions``, those read after a write's run (``proxy.write_position``), and
+        #: of ``positions_passed``, those that covered their session
+        self.write_positions = 0
+        self.write_positions_passed = 0
         #: hits parked until covered (``proxy.aftermiss.park``), those whose seen(s) a write
         #: moved last, and how long they were parked, summed (``session_waits`` also counts
         #: hand-backs to a lane, which no read waits for)
