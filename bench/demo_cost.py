@@ -167,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name = f"weir {label} {run + 1}".replace("  ", " ")
                 print(_line(name, len(out.samples), out.elapsed, pg, w), flush=True)
                 print(latencies(out.samples), flush=True)
-                keys = ("hits", "misses", "lane_answers", "lane_left_statement",
+                keys = ("hits", "misses", "lane_answers", "lane_left_statement", "lane_left_write",
                         "lane_left_unstamped", "fills", "fill_ms_avg")
                 print("   " + "  ".join(f"{k} {status.get(k, '-')}" for k in keys), flush=True)
                 keys = ("session_waits", "session_wait_ms_avg", "session_parks",

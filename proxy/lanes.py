@@ -82,7 +82,7 @@ from typing import Any, Protocol
 import cython_ext
 from pgwire.events import Phase
 from pgwire.framing import Framer
-from proxy import lane_misses, lane_switch
+from proxy import lane_misses, lane_switch, lane_writes
 from proxy.extended import Extended
 from proxy.forwarding import ForwardMemos
 from proxy.hitpath import Hit, HitService, may_serve, session_settings_id
@@ -198,6 +198,7 @@ class HitLanes:
         self._forwarding: set[int] = set()  # tokens of those in lanes
         self._switching: set[int] = set()  # tokens of hit sessions that may switch (lane_switch)
         self._count_at: asyncio.TimerHandle | None = None  # the next :meth:`_count`
+        self.writes = lane_writes.WriteHandbacks()  # hand-backs at a write (lane_left_write)
         self._pace = lane_misses.Pace()  # whether lanes forward misses now (its ``tell``)
 
     @staticmethod
@@ -475,6 +476,7 @@ class HitLanes:
             return
         session.resume_client(_PAUSE)
         if unanswered:
+            self.writes.note(session, unanswered)
             session.client_received(unanswered)
 
     def served_hits(self, session: Session, served: int, table: int) -> None:
@@ -589,5 +591,6 @@ class HitLanes:
                 # why hit sessions left their lane: the first request it could not answer
                 **{f"lane_left_{why}": n for why, n in leaves.items()},
                 "lane_left_taken": self.taken,  # (taken back by the event loop)
+                "lane_left_write": self.writes.count,  # (of lane_left_statement: lane_writes)
                 "lane_stamps_dropped": dropped, "lane_bumps": self.bumps,
                 "lane_refused_epoch": self.refused}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.missfast_position import NAME
-from tests.integration.test_coverage_park import _lagging, parked_read
+from tests.integration.test_coverage_park import LANES, _lagging, parked_read
 from tests.support import eventually, kv_read, last_statement
 
 UPDATE = "UPDATE kv SET v = %s WHERE k = 2"
@@ -111,3 +111,27 @@ def test_with_probe_a_write_takes_the_probe(pg: Any, dbname: str) -> None:
             assert kv_read(conn, 2) == f"p{i}"
         assert host.coverage.write_positions == 0
         assert host.stream.barriers.probes > probes
+
+
+def test_a_write_from_a_lane_session_is_counted_and_read_back(pg: Any, dbname: str) -> None:
+    """A session in a hit lane writes (a learnt write after cached reads): the lane hands it
+    back at the write's run, counted as ``lane_left_write`` (``proxy.lane_writes``: what a
+    lane forwarding writes itself would save), the write's position is read after it, and
+    the read after the write shows it (read-your-writes). Without lanes
+    (``WEIR_IMPL=python``) the write and its read are the same, and nothing is counted."""
+    with _lagging(pg, dbname, read_timeout=30.0, miss_position="session") as (
+            server, conn, _admin, _direct, _hold, _release):
+        coverage, lanes = server.server.service.host.coverage, server.server.service.lanes
+        assert (lanes is not None) == LANES
+        _learnt(server, conn)
+        session = next(s for s in server.server.sessions if s.ctx is not None
+                       and s.ctx.database == dbname and s.state.held)
+        if lanes is not None:  # (a hit session goes to its lane after a cached answer)
+            eventually(lambda: kv_read(conn, 2) == "learn1" and session.lane != 0)
+        before = lanes.stats()["lane_left_write"] if lanes is not None else 0
+        positions = coverage.write_positions
+        assert conn.execute(UPDATE, ("from a lane",)).rowcount == 1
+        eventually(lambda: coverage.write_positions == positions + 1)
+        assert kv_read(conn, 2) == "from a lane"
+        if lanes is not None:
+            assert lanes.stats()["lane_left_write"] == before + 1
