@@ -227,9 +227,11 @@ def arrived(session: Any, tail: Tail) -> None:
     if lsn is None:  # (the read failed: the pipe probe, as without it)
         host.coverage.positions_failed += 1
         aftermiss.answered(session)
-    if service.lanes is not None and not tail.write:  # (the relay core would have offered
-        service.lanes.after_miss(session)  # it: Python relayed it; first, as there: a pass
-        # lane that forwards misses; after a write, its hit lane once covered, as there)
+    if service.lanes is not None and not tail.write \
+            and not aftermiss.mostly_hits(session):  # (the relay core would have offered it:
+        service.lanes.after_miss(session)  # Python relayed it; first, as there: a pass lane
+        # that forwards misses; after a write, or when its reads are mostly hits lately, its
+        # hit lane once covered, as there: ``aftermiss.back`` when the stream reaches it)
     if lsn is not None:
         _cover(session, ctx.seen, host, tail.sent, lsn,
                tail.flushed is not None and tail.flushed < lsn, tail.write)
