@@ -145,11 +145,25 @@ def weir_run(cluster: Any, bindir: Path, sc: Scenario, args: argparse.Namespace,
         if sc.cached:
             with psycopg.connect(through, autocommit=True) as conn:
                 conn.execute("CREATE CACHE FROM " + CACHE[sc.query])
+        cpu0 = _loop_cpu(proc.pid)
         line = bench(bindir, through, sc.script(), args.seconds, args.clients)
-        return line, hit.status(through)
+        st = hit.status(through)
+        st["loop_cpu_s"] = f"{_loop_cpu(proc.pid) - cpu0:.2f}"  # (work: the machine is shared)
+        return line, st
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _loop_cpu(pid: int) -> float:
+    """CPU seconds weir's main thread (the event loop: Python) has used so far, user and
+    system, from ``/proc`` (0 where there is none): work counted, unlike throughput, is
+    not moved much by other load on the machine. The lanes are threads of their own."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _profiled_weir(cluster: Any, extra: list[str], out: Path, sc: Scenario
@@ -275,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
                                    if k.startswith(("lane_", "hits", "misses", "evictions",
                                                     "memory_bytes",
                                                     "loop_memo", "memo_from", "session_",
+                                                    "loop_cpu",
                                                     "barrier_", "fill_", "fills_"))),
                   flush=True)
         if args.only is None:
@@ -331,8 +346,8 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
         "",
         "| scenario | direct TPS | weir TPS | weir / direct | first 5 s | direct p99 (ms) | "
         "weir p99 (ms) | hits / misses / fills | fill p50 (ms) | loop / lane answers | "
-        "evictions |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|",
+        "evictions | event loop CPU (s) | its µs per miss |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---:|---:|---:|",
     ]
     for sc, d, w, st in results:
         lines.append(
@@ -342,7 +357,7 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
             f"{st.get('hits')} / {st.get('misses')} / {st.get('fills')} | "
             f"{st.get('fill_ms_p50')} | "
             f"{st.get('loop_memo_answers')} / {st.get('lane_answers', 0)} | "
-            f"{st.get('evictions')} |")
+            f"{st.get('evictions')} | {st.get('loop_cpu_s')} | {_per_miss(st)} |")
     lines += ["", "Per-second throughput, weir / direct (the timeline; "
               "`hit-cold.png` plots it):", "",
               "| scenario | " + " | ".join(f"{i + 1}s" for i in range(args.seconds)) + " |",
@@ -352,6 +367,13 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
         lines.append(f"| {sc.name} | " + " | ".join(cells) + " |")
     lines += ["", COST_BEGIN, cost_report(costs, args), COST_END]
     return "\n".join(lines)
+
+
+def _per_miss(st: dict[str, str]) -> str:
+    """The event loop's CPU per miss of the run, in µs (its work is mostly misses' when the
+    hits are answered in the lanes: the hand-back, the read, the relayed answer, the fill)."""
+    misses = int(st.get("misses", "0") or 0)
+    return f"{float(st.get('loop_cpu_s', '0')) * 1e6 / misses:.0f}" if misses else ""
 
 
 def cost_report(costs: list[tuple[str, int, int, float, dict[str, str]]],

@@ -66,6 +66,7 @@ from typing import Any
 from cdc import PROBE_PATIENCE, UNFLUSHED_PATIENCE, parse_lsn
 from pgwire import frontend as fe
 from pgwire.events import Phase
+from pgwire.framing import ProtocolViolation, scan_messages
 from proxy import aftermiss
 
 #: the statement the batch prepares and closes (never sent when the client holds one so named)
@@ -78,6 +79,10 @@ BATCH = b"".join(m.encode() for m in (
 _Z, _D, _E = ord("Z"), ord("D"), ord("E")
 #: asynchronous messages that may come between the batch's answers: relayed
 _ASYNC = frozenset(b"ANS")  # NotificationResponse, NoticeResponse, ParameterStatus
+#: the batch's answers :meth:`Tail._answer` reads (the others are only cut out)
+_READ = frozenset((_D, _E, _Z))
+#: no length limit on the upstream's messages here (the relay checks them)
+_ANY_LENGTH = 1 << 62
 
 
 class Tail:
@@ -104,6 +109,39 @@ class Tail:
         self._failed = False
 
     def feed(self, data: bytes) -> bytes:
+        """What of ``data`` (the next upstream bytes) the client gets (class docstring)."""
+        if self._left or self._buf or self.done:
+            return self._feed(data)
+        # the usual case, the whole answer in one read: its complete messages framed at once
+        # (the compiled ``scan_messages``), the client's relayed as slices between the batch's;
+        # a message cut by the read's end is left to :meth:`_feed`, which keeps its state
+        try:
+            found, end = scan_messages(data, 0, _ANY_LENGTH)
+        except ProtocolViolation:
+            return self._feed(data)
+        out: list[bytes] = []
+        keep = 0  # where the bytes not placed yet start (the client's, up to the batch's next)
+        for mtype, start, stop in found:
+            if self.before or mtype in _ASYNC:  # the client's: relayed
+                if mtype == _Z and self.before:
+                    self.before -= 1
+                continue
+            if start - 5 > keep:
+                out.append(data[keep : start - 5])
+            keep = stop
+            if mtype in _READ:  # (the batch's others only need cutting out: ``_answer``)
+                self._answer(mtype, data[start:stop])
+                if self.done:  # after the batch's ReadyForQuery: the client's again
+                    out.append(data[stop:])
+                    return b"".join(out)
+        if end > keep:
+            out.append(data[keep:end])
+        if end < len(data):
+            out.append(self._feed(data[end:]))
+        return b"".join(out)
+
+    def _feed(self, data: bytes) -> bytes:
+        """:meth:`feed` message by message, from any state (a message cut by a read)."""
         out: list[bytes] = []
         if self._left:  # the rest of a relayed message
             take = min(self._left, len(data))
@@ -189,9 +227,11 @@ def arrived(session: Any, tail: Tail) -> None:
     if lsn is None:  # (the read failed: the pipe probe, as without it)
         host.coverage.positions_failed += 1
         aftermiss.answered(session)
-    if service.lanes is not None and not tail.write:  # (the relay core would have offered
-        service.lanes.after_miss(session)  # it: Python relayed it; first, as there: a pass
-        # lane that forwards misses; after a write, its hit lane once covered, as there)
+    if service.lanes is not None and not tail.write \
+            and not aftermiss.mostly_hits(session):  # (the relay core would have offered it:
+        service.lanes.after_miss(session)  # Python relayed it; first, as there: a pass lane
+        # that forwards misses; after a write, or when its reads are mostly hits lately, its
+        # hit lane once covered, as there: ``aftermiss.back`` when the stream reaches it)
     if lsn is not None:
         _cover(session, ctx.seen, host, tail.sent, lsn,
                tail.flushed is not None and tail.flushed < lsn, tail.write)

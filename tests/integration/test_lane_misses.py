@@ -236,3 +236,31 @@ def test_fills_that_yield_no_hits_make_admission_want_later_reads_and_the_lanes_
             lanes = server.server.service.lanes
             eventually(lambda: kv_read(conn, 999) == "v999"
                        and lanes._pace.keep == admission.keep)
+
+
+def test_a_session_whose_reads_are_mostly_hits_goes_back_to_its_hit_lane_after_a_miss(
+        pg: Any, dbname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session whose reads are mostly hits lately (at most ``HIT_RUN_MISSES`` of its last
+    8 held runs were misses: ``aftermiss.mostly_hits``) is not given a pass lane that
+    forwards misses after a miss (its next read is likely a hit, which would leave that
+    lane at once): once covered it goes back to its hit lane. Before, it was given such a
+    lane after every 9th miss (``MISS_SKIP``) however rare its misses were. Each client
+    read gets the key's current value either way."""
+    with _lanes_weir(pg, dbname, monkeypatch, admission="always",
+                     miss_position="session") as (_server, conn, admin):
+        assert kv_read(conn, 1000) == "v1000"  # (prepared upstream first)
+        eventually(lambda: kv_read(conn, 1) == "v1" and last_statement(conn)[0] == "cache")
+        for _ in range(20):  # hits: answered in its hit lane (or on the loop)
+            assert kv_read(conn, 1) == "v1"
+        before = weir_status(admin)
+        for k in range(300, 330):  # a miss among 7 hits, 30 times
+            assert kv_read(conn, k) == f"v{k}"
+            for _ in range(7):
+                assert kv_read(conn, 1) == "v1"
+        after = weir_status(admin)
+        print(f"stays {before.get('lane_miss_entered')} -> {after.get('lane_miss_entered')}, "
+              f"entered {before.get('lane_entered')} -> {after.get('lane_entered')}")
+        assert int(after["misses"]) - int(before["misses"]) >= 30
+        if LANES:
+            assert after["lane_miss_entered"] == before["lane_miss_entered"]
+            assert int(after["lane_entered"]) - int(before["lane_entered"]) >= 20

@@ -118,7 +118,7 @@ def _world(c: dict[str, Any], core: type = SessionCore_python
                             # the session's memo of its output settings id: current or not
                             output=(3 if c["output_memo"] else 2, 1, (None, 0))),
         server=SimpleNamespace(service=service), client=SimpleNamespace(write=writes.append),
-        lane_recent=0)
+        lane_recent=0b101, lane_miss_run=7)  # (a hit shifts a 0 in and ends the run)
     return session, raw, index
 
 
@@ -130,7 +130,8 @@ def _outcome(session: Any, result: bool) -> tuple[Any, ...]:
                    for k, m in hits._memos.items())
     held = {name: (type(h).__name__, h.parse, h.memo_sid) for name, h in state.held.items()}
     return (result, session.client.write.__self__, session.ctx.last, hits.served, memos,
-            sorted(state.held_portals), held, recording)
+            sorted(state.held_portals), held, recording, session.lane_recent,
+            session.lane_miss_run)
 
 
 def _mostly(good: Any, bad: Any) -> st.SearchStrategy[Any]:

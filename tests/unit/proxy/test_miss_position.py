@@ -80,3 +80,21 @@ def _starts(raw: bytes) -> list[int]:
         pos += 1 + int.from_bytes(raw[pos + 1 : pos + 5], "big")
     return starts
 
+
+
+def test_the_whole_read_way_and_the_message_by_message_way_agree() -> None:
+    """``Tail.feed`` frames a read's complete messages at once; ``Tail._feed`` (any state,
+    a message cut by a read) goes message by message: both give the client the same bytes
+    and read the same position, whatever the cuts (every pair of cut points)."""
+    notice = be.ParameterStatus("application_name", "x").encode()
+    stream = (_CLIENT + notice + _CLIENT + _POSITION[:10] + _NOTIFY + _POSITION[10:] + _READY
+              + _AFTER + _CLIENT)
+    for i in range(0, len(stream) + 1, 3):
+        for j in range(i, len(stream) + 1, 7):
+            whole, single = Tail(2, 0.0), Tail(2, 0.0)
+            out = _feed(whole, stream, (i, j))
+            one = b"".join(single._feed(stream[a:b]) for a, b in
+                           ((0, i), (i, j), (j, len(stream))))
+            assert out == one == _CLIENT + notice + _CLIENT + _NOTIFY + _AFTER + _CLIENT
+            assert (whole.done, whole.lsn, whole.flushed) == (single.done, single.lsn,
+                                                              single.flushed)
