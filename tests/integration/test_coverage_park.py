@@ -17,6 +17,7 @@ import pytest
 import cython_ext
 from proxy import fillqueue
 from proxy.aftermiss import NOT_WORTH_WAITING
+from proxy.lane_replay import FORWARDED
 from proxy.misses import BEHIND, MISS
 from tests.support import (
     HeldApplier,
@@ -106,7 +107,10 @@ def test_a_miss_is_forwarded_at_once_while_the_session_is_not_covered(pg: Any, d
         reader.start()
         eventually(lambda: bool(got), timeout=10)
         reader.join()
-        assert got == ["v3-new"] and last_statement(conn) == ("upstream", MISS)
+        # (forwarded by the event loop, or by the hit lane the session went back to after
+        # its first miss when its reads were mostly hits: ``aftermiss.mostly_hits``)
+        assert got == ["v3-new"] and last_statement(conn) in (("upstream", MISS),
+                                                              ("upstream", FORWARDED))
         assert host.coverage.waits == waits  # (no read waited for coverage)
         release()
 
