@@ -15,9 +15,12 @@ inner join, the left of a LEFT JOIN); no window, no reader LIMIT. Everything els
 the full-state path, with the reason.
 
 Top-k state for a LIMIT parameter (``_top_choice``): a statement without range cuts whose
-page is set by a parameter and whose ORDER BY starts with a NOT NULL plain column of such a
-type gets the same state on that column, unbounded: its lookups ask for the first OFFSET +
-LIMIT rows, so the reader keeps the top of the largest page asked (per equality key).
+page is set by a parameter and whose ORDER BY starts with a plain column of such a type that
+is NOT NULL or whose NULLs a filter on the way to its scan rejects (``col IS NOT NULL``, a
+strict comparison) gets the same state on that column, unbounded: its lookups ask for the
+first OFFSET + LIMIT rows, so the reader keeps the top of the largest page asked (per
+equality key). NULLs lie in no interval, so a page that could show NULL rows keeps every
+row of its key.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.dataflow.state.intervals import HIGH, LOW, Span
 from engine.plan import ir
+from engine.plan.rules.outer_joins import rejects_nulls
 from engine.values import TextValue
 from engine.values import oids as T
 
@@ -75,6 +79,31 @@ def _base(rel: ir.Rel, col: int) -> tuple[ir.TableRef, int, tuple[int, ...]] | s
                    f"of tables ({type(rel).__name__})"
 
 
+def _nulls_rejected(rel: ir.Rel, col: int) -> bool:
+    """Whether a filter on the way from ``rel`` down to the scan of its column ``col`` (as
+    :func:`_base` follows it) drops every row whose ``col`` is NULL."""
+    while True:
+        if isinstance(rel, ir.Filter):
+            if col in rejects_nulls(rel.predicate):
+                return True
+            rel = rel.input
+        elif isinstance(rel, ir.Project):
+            expr = rel.exprs[col]
+            if not isinstance(expr, ir.ColumnRef):
+                return False
+            col, rel = expr.index, rel.input
+        elif isinstance(rel, ir.Join):
+            nl = len(rel.left.columns)
+            if col < nl:
+                rel = rel.left
+            elif rel.kind == "inner":
+                col, rel = col - nl, rel.right
+            else:
+                return False
+        else:
+            return False
+
+
 def _trace(rel: ir.Rel, col: int) -> str:
     """``table.column`` when ``col`` of ``rel`` is a plain column of one table with a
     primary key under filters, projections and joins; else why not (starting with a
@@ -113,7 +142,8 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     BY score DESC LIMIT $2``): the leading ORDER BY column as an unbounded span whose
     lookups ask for their first OFFSET + LIMIT rows, so the reader keeps (per equality key)
     the top rows of the largest page asked, with the ties of the last, and a larger page
-    fills on from where they end. The column must be NOT NULL: NULLs lie in no interval."""
+    fills on from where they end. The column must be NOT NULL or its NULLs rejected by a
+    filter (``_nulls_rejected``): NULLs lie in no interval, and a page would show them."""
     page, reader = plan.page, plan.reader
     if page is None or plan.aggregates:
         return None, ""
@@ -133,10 +163,13 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     table, col, _ = found
     if any(_base(reader.input, k) == found for k in reader.key):
         return None, "the ORDER BY starts with the equality key (one value per lookup)"
+    name = f"{table.name}.{table.columns[col].name}"
     if col not in table.not_null:
-        return None, f"{table.name}.{table.columns[col].name} may be NULL (NULLs lie in " \
-            "no filled interval)"
-    return _keys_traced(reader, lead.column, f"{table.name}.{table.columns[col].name}")
+        if not _nulls_rejected(reader.input, lead.column):
+            return None, f"{name} may be NULL (NULLs lie in no filled interval, and no " \
+                "filter rejects them)"
+        name += " (its NULLs filtered out)"
+    return _keys_traced(reader, lead.column, name)
 
 
 def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:

@@ -791,6 +791,11 @@ SELECT s.id, s.title, u.username FROM stories s JOIN users u ON u.id = s.author_
 -- every row of the key (a nullable leading ORDER BY column), the host cuts the page
 -- params: [3, 5]
 SELECT id, body FROM comments WHERE story_id = $1 ORDER BY score DESC NULLS LAST, id LIMIT $2;
+-- top rows on a nullable leading ORDER BY column whose NULLs the WHERE rejects
+-- params: [3, 5]
+SELECT id, body FROM comments WHERE story_id = $1 AND score IS NOT NULL ORDER BY score DESC, id LIMIT $2;
+-- params: [4, 2]
+SELECT id, story_id, score FROM comments WHERE score >= 2 ORDER BY score, id LIMIT $1 OFFSET $2;
 -- ===================== range keys under joins (filled intervals of one joined table's column) =====================
 -- params: [10]
 SELECT s.id, u.username FROM stories s JOIN users u ON u.id = s.author_id WHERE s.id > $1 ORDER BY s.id LIMIT 20;

@@ -3,8 +3,10 @@ under joins (issue 23, ``engine.plan.range_state``) against the real upstream: t
 loop of ``test_cache_shapes_differential`` (random writes that move rows into and out of a
 key's top rows, across intervals and between keys, rename and delete the joined rows,
 evictions; three clients). Top-k: statements whose page is set by a parameter and whose
-ORDER BY starts with a NOT NULL column keep the first OFFSET + LIMIT rows of the largest
-page asked per key, and a larger page fills on. Joins: a range (and a top-k) on a column of
+ORDER BY starts with a NOT NULL column (or a nullable one whose NULLs the WHERE rejects) keep
+the first OFFSET + LIMIT rows of the largest page asked per key, and a larger page fills on;
+over a nullable column whose NULLs a page may show (last ascending, first descending, or as
+NULLS FIRST / LAST says) every row of the key is kept. Joins: a range (and a top-k) on a column of
 one joined table keeps filled intervals of that table's column. EXPLAIN must say so.
 """
 
@@ -21,10 +23,11 @@ from tests.integration.test_cache_shapes_differential import Shape, _ids, run_di
 SCHEMA = """
 CREATE TABLE posts (id int PRIMARY KEY, author int NOT NULL, votes int NOT NULL,
                     title text COLLATE "C" NOT NULL, day date NOT NULL,
-                    made timestamptz NOT NULL, note text);
+                    made timestamptz NOT NULL, note text, rank int);
 INSERT INTO posts SELECT g, g % 25, (g * 37) % 60, 't' || (g * 7 % 50),
        date '2024-01-01' + g % 40, timestamptz '2024-03-10 00:00+00' + g * interval '5 hours',
-       CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || g END
+       CASE WHEN g % 4 = 0 THEN NULL ELSE 'note ' || g END,
+       CASE WHEN g % 3 = 0 THEN NULL ELSE (g * 13) % 30 END
 FROM generate_series(1, 400) g;
 CREATE TABLE people (id int PRIMARY KEY, name text);
 INSERT INTO people SELECT g, 'p' || g FROM generate_series(0, 27) g;
@@ -58,6 +61,29 @@ TOPK_SHAPES = [
     Shape("SELECT p.id, a.name FROM posts p JOIN people a ON a.id = p.author "
           "WHERE p.author = ANY($1) ORDER BY p.votes DESC, p.id LIMIT $2",
           lambda r: (_ids(r, 30, 3), _limit(r)), ordered=True),
+    # a nullable column whose NULLs the WHERE rejects: IS NOT NULL per key, descending
+    Shape("SELECT id, rank FROM posts WHERE author = $1 AND rank IS NOT NULL "
+          "ORDER BY rank DESC, id LIMIT $2", lambda r: (r.randint(0, 30), _limit(r)),
+          ordered=True),
+    # ... a strict comparison, no key, explicit NULLS FIRST (no NULL row can show)
+    Shape("SELECT id, rank FROM posts WHERE rank > 6 ORDER BY rank NULLS FIRST, id "
+          "LIMIT $1 OFFSET $2", lambda r: (_limit(r), r.choice([None, 0, 3, 30])),
+          ordered=True),
+]
+
+NULLABLE_SHAPES = [
+    # NULLs last ascending: a page past the key's valued rows crosses into its NULL rows
+    Shape("SELECT id, rank FROM posts WHERE author = $1 ORDER BY rank, id LIMIT $2",
+          lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
+    # NULLs first descending: every page starts with them
+    Shape("SELECT id, rank FROM posts WHERE author = ANY($1) ORDER BY rank DESC, id "
+          "LIMIT $2 OFFSET $3", lambda r: (_ids(r, 30, 3), _limit(r), r.choice([0, 2, 9])),
+          ordered=True),
+    # explicit NULLS FIRST ascending, NULLS LAST descending
+    Shape("SELECT id, rank FROM posts WHERE author = $1 ORDER BY rank NULLS FIRST, id "
+          "LIMIT $2", lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
+    Shape("SELECT id FROM posts WHERE author = $1 ORDER BY rank DESC NULLS LAST, id LIMIT $2",
+          lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
 ]
 
 
@@ -93,18 +119,20 @@ def _write(conn: psycopg.Connection[Any], rng: random.Random, next_id: dict[str,
     op = rng.random()
     if op < 0.35:
         next_id["posts"] += 1
-        conn.execute("INSERT INTO posts VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        conn.execute("INSERT INTO posts VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                      (next_id["posts"], rng.randint(0, 30), rng.randint(0, 70),
                       f"t{rng.randint(0, 60)}", date(2024, 1, 1) + timedelta(rng.randint(0, 45)),
                       datetime(2024, 3, 10, tzinfo=UTC) + timedelta(hours=rng.randint(0, 2500)),
-                      rng.choice([None, "new"])))
+                      rng.choice([None, "new"]), rng.choice([None, rng.randint(0, 35)])))
     elif op < 0.75:
         conn.execute("UPDATE posts SET votes = votes + %s, author = CASE WHEN %s THEN %s "
                      "ELSE author END, made = made + %s * interval '1 hour', "
-                     "note = CASE WHEN %s THEN NULL ELSE coalesce(note, 'back') END "
-                     "WHERE id = %s",
+                     "note = CASE WHEN %s THEN NULL ELSE coalesce(note, 'back') END, "
+                     "rank = CASE WHEN %s THEN NULL WHEN %s THEN coalesce(rank, %s) + %s "
+                     "ELSE rank END WHERE id = %s",
                      (rng.randint(-8, 8), rng.random() < 0.3, rng.randint(0, 30),
-                      rng.randint(-300, 300), rng.random() < 0.3,
+                      rng.randint(-300, 300), rng.random() < 0.3, rng.random() < 0.25,
+                      rng.random() < 0.5, rng.randint(0, 30), rng.randint(-4, 4),
                       rng.randint(1, next_id["posts"])))
     elif op < 0.85:
         conn.execute("DELETE FROM posts WHERE id = %s", (rng.randint(1, next_id["posts"]),))
@@ -124,6 +152,15 @@ def test_limit_parameter_top_rows(pg: Any, dbname: str) -> None:
     writes, with top-k state (EXPLAIN's ``state: top rows on``)."""
     run_differential(pg, dbname, TOPK_SHAPES, SCHEMA, _write, {"posts": 1000},
                      explain="state: top rows on")
+
+
+def test_limit_parameter_nullable_order(pg: Any, dbname: str) -> None:
+    """LIMIT / OFFSET parameters over a nullable leading ORDER BY column whose NULLs a page
+    may show (NULLS LAST / FIRST by default and explicit; writes set and clear NULLs, pages
+    cross into the NULL rows): exact under writes, every row of the key kept."""
+    run_differential(pg, dbname, NULLABLE_SHAPES, SCHEMA, _write, {"posts": 1000},
+                     explain="state: every row of the key, the host cuts the page: "
+                     "posts.rank may be NULL")
 
 
 def test_ranges_under_joins(pg: Any, dbname: str) -> None:
