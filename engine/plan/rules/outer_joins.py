@@ -7,7 +7,8 @@ the input columns of which one being NULL makes ``pred`` not TRUE.
 Invariant: a LEFT JOIN becomes inner only under a filter that rejects NULL in some column of
 its right input; such a filter removes every NULL-extended row, so the results are equal.
 The analysis is conservative: an expression not listed as strict (COALESCE, CASE, NULLIF,
-IS NULL, concat, OR branches that differ...) is assumed to accept NULLs. Run it before
+IS NULL, concat, ARRAY[...], OR branches that differ, the bounds of BETWEEN and the items of
+IN...) is assumed to accept NULLs. Run it before
 predicate pushdown, which can then push the filter into the (now inner) right side.
 """
 
@@ -18,16 +19,20 @@ from typing import Any
 
 from engine.plan import ir
 
-_STRICT = (ir.Compare, ir.Arith, ir.Negate, ir.Cast, ir.Like, ir.Regex, ir.Between,
-           ir.InList)
+_STRICT = (ir.Compare, ir.Arith, ir.Negate, ir.Cast, ir.Like, ir.Regex)
+#: functions with a non-NULL value for some NULL argument (``ARRAY[NULL]`` is an array; the
+#: host replaces a ``param_flag``)
+_LAX_FUNCS = frozenset({"concat", "array_construct", "param_flag"})
 
 
 def _value_strict(expr: Any) -> set[int]:
     """Columns whose NULL makes ``expr`` NULL."""
     if isinstance(expr, ir.ColumnRef):
         return {expr.index}
-    if isinstance(expr, ir.Func) and expr.name != "concat":
+    if isinstance(expr, ir.Func) and expr.name not in _LAX_FUNCS:
         return set().union(*(_value_strict(a) for a in expr.args))
+    if isinstance(expr, (ir.Between, ir.InList)):  # (only the tested value: ``5 IN (x, 5)``
+        return _value_strict(expr.arg)             # and ``5 NOT BETWEEN x AND 3`` are TRUE)
     if isinstance(expr, _STRICT):
         out: set[int] = set()
         for f in dataclasses.fields(expr):

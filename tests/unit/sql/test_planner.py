@@ -314,6 +314,16 @@ def test_null_rejection_analysis() -> None:
     concat = ir.Func("concat", (b, ir.Const("!", T.TEXT)), T.TEXT)
     assert rejects_nulls(ir.Compare("=", concat, ir.Const("x!", T.TEXT))) == set()
     assert rejects_nulls(ir.Compare(">", ir.Coalesce((a, five), T.INT4), five)) == set()
+    # lax in some operands: 5 IN (a, 5) and 5 NOT BETWEEN a AND 3 are TRUE with a NULL, as
+    # is cardinality(ARRAY[a]) = 1; only the tested value of IN / BETWEEN counts
+    assert rejects_nulls(ir.InList(five, (a, five))) == set()
+    assert rejects_nulls(ir.InList(a, (five,))) == {0}
+    assert rejects_nulls(ir.Between(five, a, ir.Const(3, T.INT4), negated=True)) == set()
+    assert rejects_nulls(ir.Not(ir.Between(five, a, ir.Const(3, T.INT4)))) == set()
+    assert rejects_nulls(ir.Between(a, five, five)) == {0}
+    array = ir.Func("array_construct", (a,), T.ARRAY_OF[T.INT4])
+    card = ir.Func("cardinality", (array,), T.INT4)
+    assert rejects_nulls(ir.Compare("=", card, ir.Const(1, T.INT4))) == set()
 
 
 def test_limit_and_offset_parameters_are_cut_by_the_host() -> None:
