@@ -30,8 +30,9 @@ def test_memo_bounds() -> None:
     sid = memos.settings_id(("some", "settings"))
     assert memos.settings_id(("some", "settings")) == sid
     assert memos.settings_id(("other",)) != sid
-    memo = memos.memo(_held(), sid)  # type: ignore[arg-type]
-    assert memos.memo(_held(), sid) is memo  # type: ignore[arg-type]
+    held = _held()  # (one statement: memos are keyed by its cache entry's identity)
+    memo = memos.memo(held, sid)  # type: ignore[arg-type]
+    assert memos.memo(held, sid) is memo  # type: ignore[arg-type]
     for i in range(hitpath.MEMO_ENTRIES + 10):
         memos.remember(memo, str(i).encode(), Hit((), b"", b"C", ("cache", "x")))
     assert len(memo) == hitpath.MEMO_ENTRIES and b"0" not in memo
