@@ -37,7 +37,7 @@ from typing import Any
 from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange, Snapshot, Transaction
 from engine.dataflow.node import BaseKey
 from engine.dataflow.records import Row, key_of
-from engine.dataflow.state.intervals import Span, span_of, value_order
+from engine.dataflow.state.intervals import Span, span_of
 from engine.plan.ir import TableRef
 
 
@@ -291,15 +291,22 @@ def _matches(row: Row, cols: tuple[int, ...], key: Row) -> bool | None:
 def filled_span(span: Span, col: int, rows: Sequence[Row]) -> Span:
     """The interval a span fill's fetched rows (as of its snapshot) fill exactly: with
     ``first = k`` and at least k rows, up to the largest value fetched (its ties were
-    fetched with it; ``from_top``: down to the smallest); otherwise the whole span."""
+    fetched with it; ``from_top``: down to the smallest); otherwise the whole span. A NULL
+    fetched is the point past every value (a span with ``nulls``): the largest, all NULL
+    rows fetched as its ties (the whole span), or the smallest (only the NULL point)."""
     if span.first is None or len(rows) < span.first:
         return dataclasses.replace(span, first=None, from_top=False)
-    order = [value_order(r[col], span.type_oid) for r in rows]
+    order = [span.point(r[col]) for r in rows]
     if span.from_top:
         low = rows[order.index(min(order))][col]
+        if low is None:  # (the k-th from the top is NULL: only the NULL point)
+            return dataclasses.replace(span, lo=None, lo_incl=False, only_nulls=True,
+                                       first=None, from_top=False)
         return dataclasses.replace(span, lo=low, lo_incl=True, first=None, from_top=False)
     top = rows[order.index(max(order))][col]
-    return dataclasses.replace(span, hi=top, hi_incl=True, first=None)
+    if top is None:  # (the k-th is NULL: every NULL came as its tie, the whole span)
+        return dataclasses.replace(span, first=None)
+    return dataclasses.replace(span, hi=top, hi_incl=True, first=None, nulls=False)
 
 
 def _apply(ch: RowChange, pk: tuple[int, ...], cols: tuple[int, ...], key: Row,

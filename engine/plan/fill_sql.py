@@ -106,11 +106,13 @@ def _quoted(name: str) -> str:
 def span_query(table: Any, col: int, span: Span, equal: tuple[tuple[int, Any], ...] = ()
                ) -> tuple[str, tuple[object, ...]]:
     """The rows of an interval fill: ``col`` between the span's bounds with its own
-    operators (NULL matches nothing), and each ``(column, value)`` of ``equal`` (the
+    operators (NULL matches nothing unless the span has ``nulls``: ``OR col IS NULL``;
+    ``only_nulls``: ``col IS NULL``), and each ``(column, value)`` of ``equal`` (the
     equality key of per-key range-partial state) ``column = value``. With ``first = k``:
     only up to the k-th smallest value of the interval, with all its ties (``COALESCE``
-    keeps every row when there are fewer than k); ``fills.filled_span`` tells which
-    interval that filled."""
+    keeps every row when there are fewer than k; NULL counts as the largest value, so a
+    NULL k-th keeps every row ascending and only the NULLs descending);
+    ``fills.filled_span`` tells which interval that filled."""
     name = _quoted(table.columns[col].name)
     params: list[object] = [value for _, value in equal]
     conds = [f"{_quoted(table.columns[c].name)} = ${i + 1}" for i, (c, _) in enumerate(equal)]
@@ -124,15 +126,30 @@ def span_query(table: Any, col: int, span: Span, equal: tuple[tuple[int, Any], .
         else:
             params.append(value)
             conds.append(f"{name} {op} ${len(params)}")
-    if len(conds) == len(equal):
+    if span.only_nulls:  # (the NULL point alone: no value bound)
+        del conds[len(equal):], params[len(equal):]
+        conds.append(f"{name} IS NULL")
+    elif span.nulls:  # (the values in the bounds, and the NULL point past them)
+        values = conds[len(equal):]
+        del conds[len(equal):]
+        if values:
+            conds.append(f"({' AND '.join(values)} OR {name} IS NULL)")
+    elif len(conds) == len(equal):
         conds.append(f"{name} IS NOT NULL")
-    where = " AND ".join(conds)
+    where = " AND ".join(conds) or "TRUE"
     source = f"{_quoted(table.schema)}.{_quoted(table.name)}"
     if span.first is not None:  # (from_top: the k-th largest value, and every row above)
         desc, op = (" DESC", ">=") if span.from_top else ("", "<=")
         nth = (f"(SELECT {name} FROM {source} WHERE {where} ORDER BY {name}{desc} "
                f"OFFSET {int(span.first) - 1} LIMIT 1)")
-        where = f"{where} AND {name} {op} COALESCE({nth}, {name})"
+        if not span.nulls:
+            where = f"{where} AND {name} {op} COALESCE({nth}, {name})"
+        elif not span.from_top:  # NULLs last: a NULL k-th (or none) keeps every row
+            where = f"{where} AND ({nth} IS NULL OR {name} <= {nth})"
+        else:  # NULLs first: every NULL, and the values down to a non-NULL k-th
+            null_nth = nth.replace(f"(SELECT {name} FROM", f"(SELECT {name} IS NULL FROM", 1)
+            where = (f"{where} AND ({name} IS NULL OR ({null_nth} IS NOT TRUE AND "
+                     f"{name} >= COALESCE({nth}, {name})))")
     columns = ", ".join(_quoted(c.name) for c in table.columns)
     return f"SELECT {columns} FROM {source} WHERE {where}", tuple(params)
 

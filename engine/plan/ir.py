@@ -526,6 +526,9 @@ class Reader:
     #: range-partial state: the ``input`` column whose filled intervals the reader keeps
     #: (its lookup keys end with a ``Span``; ``engine.plan.range_state``); None: keys only
     span: int | None = None
+    #: the span column may be NULL in a page (top-k state over a nullable column): its
+    #: lookups' spans reach past every value to the NULL point (``Span.nulls``)
+    span_nulls: bool = False
 
     @property
     def columns(self) -> tuple[Column, ...]:

@@ -19,8 +19,10 @@ page is set by a parameter and whose ORDER BY starts with a plain column of such
 is NOT NULL or whose NULLs a filter on the way to its scan rejects (``col IS NOT NULL``, a
 strict comparison) gets the same state on that column, unbounded: its lookups ask for the
 first OFFSET + LIMIT rows, so the reader keeps the top of the largest page asked (per
-equality key). NULLs lie in no interval, so a page that could show NULL rows keeps every
-row of its key.
+equality key). A nullable column no filter rejects the NULLs of gets it too, in
+PostgreSQL's default NULL order (last ascending, first descending): its spans reach past
+every value to the NULL point (``Reader.span_nulls``, ``Span.nulls``); an explicit ``ASC
+NULLS FIRST`` / ``DESC NULLS LAST`` keeps every row of the key.
 """
 
 from __future__ import annotations
@@ -142,8 +144,9 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     BY score DESC LIMIT $2``): the leading ORDER BY column as an unbounded span whose
     lookups ask for their first OFFSET + LIMIT rows, so the reader keeps (per equality key)
     the top rows of the largest page asked, with the ties of the last, and a larger page
-    fills on from where they end. The column must be NOT NULL or its NULLs rejected by a
-    filter (``_nulls_rejected``): NULLs lie in no interval, and a page would show them."""
+    fills on from where they end. A nullable column whose NULLs no filter rejects
+    (``_nulls_rejected``) must sort them in PostgreSQL's default place (above every value:
+    the NULL point past ``HIGH``)."""
     page, reader = plan.page, plan.reader
     if page is None or plan.aggregates:
         return None, ""
@@ -165,11 +168,24 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
         return None, "the ORDER BY starts with the equality key (one value per lookup)"
     name = f"{table.name}.{table.columns[col].name}"
     if col not in table.not_null:
-        if not _nulls_rejected(reader.input, lead.column):
-            return None, f"{name} may be NULL (NULLs lie in no filled interval, and no " \
-                "filter rejects them)"
-        name += " (its NULLs filtered out)"
+        if _nulls_rejected(reader.input, lead.column):
+            name += " (its NULLs filtered out)"
+        elif lead.nulls_first is not None and lead.nulls_first != lead.descending:
+            return None, f"{name} may be NULL and the ORDER BY puts NULLs " \
+                f"{'first' if lead.nulls_first else 'last'} (the NULL rows are kept as " \
+                "the point past every value: PostgreSQL's default order only)"
+        else:
+            name += " (its NULLs as the top value)"
     return _keys_traced(reader, lead.column, name)
+
+
+def _span_nulls(plan: PlannedQuery, col: int) -> bool:
+    """Whether the top-k state on ``col`` keeps the NULL point (nullable, not filtered)."""
+    if plan.cuts:
+        return False
+    found = _base(plan.reader.input, col)
+    return not isinstance(found, str) and found[1] not in found[0].not_null \
+        and not _nulls_rejected(plan.reader.input, col)
 
 
 def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
@@ -205,7 +221,8 @@ def with_span(plan: PlannedQuery) -> PlannedQuery:
     col, _ = span_choice(plan)
     if col is None:
         return plan
-    return dataclasses.replace(plan, reader=dataclasses.replace(plan.reader, span=col))
+    return dataclasses.replace(plan, reader=dataclasses.replace(
+        plan.reader, span=col, span_nulls=_span_nulls(plan, col)))
 
 
 def state_line(plan: PlannedQuery) -> str | None:
@@ -258,4 +275,5 @@ def lookup_span(plan: PlannedQuery, params: Sequence[Any],
     if lead is None or lead.column != col or (first is not None and first > _ALL_ROWS):
         first = None  # (a page past any table's rows: all of them; OFFSET stays in int8)
     top = first is not None and lead is not None and lead.descending
-    return Span(col, span.type_oid, lo, lo_incl, hi, hi_incl, first, from_top=top)
+    return Span(col, span.type_oid, lo, lo_incl, hi, hi_incl, first, from_top=top,
+                nulls=reader.span_nulls)

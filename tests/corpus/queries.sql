@@ -788,7 +788,7 @@ SELECT id, name, price FROM products WHERE category_id = ANY($1) ORDER BY stock 
 SELECT id, title FROM threads ORDER BY created_at DESC, id LIMIT $1;
 -- params: [4, 3]
 SELECT s.id, s.title, u.username FROM stories s JOIN users u ON u.id = s.author_id WHERE s.author_id = $1 ORDER BY s.created_at DESC, s.id LIMIT $2;
--- every row of the key (a nullable leading ORDER BY column), the host cuts the page
+-- every row of the key (a nullable leading ORDER BY column under an explicit DESC NULLS LAST), the host cuts the page
 -- params: [3, 5]
 SELECT id, body FROM comments WHERE story_id = $1 ORDER BY score DESC NULLS LAST, id LIMIT $2;
 -- top rows on a nullable leading ORDER BY column whose NULLs the WHERE rejects
@@ -796,6 +796,22 @@ SELECT id, body FROM comments WHERE story_id = $1 ORDER BY score DESC NULLS LAST
 SELECT id, body FROM comments WHERE story_id = $1 AND score IS NOT NULL ORDER BY score DESC, id LIMIT $2;
 -- params: [4, 2]
 SELECT id, story_id, score FROM comments WHERE score >= 2 ORDER BY score, id LIMIT $1 OFFSET $2;
+-- ===================== LIMIT parameters over a nullable leading ORDER BY column: top rows, NULL the point past every value =====================
+-- params: [3, 5]
+SELECT id, body, score FROM comments WHERE story_id = $1 ORDER BY score DESC, id LIMIT $2;
+-- params: [6, 4]
+SELECT id, score FROM comments ORDER BY score, id LIMIT $1 OFFSET $2;
+-- params: [2, 8]
+SELECT id, parent_id FROM comments WHERE story_id = $1 ORDER BY parent_id, id LIMIT $2;
+-- params: [[1, 2, 3], 6]
+SELECT id, parent_id FROM comments WHERE story_id = ANY($1) ORDER BY parent_id DESC NULLS FIRST, id LIMIT $2;
+-- params: [3, 4]
+SELECT c.id, u.username, c.score FROM comments c JOIN users u ON u.id = c.author_id WHERE c.story_id = $1 ORDER BY c.score DESC, c.id LIMIT $2;
+-- params: [3]
+SELECT id, name FROM categories ORDER BY parent_id DESC, id LIMIT $1;
+-- every row of the key: an explicit ASC NULLS FIRST (NULL is kept past every value only)
+-- params: [2, 5]
+SELECT id, body FROM comments WHERE story_id = $1 ORDER BY score NULLS FIRST, id LIMIT $2;
 -- ===================== range keys under joins (filled intervals of one joined table's column) =====================
 -- params: [10]
 SELECT s.id, u.username FROM stories s JOIN users u ON u.id = s.author_id WHERE s.id > $1 ORDER BY s.id LIMIT 20;

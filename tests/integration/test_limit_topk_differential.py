@@ -5,9 +5,11 @@ key's top rows, across intervals and between keys, rename and delete the joined 
 evictions; three clients). Top-k: statements whose page is set by a parameter and whose
 ORDER BY starts with a NOT NULL column (or a nullable one whose NULLs the WHERE rejects) keep
 the first OFFSET + LIMIT rows of the largest page asked per key, and a larger page fills on;
-over a nullable column whose NULLs a page may show (last ascending, first descending, or as
-NULLS FIRST / LAST says) every row of the key is kept. Joins: a range (and a top-k) on a column of
-one joined table keeps filled intervals of that table's column. EXPLAIN must say so.
+over a nullable column whose NULLs a page may show in PostgreSQL's default order (last
+ascending, first descending) the NULL rows are the point past every value of the same
+state; under an explicit ASC NULLS FIRST / DESC NULLS LAST every row of the key is kept.
+Joins: a range (and a top-k) on a column of one joined table keeps filled intervals of that
+table's column. EXPLAIN must say so.
 """
 
 from __future__ import annotations
@@ -79,6 +81,20 @@ NULLABLE_SHAPES = [
     Shape("SELECT id, rank FROM posts WHERE author = ANY($1) ORDER BY rank DESC, id "
           "LIMIT $2 OFFSET $3", lambda r: (_ids(r, 30, 3), _limit(r), r.choice([0, 2, 9])),
           ordered=True),
+    # no key, the default spelled out (DESC NULLS FIRST), a filter on another column
+    Shape("SELECT id, rank, votes FROM posts WHERE votes > 20 ORDER BY rank DESC NULLS FIRST, "
+          "id LIMIT $1 OFFSET $2", lambda r: (_limit(r), r.choice([None, 0, 3, 60, 150])),
+          ordered=True),
+    # ... and ascending, shared base pieces with the shape above (same column, no key)
+    Shape("SELECT id, rank FROM posts ORDER BY rank, votes, id LIMIT $1",
+          lambda r: (r.choice([None, 1, 5, 40, 250, 300, 400]),), ordered=True),
+    # over an inner join: the nullable column on the driving side, the other looked up
+    Shape("SELECT p.id, a.name, p.rank FROM posts p JOIN people a ON a.id = p.author "
+          "WHERE p.author = $1 ORDER BY p.rank DESC, p.id LIMIT $2",
+          lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
+]
+
+NULLS_EXPLICIT_SHAPES = [
     # explicit NULLS FIRST ascending, NULLS LAST descending
     Shape("SELECT id, rank FROM posts WHERE author = $1 ORDER BY rank NULLS FIRST, id "
           "LIMIT $2", lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
@@ -156,11 +172,19 @@ def test_limit_parameter_top_rows(pg: Any, dbname: str) -> None:
 
 def test_limit_parameter_nullable_order(pg: Any, dbname: str) -> None:
     """LIMIT / OFFSET parameters over a nullable leading ORDER BY column whose NULLs a page
-    may show (NULLS LAST / FIRST by default and explicit; writes set and clear NULLs, pages
-    cross into the NULL rows): exact under writes, every row of the key kept."""
+    may show, in PostgreSQL's default order (last ascending, first descending; writes set
+    and clear NULLs, pages cross into the NULL rows): exact under writes, with top-k state
+    whose NULL rows are the point past every value."""
     run_differential(pg, dbname, NULLABLE_SHAPES, SCHEMA, _write, {"posts": 1000},
+                     explain="(its NULLs as the top value)")
+
+
+def test_limit_parameter_nulls_explicit_order(pg: Any, dbname: str) -> None:
+    """... under an explicit ASC NULLS FIRST / DESC NULLS LAST: every row of the key kept,
+    exact under writes."""
+    run_differential(pg, dbname, NULLS_EXPLICIT_SHAPES, SCHEMA, _write, {"posts": 1000},
                      explain="state: every row of the key, the host cuts the page: "
-                     "posts.rank may be NULL")
+                     "posts.rank may be NULL and the ORDER BY puts NULLs")
 
 
 def test_ranges_under_joins(pg: Any, dbname: str) -> None:

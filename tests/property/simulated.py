@@ -30,7 +30,7 @@ from engine.changes import (
 from engine.dataflow.fills import FillRequest, RunFill
 from engine.dataflow.ops.aggregate import AggregateNode
 from engine.dataflow.ordering import row_key
-from engine.dataflow.state.intervals import span_of, value_order
+from engine.dataflow.state.intervals import span_of
 from engine.plan import ir
 from engine.plan.evaluate import evaluate_reader
 
@@ -103,12 +103,11 @@ def fetch(data: Data, req: FillRequest) -> tuple[Row, ...]:
         inside = [r for r in rows if span.holds(r[col])
                   and all(r[c] == v for c, v in equal)]
         if span.first is not None and len(inside) > span.first:
-            order = sorted((value_order(r[col], span.type_oid) for r in inside),
-                           reverse=span.from_top)
-            nth = order[span.first - 1]
-            inside = [r for r in inside if (value_order(r[col], span.type_oid) >= nth
+            order = sorted((span.point(r[col]) for r in inside), reverse=span.from_top)
+            nth = order[span.first - 1]  # (NULL: the point past every value)
+            inside = [r for r in inside if (span.point(r[col]) >= nth
                                             if span.from_top else
-                                            value_order(r[col], span.type_oid) <= nth)]
+                                            span.point(r[col]) <= nth)]
         return tuple(inside)
     if req.via is not None:
         via = req.via

@@ -118,6 +118,18 @@ CASES = [
              [x for x in rows if x[2] == p[0] and x[1] is not None],
              lambda x: (-x[1], x[0]))][
              p[2] or 0:None if p[1] is None else (p[2] or 0) + p[1]]),
+    # ... on the nullable v, its NULLs shown (the point past every value): last ascending
+    # (a page past the valued rows reaches them), first descending (every page starts there)
+    Case("SELECT id, v FROM t WHERE grp = $1 ORDER BY v, id LIMIT $2 OFFSET $3",
+         lambda r: (r.randint(0, 5), r.choice([None, 0, 1, 2, 4, 9]), r.choice([None, 0, 2])),
+         lambda rows, p: [(x[0], x[1]) for x in _sorted(
+             [x for x in rows if x[2] == p[0]], lambda x: (x[1] is None, x[1] or 0, x[0]))][
+             p[2] or 0:None if p[1] is None else (p[2] or 0) + p[1]]),
+    Case("SELECT id, name FROM t WHERE grp <> 1 ORDER BY v DESC, id LIMIT $1",
+         lambda r: (r.choice([None, 0, 1, 2, 3, 5, 8]),),
+         lambda rows, p: [(x[0], x[3]) for x in _sorted(
+             [x for x in rows if x[2] != 1],
+             lambda x: (x[1] is not None, -(x[1] or 0), x[0]))][:p[0]]),
     Case("SELECT id, name FROM t WHERE v > 4 ORDER BY v NULLS FIRST, id LIMIT $1",
          lambda r: (r.randint(0, 7),),
          lambda rows, p: [(x[0], x[3]) for x in _sorted(

@@ -84,8 +84,7 @@ class SpanReaderNode(ReaderNode):
     def _put(self, strip: Strip, row: Row, w: int) -> bool:
         """Add ``w`` copies of ``row`` (remove them when negative); False when a row to
         remove is not there (then the caller drops everything)."""
-        p = self.template.point(row[self.col])
-        assert p is not None  # (a row in a piece: never NULL)
+        p = self.template.point(row[self.col])  # (NULL: the point past every value)
         points, rows = strip.points, strip.rows
         if w > 0:
             i = bisect_right(points, p)

@@ -8,8 +8,11 @@ the coverage contiguous from a point ends, the gaps of an interval).
 
 An interval is ``[a, b)`` in cut points: ``x > v`` starts just after ``v``, ``x >= v`` just
 before it, ``x < v`` ends just before it, ``x <= v`` just after it; an unbounded side is
-``LOW`` / ``HIGH``. A value is in ``[a, b)`` when ``a < (order, MID) < b``. NULL is in no
-interval (a comparison with NULL is never true).
+``LOW`` / ``HIGH``. A value is in ``[a, b)`` when ``a < (order, MID) < b``. NULL is one
+point past ``HIGH`` (PostgreSQL's default order puts it above every value: last ascending,
+first descending), and only a span with ``nulls`` reaches past it (its end is ``TOP``): a
+comparison with NULL is never true, so a range's interval never holds it; top-k state over
+a nullable column keeps its NULL rows as that point.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ _TEMPORAL = frozenset({T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ})
 Point = tuple[Any, ...]
 BEFORE, MID, AFTER = 0, 1, 2
 LOW: Point = ((-9,), BEFORE)
-HIGH: Point = ((9,), BEFORE)
+HIGH: Point = ((9,), BEFORE)  # the end of the values
+NULL_POINT: Point = ((9,), MID)  # where NULL lies: past every value
+TOP: Point = ((9,), AFTER)  # past NULL: the end of a span with ``nulls``
 
 
 def value_order(value: Any, type_oid: int) -> tuple[Any, ...]:
@@ -62,7 +67,9 @@ class Span:
     ascending order are needed (a lookup: keyset pagination; a fill: fetch up to the
     ``first``-th value and its ties); ``from_top``: ``first`` counts from the high end
     (descending order). ``column`` is a reader input column in a lookup key, a base column
-    in a fill. ``empty``: matches nothing (a NULL bound)."""
+    in a fill. ``empty``: matches nothing (a NULL bound). ``nulls``: the NULL point (past
+    every value) is in the span too (its end is ``TOP``, ``hi`` is None); ``only_nulls``:
+    the span starts at ``HIGH`` (no value, only NULL; ``lo`` is None)."""
 
     column: int
     type_oid: int
@@ -73,26 +80,27 @@ class Span:
     first: int | None = None
     empty: bool = False
     from_top: bool = False
+    nulls: bool = False
+    only_nulls: bool = False
 
     @property
     def start(self) -> Point:
         if self.lo is None:
-            return LOW
+            return HIGH if self.only_nulls else LOW
         return (value_order(self.lo, self.type_oid), BEFORE if self.lo_incl else AFTER)
 
     @property
     def end(self) -> Point:
         if self.hi is None:
-            return HIGH
+            return TOP if self.nulls else HIGH
         return (value_order(self.hi, self.type_oid), AFTER if self.hi_incl else BEFORE)
 
-    def point(self, value: Any) -> Point | None:
-        """Where ``value`` (of this span's column) is on the line; None for NULL."""
-        return None if value is None else (value_order(value, self.type_oid), MID)
+    def point(self, value: Any) -> Point:
+        """Where ``value`` (of this span's column) is on the line (NULL: ``NULL_POINT``)."""
+        return NULL_POINT if value is None else (value_order(value, self.type_oid), MID)
 
     def holds(self, value: Any) -> bool:
-        p = self.point(value)
-        return p is not None and not self.empty and self.start < p < self.end
+        return not self.empty and self.start < self.point(value) < self.end
 
     def on(self, column: int) -> Span:
         """The same interval on another column (reader input -> base column)."""
@@ -102,12 +110,13 @@ class Span:
 def from_points(template: Span, start: tuple[Point, Any], end: tuple[Point, Any],
                 first: int | None = None, from_top: bool = False) -> Span:
     """A span of ``template``'s column from cut points that carry their values
-    (``(point, value)``; the value is ignored for ``LOW`` / ``HIGH``)."""
+    (``(point, value)``; the value is ignored for ``LOW`` / ``HIGH`` / ``TOP``)."""
     (a, lo), (b, hi) = start, end
+    a_end, b_end = a in (LOW, HIGH), b in (HIGH, TOP)
     return Span(template.column, template.type_oid,
-                None if a == LOW else lo, a != LOW and a[1] == BEFORE,
-                None if b == HIGH else hi, b != HIGH and b[1] == AFTER, first,
-                from_top=from_top and first is not None)
+                None if a_end else lo, not a_end and a[1] == BEFORE,
+                None if b_end else hi, not b_end and b[1] == AFTER, first,
+                from_top=from_top and first is not None, nulls=b == TOP, only_nulls=a == HIGH)
 
 
 def bounds(span: Span) -> tuple[tuple[Point, Any], tuple[Point, Any]]:
@@ -139,11 +148,9 @@ class Pieces:
         return i if i >= 0 and p < self.ends[i] else -1
 
     def holding(self, value: Any) -> Span | None:
-        """The piece holding ``value`` (None for NULL or outside every piece)."""
-        p = self.template.point(value)
-        if p is None:
-            return None
-        i = self._at(p)
+        """The piece holding ``value`` (None outside every piece; NULL is in a piece that
+        reaches ``TOP`` only)."""
+        i = self._at(self.template.point(value))
         return self.spans[i] if i >= 0 else None
 
     def reach(self, start: Point) -> tuple[Point, Any] | None:
