@@ -352,3 +352,52 @@ def test_limit_param_top_rows_fill_only_the_largest_page() -> None:
     host.settle()
     assert read((3, 3, 0)) == [2000, 993, 983]
     assert 2001 not in {r[0] for r in base.store.rows}
+
+
+def test_nullable_top_rows_keep_the_page_and_the_null_point() -> None:
+    """Top-k state over a nullable column (NULL the point past every value): an ascending
+    page keeps its top rows only and crosses into the key's NULL rows when it runs past the
+    values (all of them: ties); a descending page starts with the NULL rows; writes that set
+    or clear a NULL move a row into or out of the page."""
+    planner = QueryPlanner(CATALOG)
+    up_case = next(x for x in CASES if x.sql.startswith("SELECT id, v FROM t WHERE grp = $1 "
+                                                        "ORDER BY v, id"))
+    down_case = next(x for x in CASES if x.sql.startswith("SELECT id, name FROM t WHERE "
+                                                          "grp <> 1 ORDER BY v DESC"))
+    up = planner.classify(up_case.sql)
+    down = planner.classify(down_case.sql)
+    assert isinstance(up.query, CachedQuery) and isinstance(down.query, CachedQuery)
+    assert up.query.plan.reader.span_nulls and down.query.plan.reader.span_nulls
+    table = ir.tables(up.query.plan.reader)[0]
+    rows = {(i,): (i, None if i % 100 == 0 else i, i % 10, "x", 0) for i in range(1000)}
+    engine = Engine()
+    plans = {"up": up.query.plan.reader, "down": down.query.plan.reader}
+    for name, plan in plans.items():
+        engine.add_cache(name, plan)
+    host = SpanHost(engine, Upstream({table.oid: table}, {table.oid: rows}), plans,
+                    random.Random(1))
+    host.classified = {"up": (up, up_case), "down": (down, down_case)}
+    host.params = {}
+    base = engine.graph.bases[table.oid]
+
+    def read(cache: str, params: tuple[Any, ...]) -> list[int]:
+        c = host.classified[cache][0]
+        k = c.keys(params)
+        assert k is not None
+        host.params.setdefault((cache, k[0]), []).append(params)
+        host.read_settled(cache, k[0])
+        answer = engine.lookup(cache, k[0])
+        assert answer is not None
+        return [r[0] for r in merge_lookups(c.query.plan, [answer], params)]  # type: ignore
+
+    assert read("up", (3, 2, 0)) == [3, 13]
+    assert sorted(r[0] for r in base.store.rows) == [3, 13]  # the page, not the key
+    assert read("up", (0, 3, 89)) == [990, 0, 100]  # past the values: the NULL rows
+    assert len(base.store.rows) == 2 + 100  # (key 0: its 90 values and its 10 NULLs)
+    assert read("down", (3,)) == [0, 100, 200]  # NULLs first: only they are fetched
+    assert len(base.store.rows) == 2 + 100
+    host.write([RowChange(table.oid, ChangeKind.UPDATE, None, (13, None, 3, "x", 0)),
+                RowChange(table.oid, ChangeKind.UPDATE, None, (100, 7, 0, "x", 0))])
+    host.settle()
+    assert read("up", (3, 2, 0)) == [3, 23]  # 13 left the values for the NULL point
+    assert read("down", (12,)) == [0, 13, 200, 300, 400, 500, 600, 700, 800, 900, 999, 998]
