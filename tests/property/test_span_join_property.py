@@ -55,6 +55,12 @@ CASES: list[tuple[str, Any]] = [
      "ORDER BY s.id DESC LIMIT $2", lambda r: (r.randint(0, 4), _limit(r))),
     ("SELECT s.id, u.name FROM s JOIN u ON u.id = s.uid WHERE s.id < $1 AND u.name <> 'n2' "
      "ORDER BY s.id DESC LIMIT 3", lambda r: (_v(r),)),
+    # a self-join (the other scan looked up by grp) and a three-way join: writes to the
+    # other sides drop only the pieces holding their partners
+    ("SELECT a.id, b.id FROM s a JOIN s b ON b.grp = a.grp WHERE a.id > $1 "
+     "ORDER BY a.id, b.id LIMIT $2", lambda r: (_v(r), _limit(r))),
+    ("SELECT s.id, u.name, t.id FROM s JOIN u ON u.id = s.uid JOIN s t ON t.uid = u.id "
+     "WHERE s.v >= $1 ORDER BY s.v, s.id, t.id LIMIT $2", lambda r: (_v(r), _limit(r))),
 ]
 
 
@@ -152,3 +158,31 @@ def test_many_seeds_long_runs() -> None:
         ops = [(rng.randint(0, 9), rng.randint(0, 2**16)) for _ in range(150)]
         checked += drive(seed, ops, budget=None if seed % 2 else 600).checked
     assert checked > 500
+
+
+def test_other_side_write_drops_only_its_partners_pieces() -> None:
+    """A write to the join's other side (a user renamed) drops only the reader pieces that
+    hold rows joined with it; a piece of other users' rows stays a hit, and the renamed
+    one refills with the new name. Before, any such write emptied the reader."""
+    planner = QueryPlanner(CATALOG)
+    c = planner.classify(CASES[0][0])
+    assert isinstance(c.query, CachedQuery)
+    plan = c.query.plan.reader
+    tables = {t.oid: t for t in ir.tables(plan)}
+    up = Upstream(tables, {S_OID: {(i,): (i, i, 0, i // 10) for i in range(100)},
+                           U_OID: {(i,): (i, f"n{i}") for i in range(10)}})
+    engine = Engine()
+    engine.add_cache("c", plan)
+    host = Host(engine, up, {"c": plan}, random.Random(1))
+    low, high = c.keys((10, 3)), c.keys((50, 3))
+    assert low is not None and high is not None
+    for k in (low[0], high[0]):
+        host.read_settled("c", k)
+    assert engine.lookup("c", high[0]) == ((51, 51, "n5"), (52, 52, "n5"), (53, 53, "n5"))
+    host.write([RowChange(U_OID, ChangeKind.UPDATE, None, (1, "renamed"))])
+    host.settle()
+    assert engine.lookup("c", high[0]) is not None  # user 5's piece: untouched
+    assert engine.lookup("c", low[0]) is None  # user 1's piece: dropped, refilled on read
+    host.read_settled("c", low[0])
+    assert engine.lookup("c", low[0]) == ((11, 11, "renamed"), (12, 12, "renamed"),
+                                          (13, 13, "renamed"))

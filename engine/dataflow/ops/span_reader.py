@@ -12,7 +12,8 @@ and no other row is; a piece is only added over an interval the base's pieces co
 base row of a piece that stops being stored reaches the reader as an eviction row, which
 drops the piece holding it. Any change that reaches the reader drops its memoized answers.
 An eviction row whose span column or equality key is UNKNOWN (or a value with no order)
-drops every piece of every strip.
+drops every piece of every strip - except an UNKNOWN span value of a fixed-width type,
+which stands for no row of a piece (``fixed``).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import UNKNOWN, Delta, Row, exact_key, has_unknown, key_of, row_size
 from engine.dataflow.state.intervals import Pieces, Point, Span, from_points
 from engine.plan import ir
+from engine.values import oids as T
 
 _ALL = object()  # a value whose piece cannot be told: every piece
+#: span column types whose values are never TOASTed (``SpanReaderNode.fixed``)
+_FIXED = frozenset({T.INT2, T.INT4, T.INT8, T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ})
 
 
 class Strip:
@@ -80,6 +84,14 @@ class SpanReaderNode(ReaderNode):
         self.strips: dict[Row, Strip] = {}
         #: the memoized answers' keys per equality-key value (a change drops its own)
         self.asked: dict[Row, set[Row]] = {}
+        #: the span column is of a fixed-width type, never an unchanged TOAST value: an
+        #: eviction row whose span value is UNKNOWN then stands for no row of a piece - it is
+        #: a base's key row (an index key made missing: the rows it unstores come as rows of
+        #: their own) or a join's unknown partner on this side (the rows of that join value
+        #: the base does not store, which lie in no piece by invariant R; the stored ones
+        #: come paired as rows of their own, each dropping the piece holding it). So a write
+        #: to a join's other side drops the pieces holding its partners only, not all.
+        self.fixed = self.template.type_oid in _FIXED
 
     def _put(self, strip: Strip, row: Row, w: int) -> bool:
         """Add ``w`` copies of ``row`` (remove them when negative); False when a row to
@@ -135,6 +147,8 @@ class SpanReaderNode(ReaderNode):
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
         for row in rows[0]:
+            if self.fixed and row[self.col] is UNKNOWN:
+                continue  # (no row of a piece: see ``fixed``)
             strip, where = self._piece(row)
             if where is _ALL:
                 self._drop_all()
