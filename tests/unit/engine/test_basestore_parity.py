@@ -15,6 +15,7 @@ from engine.changes import UNCHANGED_TOAST, ChangeKind, RowChange
 from engine.dataflow import records
 from engine.dataflow.records import UNKNOWN
 from engine.dataflow.state import base
+from engine.dataflow.state.intervals import Span
 from engine.plan import ir
 from engine.values import oids as T
 
@@ -85,3 +86,39 @@ def test_apply_changes_parity(data: st.DataObject, table: ir.TableRef, present: 
             for key in [(g,) for g in range(3)] if cols else [()]:
                 assert fast.present_rows(stores[0], cols, key) == base.present_rows_python(
                     stores[0], cols, key)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.data(), st.sampled_from(("values", "nulls", "only_nulls", "range")))
+def test_apply_changes_parity_with_filled_intervals(data: st.DataObject, piece: str) -> None:
+    """A store with filled intervals (range-partial and top-k state), including the NULL
+    point past every value (top-k over a nullable column): rows whose column becomes or
+    stops being NULL move into and out of the pieces the same way in both (the twin applies
+    such a store's changes through the pure loop)."""
+    assert fast is not None
+    fast.configure(ChangeKind.INSERT, ChangeKind.UPDATE, ChangeKind.DELETE, UNCHANGED_TOAST,
+                   UNKNOWN, base.Index, records.consolidate_python)
+    span = {"values": Span(1, T.INT4, hi=1, hi_incl=True),
+            "nulls": Span(1, T.INT4, lo=1, nulls=True),
+            "only_nulls": Span(1, T.INT4, nulls=True, only_nulls=True),
+            "range": Span(1, T.INT4, lo=0)}[piece]
+    stores = [base.BaseStore(WITH_PK) for _ in range(2)]
+    for store in stores:
+        store.install_span((1,), (), span, [])
+    nullable = st.tuples(st.integers(0, 5), st.sampled_from((0, 1, 2, None)),
+                         st.sampled_from(("a", None)))
+    for _ in range(data.draw(st.integers(1, 4))):
+        batch = []
+        for _ in range(data.draw(st.integers(0, 6))):
+            new = data.draw(nullable)
+            kind = data.draw(st.sampled_from((ChangeKind.INSERT, ChangeKind.UPDATE,
+                                              ChangeKind.DELETE)))
+            old = (new[0], UNCHANGED_TOAST, UNCHANGED_TOAST)
+            batch.append(RowChange(WITH_PK.oid, kind, None if kind is ChangeKind.INSERT
+                                   else old, None if kind is ChangeKind.DELETE else new))
+        got = [fn(store, batch) for store, fn in zip(
+            stores, (base.apply_changes_python, fast.apply_changes), strict=True)]
+        assert repr(got[0]) == repr(got[1])
+        assert _state(stores[0]) == _state(stores[1])
+        for store in stores:  # (S2: exactly the rows whose value lies in the piece)
+            assert all(span.holds(e[0][1]) for e in store.rows.values())
