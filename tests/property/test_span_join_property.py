@@ -61,6 +61,9 @@ CASES: list[tuple[str, Any]] = [
      "ORDER BY a.id, b.id LIMIT $2", lambda r: (_v(r), _limit(r))),
     ("SELECT s.id, u.name, t.id FROM s JOIN u ON u.id = s.uid JOIN s t ON t.uid = u.id "
      "WHERE s.v >= $1 ORDER BY s.v, s.id, t.id LIMIT $2", lambda r: (_v(r), _limit(r))),
+    # an aggregate on the other side (state of its own: its UNKNOWNs drop every piece)
+    ("SELECT s.id, c.n FROM s JOIN (SELECT uid, count(*) AS n FROM s GROUP BY uid) c "
+     "ON c.uid = s.uid WHERE s.id > $1 ORDER BY s.id LIMIT $2", lambda r: (_v(r), _limit(r))),
 ]
 
 

@@ -12,8 +12,8 @@ and no other row is; a piece is only added over an interval the base's pieces co
 base row of a piece that stops being stored reaches the reader as an eviction row, which
 drops the piece holding it. Any change that reaches the reader drops its memoized answers.
 An eviction row whose span column or equality key is UNKNOWN (or a value with no order)
-drops every piece of every strip - except an UNKNOWN span value of a fixed-width type,
-which stands for no row of a piece (``fixed``).
+drops every piece of every strip - except an UNKNOWN span value of a fixed-width type over
+filters, projections and joins of bases, which stands for no row of a piece (``fixed``).
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ from collections.abc import Hashable
 from typing import Any
 
 from engine.dataflow.node import Node, PullCtx, Runtime
+from engine.dataflow.ops.base import BaseNode
+from engine.dataflow.ops.filter import FilterNode
+from engine.dataflow.ops.join import JoinNode
+from engine.dataflow.ops.project import ProjectNode
 from engine.dataflow.ops.reader import Answer, ReaderNode
 from engine.dataflow.pgmath import EvalError
 from engine.dataflow.records import UNKNOWN, Delta, Row, exact_key, has_unknown, key_of, row_size
@@ -33,6 +37,15 @@ from engine.values import oids as T
 _ALL = object()  # a value whose piece cannot be told: every piece
 #: span column types whose values are never TOASTed (``SpanReaderNode.fixed``)
 _FIXED = frozenset({T.INT2, T.INT4, T.INT8, T.DATE, T.TIMESTAMP, T.TIMESTAMPTZ})
+
+
+def _plain(node: Node) -> bool:
+    """Whether ``node`` and everything below it are filters, projections, joins and base
+    tables (no node with state of its own)."""
+    if type(node) is BaseNode:
+        return True
+    return type(node) in (FilterNode, ProjectNode, JoinNode) \
+        and all(_plain(n) for n in node.inputs)
 
 
 class Strip:
@@ -84,14 +97,19 @@ class SpanReaderNode(ReaderNode):
         self.strips: dict[Row, Strip] = {}
         #: the memoized answers' keys per equality-key value (a change drops its own)
         self.asked: dict[Row, set[Row]] = {}
-        #: the span column is of a fixed-width type, never an unchanged TOAST value: an
-        #: eviction row whose span value is UNKNOWN then stands for no row of a piece - it is
-        #: a base's key row (an index key made missing: the rows it unstores come as rows of
-        #: their own) or a join's unknown partner on this side (the rows of that join value
-        #: the base does not store, which lie in no piece by invariant R; the stored ones
-        #: come paired as rows of their own, each dropping the piece holding it). So a write
-        #: to a join's other side drops the pieces holding its partners only, not all.
-        self.fixed = self.template.type_oid in _FIXED
+        #: the span column is of a fixed-width type, never an unchanged TOAST value, and the
+        #: input is filters, projections and joins of base tables only: an eviction row whose
+        #: span value is UNKNOWN then stands for no row of a piece. Every UNKNOWN such a
+        #: graph makes is a base's key row (an index key made missing: the rows it unstores
+        #: come as rows of their own), an unchanged TOAST value of a row the base does not
+        #: store, or a join's unknown partner (the rows of a side, for a join value, that
+        #: its base does not store; the stored ones come paired as rows of their own, each
+        #: dropping the piece holding it). By invariant R a piece's rows are stored, and so
+        #: are the other sides' rows its replay joined them with (their keys stay present
+        #: while the piece does: their eviction's rows drop it). So a write to a join's
+        #: other side drops only the pieces holding its partners. An aggregate or another
+        #: stateful node below may emit UNKNOWN for rows it does hold: every piece, then.
+        self.fixed = self.template.type_oid in _FIXED and _plain(source)
 
     def _put(self, strip: Strip, row: Row, w: int) -> bool:
         """Add ``w`` copies of ``row`` (remove them when negative); False when a row to
