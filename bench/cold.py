@@ -56,7 +56,7 @@ class Scenario:
     #: what the writes do: insert votes (not read by the point lookup's cache) or update
     #: stories (the cached table: each write changes one cached key)
     write_sql: str = "INSERT INTO votes (story_id, user_id) VALUES (%s, 0)"
-    admission: str = "second"
+    admission: str = "auto"
     flags: tuple[str, ...] = ()  # more weir flags
     cached: bool = True  # False: no CREATE CACHE (weir's own pass-through speed)
 

@@ -310,7 +310,7 @@ class EngineHost:
     def _admit(self, key: tuple[str, Row], seen_before: int = 0) -> bool:
         admission = self.fills.admission
         admission.observe(lambda: self.engine.stats.hits + self.lane_hits(),
-                          self.engine.stats.fills)
+                          self.engine.stats.fills, time.monotonic())
         return admission.admit(key, seen_before)
 
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:
