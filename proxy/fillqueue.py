@@ -61,15 +61,17 @@ YIELD_SECONDS = 0.25
 #: second miss for the price of a fill
 RETURNS = 0.5
 #: at ``keep`` 0, one key in this many (by hash) is still refused on its first read, a
-#: sample of the keys read once whose returns :data:`RETURNS` judges
+#: sample of the keys read once whose returns :data:`COLD_RETURNS` judges
 SAMPLE = 16
-#: sampled refusals needed for a verdict on returns at ``keep`` 0
-MIN_SAMPLES = 64
-#: seconds at ``keep`` 0 before its sample's returns are judged: the share of the keys read
-#: so far that were read again grows with the reads (Zipf(1.1) over 10,000 keys: 0.33 of
-#: them after 10,000 reads, 0.65 after 100,000, 0.88 after 300,000; over 100,000 keys 0.21,
-#: 0.32, 0.41), and a cold run reads 100,000 in its first one or two seconds
-WARM = 2.0
+#: sampled refusals (distinct keys, one in :data:`SAMPLE`) at ``keep`` 0 before their
+#: returns are judged: about 3,200 distinct keys read, counted in keys rather than seconds
+#: so that the verdict does not depend on how fast the machine reads
+MIN_SAMPLES = 200
+#: of the sampled keys, the share read again below which ``keep`` 0 goes to 1: the share
+#: of the keys read so far that were read again grows with the reads, and by 3,200
+#: distinct keys it is 0.38 for Zipf(1.1) over 10,000 keys (0.65 later), 0.22 over 100,000
+#: (0.31 later) and 0.02 for uniform keys over 100,000 (simulated)
+COLD_RETURNS = 0.3
 #: hits per fill below which fills do not pay at ``keep`` 0 (a quarter of :data:`MIN_YIELD`:
 #: at a cold start a fill's hits lag its start by 100 ms and more, 1,000 fills starting at
 #: once, so a window then sees about one hit per two fills even over a skewed key space;
@@ -105,12 +107,12 @@ class Admission:
     nearly every key again, so the fill of its first miss saves its second miss (Zipf over
     10,000: half the misses). At 0 ``keep`` goes to 1 (and on as ``second``) when a window's
     fills were followed by fewer than :data:`ZERO_YIELD` hits each (one-off reads), or when,
-    after :data:`WARM` seconds at 0, fewer than :data:`RETURNS` of a sample of keys (one in
-    :data:`SAMPLE` by hash, still refused on their first read) were read again (a long
-    tail: Zipf over 100,000 keys, where a first read's fill saves a second miss for only a
-    third of the keys); from 1 it comes back to 0 when fills pay well and at least
-    :data:`RETURNS` of the keys refused on their first read over the window came back
-    (:attr:`returned` against the refusals)."""
+    once :data:`MIN_SAMPLES` of a sample of keys (one in :data:`SAMPLE` by hash, still
+    refused on their first read) were read, fewer than :data:`COLD_RETURNS` of them were read
+    again (a long tail: Zipf over 100,000 keys, where a first read's fill saves a second
+    miss for only a fifth to a third of the keys); from 1 it comes back to 0 when fills pay
+    well and at least :data:`RETURNS` of the keys refused on their first read over the
+    window came back (:attr:`returned` against the refusals)."""
 
     def __init__(self, policy: str = "second", capacity: int = 1 << 16) -> None:
         if policy not in ADMISSIONS:
@@ -152,10 +154,10 @@ class Admission:
         count = hits()
         paid = count - hits0
         if self.keep == 0:
-            at, sampled, came = self._stint
+            _, sampled, came = self._stint
             sampled, came = self.refused - sampled, self.returned - came
             if paid < ZERO_YIELD * (fills - fills0) or (
-                    now - at >= WARM and sampled >= MIN_SAMPLES and came < RETURNS * sampled):
+                    sampled >= MIN_SAMPLES and came < COLD_RETURNS * sampled):
                 self.keep = 1
                 self.raised += 1
         elif paid < MIN_YIELD * (fills - fills0):

@@ -16,7 +16,6 @@ from proxy.fillqueue import (
     MIN_SAMPLES,
     PAYS,
     SAMPLE,
-    WARM,
     YIELD_SECONDS,
     YIELD_WINDOW,
     ZERO_YIELD,
@@ -105,27 +104,29 @@ def test_auto_admission_fills_first_reads_while_keys_come_back() -> None:
     """``auto``: a cold cache admits a key on its first read (keep 0) but a sample of keys
     (one in :data:`SAMPLE` by hash) on its second. It goes to the second read (and on as
     ``second``) when a window's fills yield fewer than :data:`ZERO_YIELD` hits each, or
-    after :data:`WARM` seconds when fewer than :data:`RETURNS` of the sampled keys were read
-    again; back to the first read once fills pay well and most keys refused on their first
-    read over a window came back for their second."""
+    once :data:`MIN_SAMPLES` sampled keys were read, fewer than :data:`COLD_RETURNS` of them
+    were read again; back to the first read once fills pay well and most keys refused on
+    their first read over a window came back for their second."""
     doorkeeper = Admission("auto")
     assert doorkeeper.keep == 0 and doorkeeper.reads == 1 and not doorkeeper.strict
     t, fills, hits = 0.0, 0, 0
     doorkeeper.observe(lambda: 0, fills=0, now=t)  # (the first miss)
-    sampled = [k for k in range(5000) if hash((k,)) % SAMPLE == 0]
-    others = [k for k in range(5000) if hash((k,)) % SAMPLE][:len(sampled)]
+    keys = range(100 * SAMPLE * MIN_SAMPLES)
+    sampled = [k for k in keys if hash((k,)) % SAMPLE == 0][:MIN_SAMPLES + 10]
+    others = [k for k in keys if hash((k,)) % SAMPLE][:100]
     assert all(doorkeeper.admit((k,)) for k in others) and doorkeeper.refused == 0
-    assert not any(doorkeeper.admit((k,)) for k in sampled)  # (the sample: refused once)
-    assert doorkeeper.refused == len(sampled) >= 2 * MIN_SAMPLES
-    t, fills, hits = t + 0.5, fills + YIELD_WINDOW, hits + int(2 * ZERO_YIELD * YIELD_WINDOW)
-    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)  # (a cold start's lagging hits)
-    assert doorkeeper.keep == 0
-    for k in sampled[:len(sampled) // 3]:  # a third came back (a long tail)
+    few = sampled[:MIN_SAMPLES // 2]
+    assert not any(doorkeeper.admit((k,)) for k in few)  # (the sample: refused once)
+    assert doorkeeper.refused == len(few)
+    for k in few[:len(few) // 5]:  # a fifth came back (a long tail)
         assert doorkeeper.admit((k,))
-    t, fills, hits = t + WARM / 2, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
-    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
-    assert doorkeeper.keep == 0  # (not judged before WARM seconds)
-    t, fills, hits = t + WARM / 2, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + int(2 * ZERO_YIELD * YIELD_WINDOW)
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)  # (a cold start's lagging hits)
+    assert doorkeeper.keep == 0  # (not judged before MIN_SAMPLES sampled keys)
+    for k in sampled[len(few):]:
+        assert not doorkeeper.admit((k,))
+    assert doorkeeper.refused >= MIN_SAMPLES
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
     doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
     assert doorkeeper.keep == 1 and doorkeeper.raised == 1 and doorkeeper.reads == 2
     for k in range(10_000, 10_010):  # ten keys refused on their first read, two come back
@@ -140,10 +141,10 @@ def test_auto_admission_fills_first_reads_while_keys_come_back() -> None:
     t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
     doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
     assert doorkeeper.keep == 0 and doorkeeper.reads == 1
-    for k in sampled:  # (a new stint at 0: the sample starts over, keys come back)
+    for k in sampled:  # (a new stint at 0: its own sample; these keys come back)
         doorkeeper.admit((k,))
         doorkeeper.admit((k,))
-    t, fills, hits = t + 2 * WARM, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
     doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
     assert doorkeeper.keep == 0
     t, fills = t + 1.0, fills + YIELD_WINDOW  # one-off reads: no hits
