@@ -241,6 +241,9 @@ class EngineHost:
         self.engine.add_cache(name, reader)
         self._plans[name] = reader
         self._relations[name] = relations
+        # (its fills' connections, opened before the first reads: per table, as many as may
+        # run at once, ``FillPolicy.per_table``)
+        self.spawn(self.fills.warm(self.fills.policy.per_table * max(1, len(relations))))
 
     def drop_cache(self, name: str) -> None:
         self.engine.drop_cache(name)

@@ -94,6 +94,26 @@ def test_auto_admission_fills_a_cold_caches_keys_on_their_first_read(pg: Any, db
         server.stop()
 
 
+def test_a_new_cache_opens_its_fill_connections_before_its_first_read(pg: Any, dbname: str
+                                                                       ) -> None:
+    """CREATE CACHE opens the fill connections its first fills may run on at once
+    (``FillPolicy.per_table`` per table: ``FillRunner.warm``), so the first misses of a cold
+    cache do not wait for connections to be opened; nothing is read meanwhile."""
+    _kv(pg, dbname, 10)
+    server = _start(pg, dbname)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            pool = host.fills._fills()  # (its least size is one: fills open the others)
+            per_table = host.fills.policy.per_table
+            eventually(lambda: pool.get_size() == per_table > 1)
+            assert host.engine.stats.misses == 0 and host.fills.done == 0
+            assert _read(conn, 1) == ("v1", ("upstream", MISS))
+    finally:
+        server.stop()
+
+
 def test_concurrent_misses_of_one_key_share_one_fill(pg: Any, dbname: str) -> None:
     _kv(pg, dbname, 10)
     server = _start(pg, dbname, admission="always")
