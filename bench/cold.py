@@ -56,7 +56,7 @@ class Scenario:
     #: what the writes do: insert votes (not read by the point lookup's cache) or update
     #: stories (the cached table: each write changes one cached key)
     write_sql: str = "INSERT INTO votes (story_id, user_id) VALUES (%s, 0)"
-    admission: str = "second"
+    admission: str = "auto"  # (the default; main before session 20: second)
     flags: tuple[str, ...] = ()  # more weir flags
     cached: bool = True  # False: no CREATE CACHE (weir's own pass-through speed)
 
@@ -338,7 +338,8 @@ def report(results: list[tuple[Scenario, Timeline, Timeline, dict[str, str]]],
         "",
         f"pgbench `-M prepared -c {args.clients} -j 2 -T {args.seconds} -P 1`, started right "
         f"after `CREATE CACHE` on a fresh weir (empty caches, default settings: misses "
-        f"answered upstream, admission on the second read); direct PostgreSQL with the same "
+        f"answered upstream, `--admission auto`: a key filled on its first read while the keys "
+        f"read once come back, else on its second); direct PostgreSQL with the same "
         f"script in the same invocation; {args.stories} stories, {args.votes} votes. "
         + _machine(load),
         "",

@@ -241,6 +241,9 @@ class EngineHost:
         self.engine.add_cache(name, reader)
         self._plans[name] = reader
         self._relations[name] = relations
+        # (its fills' connections, opened before the first reads: per table, as many as may
+        # run at once, ``FillPolicy.per_table``)
+        self.spawn(self.fills.warm(self.fills.policy.per_table * max(1, len(relations))))
 
     def drop_cache(self, name: str) -> None:
         self.engine.drop_cache(name)
@@ -310,7 +313,7 @@ class EngineHost:
     def _admit(self, key: tuple[str, Row], seen_before: int = 0) -> bool:
         admission = self.fills.admission
         admission.observe(lambda: self.engine.stats.hits + self.lane_hits(),
-                          self.engine.stats.fills)
+                          self.engine.stats.fills, time.monotonic())
         return admission.admit(key, seen_before)
 
     async def read(self, cache: str, key: Sequence[Any], count: bool = True) -> Served:

@@ -1,7 +1,8 @@
 """Background fills: which missed keys are filled, when, and together with which (sans-I/O).
 
-Owns: :class:`Admission` (a key is admitted to the cache on its second read within a window,
-a later one while fills do not pay, or on every read), :class:`FillQueue` (fills waiting
+Owns: :class:`Admission` (a key is admitted to the cache on its first read while the keys
+read once come back, its second read within a window, a later one while fills do not pay,
+or on every read), :class:`FillQueue` (fills waiting
 for an upstream transaction: bounded, taken in batches of fills whose tables are under the
 per-table bound, tables whose fills failed held back with an exponential back-off) and
 :class:`FillPolicy`, their settings.
@@ -21,14 +22,16 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-#: admission policies (``--admission``)
-ADMISSIONS = ("second", "always")
+#: admission policies (``--admission``; ``auto``: the first read while keys read once come
+#: back, as a cold cache's do, else as ``second``)
+ADMISSIONS = ("auto", "second", "always")
 
 
 @dataclass(frozen=True, slots=True)
 class FillPolicy:
-    """How background fills run. ``admission``: ``second`` (a key is filled on its second
-    read within the doorkeeper's window) or ``always``; ``max_queued``: fills waiting for an
+    """How background fills run. ``admission``: ``auto`` (a key is filled on its first read
+    while keys read once come back, else as ``second``), ``second`` (a key is filled on its
+    second read within the doorkeeper's window) or ``always``; ``max_queued``: fills waiting for an
     upstream transaction (more misses are not filled); ``batch``: fills per upstream
     transaction; ``per_table``: upstream fill transactions at once that read one table;
     ``backoff``: first and longest pause, in seconds, after a fill of a table failed;
@@ -36,7 +39,7 @@ class FillPolicy:
     batch while another batch is being read upstream (``proxy.fillrun``; on an idle
     upstream it starts at once; a miss is answered upstream, so no client waits for it)."""
 
-    admission: str = "second"
+    admission: str = "auto"
     max_queued: int = 4096
     batch: int = 64
     per_table: int = 2
@@ -47,6 +50,33 @@ class FillPolicy:
 
 #: fills between two looks at what fills yield (:meth:`Admission.observe`)
 YIELD_WINDOW = 256
+#: seconds at least between two looks (the first window starts at the first miss): a fill's
+#: hits come after it installs, so a window of fills that all started within a few ms would
+#: see their misses and not yet their hits (a cold Zipf start: 256 fills in the first 60 ms,
+#: 63 hits by then, 400 more in the next 60 ms, 24 hits per fill a second later)
+YIELD_SECONDS = 0.25
+#: of the keys refused on their first read (``keep`` 1) over a window, the share admitted on
+#: their second from which ``auto`` admits on the first read (``keep`` 0): nearly every key
+#: comes back (a cold cache over a skewed key space), so its first miss's fill saves the
+#: second miss for the price of a fill
+RETURNS = 0.5
+#: at ``keep`` 0, one key in this many (by hash) is still refused on its first read, a
+#: sample of the keys read once whose returns :data:`COLD_RETURNS` judges
+SAMPLE = 16
+#: sampled refusals (distinct keys, one in :data:`SAMPLE`) at ``keep`` 0 before their
+#: returns are judged: about 3,200 distinct keys read, counted in keys rather than seconds
+#: so that the verdict does not depend on how fast the machine reads
+MIN_SAMPLES = 200
+#: of the sampled keys, the share read again below which ``keep`` 0 goes to 1: the share
+#: of the keys read so far that were read again grows with the reads, and by 3,200
+#: distinct keys it is 0.38 for Zipf(1.1) over 10,000 keys (0.65 later), 0.22 over 100,000
+#: (0.31 later) and 0.02 for uniform keys over 100,000 (simulated)
+COLD_RETURNS = 0.3
+#: hits per fill below which fills do not pay at ``keep`` 0 (a quarter of :data:`MIN_YIELD`:
+#: at a cold start a fill's hits lag its start by 100 ms and more, 1,000 fills starting at
+#: once, so a window then sees about one hit per two fills even over a skewed key space;
+#: one-off reads see next to none)
+ZERO_YIELD = 0.25
 #: hits per fill below which fills do not pay: keys must then be read twice as often as
 #: before (each look)
 MIN_YIELD = 1.0
@@ -70,18 +100,34 @@ class Admission:
     each fill costs the event loop and the upstream a transaction, and a key read twice at
     random is rarely read again), up to :data:`MAX_KEEP`; one fewer each time they were
     followed by :data:`PAYS` or more. A skewed workload (hot keys read many times) yields
-    many hits per fill and keeps the second read. ``strict``: ``keep`` above 1."""
+    many hits per fill and keeps the second read. ``strict``: ``keep`` above 1.
+
+    ``auto`` adds ``keep`` 0 (a key is admitted on its first read) and starts there: a cold
+    cache (the first seconds after ``CREATE CACHE``, a restart) over a skewed key space reads
+    nearly every key again, so the fill of its first miss saves its second miss (Zipf over
+    10,000: half the misses). At 0 ``keep`` goes to 1 (and on as ``second``) when a window's
+    fills were followed by fewer than :data:`ZERO_YIELD` hits each (one-off reads), or when,
+    once :data:`MIN_SAMPLES` of a sample of keys (one in :data:`SAMPLE` by hash, still
+    refused on their first read) were read, fewer than :data:`COLD_RETURNS` of them were read
+    again (a long tail: Zipf over 100,000 keys, where a first read's fill saves a second
+    miss for only a fifth to a third of the keys); from 1 it comes back to 0 when fills pay
+    well and at least :data:`RETURNS` of the keys refused on their first read over the
+    window came back (:attr:`returned` against the refusals)."""
 
     def __init__(self, policy: str = "second", capacity: int = 1 << 16) -> None:
         if policy not in ADMISSIONS:
             raise ValueError(f"admission must be one of {ADMISSIONS}, not {policy!r}")
         self.always = policy == "always"
+        self.floor = 0 if policy == "auto" else 1  # (the fewest reads refused)
         self.capacity = capacity
         self._reads: dict[int, int] = {}
         self.refused = 0  # misses not filled because the key was not read often enough
-        self.keep = 1
+        self.returned = 0  # keys admitted on a later read (one refused before)
+        self.keep = self.floor
         self.raised = 0  # times ``keep`` went up (``SHOW WEIR STATUS`` fills_admission_raised)
         self._mark = (0, 0)  # (hits, fills) at the last look
+        self._since = (-1.0, 0, 0)  # (time, refused, returned) at the last look
+        self._stint = self._since  # (the same) when ``keep`` last went to 0
 
     @property
     def strict(self) -> bool:
@@ -94,21 +140,38 @@ class Admission:
         fills_admitted_on_read): 2, the second, while fills pay; 0 with ``always``."""
         return 0 if self.always else self.keep + 1
 
-    def observe(self, hits: Callable[[], int], fills: int) -> None:
+    def observe(self, hits: Callable[[], int], fills: int, now: float) -> None:
         """The host's running count of fills started, and of cache hits (asked for only
-        when due: the lanes' count is a call): every :data:`YIELD_WINDOW` fills, what they
-        yielded moves ``keep`` (class docstring)."""
+        when due: the lanes' count is a call), at ``now`` (seconds, monotonic): every
+        :data:`YIELD_WINDOW` fills and :data:`YIELD_SECONDS`, what they yielded moves
+        ``keep`` (class docstring)."""
         hits0, fills0 = self._mark
-        if fills - fills0 >= YIELD_WINDOW and not self.always:
-            now = hits()
-            paid = now - hits0
-            if paid < MIN_YIELD * (fills - fills0):
-                if self.keep < MAX_KEEP:  # (doubled: one-off traffic is told in a few
-                    self.keep = min(MAX_KEEP, 2 * self.keep)  # windows, its fills cost most)
-                    self.raised += 1
-            elif paid >= PAYS * (fills - fills0) and self.keep > 1:
-                self.keep -= 1
-            self._mark = (now, fills)
+        if self._since[0] < 0:  # (the first miss: the first window starts)
+            self._since = self._stint = (now, self.refused, self.returned)
+        if self.always or fills - fills0 < YIELD_WINDOW or now - self._since[0] < YIELD_SECONDS:
+            return
+        _, refused0, returned0 = self._since
+        count = hits()
+        paid = count - hits0
+        if self.keep == 0:
+            _, sampled, came = self._stint
+            sampled, came = self.refused - sampled, self.returned - came
+            if paid < ZERO_YIELD * (fills - fills0) or (
+                    sampled >= MIN_SAMPLES and came < COLD_RETURNS * sampled):
+                self.keep = 1
+                self.raised += 1
+        elif paid < MIN_YIELD * (fills - fills0):
+            if self.keep < MAX_KEEP:  # (doubled: one-off traffic is told in a few
+                self.keep = min(MAX_KEEP, 2 * self.keep)  # windows, its fills cost most)
+                self.raised += 1
+        elif paid >= PAYS * (fills - fills0) and self.keep > self.floor and (
+                self.keep > 1 or self.returned - returned0 >= RETURNS * (
+                    self.refused - refused0)):  # (to 0: most keys read once came back)
+            self.keep -= 1
+            if not self.keep:
+                self._stint = (now, self.refused, self.returned)
+        self._mark = (count, fills)
+        self._since = (now, self.refused, self.returned)
 
     def admit(self, key: Hashable, seen_before: int = 0) -> bool:
         """Whether ``key``'s fill starts now; ``seen_before``: how many earlier reads another
@@ -117,8 +180,10 @@ class Admission:
         if self.always:
             return True
         h = hash(key)
+        keep = self.keep or int(h % SAMPLE == 0)  # (keep 0: the sample, as at 1)
         reads = max(self._reads.get(h, 0), seen_before) + 1  # (this one included)
-        if reads > self.keep:
+        if reads > keep:
+            self.returned += reads > 1
             self._reads.pop(h, None)
             return True
         if h not in self._reads and len(self._reads) >= self.capacity:

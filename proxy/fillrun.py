@@ -132,6 +132,24 @@ class FillRunner:
         if self._fill_pool is not None:
             await self._fill_pool.close()
 
+    async def warm(self, connections: int) -> None:
+        """Open up to ``connections`` fill connections now (the pool keeps them while idle):
+        a cache just created is read at once, and its first fills would otherwise open their
+        connections while the misses that queued them flood the event loop (issue 18's cold
+        start: the first fill batches waited 50-80 ms). Failures are left to the fills."""
+        pool = self._fill_pool
+        if pool is None:
+            return
+        held = []
+        try:
+            for _ in range(min(connections, self.max_fills)):
+                held.append(await pool.acquire(timeout=5.0))
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            pass
+        finally:
+            for conn in held:
+                await pool.release(conn)
+
     def queue_fill(self, run: RunFill) -> None:
         """Fills wait for a slot (at most ``max_fills`` upstream transactions at once, at most
         ``per_table`` of them reading one table); those that waited together run in one

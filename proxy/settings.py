@@ -177,10 +177,12 @@ class Settings:
                           "the fill (up to --read-timeout)"},
     )
     admission: str = field(
-        default="second",
-        metadata={"help": "which missed keys are filled: second (on a key's second read "
-                          "within the recent one-off keys, its third while fills yield "
-                          "fewer hits than fills) or always"},
+        default="auto",
+        metadata={"help": "which missed keys are filled: auto (on a key's first read while "
+                          "the keys read once come back, as a cold cache's do, else as "
+                          "second), second (on a key's second read within the recent "
+                          "one-off keys, a later one while fills yield fewer hits than "
+                          "fills) or always"},
     )
     fill_queue: int = field(
         default=4096,

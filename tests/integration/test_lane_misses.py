@@ -217,8 +217,10 @@ def test_fills_that_yield_no_hits_make_admission_want_later_reads_and_the_lanes_
     reads yield no hits, so admission raises the read it admits a key on
     (``Admission.observe``, every ``YIELD_WINDOW`` fills: a small window here) and the
     lanes' doorkeeper is told to keep that many reads (``Pace.tell``): later keys read
-    only twice are not filled. Counted, not timed: the window is counted in fills."""
+    only twice are not filled. Counted, not timed: the window is counted in fills (its
+    least time, ``YIELD_SECONDS``, set to none here)."""
     monkeypatch.setattr(fillqueue, "YIELD_WINDOW", 8)
+    monkeypatch.setattr(fillqueue, "YIELD_SECONDS", 0.0)
     with _lanes_weir(pg, dbname, monkeypatch) as (server, conn, admin):
         host = server.server.service.host
         admission = host.fills.admission

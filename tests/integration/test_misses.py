@@ -62,6 +62,58 @@ def test_a_miss_is_answered_upstream_then_filled_in_the_background(pg: Any, dbna
         server.stop()
 
 
+def test_auto_admission_fills_a_cold_caches_keys_on_their_first_read(pg: Any, dbname: str
+                                                                       ) -> None:
+    """``--admission auto`` (the default): a fresh cache fills a key on its first read
+    (answered upstream as every miss), except the sample of keys (one in ``SAMPLE`` by
+    hash) refused once to tell whether keys come back; a later read of the key gets the
+    key's current value from the cache, a write to it included (the fill installs like any
+    fill)."""
+    _kv(pg, dbname, 40)
+    server = _start(pg, dbname, admission="auto")
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            admission = host.fills.admission
+            assert admission.keep == 0 and admission.reads == 1
+            for k in range(1, 41):
+                assert _read(conn, k) == (f"v{k}", ("upstream", MISS))
+            refused = admission.refused  # (the sampled keys)
+            assert refused < 20 and host.engine.stats.fills == 40 - refused
+            assert int(dict(conn.execute("SHOW WEIR STATUS").fetchall())[
+                "fills_admitted_on_read"]) == 1
+            eventually(lambda: host.fills.done == 40 - refused)
+            filled = [k for k in range(1, 41) if _read(conn, k)[1][0] == "cache"]
+            assert len(filled) == 40 - refused  # (each read once: a hit now)
+            conn.execute("UPDATE kv SET v = 'new' WHERE k = %s", (filled[0],))
+            assert _read(conn, filled[0])[0] == "new"  # (read-your-writes: never older)
+            eventually(lambda: _read(conn, filled[0]) == (
+                "new", ("cache", "served by cache kv1")))
+    finally:
+        server.stop()
+
+
+def test_a_new_cache_opens_its_fill_connections_before_its_first_read(pg: Any, dbname: str
+                                                                       ) -> None:
+    """CREATE CACHE opens the fill connections its first fills may run on at once
+    (``FillPolicy.per_table`` per table: ``FillRunner.warm``), so the first misses of a cold
+    cache do not wait for connections to be opened; nothing is read meanwhile."""
+    _kv(pg, dbname, 10)
+    server = _start(pg, dbname)
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
+            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+            host = server.server.service.host
+            pool = host.fills._fills()  # (its least size is one: fills open the others)
+            per_table = host.fills.policy.per_table
+            eventually(lambda: pool.get_size() == per_table > 1)
+            assert host.engine.stats.misses == 0 and host.fills.done == 0
+            assert _read(conn, 1) == ("v1", ("upstream", MISS))
+    finally:
+        server.stop()
+
+
 def test_concurrent_misses_of_one_key_share_one_fill(pg: Any, dbname: str) -> None:
     _kv(pg, dbname, 10)
     server = _start(pg, dbname, admission="always")

@@ -11,7 +11,18 @@ from typing import Any
 import pytest
 
 from proxy.config import resolve
-from proxy.fillqueue import MAX_KEEP, PAYS, YIELD_WINDOW, Admission, FillPolicy, FillQueue
+from proxy.fillqueue import (
+    MAX_KEEP,
+    MIN_SAMPLES,
+    PAYS,
+    SAMPLE,
+    YIELD_SECONDS,
+    YIELD_WINDOW,
+    ZERO_YIELD,
+    Admission,
+    FillPolicy,
+    FillQueue,
+)
 from proxy.hitpath import TOTAL_BYTES, HitMemos
 from proxy.misses import budgets, default_budget
 from proxy.seen import MAX_IN_FLIGHT, NEVER, Coverage, Seen, covered, may_serve
@@ -36,31 +47,113 @@ def test_admission_wants_more_reads_while_fills_do_not_pay() -> None:
     between the rule stays as it is."""
     doorkeeper = Admission("second")
     assert doorkeeper.reads == 2 and not doorkeeper.strict
-    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW - 1)
+    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW - 1, now=0.0)
     assert not doorkeeper.strict  # (not a whole window yet)
-    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW)
+    doorkeeper.observe(lambda: 10, fills=YIELD_WINDOW, now=1.0)
     assert doorkeeper.strict and doorkeeper.reads == 3
     assert [doorkeeper.admit(("c", (1,))) for _ in range(4)] == [False, False, True, False]
     hits = 10
     for window in range(2, 20):  # no hits: twice as many each window, up to the bound
-        doorkeeper.observe(lambda now=hits: now, fills=window * YIELD_WINDOW)
+        doorkeeper.observe(lambda now=hits: now, fills=window * YIELD_WINDOW, now=window)
     assert doorkeeper.keep == MAX_KEEP and doorkeeper.raised == 3  # (1, 2, 4, 7)
     assert [doorkeeper.admit(("c", (2,))) for _ in range(MAX_KEEP + 1)] == \
         [False] * MAX_KEEP + [True]
     hits += 2 * YIELD_WINDOW  # two hits per fill: paid, not well: the rule stays
-    doorkeeper.observe(lambda: hits, fills=20 * YIELD_WINDOW)
+    doorkeeper.observe(lambda: hits, fills=20 * YIELD_WINDOW, now=20)
     assert doorkeeper.keep == MAX_KEEP
     hits += int(PAYS * YIELD_WINDOW)  # paid well: one read fewer
-    doorkeeper.observe(lambda: hits, fills=21 * YIELD_WINDOW)
+    doorkeeper.observe(lambda: hits, fills=21 * YIELD_WINDOW, now=21)
     assert doorkeeper.keep == MAX_KEEP - 1
     for window in range(22, 40):
         hits += int(PAYS * YIELD_WINDOW)
-        doorkeeper.observe(lambda now=hits: now, fills=window * YIELD_WINDOW)
+        doorkeeper.observe(lambda now=hits: now, fills=window * YIELD_WINDOW, now=window)
     assert doorkeeper.keep == 1 and not doorkeeper.strict  # (never below the second read)
     assert [doorkeeper.admit(("c", (3,))) for _ in range(2)] == [False, True]
     doorkeeper.keep = 3  # a key on its way keeps its reads: admitted after three in all
     assert [doorkeeper.admit(("c", (4,))) for _ in range(4)] == [False, False, False, True]
     assert Admission("always").reads == 0
+
+
+def test_admission_looks_at_a_window_of_time_too() -> None:
+    """A window is :data:`YIELD_WINDOW` fills and :data:`YIELD_SECONDS`, the first from the
+    first miss: fills that all started within a few ms (a cold start) are judged once their
+    hits had time to come."""
+    doorkeeper = Admission("second")
+    t0 = 100.0  # (the first miss: the host ran for a while before)
+    doorkeeper.observe(lambda: 0, fills=0, now=t0)
+    doorkeeper.observe(lambda: 0, fills=YIELD_WINDOW, now=t0 + YIELD_SECONDS / 2)
+    assert doorkeeper.keep == 1  # (too soon: the fills' hits come after they install)
+    doorkeeper.observe(lambda: 0, fills=4 * YIELD_WINDOW, now=t0 + YIELD_SECONDS / 2)
+    assert doorkeeper.keep == 1
+    doorkeeper.observe(lambda: 0, fills=4 * YIELD_WINDOW, now=t0 + YIELD_SECONDS)
+    assert doorkeeper.keep == 2 and doorkeeper.raised == 1  # (one look: one step)
+    asked: list[int] = []  # (the hits, a call into the lanes, asked for only when due)
+
+    def hits() -> int:
+        asked.append(1)
+        return 0
+
+    doorkeeper.observe(hits, fills=5 * YIELD_WINDOW, now=t0 + 1.5 * YIELD_SECONDS)
+    doorkeeper.observe(hits, fills=5 * YIELD_WINDOW - 1, now=t0 + 3 * YIELD_SECONDS)
+    assert not asked and doorkeeper.keep == 2
+    doorkeeper.observe(hits, fills=5 * YIELD_WINDOW, now=t0 + 3 * YIELD_SECONDS)
+    assert asked == [1] and doorkeeper.keep == 4
+
+
+def test_auto_admission_fills_first_reads_while_keys_come_back() -> None:
+    """``auto``: a cold cache admits a key on its first read (keep 0) but a sample of keys
+    (one in :data:`SAMPLE` by hash) on its second. It goes to the second read (and on as
+    ``second``) when a window's fills yield fewer than :data:`ZERO_YIELD` hits each, or
+    once :data:`MIN_SAMPLES` sampled keys were read, fewer than :data:`COLD_RETURNS` of them
+    were read again; back to the first read once fills pay well and most keys refused on
+    their first read over a window came back for their second."""
+    doorkeeper = Admission("auto")
+    assert doorkeeper.keep == 0 and doorkeeper.reads == 1 and not doorkeeper.strict
+    t, fills, hits = 0.0, 0, 0
+    doorkeeper.observe(lambda: 0, fills=0, now=t)  # (the first miss)
+    keys = range(100 * SAMPLE * MIN_SAMPLES)
+    sampled = [k for k in keys if hash((k,)) % SAMPLE == 0][:MIN_SAMPLES + 10]
+    others = [k for k in keys if hash((k,)) % SAMPLE][:100]
+    assert all(doorkeeper.admit((k,)) for k in others) and doorkeeper.refused == 0
+    few = sampled[:MIN_SAMPLES // 2]
+    assert not any(doorkeeper.admit((k,)) for k in few)  # (the sample: refused once)
+    assert doorkeeper.refused == len(few)
+    for k in few[:len(few) // 5]:  # a fifth came back (a long tail)
+        assert doorkeeper.admit((k,))
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + int(2 * ZERO_YIELD * YIELD_WINDOW)
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)  # (a cold start's lagging hits)
+    assert doorkeeper.keep == 0  # (not judged before MIN_SAMPLES sampled keys)
+    for k in sampled[len(few):]:
+        assert not doorkeeper.admit((k,))
+    assert doorkeeper.refused >= MIN_SAMPLES
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
+    assert doorkeeper.keep == 1 and doorkeeper.raised == 1 and doorkeeper.reads == 2
+    for k in range(10_000, 10_010):  # ten keys refused on their first read, two come back
+        doorkeeper.admit((k,))
+    assert doorkeeper.admit((10_000,)) and doorkeeper.admit((10_001,))
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
+    assert doorkeeper.keep == 1  # (paid well, but most keys read once were not read again)
+    for k in range(20_000, 20_010):  # ten refused, eight come back
+        doorkeeper.admit((k,))
+    assert all(doorkeeper.admit((k,)) for k in range(20_000, 20_008))
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
+    assert doorkeeper.keep == 0 and doorkeeper.reads == 1
+    for k in sampled:  # (a new stint at 0: its own sample; these keys come back)
+        doorkeeper.admit((k,))
+        doorkeeper.admit((k,))
+    t, fills, hits = t + 1.0, fills + YIELD_WINDOW, hits + 10 * YIELD_WINDOW
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
+    assert doorkeeper.keep == 0
+    t, fills = t + 1.0, fills + YIELD_WINDOW  # one-off reads: no hits
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
+    assert doorkeeper.keep == 1 and doorkeeper.raised == 2
+    t, fills = t + 1.0, fills + YIELD_WINDOW
+    doorkeeper.observe(lambda h=hits: h, fills=fills, now=t)
+    assert doorkeeper.keep == 2  # (then doubling, as ``second``)
+    assert Admission("second").keep == 1  # (``second`` never admits a first read)
 
 
 def test_admission_of_keys_another_doorkeeper_saw_read_once() -> None:
