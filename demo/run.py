@@ -205,8 +205,9 @@ def _print_timeline(timeline: StatusTimeline, status: dict[str, str]) -> None:
     print(f"  weir's hit rate through the run (in sixths): "
           f"{report.hit_rate_line(timeline.seconds())}")
     print(f"  misses {misses:,}: {int(status.get('fills', 0)):,} keys filled, "
-          f"{int(status.get('fills_not_admitted', 0)):,} not admitted (a key is filled on its "
-          f"second miss); hits answered by the hit lanes: "
+          f"{int(status.get('fills_not_admitted', 0)):,} not admitted (admission: a cold cache "
+          f"fills a key at its first miss while keys come back, else at a later one); "
+          f"hits answered by the hit lanes: "
           f"{int(status.get('lane_answers', 0)):,} of {hits:,}")
     load = os.getloadavg()
     print(f"  machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} at the end "
