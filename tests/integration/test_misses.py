@@ -6,7 +6,8 @@ answered from an older cache state."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -40,26 +41,35 @@ def _start(pg: Any, dbname: str, **settings: Any) -> InProcessWeir:
     return InProcessWeir.start(pg.dsn(dbname=dbname), **{**DEFAULTS, **settings})
 
 
-def test_a_miss_is_answered_upstream_then_filled_in_the_background(pg: Any, dbname: str
-                                                                     ) -> None:
-    _kv(pg, dbname, 10)
-    server = _start(pg, dbname)
+@contextmanager
+def _cached(pg: Any, dbname: str, rows: int, **settings: Any
+            ) -> Iterator[tuple[InProcessWeir, Any]]:
+    """Table kv with ``rows`` keys, a weir started with ``settings`` over it and a client
+    connection (autocommit) that created cache kv1 (a point lookup on k); weir stops after."""
+    _kv(pg, dbname, rows)
+    server = _start(pg, dbname, **settings)
     try:
         with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
             conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
-            # first read: a miss, answered upstream; the key is not admitted yet
-            assert _read(conn, 3) == ("v3", ("upstream", MISS))
-            assert host.engine.stats.fills == 0 and host.fills.admission.refused == 1
-            # second read: still upstream, but now its fill runs in the background
-            assert _read(conn, 3) == ("v3", ("upstream", MISS))
-            assert host.engine.stats.fills == 1
-            eventually(lambda: _read(conn, 3) == ("v3", ("cache", "served by cache kv1")))
-            assert host.fills.done == 1
-            p50 = float(dict(conn.execute("SHOW WEIR STATUS").fetchall())["fill_ms_p50"])
-            assert 0 < p50 < 10_000  # (request to installed: rows and marker both in)
+            yield server, conn
     finally:
         server.stop()
+
+
+def test_a_miss_is_answered_upstream_then_filled_in_the_background(pg: Any, dbname: str
+                                                                     ) -> None:
+    with _cached(pg, dbname, 10) as (server, conn):
+        host = server.server.service.host
+        # first read: a miss, answered upstream; the key is not admitted yet
+        assert _read(conn, 3) == ("v3", ("upstream", MISS))
+        assert host.engine.stats.fills == 0 and host.fills.admission.refused == 1
+        # second read: still upstream, but now its fill runs in the background
+        assert _read(conn, 3) == ("v3", ("upstream", MISS))
+        assert host.engine.stats.fills == 1
+        eventually(lambda: _read(conn, 3) == ("v3", ("cache", "served by cache kv1")))
+        assert host.fills.done == 1
+        p50 = float(dict(conn.execute("SHOW WEIR STATUS").fetchall())["fill_ms_p50"])
+        assert 0 < p50 < 10_000  # (request to installed: rows and marker both in)
 
 
 def test_auto_admission_fills_a_cold_caches_keys_on_their_first_read(pg: Any, dbname: str
@@ -69,29 +79,23 @@ def test_auto_admission_fills_a_cold_caches_keys_on_their_first_read(pg: Any, db
     hash) refused once to tell whether keys come back; a later read of the key gets the
     key's current value from the cache, a write to it included (the fill installs like any
     fill)."""
-    _kv(pg, dbname, 40)
-    server = _start(pg, dbname, admission="auto")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
-            admission = host.fills.admission
-            assert admission.keep == 0 and admission.reads == 1
-            for k in range(1, 41):
-                assert _read(conn, k) == (f"v{k}", ("upstream", MISS))
-            refused = admission.refused  # (the sampled keys)
-            assert refused < 20 and host.engine.stats.fills == 40 - refused
-            assert int(dict(conn.execute("SHOW WEIR STATUS").fetchall())[
-                "fills_admitted_on_read"]) == 1
-            eventually(lambda: host.fills.done == 40 - refused)
-            filled = [k for k in range(1, 41) if _read(conn, k)[1][0] == "cache"]
-            assert len(filled) == 40 - refused  # (each read once: a hit now)
-            conn.execute("UPDATE kv SET v = 'new' WHERE k = %s", (filled[0],))
-            assert _read(conn, filled[0])[0] == "new"  # (read-your-writes: never older)
-            eventually(lambda: _read(conn, filled[0]) == (
-                "new", ("cache", "served by cache kv1")))
-    finally:
-        server.stop()
+    with _cached(pg, dbname, 40, admission="auto") as (server, conn):
+        host = server.server.service.host
+        admission = host.fills.admission
+        assert admission.keep == 0 and admission.reads == 1
+        for k in range(1, 41):
+            assert _read(conn, k) == (f"v{k}", ("upstream", MISS))
+        refused = admission.refused  # (the sampled keys)
+        assert refused < 20 and host.engine.stats.fills == 40 - refused
+        assert int(dict(conn.execute("SHOW WEIR STATUS").fetchall())[
+            "fills_admitted_on_read"]) == 1
+        eventually(lambda: host.fills.done == 40 - refused)
+        filled = [k for k in range(1, 41) if _read(conn, k)[1][0] == "cache"]
+        assert len(filled) == 40 - refused  # (each read once: a hit now)
+        conn.execute("UPDATE kv SET v = 'new' WHERE k = %s", (filled[0],))
+        assert _read(conn, filled[0])[0] == "new"  # (read-your-writes: never older)
+        eventually(lambda: _read(conn, filled[0]) == (
+            "new", ("cache", "served by cache kv1")))
 
 
 def test_a_new_cache_opens_its_fill_connections_before_its_first_read(pg: Any, dbname: str
@@ -99,27 +103,17 @@ def test_a_new_cache_opens_its_fill_connections_before_its_first_read(pg: Any, d
     """CREATE CACHE opens the fill connections its first fills may run on at once
     (``FillPolicy.per_table`` per table: ``FillRunner.warm``), so the first misses of a cold
     cache do not wait for connections to be opened; nothing is read meanwhile."""
-    _kv(pg, dbname, 10)
-    server = _start(pg, dbname)
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
-            pool = host.fills._fills()  # (its least size is one: fills open the others)
-            per_table = host.fills.policy.per_table
-            eventually(lambda: pool.get_size() == per_table > 1)
-            assert host.engine.stats.misses == 0 and host.fills.done == 0
-            assert _read(conn, 1) == ("v1", ("upstream", MISS))
-    finally:
-        server.stop()
+    with _cached(pg, dbname, 10) as (server, conn):
+        host = server.server.service.host
+        pool = host.fills._fills()  # (its least size is one: fills open the others)
+        per_table = host.fills.policy.per_table
+        eventually(lambda: pool.get_size() == per_table > 1)
+        assert host.engine.stats.misses == 0 and host.fills.done == 0
+        assert _read(conn, 1) == ("v1", ("upstream", MISS))
 
 
 def test_concurrent_misses_of_one_key_share_one_fill(pg: Any, dbname: str) -> None:
-    _kv(pg, dbname, 10)
-    server = _start(pg, dbname, admission="always")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+    with _cached(pg, dbname, 10, admission="always") as (server, _conn):
         host = server.server.service.host
 
         async def miss_many() -> list[Any]:
@@ -129,16 +123,10 @@ def test_concurrent_misses_of_one_key_share_one_fill(pg: Any, dbname: str) -> No
         assert host.engine.stats.fills == 1
         eventually(lambda: host.engine.lookup("kv1", (5,)) == (("v5",),))
         assert host.fills.done == 1 and host.fills.transactions == 1
-    finally:
-        server.stop()
 
 
 def test_misses_of_many_keys_fill_in_one_upstream_transaction(pg: Any, dbname: str) -> None:
-    _kv(pg, dbname, 100)
-    server = _start(pg, dbname, admission="always")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+    with _cached(pg, dbname, 100, admission="always") as (server, _conn):
         host = server.server.service.host
 
         async def miss_many() -> list[Any]:
@@ -155,8 +143,6 @@ def test_misses_of_many_keys_fill_in_one_upstream_transaction(pg: Any, dbname: s
         # (a key missing upstream is filled as present-and-empty)
         assert server.call(miss_one(host, 1000)) is None
         eventually(lambda: server.call(looked_up(host, [1000])) == [()])
-    finally:
-        server.stop()
 
 
 async def miss_one(host: Any, k: int) -> Any:
@@ -169,11 +155,7 @@ async def looked_up(host: Any, keys: Iterable[int]) -> list[Any]:
 
 
 def test_the_fill_queue_is_bounded(pg: Any, dbname: str) -> None:
-    _kv(pg, dbname, 100)
-    server = _start(pg, dbname, admission="always", fill_queue=5)
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
+    with _cached(pg, dbname, 100, admission="always", fill_queue=5) as (server, _conn):
         host = server.server.service.host
 
         async def miss_many() -> tuple[list[Any], int]:
@@ -187,36 +169,28 @@ def test_the_fill_queue_is_bounded(pg: Any, dbname: str) -> None:
         eventually(lambda: [rows is not None for rows in
                             server.call(looked_up(host, range(1, 21)))] == filled)
         assert host.fills.done == 5
-    finally:
-        server.stop()
 
 
 def test_a_table_whose_fills_fail_backs_off(pg: Any, dbname: str) -> None:
     """A fill that cannot run (the table is locked; the fill's lock_timeout ends it) is not
     retried per read: its table backs off, and misses of it just go upstream meanwhile; the
     heartbeat, off the fill connections, keeps the caches fresh throughout."""
-    _kv(pg, dbname, 10)
-    server = _start(pg, dbname, admission="always")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
-                psycopg.connect(pg.dsn(dbname=dbname)) as locker:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
-            host.fills.queue.policy = FillPolicy(admission="always", backoff=(600.0, 600.0))
-            locker.execute("LOCK TABLE kv IN ACCESS EXCLUSIVE MODE")
-            got: list[Any] = []
-            reader = threading.Thread(target=lambda: got.append(_read(conn, 1)))
-            reader.start()  # its upstream answer waits for the lock; its fill fails
-            eventually(lambda: host.fills.failures == 1, timeout=30)
-            assert host.staleness() < 2.0
-            locker.rollback()
-            reader.join(30)
-            assert got == [("v1", ("upstream", MISS))]
-            held = host.fills.queue.held_back
-            assert _read(conn, 2) == ("v2", ("upstream", MISS))
-            assert host.fills.queue.held_back == held + 1 and host.engine.stats.fills == 1
-    finally:
-        server.stop()
+    with _cached(pg, dbname, 10, admission="always") as (server, conn), \
+            psycopg.connect(pg.dsn(dbname=dbname)) as locker:
+        host = server.server.service.host
+        host.fills.queue.policy = FillPolicy(admission="always", backoff=(600.0, 600.0))
+        locker.execute("LOCK TABLE kv IN ACCESS EXCLUSIVE MODE")
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.append(_read(conn, 1)))
+        reader.start()  # its upstream answer waits for the lock; its fill fails
+        eventually(lambda: host.fills.failures == 1, timeout=30)
+        assert host.staleness() < 2.0
+        locker.rollback()
+        reader.join(30)
+        assert got == [("v1", ("upstream", MISS))]
+        held = host.fills.queue.held_back
+        assert _read(conn, 2) == ("v2", ("upstream", MISS))
+        assert host.fills.queue.held_back == held + 1 and host.engine.stats.fills == 1
 
 
 @pytest.mark.parametrize("rule", ["on", "off"])
@@ -226,52 +200,41 @@ def test_monotonic_reads_after_a_miss_answered_upstream(pg: Any, dbname: str, ru
     reads A (a miss, answered upstream: the update) and then B (a hit of the old state): with
     the rule it sees the update too (after the barrier, from the cache); without it (the
     control), it would see the old value — the anomaly the rule prevents."""
-    _kv(pg, dbname, 10)
-    server = _start(pg, dbname, read_your_writes=rule, read_timeout=30.0, admission="always")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
-                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            host = server.server.service.host
-            _read(conn, 2)
-            eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
-            held = HeldApplier(server)
-            held.hold()
-            direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
-            assert _read(conn, 1) == ("v1-new", ("upstream", MISS))  # A: a miss, upstream
-            if rule == "off":
-                assert _read(conn, 2) == ("v2", ("cache", "served by cache kv1"))
-                return
-            got: list[Any] = []
-            reader = threading.Thread(target=lambda: got.append(_read(conn, 2)))
-            reader.start()  # B waits for a barrier sent after A's answer
-            eventually(lambda: host.coverage._wants, timeout=10)
-            assert not got
-            held.release()
-            reader.join(30)
-            assert got == [("v2-new", ("cache", "served by cache kv1"))]
-    finally:
-        server.stop()
+    with _cached(pg, dbname, 10, read_your_writes=rule, read_timeout=30.0,
+                 admission="always") as (server, conn), \
+            psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+        host = server.server.service.host
+        _read(conn, 2)
+        eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
+        held = HeldApplier(server)
+        held.hold()
+        direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
+        assert _read(conn, 1) == ("v1-new", ("upstream", MISS))  # A: a miss, upstream
+        if rule == "off":
+            assert _read(conn, 2) == ("v2", ("cache", "served by cache kv1"))
+            return
+        got: list[Any] = []
+        reader = threading.Thread(target=lambda: got.append(_read(conn, 2)))
+        reader.start()  # B waits for a barrier sent after A's answer
+        eventually(lambda: host.coverage._wants, timeout=10)
+        assert not got
+        held.release()
+        reader.join(30)
+        assert got == [("v2-new", ("cache", "served by cache kv1"))]
 
 
 def test_a_session_behind_the_cache_goes_upstream_after_its_bound(pg: Any, dbname: str
                                                                   ) -> None:
     """While no barrier after its last upstream answer passes (the applier is held), a read
     that would hit goes upstream once ``--read-timeout`` is over, and sees the update."""
-    _kv(pg, dbname, 10)
-    server = _start(pg, dbname, read_timeout=0.2, admission="always")
-    try:
-        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
-                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
-            conn.execute("CREATE CACHE kv1 FROM SELECT v FROM kv WHERE k = $1")
-            _read(conn, 2)
-            eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
-            HeldApplier(server).hold()  # (its keepalives too: they would pass a probe)
-            direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
-            assert _read(conn, 1) == ("v1-new", ("upstream", MISS))
-            assert _read(conn, 2) == ("v2-new", ("upstream", BEHIND))
-    finally:
-        server.stop()
+    with _cached(pg, dbname, 10, read_timeout=0.2, admission="always") as (server, conn), \
+            psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+        _read(conn, 2)
+        eventually(lambda: _read(conn, 2) == ("v2", ("cache", "served by cache kv1")))
+        HeldApplier(server).hold()  # (its keepalives too: they would pass a probe)
+        direct.execute("UPDATE kv SET v = v || '-new' WHERE k IN (1, 2)")
+        assert _read(conn, 1) == ("v1-new", ("upstream", MISS))
+        assert _read(conn, 2) == ("v2-new", ("upstream", BEHIND))
 
 
 def test_a_memory_budget_by_default(pg: Any, dbname: str) -> None:
