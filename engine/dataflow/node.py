@@ -35,9 +35,13 @@ BaseKey = tuple[int, Cols, Row]  # (base node id, columns, key values)
 class PullCtx:
     """``partial``: never miss, return the rows known. ``probe``: miss rather than replay
     into a stateful node (used while propagating evictions). ``lookup``: a join's lookup
-    while processing deltas (not a read: recency and ``used`` are not recorded)."""
+    while processing deltas (not a read: recency and ``used`` are not recorded). ``cover``:
+    set (to a list) by a range-partial reader whose equality key is on another table of the
+    join than its range (``SpanReaderNode.cross``): a base's pull of a span with ``first``
+    rows answers the stretch its pieces cover from the span's near end when that holds
+    ``first`` rows, and appends where that stretch ends (the reader keeps the nearest)."""
 
-    __slots__ = ("lookup", "missing", "partial", "prefetch", "probe", "used")
+    __slots__ = ("cover", "lookup", "missing", "partial", "prefetch", "probe", "used")
 
     def __init__(self, partial: bool = False, probe: bool = False, lookup: bool = False) -> None:
         self.missing: set[BaseKey] = set()
@@ -46,6 +50,7 @@ class PullCtx:
         self.partial = partial
         self.probe = probe
         self.lookup = lookup
+        self.cover: list[tuple[Any, Any]] | None = None
 
 
 class Runtime:

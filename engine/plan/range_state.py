@@ -131,12 +131,37 @@ def _keys_traced(reader: ir.Reader, col: int, found: str) -> tuple[int | None, s
         traced = _trace(reader.input, key)
         if traced.startswith(" "):
             return None, "the equality key:" + traced
-        if not _same_base(reader.input, key, col):
-            return None, "the equality key is on another table of the join than the range"
+    if reader.key and not all(_same_base(reader.input, k, col) for k in reader.key):
+        return _keys_elsewhere(reader, col, found)
     if reader.key:
         names = ", ".join(_trace(reader.input, k).partition(".")[2] for k in reader.key)
         return col, f"{found} per value of {names}"
     return col, found
+
+
+def _inner_only(rel: ir.Rel) -> bool:
+    """Whether every join under ``rel`` (through filters and projections) is inner."""
+    while isinstance(rel, (ir.Filter, ir.Project)):
+        rel = rel.input
+    if isinstance(rel, ir.Join):
+        return rel.kind == "inner" and _inner_only(rel.left) and _inner_only(rel.right)
+    return True
+
+
+def _keys_elsewhere(reader: ir.Reader, col: int, found: str) -> tuple[int | None, str]:
+    """The equality key on another table of the join than the range (``WHERE u.name = $1
+    AND s.id > $2``): every key column of one scan, not the range's, and inner joins only
+    (the replay drives from the key's table and pulls the range's per join value, whose
+    pieces the range's base keeps per join value)."""
+    first = reader.key[0]
+    if not all(_same_base(reader.input, k, first) for k in reader.key):
+        return None, "the equality key is on several tables of the join"
+    if not _inner_only(reader.input):
+        return None, "the equality key is on another table of the join than the range, " \
+            "under a LEFT JOIN"
+    names = ", ".join(_trace(reader.input, k) for k in reader.key)
+    return col, f"{found} per value of {names} (another table of the join: pieces per " \
+        "join value)"
 
 
 def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:

@@ -61,6 +61,18 @@ CASES: list[tuple[str, Any]] = [
      "ORDER BY a.id, b.id LIMIT $2", lambda r: (_v(r), _limit(r))),
     ("SELECT s.id, u.name, t.id FROM s JOIN u ON u.id = s.uid JOIN s t ON t.uid = u.id "
      "WHERE s.v >= $1 ORDER BY s.v, s.id, t.id LIMIT $2", lambda r: (_v(r), _limit(r))),
+    # the equality key on the other table of the join (issue 23, join23): the replay
+    # drives from the key's table, the range's pieces are kept per join value
+    ("SELECT s.id, s.v FROM s JOIN u ON u.id = s.uid WHERE u.name = $1 AND s.id > $2 "
+     "ORDER BY s.id LIMIT $3", lambda r: (f"n{r.randint(0, 5)}", _v(r), _limit(r))),
+    ("SELECT s.id, u.id FROM u JOIN s ON s.uid = u.id WHERE u.name = $1 "
+     "ORDER BY s.v DESC, s.id LIMIT $2", lambda r: (f"n{r.randint(0, 5)}", _limit(r))),
+    ("SELECT s.id, s.v FROM s JOIN u ON u.id = s.uid WHERE u.name = $1 AND s.v < $2 "
+     "AND s.grp <> 2 ORDER BY s.v DESC, s.id LIMIT $3",
+     lambda r: (f"n{r.randint(0, 5)}", _v(r), _limit(r))),
+    ("SELECT s.id, t.id FROM s JOIN u ON u.id = s.uid JOIN s t ON t.grp = s.grp "
+     "WHERE u.name = $1 AND s.id BETWEEN $2 AND $3",
+     lambda r: (f"n{r.randint(0, 5)}", _v(r), _v(r))),
     # an aggregate on the other side (state of its own: its UNKNOWNs drop every piece)
     ("SELECT s.id, c.n FROM s JOIN (SELECT uid, count(*) AS n FROM s GROUP BY uid) c "
      "ON c.uid = s.uid WHERE s.id > $1 ORDER BY s.id LIMIT $2", lambda r: (_v(r), _limit(r))),
@@ -189,3 +201,34 @@ def test_other_side_write_drops_only_its_partners_pieces() -> None:
     host.read_settled("c", low[0])
     assert engine.lookup("c", low[0]) == ((11, 11, "renamed"), (12, 12, "renamed"),
                                           (13, 13, "renamed"))
+
+
+def test_key_on_other_table_follows_writes_to_both_sides() -> None:
+    """The equality key on the other table of the join (``u.name = $1 AND s.id > $2``):
+    a user renamed to the key's name brings its rows in (the key's strip drops: its
+    unknown partner's span value is UNKNOWN), one renamed away takes them out, and a story
+    moved between users leaves one key's pieces and arrives in the other's."""
+    planner = QueryPlanner(CATALOG)
+    c = planner.classify(CASES[7][0])
+    assert isinstance(c.query, CachedQuery)
+    plan = c.query.plan.reader
+    tables = {t.oid: t for t in ir.tables(plan)}
+    up = Upstream(tables, {S_OID: {(i,): (i, i, 0, i % 3) for i in range(30)},
+                           U_OID: {(i,): (i, f"n{i}") for i in range(3)}})
+    engine = Engine()
+    engine.add_cache("c", plan)
+    host = Host(engine, up, {"c": plan}, random.Random(1))
+    keys = c.keys(("n1", 5, 3))
+    assert keys is not None
+    host.read_settled("c", keys[0])
+    assert engine.lookup("c", keys[0]) == ((7, 7), (10, 10), (13, 13))
+    for change, want in [
+            ((U_OID, (2, "n1")), ((7, 7), (8, 8), (10, 10))),
+            ((U_OID, (1, "n0")), ((8, 8), (11, 11), (14, 14))),
+            ((S_OID, (9, 9, 0, 2)), ((8, 8), (9, 9), (11, 11))),
+            ((S_OID, (8, 8, 0, 0)), ((9, 9), (11, 11), (14, 14)))]:
+        host.write([RowChange(change[0], ChangeKind.UPDATE, None, change[1])])
+        host.settle()
+        assert engine.lookup("c", keys[0]) in (None, want)
+        host.read_settled("c", keys[0])
+        assert engine.lookup("c", keys[0]) == want

@@ -13,14 +13,14 @@ join's lookup (``ctx.lookup``) of a present key has nothing to record.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from engine.changes import RowChange
 from engine.dataflow.node import Cols, Node, PullCtx, Runtime
 from engine.dataflow.records import Delta, Row, key_of
 from engine.dataflow.state import base as _store
 from engine.dataflow.state.base import BaseStore
-from engine.dataflow.state.intervals import Span, span_of
+from engine.dataflow.state.intervals import Span, from_points, span_of
 from engine.plan.ir import TableRef
 
 T = TypeVar("T")
@@ -75,6 +75,8 @@ class BaseNode(Node):
             return [r for r in self.store.rows_list()
                     if span.holds(r[col]) and key_of(r, cols[:-1]) == prefix]
         rows, pieces = self.store.span_rows(cols, prefix, span)
+        if rows is None and span.first is not None and ctx.cover is not None:
+            rows, pieces = self._stretch(cols, prefix, span, ctx.cover)
         if rows is None:
             ctx.missing.add((self.nid, cols, (*prefix, span.on(col))))
             return None
@@ -83,6 +85,25 @@ class BaseNode(Node):
             ctx.used.add((self.nid, item))
             self.rt.touch(self.nid, item)
         return rows
+
+    def _stretch(self, cols: Cols, prefix: Row, span: Span, cover: list[tuple[Any, Any]]
+                 ) -> tuple[list[Row] | None, list[Span]]:
+        """A span with ``first`` rows that the pieces do not cover whole: the stretch they
+        cover contiguous from its near end (the start; the end ``from_top``) when it holds
+        at least ``first`` rows (its end is appended to ``cover``), else None (PullCtx)."""
+        slot = self.store.spans.get(cols, {}).get(prefix)
+        if slot is None:
+            return None, []
+        near = (span.end, span.hi) if span.from_top else (span.start, span.lo)
+        far = slot.reach_down(span.end) if span.from_top else slot.reach(span.start)
+        if far is None:
+            return None, []
+        part = from_points(span, far, near) if span.from_top else from_points(span, near, far)
+        rows, pieces = self.store.span_rows(cols, prefix, part)
+        if rows is None or len(rows) < (span.first or 0):
+            return None, []
+        cover.append(far)
+        return rows, pieces
 
     def count(self, cols: Cols, key: Row, ctx: PullCtx) -> int | None:
         if span_of(key) is not None:

@@ -44,7 +44,7 @@ from engine.dataflow.records import (
     has_unknown,
     key_of,
 )
-from engine.dataflow.state.intervals import span_of
+from engine.dataflow.state.intervals import Span, span_of
 from engine.plan.ir import TableRef
 
 
@@ -167,17 +167,29 @@ class JoinNode(Node):
         nl = self.nl
         lb = {c: v for c, v in zip(cols, key, strict=True) if c < nl}
         rb = {c - nl: v for c, v in zip(cols, key, strict=True) if c >= nl}
+        if self.kind == "inner" and span_of(key) is not None:
+            # an interval on one side, equality values on the other only (a reader keyed
+            # on another table than its range): drive from the equality values, and pull
+            # the interval's side per join value with the interval (pieces per join value)
+            c = cols[-1]
+            if c < nl and rb and len(lb) == 1 and c not in self.lk:
+                return self._pull_from(1, rb, lb, ctx, by_span=True)
+            if c >= nl and lb and len(rb) == 1 and c - nl not in self.rk:
+                return self._pull_from(0, lb, rb, ctx, by_span=True)
         if all(c in lb for c in self.lk) or self.kind == "left" or lb or not rb:
             return self._pull_from(0, lb, rb, ctx)
         return self._pull_from(1, rb, lb, ctx)
 
     def _pull_from(self, side: int, own: dict[int, object], other: dict[int, object],
-                   ctx: PullCtx) -> list[Row] | None:
+                   ctx: PullCtx, by_span: bool = False) -> list[Row] | None:
         keys, okeys = (self.lk, self.rk) if side == 0 else (self.rk, self.lk)
         if all(c in other for c in okeys) and not all(c in own for c in keys):
             own = {**own, **{c: other[o] for c, o in zip(keys, okeys, strict=True)}}
         before = set(ctx.missing)
         rows = self.inputs[side].pull(tuple(own), tuple(own.values()), ctx)
+        spans = [(c, v) for c, v in other.items() if type(v) is Span] if by_span else []
+        if rows is None and spans:
+            return None  # (the other side is pulled by interval: no point prefetch)
         if rows is None:
             # the other side's own key when the pull binds it (a point fill, merged across
             # a batch), else a semi-join through the driving rows (one statement)
@@ -195,7 +207,9 @@ class JoinNode(Node):
                 out.append(r + self.pad)
         complete = True
         for j, mine in by_j.items():
-            theirs = self.inputs[1 - side].pull(okeys, j, ctx)
+            theirs = self.inputs[1 - side].pull(
+                (*okeys, spans[0][0]), (*j, spans[0][1]), ctx) if spans \
+                else self.inputs[1 - side].pull(okeys, j, ctx)
             if theirs is None:
                 complete = False
                 continue
@@ -314,7 +328,8 @@ def _padding(pad: Row, dl: Delta, dr: Delta, lrows: list[Row], r_new: int, out: 
 
 
 def _matches(row: Row, bound: dict[int, object]) -> bool:
-    return all(row[c] == v or row[c] is UNKNOWN for c, v in bound.items())
+    return all(row[c] == v or row[c] is UNKNOWN or type(v) is Span  # (pulled in it)
+               for c, v in bound.items())
 
 
 #: The pure-Python kernel (the parity tests compare the Cython twin with it).

@@ -85,14 +85,20 @@ class SpanReaderNode(ReaderNode):
         self.col = plan.span
         self.template = Span(self.col, plan.input.columns[self.col].type_oid)
         traced = source.span_columns((*self.key, self.col))  # (through joins too)
+        #: the equality key is on another table of the join than the span column: the
+        #: span's base keeps pieces per join value, the replay is driven from the key's
+        #: table (``JoinNode.pull``), and eviction rows drop by ``_cross_evict``
+        self.cross = traced is None and bool(self.key)
+        if self.cross:
+            traced = source.span_columns((self.col,))
         if traced is None:
-            raise ValueError("a range-partial reader needs its key and range columns traced "
-                             "to the columns of one base")
+            raise ValueError("a range-partial reader needs its range column (and its key "
+                             "columns, unless on another table of a join) traced to a base")
         self.base: Any = traced[0]
         self.base_col: int = traced[1][self.col]  # type: ignore[assignment]
         #: the base columns of a fill: the equality key's, then the span column's
         self.base_cols: tuple[int, ...] = (*(traced[1][c] for c in self.key),  # type: ignore
-                                           self.base_col)
+                                           self.base_col) if not self.cross else ()
         #: per equality-key value (``()`` without an equality key)
         self.strips: dict[Row, Strip] = {}
         #: the memoized answers' keys per equality-key value (a change drops its own)
@@ -109,7 +115,7 @@ class SpanReaderNode(ReaderNode):
         #: while the piece does: their eviction's rows drop it). So a write to a join's
         #: other side drops only the pieces holding its partners. An aggregate or another
         #: stateful node below may emit UNKNOWN for rows it does hold: every piece, then.
-        self.fixed = self.template.type_oid in _FIXED and _plain(source)
+        self.fixed = self.template.type_oid in _FIXED and _plain(source) and not self.cross
 
     def _put(self, strip: Strip, row: Row, w: int) -> bool:
         """Add ``w`` copies of ``row`` (remove them when negative); False when a row to
@@ -164,6 +170,9 @@ class SpanReaderNode(ReaderNode):
         return [], []
 
     def evict_rows(self, rows: list[list[Row]]) -> list[Row]:
+        if self.cross:
+            self._cross_evict(rows[0])
+            return []
         for row in rows[0]:
             if self.fixed and row[self.col] is UNKNOWN:
                 continue  # (no row of a piece: see ``fixed``)
@@ -174,6 +183,45 @@ class SpanReaderNode(ReaderNode):
             if strip is not None and isinstance(where, Span):
                 self._drop_piece(key_of(row, self.key), strip, where)
         return []
+
+    def _cross_evict(self, rows: list[Row]) -> None:
+        """Eviction rows of a reader keyed on another table than its span: a row's pieces
+        rest on the rows of both tables, so an UNKNOWN span value with a known key drops
+        that key's strip (a key-side row whose span-side partners are not all stored), an
+        UNKNOWN key with a known value drops the piece holding it in every strip (a
+        span-side row whose key-side partner is not stored), both UNKNOWN drop everything;
+        a known row drops the piece holding it (invariant R, ``docs/architecture.md``)."""
+        for row in rows:
+            prefix = key_of(row, self.key)
+            value = row[self.col]
+            if has_unknown(prefix):
+                if value is UNKNOWN:
+                    self._drop_all()
+                    return
+                for strip_key, strip in list(self.strips.items()):
+                    if not self._drop_holding(strip_key, strip, value):
+                        return
+            elif value is UNKNOWN:
+                gone = self.strips.pop(prefix, None)
+                if gone is not None:
+                    self.bytes -= sum(row_size(r) for r in gone.rows)
+                self._drop_answers(prefix)
+            else:
+                mine = self.strips.get(prefix)
+                if mine is not None and not self._drop_holding(prefix, mine, value):
+                    return
+
+    def _drop_holding(self, prefix: Row, strip: Strip, value: Any) -> bool:
+        """Drop the piece of ``strip`` holding ``value``; False after dropping everything
+        (a value with no order)."""
+        try:
+            piece = strip.pieces.holding(value)
+        except (TypeError, ValueError):
+            self._drop_all()
+            return False
+        if piece is not None:
+            self._drop_piece(prefix, strip, piece)
+        return True
 
     def evict_key(self, key: Hashable) -> list[Row]:
         """An answer's key: its equality value's strip goes with it (a strip and the
@@ -287,6 +335,10 @@ class SpanReaderNode(ReaderNode):
                 self.rt.touch(self.nid, key)
                 return answer
             strip = self.strips.get(prefix) or Strip(self.template)
+            if self.cross:
+                if not self._fill_cross(strip, prefix, span, ctx):
+                    return None
+                continue
             slots = self.base.store.spans.get(self.base_cols)
             pieces = slots.get(prefix) if slots is not None else None
             if span.from_top:
@@ -300,6 +352,47 @@ class SpanReaderNode(ReaderNode):
                 return None
             self.strips[prefix] = strip
             self._add(strip, part, rows)
+
+    def _fill_cross(self, strip: Strip, prefix: Row, span: Span, ctx: PullCtx) -> bool:
+        """One replay of the hole of a reader keyed on another table than its span: the
+        whole hole (with the rows still needed as ``first``) is pulled through the join,
+        driven from the key's table (``JoinNode.pull``); each join value's base pull
+        answers the stretch its pieces cover, or misses it (a fill per join value). The
+        piece added is the hole up to the nearest stretch end (``PullCtx.cover``): every
+        join value's rows there are in; False when something is missing."""
+        if span.from_top:
+            down = strip.pieces.reach_down(span.end)
+            near = (span.end, span.hi) if down is None else down
+            have = strip.count(max(down[0], span.start), span.end) if down else 0
+            hole = from_points(span, (span.start, span.lo), near,
+                               max((span.first or 0) - have, 1) if span.first else None,
+                               from_top=True)
+        else:
+            reach = strip.pieces.reach(span.start)
+            near = (span.start, span.lo) if reach is None else reach
+            need = None
+            if span.first is not None:
+                have = strip.count(span.start, near[0]) if reach is not None else 0
+                need = max(span.first - have, 1)
+            hole = from_points(span, near, (span.end, span.hi), need)
+        cover, ctx.cover = ctx.cover, []
+        try:
+            rows = self.inputs[0].pull((*self.key, self.col), (*prefix, hole), ctx)
+            ends = ctx.cover
+        finally:
+            ctx.cover = cover
+        if rows is None:
+            return False
+        if span.from_top:
+            far = max(ends, default=(hole.start, hole.lo), key=lambda e: e[0])
+            part = from_points(span, far, near)
+        else:
+            far = min(ends, default=(hole.end, hole.hi), key=lambda e: e[0])
+            part = from_points(span, near, far)
+        self.strips[prefix] = strip
+        col = self.col
+        self._add(strip, part, [r for r in rows if part.holds(r[col])])
+        return True
 
     def _missing(self, prefix: Row, hole: Span, ctx: PullCtx) -> None:
         ctx.missing.add((self.base.nid, self.base_cols, (*prefix, hole.on(self.base_col))))
