@@ -11,8 +11,10 @@ the same column, of a type whose order the engine reproduces and whose values bi
 parameters unchanged; that column and every equality key column (if any: the filled
 intervals are then kept per value of the equality key) plain columns of one scan of a
 table with a primary key under filters, projections and equi-joins (either side of an
-inner join, the left of a LEFT JOIN); no window, no reader LIMIT. Everything else keeps
-the full-state path, with the reason.
+inner join, the left of a LEFT JOIN) - or every equality key column of one other scan,
+under inner joins only (``_keys_elsewhere``: the range's base keeps its pieces per join
+value); no window, no reader LIMIT. Everything else keeps the full-state path, with the
+reason.
 
 Top-k state for a LIMIT parameter (``_top_choice``): a statement without range cuts whose
 page is set by a parameter and whose ORDER BY starts with a plain column of such a type that

@@ -812,6 +812,15 @@ SELECT id, name FROM categories ORDER BY parent_id DESC, id LIMIT $1;
 -- every row of the key: an explicit ASC NULLS FIRST (NULL is kept past every value only)
 -- params: [2, 5]
 SELECT id, body FROM comments WHERE story_id = $1 ORDER BY score NULLS FIRST, id LIMIT $2;
+-- ===================== range and top-k keys on the other table of a join (pieces per join value) =====================
+-- params: ["alice", 2]
+SELECT s.id, s.title FROM stories s JOIN users u ON u.id = s.author_id WHERE u.username = $1 AND s.id > $2 ORDER BY s.id LIMIT 20;
+-- params: ["bob", 5]
+SELECT s.id, s.score FROM users u JOIN stories s ON s.author_id = u.id WHERE u.username = $1 ORDER BY s.score DESC, s.id LIMIT $2;
+-- params: ["help", 3, 10]
+SELECT t.id, t.title FROM threads t JOIN forums f ON f.id = t.forum_id WHERE f.slug = $1 AND t.id >= $2 ORDER BY t.id LIMIT $3;
+-- params: ["general", 4]
+SELECT t.id, t.title, t.created_at FROM forums f JOIN threads t ON t.forum_id = f.id WHERE f.slug = $1 ORDER BY t.created_at DESC, t.id LIMIT $2;
 -- ===================== range keys under joins (filled intervals of one joined table's column) =====================
 -- params: [10]
 SELECT s.id, u.username FROM stories s JOIN users u ON u.id = s.author_id WHERE s.id > $1 ORDER BY s.id LIMIT 20;

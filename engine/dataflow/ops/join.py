@@ -25,6 +25,9 @@ JOIN unless the right join key is bound) and look the other side up per join val
 driving side's base key is missing and both sides are filters/projections over base tables,
 the fill also *prefetches* the other side by semi-join, so one round trip usually suffices.
 NULL join values never match; a left row with a NULL join value is always padded.
+An inner join pulled with an interval (``Span``) on one side and equality values only on
+the other drives from the equality values and pulls the interval's side per join value
+with the interval (a range-partial reader keyed on another table; no prefetch).
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ drops the piece holding it. Any change that reaches the reader drops its memoize
 An eviction row whose span column or equality key is UNKNOWN (or a value with no order)
 drops every piece of every strip - except an UNKNOWN span value of a fixed-width type over
 filters, projections and joins of bases, which stands for no row of a piece (``fixed``).
+Keyed on another table of the join than the span (``cross``): the replay is driven from
+the key's table and each join value's base pieces answer a stretch (``PullCtx.cover``);
+eviction rows drop by key and value (``_cross_evict``), never skipping an UNKNOWN value.
 """
 
 from __future__ import annotations
