@@ -243,8 +243,46 @@ def span_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     return _keys_traced(reader, col, found)
 
 
+def _padding_cut(rel: ir.Rel, col: int) -> ir.Rel:
+    """``rel`` with every LEFT JOIN whose right side the path to ``col``'s scan enters made
+    inner (through filters, plain-column projections and joins; anything else unchanged).
+    Sound under range cuts on ``col``: a NULL-extended row has NULL there, which no
+    comparison passes, so the host's cut drops exactly the rows the LEFT JOIN adds."""
+    if isinstance(rel, ir.Filter):
+        return dataclasses.replace(rel, input=_padding_cut(rel.input, col))
+    if isinstance(rel, ir.Project):
+        expr = rel.exprs[col]
+        if not isinstance(expr, ir.ColumnRef):
+            return rel
+        return dataclasses.replace(rel, input=_padding_cut(rel.input, expr.index))
+    if isinstance(rel, ir.Join):
+        nl = len(rel.left.columns)
+        if col < nl:
+            return dataclasses.replace(rel, left=_padding_cut(rel.left, col))
+        return dataclasses.replace(rel, kind="inner", right=_padding_cut(rel.right, col - nl))
+    return rel
+
+
+def _cut_padding(plan: PlannedQuery) -> PlannedQuery:
+    """A range on the right side of a LEFT JOIN (``users u LEFT JOIN stories s ... WHERE
+    s.id > $1``): the host's cut rejects the NULL-extended rows (a comparison with NULL is
+    never true), so the joins on the way to the range's scan are inner for this statement
+    - the plan with them inner when that gives range-partial state, else ``plan``."""
+    cuts, reader = plan.cuts, plan.reader
+    if not cuts or any(c.op not in _COMPARE for c in cuts) \
+            or len({c.column for c in cuts}) != 1:
+        return plan
+    inner = _padding_cut(reader.input, reader.output[cuts[0].column])
+    if inner == reader.input:
+        return plan
+    candidate = dataclasses.replace(plan, reader=dataclasses.replace(reader, input=inner))
+    return candidate if span_choice(candidate)[0] is not None else plan
+
+
 def with_span(plan: PlannedQuery) -> PlannedQuery:
-    """``plan`` with range-partial state when :func:`span_choice` allows it."""
+    """``plan`` with range-partial state when :func:`span_choice` allows it (a range on the
+    right side of a LEFT JOIN with those joins inner, ``_cut_padding``)."""
+    plan = _cut_padding(plan)
     col, _ = span_choice(plan)
     if col is None:
         return plan

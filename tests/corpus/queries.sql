@@ -821,6 +821,11 @@ SELECT s.id, s.score FROM users u JOIN stories s ON s.author_id = u.id WHERE u.u
 SELECT t.id, t.title FROM threads t JOIN forums f ON f.id = t.forum_id WHERE f.slug = $1 AND t.id >= $2 ORDER BY t.id LIMIT $3;
 -- params: ["general", 4]
 SELECT t.id, t.title, t.created_at FROM forums f JOIN threads t ON t.forum_id = f.id WHERE f.slug = $1 ORDER BY t.created_at DESC, t.id LIMIT $2;
+-- ===================== ranges on the right side of a LEFT JOIN (the cut rejects the padded rows: inner for the statement) =====================
+-- params: [5]
+SELECT c.name, o.id FROM customers c LEFT JOIN orders o ON o.customer_id = c.id WHERE o.id >= $1 ORDER BY o.id LIMIT 10;
+-- params: ["alice", 40]
+SELECT u.username, s.id FROM users u LEFT JOIN stories s ON s.author_id = u.id WHERE u.username = $1 AND s.id < $2 ORDER BY s.id DESC LIMIT 5;
 -- ===================== range keys under joins (filled intervals of one joined table's column) =====================
 -- params: [10]
 SELECT s.id, u.username FROM stories s JOIN users u ON u.id = s.author_id WHERE s.id > $1 ORDER BY s.id LIMIT 20;
