@@ -187,15 +187,23 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
     if lead.collation is not None:
         return None, f"ORDER BY text under collation {lead.collation} (filled intervals are " \
             "in byte order)"
-    found = _base(reader.input, lead.column)
+    span, shifted = lead.column, ""
+    found = _base(reader.input, span)
     if isinstance(found, str):
-        return None, "the ORDER BY column:" + found.replace(" range column", " column")
+        source = _shift_source(reader.input, lead)
+        if isinstance(source, str):
+            why = source or found.replace(" range column", " column")
+            return None, "the ORDER BY column:" + why
+        span, shifted = source, " (the ORDER BY shifts it by a constant)"
+        found = _base(reader.input, span)
+        if isinstance(found, str):
+            return None, "the ORDER BY column:" + found.replace(" range column", " column")
     table, col, _ = found
     if any(_base(reader.input, k) == found for k in reader.key):
         return None, "the ORDER BY starts with the equality key (one value per lookup)"
-    name = f"{table.name}.{table.columns[col].name}"
+    name = f"{table.name}.{table.columns[col].name}{shifted}"
     if col not in table.not_null:
-        if _nulls_rejected(reader.input, lead.column):
+        if _nulls_rejected(reader.input, span):
             name += " (its NULLs filtered out)"
         elif lead.nulls_first is not None and lead.nulls_first != lead.descending:
             return None, f"{name} may be NULL and the ORDER BY puts NULLs " \
@@ -203,7 +211,63 @@ def _top_choice(plan: PlannedQuery) -> tuple[int | None, str]:
                 "the point past every value: PostgreSQL's default order only)"
         else:
             name += " (its NULLs as the top value)"
-    return _keys_traced(reader, lead.column, name)
+    return _keys_traced(reader, span, name)
+
+
+_INTEGERS = frozenset({T.INT2, T.INT4, T.INT8})
+
+
+def _shifted(expr: ir.Expr, descending: bool) -> ir.ColumnRef | str:
+    """The integer column ``x`` of ``x + c`` / ``c + x`` ordered descending or ``x - c``
+    ascending (``c`` a constant >= 0): strictly increasing in ``x``, so the order is
+    ``x``'s and ties are ``x``'s ties; NULL stays NULL. The only errors (an integer
+    overflow) are on the rows with the largest ``x`` for ``+`` and the smallest for ``-``:
+    the first rows of the order, in every non-empty page (``LIMIT 0`` reads no row in
+    PostgreSQL either), so a row that fails is evaluated by weir as by PostgreSQL. Else why
+    not (``""``: not such an expression)."""
+    if not isinstance(expr, ir.Arith) or expr.op not in ("+", "-") \
+            or expr.type_oid not in _INTEGERS:
+        return ""
+    pairs = [(expr.left, expr.right)] + ([(expr.right, expr.left)] if expr.op == "+" else [])
+    for x, c in pairs:
+        if isinstance(c, ir.Cast) and c.type_oid in _INTEGERS:  # (``1::int8``: the literal
+            c = c.arg                                           # widened, never failing)
+        if isinstance(x, ir.ColumnRef) and x.type_oid in _INTEGERS \
+                and isinstance(c, ir.Const) and type(c.value) is int and 0 <= c.value < 2**15:
+            if descending != (expr.op == "+"):
+                return " the ORDER BY expression may fail (an integer overflow) on a row " \
+                    "past the page (x + c descending and x - c ascending only)"
+            return x
+    return ""
+
+
+def _shift_source(rel: ir.Rel, lead: ir.SortKey) -> int | str:
+    """The reader input column holding ``x`` when the ORDER BY's lead is ``x + c`` / ``x -
+    c`` computed by the reader input's top projection (:func:`_shifted`), else why not."""
+    if not isinstance(rel, ir.Project):
+        return ""
+    x = _shifted(rel.exprs[lead.column], lead.descending)
+    if isinstance(x, str):
+        return x
+    for i, expr in enumerate(rel.exprs):
+        if isinstance(expr, ir.ColumnRef) and expr.index == x.index:
+            return i
+    return " the column it shifts is not an input column of the reader"
+
+
+def _with_shift_source(plan: PlannedQuery) -> PlannedQuery:
+    """A LIMIT parameter over ``x + c`` (``_shifted``) whose ``x`` the reader's input does
+    not carry: the plan with ``x`` as a hidden trailing input column (the span's)."""
+    reader = plan.reader
+    if plan.cuts or plan.page is None or not reader.order_by \
+            or not isinstance(reader.input, ir.Project):
+        return plan
+    top = reader.input
+    x = _shifted(top.exprs[reader.order_by[0].column], reader.order_by[0].descending)
+    if isinstance(x, str) or not isinstance(_shift_source(top, reader.order_by[0]), str):
+        return plan
+    wider = ir.Project(top.input, (*top.exprs, x), (*top.names, "?span0?"))
+    return dataclasses.replace(plan, reader=dataclasses.replace(reader, input=wider))
 
 
 def _span_nulls(plan: PlannedQuery, col: int) -> bool:
@@ -283,6 +347,9 @@ def with_span(plan: PlannedQuery) -> PlannedQuery:
     """``plan`` with range-partial state when :func:`span_choice` allows it (a range on the
     right side of a LEFT JOIN with those joins inner, ``_cut_padding``)."""
     plan = _cut_padding(plan)
+    wider = _with_shift_source(plan)
+    if wider is not plan and span_choice(wider)[0] is not None:
+        plan = wider
     col, _ = span_choice(plan)
     if col is None:
         return plan
@@ -337,6 +404,9 @@ def lookup_span(plan: PlannedQuery, params: Sequence[Any],
         elif cut.op[0] == "<" and one.end < end:
             end, hi, hi_incl = one.end, value, one.hi_incl
     lead = reader.order_by[0] if reader.order_by else None
+    if lead is not None and lead.column != col and not plan.cuts \
+            and _shift_source(reader.input, lead) == col:
+        lead = dataclasses.replace(lead, column=col)  # (ordered by ``col + c``: its order)
     if lead is None or lead.column != col or (first is not None and first > _ALL_ROWS):
         first = None  # (a page past any table's rows: all of them; OFFSET stays in int8)
     top = first is not None and lead is not None and lead.descending

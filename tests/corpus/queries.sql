@@ -796,6 +796,14 @@ SELECT id, body FROM comments WHERE story_id = $1 ORDER BY score DESC NULLS LAST
 SELECT id, body FROM comments WHERE story_id = $1 AND score IS NOT NULL ORDER BY score DESC, id LIMIT $2;
 -- params: [4, 2]
 SELECT id, story_id, score FROM comments WHERE score >= 2 ORDER BY score, id LIMIT $1 OFFSET $2;
+-- top rows on a column shifted by a constant (x + c descending, x - c ascending: any overflow is on the first rows)
+-- params: [3, 5]
+SELECT id, title FROM stories WHERE author_id = $1 ORDER BY score + 1 DESC, id LIMIT $2;
+-- params: [2, 4, 2]
+SELECT id, body FROM posts WHERE thread_id = $1 ORDER BY id - 1 LIMIT $2 OFFSET $3;
+-- every row of the key: x + c ascending may overflow on a row past the page
+-- params: [3, 5]
+SELECT id, title FROM stories WHERE author_id = $1 ORDER BY score + 1, id LIMIT $2;
 -- ===================== LIMIT parameters over a nullable leading ORDER BY column: top rows, NULL the point past every value =====================
 -- params: [3, 5]
 SELECT id, body, score FROM comments WHERE story_id = $1 ORDER BY score DESC, id LIMIT $2;

@@ -19,8 +19,10 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.integration.test_cache_shapes_differential import Shape, _ids, run_differential
+from tests.support import InProcessWeir, eventually
 
 SCHEMA = """
 CREATE TABLE posts (id int PRIMARY KEY, author int NOT NULL, votes int NOT NULL,
@@ -302,3 +304,56 @@ def test_ranges_on_the_right_of_a_left_join(pg: Any, dbname: str) -> None:
     of missing people)."""
     run_differential(pg, dbname, LEFT_RIGHT_SHAPES, SCHEMA, _write_both_sides,
                      {"posts": 1000}, explain="state: range-partial on posts.")
+
+
+SHIFTED_SHAPES = [
+    # ORDER BY a column plus a constant, descending: the column's top rows
+    Shape("SELECT id, title FROM posts WHERE author = $1 ORDER BY votes + 1 DESC, id "
+          "LIMIT $2", lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
+    # ... minus a constant, ascending, OFFSET a parameter too, no key
+    Shape("SELECT id, votes FROM posts WHERE note IS NOT NULL ORDER BY id - 3 LIMIT $1 "
+          "OFFSET $2", lambda r: (_limit(r), r.choice([None, 0, 3, 30])), ordered=True),
+    # a nullable column plus a constant (NULL + 2 is NULL: first descending), over a join
+    Shape("SELECT p.id, a.name FROM posts p JOIN people a ON a.id = p.author "
+          "WHERE p.author = $1 ORDER BY 2 + p.rank DESC, p.id LIMIT $2",
+          lambda r: (r.randint(0, 30), _limit(r)), ordered=True),
+]
+
+
+def test_limit_parameter_over_a_shifted_column(pg: Any, dbname: str) -> None:
+    """LIMIT parameters over ``x + c`` descending / ``x - c`` ascending (join23): the top
+    rows of ``x``, exact under writes."""
+    run_differential(pg, dbname, SHIFTED_SHAPES, SCHEMA, _write, {"posts": 1000},
+                     explain="(the ORDER BY shifts it by a constant)")
+
+
+def test_shifted_order_overflow_is_postgres_error(pg: Any, dbname: str) -> None:
+    """``ORDER BY votes + 1 DESC LIMIT $2``: PostgreSQL evaluates the expression on every
+    row of the key and fails on an overflow; the rows that can overflow are the first of
+    the order, so the cached top rows hold them and weir fails too (22003), also when the
+    row arrives after the page was cached. A page that is cached answers as before."""
+    pg.psql(SCHEMA, dbname)
+    server = InProcessWeir.start(pg.dsn(dbname=dbname))
+    sql = "SELECT id, votes FROM posts WHERE author = %s ORDER BY votes + 1 DESC, id LIMIT %s"
+    try:
+        with psycopg.connect(server.dsn(dbname=dbname), autocommit=True) as conn, \
+                psycopg.connect(pg.dsn(dbname=dbname), autocommit=True) as direct:
+            conn.execute("CREATE CACHE shifted FROM SELECT id, votes FROM posts WHERE "
+                         "author = $1 ORDER BY votes + 1 DESC, id LIMIT $2")
+            want = direct.execute(sql, (3, 2)).fetchall()
+
+            def cached() -> bool:
+                got = conn.execute(sql, (3, 2)).fetchall()
+                last = conn.execute("EXPLAIN LAST STATEMENT").fetchone()
+                return got == want and last is not None and last[0] == "cache"
+
+            eventually(cached)
+            direct.execute("UPDATE posts SET votes = 2147483647 WHERE id = 28")  # author 3
+            server.call(server.server.service.host.barrier(10))
+            for page in (1, 2, 5):
+                for who in (conn, direct):
+                    with pytest.raises(psycopg.errors.NumericValueOutOfRange):
+                        who.execute(sql, (3, page))
+            assert conn.execute(sql, (4, 2)).fetchall() == direct.execute(sql, (4, 2)).fetchall()
+    finally:
+        server.stop()

@@ -80,6 +80,11 @@ CASES: list[tuple[str, Any]] = [
     ("SELECT u.name, s.id FROM u LEFT JOIN s ON s.uid = u.id WHERE u.name = $1 "
      "AND s.id < $2 ORDER BY s.id DESC LIMIT $3",
      lambda r: (f"n{r.randint(0, 5)}", _v(r), _limit(r))),
+    # a LIMIT parameter over a column shifted by a constant (join23): the column's top
+    ("SELECT s.id, u.name FROM s JOIN u ON u.id = s.uid WHERE s.grp = $1 "
+     "ORDER BY s.v + 1 DESC, s.id LIMIT $2", lambda r: (r.randint(0, 4), _limit(r))),
+    ("SELECT s.id FROM s ORDER BY s.id - 2 LIMIT $1 OFFSET $2",
+     lambda r: (_limit(r), r.choice([0, 1, 4]))),
     # an aggregate on the other side (state of its own: its UNKNOWNs drop every piece)
     ("SELECT s.id, c.n FROM s JOIN (SELECT uid, count(*) AS n FROM s GROUP BY uid) c "
      "ON c.uid = s.uid WHERE s.id > $1 ORDER BY s.id LIMIT $2", lambda r: (_v(r), _limit(r))),
