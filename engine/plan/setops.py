@@ -92,7 +92,8 @@ class SetOpStep:
 def needs_host(blocks: Sequence[Block], kind: Kind) -> bool:
     """Whether a top-level set operation of these planned operands needs the host: an
     operand with host steps, equality keys not all operands share, or an ``= ANY`` /
-    IN-list key under a set operation other than UNION ALL. Literal keys that differ
+    IN-list key under a set operation other than UNION ALL or over an operand with its own
+    LIMIT (a top-k per value would keep a page per value). Literal keys that differ
     between operands make the statement plan again with them pinned (``RetryPinned``)."""
     keysets = [{(src, t) for _, src, t in b.keys} for b in blocks]
     if any(ks != keysets[0] for ks in keysets[1:]):
@@ -102,7 +103,9 @@ def needs_host(blocks: Sequence[Block], kind: Kind) -> bool:
         return True
     if any(b.cuts or b.page is not None for b in blocks):
         return True
-    return kind != "union_all" and any(src.multi for src, _ in keysets[0])
+    # (an operand's own LIMIT is over the rows of every value of the list, not per value)
+    return any(src.multi for src, _ in keysets[0]) and (
+        kind != "union_all" or any(b.limit is not None for b in blocks))
 
 
 def host_setop(blocks: Sequence[Block]) -> tuple[
@@ -116,6 +119,8 @@ def host_setop(blocks: Sequence[Block]) -> tuple[
     visible = blocks[0].visible
     extras: list[list[int]] = []  # per operand: its block positions the host reads
     for block in blocks:
+        if block.setop is not None:  # its rel is the UNION ALL its own step reads
+            raise PlanError("set operation with parameter steps inside another set operation")
         if block.windows or block.empty_row is not None or block.aggregates:
             raise PlanError("window function or aggregate over a range parameter in a "
                             "set-operation operand")

@@ -778,6 +778,8 @@ SELECT story_id FROM comments WHERE author_id = $1 INTERSECT SELECT story_id FRO
 SELECT title FROM stories WHERE score >= $1 UNION SELECT body FROM comments WHERE story_id = $2 ORDER BY 1 LIMIT 5;
 -- params: [10, 40, 1]
 SELECT score FROM comments WHERE id BETWEEN $1 AND $2 EXCEPT ALL SELECT score FROM comments WHERE author_id = $3;
+-- params: [[1, 2, 3]]
+(SELECT id FROM stories WHERE author_id = ANY($1) ORDER BY id LIMIT 3) UNION ALL (SELECT id FROM comments WHERE author_id = ANY($1) ORDER BY id LIMIT 2);
 -- upstream: a range parameter in a set operation nested in another (the host finishes the top one only)
 -- params: [3]
 SELECT id FROM stories UNION (SELECT story_id FROM votes WHERE value > $1 INTERSECT SELECT story_id FROM comments);

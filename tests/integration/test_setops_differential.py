@@ -90,6 +90,9 @@ SETOP_PARAM_SHAPES = [
           "WHERE score < $3 ORDER BY 1 LIMIT 7",
           lambda r: (_bound(r, lambda q: f"n{q.randint(0, 13)}", ["", "~"]), _grp(r),
                      _bound(r, lambda q: q.randint(-5, 65), _INT4)), ordered=True),
+    Shape("(SELECT id, name FROM things WHERE grp = ANY($1) ORDER BY id DESC LIMIT 3) UNION ALL "
+          "(SELECT id, note FROM notes WHERE ref = ANY($1) ORDER BY id LIMIT 2)",
+          lambda r: (_ids(r, 45),)),
     Shape("SELECT day FROM things WHERE day BETWEEN $1 AND $2 INTERSECT SELECT day FROM things "
           "WHERE grp = $3", lambda r: (_day(r), _day(r), _grp(r))),
 ]
