@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from engine.dataflow.ordering import order_key
 from engine.plan import ir
+from engine.plan.blocks import limit_param, union_operands
 from engine.plan.planned import Block, Page, RetryPinned
 from engine.plan.ranges import RangeCut, iter_cut, range_value_ok
 from engine.plan.rules.keys import KeySource
@@ -63,11 +64,74 @@ class SideStep:
 
 
 @dataclass(frozen=True, slots=True)
+class Combine:
+    """One set operation of the statement: its kind over its operands (an operand's index
+    in ``SetOpStep.sides``, or a nested set operation) and, nested, its own ORDER BY (over
+    the visible columns) with its LIMIT / OFFSET."""
+
+    kind: Kind
+    operands: tuple[int | Combine, ...]
+    order: tuple[ir.SortKey, ...] = ()
+    page: Page | None = None
+
+    def nested(self) -> list[Combine]:
+        """The set operations nested in this one, at any depth."""
+        out: list[Combine] = []
+        for op in self.operands:
+            if isinstance(op, Combine):
+                out += [op, *op.nested()]
+        return out
+
+
+#: a set operation as parsed: (kind, operands: leaf indexes or nested ones, its statement)
+Raw = tuple[Kind, list[Any], dict[str, Any]]
+_KINDS: dict[tuple[str, bool], Kind] = {
+    ("SETOP_UNION", True): "union_all", ("SETOP_UNION", False): "union",
+    ("SETOP_INTERSECT", False): "intersect", ("SETOP_INTERSECT", True): "intersect_all",
+    ("SETOP_EXCEPT", False): "except", ("SETOP_EXCEPT", True): "except_all"}
+
+
+def raw_tree(stmt: dict[str, Any], leaves: list[dict[str, Any]], root: bool = True) -> Any:
+    """The set operations of ``stmt`` as a ``Raw`` tree whose leaves (SELECT blocks, or
+    set operations with their own WITH, planned on their own) are appended to ``leaves``;
+    UNION ALL operands flattened as ``blocks.union_operands`` does."""
+    kind = _KINDS.get((str(stmt.get("op")), bool(stmt.get("all"))))
+    if kind is None or (not root and stmt.get("withClause")):
+        leaves.append(stmt)
+        return len(leaves) - 1
+    children = [stmt["larg"], stmt["rarg"]]
+    if kind == "union_all":
+        children = [b for c in children for b in union_operands(c)]
+    return (kind, [raw_tree(c, leaves, False) for c in children], stmt)
+
+
+def raw_nested(tree: Raw) -> list[Raw]:
+    """The set operations nested in ``tree``, at any depth."""
+    out: list[Raw] = []
+    for op in tree[1]:
+        if isinstance(op, tuple):
+            out += [op, *raw_nested(op)]
+    return out
+
+
+def tree_needs_host(blocks: Sequence[Block], tree: Raw) -> bool:
+    """``needs_host`` for a tree of set operations: also a nested one with a LIMIT / OFFSET
+    parameter, or with any LIMIT over an ``= ANY`` key (a page per value otherwise)."""
+    nested = raw_nested(tree)
+    kinds = {tree[0], *(n[0] for n in nested)}
+    if needs_host(blocks, "union_all" if kinds == {"union_all"} else "union"):
+        return True
+    multi = any(src.multi for _, src, _ in blocks[0].keys)
+    return any(limit_param(n[2].get("limitCount")) or limit_param(n[2].get("limitOffset"))
+               or (multi and n[2].get("limitCount")) for n in nested)
+
+
+@dataclass(frozen=True, slots=True)
 class SetOpStep:
     """The host's set operation over the reader's rows: ``side`` is the output column of
     the side marker (the operand's index); ``visible`` columns are the result."""
 
-    kind: Kind
+    root: Combine
     side: int
     visible: int
     sides: tuple[SideStep, ...]
@@ -83,8 +147,9 @@ class SetOpStep:
         for side in self.sides:
             out += [(c.param, c.type_oid) for c in side.cuts]
             out += [(param, type_oid) for _, param, type_oid in side.equal]
-            if side.page is not None:
-                out += [(n, T.INT8) for n in (side.page.limit_param, side.page.offset_param)
+        for page in [side.page for side in self.sides] + [c.page for c in self.root.nested()]:
+            if page is not None:
+                out += [(n, T.INT8) for n in (page.limit_param, page.offset_param)
                         if n is not None]
         return out
 
@@ -167,7 +232,8 @@ def host_setop(blocks: Sequence[Block]) -> tuple[
         rels.append(ir.Project(block.rel, tuple(exprs), tuple(names)))
         sides.append(SideStep(cuts, equal, order, page))
     output = (*range(visible), marker, *range(marker + 1, len(names)))
-    return rels, shared, names, SetOpStep("union_all", visible, visible, tuple(sides), output)
+    root = Combine("union_all", tuple(range(len(blocks))))
+    return rels, shared, names, SetOpStep(root, visible, visible, tuple(sides), output)
 
 
 def setop_reader(block: Block) -> tuple[ir.Reader, list[tuple[int, KeySource, int]],
@@ -214,7 +280,8 @@ def setop_params_ok(step: SetOpStep, params: Sequence[Any]) -> bool:
             return False
         if side.page is not None and page_values(side.page, params) is None:
             return False
-    return True
+    return all(c.page is None or page_values(c.page, params) is not None
+               for c in step.root.nested())
 
 
 def _equal(value: Any, bound: Any) -> bool:
@@ -236,31 +303,62 @@ def setop_rows(step: SetOpStep, rows: Sequence[tuple[Any, ...]], params: Sequenc
             bound = params[param - 1]
             part = [r for r in part if _equal(r[column], bound)]
         if side.page is not None:
-            bounds = page_values(side.page, params)
-            if bounds is None:
-                raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
-            part.sort(key=order_key(side.order))
-            limit, offset = bounds
-            part = part[offset:] if limit is None else part[offset: offset + limit]
+            part = _paged(part, side.order, side.page, params)
         kept.append([r[: step.visible] for r in part])
-    out: list[tuple[Any, ...]]
-    if step.kind == "union_all":
-        out = [r for part in kept for r in part]
-    elif step.kind == "union":
-        out = list(dict.fromkeys(r for part in kept for r in part))
-    else:
-        counts: dict[tuple[Any, ...], list[int]] = {}
-        for index, rows_of in enumerate(kept):
-            for r in rows_of:
-                counts.setdefault(r, [0, 0])[index] += 1
-        out = [g for g, (left, right) in counts.items()
-               for _ in range(ir.setop_copies(step.kind, left, right))]
+    out = _combined(step.root, kept, params)
     if order:
         out.sort(key=order_key(order))
     if step.limit is not None or step.offset:
         end = None if step.limit is None else step.offset + step.limit
         out = out[step.offset: end]
     return out
+
+
+Rows = list[tuple[Any, ...]]
+
+
+def _paged(rows: Rows, order: Sequence[ir.SortKey], page: Page, params: Sequence[Any]) -> Rows:
+    """``rows`` sorted by ``order``, then cut to the page."""
+    bounds = page_values(page, params)
+    if bounds is None:
+        raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
+    rows = sorted(rows, key=order_key(order))
+    limit, offset = bounds
+    return rows[offset:] if limit is None else rows[offset: offset + limit]
+
+
+def _combined(node: Combine, kept: list[Rows], params: Sequence[Any]) -> Rows:
+    """The rows of one set operation from its operands' rows (``kept``: per operand)."""
+    parts = [kept[op] if isinstance(op, int) else _combined(op, kept, params)
+             for op in node.operands]
+    out: Rows
+    if node.kind == "union_all":
+        out = [r for part in parts for r in part]
+    elif node.kind == "union":
+        out = list(dict.fromkeys(r for part in parts for r in part))
+    else:
+        counts: dict[tuple[Any, ...], list[int]] = {}
+        for index, rows_of in enumerate(parts):
+            for r in rows_of:
+                counts.setdefault(r, [0, 0])[index] += 1
+        out = [g for g, (left, right) in counts.items()
+               for _ in range(ir.setop_copies(node.kind, left, right))]
+    return out if node.page is None else _paged(out, node.order, node.page, params)
+
+
+def _tree_text(node: Combine, cols: Sequence[ir.Column]) -> str:
+    ops = [str(op) if isinstance(op, int) else _tree_text(op, cols) for op in node.operands]
+    text = f" {node.kind.replace('_', ' ').upper()} ".join(ops)
+    if node.page is not None:
+        text += " " + _page_text(node.page, node.order, cols)
+    return f"({text})"
+
+
+def _page_text(page: Page, order: Sequence[ir.SortKey], cols: Sequence[ir.Column]) -> str:
+    limit = f"${page.limit_param}" if page.limit_param else page.limit
+    offset = f"${page.offset_param}" if page.offset_param else page.offset
+    sort = ", ".join(cols[k.column].name + (" DESC" if k.descending else "") for k in order)
+    return f"ORDER BY {sort} LIMIT {'ALL' if limit is None else limit} OFFSET {offset}"
 
 
 def setop_text(step: SetOpStep, cols: Sequence[ir.Column]) -> str:
@@ -273,15 +371,10 @@ def setop_text(step: SetOpStep, cols: Sequence[ir.Column]) -> str:
         conds += [f"{cols[col].name} = ${param}" for col, param, _ in side.equal]
         text = f"WHERE {' AND '.join(conds)}" if conds else ""
         if side.page is not None:
-            page = side.page
-            limit = f"${page.limit_param}" if page.limit_param else page.limit
-            offset = f"${page.offset_param}" if page.offset_param else page.offset
-            sort = ", ".join(cols[k.column].name + (" DESC" if k.descending else "")
-                             for k in side.order)
-            text += f" ORDER BY {sort} LIMIT {'ALL' if limit is None else limit} " \
-                f"OFFSET {offset}"
+            text += " " + _page_text(side.page, side.order, cols)
         parts.append(f"{s}: {text.strip() or 'every row'}")
-    name = step.kind.replace("_", " ").upper()
+    root = step.root
+    name = root.kind.replace("_", " ").upper() if not root.nested() else _tree_text(root, cols)
     tail = "" if step.limit is None else f" LIMIT {step.limit} OFFSET {step.offset}"
     return f"OPERANDS ({'; '.join(parts)}) THEN {name}{tail}"
 
@@ -293,7 +386,8 @@ def setop_state(step: SetOpStep) -> str:
         why.append("range parameters")
     if any(side.equal for side in step.sides):
         why.append("equality parameters not every operand shares")
-    if any(side.page is not None for side in step.sides):
+    if any(side.page is not None for side in step.sides) or any(
+            c.page is not None for c in step.root.nested()):
         why.append("an operand's own LIMIT/OFFSET")
     reason = " and ".join(why) or "lookups of an = ANY key combined before the set operation"
     return f"state: every row of the key for every operand, the host cuts each operand " \

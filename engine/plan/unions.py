@@ -23,10 +23,19 @@ from engine.plan.blocks import check_equality_types, unify_branches, union_opera
 from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext
 from engine.plan.ordering import order_by, page_bounds
-from engine.plan.planned import Block, RetryPinned
+from engine.plan.planned import Block, Page, RetryPinned
 from engine.plan.rules.keys import KeySource
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
-from engine.plan.setops import Kind, host_setop, needs_host
+from engine.plan.setops import (
+    Combine,
+    Kind,
+    Raw,
+    host_setop,
+    needs_host,
+    raw_nested,
+    raw_tree,
+    tree_needs_host,
+)
 from engine.values import oids as T
 
 Node = dict[str, Any]
@@ -51,11 +60,18 @@ def plan_union(plan_block: PlanBlock, ctx: PlanContext, stmt: Node, top: bool) -
     children = [stmt["larg"], stmt["rarg"]]
     if op == "SETOP_UNION" and stmt.get("all"):
         children = [b for child in children for b in union_operands(child)]
+    if top and any(c.get("op", "SETOP_NONE") != "SETOP_NONE" and not c.get("withClause")
+                   for c in children):  # nested set operations: the host may finish them
+        leaves: list[Node] = []
+        tree = raw_tree(stmt, leaves)
+        blocks = [plan_block(ctx, b, top) for b in leaves]
+        if tree_needs_host(blocks, tree):
+            return _host_block(ctx, stmt, blocks, tree)
     blocks = [plan_block(ctx, b, top) for b in children]
     setop: Kind = "union_all" if kind is None and stmt.get("all") else (
         "union" if kind is None else kind)
     if top and needs_host(blocks, setop):
-        return _host_block(ctx, stmt, blocks, setop)
+        return _host_block(ctx, stmt, blocks, (setop, list(range(len(blocks))), stmt))
     planned = [as_branch(ctx, b) for b in blocks]
     keys = planned[0][1]
     for _, other in planned[1:]:
@@ -104,11 +120,15 @@ def _union_order(ctx: PlanContext, stmt: Node, rel: ir.Rel, names: list[str],
     return order
 
 
-def _host_block(ctx: PlanContext, stmt: Node, blocks: list[Block], kind: Kind) -> Block:
+def _host_block(ctx: PlanContext, stmt: Node, blocks: list[Block], tree: Raw) -> Block:
     """A top-level set operation the host finishes (``engine.plan.setops``): the reader
-    keeps the UNION ALL of its operands (marked with their side, with the columns of their
-    steps), keyed on the keys they share."""
+    keeps the UNION ALL of its operands (``tree``'s leaves, marked with their side, with
+    the columns of their steps), keyed on the keys they share."""
     rels, shared, names, step = host_setop(blocks)
+    nested = raw_nested(tree)
+    if nested and len({tuple(c.type_oid for c in r.columns[: step.visible])
+                       for r in rels}) > 1:  # PostgreSQL resolves types per set operation
+        raise PlanError("set operations nested in another over columns of different types")
     visible = step.visible
     colls = list(blocks[0].colls[:visible])
     scoped = [Bound(r, Scope(tuple(
@@ -118,14 +138,28 @@ def _host_block(ctx: PlanContext, stmt: Node, blocks: list[Block], kind: Kind) -
     branches = unify_branches(ctx, scoped)
     rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
     cols = rel.columns
-    if kind != "union_all":
+    for kind in {tree[0], *(n[0] for n in nested)} - {"union_all"}:
         check_equality_types([c.type_oid for c in cols[:visible]], range(visible),
                              kind.split("_")[0].upper())
+
+    def combine(node: Raw) -> Combine:
+        ops = tuple(op if isinstance(op, int) else combine(op) for op in node[1])
+        if node is tree:
+            return Combine(node[0], ops)
+        first = node[1][0]
+        while not isinstance(first, int):
+            first = first[1][0]
+        order = _union_order(ctx, node[2], rel, blocks[first].names[:visible], colls)
+        limit, offset, page = page_bounds(node[2], order)
+        if page is None and limit is not None:
+            page = Page(limit, None, offset, None)
+        return Combine(node[0], ops, order if page is not None else (), page)
+
     order = _union_order(ctx, stmt, rel, names[:visible], colls)
     limit, offset, page = page_bounds(stmt, order)
     block_keys = [(visible + j, src, cols[visible + j].type_oid)
                   for j, (src, _) in enumerate(shared)]
-    step = dataclasses.replace(step, kind=kind, limit=limit, offset=offset)
+    step = dataclasses.replace(step, root=combine(tree), limit=limit, offset=offset)
     return Block(rel, names, colls + [None] * (len(names) - visible), visible, block_keys,
                  order, None, 0, page=page, setop=step)
 

@@ -780,9 +780,11 @@ SELECT title FROM stories WHERE score >= $1 UNION SELECT body FROM comments WHER
 SELECT score FROM comments WHERE id BETWEEN $1 AND $2 EXCEPT ALL SELECT score FROM comments WHERE author_id = $3;
 -- params: [[1, 2, 3]]
 (SELECT id FROM stories WHERE author_id = ANY($1) ORDER BY id LIMIT 3) UNION ALL (SELECT id FROM comments WHERE author_id = ANY($1) ORDER BY id LIMIT 2);
--- upstream: a range parameter in a set operation nested in another (the host finishes the top one only)
--- params: [3]
+-- a range parameter in a set operation nested in another: the host finishes the whole tree
+-- params: [0]
 SELECT id FROM stories UNION (SELECT story_id FROM votes WHERE value > $1 INTERSECT SELECT story_id FROM comments);
+-- params: [[1, 2, 3, 4], 3]
+SELECT story_id FROM votes WHERE user_id = ANY($1) EXCEPT ALL (SELECT story_id FROM comments WHERE author_id = ANY($1) UNION ALL SELECT id FROM stories WHERE author_id = ANY($1) ORDER BY 1 DESC LIMIT $2) ORDER BY 1;
 -- ===================== DISTINCT and other groups over a range (the host groups the cut rows) =====================
 -- params: [20]
 SELECT DISTINCT author_id FROM stories WHERE score > $1;

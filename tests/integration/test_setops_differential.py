@@ -93,6 +93,13 @@ SETOP_PARAM_SHAPES = [
     Shape("(SELECT id, name FROM things WHERE grp = ANY($1) ORDER BY id DESC LIMIT 3) UNION ALL "
           "(SELECT id, note FROM notes WHERE ref = ANY($1) ORDER BY id LIMIT 2)",
           lambda r: (_ids(r, 45),)),
+    Shape("SELECT score FROM things WHERE grp = $1 UNION ALL (SELECT ref FROM notes WHERE id > $2 "
+          "INTERSECT ALL SELECT score FROM things WHERE at < $3)",
+          lambda r: (_grp(r), _bound(r, lambda q: q.randint(0, 1100), _INT4),
+                     _bound(r, _at, _TIMES))),
+    Shape("SELECT grp FROM things WHERE grp = ANY($1) EXCEPT (SELECT ref FROM notes WHERE "
+          "ref = ANY($1) UNION SELECT grp FROM things WHERE grp = ANY($1) AND score > 40 "
+          "ORDER BY 1 DESC LIMIT $2)", lambda r: (_ids(r, 45), r.randint(0, 3))),
     Shape("SELECT day FROM things WHERE day BETWEEN $1 AND $2 INTERSECT SELECT day FROM things "
           "WHERE grp = $3", lambda r: (_day(r), _day(r), _grp(r))),
 ]
