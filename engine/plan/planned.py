@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.plan import ir
 from engine.plan.ranges import RangeCut
 from engine.plan.rules.keys import KeySource
 from engine.values import oids as T
+
+if TYPE_CHECKING:
+    from engine.plan.setops import SetOpStep
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,8 @@ class PlannedQuery:
     agg_exprs: tuple[tuple[str, ir.Expr], ...] = ()
     #: LIMIT / OFFSET parameters over the aggregates' result rows (after ORDER BY).
     agg_page: Page | None = None
+    #: A set operation the host finishes over the reader's rows (``engine.plan.setops``).
+    setop: SetOpStep | None = None
 
     @property
     def columns(self) -> tuple[ir.Column, ...]:
@@ -96,6 +101,8 @@ class PlannedQuery:
                     out.setdefault(alt.param, T.ARRAY_OF[type_oid] if alt.array else type_oid)
         for cut in self.cuts:
             out.setdefault(cut.param, cut.type_oid)
+        for param, param_type in self.setop.param_types() if self.setop is not None else ():
+            out.setdefault(param, param_type)
         for page in (self.page, self.agg_page):
             for number in (page.limit_param, page.offset_param) if page is not None else ():
                 if number is not None:
@@ -132,3 +139,4 @@ class Block:
     agg_offset: int = 0
     agg_exprs: tuple[tuple[str, ir.Expr], ...] = ()  # computed result columns over them
     agg_page: Page | None = None  # LIMIT / OFFSET parameters over them
+    setop: SetOpStep | None = None  # a set operation the host finishes

@@ -46,6 +46,7 @@ from engine.plan.rules import optimize
 from engine.plan.rules.keys import Key, choose_keys
 from engine.plan.scope import Bound, PlanError, Scope
 from engine.plan.sessionzone import planning_in
+from engine.plan.setops import setop_reader
 from engine.plan.sublinks import conditional_subqueries, select_exists
 from engine.plan.subqueries import scalar_subqueries, semi_joins, where_scalar_subqueries
 from engine.plan.unions import branch, plan_union
@@ -284,7 +285,8 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
         if not mergeable(block):
             continue
         try:
-            reader, keys, cuts, hidden = block_reader(block)
+            reader, keys, cuts, hidden = block_reader(block) if block.setop is None else (
+                setop_reader(block))
         except PlanError as exc:  # a host step its reader cannot place
             return Unsupported(exc.reason)
         if rules:
@@ -302,5 +304,5 @@ def plan_select(stmt: Node, catalog: Catalog, search_path: tuple[str, ...],
                             timezone if zone.used else None, block.aggregates,
                             block.grouped, block.agg_having, block.agg_hidden,
                             block.agg_order, block.agg_limit, block.agg_offset,
-                            block.agg_exprs, block.agg_page)
+                            block.agg_exprs, block.agg_page, block.setop)
     return Unsupported("unplannable")  # pragma: no cover - the pinned pass never retries

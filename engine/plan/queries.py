@@ -34,6 +34,7 @@ from engine.plan.range_aggs import aggregate_groups, aggregates_text, computed_c
 from engine.plan.range_state import lookup_span, state_line, with_span
 from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
+from engine.plan.setops import setop_params_ok, setop_rows, setop_state, setop_text
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import Catalog
 from engine.sql.text import ParsedQuery, parse_query
@@ -68,6 +69,8 @@ class CachedQuery:
     @property
     def state(self) -> str | None:
         """For a range query: which state its reader keeps, and why (EXPLAIN CREATE CACHE)."""
+        if self.plan.setop is not None:
+            return setop_state(self.plan.setop)
         return state_line(self.plan)
 
     @property
@@ -90,6 +93,9 @@ class CachedQuery:
                     "" if c.collation is None else f" (collation {c.collation})")
                 for c in self.plan.cuts)
             text = f"WHERE {cuts}" + (f" {text}" if text else "")
+        if self.plan.setop is not None:
+            ops = setop_text(self.plan.setop, self.plan.reader.columns)
+            text = ops + (f" {text}" if text else "")
         if self.plan.aggregates:
             text = f"{text} THEN {aggregates_text(self.plan, cols)}"
         state = self.state
@@ -150,6 +156,8 @@ class Classified:
         for cut in plan.cuts:
             if cut.param > len(params) or not range_value_ok(params[cut.param - 1]):
                 return None
+        if plan.setop is not None and not setop_params_ok(plan.setop, params):
+            return None
         combos = 1
         for options in choices:
             combos *= len(options)
@@ -258,6 +266,9 @@ def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]
     if bounds is None:
         raise ValueError("invalid LIMIT/OFFSET parameter (Classified.keys returns None)")
     limit, offset = bounds
+    if plan.setop is not None:  # the host finishes the set operation, then pages it
+        rows = setop_rows(plan.setop, [row for part in results for row in part], params, keys)
+        return rows[offset:] if limit is None else rows[offset: offset + limit]
     if plan.cuts and len(results) == 1:  # sorted already: bisect, then a lazy page
         lead = keys[0] if reader.order_by and reader.order_by[0].column in out else None
         part, rest = narrow(results[0], plan.cuts, params, lead)
@@ -343,7 +354,7 @@ class QueryPlanner:
             planned = Unsupported(f"{INTERNAL_ERROR} ({type(exc).__name__}: {exc})")
         if isinstance(planned, Unsupported):
             return Classified(planned, parsed)
-        planned = with_span(planned)
+        planned = with_span(planned) if planned.setop is None else planned
         _put(self._shapes, shape_key, (planned.lifted, planned.relations, planned.timezone),
              self.capacity)
         identity = _identity(parsed, planned.lifted, planned.relations, planned.timezone)

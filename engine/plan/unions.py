@@ -14,6 +14,7 @@ branches make the statement plan again with literals pinned (``RetryPinned``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -22,9 +23,19 @@ from engine.plan.blocks import check_equality_types, unify_branches, union_opera
 from engine.plan.exprs import ExprBuilder
 from engine.plan.from_clause import PlanContext
 from engine.plan.ordering import order_by, page_bounds
-from engine.plan.planned import Block, RetryPinned
+from engine.plan.planned import Block, Page, RetryPinned
 from engine.plan.rules.keys import KeySource
 from engine.plan.scope import Bound, PlanError, Scope, ScopeCol
+from engine.plan.setops import (
+    Combine,
+    Kind,
+    Raw,
+    host_setop,
+    needs_host,
+    raw_nested,
+    raw_tree,
+    tree_needs_host,
+)
 from engine.values import oids as T
 
 Node = dict[str, Any]
@@ -49,7 +60,19 @@ def plan_union(plan_block: PlanBlock, ctx: PlanContext, stmt: Node, top: bool) -
     children = [stmt["larg"], stmt["rarg"]]
     if op == "SETOP_UNION" and stmt.get("all"):
         children = [b for child in children for b in union_operands(child)]
-    planned = [branch(plan_block, ctx, {"SelectStmt": b}, top) for b in children]
+    if top and any(c.get("op", "SETOP_NONE") != "SETOP_NONE" and not c.get("withClause")
+                   for c in children):  # nested set operations: the host may finish them
+        leaves: list[Node] = []
+        tree = raw_tree(stmt, leaves)
+        blocks = [plan_block(ctx, b, top) for b in leaves]
+        if tree_needs_host(blocks, tree):
+            return _host_block(ctx, stmt, blocks, tree)
+    blocks = [plan_block(ctx, b, top) for b in children]
+    setop: Kind = "union_all" if kind is None and stmt.get("all") else (
+        "union" if kind is None else kind)
+    if top and needs_host(blocks, setop):
+        return _host_block(ctx, stmt, blocks, (setop, list(range(len(blocks))), stmt))
+    planned = [as_branch(ctx, b) for b in blocks]
     keys = planned[0][1]
     for _, other in planned[1:]:
         if other != keys:
@@ -74,20 +97,71 @@ def plan_union(plan_block: PlanBlock, ctx: PlanContext, stmt: Node, top: bool) -
     visible = len(first.scope.cols) - len(keys)
     names = [c.name for c in first.scope.cols]
     colls = [c.collation for c in first.scope.cols]
-    scope = Scope(tuple(ScopeCol(None, c.name, c.type_oid, c.collation, 0)
-                        for c in first.scope.cols[:visible]))
-    builder = ExprBuilder(scope, ctx.catalog, clause="ORDER BY")
-    exprs: list[ir.Expr] = [ir.ColumnRef(i, c.type_oid)
-                            for i, c in enumerate(rel.columns[:visible])]
-    for i, c in enumerate(colls[:visible]):
-        builder.colls[i] = c
-    order, hidden = order_by(stmt, builder, exprs, names[:visible])
-    if hidden:
-        raise PlanError("ORDER BY on a UNION must name an output column")
+    order = _union_order(ctx, stmt, rel, names[:visible], colls[:visible])
     block_keys = [(visible + j, src, rel.columns[visible + j].type_oid)
                   for j, (src, _) in enumerate(keys)]
     limit, offset, page = page_bounds(stmt, order)
     return Block(rel, names, colls, visible, block_keys, order, limit, offset, page=page)
+
+
+def _union_order(ctx: PlanContext, stmt: Node, rel: ir.Rel, names: list[str],
+                 colls: list[str | None]) -> tuple[ir.SortKey, ...]:
+    """ORDER BY over a set operation's output columns (the first ``len(names)``)."""
+    scope = Scope(tuple(ScopeCol(None, n, c.type_oid, coll, 0)
+                        for n, c, coll in zip(names, rel.columns, colls, strict=False)))
+    builder = ExprBuilder(scope, ctx.catalog, clause="ORDER BY")
+    exprs: list[ir.Expr] = [ir.ColumnRef(i, c.type_oid)
+                            for i, c in enumerate(rel.columns[: len(names)])]
+    for i, c in enumerate(colls):
+        builder.colls[i] = c
+    order, hidden = order_by(stmt, builder, exprs, names)
+    if hidden:
+        raise PlanError("ORDER BY on a UNION must name an output column")
+    return order
+
+
+def _host_block(ctx: PlanContext, stmt: Node, blocks: list[Block], tree: Raw) -> Block:
+    """A top-level set operation the host finishes (``engine.plan.setops``): the reader
+    keeps the UNION ALL of its operands (``tree``'s leaves, marked with their side, with
+    the columns of their steps), keyed on the keys they share."""
+    rels, shared, names, step = host_setop(blocks)
+    nested = raw_nested(tree)
+    if nested and len({tuple(c.type_oid for c in r.columns[: step.visible])
+                       for r in rels}) > 1:  # PostgreSQL resolves types per set operation
+        raise PlanError("set operations nested in another over columns of different types")
+    visible = step.visible
+    colls = list(blocks[0].colls[:visible])
+    scoped = [Bound(r, Scope(tuple(
+        ScopeCol(None, n, c.type_oid, colls[i] if i < visible else None, 0,
+                 hidden=i >= visible)
+        for i, (n, c) in enumerate(zip(names, r.columns, strict=True))))) for r in rels]
+    branches = unify_branches(ctx, scoped)
+    rel: ir.Rel = ir.UnionAll(tuple(b.rel for b in branches))
+    cols = rel.columns
+    for kind in {tree[0], *(n[0] for n in nested)} - {"union_all"}:
+        check_equality_types([c.type_oid for c in cols[:visible]], range(visible),
+                             kind.split("_")[0].upper())
+
+    def combine(node: Raw) -> Combine:
+        ops = tuple(op if isinstance(op, int) else combine(op) for op in node[1])
+        if node is tree:
+            return Combine(node[0], ops)
+        first = node[1][0]
+        while not isinstance(first, int):
+            first = first[1][0]
+        order = _union_order(ctx, node[2], rel, blocks[first].names[:visible], colls)
+        limit, offset, page = page_bounds(node[2], order)
+        if page is None and limit is not None:
+            page = Page(limit, None, offset, None)
+        return Combine(node[0], ops, order if page is not None else (), page)
+
+    order = _union_order(ctx, stmt, rel, names[:visible], colls)
+    limit, offset, page = page_bounds(stmt, order)
+    block_keys = [(visible + j, src, cols[visible + j].type_oid)
+                  for j, (src, _) in enumerate(shared)]
+    step = dataclasses.replace(step, root=combine(tree), limit=limit, offset=offset)
+    return Block(rel, names, colls + [None] * (len(names) - visible), visible, block_keys,
+                 order, None, 0, page=page, setop=step)
 
 
 def _marked(rel: ir.Rel, side: int) -> ir.Rel:
@@ -103,7 +177,13 @@ def branch(plan_block: PlanBlock, ctx: PlanContext, node: Node, top: bool) -> tu
     stmt = node.get("SelectStmt")
     if stmt is None:
         raise PlanError("subquery that is not a SELECT")
-    block = plan_block(ctx, stmt, top)
+    return as_branch(ctx, plan_block(ctx, stmt, top))
+
+
+def as_branch(ctx: PlanContext, block: Block) -> tuple[Bound, list[tuple[KeySource, int]]]:
+    """A planned block as a relation of its visible columns then its key columns."""
+    if block.setop is not None:
+        raise PlanError("set operation with parameter steps inside another set operation")
     if block.cuts:
         raise PlanError("range parameter in a UNION branch")
     if block.windows:

@@ -751,14 +751,40 @@ SELECT email FROM users INTERSECT SELECT email FROM users WHERE karma > 10;
 SELECT country FROM customers EXCEPT ALL SELECT country FROM customers WHERE vip;
 -- params: [3]
 SELECT story_id FROM comments WHERE author_id = $1 INTERSECT SELECT story_id FROM votes WHERE user_id = $1 ORDER BY 1 LIMIT 5;
--- upstream: a range parameter inside an operand (the host cuts ranges at the top only)
+-- a range parameter inside each operand: every row kept, the host cuts each operand, then the EXCEPT
 -- params: [2]
 SELECT product_id FROM order_items WHERE quantity > $1 EXCEPT SELECT product_id FROM reviews WHERE rating < $1;
 SELECT customer_id FROM orders UNION SELECT customer_id FROM reviews INTERSECT SELECT id FROM customers WHERE vip EXCEPT SELECT customer_id FROM orders WHERE status = 'cancelled';
 (SELECT author_id, score FROM stories ORDER BY score DESC, id LIMIT 10) EXCEPT ALL (SELECT author_id, score FROM comments ORDER BY id LIMIT 20);
--- upstream: operands keyed on different parameters
+-- operands keyed on different parameters: each operand's own equality parameter is cut by the host
 -- params: [1, 2]
 SELECT story_id FROM comments WHERE author_id = $1 EXCEPT SELECT story_id FROM votes WHERE user_id = $2;
+-- range, LIMIT/OFFSET and own equality parameters inside set-operation operands, = ANY keys under them
+-- params: [20]
+SELECT id FROM stories WHERE id > $1 UNION ALL SELECT id FROM comments WHERE id > $1;
+-- params: [3, 4]
+SELECT id FROM stories WHERE author_id = $1 AND id > $2 UNION SELECT story_id FROM comments WHERE author_id = $1 AND story_id > $2 ORDER BY 1;
+-- params: [5]
+(SELECT id, score FROM stories ORDER BY score DESC, id LIMIT $1) UNION ALL (SELECT id, score FROM comments ORDER BY id LIMIT $1) ORDER BY 1, 2;
+-- params: [4, 2]
+(SELECT author_id FROM stories ORDER BY id LIMIT $1 OFFSET $2) INTERSECT ALL SELECT user_id FROM votes ORDER BY 1;
+-- params: [[1, 2, 3]]
+SELECT story_id FROM comments WHERE author_id = ANY($1) UNION SELECT story_id FROM votes WHERE user_id = ANY($1);
+-- params: [[2, 5, 7]]
+SELECT story_id FROM comments WHERE author_id = ANY($1) INTERSECT ALL SELECT story_id FROM votes WHERE user_id = ANY($1) ORDER BY 1;
+-- params: [2, 3]
+SELECT story_id FROM comments WHERE author_id = $1 INTERSECT SELECT story_id FROM votes WHERE user_id = $2 ORDER BY 1;
+-- params: [30, 3]
+SELECT title FROM stories WHERE score >= $1 UNION SELECT body FROM comments WHERE story_id = $2 ORDER BY 1 LIMIT 5;
+-- params: [10, 40, 1]
+SELECT score FROM comments WHERE id BETWEEN $1 AND $2 EXCEPT ALL SELECT score FROM comments WHERE author_id = $3;
+-- params: [[1, 2, 3]]
+(SELECT id FROM stories WHERE author_id = ANY($1) ORDER BY id LIMIT 3) UNION ALL (SELECT id FROM comments WHERE author_id = ANY($1) ORDER BY id LIMIT 2);
+-- a range parameter in a set operation nested in another: the host finishes the whole tree
+-- params: [0]
+SELECT id FROM stories UNION (SELECT story_id FROM votes WHERE value > $1 INTERSECT SELECT story_id FROM comments);
+-- params: [[1, 2, 3, 4], 3]
+SELECT story_id FROM votes WHERE user_id = ANY($1) EXCEPT ALL (SELECT story_id FROM comments WHERE author_id = ANY($1) UNION ALL SELECT id FROM stories WHERE author_id = ANY($1) ORDER BY 1 DESC LIMIT $2) ORDER BY 1;
 -- ===================== DISTINCT and other groups over a range (the host groups the cut rows) =====================
 -- params: [20]
 SELECT DISTINCT author_id FROM stories WHERE score > $1;
