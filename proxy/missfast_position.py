@@ -31,6 +31,12 @@ Exactness: the position is read by the statement after the miss on the same back
 is at or after the end of every commit record the miss's snapshot could see (a transaction
 is visible only after its commit record was inserted); every earlier answer of the session
 was received before the batch was sent, so it is covered too (``proxy.seen``'s probe rule).
+An answer to a request the client sent after the batch (it had the answer before it, a write
+after a write) may come in the same read as the batch's answer, and is observed before
+:func:`arrived` runs, when the session looks idle: then the position does not cover the
+session (``Tail.after``), and a probe sent after that answer does (``aftermiss.answered``;
+without this, a read after two writes in a row was served a state without the second, about
+one run in a hundred of ``tests/integration/test_write_position.py``'s, session 21).
 Once the stream's position reaches it (``Barriers.at``, which emits a barrier whose commit
 flushes the WAL when the stream is not there within the probes' patience; a hit parked
 meanwhile, ``proxy.aftermiss.park``, waits for that too, with no probe of its own), everything the
@@ -95,13 +101,17 @@ class Tail:
     was outstanding before it); ``sent``: ``time.monotonic()`` before the batch was written.
     A NoticeResponse in the batch's answer is relayed (a notice is never a state change)."""
 
-    __slots__ = ("_buf", "_failed", "_left", "before", "done", "flushed", "lsn", "sent", "write")
+    __slots__ = ("_buf", "_failed", "_left", "after", "before", "done", "flushed", "lsn", "sent",
+                 "write")
 
     def __init__(self, before: int, sent: float, write: bool = False) -> None:
         self.before = before
         self.sent = sent
         self.write = write  # (after a write, ``proxy.write_position``: not a miss)
         self.done = False
+        #: bytes came after the batch's ReadyForQuery in the read that completed it: answers
+        #: to requests sent after the batch, already observed when :func:`arrived` runs
+        self.after = False
         self.lsn: int | None = None
         self.flushed: int | None = None
         self._buf = b""  # an incomplete message (the batch's) or header (any)
@@ -133,6 +143,7 @@ class Tail:
                 self._answer(mtype, data[start:stop])
                 if self.done:  # after the batch's ReadyForQuery: the client's again
                     out.append(data[stop:])
+                    self.after = stop < len(data)
                     return b"".join(out)
         if end > keep:
             out.append(data[keep:end])
@@ -176,6 +187,7 @@ class Tail:
             pos = end
         if pos < n:  # after the batch's ReadyForQuery: the client's again
             out.append(data[pos:])
+            self.after = True
         return b"".join(out)
 
     def _answer(self, mtype: int, body: bytes) -> None:
@@ -222,8 +234,9 @@ def arrived(session: Any, tail: Tail) -> None:
     state.swallowing -= 1
     ctx, host, lsn = session.ctx, service.host, tail.lsn
     if ctx is None or host is None or not ctx.seen.missed or not state.idle \
-            or state.transaction_status != "I":
-        return
+            or state.transaction_status != "I" or tail.after:  # (``after``: an answer to a
+        return  # request sent after the batch came with it, which its position does not
+    # cover; the relay settles seen(s) after it and asks for a probe, ``aftermiss.answered``)
     if lsn is None:  # (the read failed: the pipe probe, as without it)
         host.coverage.positions_failed += 1
         aftermiss.answered(session)

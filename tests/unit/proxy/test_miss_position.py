@@ -1,14 +1,18 @@
 """``proxy.missfast_position.Tail``: the answer of weir's position read cut out of a session's
 upstream byte stream, whatever the chunking; the client's answers before it, asynchronous
-messages inside it and the answers after it reach the client unchanged and in order."""
+messages inside it and the answers after it reach the client unchanged and in order; a
+position whose answer came with a later answer does not cover the session (``arrived``)."""
 
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
+from typing import Any
 
 from pgwire import backend as be
 from proxy.metrics import own_error
-from proxy.missfast_position import BATCH, NAME, Tail
+from proxy.missfast_position import BATCH, NAME, Tail, arrived
+from proxy.seen import Coverage, Seen
 
 _CLIENT = (be.BindComplete().encode() + be.DataRow((b"v1",)).encode()
            + be.CommandComplete("SELECT 1").encode() + be.ReadyForQuery("I").encode())
@@ -98,3 +102,63 @@ def test_the_whole_read_way_and_the_message_by_message_way_agree() -> None:
             assert out == one == _CLIENT + notice + _CLIENT + _NOTIFY + _AFTER + _CLIENT
             assert (whole.done, whole.lsn, whole.flushed) == (single.done, single.lsn,
                                                               single.flushed)
+
+
+def test_answers_after_it_in_the_same_read_are_marked() -> None:
+    """``Tail.after``: bytes came after the batch's ReadyForQuery in the read that completed
+    it (answers to requests sent after the batch), whatever the cuts before it; not when the
+    read ends with it."""
+    stream = _CLIENT + _POSITION + _READY
+    for cut in range(len(stream) + 1):
+        alone, followed = Tail(1, 0.0), Tail(1, 0.0)
+        _feed(alone, stream, (cut,))
+        assert alone.done and not alone.after, cut
+        assert _feed(followed, stream + _AFTER, (cut,)) == _CLIENT + _AFTER
+        assert followed.done and followed.after, cut
+    whole = Tail(1, 0.0)  # (the one-read way, with no cut)
+    assert whole.feed(stream + _AFTER) == _CLIENT + _AFTER and whole.after
+
+
+async def _never(on_pass: Any) -> None:  # (no barrier is emitted in these tests)
+    raise AssertionError("a barrier was emitted")
+
+
+class _Barriers:
+    def __init__(self) -> None:
+        self.waits: list[int] = []
+
+    def at(self, lsn: int, call: Any, patience: float = 0.0) -> None:
+        self.waits.append(lsn)
+
+
+def _session(tail: Tail) -> tuple[Any, Seen, _Barriers]:
+    seen, barriers = Seen(at=1.0, pending=True, missed=True), _Barriers()
+    host = SimpleNamespace(coverage=Coverage(_never),
+                           stream=SimpleNamespace(barriers=barriers))
+    service = SimpleNamespace(host=host, lanes=None,
+                              settings=SimpleNamespace(read_your_writes="on"))
+    session = SimpleNamespace(
+        miss_tail=tail, ctx=SimpleNamespace(seen=seen), server=SimpleNamespace(service=service),
+        state=SimpleNamespace(swallowing=1, idle=True, transaction_status="I"),
+        miss_waiting=None)
+    return session, seen, barriers
+
+
+def test_a_position_is_not_waited_for_when_a_later_answer_came_with_it() -> None:
+    """A write, then a second write the client sent once it had the first's answer: the
+    second's answer came in the same read as the position's and was observed first (the
+    session looks idle). The position, read before the second write, must not cover the
+    session (read-your-writes): no wait for it, seen(s) left for the relay to settle after
+    the second answer and cover with a probe (``aftermiss.answered``). Without a later
+    answer, the stream's reaching the position is waited for."""
+    for after in (False, True):
+        tail = Tail(0, 0.5, write=True)
+        tail.feed(_POSITION + _READY + (_AFTER if after else b""))
+        session, seen, barriers = _session(tail)
+        arrived(session, tail)
+        assert session.miss_tail is None and session.state.swallowing == 0
+        if after:
+            assert barriers.waits == [] and session.miss_waiting is None
+            assert seen.pending and seen.missed and seen.at == 1.0
+        else:
+            assert barriers.waits == [(1 << 32) | 0x2A0] and session.miss_waiting is not None
