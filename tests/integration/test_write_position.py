@@ -24,7 +24,10 @@ def _cached(conn: Any, expect: str) -> None:
 
 def _learnt(server: Any, conn: Any) -> None:
     """Run the prepared write until the session knows it writes, each run after a cached read
-    (``write_position.after_cached_read``); the last statement is a cached read."""
+    (``write_position.after_cached_read``); the last statement is a cached read, and the
+    position read after the last write has been answered (while one is outstanding, a
+    write reads none, ``missfast_position.may_read``: in about one run in a hundred on a
+    loaded machine, that answer came only after the test's next write had been sent)."""
     coverage = server.server.service.host.coverage
     positions = coverage.write_positions
     conn.execute(UPDATE, ("learn0",))  # (learnt at its answer)
@@ -32,6 +35,8 @@ def _learnt(server: Any, conn: Any) -> None:
     conn.execute(UPDATE, ("learn1",))
     eventually(lambda: coverage.write_positions == positions + 1)
     _cached(conn, "learn1")
+    session = next(s for s in server.server.sessions if s.ctx is not None and s.writers)
+    eventually(lambda: session.miss_tail is None)
 
 
 def test_the_read_after_a_write_waits_until_the_stream_reaches_its_position(
@@ -49,6 +54,11 @@ def test_the_read_after_a_write_waits_until_the_stream_reaches_its_position(
         passed = coverage.write_positions_passed
         assert conn.execute(UPDATE, ("mine",)).rowcount == 1
         eventually(lambda: coverage.write_positions == positions + 1)
+        # (a read that reaches weir before the position's answer settles seen(s) when it
+        # parks and takes a probe, which the position then cannot replace: a cost only,
+        # ``aftermiss.park``; 2 runs in 60 under load, session 21)
+        session = next(s for s in server.server.sessions if s.ctx is not None and s.writers)
+        eventually(lambda: session.miss_tail is None)
         got, reader = parked_read(server, conn, dbname, 2)
         assert not got and coverage.write_positions_passed == passed
         release()
