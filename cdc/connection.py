@@ -17,7 +17,9 @@ import socket
 import ssl
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pgwire.auth import AuthenticationFailed, ClientAuthenticator
@@ -111,6 +113,30 @@ def _tls_context() -> ssl.SSLContext:
     return ctx
 
 
+class _Tap(asyncio.Protocol):
+    """The transport's protocol: bytes go to ``received``, the rest to the stream's own
+    protocol (``inner``: its reader, its writer's flow control, its closing)."""
+
+    def __init__(self, inner: asyncio.BaseProtocol, received: Callable[[bytes], None]) -> None:
+        self._inner: Any = inner
+        self._received = received
+
+    def data_received(self, data: bytes) -> None:
+        self._received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()  # type: ignore[no-any-return]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
 class PgConnection:
     """One upstream connection. Create with :meth:`connect`."""
 
@@ -124,6 +150,15 @@ class PgConnection:
         self.notices: list[str] = []
         #: time.monotonic() of the last bytes received (liveness of a quiet stream).
         self.last_receive = time.monotonic()
+        #: time.time() when the transport last handed bytes in (before any task ran: the
+        #: replication stream's stage figures, ``cdc.stream``)
+        self.arrived = 0.0
+        self._inner: Any = writer.transport.get_protocol()
+        writer.transport.set_protocol(_Tap(self._inner, self._received))
+
+    def _received(self, data: bytes) -> None:
+        self.arrived = time.time()
+        self._inner.data_received(data)
 
     @classmethod
     async def connect(cls, params: ConnectParams, replication: bool = False) -> PgConnection:

@@ -32,6 +32,7 @@ from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import TransactionSink
 from cdc.pgoutput import (
     PG_EPOCH_UNIX,
+    Commit,
     PgoutputError,
     PgoutputMessage,
     PrimaryKeepalive,
@@ -139,6 +140,15 @@ class ReplicationStream:
         self.last_error: BaseException | None = None
         self._conn: PgConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        #: Stages of the applied commits (SHOW WEIR STATUS), in seconds summed over
+        #: ``commits_timed``: the commit's timestamp to the walsender sending it
+        #: (``walsender``), that to weir's transport reading it (``transit``), that to the
+        #: applier having applied it (``loop``: the event loop reaching the stream, decoding,
+        #: applying). Wall clocks of one host; meaningless when the upstream is remote.
+        self.commits_timed = 0
+        self.walsender_seconds = 0.0
+        self.transit_seconds = 0.0
+        self.loop_seconds = 0.0
 
     def _marker(self, marker: str, lsn: int) -> None:
         """A 'weir' logical message was applied: a barrier of ours, or the host's (fills)."""
@@ -308,6 +318,16 @@ class ReplicationStream:
             applier.feed(decoded)
             if applier.applied_end_lsn >= barriers.probe_floor:  # (a commit: probes passed)
                 barriers.reached(self.position())
+            if decoded.__class__ is Commit:
+                self._timed(conn, msg.send_time, decoded.commit_time)
+
+    def _timed(self, conn: PgConnection, sent: int, committed: int) -> None:
+        now = time.time()
+        sent_at = sent / 1e6 + PG_EPOCH_UNIX
+        self.commits_timed += 1
+        self.walsender_seconds += max(0.0, sent_at - (committed / 1e6 + PG_EPOCH_UNIX))
+        self.transit_seconds += max(0.0, conn.arrived - sent_at)
+        self.loop_seconds += max(0.0, now - conn.arrived)
 
     def _keepalive(self, conn: PgConnection, msg: PrimaryKeepalive) -> None:
         self.received_lsn = max(self.received_lsn, msg.wal_end)
