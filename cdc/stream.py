@@ -300,26 +300,29 @@ class ReplicationStream:
             raise
 
     async def _stream(self, conn: PgConnection) -> None:
+        """Apply the stream from the connection's transport callback (``copy_both``): a
+        commit is applied, and the reads waiting for it woken, as its bytes are read off the
+        socket, without waiting for the event loop to come round to a reader task."""
+        await conn.copy_both(lambda payload: self._copy_data(conn, payload))
+        raise ConnectionError("the upstream ended the replication stream")
+
+    def _copy_data(self, conn: PgConnection, payload: bytes) -> None:
+        msg = decode_copy_data(payload)
+        if isinstance(msg, PrimaryKeepalive):
+            self._keepalive(conn, msg)
+            return
+        if msg.wal_end > self.received_lsn:
+            self.received_lsn = msg.wal_end
+        decoded = decode_message(msg.data)
+        if self.tap is not None:
+            self.tap(decoded)
         applier = self.applier
+        applier.feed(decoded)
         barriers = self.barriers
-        while True:
-            payload = await conn.read_copy_data()
-            if payload is None:
-                raise ConnectionError("the upstream ended the replication stream")
-            msg = decode_copy_data(payload)
-            if isinstance(msg, PrimaryKeepalive):
-                self._keepalive(conn, msg)
-                continue
-            if msg.wal_end > self.received_lsn:
-                self.received_lsn = msg.wal_end
-            decoded = decode_message(msg.data)
-            if self.tap is not None:
-                self.tap(decoded)
-            applier.feed(decoded)
-            if applier.applied_end_lsn >= barriers.probe_floor:  # (a commit: probes passed)
-                barriers.reached(self.position())
-            if decoded.__class__ is Commit:
-                self._timed(conn, msg.send_time, decoded.commit_time)
+        if applier.applied_end_lsn >= barriers.probe_floor:  # (a commit: probes passed)
+            barriers.reached(self.position())
+        if decoded.__class__ is Commit:
+            self._timed(conn, msg.send_time, decoded.commit_time)
 
     def _timed(self, conn: PgConnection, sent: int, committed: int) -> None:
         now = time.time()
