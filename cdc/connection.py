@@ -3,7 +3,8 @@
 Owns: connecting (TCP, optional TLS per ``sslmode``), the startup packet (with
 ``replication=database`` for the stream, and the session settings weir's codecs assume),
 authentication via :mod:`pgwire.auth`, simple-protocol queries returning text rows, and the
-CopyBoth sub-protocol (read CopyData payloads, send CopyData). Statements may be pipelined
+CopyBoth sub-protocol (CopyData payloads read, or handed to a callback from the transport's
+own ``data_received``: :meth:`PgConnection.copy_both`; send CopyData). Statements may be pipelined
 (:meth:`PgConnection.send_query`, then :meth:`PgConnection.result` per statement, in order).
 
 psycopg 3 and asyncpg cannot stream logical replication, hence this client. Errors from the

@@ -2,8 +2,10 @@
 
 Owns: the session lifecycle (connect with ``replication=database``, IDENTIFY_SYSTEM, settings
 warnings, publication, slot, START_REPLICATION ... LOGICAL with proto_version '1',
-publication_names and messages 'true'), the CopyBoth loop (XLogData -> pgoutput ->
-applier; keepalives answered when asked; standby status updates every ``status_interval``),
+publication_names and messages 'true'), the CopyBoth handler (XLogData -> pgoutput ->
+applier, run from the connection's transport callback as the bytes arrive,
+``PgConnection.copy_both``; keepalives answered when asked; standby status updates every
+``status_interval``; per-commit stage figures),
 reconnect with exponential backoff, and continuity: a new temporary slot, a lost or
 invalidated persistent slot, or a changed system identifier resets every cache.
 
