@@ -342,6 +342,8 @@ class PgConnection:
         done: asyncio.Future[None] = loop.create_future()
         while self._taken < self._given:  # (bytes in the reader: read() does not wait)
             data = await self._reader.read(self._given - self._taken)
+            if not data:
+                raise ConnectionError("the upstream closed the connection")
             self._taken += len(data)
             self._framer.feed(data)
         self._copying, self._copy_done = handle, done

@@ -221,15 +221,18 @@ def test_stream_applies_from_the_transport_callback_under_uvloop(pg: Any, dbname
     """weir serves on uvloop, whose transports keep the protocol's callbacks: the stream's
     callback mode (``PgConnection.copy_both``) must see the bytes there too, a reconnect must
     follow a dropped connection (its loss reaches the stream's reader), and a commit is
-    applied from the transport's callback (stage figures timed, a commit's wait small)."""
+    applied from the transport's callback (stage figures timed). Over TLS (uvloop's own
+    TLS transport hands the bytes to the protocol set on it)."""
     import uvloop
 
     pg.psql("CREATE TABLE u (id int PRIMARY KEY)", dbname)
 
     async def body() -> None:
-        async with streaming(pg, dbname) as (stream, sink):
+        async with streaming(pg, dbname, sslmode="require") as (stream, sink):
             await execute(pg, dbname, "INSERT INTO u VALUES (1)", "INSERT INTO u VALUES (2)")
             await stream.barrier()
+            assert stream._conn is not None
+            assert stream._conn._writer.get_extra_info("ssl_object") is not None
             stream.kill_connection()
             await stream.barrier(timeout=60)  # (a new temporary slot: streams what follows)
             assert stream.sessions == 2
