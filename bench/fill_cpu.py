@@ -6,9 +6,10 @@ starts it (``Engine.lookup`` missing, ``Engine.read`` issuing the ``RunFill``), 
 rows decoded (``proxy.fillsql.decode_rows``, as ``fetch_all`` does for asyncpg's records), and
 the install (``Engine.fill_response`` then ``Engine.position_reached``, with a memory
 budget), the collector frozen and its thresholds set as ``weir serve`` sets them
-(``proxy.cli``): its collections are part of the cost. ``--fills`` distinct keys, in batches of ``--batch`` (the cold benchmark's
-batches hold about three fills), each phase timed with ``time.process_time`` (CPU of this
-process: other load on the machine does not move it much), the best of ``--rounds``.
+(``proxy.cli``): its collections are part of the cost. ``--fills`` distinct keys, in
+batches of ``--batch`` (the cold benchmark's batches hold about three fills), each phase
+timed with ``time.process_time`` (CPU of this process: other load on the machine does not
+move it much), the best of ``--rounds``.
 
 A/B in one invocation: ``--tree DIR`` runs the same measurement in another source tree (an
 old build's worktree, its own ``.venv/bin/python``) and this one, alternating, ``--rounds``
