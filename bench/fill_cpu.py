@@ -5,8 +5,8 @@ besides the upstream round trip, in the steps ``proxy.fillrun`` runs for a batch
 starts it (``Engine.lookup`` missing, ``Engine.read`` issuing the ``RunFill``), the fetched text
 rows decoded (``proxy.fillsql.decode_rows``, as ``fetch_all`` does for asyncpg's records), and
 the install (``Engine.fill_response`` then ``Engine.position_reached``, with a memory
-budget), the collector frozen and its thresholds set as ``weir serve`` sets them
-(``proxy.cli``): its collections are part of the cost. ``--fills`` distinct keys, in
+budget), startup's objects frozen out of the collector as ``weir serve`` freezes them
+(``proxy.cli``): the collections the fills cause are part of the cost. ``--fills`` distinct keys, in
 batches of ``--batch`` (the cold benchmark's batches hold about three fills), each phase
 timed with ``time.process_time`` (CPU of this process: other load on the machine does not
 move it much), the best of ``--rounds``.
@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 #: run inside the measured tree (``sys.path[0]`` is that tree): prints one JSON line
 _CHILD = r"""
 import gc, json, sys, time
-from proxy import cli
 from engine.api import Engine
 from engine.changes import Snapshot
 from engine.dataflow.fills import RunFill
@@ -43,8 +42,7 @@ from proxy import fillsql
 
 fills, batch = int(sys.argv[1]), int(sys.argv[2])
 gc.collect()
-gc.freeze()  # as ``weir serve`` does, with its thresholds (the default's where it sets none)
-gc.set_threshold(*getattr(cli, "GC_THRESHOLDS", gc.get_threshold()))
+gc.freeze()  # (as ``weir serve`` does before it serves)
 STORIES = Relation(16400, "public", "stories", (
     Column("id", T.INT4, not_null=True), Column("author", T.INT4),
     Column("title", T.TEXT)), ("id",))

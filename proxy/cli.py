@@ -28,12 +28,6 @@ from proxy.server import Server
 from proxy.settings import Settings, SettingsError
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-#: the collector's thresholds while serving (gen0 allocations, gen1 and gen2 collections):
-#: a young generation of 10,000 rather than 700 objects, so that a cold start, whose misses
-#: and fills grow the heap fast, is not walked by a full collection at each quarter of growth
-#: (issue 18: 2-5 full collections, 0.06-0.25 s of event-loop CPU in the first 10 s of the
-#: cold Zipf point lookup, none with these; docs/architecture.md "The collector's thresholds")
-GC_THRESHOLDS = (10_000, 10, 10)
 
 
 class JsonFormatter(logging.Formatter):
@@ -182,7 +176,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     # each time (about 50 ms each on the event loop during the demo's cold run)
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
     _run(_serve(settings))
     return 0
 
