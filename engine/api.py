@@ -29,10 +29,10 @@ Protocol:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.changes import Snapshot, Transaction
 from engine.dataflow.fills import FillManager, Pending, RunFill
@@ -81,6 +81,15 @@ Effect = RunFill | ReadReady | ReadFailed | TakeSnapshot
 class ReadResult:
     rows: tuple[Row, ...] | None
     effects: tuple[Effect, ...] = ()
+
+
+_T = TypeVar("_T")
+
+
+def _in_order(items: Collection[_T]) -> list[_T]:
+    """``items`` in a deterministic order (by ``repr``), as effects and fills are issued;
+    one item (a point lookup's fill: the usual case) without formatting its ``repr``."""
+    return list(items) if len(items) < 2 else sorted(items, key=repr)
 
 
 @dataclass(slots=True)
@@ -283,7 +292,7 @@ class Engine:
         w.waiting = set(ctx.missing)
         for bk in ctx.missing:
             self._by_key.setdefault(bk, set()).add(wid)
-        run = self.fills.issue([(bk, self._base(bk).table) for bk in sorted(ctx.missing, key=repr)],
+        run = self.fills.issue([(bk, self._base(bk).table) for bk in _in_order(ctx.missing)],
                                ctx.prefetch)
         if run is not None:
             self.stats.fills += 1
@@ -360,7 +369,7 @@ class Engine:
         Without this, the fill would hold back the log's pruning forever."""
         effects: list[Effect] = []
         for bk in self.fills.abandon(fill_id):
-            for wid in sorted(self._by_key.get(bk, set()), key=repr):
+            for wid in _in_order(self._by_key.get(bk, set())):
                 w = self._waiters.get(wid)
                 if w is not None:
                     caches = sorted(w.caches)
@@ -405,7 +414,7 @@ class Engine:
                     w.waiting.discard(bk)
                     if not w.waiting:
                         ready.add(wid)
-        for wid in sorted(ready, key=repr):
+        for wid in _in_order(ready):
             w = self._waiters[wid]
             caches = sorted(w.caches)
             rows = self._attempt(wid, w, effects)

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cdc import parse_lsn
-from engine import Column, FillRequest, decode_text, fill_query, span_of
+from engine import Column, FillRequest, fill_query, parser_for, span_of
 
 Row = tuple[Any, ...]
 #: key types whose SQL equality is Python's equality of the decoded values (int2, int4, int8)
@@ -114,10 +114,12 @@ def _via_from(req: FillRequest, param: int) -> str:
             f"AS {_KEYS}, LATERAL ({inner}) AS q")
 
 
-def _decode(columns: Sequence[Column], records: Sequence[Any]) -> list[Row]:
-    oids = [c.type_oid for c in columns]
-    return [tuple(None if v is None else decode_text(oid, v)
-                  for oid, v in zip(oids, rec, strict=True))
+def decode_rows(columns: Sequence[Column], records: Sequence[Any]) -> list[Row]:
+    """``records`` (each the text form of ``columns``' values, None for NULL) as rows of
+    canonical values, each value as ``engine.decode_text`` decodes it: the parser of each
+    column chosen once per call (``engine.parser_for``), not once per value."""
+    parsers = [parser_for(c.type_oid) for c in columns]
+    return [tuple([None if v is None else parse(v) for parse, v in zip(parsers, rec, strict=True)])
             for rec in records]
 
 
@@ -127,7 +129,7 @@ async def fetch_rows(conn: Any, req: FillRequest) -> list[Row]:
     columns = req.table.columns
     casts = ", ".join(as_output_text(c) for c in columns)
     records = await conn.fetch(f"SELECT {casts} FROM ({sql}) AS q", *params)
-    return _decode(columns, records)
+    return decode_rows(columns, records)
 
 
 async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
@@ -148,7 +150,7 @@ async def fetch_batch(conn: Any, fills: Sequence[Sequence[FillRequest]]
         records = await conn.fetch(any_sql(first), keys)
         by_key: dict[Any, list[Row]] = {k: [] for k in keys}
         loose = False
-        for row in _decode(first.table.columns, records):
+        for row in decode_rows(first.table.columns, records):
             bucket = by_key.get(row[col])
             if bucket is None:
                 loose = True
@@ -184,7 +186,7 @@ async def _fetch_vias(conn: Any, fills: Sequence[Sequence[FillRequest]],
     records = await conn.fetch(via_any_sql(first), keys)
     by_key: dict[Any, list[Row]] = {k: [] for k in keys}
     for key, row in zip((rec[0] for rec in records),
-                        _decode(first.table.columns, [rec[1:] for rec in records]),
+                        decode_rows(first.table.columns, [rec[1:] for rec in records]),
                         strict=True):
         bucket = by_key.get(key)
         if bucket is None:  # (an exact key type: cannot happen) each runs its own statement
@@ -291,7 +293,7 @@ async def fetch_mixed(conn: Any, fills: Sequence[Sequence[FillRequest]],
     for n, (req, _) in enumerate(parts):
         columns = req.table.columns
         mine = [rec for rec in records if rec[0] == n]
-        for rec, row in zip(mine, _decode(columns, [rec[5:5 + len(columns)] for rec in mine]),
+        for rec, row in zip(mine, decode_rows(columns, [rec[5:5 + len(columns)] for rec in mine]),
                             strict=True):
             bucket = by_key[n].get(rec[4])
             if bucket is None:  # (cannot happen for integer keys: the batch fails)
@@ -324,7 +326,7 @@ async def fetch_all(conn: Any, fills: Sequence[Sequence[FillRequest]]
     snapshot, position, flushed = next((rec[0], rec[1], rec[2]) for rec in records
                                        if rec[0] is not None)
     by_key: dict[Any, list[Row]] = {k: [] for k in keys}
-    for row in _decode(first.table.columns, [rec[3:] for rec in records if rec[0] is None]):
+    for row in decode_rows(first.table.columns, [rec[3:] for rec in records if rec[0] is None]):
         bucket = by_key.get(row[col])
         if bucket is None:  # (cannot happen for integer keys: the batch fails, its keys miss)
             raise LookupError(f"fill row with a key not asked for: {row[col]!r}")

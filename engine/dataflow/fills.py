@@ -245,10 +245,15 @@ class FillManager:
         # arrival order is not snapshot order (a fill's snapshot may arrive after a later
         # probe's): an entry visible in any usable snapshot goes; the newest one is kept
         snaps = [a[1] for a in usable]
-        self.log = deque(t for t in self.log if not any(sn.visible(t.xid) for sn in snaps))
-        self.lost = {x for x in self.lost if not any(sn.visible(x) for sn in snaps)}
+        if self.log:  # (empty while nothing upstream changed the cached tables)
+            self.log = deque(t for t in self.log if not any(sn.visible(t.xid) for sn in snaps))
+        if self.lost:
+            self.lost = {x for x in self.lost if not any(sn.visible(x) for sn in snaps)}
         newest = max(usable, key=lambda a: (a[1].xmin, a[1].xmax))
-        self.arrivals = [newest] + [a for a in self.arrivals if a not in usable]
+        # (the others are those at or after the floor: sequence numbers are unique, so this
+        # is "not in usable" without comparing each arrival with each usable one)
+        self.arrivals = [newest] + ([] if floor is None
+                                    else [a for a in self.arrivals if a[0] >= floor])
         # lost entries follow the same rule (not cleared when no fill is pending: a fill
         # re-issued for a stale snapshot is issued after this, and its snapshot may lag too)
 
