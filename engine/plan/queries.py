@@ -34,7 +34,7 @@ from engine.plan.range_aggs import aggregate_groups, aggregates_text, computed_c
 from engine.plan.range_state import lookup_span, state_line, with_span
 from engine.plan.ranges import cut_rows, iter_cut, narrow, range_value_ok
 from engine.plan.rules.keys import KeySource
-from engine.plan.setops import setop_params_ok, setop_rows, setop_state, setop_text
+from engine.plan.setops import page_values, setop_params_ok, setop_rows, setop_state, setop_text
 from engine.sql.cacheable import Unsupported, check_statement
 from engine.sql.catalog import Catalog
 from engine.sql.text import ParsedQuery, parse_query
@@ -224,22 +224,7 @@ def page_bounds(plan: PlannedQuery, params: Sequence[Any],
     host aggregates' result rows, ``plan.agg_page``) for these parameter values; None when a
     value is missing, not an integer or negative (PostgreSQL raises: forward upstream)."""
     page = plan.agg_page if agg else plan.page
-    if page is None:
-        return None, 0
-    bounds: list[int | None] = [page.limit, page.offset]
-    for i, number in ((0, page.limit_param), (1, page.offset_param)):
-        if number is None:
-            continue
-        if number > len(params):
-            return None
-        value = params[number - 1]
-        if value is None:  # LIMIT NULL is no limit, OFFSET NULL is 0
-            bounds[i] = None if i == 0 else 0
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            return None
-        else:
-            bounds[i] = value
-    return bounds[0], bounds[1] or 0
+    return (None, 0) if page is None else page_values(page, params)
 
 
 def merge_lookups(plan: PlannedQuery, results: Sequence[Sequence[tuple[Any, ...]]],
