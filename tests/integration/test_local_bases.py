@@ -50,12 +50,22 @@ def _served(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]
 
 
 def _cached(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...],
-            timeout: float = 10.0) -> list[tuple[Any, ...]]:
-    """The rows once weir answers from a cache (an empty answer included)."""
+            timeout: float = 30.0) -> list[tuple[Any, ...]]:
+    """The rows once weir answers from a cache (an empty answer included). The wait is
+    generous: while the writer runs, a loaded machine can keep weir's stream behind the
+    staleness bound for a while (answers go upstream then, correctly); on failure the last
+    answer's EXPLAIN and weir's lag figures say why."""
     def once() -> tuple[list[tuple[Any, ...]]] | None:
         rows = _served(conn, sql, params)
         return None if rows is None else (rows,)
-    return eventually(once, timeout=timeout)[0]
+    try:
+        return eventually(once, timeout=timeout)[0]
+    except AssertionError as exc:
+        conn.execute(sql, params).fetchall()
+        plan = conn.execute("EXPLAIN LAST STATEMENT").fetchall()
+        status = {k: v for k, v in conn.execute("SHOW WEIR STATUS").fetchall()
+                  if "lag" in k or "stale" in k or k in ("fills", "local_fills", "misses")}
+        raise AssertionError(f"{exc}; last answer: {plan}; status: {status}") from None
 
 
 def _status(conn: psycopg.Connection[Any]) -> dict[str, str]:
