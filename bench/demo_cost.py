@@ -178,9 +178,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "session_write_positions", "session_write_positions_passed",
                         "session_covered_by_fills", "fills_not_admitted")
                 print("   " + "  ".join(f"{k} {status.get(k, '-')}" for k in keys), flush=True)
-                keys = ("stream_walsender_ms_avg", "stream_transit_ms_avg", "stream_loop_ms_avg",
-                        "positions_at_once", "positions_waited", "position_wait_ms_avg")
-                print("   " + "  ".join(f"{k} {status.get(k, '-')}" for k in keys), flush=True)
                 if out.errors:
                     print("   errors:", out.errors[:3])
             finally:
