@@ -116,11 +116,6 @@ class Barriers:
         self._nudged = float("-inf")  # when the last fallback barrier of :meth:`at` was sent
         self.waits_fell_back = 0  # fallback barriers of :meth:`at` (SHOW WEIR STATUS)
         self._nudges: set[asyncio.Task[None]] = set()
-        #: :meth:`at` calls the stream had reached already; those it reached later, and their
-        #: total wait (registration to the stream passing it; SHOW WEIR STATUS)
-        self.at_once = 0
-        self.at_waited = 0
-        self.at_wait_seconds = 0.0
 
     def passed(self, barrier_id: str, lsn: int) -> None:
         on_pass = self._on_pass.pop(barrier_id, None)
@@ -327,22 +322,18 @@ class Barriers:
         ``patience`` again): its commit, after ``lsn``, flushes the WAL up to it and carries
         the stream past it. Never called once continuity is lost (:meth:`lose_all`)."""
         if self._applied_lsn() >= lsn:
-            self.at_once += 1
             call()
             return
         wait_id = self._prefix + "w" + str(next(self._ids))
-        began = time.monotonic()
-        self._on_pass[wait_id] = lambda: self._waited(wait_id, call, began)
+        self._on_pass[wait_id] = lambda: self._waited(wait_id, call)
         self._waits.add(wait_id)
         heapq.heappush(self._probes, (lsn, wait_id))
         self.probe_floor = self._probes[0][0]
         asyncio.get_running_loop().call_later(patience, self._overdue, wait_id,
                                               time.monotonic(), patience)
 
-    def _waited(self, wait_id: str, call: Callable[[], object], began: float) -> None:
+    def _waited(self, wait_id: str, call: Callable[[], object]) -> None:
         self._waits.discard(wait_id)
-        self.at_waited += 1
-        self.at_wait_seconds += time.monotonic() - began
         call()
 
     def _overdue(self, wait_id: str, began: float, patience: float) -> None:

@@ -3,8 +3,7 @@
 Owns: connecting (TCP, optional TLS per ``sslmode``), the startup packet (with
 ``replication=database`` for the stream, and the session settings weir's codecs assume),
 authentication via :mod:`pgwire.auth`, simple-protocol queries returning text rows, and the
-CopyBoth sub-protocol (CopyData payloads read, or handed to a callback from the transport's
-own ``data_received``: :meth:`PgConnection.copy_both`; send CopyData). Statements may be pipelined
+CopyBoth sub-protocol (read CopyData payloads, send CopyData). Statements may be pipelined
 (:meth:`PgConnection.send_query`, then :meth:`PgConnection.result` per statement, in order).
 
 psycopg 3 and asyncpg cannot stream logical replication, hence this client. Errors from the
@@ -18,9 +17,7 @@ import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pgwire.auth import AuthenticationFailed, ClientAuthenticator
@@ -114,30 +111,6 @@ def _tls_context() -> ssl.SSLContext:
     return ctx
 
 
-class _Tap(asyncio.Protocol):
-    """The transport's protocol: bytes go to ``received``, the rest to the stream's own
-    protocol (``inner``: its reader, its writer's flow control, its closing)."""
-
-    def __init__(self, inner: asyncio.BaseProtocol, received: Callable[[bytes], None]) -> None:
-        self._inner: Any = inner
-        self._received = received
-
-    def data_received(self, data: bytes) -> None:
-        self._received(data)
-
-    def eof_received(self) -> bool | None:
-        return self._inner.eof_received()  # type: ignore[no-any-return]
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._inner.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        self._inner.pause_writing()
-
-    def resume_writing(self) -> None:
-        self._inner.resume_writing()
-
-
 class PgConnection:
     """One upstream connection. Create with :meth:`connect`."""
 
@@ -151,56 +124,6 @@ class PgConnection:
         self.notices: list[str] = []
         #: time.monotonic() of the last bytes received (liveness of a quiet stream).
         self.last_receive = time.monotonic()
-        # callback mode (:meth:`copy_both`): the payloads' handler and the end of the stream;
-        # bytes handed to the reader before it, and read from it
-        self._copying: Callable[[bytes], None] | None = None
-        self._copy_done: asyncio.Future[None] | None = None
-        self._given = 0
-        self._taken = 0
-        #: time.time() when the transport last handed bytes in (before any task ran: the
-        #: replication stream's stage figures, ``cdc.stream``)
-        self.arrived = 0.0
-        self._inner: Any = writer.transport.get_protocol()
-        writer.transport.set_protocol(_Tap(self._inner, self._received))
-
-    def _received(self, data: bytes) -> None:
-        self.arrived = time.time()
-        if self._copying is None:
-            self._given += len(data)
-            self._inner.data_received(data)
-            return
-        self.last_receive = time.monotonic()
-        self._framer.feed(data)
-        self._dispatch()
-
-    def _dispatch(self) -> None:
-        """Hand the framed CopyData payloads to the copy handler (callback mode)."""
-        handle, done = self._copying, self._copy_done
-        assert handle is not None and done is not None
-        try:
-            raw, index = self._framer.drain()
-            self._pending.extend((mtype, raw[start:end]) for mtype, start, end in index)
-            pending = self._pending
-            while pending:
-                mtype, payload = pending.popleft()
-                if mtype == 0x64:  # 'd'
-                    handle(payload)
-                elif mtype == ord("c"):
-                    self._stop_copying(None)
-                    return
-                else:
-                    self._other(mtype, payload)
-        except Exception as exc:
-            self._stop_copying(exc)
-
-    def _stop_copying(self, exc: Exception | None) -> None:
-        done = self._copy_done
-        self._copying = self._copy_done = None
-        if done is not None and not done.done():
-            if exc is None:
-                done.set_result(None)
-            else:
-                done.set_exception(exc)
 
     @classmethod
     async def connect(cls, params: ConnectParams, replication: bool = False) -> PgConnection:
@@ -262,7 +185,6 @@ class PgConnection:
             data = await self._reader.read(262144)
             if not data:
                 raise ConnectionError("the upstream closed the connection")
-            self._taken += len(data)
             self.last_receive = time.monotonic()
             self._framer.feed(data)
             await asyncio.sleep(0)  # read() does not yield while data is buffered: be fair
@@ -329,36 +251,6 @@ class PgConnection:
             if mtype == ord("c"):
                 return None
             self._other(mtype, payload)
-
-    async def copy_both(self, handle: Callable[[bytes], None]) -> None:
-        """Hand every CopyData payload of the CopyBoth stream to ``handle``, from the
-        transport's own callback as its bytes are read off the socket: no task is woken and
-        the event loop takes no turn between the socket and ``handle`` (what a reader task
-        costs: a turn to wake it, and behind every callback the loop queued meanwhile).
-        Returns when the server ends the stream (CopyDone); raises what ``handle`` raises,
-        :class:`UpstreamError` on an ErrorResponse, ``ConnectionError`` when the connection
-        closes. Payloads already read are handed over first, in order."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        while self._taken < self._given:  # (bytes in the reader: read() does not wait)
-            data = await self._reader.read(self._given - self._taken)
-            if not data:
-                raise ConnectionError("the upstream closed the connection")
-            self._taken += len(data)
-            self._framer.feed(data)
-        self._copying, self._copy_done = handle, done
-        self._dispatch()  # (what was read before: nothing new arrives until this returns)
-        # nothing reaches the reader any more: it ends when the connection does
-        closed = asyncio.ensure_future(self._reader.read(1))
-        try:
-            await asyncio.wait((done, closed), return_when=asyncio.FIRST_COMPLETED)
-            if done.done():
-                return done.result()
-            closed.result()  # (raises the connection's error, if it had one)
-            raise ConnectionError("the upstream closed the connection")
-        finally:
-            closed.cancel()
-            self._stop_copying(None)
 
     def abort(self) -> None:
         """Drop the connection at once (no Terminate): the peer is presumed dead."""

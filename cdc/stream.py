@@ -2,10 +2,8 @@
 
 Owns: the session lifecycle (connect with ``replication=database``, IDENTIFY_SYSTEM, settings
 warnings, publication, slot, START_REPLICATION ... LOGICAL with proto_version '1',
-publication_names and messages 'true'), the CopyBoth handler (XLogData -> pgoutput ->
-applier, run from the connection's transport callback as the bytes arrive,
-``PgConnection.copy_both``; keepalives answered when asked; standby status updates every
-``status_interval``; per-commit stage figures),
+publication_names and messages 'true'), the CopyBoth loop (XLogData -> pgoutput ->
+applier; keepalives answered when asked; standby status updates every ``status_interval``),
 reconnect with exponential backoff, and continuity: a new temporary slot, a lost or
 invalidated persistent slot, or a changed system identifier resets every cache.
 
@@ -34,7 +32,6 @@ from cdc.connection import ConnectParams, PgConnection, UpstreamError
 from cdc.events import TransactionSink
 from cdc.pgoutput import (
     PG_EPOCH_UNIX,
-    Commit,
     PgoutputError,
     PgoutputMessage,
     PrimaryKeepalive,
@@ -142,15 +139,6 @@ class ReplicationStream:
         self.last_error: BaseException | None = None
         self._conn: PgConnection | None = None
         self._task: asyncio.Task[None] | None = None
-        #: Stages of the applied commits (SHOW WEIR STATUS), in seconds summed over
-        #: ``commits_timed``: the commit's timestamp to the walsender sending it
-        #: (``walsender``), that to weir's transport reading it (``transit``), that to the
-        #: applier having applied it (``loop``: the event loop reaching the stream, decoding,
-        #: applying). Wall clocks of one host; meaningless when the upstream is remote.
-        self.commits_timed = 0
-        self.walsender_seconds = 0.0
-        self.transit_seconds = 0.0
-        self.loop_seconds = 0.0
 
     def _marker(self, marker: str, lsn: int) -> None:
         """A 'weir' logical message was applied: a barrier of ours, or the host's (fills)."""
@@ -302,37 +290,24 @@ class ReplicationStream:
             raise
 
     async def _stream(self, conn: PgConnection) -> None:
-        """Apply the stream from the connection's transport callback (``copy_both``): a
-        commit is applied, and the reads waiting for it woken, as its bytes are read off the
-        socket, without waiting for the event loop to come round to a reader task."""
-        await conn.copy_both(lambda payload: self._copy_data(conn, payload))
-        raise ConnectionError("the upstream ended the replication stream")
-
-    def _copy_data(self, conn: PgConnection, payload: bytes) -> None:
-        msg = decode_copy_data(payload)
-        if isinstance(msg, PrimaryKeepalive):
-            self._keepalive(conn, msg)
-            return
-        if msg.wal_end > self.received_lsn:
-            self.received_lsn = msg.wal_end
-        decoded = decode_message(msg.data)
-        if self.tap is not None:
-            self.tap(decoded)
         applier = self.applier
-        applier.feed(decoded)
         barriers = self.barriers
-        if applier.applied_end_lsn >= barriers.probe_floor:  # (a commit: probes passed)
-            barriers.reached(self.position())
-        if decoded.__class__ is Commit:
-            self._timed(conn, msg.send_time, decoded.commit_time)
-
-    def _timed(self, conn: PgConnection, sent: int, committed: int) -> None:
-        now = time.time()
-        sent_at = sent / 1e6 + PG_EPOCH_UNIX
-        self.commits_timed += 1
-        self.walsender_seconds += max(0.0, sent_at - (committed / 1e6 + PG_EPOCH_UNIX))
-        self.transit_seconds += max(0.0, conn.arrived - sent_at)
-        self.loop_seconds += max(0.0, now - conn.arrived)
+        while True:
+            payload = await conn.read_copy_data()
+            if payload is None:
+                raise ConnectionError("the upstream ended the replication stream")
+            msg = decode_copy_data(payload)
+            if isinstance(msg, PrimaryKeepalive):
+                self._keepalive(conn, msg)
+                continue
+            if msg.wal_end > self.received_lsn:
+                self.received_lsn = msg.wal_end
+            decoded = decode_message(msg.data)
+            if self.tap is not None:
+                self.tap(decoded)
+            applier.feed(decoded)
+            if applier.applied_end_lsn >= barriers.probe_floor:  # (a commit: probes passed)
+                barriers.reached(self.position())
 
     def _keepalive(self, conn: PgConnection, msg: PrimaryKeepalive) -> None:
         self.received_lsn = max(self.received_lsn, msg.wal_end)

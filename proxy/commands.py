@@ -160,13 +160,6 @@ def show(registry: Registry, cmd: Show, lanes: HitLanes | None, hits: HitMemos,
         ("session_miss_positions_unflushed", str(host.coverage.positions_unflushed)),
         ("session_write_positions", str(host.coverage.write_positions)),
         ("session_write_positions_passed", str(host.coverage.write_positions_passed)),
-        ("positions_at_once", str(emits.at_once)),
-        ("positions_waited", str(emits.at_waited)),
-        ("position_wait_ms_avg", f"{1000 * emits.at_wait_seconds / max(1, emits.at_waited):.3f}"),
-        *((f"stream_{stage}_ms_avg", f"{1000 * spent / max(1, host.stream.commits_timed):.3f}")
-          for stage, spent in (("walsender", host.stream.walsender_seconds),
-                               ("transit", host.stream.transit_seconds),
-                               ("loop", host.stream.loop_seconds))),
         ("memory_budget", "" if engine.budget is None else str(engine.budget)),
         *([] if host.local is None else [  # --local-bases: fills answered from them
             ("local_fills", str(host.local.local_fills)),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -215,31 +214,3 @@ def test_host_markers_fire_right_after_their_transaction(pg: Any, dbname: str) -
         assert len(seen) == 2  # and the barrier's own marker
 
     run(body)
-
-
-def test_stream_applies_from_the_transport_callback_under_uvloop(pg: Any, dbname: str) -> None:
-    """weir serves on uvloop, whose transports keep the protocol's callbacks: the stream's
-    callback mode (``PgConnection.copy_both``) must see the bytes there too, a reconnect must
-    follow a dropped connection (its loss reaches the stream's reader), and a commit is
-    applied from the transport's callback (stage figures timed). Over TLS (uvloop's own
-    TLS transport hands the bytes to the protocol set on it)."""
-    import uvloop
-
-    pg.psql("CREATE TABLE u (id int PRIMARY KEY)", dbname)
-
-    async def body() -> None:
-        async with streaming(pg, dbname, sslmode="require") as (stream, sink):
-            await execute(pg, dbname, "INSERT INTO u VALUES (1)", "INSERT INTO u VALUES (2)")
-            await stream.barrier()
-            assert stream._conn is not None
-            assert stream._conn._writer.get_extra_info("ssl_object") is not None
-            stream.kill_connection()
-            await stream.barrier(timeout=60)  # (a new temporary slot: streams what follows)
-            assert stream.sessions == 2
-            await execute(pg, dbname, "INSERT INTO u VALUES (3)")
-            await stream.barrier()
-            assert {c.new[0] for c in changes_of(sink, "u") if c.new} >= {3}
-            assert stream.commits_timed >= 2 and stream.loop_seconds >= 0.0
-
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(body())
